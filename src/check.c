@@ -1,0 +1,526 @@
+/* check.c - declarations: the global table, consts and -D overrides, types,
+ * params and their weights-file names, and a name pass over every function body
+ * (so a function that is never called still has its names checked). */
+#include "nestc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const builtins[] = {
+	"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
+	"erf", "abs", "sin", "cos", "pow", "maximum", "minimum", "where",
+	"f32", "f64", "i32", "i64", "bool",
+	"sum", "mean", "amax", "amin", "argmax", "softmax", "log_softmax",
+	"layernorm", "rmsnorm",
+	"reshape", "transpose", "concat", "split", "expand", "unsqueeze", "squeeze",
+	"arange", "zeros", "ones", "full", "causal_mask",
+	"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
+	NULL,
+};
+
+int is_builtin(const char *name)
+{
+	for (int i = 0; builtins[i]; i++)
+		if (!strcmp(builtins[i], name))
+			return 1;
+	return 0;
+}
+
+/* ---- the global table ---- */
+
+static void hash_insert(Checker *c, int idx)
+{
+	uint64_t h = hash_str(c->globals[idx]->name);
+	int mask = c->hcap - 1;
+	for (int i = (int)(h & (uint64_t)mask);; i = (i + 1) & mask) {
+		if (!c->htab[i]) {
+			c->htab[i] = (uint64_t)idx + 1;
+			return;
+		}
+	}
+}
+
+Global *lookup_global(Checker *c, const char *name)
+{
+	if (!c->hcap)
+		return NULL;
+	uint64_t h = hash_str(name);
+	int mask = c->hcap - 1;
+	for (int i = (int)(h & (uint64_t)mask); c->htab[i]; i = (i + 1) & mask) {
+		Global *g = c->globals[c->htab[i] - 1];
+		if (!strcmp(g->name, name))
+			return g;
+	}
+	return NULL;
+}
+
+static const char *decl_what(DeclKind k)
+{
+	switch (k) {
+	case D_CONST: return "const";
+	case D_TYPE: return "type";
+	case D_PARAM: return "param";
+	case D_FN: return "function";
+	}
+	return "?";
+}
+
+static void build_globals(Checker *c)
+{
+	Module *m = c->m;
+	c->globals = arena_alloc(c->a, (size_t)(m->ndecls + 1) * sizeof(Global *));
+	c->hcap = 16;
+	while (c->hcap < 2 * (m->ndecls + 1))
+		c->hcap *= 2;
+	c->htab = arena_alloc(c->a, (size_t)c->hcap * sizeof(uint64_t));
+	for (int i = 0; i < m->ndecls; i++) {
+		Decl *d = m->decls[i];
+		Global *prev = lookup_global(c, d->name);
+		if (prev) {
+			int line, col;
+			source_linecol(c->d->src, prev->decl->name_loc.off, &line, &col);
+			error_at(c->d, d->name_loc, "'%s' is already defined (as a %s at line %d)", d->name,
+			         decl_what(prev->decl->kind), line);
+			continue;
+		}
+		if (is_builtin(d->name)) {
+			error_at(c->d, d->name_loc, "'%s' is the name of a builtin function", d->name);
+			continue;
+		}
+		if (!strcmp(d->name, "int") || !strcmp(d->name, "float")) {
+			error_at(c->d, d->name_loc, "'%s' is the name of a scalar type", d->name);
+			continue;
+		}
+		Global *g = arena_alloc(c->a, sizeof *g);
+		g->name = d->name;
+		g->decl = d;
+		g->kind = d->kind == D_CONST ? G_CONST : d->kind == D_TYPE ? G_TYPE : d->kind == D_PARAM ? G_PARAM : G_FN;
+		c->globals[c->nglobals] = g;
+		hash_insert(c, c->nglobals);
+		c->nglobals++;
+	}
+}
+
+/* ---- consts and -D ---- */
+
+static Value *parse_define_value(Checker *c, const char *s)
+{
+	Value *v = arena_alloc(c->a, sizeof *v);
+	if (!strcmp(s, "true") || !strcmp(s, "false")) {
+		v->kind = V_BOOL;
+		v->i = s[0] == 't';
+		return v;
+	}
+	char *end;
+	errno = 0;
+	long long iv = strtoll(s, &end, 10);
+	if (*s && !*end && errno == 0) {
+		v->kind = V_INT;
+		v->i = iv;
+		return v;
+	}
+	errno = 0;
+	double fv = strtod(s, &end);
+	if (*s && !*end && errno == 0) {
+		v->kind = V_FLOAT;
+		v->f = fv;
+		return v;
+	}
+	return NULL;
+}
+
+static const char *kind_word(ValueKind k)
+{
+	switch (k) {
+	case V_INT: return "an int";
+	case V_FLOAT: return "a float";
+	case V_BOOL: return "a bool";
+	default: return "not a number";
+	}
+}
+
+static void check_consts(Checker *c)
+{
+	/* -D first: an override replaces the value, but must name a const of a fitting kind */
+	Value **over = arena_alloc(c->a, (size_t)(c->nglobals + 1) * sizeof(Value *));
+	for (int i = 0; i < c->opts->ndefines; i++) {
+		Define *df = &c->opts->defines[i];
+		Global *g = lookup_global(c, df->name);
+		if (!g || g->kind != G_CONST) {
+			error_plain(c->d, "-D %s=%s: there is no const named '%s'", df->name, df->value, df->name);
+			continue;
+		}
+		Value *v = parse_define_value(c, df->value);
+		if (!v) {
+			error_plain(c->d, "-D %s=%s: '%s' is not an int, a float or a bool", df->name, df->value, df->value);
+			continue;
+		}
+		for (int k = 0; k < c->nglobals; k++)
+			if (c->globals[k] == g)
+				over[k] = v;
+	}
+	for (int k = 0; k < c->nglobals; k++) {
+		Global *g = c->globals[k];
+		if (g->kind != G_CONST)
+			continue;
+		Value *v = g->state == 2 ? g->value : eval_const_expr(c, g->decl->value);
+		g->value = v;
+		g->state = 2;
+		if (v->kind != V_ERR && v->kind != V_INT && v->kind != V_FLOAT && v->kind != V_BOOL) {
+			Buf b = {0};
+			value_type_str(&b, v);
+			error_at(c->d, g->decl->value->loc, "const '%s' must be an int, a float or a bool, not %s", g->name, b.s);
+			buf_free(&b);
+			g->value = arena_alloc(c->a, sizeof(Value));
+		}
+	}
+	for (int k = 0; k < c->nglobals; k++) {
+		Global *g = c->globals[k];
+		Value *v = over[k];
+		if (!v)
+			continue;
+		ValueKind want = g->value->kind;
+		if (want == V_ERR) {
+			g->value = v;
+			continue;
+		}
+		if (want == v->kind || (want == V_FLOAT && v->kind == V_INT)) {
+			if (want == V_FLOAT && v->kind == V_INT) {
+				v->kind = V_FLOAT;
+				v->f = (double)v->i;
+			}
+			g->value = v;
+		} else {
+			error_plain(c->d, "-D %s: const '%s' is %s, and the value given is %s", g->name, g->name,
+			            kind_word(want), kind_word(v->kind));
+		}
+	}
+}
+
+/* ---- types ---- */
+
+static void check_type_names(Checker *c, TypeExpr *t, const char **tparams, int ntparams)
+{
+	switch (t->kind) {
+	case T_TENSOR:
+	case T_SCALAR:
+		break;
+	case T_NAMED: {
+		Global *g = lookup_global(c, t->name);
+		if (!g) {
+			error_at(c->d, t->loc, "unknown type '%s'", t->name);
+		} else if (g->kind != G_TYPE) {
+			error_at(c->d, t->loc, "'%s' is a %s, not a type", t->name, decl_what(g->decl->kind));
+		} else if (g->decl->ntparams != t->nargs) {
+			error_at(c->d, t->loc, "type '%s' takes %d dimension parameter%s, %d given", t->name,
+			         g->decl->ntparams, g->decl->ntparams == 1 ? "" : "s", t->nargs);
+		}
+		break;
+	}
+	case T_RECORD:
+		for (int i = 0; i < t->nfields; i++) {
+			for (int k = 0; k < i; k++)
+				if (!strcmp(t->fields[k].name, t->fields[i].name))
+					error_at(c->d, t->fields[i].loc, "field '%s' appears twice", t->fields[i].name);
+			check_type_names(c, t->fields[i].type, tparams, ntparams);
+		}
+		break;
+	case T_ARRAY:
+		check_type_names(c, t->elem, tparams, ntparams);
+		break;
+	}
+	(void)tparams;
+	(void)ntparams;
+}
+
+/* A type's body refers to itself through its names: reject cycles, which would
+ * make instantiation loop forever. */
+static int type_reaches(Checker *c, TypeExpr *t, Decl *target, int depth)
+{
+	if (depth > 64)
+		return 1;
+	switch (t->kind) {
+	case T_NAMED: {
+		Global *g = lookup_global(c, t->name);
+		if (!g || g->kind != G_TYPE)
+			return 0;
+		if (g->decl == target)
+			return 1;
+		return type_reaches(c, g->decl->type, target, depth + 1);
+	}
+	case T_RECORD:
+		for (int i = 0; i < t->nfields; i++)
+			if (type_reaches(c, t->fields[i].type, target, depth + 1))
+				return 1;
+		return 0;
+	case T_ARRAY:
+		return type_reaches(c, t->elem, target, depth + 1);
+	default:
+		return 0;
+	}
+}
+
+static void check_types(Checker *c)
+{
+	for (int k = 0; k < c->nglobals; k++) {
+		Global *g = c->globals[k];
+		if (g->kind != G_TYPE)
+			continue;
+		Decl *d = g->decl;
+		for (int i = 0; i < d->ntparams; i++)
+			for (int j = 0; j < i; j++)
+				if (!strcmp(d->tparams[i], d->tparams[j]))
+					error_at(c->d, d->tparam_locs[i], "dimension parameter '%s' appears twice", d->tparams[i]);
+		check_type_names(c, d->type, d->tparams, d->ntparams);
+		if (type_reaches(c, d->type, d, 0)) {
+			error_at(c->d, d->name_loc, "type '%s' contains itself", d->name);
+			g->kind = G_CONST; /* keep later stages away from it */
+			g->state = 2;
+			g->value = arena_alloc(c->a, sizeof(Value));
+		}
+	}
+}
+
+/* ---- the name pass over function bodies ---- */
+
+typedef struct Names {
+	Vec v;
+} Names;
+
+static int names_has(Names *n, const char *s)
+{
+	for (int i = n->v.n - 1; i >= 0; i--)
+		if (!strcmp(n->v.v[i], s))
+			return 1;
+	return 0;
+}
+
+typedef struct NamePass {
+	Checker *c;
+	Names names;
+	int quiet; /* the function has a statement that did not parse */
+} NamePass;
+
+static void np_expr(NamePass *np, Expr *e);
+
+static void np_name(NamePass *np, Expr *e)
+{
+	if (names_has(&np->names, e->name))
+		return;
+	Global *g = lookup_global(np->c, e->name);
+	if (g)
+		return;
+	if (np->quiet)
+		return;
+	if (is_builtin(e->name))
+		error_at(np->c->d, e->loc, "'%s' is a builtin function; call it with arguments", e->name);
+	else
+		error_at(np->c->d, e->loc, "unknown name '%s'", e->name);
+}
+
+static void np_expr(NamePass *np, Expr *e)
+{
+	if (!e)
+		return;
+	switch (e->kind) {
+	case E_INT: case E_FLOAT: case E_BOOL: case E_STR:
+		break;
+	case E_NAME:
+		np_name(np, e);
+		break;
+	case E_BINARY:
+		np_expr(np, e->a);
+		np_expr(np, e->b);
+		break;
+	case E_UNARY:
+	case E_NAMED:
+	case E_FIELD:
+		np_expr(np, e->a);
+		break;
+	case E_SLICE:
+		np_expr(np, e->a);
+		np_expr(np, e->b);
+		break;
+	case E_CALL:
+		if (e->a->kind == E_NAME) {
+			const char *f = e->a->name;
+			Global *g = lookup_global(np->c, f);
+			if (!is_builtin(f) && !np->quiet) {
+				if (!g && !names_has(&np->names, f))
+					error_at(np->c->d, e->a->loc, "unknown function '%s'", f);
+				else if (g && g->kind != G_FN)
+					error_at(np->c->d, e->a->loc, "'%s' is a %s, not a function", f, decl_what(g->decl->kind));
+				else if (!g)
+					error_at(np->c->d, e->a->loc, "'%s' is a local value, not a function", f);
+			}
+		} else if (!np->quiet) {
+			error_at(np->c->d, e->a->loc, "only named functions can be called");
+		}
+		for (int i = 0; i < e->nargs; i++)
+			np_expr(np, e->args[i]);
+		break;
+	case E_INDEX:
+	case E_LIST:
+	case E_RECORD:
+		if (e->kind == E_INDEX)
+			np_expr(np, e->a);
+		for (int i = 0; i < e->nargs; i++)
+			np_expr(np, e->args[i]);
+		break;
+	}
+}
+
+/* Names in an argument's type that are not globals are shape variables: they
+ * become defined by the call. */
+static void np_bind_type_vars(NamePass *np, TypeExpr *t)
+{
+	Expr **dims = NULL;
+	int n = 0;
+	switch (t->kind) {
+	case T_TENSOR: dims = t->dims; n = t->ndims; break;
+	case T_NAMED: dims = t->args; n = t->nargs; break;
+	case T_RECORD:
+		for (int i = 0; i < t->nfields; i++)
+			np_bind_type_vars(np, t->fields[i].type);
+		return;
+	case T_ARRAY:
+		np_bind_type_vars(np, t->elem);
+		if (t->count && t->count->kind == E_NAME && !lookup_global(np->c, t->count->name))
+			vec_push(&np->names.v, (void *)t->count->name);
+		return;
+	default:
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		Expr *e = dims[i];
+		if (e->kind == E_NAME && !lookup_global(np->c, e->name) && !names_has(&np->names, e->name))
+			vec_push(&np->names.v, (void *)e->name);
+		else
+			np_expr(np, e);
+	}
+}
+
+static void np_stmts(NamePass *np, Stmt **body, int n)
+{
+	for (int i = 0; i < n; i++) {
+		Stmt *s = body[i];
+		switch (s->kind) {
+		case S_LET:
+			np_expr(np, s->value);
+			for (int k = 0; k < s->nnames; k++)
+				vec_push(&np->names.v, (void *)s->names[k]);
+			break;
+		case S_ASSIGN:
+			np_expr(np, s->value);
+			for (int k = 0; k < s->nnames; k++)
+				if (!names_has(&np->names, s->names[k]) && !np->quiet) {
+					Global *g = lookup_global(np->c, s->names[k]);
+					if (g)
+						error_at(np->c->d, s->name_locs[k], "cannot assign to %s '%s'", decl_what(g->decl->kind), s->names[k]);
+					else
+						error_at(np->c->d, s->name_locs[k], "unknown name '%s' (use 'let %s = ...' to define it)", s->names[k], s->names[k]);
+				}
+			break;
+		case S_FOR: {
+			np_expr(np, s->lo);
+			np_expr(np, s->hi);
+			int mark = np->names.v.n;
+			vec_push(&np->names.v, (void *)s->names[0]);
+			np_stmts(np, s->body, s->nbody);
+			np->names.v.n = mark;
+			break;
+		}
+		case S_RETURN:
+			for (int k = 0; k < s->nvalues; k++)
+				np_expr(np, s->values[k]);
+			break;
+		}
+	}
+}
+
+static void check_fn(Checker *c, Decl *d)
+{
+	NamePass np = {.c = c, .quiet = d->broken};
+	for (int i = 0; i < d->nfargs; i++) {
+		for (int k = 0; k < i; k++)
+			if (!strcmp(d->fargs[k].name, d->fargs[i].name))
+				error_at(c->d, d->fargs[i].loc, "argument '%s' appears twice", d->fargs[i].name);
+		check_type_names(c, d->fargs[i].type, NULL, 0);
+		np_bind_type_vars(&np, d->fargs[i].type);
+		vec_push(&np.names.v, (void *)d->fargs[i].name);
+	}
+	for (int i = 0; i < d->nrets; i++) {
+		check_type_names(c, d->rets[i], NULL, 0);
+		np_bind_type_vars(&np, d->rets[i]);
+	}
+	np_stmts(&np, d->body, d->nbody);
+
+	for (int i = 0; i < d->nbody; i++)
+		if (d->body[i]->kind == S_RETURN && i != d->nbody - 1) {
+			error_at(c->d, d->body[i + 1]->loc, "statement after return");
+			break;
+		}
+	if ((d->nbody == 0 || d->body[d->nbody - 1]->kind != S_RETURN) && !d->broken)
+		error_at(c->d, d->name_loc, "function '%s' does not end with a return statement", d->name);
+
+	/* region attributes: keys and the shape of options; values are checked per call */
+	for (int i = 0; i < d->nattrs; i++) {
+		RegionAttr *ra = &d->attrs[i];
+		for (int k = 0; k < i; k++)
+			if (!strcmp(d->attrs[k].key, ra->key))
+				error_at(c->d, ra->loc, "region attribute '%s' given twice", ra->key);
+		if (!strcmp(ra->key, "max_reuse_entries")) {
+			Value *v = eval_const_expr(c, ra->value);
+			if (v->kind != V_ERR && (v->kind != V_INT || v->i < 1))
+				error_at(c->d, ra->value->loc, "max_reuse_entries must be a compile-time integer of at least 1");
+		} else if (!strcmp(ra->key, "reuse_hash")) {
+			/* evaluated at each call, in the region's own scope (lower.c) */
+		} else if (!strcmp(ra->key, "options")) {
+			Expr *o = ra->value;
+			if (o->kind != E_RECORD) {
+				error_at(c->d, o->loc, "options must be a record such as { opt_level: 3, fast_math: true }");
+				continue;
+			}
+			for (int k = 0; k < o->nargs; k++) {
+				const char *key = o->names[k];
+				Value *v = eval_const_expr(c, o->args[k]);
+				if (!strcmp(key, "opt_level")) {
+					if (v->kind != V_ERR && (v->kind != V_INT || v->i < 0 || v->i > 3))
+						error_at(c->d, o->args[k]->loc, "opt_level must be an integer from 0 to 3");
+				} else if (!strcmp(key, "fast_math")) {
+					if (v->kind != V_ERR && v->kind != V_BOOL)
+						error_at(c->d, o->args[k]->loc, "fast_math must be true or false");
+				} else {
+					error_at(c->d, o->args[k]->loc, "unknown region option '%s' (known: opt_level, fast_math)", key);
+				}
+			}
+		} else {
+			error_at(c->d, ra->loc, "unknown region attribute '%s' (known: max_reuse_entries, reuse_hash, options)", ra->key);
+		}
+	}
+	free(np.names.v.v);
+}
+
+Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
+{
+	Program *p = arena_alloc(a, sizeof *p);
+	p->arena = a;
+	p->src = m->src;
+	Checker *c = arena_alloc(a, sizeof *c);
+	c->a = a;
+	c->d = d;
+	c->m = m;
+	c->p = p;
+	c->opts = opts;
+	build_globals(c);
+	check_types(c);
+	check_consts(c);
+	for (int k = 0; k < c->nglobals; k++)
+		if (c->globals[k]->kind == G_FN)
+			check_fn(c, c->globals[k]->decl);
+	lower_program(c);
+	if (d->nerrors)
+		return NULL;
+	return p;
+}

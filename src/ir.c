@@ -1,0 +1,180 @@
+/* ir.c - the tensor graph IR: construction and the --dump=ir text. */
+#include "nestc.h"
+
+#include <string.h>
+
+static const char *op_names[OP_COUNT] = {
+	[OP_INPUT] = "input", [OP_PARAM] = "param", [OP_CONST] = "const", [OP_FULL] = "full",
+	[OP_ARANGE] = "arange", [OP_NEG] = "neg", [OP_NOT] = "not", [OP_EXP] = "exp",
+	[OP_LOG] = "log", [OP_SQRT] = "sqrt", [OP_RSQRT] = "rsqrt", [OP_TANH] = "tanh",
+	[OP_SIGMOID] = "sigmoid", [OP_RELU] = "relu", [OP_GELU] = "gelu",
+	[OP_GELU_TANH] = "gelu_tanh", [OP_SILU] = "silu", [OP_ERF] = "erf", [OP_ABS] = "abs",
+	[OP_SIN] = "sin", [OP_COS] = "cos", [OP_CAST] = "cast", [OP_ADD] = "add",
+	[OP_SUB] = "sub", [OP_MUL] = "mul", [OP_DIV] = "div", [OP_MOD] = "mod", [OP_POW] = "pow",
+	[OP_MAX] = "maximum", [OP_MIN] = "minimum", [OP_EQ] = "eq", [OP_NE] = "ne",
+	[OP_LT] = "lt", [OP_LE] = "le", [OP_GT] = "gt", [OP_GE] = "ge", [OP_AND] = "and",
+	[OP_OR] = "or", [OP_WHERE] = "where", [OP_MATMUL] = "matmul", [OP_SUM] = "sum",
+	[OP_MEAN] = "mean", [OP_AMAX] = "amax", [OP_AMIN] = "amin", [OP_ARGMAX] = "argmax",
+	[OP_SOFTMAX] = "softmax", [OP_LOG_SOFTMAX] = "log_softmax",
+	[OP_LAYERNORM] = "layernorm", [OP_RMSNORM] = "rmsnorm", [OP_RESHAPE] = "reshape",
+	[OP_TRANSPOSE] = "transpose", [OP_CONCAT] = "concat", [OP_SLICE] = "slice",
+	[OP_EXPAND] = "expand", [OP_GATHER] = "gather", [OP_CAUSAL_MASK] = "causal_mask",
+	[OP_CONV2D] = "conv2d", [OP_MAXPOOL2D] = "max_pool2d", [OP_AVGPOOL2D] = "avg_pool2d",
+	[OP_GLOBAL_AVGPOOL2D] = "global_avg_pool2d", [OP_CALL] = "call", [OP_RESULT] = "result",
+};
+
+const char *op_name(Op op)
+{
+	if ((int)op < 0 || op >= OP_COUNT || !op_names[op])
+		ice("op_name: bad op %d", (int)op);
+	return op_names[op];
+}
+
+Graph *graph_new(Program *p, const char *name, Decl *fn)
+{
+	Graph *g = arena_alloc(p->arena, sizeof *g);
+	g->name = name;
+	g->fn = fn;
+	g->id = p->graphs.n;
+	vec_push(&p->graphs, g);
+	return g;
+}
+
+Node *node_new(Program *p, Graph *g, Op op, DType dt, int rank, const int64_t *shape, Loc loc)
+{
+	if (rank < 0 || rank > MAX_RANK)
+		ice("node_new: rank %d", rank);
+	Node *n = arena_alloc(p->arena, sizeof *n);
+	n->op = op;
+	n->dtype = dt;
+	n->rank = rank;
+	if (rank)
+		memcpy(n->shape, shape, (size_t)rank * sizeof(int64_t));
+	n->loc = loc;
+	if (g->nnodes == g->cap) {
+		int cap = g->cap ? g->cap * 2 : 16;
+		Node **nodes = arena_alloc(p->arena, (size_t)cap * sizeof(Node *));
+		if (g->nnodes)
+			memcpy(nodes, g->nodes, (size_t)g->nnodes * sizeof(Node *));
+		g->nodes = nodes;
+		g->cap = cap;
+	}
+	n->id = g->nnodes;
+	g->nodes[g->nnodes++] = n;
+	return n;
+}
+
+void node_add_input(Program *p, Node *n, Node *in)
+{
+	/* inputs arrays are small; grow by copying into the arena */
+	Node **v = arena_alloc(p->arena, (size_t)(n->nin + 1) * sizeof(Node *));
+	if (n->nin)
+		memcpy(v, n->in, (size_t)n->nin * sizeof(Node *));
+	v[n->nin++] = in;
+	n->in = v;
+}
+
+int64_t shape_numel(int rank, const int64_t *shape)
+{
+	int64_t n = 1;
+	for (int i = 0; i < rank; i++)
+		n *= shape[i];
+	return n;
+}
+
+void shape_str(Buf *b, DType dt, int rank, const int64_t *shape)
+{
+	buf_puts(b, dtype_name(dt));
+	buf_putc(b, '[');
+	for (int i = 0; i < rank; i++)
+		buf_printf(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
+	buf_putc(b, ']');
+}
+
+static void dump_node(FILE *f, Program *p, Node *n)
+{
+	Buf b = {0};
+	shape_str(&b, n->dtype, n->rank, n->shape);
+	fprintf(f, "  %%%d = %s %s", n->id, op_name(n->op), b.s);
+	buf_free(&b);
+	for (int i = 0; i < n->nin; i++)
+		fprintf(f, "%s%%%d", i ? ", " : " ", n->in[i]->id);
+	switch (n->op) {
+	case OP_INPUT:
+		fprintf(f, " #%lld", (long long)n->a[0]);
+		break;
+	case OP_PARAM:
+		fprintf(f, " \"%s\"", p->params[n->a[0]].name);
+		break;
+	case OP_CONST:
+	case OP_FULL:
+		if (dtype_is_float(n->dtype))
+			fprintf(f, " %.17g", n->fval);
+		else
+			fprintf(f, " %lld", (long long)n->ival);
+		break;
+	case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: case OP_ARGMAX:
+		fprintf(f, " axes=0x%llx keepdim=%lld", (unsigned long long)n->a[0], (long long)n->a[1]);
+		break;
+	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT:
+		fprintf(f, " axis=%lld", (long long)n->a[0]);
+		break;
+	case OP_LAYERNORM: case OP_RMSNORM:
+		fprintf(f, " eps=%g", n->fval);
+		break;
+	case OP_TRANSPOSE:
+	case OP_SLICE: {
+		int r = n->op == OP_SLICE ? n->in[0]->rank : n->rank;
+		fprintf(f, " %s=[", n->op == OP_SLICE ? "start" : "perm");
+		for (int i = 0; i < r; i++)
+			fprintf(f, "%s%lld", i ? ", " : "", (long long)n->a[i]);
+		fputc(']', f);
+		break;
+	}
+	case OP_CONV2D:
+		fprintf(f, " stride=[%lld, %lld] padding=[%lld, %lld] groups=%lld", (long long)n->a[0],
+		        (long long)n->a[1], (long long)n->a[2], (long long)n->a[3], (long long)n->a[4]);
+		break;
+	case OP_MAXPOOL2D: case OP_AVGPOOL2D:
+		fprintf(f, " kernel=[%lld, %lld] stride=[%lld, %lld] padding=[%lld, %lld]",
+		        (long long)n->a[0], (long long)n->a[1], (long long)n->a[2], (long long)n->a[3],
+		        (long long)n->a[4], (long long)n->a[5]);
+		break;
+	case OP_CALL:
+		fprintf(f, " @%s", n->callee->name);
+		break;
+	case OP_RESULT:
+		fprintf(f, " .%lld", (long long)n->a[0]);
+		break;
+	default:
+		break;
+	}
+	fputc('\n', f);
+}
+
+void ir_dump(FILE *f, Program *p)
+{
+	for (int i = 0; i < p->nparams; i++) {
+		Buf b = {0};
+		shape_str(&b, p->params[i].dtype, p->params[i].rank, p->params[i].shape);
+		fprintf(f, "param %d \"%s\" %s\n", i, p->params[i].name, b.s);
+		buf_free(&b);
+	}
+	for (int gi = 0; gi < p->graphs.n; gi++) {
+		Graph *g = p->graphs.v[gi];
+		fprintf(f, "\n%s %s", g->is_region ? "region" : "entry", g->name);
+		if (g->key)
+			fprintf(f, " [%s]", g->key);
+		fputs(" (", f);
+		for (int i = 0; i < g->ninputs; i++)
+			fprintf(f, "%s%%%d %s", i ? ", " : "", g->inputs[i]->id,
+			        g->input_names ? g->input_names[i] : "");
+		fputs(") {\n", f);
+		for (int i = 0; i < g->nnodes; i++)
+			dump_node(f, p, g->nodes[i]);
+		fputs("  return", f);
+		for (int i = 0; i < g->noutputs; i++)
+			fprintf(f, "%s%%%d", i ? ", " : " ", g->outputs[i]->id);
+		fputs("\n}\n", f);
+	}
+}

@@ -1,0 +1,189 @@
+/* main.c - the nestc command line: subcommands, flags, exit statuses. */
+#include "nestc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir] [-Werror] [-w]\n"
+	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
+	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
+	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"       nestc --version | --help\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("nestc: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return 2;
+}
+
+/* Value of a flag given as "--flag=VALUE" or "--flag VALUE"; NULL when argv[*i]
+ * is not that flag. */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
+{
+	size_t n = strlen(flag);
+	const char *a = argv[*i];
+	if (strncmp(a, flag, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != 0)
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_error("%s", "no command given");
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("nestc %s\n", NESTC_VERSION);
+		return 0;
+	}
+	int is_run = !strcmp(cmd, "run");
+	if (!is_run && strcmp(cmd, "check"))
+		return usage_error("unknown command '%s'", cmd);
+
+	const char *file = NULL, *dump = NULL;
+	Vec defs = {0}, ins = {0}, outs = {0};
+	RunOptions ro = {0};
+	int werror = 0, nowarn = 0, rc = 2;
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v;
+		int missing = 0;
+		if (!strcmp(a, "-Werror")) {
+			werror = 1;
+		} else if (!strcmp(a, "-w")) {
+			nowarn = 1;
+		} else if (!strncmp(a, "-D", 2)) {
+			v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+			if (!v || !strchr(v, '=') || v[0] == '=') {
+				rc = usage_error("-D needs NAME=VALUE, got '%s'", v ? v : "");
+				goto out;
+			}
+			vec_push(&defs, (void *)v);
+		} else if ((v = flag_value(argc, argv, &i, "--dump", &missing)) && !is_run) {
+			if (strcmp(v, "ast") && strcmp(v, "ir")) {
+				rc = usage_error("--dump takes ast or ir, not '%s'", v);
+				goto out;
+			}
+			dump = v;
+		} else if (is_run && (v = flag_value(argc, argv, &i, "--weights", &missing))) {
+			ro.weights = v;
+		} else if (is_run && (v = flag_value(argc, argv, &i, "--random-weights", &missing))) {
+			char *end;
+			ro.seed = strtoull(v, &end, 10);
+			if (!*v || *end) {
+				rc = usage_error("--random-weights needs an integer seed, got '%s'", v);
+				goto out;
+			}
+			ro.random_weights = 1;
+		} else if (is_run && (v = flag_value(argc, argv, &i, "--input", &missing))) {
+			if (!strchr(v, '=') || v[0] == '=') {
+				rc = usage_error("--input needs NAME=PATH.npy, got '%s'", v);
+				goto out;
+			}
+			vec_push(&ins, (void *)v);
+		} else if (is_run && (v = flag_value(argc, argv, &i, "--output", &missing))) {
+			vec_push(&outs, (void *)v);
+		} else if (is_run && (v = flag_value(argc, argv, &i, "--entry", &missing))) {
+			ro.entry = v;
+		} else if (missing) {
+			rc = usage_error("%s needs a value", a);
+			goto out;
+		} else if (a[0] == '-' && a[1]) {
+			rc = usage_error("unknown option '%s'", a);
+			goto out;
+		} else if (!file) {
+			file = a;
+		} else {
+			rc = usage_error("more than one input file ('%s')", a);
+			goto out;
+		}
+	}
+	if (!file) {
+		rc = usage_error("%s", "no input file");
+		goto out;
+	}
+	if (is_run && ro.weights && ro.random_weights) {
+		rc = usage_error("%s", "--weights and --random-weights exclude each other");
+		goto out;
+	}
+
+	char err[512];
+	Source *src = source_load(file, err, sizeof err);
+	if (!src) {
+		fprintf(stderr, "nestc: error: %s\n", err);
+		rc = 1;
+		goto out;
+	}
+	Diag d = {.src = src, .werror = werror, .nowarn = nowarn};
+	Arena arena = {0};
+	Module *m = parse_module(&arena, &d, src);
+	if (dump && !strcmp(dump, "ast") && d.nerrors == 0)
+		ast_dump(stdout, m);
+	/* Keep going after syntax errors: the declarations that parsed are still
+	 * checked, so one run reports as many mistakes as it can. */
+	Program *p;
+	{
+		Define *dv = xcalloc((size_t)defs.n + 1, sizeof(Define));
+		for (int k = 0; k < defs.n; k++) {
+			const char *s = defs.v[k];
+			const char *eq = strchr(s, '=');
+			dv[k].name = arena_strndup(&arena, s, (size_t)(eq - s));
+			dv[k].value = eq + 1;
+		}
+		CompileOptions co = {.defines = dv, .ndefines = defs.n};
+		int syntax_errors = d.nerrors;
+		p = compile_module(&arena, &d, m, &co);
+		free(dv);
+		if (syntax_errors)
+			p = NULL;
+	}
+	if (p && dump && !strcmp(dump, "ir"))
+		ir_dump(stdout, p);
+	if (!p || d.nerrors) {
+		rc = 1;
+	} else if (is_run) {
+		ro.ninputs = ins.n;
+		ro.input_names = xcalloc((size_t)ins.n + 1, sizeof(char *));
+		ro.input_paths = xcalloc((size_t)ins.n + 1, sizeof(char *));
+		for (int k = 0; k < ins.n; k++) {
+			const char *s = ins.v[k];
+			const char *eq = strchr(s, '=');
+			ro.input_names[k] = arena_strndup(&arena, s, (size_t)(eq - s));
+			ro.input_paths[k] = eq + 1;
+		}
+		ro.outputs = (const char **)outs.v;
+		ro.noutputs = outs.n;
+		rc = run_program(p, &d, &ro);
+		free(ro.input_names);
+		free(ro.input_paths);
+	} else {
+		rc = 0;
+	}
+	if (d.nerrors && rc == 0)
+		rc = 1;
+	if (d.nerrors)
+		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	diag_free(&d);
+	arena_free(&arena);
+	source_free(src);
+out:
+	free(defs.v);
+	free(ins.v);
+	free(outs.v);
+	return rc;
+}

@@ -1,0 +1,575 @@
+/* nestc.h - the one internal header of the nestc compiler, sectioned by owning file. */
+#ifndef NESTC_H
+#define NESTC_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define NESTC_VERSION "0.1.0"
+#define MAX_RANK 8
+
+/* ------------------------------------------------------------------ util.c */
+
+/* x* wrappers die on out-of-memory: there is nothing useful to do then. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Internal compiler error: a bug in nestc, never the user's fault. */
+_Noreturn void ice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Arena: compiler data (AST, types, IR) lives here and is freed at once. */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct Arena {
+	ArenaBlock *head;
+} Arena;
+void *arena_alloc(Arena *a, size_t n); /* zeroed */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void arena_free(Arena *a);
+
+/* Growable string buffer (heap). */
+typedef struct Buf {
+	char *s;
+	size_t len, cap;
+} Buf;
+void buf_putc(Buf *b, char c);
+void buf_puts(Buf *b, const char *s);
+void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_free(Buf *b);
+
+/* Pointer vector (heap) */
+typedef struct Vec {
+	void **v;
+	int n, cap;
+} Vec;
+void vec_push(Vec *v, void *p);
+/* Same, with the storage in an arena (never freed on its own). */
+void avec_push(Arena *a, Vec *v, void *p);
+
+uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
+uint64_t hash_str(const char *s);
+
+/* Write a whole file atomically: a temporary file beside PATH, then rename.
+ * Returns 0, or -1 with errno set and nothing left behind. */
+int write_file_atomic(const char *path, const void *data, size_t n);
+
+/* ------------------------------------------------------------------ diag.c */
+
+/* A location is a half-open byte range [off, end) in the one source file. */
+typedef struct Loc {
+	int32_t off, end;
+} Loc;
+
+typedef struct Source {
+	const char *path;
+	char *text; /* NUL-terminated */
+	size_t len;
+	int32_t *line_start; /* byte offset of each line, built once */
+	int nlines;
+} Source;
+
+typedef struct Diag {
+	Source *src;
+	int nerrors, nwarnings;
+	int werror;   /* warnings count as errors */
+	int nowarn;   /* -w */
+	Vec seen;     /* messages already printed (deduplicated across specialisations) */
+	FILE *out;
+} Diag;
+
+Source *source_load(const char *path, char *err, size_t errlen);
+Source *source_from_string(const char *path, const char *text);
+void source_free(Source *s);
+void source_linecol(const Source *s, int32_t off, int *line, int *col);
+void error_at(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void warning_at(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void note_at(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A diagnostic without a source position ("nestc: error: ..."). */
+void error_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void warning_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void diag_free(Diag *d);
+
+/* ------------------------------------------------------------------ ast.c */
+
+typedef enum DType { DT_BOOL, DT_I32, DT_I64, DT_F32, DT_F64, DT_COUNT } DType;
+const char *dtype_name(DType t);
+int dtype_size(DType t);
+int dtype_is_float(DType t);
+
+typedef struct Expr Expr;
+typedef struct TypeExpr TypeExpr;
+typedef struct Stmt Stmt;
+typedef struct Decl Decl;
+
+typedef enum ExprKind {
+	E_INT, E_FLOAT, E_BOOL, E_STR, E_NAME,
+	E_BINARY,  /* op: token code of the operator */
+	E_UNARY,   /* op: '-' or '!' */
+	E_CALL,    /* a(args); named args are E_NAMED */
+	E_NAMED,   /* name = a, only inside call args */
+	E_FIELD,   /* a.name */
+	E_INDEX,   /* a[args]; an arg may be E_SLICE */
+	E_SLICE,   /* a:b, either may be NULL */
+	E_LIST,    /* [args] */
+	E_RECORD,  /* { name: expr, ... }: names[i] = args[i] */
+} ExprKind;
+
+/* Binary operator codes (E_BINARY.op). */
+enum { OPR_OR = 1, OPR_AND, OPR_EQ, OPR_NE, OPR_LT, OPR_LE, OPR_GT, OPR_GE,
+       OPR_ADD, OPR_SUB, OPR_MUL, OPR_DIV, OPR_MOD, OPR_MATMUL, OPR_NEG, OPR_NOT };
+const char *opr_text(int op);
+
+struct Expr {
+	ExprKind kind;
+	int op;
+	Loc loc;
+	int64_t ival;
+	double fval;
+	const char *name; /* E_NAME, E_FIELD, E_NAMED, E_STR (the string) */
+	Expr *a, *b;
+	Expr **args;
+	const char **names; /* E_RECORD field names */
+	int nargs;
+};
+
+typedef enum TypeKind {
+	T_TENSOR,  /* dtype[dims]; any_shape for dtype[*]; ndims 0 for plain dtype */
+	T_SCALAR,  /* int, float, bool: compile-time scalar */
+	T_NAMED,   /* Name or Name(args) */
+	T_RECORD,  /* { name: type, ... } */
+	T_ARRAY,   /* elem[count] */
+} TypeKind;
+
+typedef enum ScalarKind { SC_INT, SC_FLOAT, SC_BOOL } ScalarKind;
+
+typedef struct Field {
+	const char *name;
+	Loc loc;
+	TypeExpr *type;
+} Field;
+
+struct TypeExpr {
+	TypeKind kind;
+	Loc loc;
+	DType dtype;
+	ScalarKind scalar;
+	int any_shape;
+	Expr **dims;
+	int ndims;
+	const char *name;
+	Expr **args;
+	int nargs;
+	Field *fields;
+	int nfields;
+	TypeExpr *elem;
+	Expr *count;
+};
+
+typedef enum StmtKind { S_LET, S_ASSIGN, S_FOR, S_RETURN } StmtKind;
+
+struct Stmt {
+	StmtKind kind;
+	Loc loc;
+	const char **names; /* S_LET, S_ASSIGN targets; S_FOR: names[0] is the variable */
+	Loc *name_locs;
+	int nnames;
+	Expr *value;        /* S_LET, S_ASSIGN */
+	Expr *lo, *hi;      /* S_FOR */
+	Stmt **body;        /* S_FOR */
+	int nbody;
+	Expr **values;      /* S_RETURN */
+	int nvalues;
+};
+
+typedef enum DeclKind { D_CONST, D_TYPE, D_PARAM, D_FN } DeclKind;
+
+typedef struct FnArg {
+	const char *name;
+	Loc loc;
+	TypeExpr *type;
+} FnArg;
+
+typedef struct RegionAttr {
+	const char *key;
+	Loc loc;
+	Expr *value;
+} RegionAttr;
+
+struct Decl {
+	DeclKind kind;
+	Loc loc;          /* whole declaration */
+	Loc name_loc;
+	const char *name;
+	Expr *value;      /* D_CONST */
+	const char **tparams; /* D_TYPE dimension parameters */
+	Loc *tparam_locs;
+	int ntparams;
+	TypeExpr *type;   /* D_TYPE, D_PARAM */
+	const char *wname; /* D_PARAM explicit weights-file name, or NULL */
+	FnArg *fargs;     /* D_FN */
+	int nfargs;
+	TypeExpr **rets;  /* D_FN: NULL/0 when inferred */
+	int nrets;
+	int rets_tuple;   /* -> (A, B) */
+	Stmt **body;
+	int nbody;
+	int is_export;
+	int is_region;
+	int broken;       /* a statement of the body did not parse: names may be missing */
+	Loc region_loc;
+	RegionAttr *attrs;
+	int nattrs;
+};
+
+typedef struct Module {
+	Source *src;
+	Decl **decls;
+	int ndecls;
+} Module;
+
+/* Constructors used by the grammar actions: one call per node. */
+Expr *mk_expr(Arena *a, ExprKind k, Loc loc);
+Expr *mk_int(Arena *a, Loc loc, int64_t v);
+Expr *mk_float(Arena *a, Loc loc, double v);
+Expr *mk_bool(Arena *a, Loc loc, int v);
+Expr *mk_str(Arena *a, Loc loc, const char *s);
+Expr *mk_name(Arena *a, Loc loc, const char *s);
+Expr *mk_binary(Arena *a, Loc loc, int op, Expr *l, Expr *r);
+Expr *mk_unary(Arena *a, Loc loc, int op, Expr *x);
+Expr *mk_call(Arena *a, Loc loc, Expr *fn, Vec *args);
+Expr *mk_named(Arena *a, Loc loc, const char *name, Expr *v);
+Expr *mk_field(Arena *a, Loc loc, Expr *x, const char *name);
+Expr *mk_index(Arena *a, Loc loc, Expr *x, Vec *args);
+Expr *mk_slice(Arena *a, Loc loc, Expr *lo, Expr *hi);
+Expr *mk_list(Arena *a, Loc loc, Vec *items);
+Expr *mk_record(Arena *a, Loc loc, Vec *entries); /* entries: E_NAMED */
+TypeExpr *mk_tensor_type(Arena *a, Loc loc, DType dt, Vec *dims, int any_shape);
+TypeExpr *mk_scalar_type(Arena *a, Loc loc, ScalarKind k);
+TypeExpr *mk_named_type(Arena *a, Loc loc, const char *name, Vec *args);
+TypeExpr *mk_record_type(Arena *a, Loc loc, Vec *fields);
+TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Expr *count);
+Field *mk_field_decl(Arena *a, Loc loc, const char *name, TypeExpr *t);
+Stmt *mk_let(Arena *a, Loc loc, Vec *names, Expr *v, int is_let);
+Stmt *mk_for(Arena *a, Loc loc, const char *var, Loc varloc, Expr *lo, Expr *hi, Vec *body);
+Stmt *mk_return(Arena *a, Loc loc, Vec *values);
+Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v);
+Decl *mk_typedecl(Arena *a, Loc loc, const char *name, Loc nloc, Vec *tparams, TypeExpr *t);
+Decl *mk_param(Arena *a, Loc loc, const char *name, Loc nloc, TypeExpr *t, const char *wname);
+FnArg *mk_fnarg(Arena *a, Loc loc, const char *name, TypeExpr *t);
+RegionAttr *mk_attr(Arena *a, Loc loc, const char *key, Expr *v);
+Decl *mk_fn(Arena *a, Loc loc, const char *name, Loc nloc, Vec *args, Vec *rets, int rets_tuple, Vec *body);
+Decl *mk_region_fn(Arena *a, Decl *fn, Loc rloc, Vec *attrs);
+Decl *mk_export_fn(Arena *a, Decl *fn);
+
+/* Named-location list element used by the grammar (identifier with its location). */
+typedef struct Ident {
+	const char *name;
+	Loc loc;
+} Ident;
+Ident *mk_ident(Arena *a, Loc loc, const char *name);
+
+void ast_dump(FILE *f, Module *m);
+void type_dump(Buf *b, TypeExpr *t);
+void expr_dump(Buf *b, Expr *e);
+
+/* ------------------------------------------------------------------ parse.c (grammar/) */
+
+/* The lexer's state (grammar/nest.l), passed to it as flex's extra data. */
+struct LexState {
+	Arena *arena;
+	Diag *diag;
+	int32_t pos;   /* byte offset of the next character */
+	int depth;     /* ( and [ nesting: newlines inside are ignored */
+	int can_end;   /* the last token can end a statement */
+};
+
+/* Parse a whole file. Syntax errors are reported through d; the returned module
+ * holds every declaration that parsed. */
+Module *parse_module(Arena *a, Diag *d, Source *src);
+
+/* ------------------------------------------------------------------ ir.c */
+
+typedef enum Op {
+	OP_INPUT,        /* graph input number a[0] */
+	OP_PARAM,        /* model parameter number a[0] (Program.params) */
+	OP_CONST,        /* 0-d constant: fval (float dtypes) or ival (int, bool) */
+	OP_FULL,         /* tensor of node shape filled with fval / ival */
+	OP_ARANGE,       /* 1-d, 0 .. shape[0]-1 */
+	/* unary elementwise: one input, same shape */
+	OP_NEG, OP_NOT, OP_EXP, OP_LOG, OP_SQRT, OP_RSQRT, OP_TANH, OP_SIGMOID,
+	OP_RELU, OP_GELU, OP_GELU_TANH, OP_SILU, OP_ERF, OP_ABS, OP_SIN, OP_COS,
+	OP_CAST,         /* to node dtype */
+	/* binary elementwise, NumPy broadcasting of both inputs to the node shape */
+	OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MAX, OP_MIN,
+	OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_AND, OP_OR,
+	OP_WHERE,        /* (cond, a, b), all broadcast to the node shape */
+	OP_MATMUL,       /* NumPy matmul; both inputs rank >= 1 */
+	/* reductions: a[0] = bitmask of reduced axes (input axes), a[1] = keepdim */
+	OP_SUM, OP_MEAN, OP_AMAX, OP_AMIN, OP_ARGMAX, /* ARGMAX: exactly one axis, i64 */
+	OP_SOFTMAX, OP_LOG_SOFTMAX, /* a[0] = axis (non-negative) */
+	OP_LAYERNORM,    /* (x, weight, bias) over the last axis; fval = eps */
+	OP_RMSNORM,      /* (x, weight) over the last axis; fval = eps */
+	OP_RESHAPE,      /* same element count, node shape */
+	OP_TRANSPOSE,    /* a[0..rank) = perm: out axis i is input axis perm[i] */
+	OP_CONCAT,       /* nin inputs along axis a[0] */
+	OP_SLICE,        /* out[i...] = in[a[k] + i_k ...]: a[k] = start on axis k, step 1 */
+	OP_EXPAND,       /* broadcast the input to the node shape */
+	OP_GATHER,       /* (table, idx): out = table[idx], shape idx.shape ++ table.shape[1:];
+	                    idx out of [0, table.shape[0]) is a run-time error */
+	OP_CAUSAL_MASK,  /* x with entries [.., i, j], j > i, set to -inf */
+	OP_CONV2D,       /* (x[N,C,H,W], w[O,C/g,KH,KW], b[O]); a[0..1] stride, a[2..3] padding, a[4] groups */
+	OP_MAXPOOL2D,    /* (x); a[0..1] kernel, a[2..3] stride, a[4..5] padding (pads with -inf) */
+	OP_AVGPOOL2D,    /* same attributes; padding counts as zeros in the average (PyTorch default) */
+	OP_GLOBAL_AVGPOOL2D, /* x[N,C,H,W] -> [N,C,1,1] */
+	OP_CALL,         /* region call: callee graph, inputs = callee inputs in order */
+	OP_RESULT,       /* output a[0] of the OP_CALL in in[0] */
+	OP_COUNT
+} Op;
+const char *op_name(Op op);
+
+typedef struct Graph Graph;
+typedef struct Node Node;
+
+struct Node {
+	Op op;
+	DType dtype;
+	int rank;
+	int64_t shape[MAX_RANK];
+	int nin;
+	Node **in;
+	int64_t a[16];   /* integer attributes, meaning per op above */
+	double fval;
+	int64_t ival;
+	Graph *callee;   /* OP_CALL */
+	int id;          /* position in its graph's node list */
+	Loc loc;         /* source expression that made it */
+};
+
+/* One specialised function body: an exported entry point or a region variant
+ * candidate. Nodes are in topological order. */
+struct Graph {
+	const char *name;     /* "block", "forward", ... */
+	const char *key;      /* specialisation key: the argument signature */
+	Decl *fn;
+	int is_region;
+	Node **nodes;
+	int nnodes, cap;
+	Node **inputs;
+	const char **input_names; /* "x", "p.ln_1.weight", ... */
+	int ninputs;
+	Node **outputs;
+	int noutputs;
+	Node **param_nodes;  /* per param index, the OP_PARAM node of this graph (lazy) */
+	int has_reuse_hash;  /* region: the value of its reuse_hash for this specialisation */
+	int64_t reuse_hash;
+	int id;
+};
+
+typedef struct ParamInfo {
+	const char *name;   /* weights-file name, e.g. "h.3.attn.c_attn.weight" */
+	DType dtype;
+	int rank;
+	int64_t shape[MAX_RANK];
+	Loc loc;            /* the param declaration */
+} ParamInfo;
+
+typedef struct Entry {
+	const char *name;   /* exported function name */
+	Graph *g;
+	const char **arg_names;
+	Decl *fn;
+} Entry;
+
+typedef struct Program {
+	Arena *arena;
+	Source *src;
+	ParamInfo *params;
+	int nparams, capparams;
+	Entry *entries;
+	int nentries;
+	Vec graphs;         /* every graph: entries and region specialisations */
+} Program;
+
+Graph *graph_new(Program *p, const char *name, Decl *fn);
+Node *node_new(Program *p, Graph *g, Op op, DType dt, int rank, const int64_t *shape, Loc loc);
+void node_add_input(Program *p, Node *n, Node *in);
+int64_t shape_numel(int rank, const int64_t *shape);
+void shape_str(Buf *b, DType dt, int rank, const int64_t *shape); /* "f32[16, 64]" */
+void ir_dump(FILE *f, Program *p);
+
+/* ------------------------------------------------------------------ check.c */
+
+typedef struct Define {
+	const char *name;
+	const char *value;
+} Define;
+
+typedef struct CompileOptions {
+	Define *defines;
+	int ndefines;
+} CompileOptions;
+
+/* The value of an expression while checking and lowering. Compile-time numbers
+ * are exact; tensors are IR nodes of the graph being built. */
+typedef enum ValueKind {
+	V_ERR,     /* an error was already reported: stay quiet */
+	V_INT, V_FLOAT, V_BOOL, V_STR,
+	V_TENSOR,  /* node */
+	V_RECORD,  /* names[i] = items[i] */
+	V_ARRAY,   /* items */
+	V_LIST,    /* [a, b, ...] */
+	V_TUPLE,   /* several results */
+	V_PARAM,   /* a global param (sub)tree, materialised on use */
+} ValueKind;
+
+typedef struct PTree PTree;
+struct PTree {
+	enum { PT_LEAF, PT_RECORD, PT_ARRAY } kind;
+	int param;           /* PT_LEAF: index into Program.params */
+	const char **names;  /* PT_RECORD field names */
+	PTree **kids;
+	int n;
+};
+
+typedef struct Value Value;
+struct Value {
+	ValueKind kind;
+	int64_t i;
+	double f;
+	const char *s;
+	Node *node;
+	PTree *pt;
+	const char **names;
+	Value **items;
+	int n;
+};
+
+typedef enum GlobalKind { G_CONST, G_TYPE, G_PARAM, G_FN } GlobalKind;
+
+typedef struct Global {
+	GlobalKind kind;
+	const char *name;
+	Decl *decl;
+	Value *value;   /* G_CONST once evaluated */
+	int state;      /* G_CONST: 0 new, 1 evaluating (cycle check), 2 done */
+	PTree *ptree;   /* G_PARAM */
+	Vec specs;      /* G_FN: specialised region graphs (Graph *) */
+} Global;
+
+typedef struct Checker {
+	Arena *a;
+	Diag *d;
+	Module *m;
+	Program *p;
+	CompileOptions *opts;
+	Global **globals;
+	int nglobals;
+	uint64_t *htab;   /* open addressing: index+1 into globals, 0 empty */
+	int hcap;
+} Checker;
+
+Global *lookup_global(Checker *c, const char *name);
+int is_builtin(const char *name);
+
+/* Check declarations and names, then lower every export into the tensor graph IR
+ * (lower.c). Returns NULL when there were errors (all reported through d). */
+Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts);
+
+/* ------------------------------------------------------------------ lower.c */
+
+/* Lower every exported function (and the region specialisations it reaches). */
+void lower_program(Checker *c);
+/* Evaluate a global const's expression (no locals, no tensors). */
+Value *eval_const_expr(Checker *c, Expr *e);
+void value_type_str(Buf *b, Value *v);
+
+/* ------------------------------------------------------------------ interp.c */
+
+/* Interpreter tensors: floats are held as double (rounded to f32 after every op
+ * when the dtype is f32), integers and bools as int64 (wrapped to i32 when i32). */
+typedef struct Tensor {
+	DType dtype;
+	int rank;
+	int64_t shape[MAX_RANK];
+	int64_t n;          /* element count */
+	double *f;          /* float dtypes */
+	int64_t *i;         /* integer and bool dtypes */
+} Tensor;
+
+Tensor *tensor_new(DType dt, int rank, const int64_t *shape);
+void tensor_free(Tensor *t);
+/* From / to the dtype's native little-endian bytes. */
+Tensor *tensor_from_bytes(DType dt, int rank, const int64_t *shape, const void *data);
+void tensor_to_bytes(const Tensor *t, void *out);
+
+/* Run graph g eagerly on inputs (g->ninputs of them) with the model's params
+ * (p->nparams of them). Returns 0 and fills outs[0..g->noutputs) with new tensors,
+ * or -1 after printing a run-time error (a gather index out of range) to stderr. */
+int interp_run(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **outs);
+
+/* ------------------------------------------------------------------ weights.c */
+
+/* A .safetensors file, memory-mapped. Every tensor entry is validated at open. */
+typedef struct WTensor {
+	const char *name;
+	const char *dtype_str; /* as in the file: "F32", "BF16", ... */
+	int dtype;          /* a DType, or -1 for a valid dtype nestc has no tensors of */
+	int rank;
+	int64_t shape[MAX_RANK];
+	const void *data;
+	size_t nbytes;
+	int used;
+} WTensor;
+
+typedef struct Weights {
+	const char *path;
+	WTensor *t;
+	int n;
+	void *map;
+	size_t mapsize;
+} Weights;
+
+/* NULL on error, with the reason ("header length 123 exceeds file size 100") in err. */
+Weights *weights_open(const char *path, char *err, size_t errlen);
+WTensor *weights_find(Weights *w, const char *name);
+void weights_close(Weights *w);
+
+/* ------------------------------------------------------------------ npy.c */
+
+typedef struct NpyArray {
+	DType dtype;
+	int rank;
+	int64_t shape[MAX_RANK];
+	void *data;         /* malloc'd, little-endian native bytes, C order */
+	size_t nbytes;
+} NpyArray;
+
+/* 0 on success; -1 with a reason in err ("fortran_order arrays are not supported"). */
+int npy_read(const char *path, NpyArray *out, char *err, size_t errlen);
+void npy_free(NpyArray *a);
+/* Serialise to memory (v1.0 header, or v2.0 when needed); caller frees *out. */
+void npy_encode(DType dt, int rank, const int64_t *shape, const void *data, char **out, size_t *outlen);
+
+/* ------------------------------------------------------------------ run.c */
+
+typedef struct RunOptions {
+	const char *weights;   /* path, or NULL */
+	int random_weights;    /* use seed below */
+	uint64_t seed;
+	const char *entry;     /* NULL: the only export, or "forward" */
+	const char **input_names, **input_paths;
+	int ninputs;
+	const char **outputs;
+	int noutputs;
+} RunOptions;
+
+/* nestc run: returns the process exit status. */
+int run_program(Program *p, Diag *d, RunOptions *o);
+void random_fill(Tensor *t, const char *name, uint64_t seed);
+
+#endif

@@ -1,0 +1,282 @@
+/* run.c - `nestc run`: bind weights (or random ones), read .npy inputs, run the
+ * reference interpreter, write .npy outputs only when everything succeeded. */
+#include "nestc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* splitmix64: small, good enough, and the same on every machine */
+static uint64_t next_rand(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void random_fill(Tensor *t, const char *name, uint64_t seed)
+{
+	/* seeded by the name, so a param's values do not depend on declaration order */
+	uint64_t s = seed ^ hash_str(name);
+	if (!dtype_is_float(t->dtype)) {
+		for (int64_t i = 0; i < t->n; i++)
+			t->i[i] = 0;
+		return;
+	}
+	double n = 4;
+	if (t->rank == 4 && t->shape[0] > 0)
+		n = (double)(t->n / t->shape[0]);
+	else if (t->rank >= 2)
+		n = (double)t->shape[0];
+	double scale = n > 0 ? 1.0 / sqrt(n) : 1.0;
+	for (int64_t i = 0; i < t->n; i++) {
+		double u = (double)(next_rand(&s) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+		double v = (2 * u - 1) * scale;
+		t->f[i] = t->dtype == DT_F32 ? (double)(float)v : v;
+	}
+}
+
+static void summary(const char *name, Tensor *t)
+{
+	Buf b = {0};
+	shape_str(&b, t->dtype, t->rank, t->shape);
+	printf("%s: %s", name, b.s);
+	buf_free(&b);
+	if (t->n > 0) {
+		double mn = INFINITY, mx = -INFINITY, sum = 0;
+		for (int64_t i = 0; i < t->n; i++) {
+			double v = dtype_is_float(t->dtype) ? t->f[i] : (double)t->i[i];
+			mn = v < mn ? v : mn;
+			mx = v > mx ? v : mx;
+			sum += v;
+		}
+		printf(" min=%.6g max=%.6g mean=%.6g [", mn, mx, sum / (double)t->n);
+		for (int64_t i = 0; i < t->n && i < 4; i++) {
+			if (dtype_is_float(t->dtype))
+				printf("%s%.6g", i ? ", " : "", t->f[i]);
+			else
+				printf("%s%lld", i ? ", " : "", (long long)t->i[i]);
+		}
+		printf("%s]", t->n > 4 ? ", ..." : "");
+	}
+	putchar('\n');
+}
+
+static Entry *pick_entry(Program *p, Diag *d, const char *want)
+{
+	if (want) {
+		for (int i = 0; i < p->nentries; i++)
+			if (!strcmp(p->entries[i].name, want))
+				return &p->entries[i];
+		Buf b = {0};
+		for (int i = 0; i < p->nentries; i++)
+			buf_printf(&b, "%s%s", i ? ", " : "", p->entries[i].name);
+		error_plain(d, "no exported function '%s' (exported: %s)", want, b.s ? b.s : "none");
+		buf_free(&b);
+		return NULL;
+	}
+	if (p->nentries == 1)
+		return &p->entries[0];
+	for (int i = 0; i < p->nentries; i++)
+		if (!strcmp(p->entries[i].name, "forward"))
+			return &p->entries[i];
+	if (p->nentries == 0) {
+		error_plain(d, "%s has no exported function to run", p->src->path);
+		return NULL;
+	}
+	Buf b = {0};
+	for (int i = 0; i < p->nentries; i++)
+		buf_printf(&b, "%s%s", i ? ", " : "", p->entries[i].name);
+	error_plain(d, "%s exports several functions (%s): choose one with --entry", p->src->path, b.s);
+	buf_free(&b);
+	return NULL;
+}
+
+static int shapes_equal(int ra, const int64_t *a, int rb, const int64_t *b)
+{
+	return ra == rb && (ra == 0 || !memcmp(a, b, (size_t)ra * sizeof(int64_t)));
+}
+
+static char *shape_text(DType dt, int rank, const int64_t *shape)
+{
+	Buf b = {0};
+	shape_str(&b, dt, rank, shape);
+	return b.s;
+}
+
+/* Bind every param from the weights file; 0 after errors. */
+static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
+{
+	int ok = 1;
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		WTensor *wt = weights_find(w, pi->name);
+		char *want = shape_text(pi->dtype, pi->rank, pi->shape);
+		if (!wt) {
+			error_plain(d, "%s: missing parameter '%s' (%s)", w->path, pi->name, want);
+			ok = 0;
+		} else {
+			wt->used = 1;
+			if (wt->dtype != (int)pi->dtype || !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
+				Buf b = {0};
+				if (wt->dtype >= 0) {
+					shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
+				} else {
+					buf_printf(&b, "%s[", wt->dtype_str);
+					for (int k = 0; k < wt->rank; k++)
+						buf_printf(&b, "%s%lld", k ? ", " : "", (long long)wt->shape[k]);
+					buf_putc(&b, ']');
+				}
+				error_plain(d, "%s: %s: expected %s, file has %s", w->path, pi->name, want, b.s);
+				buf_free(&b);
+				ok = 0;
+			} else {
+				params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, wt->data);
+			}
+		}
+		free(want);
+	}
+	for (int i = 0; i < w->n; i++)
+		if (!w->t[i].used)
+			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
+	return ok;
+}
+
+int run_program(Program *p, Diag *d, RunOptions *o)
+{
+	Entry *e = pick_entry(p, d, o->entry);
+	if (!e)
+		return 1;
+	Graph *g = e->g;
+	int rc = 1;
+	char err[512];
+	Tensor **params = xcalloc((size_t)p->nparams + 1, sizeof(Tensor *));
+	Tensor **ins = xcalloc((size_t)g->ninputs + 1, sizeof(Tensor *));
+	Tensor **outs = xcalloc((size_t)g->noutputs + 1, sizeof(Tensor *));
+	char **bufs = xcalloc((size_t)g->noutputs + 1, sizeof(char *));
+	size_t *lens = xcalloc((size_t)g->noutputs + 1, sizeof(size_t));
+	Weights *w = NULL;
+
+	if (o->weights) {
+		w = weights_open(o->weights, err, sizeof err);
+		if (!w) {
+			error_plain(d, "%s: %s", o->weights, err);
+			goto out;
+		}
+		if (!bind_weights(p, d, w, params))
+			goto out;
+	} else if (o->random_weights) {
+		for (int i = 0; i < p->nparams; i++) {
+			ParamInfo *pi = &p->params[i];
+			params[i] = tensor_new(pi->dtype, pi->rank, pi->shape);
+			random_fill(params[i], pi->name, o->seed);
+		}
+	} else if (p->nparams > 0) {
+		error_plain(d, "the model has %d param tensor%s: give --weights FILE.safetensors or --random-weights SEED",
+		            p->nparams, p->nparams == 1 ? "" : "s");
+		goto out;
+	}
+
+	/* inputs, by name */
+	int bad = 0;
+	for (int k = 0; k < o->ninputs; k++) {
+		int found = -1;
+		for (int i = 0; i < g->ninputs; i++)
+			if (!strcmp(g->input_names[i], o->input_names[k]))
+				found = i;
+		if (found < 0) {
+			error_plain(d, "--input %s: '%s' has no argument named '%s'", o->input_names[k], e->name, o->input_names[k]);
+			bad = 1;
+			continue;
+		}
+		if (ins[found]) {
+			error_plain(d, "--input %s is given twice", o->input_names[k]);
+			bad = 1;
+			continue;
+		}
+		NpyArray arr;
+		if (npy_read(o->input_paths[k], &arr, err, sizeof err) < 0) {
+			error_plain(d, "%s: %s", o->input_paths[k], err);
+			bad = 1;
+			continue;
+		}
+		Node *in = g->inputs[found];
+		if (arr.dtype != in->dtype || !shapes_equal(arr.rank, arr.shape, in->rank, in->shape)) {
+			char *want = shape_text(in->dtype, in->rank, in->shape);
+			char *have = shape_text(arr.dtype, arr.rank, arr.shape);
+			error_plain(d, "%s: argument '%s' of '%s' is %s, the file holds %s", o->input_paths[k], o->input_names[k],
+			            e->name, want, have);
+			free(want);
+			free(have);
+			bad = 1;
+		} else {
+			ins[found] = tensor_from_bytes(arr.dtype, arr.rank, arr.shape, arr.data);
+		}
+		npy_free(&arr);
+	}
+	for (int i = 0; i < g->ninputs; i++)
+		if (!ins[i] && !bad) {
+			Node *in = g->inputs[i];
+			char *want = shape_text(in->dtype, in->rank, in->shape);
+			error_plain(d, "missing input: give --input %s=FILE.npy (%s)", g->input_names[i], want);
+			free(want);
+			bad = 1;
+		}
+	if (o->noutputs && o->noutputs != g->noutputs) {
+		error_plain(d, "'%s' returns %d result%s, but %d --output file%s given", e->name, g->noutputs,
+		            g->noutputs == 1 ? "" : "s", o->noutputs, o->noutputs == 1 ? " is" : "s are");
+		bad = 1;
+	}
+	if (bad || d->nerrors)
+		goto out;
+
+	if (interp_run(p, g, ins, params, outs) < 0)
+		goto out;
+
+	if (!o->noutputs) {
+		for (int i = 0; i < g->noutputs; i++) {
+			char name[256];
+			if (g->noutputs == 1)
+				snprintf(name, sizeof name, "%s", e->name);
+			else
+				snprintf(name, sizeof name, "%s.%d", e->name, i);
+			summary(name, outs[i]);
+		}
+		rc = 0;
+		goto out;
+	}
+	/* encode every output first, then write them: a failure leaves no partial set */
+	for (int i = 0; i < g->noutputs; i++) {
+		Tensor *t = outs[i];
+		size_t nb = (size_t)t->n * (size_t)dtype_size(t->dtype);
+		void *raw = xmalloc(nb ? nb : 1);
+		tensor_to_bytes(t, raw);
+		npy_encode(t->dtype, t->rank, t->shape, raw, &bufs[i], &lens[i]);
+		free(raw);
+	}
+	for (int i = 0; i < g->noutputs; i++)
+		if (write_file_atomic(o->outputs[i], bufs[i], lens[i]) < 0) {
+			error_plain(d, "cannot write %s: %s", o->outputs[i], strerror(errno));
+			goto out;
+		}
+	rc = 0;
+out:
+	for (int i = 0; i < p->nparams; i++)
+		tensor_free(params[i]);
+	for (int i = 0; i < g->ninputs; i++)
+		tensor_free(ins[i]);
+	for (int i = 0; i < g->noutputs; i++) {
+		tensor_free(outs[i]);
+		free(bufs[i]);
+	}
+	free(params);
+	free(ins);
+	free(outs);
+	free(bufs);
+	free(lens);
+	if (w)
+		weights_close(w);
+	return rc;
+}
