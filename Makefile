@@ -29,6 +29,40 @@ all: deps $(B)/nestc
 deps:
 	@sh scripts/deps.sh
 
+# The small GPT-2 of the README: random weights, reference interpreter.
+DEMO_FLAGS = -D L=2 -D D=64 -D H=4 -D V=256 -D CTX=64 -D S=16
+demo: all
+	@$(PYTHON) scripts/tokens.py $(B)/demo-tokens.npy 16 256 1
+	$(B)/nestc check samples/gpt2.nest $(DEMO_FLAGS)
+	$(B)/nestc run samples/gpt2.nest $(DEMO_FLAGS) --random-weights 1 --input tokens=$(B)/demo-tokens.npy
+
+check: all $(B)/test_io $(B)/test_interp
+	@sh tests/check.sh $(B)
+
+# The whole suite again, built with AddressSanitizer and UBSan.
+ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+check-asan: deps
+	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
+		build-asan/nestc build-asan/test_io build-asan/test_interp
+	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		sh tests/check.sh build-asan
+
+$(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/ast.o $(B)/diag.o
+	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
+		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
+$(B)/test_interp: tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o $(B)/util.o $(B)/ast.o $(B)/diag.o
+	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o \
+		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
+
+install: all
+	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	cp $(B)/nestc $(DESTDIR)$(BINDIR)/nestc
+	cp man/nestc.1 $(DESTDIR)$(MANDIR)/man1/nestc.1
+	cp man/nest.7 $(DESTDIR)$(MANDIR)/man7/nest.7
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/nestc $(DESTDIR)$(MANDIR)/man1/nestc.1 $(DESTDIR)$(MANDIR)/man7/nest.7
+
 $(B)/nestc: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
@@ -72,6 +106,6 @@ $(B)/main.o: src/main.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/main.c
 
 clean:
-	rm -rf $(B)
+	rm -rf build build-asan
 
-.PHONY: all deps clean
+.PHONY: all deps demo check check-asan install uninstall clean

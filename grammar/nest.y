@@ -145,7 +145,7 @@ decl:
 	| PARAM IDENT ':' type '=' STRING TERM
 	                                    { $$ = mk_param(A, @$, $2, @2, $4, $6); }
 	| fn_decl                           { $$ = $1; }
-	| EXPORT fn_decl                    { $$ = mk_export_fn(A, $2); }
+	| EXPORT fn_decl                    { $$ = mk_export_fn(A, $2, @1); }
 	| '@' REGION terms_opt fn_decl      { $$ = mk_region_fn(A, $4, @1, NULL); }
 	| '@' REGION '(' region_attrs ')' terms_opt fn_decl
 	                                    { $$ = mk_region_fn(A, $7, @1, $4); }

@@ -373,10 +373,11 @@ Decl *mk_region_fn(Arena *a, Decl *fn, Loc rloc, Vec *attrs)
 	return fn;
 }
 
-Decl *mk_export_fn(Arena *a, Decl *fn)
+Decl *mk_export_fn(Arena *a, Decl *fn, Loc eloc)
 {
 	(void)a;
 	fn->is_export = 1;
+	fn->loc.off = eloc.off;
 	return fn;
 }
 

@@ -425,6 +425,7 @@ typedef struct Val {
 	Tensor **outs; /* OP_CALL: the callee's outputs, each NULL once taken */
 	int nouts;
 	int borrowed;  /* t belongs to the caller (graph input or param) */
+	int trans;     /* a lazy transpose: t is its input, not yet transposed */
 } Val;
 
 typedef struct Ctx {
@@ -438,6 +439,7 @@ typedef struct Frame {
 	Graph *g;
 	Val *val;
 	int *last;     /* index of the last node reading each node; INT_MAX for outputs */
+	char *lazy;    /* transposes left to the matmuls that read them */
 } Frame;
 
 static Tensor *new_out(const Node *n)
@@ -752,19 +754,28 @@ typedef struct MMBuf {
 
 static void mm_kernel(int64_t kc, const double *ap, const double *bp, double acc[MM_MR][MM_NR])
 {
-	double c[MM_MR][MM_NR] = {{0}};
+	/* spelled out so that the 16 sums live in registers */
+	double c00 = 0, c01 = 0, c02 = 0, c03 = 0, c10 = 0, c11 = 0, c12 = 0, c13 = 0;
+	double c20 = 0, c21 = 0, c22 = 0, c23 = 0, c30 = 0, c31 = 0, c32 = 0, c33 = 0;
 	for (int64_t k = 0; k < kc; k++) {
 		const double *a = ap + k * MM_MR, *b = bp + k * MM_NR;
-		for (int r = 0; r < MM_MR; r++)
-			for (int j = 0; j < MM_NR; j++)
-				c[r][j] += a[r] * b[j];
+		double b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
+		double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+		c00 += a0 * b0, c01 += a0 * b1, c02 += a0 * b2, c03 += a0 * b3;
+		c10 += a1 * b0, c11 += a1 * b1, c12 += a1 * b2, c13 += a1 * b3;
+		c20 += a2 * b0, c21 += a2 * b1, c22 += a2 * b2, c23 += a2 * b3;
+		c30 += a3 * b0, c31 += a3 * b1, c32 += a3 * b2, c33 += a3 * b3;
 	}
-	memcpy(acc, c, sizeof c);
+	acc[0][0] = c00, acc[0][1] = c01, acc[0][2] = c02, acc[0][3] = c03;
+	acc[1][0] = c10, acc[1][1] = c11, acc[1][2] = c12, acc[1][3] = c13;
+	acc[2][0] = c20, acc[2][1] = c21, acc[2][2] = c22, acc[2][3] = c23;
+	acc[3][0] = c30, acc[3][1] = c31, acc[3][2] = c32, acc[3][3] = c33;
 }
 
-/* c[M,N] = a[M,K] @ b[K,N], c zeroed by the caller. */
-static void mm_f(int64_t M, int64_t N, int64_t K, const double *a, const double *b, double *c,
-                 MMBuf *buf)
+/* c[M,N] = a[M,K] @ b[K,N], c zeroed by the caller; with bt, b is stored
+ * transposed, as [N,K]. */
+static void mm_f(int64_t M, int64_t N, int64_t K, const double *a, const double *b, int bt,
+                 double *c, MMBuf *buf)
 {
 	if (N == 1) {
 		for (int64_t i = 0; i < M; i++) {
@@ -774,6 +785,18 @@ static void mm_f(int64_t M, int64_t N, int64_t K, const double *a, const double 
 				s += ar[k] * b[k];
 			c[i] = s;
 		}
+		return;
+	}
+	if (M < MM_MR && bt) {
+		/* a few rows: dot products of contiguous rows */
+		for (int64_t i = 0; i < M; i++)
+			for (int64_t j = 0; j < N; j++) {
+				const double *ar = a + i * K, *bc = b + j * K;
+				double s = 0;
+				for (int64_t k = 0; k < K; k++)
+					s += ar[k] * bc[k];
+				c[i * N + j] = s;
+			}
 		return;
 	}
 	if (M < MM_MR) {
@@ -801,9 +824,10 @@ static void mm_f(int64_t M, int64_t N, int64_t K, const double *a, const double 
 			for (int64_t p = 0; p * MM_NR < nc; p++)
 				for (int64_t k = 0; k < kc; k++) {
 					double *dst = bp + (p * kc + k) * MM_NR;
-					const double *src = b + (k0 + k) * N + j0 + p * MM_NR;
+					int64_t jb = j0 + p * MM_NR;
 					for (int j = 0; j < MM_NR; j++)
-						dst[j] = p * MM_NR + j < nc ? src[j] : 0.0;
+						dst[j] = p * MM_NR + j >= nc ? 0.0
+						         : bt ? b[(jb + j) * K + k0 + k] : b[(k0 + k) * N + jb + j];
 				}
 			for (int64_t i0 = 0; i0 < M; i0 += MM_MR) {
 				int64_t mr = M - i0 < MM_MR ? M - i0 : MM_MR;
@@ -824,22 +848,24 @@ static void mm_f(int64_t M, int64_t N, int64_t K, const double *a, const double 
 	}
 }
 
-static void mm_i(int64_t M, int64_t N, int64_t K, const int64_t *a, const int64_t *b, int64_t *c)
+static void mm_i(int64_t M, int64_t N, int64_t K, const int64_t *a, const int64_t *b, int bt,
+                 int64_t *c)
 {
+	int64_t sk = bt ? 1 : N, sj = bt ? K : 1;
 	for (int64_t i = 0; i < M; i++)
 		for (int64_t k = 0; k < K; k++) {
 			int64_t x = a[i * K + k];
 			for (int64_t j = 0; j < N; j++)
-				c[i * N + j] = wadd(c[i * N + j], wmul(x, b[k * N + j]));
+				c[i * N + j] = wadd(c[i * N + j], wmul(x, b[k * sk + j * sj]));
 		}
 }
 
 /* Batch strides of one matmul operand: its dims before the last `mat` (the matrix
  * dims, 0..2 of them) aligned right against the output's batch dims. */
-static void mm_batch_strides(const Tensor *t, int mat, int br, const int64_t *bshape,
-                             int64_t matsize, int64_t *st)
+static void mm_batch_strides(int rank, const int64_t *shape, int mat, int br,
+                             const int64_t *bshape, int64_t matsize, int64_t *st)
 {
-	int tb = t->rank - mat;
+	int tb = rank - mat;
 	int64_t s = matsize;
 	for (int d = br - 1; d >= 0; d--) {
 		int j = d - (br - tb);
@@ -847,33 +873,41 @@ static void mm_batch_strides(const Tensor *t, int mat, int br, const int64_t *bs
 			st[d] = 0;
 			continue;
 		}
-		if (t->shape[j] == bshape[d])
-			st[d] = t->shape[j] == 1 ? 0 : s;
-		else if (t->shape[j] == 1)
+		if (shape[j] == bshape[d])
+			st[d] = shape[j] == 1 ? 0 : s;
+		else if (shape[j] == 1)
 			st[d] = 0;
 		else
-			ice("interp: matmul batch dim %lld vs %lld", (long long)t->shape[j],
+			ice("interp: matmul batch dim %lld vs %lld", (long long)shape[j],
 			    (long long)bshape[d]);
-		s *= t->shape[j];
+		s *= shape[j];
 	}
 }
 
-static Tensor *op_matmul(Node *n, Tensor *A, Tensor *B)
+/* With bt, B is the untransposed input of a transpose of its last two axes
+ * (a lazy transpose: see lazy_transpose). */
+static Tensor *op_matmul(Node *n, Tensor *A, Tensor *B, int bt)
 {
 	int ra = A->rank, rb = B->rank, R = n->rank;
 	if (ra < 1 || rb < 1 || (A->f != NULL) != (B->f != NULL) ||
-	    (A->f != NULL) != is_float(n->dtype))
+	    (A->f != NULL) != is_float(n->dtype) || (bt && rb < 2))
 		ice("interp: matmul %%%d: operands of rank %d and %d", n->id, ra, rb);
+	int64_t bsh[MAX_RANK];
+	memcpy(bsh, B->shape, sizeof bsh);
+	if (bt) {
+		bsh[rb - 2] = B->shape[rb - 1];
+		bsh[rb - 1] = B->shape[rb - 2];
+	}
 	int ma = ra >= 2 ? 2 : 1, mb = rb >= 2 ? 2 : 1;
 	int64_t M = ra >= 2 ? A->shape[ra - 2] : 1, K = A->shape[ra - 1];
-	int64_t Kb = rb >= 2 ? B->shape[rb - 2] : B->shape[0], N = rb >= 2 ? B->shape[rb - 1] : 1;
+	int64_t Kb = rb >= 2 ? bsh[rb - 2] : bsh[0], N = rb >= 2 ? bsh[rb - 1] : 1;
 	int br = R - (ra >= 2) - (rb >= 2);
 	if (K != Kb || br < 0 || ra - ma > br || rb - mb > br || (ra >= 2 && n->shape[br] != M) ||
 	    (rb >= 2 && n->shape[R - 1] != N))
 		ice("interp: matmul %%%d: shapes do not match the node", n->id);
 	int64_t sa[MAX_RANK], sb[MAX_RANK], idx[MAX_RANK] = {0};
-	mm_batch_strides(A, ma, br, n->shape, M * K, sa);
-	mm_batch_strides(B, mb, br, n->shape, K * N, sb);
+	mm_batch_strides(ra, A->shape, ma, br, n->shape, M * K, sa);
+	mm_batch_strides(rb, bsh, mb, br, n->shape, K * N, sb);
 	Tensor *C = new_out(n);
 	MMBuf buf = {NULL, NULL};
 	int64_t nb = 1, aoff = 0, boff = 0;
@@ -881,9 +915,9 @@ static Tensor *op_matmul(Node *n, Tensor *A, Tensor *B)
 		nb *= n->shape[d];
 	for (int64_t bi = 0; bi < nb; bi++) {
 		if (C->f)
-			mm_f(M, N, K, A->f + aoff, B->f + boff, C->f + bi * M * N, &buf);
+			mm_f(M, N, K, A->f + aoff, B->f + boff, bt, C->f + bi * M * N, &buf);
 		else
-			mm_i(M, N, K, A->i + aoff, B->i + boff, C->i + bi * M * N);
+			mm_i(M, N, K, A->i + aoff, B->i + boff, bt, C->i + bi * M * N);
 		for (int d = br - 1; d >= 0; d--) {
 			idx[d]++;
 			aoff += sa[d];
@@ -1572,7 +1606,7 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 		return op_where(fr, n, in[0], in[1], in[2]);
 	case OP_MATMUL:
 		need_inputs(n, 2, 2);
-		return op_matmul(n, in[0], in[1]);
+		return op_matmul(n, in[0], in[1], fr->val[n->in[1]->id].trans);
 	case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN:
 		need_inputs(n, 1, 1);
 		return op_reduce(n, in[0]);
@@ -1622,6 +1656,21 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 	}
 }
 
+/* A transpose of the last two axes of a graph input or param, read only as the B
+ * operand of matmuls, is never materialised: the matmul reads B transposed.
+ * Borrowed, so it lives as long as the run (this is `x @ transpose(wte, [1, 0])`
+ * of tied embeddings, where a copy would be the largest tensor of the model). */
+static int lazy_transpose(const Node *n)
+{
+	if (n->op != OP_TRANSPOSE || n->nin != 1 || n->rank < 2 ||
+	    (n->in[0]->op != OP_INPUT && n->in[0]->op != OP_PARAM))
+		return 0;
+	for (int d = 0; d < n->rank - 2; d++)
+		if (n->a[d] != d)
+			return 0;
+	return n->a[n->rank - 2] == n->rank - 1 && n->a[n->rank - 1] == n->rank - 2;
+}
+
 static void free_val(Val *v)
 {
 	if (v->t && !v->borrowed)
@@ -1652,7 +1701,9 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 	if (c->depth >= MAX_DEPTH)
 		ice("interp: region calls nested more than %d deep", MAX_DEPTH);
 	int nn = g->nnodes, maxin = 1, rc = 0;
-	Frame fr = {c, g, xcalloc((size_t)nn + 1, sizeof(Val)), xmalloc(((size_t)nn + 1) * sizeof(int))};
+	Frame fr = {c, g, xcalloc((size_t)nn + 1, sizeof(Val)), xmalloc(((size_t)nn + 1) * sizeof(int)),
+	            xcalloc((size_t)nn + 1, 1)};
+	char *other_use = xcalloc((size_t)nn + 1, 1); /* read by anything but a matmul's B */
 	for (int i = 0; i < nn; i++) {
 		Node *n = g->nodes[i];
 		if (!n || n->id != i)
@@ -1667,6 +1718,8 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 				ice("interp: graph %s: %%%d reads a node that is not before it",
 				    g->name ? g->name : "?", i);
 			fr.last[m->id] = i;
+			if (n->op != OP_MATMUL || k != 1)
+				other_use[m->id] = 1;
 		}
 	}
 	for (int k = 0; k < g->noutputs; k++) {
@@ -1674,7 +1727,11 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 		if (!m || m->id < 0 || m->id >= nn || g->nodes[m->id] != m || m->op == OP_CALL)
 			ice("interp: graph %s: bad output %d", g->name ? g->name : "?", k);
 		fr.last[m->id] = INT_MAX;
+		other_use[m->id] = 1;
 	}
+	for (int i = 0; i < nn; i++)
+		fr.lazy[i] = !other_use[i] && lazy_transpose(g->nodes[i]);
+	free(other_use);
 	Tensor **in = xcalloc((size_t)maxin, sizeof(Tensor *));
 	c->depth++;
 	for (int i = 0; i < nn && rc == 0; i++) {
@@ -1710,6 +1767,20 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 			rc = run_graph(c, cg, in, v->outs);
 			break;
 		}
+		case OP_TRANSPOSE:
+			if (!fr.lazy[i]) {
+				v->t = eval_node(&fr, n, in);
+				break;
+			}
+			if (in[0]->dtype != n->dtype || in[0]->rank != n->rank ||
+			    memcmp(in[0]->shape, n->shape, (size_t)(n->rank - 2) * sizeof(int64_t)) ||
+			    in[0]->shape[n->rank - 2] != n->shape[n->rank - 1] ||
+			    in[0]->shape[n->rank - 1] != n->shape[n->rank - 2])
+				ice("interp: transpose %%%d: shapes", i);
+			v->t = in[0];
+			v->borrowed = 1;
+			v->trans = 1;
+			break;
 		case OP_RESULT: {
 			Node *call = n->nin == 1 ? n->in[0] : NULL;
 			Val *cv = call ? &fr.val[call->id] : NULL;
@@ -1765,6 +1836,7 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 	free(in);
 	free(fr.val);
 	free(fr.last);
+	free(fr.lazy);
 	return rc;
 }
 

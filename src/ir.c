@@ -93,6 +93,13 @@ void shape_str(Buf *b, DType dt, int rank, const int64_t *shape)
 
 static void dump_node(FILE *f, Program *p, Node *n)
 {
+	if (n->op == OP_CALL) {
+		fprintf(f, "  %%%d = call @%s(", n->id, n->callee->name);
+		for (int i = 0; i < n->nin; i++)
+			fprintf(f, "%s%%%d", i ? ", " : "", n->in[i]->id);
+		fputs(")\n", f);
+		return;
+	}
 	Buf b = {0};
 	shape_str(&b, n->dtype, n->rank, n->shape);
 	fprintf(f, "  %%%d = %s %s", n->id, op_name(n->op), b.s);
@@ -140,9 +147,6 @@ static void dump_node(FILE *f, Program *p, Node *n)
 		        (long long)n->a[0], (long long)n->a[1], (long long)n->a[2], (long long)n->a[3],
 		        (long long)n->a[4], (long long)n->a[5]);
 		break;
-	case OP_CALL:
-		fprintf(f, " @%s", n->callee->name);
-		break;
 	case OP_RESULT:
 		fprintf(f, " .%lld", (long long)n->a[0]);
 		break;
@@ -162,7 +166,9 @@ void ir_dump(FILE *f, Program *p)
 	}
 	for (int gi = 0; gi < p->graphs.n; gi++) {
 		Graph *g = p->graphs.v[gi];
-		fprintf(f, "\n%s %s", g->is_region ? "region" : "entry", g->name);
+		if (gi > 0 || p->nparams > 0)
+			fputc('\n', f);
+		fprintf(f, "%s %s", g->is_region ? "region" : "entry", g->name);
 		if (g->key)
 			fprintf(f, " [%s]", g->key);
 		fputs(" (", f);

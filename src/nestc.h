@@ -264,7 +264,7 @@ FnArg *mk_fnarg(Arena *a, Loc loc, const char *name, TypeExpr *t);
 RegionAttr *mk_attr(Arena *a, Loc loc, const char *key, Expr *v);
 Decl *mk_fn(Arena *a, Loc loc, const char *name, Loc nloc, Vec *args, Vec *rets, int rets_tuple, Vec *body);
 Decl *mk_region_fn(Arena *a, Decl *fn, Loc rloc, Vec *attrs);
-Decl *mk_export_fn(Arena *a, Decl *fn);
+Decl *mk_export_fn(Arena *a, Decl *fn, Loc eloc);
 
 /* Named-location list element used by the grammar (identifier with its location). */
 typedef struct Ident {

@@ -59,8 +59,9 @@ def write_safetensors(path, tensors):
 
 
 def make_weights(specs, rng):
-    """specs: list of (name, shape, kind, fan_in). kind: 'w' (normal, std gain/sqrt(fan_in)),
-    'he' (std sqrt(2/fan_in)), 'emb' (std 1), 'scale' (1 + 0.1 N), 'bias' (0.1 N)."""
+    """specs: list of (name, shape, kind, fan_in). kind: 'w' (normal, std 1/sqrt(fan_in)),
+    'he' (std sqrt(2/fan_in)), 'emb' (std 0.3: GPT-2's tied logits stay small enough that
+    gelu vs gelu_tanh exceeds the tolerance), 'scale' (1 + 0.1 N), 'bias' (0.1 N)."""
     out = []
     for name, shape, kind, fan_in in specs:
         z = rng.standard_normal(shape)
@@ -69,7 +70,7 @@ def make_weights(specs, rng):
         elif kind == "he":
             a = z * math.sqrt(2.0 / fan_in)
         elif kind == "emb":
-            a = z
+            a = 0.3 * z
         elif kind == "scale":
             a = 1.0 + 0.1 * z
         elif kind == "bias":

@@ -546,6 +546,61 @@ static void test_matmul(T *t)
 	free_all(ins, 2);
 }
 
+/* x @ transpose(w) with w a graph input: the matmul reads w transposed in place. */
+static void test_matmul_transposed(T *t)
+{
+	t->name = "matmul of a transpose";
+	uint64_t seed = 3;
+	for (int variant = 0; variant < 3; variant++) {
+		/* 0: M=6 packed path; 1: M=2 dot path; 2: transpose also an output (copied) */
+		int64_t M = variant == 1 ? 2 : 6, K = 7, N = 9;
+		Program *p = prog_new();
+		B b = graph(p, "g");
+		Node *x = input(&b, DT_F64, 2, S(M, K));
+		Node *w = input(&b, DT_F64, 3, S(2, N, K));
+		Node *tr = node(&b, OP_TRANSPOSE, DT_F64, 3, S(2, K, N), w, NULL);
+		tr->a[0] = 0, tr->a[1] = 2, tr->a[2] = 1;
+		Node *mm = node(&b, OP_MATMUL, DT_F64, 3, S(2, M, N), x, tr, NULL);
+		output(&b, mm);
+		if (variant == 2)
+			output(&b, tr);
+		Tensor *in[2] = {trand(DT_F64, 2, S(M, K), &seed), trand(DT_F64, 3, S(2, N, K), &seed)};
+		Tensor *outs[2] = {NULL, NULL};
+		check(t, run(&b, in, NULL, outs) == 0, "run");
+		double want[2 * 6 * 9];
+		for (int64_t bi = 0; bi < 2; bi++)
+			for (int64_t i = 0; i < M; i++)
+				for (int64_t j = 0; j < N; j++) {
+					double s = 0;
+					for (int64_t k = 0; k < K; k++)
+						s += in[0]->f[i * K + k] * in[1]->f[(bi * N + j) * K + k];
+					want[(bi * M + i) * N + j] = s;
+				}
+		expect_f(t, outs[0], 3, S(2, M, N), want, 1e-14);
+		if (variant == 2)
+			check(t, outs[1] && outs[1]->shape[1] == K &&
+			         outs[1]->f[1 * N + 2] == in[1]->f[2 * K + 1], "transpose output");
+		free_all(outs, 2);
+		free_all(in, 2);
+		prog_free(p);
+	}
+	/* integers, 2-d */
+	Program *p = prog_new();
+	B b = graph(p, "g");
+	Node *x = input(&b, DT_I64, 2, S(1, 2));
+	Node *w = input(&b, DT_I64, 2, S(3, 2));
+	Node *tr = node(&b, OP_TRANSPOSE, DT_I64, 2, S(2, 3), w, NULL);
+	tr->a[0] = 1, tr->a[1] = 0;
+	output(&b, node(&b, OP_MATMUL, DT_I64, 2, S(1, 3), x, tr, NULL));
+	Tensor *in[2] = {ti(DT_I64, 2, S(1, 2), I(1, 10)), ti(DT_I64, 2, S(3, 2), I(1, 2, 3, 4, 5, 6))};
+	Tensor *o = NULL;
+	check(t, run(&b, in, NULL, &o) == 0, "run");
+	expect_i(t, o, 2, S(1, 3), I(21, 43, 65));
+	tensor_free(o);
+	free_all(in, 2);
+	prog_free(p);
+}
+
 static void test_reduce(T *t)
 {
 	t->name = "reductions";
@@ -814,6 +869,107 @@ static void test_pool(T *t)
 	tensor_free(x);
 }
 
+/* Integer and bool paths of ops mostly used on floats. */
+static void test_ints(T *t)
+{
+	t->name = "integers";
+	Tensor *a = ti(DT_I32, 2, S(2, 3), I(1, 5, 3, -4, 0, 7));
+	Tensor *b = ti(DT_I32, 1, S(3), I(2, 5, -1));
+	Tensor *ins[3] = {a, b, NULL};
+	Tensor *o = run1(t, OP_LT, DT_BOOL, 2, S(2, 3), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(1, 0, 0, 1, 1, 0));
+	tensor_free(o);
+	o = run1(t, OP_MAX, DT_I32, 2, S(2, 3), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(2, 5, 3, 2, 5, 7));
+	tensor_free(o);
+	o = run1(t, OP_MIN, DT_I32, 2, S(2, 3), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(1, 5, -1, -4, 0, -1));
+	tensor_free(o);
+	o = run1(t, OP_SUB, DT_I32, 2, S(2, 3), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(-1, 0, 4, -6, -5, 8));
+	tensor_free(o);
+	o = run1(t, OP_MUL, DT_I32, 2, S(2, 3), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(2, 25, -3, -8, 0, -7));
+	tensor_free(o);
+	o = run1(t, OP_AMAX, DT_I32, 1, S(3), &a, 1, I(1, 0), 2, 0);
+	expect_i(t, o, 1, S(3), I(1, 5, 7));
+	tensor_free(o);
+	o = run1(t, OP_AMIN, DT_I32, 2, S(2, 1), &a, 1, I(2, 1), 2, 0);
+	expect_i(t, o, 2, S(2, 1), I(1, -4));
+	tensor_free(o);
+	o = run1(t, OP_ARGMAX, DT_I64, 1, S(2), &a, 1, I(2, 0), 2, 0);
+	expect_i(t, o, 1, S(2), I(1, 2));
+	tensor_free(o);
+	o = run1(t, OP_EXPAND, DT_I32, 2, S(2, 3), &b, 1, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(2, 5, -1, 2, 5, -1));
+	tensor_free(o);
+	o = run1(t, OP_RELU, DT_I32, 1, S(3), &b, 1, NULL, 0, 0);
+	expect_i(t, o, 1, S(3), I(2, 5, 0));
+	tensor_free(o);
+
+	/* where on ints with a broadcast condition */
+	Tensor *c = ti(DT_BOOL, 1, S(3), I(1, 0, 1));
+	ins[0] = c, ins[1] = a, ins[2] = b;
+	o = run1(t, OP_WHERE, DT_I32, 2, S(2, 3), ins, 3, NULL, 0, 0);
+	expect_i(t, o, 2, S(2, 3), I(1, 5, 3, -4, 5, 7));
+	tensor_free(o);
+	free_all(ins, 3);
+
+	/* bool logic */
+	Tensor *p = ti(DT_BOOL, 1, S(4), I(0, 0, 1, 1));
+	Tensor *q = ti(DT_BOOL, 1, S(4), I(0, 1, 0, 1));
+	ins[0] = p, ins[1] = q;
+	o = run1(t, OP_AND, DT_BOOL, 1, S(4), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 1, S(4), I(0, 0, 0, 1));
+	tensor_free(o);
+	o = run1(t, OP_OR, DT_BOOL, 1, S(4), ins, 2, NULL, 0, 0);
+	expect_i(t, o, 1, S(4), I(0, 1, 1, 1));
+	tensor_free(o);
+	o = run1(t, OP_NOT, DT_BOOL, 1, S(4), ins, 1, NULL, 0, 0);
+	expect_i(t, o, 1, S(4), I(1, 1, 0, 0));
+	tensor_free(o);
+	o = run1(t, OP_CAST, DT_F32, 1, S(4), ins, 1, NULL, 0, 0);
+	expect_f(t, o, 1, S(4), V(0, 0, 1, 1), 0);
+	tensor_free(o);
+	free_all(ins, 2);
+
+	/* conv2d and max pool on ints */
+	Tensor *x = ti(DT_I64, 4, S(1, 1, 3, 3), I(1, 2, 3, 4, 5, 6, 7, 8, 9));
+	Tensor *w = ti(DT_I64, 4, S(1, 1, 2, 2), I(1, 0, 0, -1));
+	Tensor *bias = ti(DT_I64, 1, S(1), I(100));
+	ins[0] = x, ins[1] = w, ins[2] = bias;
+	o = run1(t, OP_CONV2D, DT_I64, 4, S(1, 1, 2, 2), ins, 3, I(1, 1, 0, 0, 1), 5, 0);
+	expect_i(t, o, 4, S(1, 1, 2, 2), I(96, 96, 96, 96));
+	tensor_free(o);
+	o = run1(t, OP_MAXPOOL2D, DT_I64, 4, S(1, 1, 2, 2), &x, 1, I(2, 2, 2, 2, 1, 1), 6, 0);
+	expect_i(t, o, 4, S(1, 1, 2, 2), I(1, 3, 7, 9));
+	tensor_free(o);
+	free_all(ins, 3);
+
+	/* f64 bytes, arange as floats, and a node nobody reads */
+	double dv[2] = {-0.0, 1e300};
+	x = tensor_from_bytes(DT_F64, 1, S(2), dv);
+	double back[2];
+	tensor_to_bytes(x, back);
+	check(t, memcmp(dv, back, sizeof dv) == 0, "f64 round trip");
+	tensor_free(x);
+	Program *pr = prog_new();
+	B bb = graph(pr, "g");
+	Node *in = input(&bb, DT_I64, 1, S(3));
+	node(&bb, OP_NEG, DT_I64, 1, S(3), in, NULL); /* dead */
+	Node *ar = node(&bb, OP_ARANGE, DT_F32, 1, S(3), NULL);
+	output(&bb, ar);
+	output(&bb, in);
+	Tensor *iv = ti(DT_I64, 1, S(3), I(4, 5, 6));
+	Tensor *outs[2];
+	check(t, run(&bb, &iv, NULL, outs) == 0, "run");
+	expect_f(t, outs[0], 1, S(3), V(0, 1, 2), 0);
+	expect_i(t, outs[1], 1, S(3), I(4, 5, 6));
+	free_all(outs, 2);
+	tensor_free(iv);
+	prog_free(pr);
+}
+
 /* Capture stderr while running g. */
 static int run_capture(B *b, Tensor **in, Tensor **outs, char *buf, size_t len)
 {
@@ -963,11 +1119,13 @@ int main(void)
 	test_intdiv(&t);
 	test_elementwise(&t);
 	test_matmul(&t);
+	test_matmul_transposed(&t);
 	test_reduce(&t);
 	test_norm(&t);
 	test_shape_ops(&t);
 	test_conv(&t);
 	test_pool(&t);
+	test_ints(&t);
 	test_gather(&t);
 	test_call(&t);
 	test_inplace(&t);

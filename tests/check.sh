@@ -1,0 +1,53 @@
+#!/bin/sh
+# Run every test suite against the binaries in build directory $1 and print one
+# total line. Each suite prints "N passed, N failed" as its last line.
+B=${1:-build}
+PY=${PYTHON:-/usr/bin/python3}
+NESTC=$B/nestc
+total_pass=0
+total_fail=0
+failed_suites=""
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT INT TERM
+
+suite() {
+	name=$1
+	shift
+	printf '== %s\n' "$name"
+	"$@" >"$log" 2>&1
+	status=$?
+	last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	if [ -z "$last" ]; then
+		cat "$log"
+		echo "suite $name printed no result line (exit $status)"
+		total_fail=$((total_fail + 1))
+		failed_suites="$failed_suites $name"
+		return
+	fi
+	p=$(echo "$last" | sed -E 's/^([0-9]+) passed.*/\1/')
+	f=$(echo "$last" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+	if [ "$status" -ne 0 ] || [ "$f" -ne 0 ]; then
+		grep -v '^ok ' "$log"
+		[ "$f" -eq 0 ] && f=1
+		failed_suites="$failed_suites $name"
+	fi
+	echo "   $last"
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+}
+
+suite unit-io "$B/test_io"
+suite io-corpus sh tests/io/run_corpus.sh "$B/test_io"
+suite unit-interp "$B/test_interp"
+suite dump "$PY" tests/dump/run.py "$NESTC"
+suite diagnostics "$PY" tests/diag/run.py "$NESTC"
+suite cli "$PY" tests/cli/run.py "$NESTC"
+suite builtins "$PY" tests/builtins/run.py "$NESTC"
+suite models "$PY" tests/models/run.py "$NESTC"
+suite fuzz "$PY" tests/fuzz/run.py "$NESTC"
+suite man sh tests/man/lint.sh
+
+echo
+[ -n "$failed_suites" ] && echo "failing suites:$failed_suites"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Command-line behaviour a user checks: exit statuses, messages, files written
+or not written. Run: run.py NESTC"""
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NESTC = os.path.abspath(sys.argv[1])
+passed = failed = 0
+GPT2_SMALL = ["-D", "L=2", "-D", "D=64", "-D", "H=4", "-D", "V=256", "-D", "CTX=64", "-D", "S=16"]
+
+
+def run(*args):
+    return subprocess.run([NESTC] + list(args), capture_output=True, text=True)
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print("ok " + name)
+    else:
+        failed += 1
+        print("FAIL %s: %s" % (name, detail))
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr)
+        dt = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int32"): "I32",
+              np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}[arr.dtype]
+        b = arr.tobytes()
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+MODEL = """
+const N = 4
+param lin: { weight: f32[3, 2], bias: f32[2] }
+param unused_ok: f32[2]
+export fn forward(x: f32[N, 3]) -> f32[N, 2] {
+  return x @ lin.weight + lin.bias + unused_ok
+}
+export fn both(x: f32[N, 3]) -> (f32[N, 2], f32[N]) {
+  let y = x @ lin.weight
+  return y, sum(y, axis=1)
+}
+"""
+
+
+def main():
+    with tempfile.TemporaryDirectory() as t:
+        os.chdir(t)
+        r = run("--version")
+        check("version", r.returncode == 0 and r.stdout.startswith("nestc "), r.stdout)
+        r = run("--help")
+        check("help", r.returncode == 0 and "usage: nestc check" in r.stdout, r.stdout)
+        r = run()
+        check("no command: usage, exit 2", r.returncode == 2 and "usage:" in r.stderr, r.stderr)
+        r = run("frobnicate")
+        check("unknown command exit 2", r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr, r.stderr)
+        r = run("check", "--bogus", "x.nest")
+        check("unknown option exit 2", r.returncode == 2 and "unknown option '--bogus'" in r.stderr, r.stderr)
+        r = run("check", "missing.nest")
+        check("missing file exit 1", r.returncode == 1 and "nestc: error: cannot open missing.nest" in r.stderr, r.stderr)
+
+        for s in sorted(glob.glob(os.path.join(ROOT, "samples", "*.nest"))):
+            r = run("check", s)
+            check("check " + os.path.basename(s), r.returncode == 0 and not r.stderr, r.stderr)
+
+        # the acceptance command of the front-end issue
+        np.save("t.npy", (np.arange(16) * 37 % 256).astype(np.int32))
+        r = run("run", os.path.join(ROOT, "samples", "gpt2.nest"), *GPT2_SMALL, "--random-weights", "1",
+                "--input", "tokens=t.npy", "--output", "logits.npy")
+        ok = r.returncode == 0 and os.path.exists("logits.npy")
+        a = np.load("logits.npy") if ok else None
+        check("gpt2 small run writes f32[16, 256]", ok and a.shape == (16, 256) and a.dtype == np.float32
+              and np.isfinite(a).all(), r.stderr)
+        r2 = run("run", os.path.join(ROOT, "samples", "gpt2.nest"), *GPT2_SMALL, "--random-weights", "1",
+                 "--input", "tokens=t.npy", "--output", "again.npy")
+        check("random weights are deterministic", r2.returncode == 0 and ok and
+              np.array_equal(np.load("again.npy"), a), r2.stderr)
+        r3 = run("run", os.path.join(ROOT, "samples", "gpt2.nest"), *GPT2_SMALL, "--random-weights", "2",
+                 "--input", "tokens=t.npy", "--output", "other.npy")
+        check("another seed gives other weights", r3.returncode == 0 and ok and
+              not np.array_equal(np.load("other.npy"), a), r3.stderr)
+        r = run("run", os.path.join(ROOT, "samples", "gpt2.nest"), *GPT2_SMALL, "--random-weights", "1",
+                "--input", "tokens=t.npy")
+        check("no --output prints a summary", r.returncode == 0 and r.stdout.startswith("forward: f32[16, 256] min="),
+              r.stdout + r.stderr)
+
+        with open("m.nest", "w") as f:
+            f.write(MODEL)
+        x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+        np.save("x.npy", x)
+        w = np.random.default_rng(1).standard_normal((3, 2)).astype(np.float32)
+        b = np.array([0.5, -1.0], np.float32)
+        u = np.array([1.0, 2.0], np.float32)
+        write_safetensors("w.safetensors", {"lin.weight": w, "lin.bias": b, "unused_ok": u})
+        r = run("run", "m.nest", "--weights", "w.safetensors", "--input", "x=x.npy", "--output", "y.npy")
+        ok = r.returncode == 0 and os.path.exists("y.npy")
+        check("run with weights: values", ok and np.allclose(np.load("y.npy"), x.astype(np.float64) @ w + b + u,
+                                                              rtol=1e-5, atol=1e-6), r.stderr)
+        r = run("run", "m.nest", "--entry", "both", "--weights", "w.safetensors", "--input", "x=x.npy",
+                "--output", "y1.npy", "--output", "y2.npy")
+        ok = r.returncode == 0
+        check("two results, two outputs", ok and np.allclose(np.load("y2.npy"), (x @ w).sum(1), rtol=1e-5, atol=1e-5)
+              and np.load("y1.npy").shape == (4, 2), r.stderr)
+        r = run("run", "m.nest", "--entry", "both", "--weights", "w.safetensors", "--input", "x=x.npy",
+                "--output", "only.npy")
+        check("output count mismatch is an error", r.returncode == 1 and "returns 2 results" in r.stderr
+              and not os.path.exists("only.npy"), r.stderr)
+        r = run("run", "m.nest", "--entry", "nope", "--random-weights", "1", "--input", "x=x.npy")
+        check("unknown entry", r.returncode == 1 and "no exported function 'nope'" in r.stderr, r.stderr)
+
+        # wrong weights: shape, missing, unused, dtype
+        write_safetensors("bad.safetensors", {"lin.weight": w.T.copy(), "lin.bias": b, "extra": u})
+        with open("keep.npy", "wb") as f:
+            f.write(b"precious")
+        r = run("run", "m.nest", "--weights", "bad.safetensors", "--input", "x=x.npy", "--output", "keep.npy")
+        err = r.stderr
+        check("weights shape error names both shapes",
+              r.returncode == 1 and "lin.weight: expected f32[3, 2], file has f32[2, 3]" in err, err)
+        check("missing param is an error", "missing parameter 'unused_ok' (f32[2])" in err, err)
+        check("unused tensor is a warning", "warning: bad.safetensors: tensor 'extra' is not a parameter" in err, err)
+        check("failed run leaves an existing output untouched", open("keep.npy", "rb").read() == b"precious")
+        check("failed run leaves no temporary file", not [f for f in os.listdir(".") if ".tmp." in f], os.listdir("."))
+        write_safetensors("dt.safetensors", {"lin.weight": w.astype(np.float64), "lin.bias": b, "unused_ok": u})
+        r = run("run", "m.nest", "--weights", "dt.safetensors", "--input", "x=x.npy")
+        check("weights dtype error", r.returncode == 1 and "expected f32[3, 2], file has f64[3, 2]" in r.stderr, r.stderr)
+        r = run("run", "m.nest", "--weights", "w.safetensors", "--input", "x=x.npy", "-Werror")
+        check("-Werror: clean run stays clean", r.returncode == 0, r.stderr)
+        r = run("run", "m.nest", "--weights", "bad.safetensors", "--input", "x=x.npy", "-w")
+        check("-w silences warnings", "warning" not in r.stderr, r.stderr)
+
+        # inputs
+        np.save("x64.npy", x.astype(np.float64))
+        r = run("run", "m.nest", "--random-weights", "3", "--input", "x=x64.npy", "--output", "o.npy")
+        check("input dtype error names both", r.returncode == 1 and "is f32[4, 3], the file holds f64[4, 3]" in r.stderr
+              and not os.path.exists("o.npy"), r.stderr)
+        np.save("xs.npy", x[:2])
+        r = run("run", "m.nest", "--random-weights", "3", "--input", "x=xs.npy")
+        check("input shape error", r.returncode == 1 and "the file holds f32[2, 3]" in r.stderr, r.stderr)
+        np.save("xf.npy", np.asfortranarray(np.ones((4, 3), np.float32)))
+        r = run("run", "m.nest", "--random-weights", "3", "--input", "x=xf.npy")
+        check("fortran-order input rejected", r.returncode == 1 and "fortran" in r.stderr.lower(), r.stderr)
+        r = run("run", "m.nest", "--random-weights", "3")
+        check("missing input", r.returncode == 1 and "missing input: give --input x=FILE.npy" in r.stderr, r.stderr)
+        r = run("run", "m.nest", "--random-weights", "3", "--input", "y=x.npy", "--input", "x=x.npy")
+        check("unknown input name", r.returncode == 1 and "has no argument named 'y'" in r.stderr, r.stderr)
+        r = run("run", "m.nest", "--input", "x=x.npy")
+        check("weights are required", r.returncode == 1 and "give --weights" in r.stderr, r.stderr)
+        r = run("run", "m.nest", "--weights", "w.safetensors", "--random-weights", "1", "--input", "x=x.npy")
+        check("--weights and --random-weights conflict", r.returncode == 2, r.stderr)
+
+        # -D
+        r = run("check", "m.nest", "-D", "N=8")
+        check("-D override", r.returncode == 0, r.stderr)
+        r = run("check", "m.nest", "-D", "M=8")
+        check("-D unknown const", r.returncode == 1 and "nestc: error: -D M=8: there is no const named 'M'" in r.stderr,
+              r.stderr)
+        r = run("check", "m.nest", "-D", "N=1.5")
+        check("-D kind mismatch", r.returncode == 1 and "const 'N' is an int" in r.stderr, r.stderr)
+        r = run("check", "m.nest", "-DN")
+        check("-D without value: usage", r.returncode == 2, r.stderr)
+
+        # a diagnostic has the source line and a caret
+        with open("e.nest", "w") as f:
+            f.write("export fn f(x: f32[2]) -> f32[2] {\n  return x + y\n}\n")
+        r = run("check", "e.nest")
+        lines = r.stderr.split("\n")
+        check("diagnostic format", r.returncode == 1 and lines[0] == "e.nest:2:14: error: unknown name 'y'"
+              and lines[1] == "    2 |   return x + y" and lines[2] == "      |              ^", r.stderr)
+
+        # four kinds of error in one file, all reported
+        with open("four.nest", "w") as f:
+            f.write("const D = 4\n"
+                    "param h: { w: f32[D, D] }[2]\n"
+                    "fn broken(x: f32[D]) -> f32[D] {\n"
+                    "  let y = (x +\n"
+                    "  return y\n"
+                    "}\n"
+                    "export fn f(x: f32[D, D], z: f32[D, 2]) -> f32[D, D] {\n"
+                    "  let a = x + missing\n"
+                    "  let b = x + z\n"
+                    "  return x @ h[2].w\n"
+                    "}\n")
+        r = run("check", "four.nest")
+        want = ["four.nest:5:3: error: syntax error", "four.nest:8:15: error: unknown name 'missing'",
+                "four.nest:9:13: error: cannot add f32[4, 4] and f32[4, 2]: axis 1 is 4 vs 2",
+                "four.nest:10:16: error: index 2 is out of range for an array of 2 elements"]
+        check("four errors reported", r.returncode == 1 and all(wl in r.stderr for wl in want), r.stderr)
+
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""No input crashes nestc.
+
+1. Every .nest model under tests/ and samples/ is cut at many points and has
+   bytes flipped; `nestc check` must exit 0 or 1, never die by a signal or
+   report a sanitizer error.
+2. The malformed .safetensors and .npy corpus (tests/io/make_corpus.py) is fed
+   to `nestc run`: each must be rejected (exit 1) naming the file, and no output
+   file may appear.
+Run: run.py NESTC
+"""
+import glob
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+passed = failed = 0
+
+
+def verdict(ok, name, why=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL %s: %s" % (name, why))
+
+
+def bad_run(r):
+    """A crash, a sanitizer report, or an exit status other than 0 and 1."""
+    if r.returncode not in (0, 1):
+        return "exit status %d" % r.returncode
+    if "Sanitizer" in r.stderr or "runtime error:" in r.stderr:
+        return "sanitizer report:\n" + r.stderr[-2000:]
+    return None
+
+
+def fuzz_models(nestc, tmp):
+    rng = random.Random(1234)
+    files = sorted(glob.glob(os.path.join(ROOT, "samples", "*.nest")) +
+                   glob.glob(os.path.join(ROOT, "tests", "**", "*.nest"), recursive=True))
+    path = os.path.join(tmp, "cut.nest")
+    budget = int(os.environ.get("NEST_FUZZ_CASES", "1500"))
+    per_file = max(8, budget // max(1, len(files)))
+    for f in files:
+        data = open(f, "rb").read()
+        cases = []
+        n = len(data)
+        for k in range(per_file // 2):
+            cases.append(data[: (n * k) // (per_file // 2)])
+        for k in range(per_file - per_file // 2):
+            b = bytearray(data)
+            for _ in range(rng.randint(1, 4)):
+                if not b:
+                    break
+                i = rng.randrange(len(b))
+                op = rng.randrange(3)
+                if op == 0:
+                    b[i] = rng.choice(b"(){}[],:;=@.+-*/\n\"#0123456789abcdefxyz \x00\xff")
+                elif op == 1:
+                    del b[i]
+                else:
+                    b[i:i] = bytes([rng.randrange(256)])
+            cases.append(bytes(b))
+        worst = None
+        for c in cases:
+            with open(path, "wb") as out:
+                out.write(c)
+            r = subprocess.run([nestc, "check", path], capture_output=True, text=True, errors="replace")
+            why = bad_run(r)
+            if why:
+                keep = os.path.join(tmp, "..", "nestc-fuzz-crash.nest")
+                worst = "%s (input kept in %s)" % (why, os.path.abspath(keep))
+                with open(keep, "wb") as out:
+                    out.write(c)
+                break
+        verdict(worst is None, "mutations of " + os.path.relpath(f, ROOT), worst or "")
+
+
+MODEL = """
+param w: f32[2, 3]
+param b: { bias: f32[3] }
+export fn f(x: f32[4, 2]) -> f32[4, 3] {
+  return x @ w + b.bias
+}
+"""
+
+
+def corpus(nestc, tmp):
+    cdir = os.path.join(tmp, "corpus")
+    os.mkdir(cdir)
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "io", "make_corpus.py"), cdir], check=True)
+    model = os.path.join(tmp, "m.nest")
+    with open(model, "w") as f:
+        f.write(MODEL)
+    good_x = os.path.join(tmp, "x.npy")
+    import struct
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }"
+    header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+    with open(good_x, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<8f", *range(8)))
+    out = os.path.join(tmp, "out.npy")
+    for name in sorted(os.listdir(cdir)):
+        p = os.path.join(cdir, name)
+        if name.endswith(".safetensors"):
+            cmd = [nestc, "run", model, "--weights", p, "--input", "x=" + good_x, "--output", out]
+        elif name.endswith(".npy"):
+            cmd = [nestc, "run", model, "--random-weights", "1", "--input", "x=" + p, "--output", out]
+        else:
+            continue
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        why = bad_run(r)
+        if not why and name.startswith("bad-"):
+            if r.returncode != 1:
+                why = "malformed file accepted (exit 0)"
+            elif p not in r.stderr:
+                why = "the message does not name the file: " + r.stderr
+            elif os.path.exists(out):
+                why = "an output file was written"
+        if os.path.exists(out):
+            os.unlink(out)
+        verdict(why is None, "corpus " + name, why or "")
+
+
+def main():
+    nestc = os.path.abspath(sys.argv[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        fuzz_models(nestc, tmp)
+        corpus(nestc, tmp)
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
