@@ -516,9 +516,12 @@ Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
 	build_globals(c);
 	check_types(c);
 	check_consts(c);
-	for (int k = 0; k < c->nglobals; k++)
+	for (int k = 0; k < c->nglobals; k++) {
 		if (c->globals[k]->kind == G_FN)
 			check_fn(c, c->globals[k]->decl);
+		else if (c->globals[k]->kind == G_PARAM)
+			check_type_names(c, c->globals[k]->decl->type, NULL, 0);
+	}
 	lower_program(c);
 	if (d->nerrors)
 		return NULL;

@@ -97,7 +97,12 @@ void source_linecol(const Source *s, int32_t off, int *line, int *col)
 			hi = mid - 1;
 	}
 	*line = lo + 1;
-	*col = off - s->line_start[lo] + 1;
+	/* columns count characters, not bytes: skip UTF-8 continuation bytes */
+	int c = 1;
+	for (int32_t i = s->line_start[lo]; i < off; i++)
+		if (((unsigned char)s->text[i] & 0xc0) != 0x80)
+			c++;
+	*col = c;
 }
 
 /* Same position and text twice means the same mistake seen through two
@@ -148,11 +153,13 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 	fprintf(out, "%5d | %.*s\n", line, (int)(le - ls), s->text + ls);
 	fputs("      | ", out);
 	for (int32_t i = ls; i < loc.off && i < le; i++)
-		fputc(s->text[i] == '\t' ? '\t' : ' ', out);
+		if (((unsigned char)s->text[i] & 0xc0) != 0x80)
+			fputc(s->text[i] == '\t' ? '\t' : ' ', out);
 	fputc('^', out);
 	int32_t end = loc.end < le ? loc.end : le;
 	for (int32_t i = loc.off + 1; i < end; i++)
-		fputc('~', out);
+		if (((unsigned char)s->text[i] & 0xc0) != 0x80)
+			fputc('~', out);
 	fputc('\n', out);
 }
 

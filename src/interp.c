@@ -363,14 +363,14 @@ static void biter_init(BIter *it, int rank, const int64_t *shape, Tensor **ts, i
 	int64_t n = numel_of(rank, shape);
 	int same = 1;
 	for (int k = 0; k < nt; k++)
-		if (ts[k]->rank != rank || memcmp(ts[k]->shape, shape, (size_t)rank * sizeof(int64_t)))
+		if (ts[k]->rank != rank || memcmp(ts[k]->shape, shape, rank * sizeof(int64_t)))
 			same = 0;
 	if (same || rank == 0) {
 		/* one row over everything */
 		for (int k = 0; k < nt; k++) {
 			if (ts[k]->n != n && ts[k]->n != 1)
-				ice("interp: broadcast of %lld elements to %lld", (long long)ts[k]->n,
-				    (long long)n);
+				ice("interp: broadcasting %lld elements to %lld",
+				    (long long)ts[k]->n, (long long)n);
 			it->step[k] = ts[k]->n == n ? 1 : 0;
 		}
 		it->inner = n;
@@ -436,7 +436,6 @@ typedef struct Ctx {
 
 typedef struct Frame {
 	Ctx *c;
-	Graph *g;
 	Val *val;
 	int *last;     /* index of the last node reading each node; INT_MAX for outputs */
 	char *lazy;    /* transposes left to the matmuls that read them */
@@ -455,8 +454,8 @@ static int same_shape(const Tensor *t, const Node *n)
 static void need_shape(const Tensor *t, const Node *n, const char *what)
 {
 	if (!same_shape(t, n))
-		ice("interp: %s %%%d: value of rank %d does not match the node's shape", what, n->id,
-		    t->rank);
+		ice("interp: %s %%%d: a value of rank %d does not match the node's shape", what,
+		    n->id, t->rank);
 }
 
 static void need_float(const Node *n, const Tensor *t)
@@ -660,17 +659,17 @@ static Tensor *op_binary(Frame *fr, Node *n, Tensor *a, Tensor *b)
 	Tensor *ts[2] = {a, b};
 	BIter it;
 	biter_init(&it, n->rank, n->shape, ts, 2);
-	int64_t inner = it.inner;
+	int64_t inner = it.inner, sa = it.step[0], sb = it.step[1];
 	for (int64_t r = 0; r < it.rows; r++, biter_next(&it)) {
 		int64_t oo = r * inner, ao = it.off[0], bo = it.off[1];
 		if (cmp && a->f)
-			compare_f(n->op, o->i + oo, a->f + ao, it.step[0], b->f + bo, it.step[1], inner);
+			compare_f(n->op, o->i + oo, a->f + ao, sa, b->f + bo, sb, inner);
 		else if (cmp)
-			compare_i(n->op, o->i + oo, a->i + ao, it.step[0], b->i + bo, it.step[1], inner);
+			compare_i(n->op, o->i + oo, a->i + ao, sa, b->i + bo, sb, inner);
 		else if (a->f)
-			binary_f(n->op, o->f + oo, a->f + ao, it.step[0], b->f + bo, it.step[1], inner);
+			binary_f(n->op, o->f + oo, a->f + ao, sa, b->f + bo, sb, inner);
 		else
-			binary_i(n->op, o->i + oo, a->i + ao, it.step[0], b->i + bo, it.step[1], inner);
+			binary_i(n->op, o->i + oo, a->i + ao, sa, b->i + bo, sb, inner);
 	}
 	fix_dtype(o);
 	return o;
@@ -752,6 +751,12 @@ typedef struct MMBuf {
 	double *bp; /* MM_KC x MM_NC */
 } MMBuf;
 
+/* On x86-64 with glibc (ifunc), an AVX2 copy is chosen at load time where the CPU
+ * has it: twice the width of the SSE2 baseline. Still no FMA, so both copies
+ * compute bit-identical results. -DNESTC_NO_CLONES turns it off. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__) && !defined(NESTC_NO_CLONES)
+__attribute__((target_clones("avx2", "default")))
+#endif
 static void mm_kernel(int64_t kc, const double *ap, const double *bp, double acc[MM_MR][MM_NR])
 {
 	/* spelled out so that the 16 sums live in registers */
@@ -770,6 +775,17 @@ static void mm_kernel(int64_t kc, const double *ap, const double *bp, double acc
 	acc[1][0] = c10, acc[1][1] = c11, acc[1][2] = c12, acc[1][3] = c13;
 	acc[2][0] = c20, acc[2][1] = c21, acc[2][2] = c22, acc[2][3] = c23;
 	acc[3][0] = c30, acc[3][1] = c31, acc[3][2] = c32, acc[3][3] = c33;
+}
+
+/* One panel: rows k0 .. k0+kc of columns jb .. jb+NR of b, zero past column jend. */
+static void mm_pack_b(const double *b, int bt, int64_t N, int64_t K, int64_t k0, int64_t kc,
+                      int64_t jb, int64_t jend, double *dst)
+{
+	for (int64_t k = 0; k < kc; k++, dst += MM_NR)
+		for (int j = 0; j < MM_NR; j++) {
+			int64_t bi = bt ? (jb + j) * K + k0 + k : (k0 + k) * N + jb + j;
+			dst[j] = jb + j < jend ? b[bi] : 0.0;
+		}
 }
 
 /* c[M,N] = a[M,K] @ b[K,N], c zeroed by the caller; with bt, b is stored
@@ -822,18 +838,14 @@ static void mm_f(int64_t M, int64_t N, int64_t K, const double *a, const double 
 			int64_t nc = N - j0 < MM_NC ? N - j0 : MM_NC;
 			/* panel p holds columns j0 + p*NR .. +NR, zero-padded past N */
 			for (int64_t p = 0; p * MM_NR < nc; p++)
-				for (int64_t k = 0; k < kc; k++) {
-					double *dst = bp + (p * kc + k) * MM_NR;
-					int64_t jb = j0 + p * MM_NR;
-					for (int j = 0; j < MM_NR; j++)
-						dst[j] = p * MM_NR + j >= nc ? 0.0
-						         : bt ? b[(jb + j) * K + k0 + k] : b[(k0 + k) * N + jb + j];
-				}
+				mm_pack_b(b, bt, N, K, k0, kc, j0 + p * MM_NR, j0 + nc,
+				          bp + p * kc * MM_NR);
 			for (int64_t i0 = 0; i0 < M; i0 += MM_MR) {
 				int64_t mr = M - i0 < MM_MR ? M - i0 : MM_MR;
+				const double *as = a + i0 * K + k0;
 				for (int64_t k = 0; k < kc; k++)
 					for (int r = 0; r < MM_MR; r++)
-						ap[k * MM_MR + r] = r < mr ? a[(i0 + r) * K + k0 + k] : 0.0;
+						ap[k * MM_MR + r] = r < mr ? as[r * K + k] : 0.0;
 				for (int64_t p = 0; p * MM_NR < nc; p++) {
 					double acc[MM_MR][MM_NR];
 					mm_kernel(kc, ap, bp + p * kc * MM_NR, acc);
@@ -982,15 +994,19 @@ static Tensor *op_reduce(Node *n, Tensor *x)
 				for (int64_t k = 0; k < inner; k++)
 					oo[k * istep] += xr[k];
 				break;
-			case OP_AMAX:
-				for (int64_t k = 0; k < inner; k++)
-					if (xr[k] > oo[k * istep] || isnan(xr[k]))
-						oo[k * istep] = isnan(oo[k * istep]) ? oo[k * istep] : xr[k];
+			case OP_AMAX: /* a NaN wins and stays */
+				for (int64_t k = 0; k < inner; k++) {
+					double *acc = oo + k * istep;
+					if ((xr[k] > *acc || isnan(xr[k])) && !isnan(*acc))
+						*acc = xr[k];
+				}
 				break;
 			case OP_AMIN:
-				for (int64_t k = 0; k < inner; k++)
-					if (xr[k] < oo[k * istep] || isnan(xr[k]))
-						oo[k * istep] = isnan(oo[k * istep]) ? oo[k * istep] : xr[k];
+				for (int64_t k = 0; k < inner; k++) {
+					double *acc = oo + k * istep;
+					if ((xr[k] < *acc || isnan(xr[k])) && !isnan(*acc))
+						*acc = xr[k];
+				}
 				break;
 			default:
 				ice("interp: reduction %s", op_name(op));
@@ -1057,9 +1073,11 @@ static Tensor *op_argmax(Node *n, Tensor *x)
 			/* first maximum wins; a NaN is the maximum, as in NumPy */
 			if (x->f) {
 				const double *xs = x->f + base;
-				for (int64_t l = 1; l < len && !isnan(xs[best * inner]); l++)
-					if (xs[l * inner] > xs[best * inner] || isnan(xs[l * inner]))
+				for (int64_t l = 1; l < len && !isnan(xs[best * inner]); l++) {
+					double v = xs[l * inner];
+					if (v > xs[best * inner] || isnan(v))
 						best = l;
+				}
 			} else {
 				const int64_t *xs = x->i + base;
 				for (int64_t l = 1; l < len; l++)
@@ -1355,8 +1373,8 @@ static Tensor *op_gather(Frame *fr, Node *n, Tensor *tab, Tensor *idx)
 		int64_t v = idx->i[k];
 		if (v < 0 || v >= rows) {
 			char msg[128];
-			snprintf(msg, sizeof msg, "gather index %lld out of range [0, %lld)", (long long)v,
-			         (long long)rows);
+			snprintf(msg, sizeof msg, "gather index %lld out of range [0, %lld)",
+			         (long long)v, (long long)rows);
 			runtime_error(fr->c->p, n->loc, msg);
 			return NULL;
 		}
@@ -1401,6 +1419,36 @@ static void conv_range(int64_t size, int64_t outsize, int64_t s, int64_t p, int6
 		*hi = outsize - 1;
 }
 
+typedef struct ConvDims {
+	int64_t H, W, OH, OW, sh, sw, ph, pw;
+} ConvDims;
+
+/* One kernel tap (kh, kw): output plane += weight * the input plane it sees,
+ * over just the output positions whose input lies inside (no padding tests in
+ * the inner loop). */
+static void conv_tap(const ConvDims *d, Tensor *o, int64_t ob, const Tensor *x, int64_t xb,
+                     const Tensor *w, int64_t wi, int64_t kh, int64_t kw)
+{
+	int64_t oh0, oh1, ow0, ow1, sw = d->sw;
+	int64_t dx = kw - d->pw; /* the input column of output column ow is ow * sw + dx */
+	conv_range(d->H, d->OH, d->sh, d->ph, kh, &oh0, &oh1);
+	conv_range(d->W, d->OW, sw, d->pw, kw, &ow0, &ow1);
+	for (int64_t oh = oh0; oh <= oh1; oh++) {
+		int64_t xr = xb + (oh * d->sh - d->ph + kh) * d->W, orow = ob + oh * d->OW;
+		if (o->f) {
+			double wv = w->f[wi], *op = o->f + orow;
+			const double *xp = x->f + xr;
+			for (int64_t ow = ow0; ow <= ow1; ow++)
+				op[ow] += wv * xp[ow * sw + dx];
+		} else {
+			int64_t wv = w->i[wi], *op = o->i + orow;
+			const int64_t *xp = x->i + xr;
+			for (int64_t ow = ow0; ow <= ow1; ow++)
+				op[ow] = wadd(op[ow], wmul(wv, xp[ow * sw + dx]));
+		}
+	}
+}
+
 static Tensor *op_conv2d(Node *n, Tensor **in)
 {
 	Tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
@@ -1418,46 +1466,25 @@ static Tensor *op_conv2d(Node *n, Tensor **in)
 	    (b && (b->n != O || (b->f != NULL) != fl)))
 		ice("interp: conv2d %%%d: shapes", n->id);
 	Tensor *o = new_out(n);
+	ConvDims d = {H, W, OH, OW, sh, sw, ph, pw};
 	int64_t Og = O / G, plane = OH * OW;
-	for (int64_t ni = 0; ni < N; ni++)
-		for (int64_t oc = 0; oc < O; oc++) {
-			int64_t g = oc / Og, ob = (ni * O + oc) * plane;
-			if (b)
-				for (int64_t k = 0; k < plane; k++) {
-					if (fl)
-						o->f[ob + k] = b->f[oc];
-					else
-						o->i[ob + k] = b->i[oc];
-				}
-			for (int64_t c = 0; c < Cg; c++) {
-				int64_t xb = (ni * C + g * Cg + c) * H * W;
-				for (int64_t kh = 0; kh < KH; kh++) {
-					int64_t oh0, oh1;
-					conv_range(H, OH, sh, ph, kh, &oh0, &oh1);
-					for (int64_t kw = 0; kw < KW; kw++) {
-						int64_t ow0, ow1, wi = ((oc * Cg + c) * KH + kh) * KW + kw;
-						conv_range(W, OW, sw, pw, kw, &ow0, &ow1);
-						int64_t dx = kw - pw; /* input column is ow * sw + dx */
-						for (int64_t oh = oh0; oh <= oh1; oh++) {
-							int64_t xr = xb + (oh * sh - ph + kh) * W;
-							int64_t orow = ob + oh * OW;
-							if (fl) {
-								double wv = w->f[wi];
-								double *op = o->f + orow;
-								const double *xp = x->f + xr;
-								for (int64_t ow = ow0; ow <= ow1; ow++)
-									op[ow] += wv * xp[ow * sw + dx];
-							} else {
-								int64_t wv = w->i[wi];
-								for (int64_t ow = ow0; ow <= ow1; ow++)
-									o->i[orow + ow] = wadd(o->i[orow + ow],
-									                       wmul(wv, x->i[xr + ow * sw + dx]));
-							}
-						}
-					}
-				}
+	for (int64_t no = 0; no < N * O; no++) {
+		int64_t ni = no / O, oc = no % O, g = oc / Og, ob = no * plane;
+		if (b)
+			for (int64_t k = 0; k < plane; k++) {
+				if (fl)
+					o->f[ob + k] = b->f[oc];
+				else
+					o->i[ob + k] = b->i[oc];
 			}
+		for (int64_t c = 0; c < Cg; c++) {
+			int64_t xb = (ni * C + g * Cg + c) * H * W;
+			int64_t wb = (oc * Cg + c) * KH * KW;
+			for (int64_t kh = 0; kh < KH; kh++)
+				for (int64_t kw = 0; kw < KW; kw++)
+					conv_tap(&d, o, ob, x, xb, w, wb + kh * KW + kw, kh, kw);
 		}
+	}
 	fix_dtype(o);
 	return o;
 }
@@ -1473,17 +1500,19 @@ static Tensor *op_pool(Node *n, Tensor *x)
 	int64_t NC = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3];
 	int64_t OH = n->shape[2], OW = n->shape[3];
 	if (n->shape[0] != x->shape[0] || n->shape[1] != x->shape[1] ||
-	    OH != (H + 2 * ph - KH) / sh + 1 || OW != (W + 2 * pw - KW) / sw + 1 || OH < 0 || OW < 0)
+	    OH != (H + 2 * ph - KH) / sh + 1 || OW != (W + 2 * pw - KW) / sw + 1 || OH < 0 ||
+	    OW < 0)
 		ice("interp: %s %%%d: shapes", op_name(n->op), n->id);
 	Tensor *o = new_out(n);
 	for (int64_t p = 0; p < NC; p++)
 		for (int64_t oh = 0; oh < OH; oh++)
 			for (int64_t ow = 0; ow < OW; ow++) {
-				int64_t h0 = oh * sh - ph, w0 = ow * sw - pw, oi = (p * OH + oh) * OW + ow;
+				int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
+				int64_t oi = (p * OH + oh) * OW + ow, wlo = w0 < 0 ? 0 : w0;
 				double facc = avg ? 0.0 : -INFINITY;
 				int64_t iacc = INT64_MIN;
 				for (int64_t ih = h0 < 0 ? 0 : h0; ih < h0 + KH && ih < H; ih++)
-					for (int64_t iw = w0 < 0 ? 0 : w0; iw < w0 + KW && iw < W; iw++) {
+					for (int64_t iw = wlo; iw < w0 + KW && iw < W; iw++) {
 						int64_t xi = (p * H + ih) * W + iw;
 						if (avg)
 							facc += x->f[xi];
@@ -1701,8 +1730,8 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 	if (c->depth >= MAX_DEPTH)
 		ice("interp: region calls nested more than %d deep", MAX_DEPTH);
 	int nn = g->nnodes, maxin = 1, rc = 0;
-	Frame fr = {c, g, xcalloc((size_t)nn + 1, sizeof(Val)), xmalloc(((size_t)nn + 1) * sizeof(int)),
-	            xcalloc((size_t)nn + 1, 1)};
+	Frame fr = {c, xcalloc((size_t)nn + 1, sizeof(Val)),
+	            xmalloc(((size_t)nn + 1) * sizeof(int)), xcalloc((size_t)nn + 1, 1)};
 	char *other_use = xcalloc((size_t)nn + 1, 1); /* read by anything but a matmul's B */
 	for (int i = 0; i < nn; i++) {
 		Node *n = g->nodes[i];
@@ -1741,7 +1770,8 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 			for (int k = 0; k < n->nin; k++) {
 				in[k] = fr.val[n->in[k]->id].t;
 				if (!in[k])
-					ice("interp: %%%d reads %%%d, which has no value", i, n->in[k]->id);
+					ice("interp: %%%d reads %%%d, which has no value", i,
+					    n->in[k]->id);
 			}
 		switch (n->op) {
 		case OP_INPUT:
@@ -1773,7 +1803,7 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 				break;
 			}
 			if (in[0]->dtype != n->dtype || in[0]->rank != n->rank ||
-			    memcmp(in[0]->shape, n->shape, (size_t)(n->rank - 2) * sizeof(int64_t)) ||
+			    memcmp(in[0]->shape, n->shape, (n->rank - 2) * sizeof(int64_t)) ||
 			    in[0]->shape[n->rank - 2] != n->shape[n->rank - 1] ||
 			    in[0]->shape[n->rank - 1] != n->shape[n->rank - 2])
 				ice("interp: transpose %%%d: shapes", i);

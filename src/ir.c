@@ -36,7 +36,7 @@ Graph *graph_new(Program *p, const char *name, Decl *fn)
 	g->name = name;
 	g->fn = fn;
 	g->id = p->graphs.n;
-	vec_push(&p->graphs, g);
+	avec_push(p->arena, &p->graphs, g);
 	return g;
 }
 

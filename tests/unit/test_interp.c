@@ -159,8 +159,8 @@ static void expect_f(T *t, const Tensor *x, int rank, const int64_t *shape, cons
 	}
 	for (int64_t k = 0; k < x->n; k++)
 		if (!close_to(x->f[k], v[k], tol)) {
-			snprintf(what, sizeof what, "element %lld is %.17g, expected %.17g", (long long)k,
-			         x->f[k], v[k]);
+			snprintf(what, sizeof what, "element %lld is %.17g, expected %.17g",
+			         (long long)k, x->f[k], v[k]);
 			check(t, 0, what);
 			return;
 		}
@@ -181,8 +181,8 @@ static void expect_i(T *t, const Tensor *x, int rank, const int64_t *shape, cons
 	}
 	for (int64_t k = 0; k < x->n; k++)
 		if (x->i[k] != v[k]) {
-			snprintf(what, sizeof what, "element %lld is %lld, expected %lld", (long long)k,
-			         (long long)x->i[k], (long long)v[k]);
+			snprintf(what, sizeof what, "element %lld is %lld, expected %lld",
+			         (long long)k, (long long)x->i[k], (long long)v[k]);
 			check(t, 0, what);
 			return;
 		}
@@ -507,7 +507,8 @@ static void test_matmul(T *t)
 	ins[0] = a, ins[1] = b;
 	o = run1(t, OP_MATMUL, DT_F64, 4, S(2, 3, 2, 2), ins, 2, NULL, 0, 0);
 	expect_f(t, o, 4, S(2, 3, 2, 2),
-	         V(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24), 0);
+	         V(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+	           2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24), 0);
 	tensor_free(o);
 	free_all(ins, 2);
 
@@ -564,7 +565,8 @@ static void test_matmul_transposed(T *t)
 		output(&b, mm);
 		if (variant == 2)
 			output(&b, tr);
-		Tensor *in[2] = {trand(DT_F64, 2, S(M, K), &seed), trand(DT_F64, 3, S(2, N, K), &seed)};
+		Tensor *in[2] = {trand(DT_F64, 2, S(M, K), &seed),
+		                 trand(DT_F64, 3, S(2, N, K), &seed)};
 		Tensor *outs[2] = {NULL, NULL};
 		check(t, run(&b, in, NULL, outs) == 0, "run");
 		double want[2 * 6 * 9];
@@ -573,7 +575,8 @@ static void test_matmul_transposed(T *t)
 				for (int64_t j = 0; j < N; j++) {
 					double s = 0;
 					for (int64_t k = 0; k < K; k++)
-						s += in[0]->f[i * K + k] * in[1]->f[(bi * N + j) * K + k];
+						s += in[0]->f[i * K + k] *
+						     in[1]->f[(bi * N + j) * K + k];
 					want[(bi * M + i) * N + j] = s;
 				}
 		expect_f(t, outs[0], 3, S(2, M, N), want, 1e-14);
@@ -592,7 +595,8 @@ static void test_matmul_transposed(T *t)
 	Node *tr = node(&b, OP_TRANSPOSE, DT_I64, 2, S(2, 3), w, NULL);
 	tr->a[0] = 1, tr->a[1] = 0;
 	output(&b, node(&b, OP_MATMUL, DT_I64, 2, S(1, 3), x, tr, NULL));
-	Tensor *in[2] = {ti(DT_I64, 2, S(1, 2), I(1, 10)), ti(DT_I64, 2, S(3, 2), I(1, 2, 3, 4, 5, 6))};
+	Tensor *in[2] = {ti(DT_I64, 2, S(1, 2), I(1, 10)),
+	                 ti(DT_I64, 2, S(3, 2), I(1, 2, 3, 4, 5, 6))};
 	Tensor *o = NULL;
 	check(t, run(&b, in, NULL, &o) == 0, "run");
 	expect_i(t, o, 2, S(1, 3), I(21, 43, 65));
@@ -673,12 +677,13 @@ static void test_norm(T *t)
 	/* row 0: mean 2.5, var 1.25 */
 	double s = 1 / sqrt(1.25 + 1e-5);
 	Tensor *o = run1(t, OP_LAYERNORM, DT_F64, 2, S(2, 4), ins, 3, NULL, 0, 1e-5);
-	expect_f(t, o, 2, S(2, 4), V(-1.5 * s, -0.5 * s + 1, 2 * 0.5 * s, 2 * 1.5 * s + 1, 0, 1, 0, 1),
-	         1e-14);
+	expect_f(t, o, 2, S(2, 4),
+	         V(-1.5 * s, -0.5 * s + 1, 2 * 0.5 * s, 2 * 1.5 * s + 1, 0, 1, 0, 1), 1e-14);
 	tensor_free(o);
 	double r0 = 1 / sqrt(7.5 + 1e-6), r1 = 1 / sqrt(4 + 1e-6);
 	o = run1(t, OP_RMSNORM, DT_F64, 2, S(2, 4), ins, 2, NULL, 0, 1e-6);
-	expect_f(t, o, 2, S(2, 4), V(r0, 2 * r0, 6 * r0, 8 * r0, 2 * r1, 2 * r1, 4 * r1, 4 * r1), 1e-14);
+	expect_f(t, o, 2, S(2, 4),
+	         V(r0, 2 * r0, 6 * r0, 8 * r0, 2 * r1, 2 * r1, 4 * r1, 4 * r1), 1e-14);
 	tensor_free(o);
 	free_all(ins, 3);
 }
@@ -834,7 +839,8 @@ static void test_pool(T *t)
 	t->name = "pools";
 	Tensor *x = tf(DT_F64, 4, S(1, 1, 3, 3), V(1, 2, 3, 4, 5, 6, 7, 8, 9));
 	/* k 2, stride 2, padding 1: windows partly outside */
-	Tensor *o = run1(t, OP_AVGPOOL2D, DT_F64, 4, S(1, 1, 2, 2), &x, 1, I(2, 2, 2, 2, 1, 1), 6, 0);
+	Tensor *o;
+	o = run1(t, OP_AVGPOOL2D, DT_F64, 4, S(1, 1, 2, 2), &x, 1, I(2, 2, 2, 2, 1, 1), 6, 0);
 	expect_f(t, o, 4, S(1, 1, 2, 2), V(0.25, 1.25, 2.75, 7), 0);
 	tensor_free(o);
 	o = run1(t, OP_MAXPOOL2D, DT_F64, 4, S(1, 1, 2, 2), &x, 1, I(2, 2, 2, 2, 1, 1), 6, 0);
@@ -1018,9 +1024,38 @@ static void test_gather(T *t)
 	in[1]->i[3] = -1;
 	g->loc.end = 0; /* no position: plain message */
 	rc = run_capture(&b, in, &o, msg, sizeof msg);
-	check(t, rc == -1 && strcmp(msg, "nestc: error: gather index -1 out of range [0, 3)\n") == 0,
+	check(t, rc == -1, "out of range returns -1 again");
+	check(t, strcmp(msg, "nestc: error: gather index -1 out of range [0, 3)\n") == 0,
 	      "plain message");
 	free_all(in, 2);
+
+	/* the same error inside a region call: the caller's values are freed too */
+	B cb = graph(p, "callee");
+	Node *ct = input(&cb, DT_F32, 2, S(3, 2));
+	Node *ci = input(&cb, DT_I32, 2, S(2, 2));
+	output(&cb, node(&cb, OP_GATHER, DT_F32, 3, S(2, 2, 2), ct, ci, NULL));
+	B mb = graph(p, "main");
+	Node *mt = input(&mb, DT_F32, 2, S(3, 2));
+	Node *mi = input(&mb, DT_I32, 2, S(2, 2));
+	Node *neg = node(&mb, OP_NEG, DT_F32, 2, S(3, 2), mt, NULL);
+	Node *call = node(&mb, OP_CALL, DT_F32, 0, NULL, neg, mi, NULL);
+	call->callee = cb.g;
+	Node *res = node(&mb, OP_RESULT, DT_F32, 3, S(2, 2, 2), call, NULL);
+	output(&mb, node(&mb, OP_EXP, DT_F32, 3, S(2, 2, 2), res, NULL));
+	output(&mb, neg);
+	Tensor *in2[2] = {tf(DT_F32, 2, S(3, 2), V(1, 2, 3, 4, 5, 6)),
+	                  ti(DT_I32, 2, S(2, 2), I(0, 1, 2, 3))};
+	Tensor *outs[2] = {NULL, NULL};
+	rc = run_capture(&mb, in2, outs, msg, sizeof msg);
+	check(t, rc == -1 && !outs[0] && !outs[1], "error in a call");
+	check(t, strstr(msg, "gather index 3 out of range [0, 3)") != NULL, "message from a call");
+	in2[1]->i[3] = 2;
+	check(t, run(&mb, in2, NULL, outs) == 0, "call in range");
+	expect_f(t, outs[0], 3, S(2, 2, 2),
+	         V(exp(-1.0), exp(-2.0), exp(-3.0), exp(-4.0), exp(-5.0), exp(-6.0), exp(-5.0),
+	           exp(-6.0)), 1e-7);
+	free_all(outs, 2);
+	free_all(in2, 2);
 	prog_free(p);
 }
 
