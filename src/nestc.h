@@ -488,6 +488,83 @@ void lower_program(Checker *c);
 Value *eval_const_expr(Checker *c, Expr *e);
 void value_type_str(Buf *b, Value *v);
 
+/* ------------------------------------------------------------------ regions.c */
+
+/* One call of a region, as written in a specialised graph. */
+typedef struct CallSite {
+	Node *call;           /* the OP_CALL node */
+	Graph *caller;
+	struct Variant *v;    /* the variant it runs (NULL when inlined) */
+	int is_new;           /* the first call that needed this variant */
+	int inlined;          /* compiled into its caller: over max_reuse_entries, or --no-regions */
+	int64_t count;        /* times executed by one run of the entry points */
+	const char *differs;  /* for a new variant after the first: the guard that differed */
+	int64_t *dyn_values;  /* reuse_hash groups: this call's values of the run-time dims */
+} CallSite;
+
+/* A run-time dimension of a variant shared by a reuse_hash group: an integer of
+ * the representative graph (a shape entry or an attribute) that differs between
+ * the calls of the group. */
+typedef struct DynSlot {
+	int node;             /* node id in the representative graph */
+	int field;            /* 0..MAX_RANK-1: shape[field]; 16+k: a[k] */
+} DynSlot;
+
+typedef struct Variant {
+	int id;               /* slot in the dispatch table */
+	const char *region;   /* name of the first region function that needed it */
+	int k;                /* its number among that region's variants */
+	uint8_t fp[16];       /* XXH3-128 guard fingerprint (or of the reuse_hash key) */
+	Graph *g;             /* representative specialisation */
+	const char *guards;   /* the guards in words: "x: f32[16, 64]; p: {...}" */
+	Vec calls;            /* CallSite * */
+	int has_hash;
+	int64_t hash;
+	DynSlot *dyn;
+	int ndyn;
+	int64_t code_bytes;   /* filled by codegen */
+	double compile_ms;
+	int opt_level, fast_math;
+} Variant;
+
+typedef struct RegionInfo {
+	Decl *fn;
+	int max_entries;
+	Vec variants;         /* Variant *, in order of first call */
+	Vec calls;            /* CallSite * */
+	int opt_level, fast_math;
+} RegionInfo;
+
+typedef struct RegionTable {
+	Program *p;
+	RegionInfo **regions;
+	int nregions;
+	Vec variants;         /* every unique variant: Variant * */
+	Vec calls;            /* every call site: CallSite * */
+	int no_regions;
+	const char *target;
+	int64_t total_calls, inlined_calls;
+} RegionTable;
+
+typedef struct RegionOptions {
+	int no_regions;       /* --no-regions: inline every call */
+	const char *target;   /* target triple (in the fingerprint) */
+	const char *cpu;
+	int opt_level;        /* default for regions without options */
+} RegionOptions;
+
+/* Fingerprint every region call, deduplicate, apply reuse_hash,
+ * max_reuse_entries and options. Errors and warnings go to d. */
+RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o);
+CallSite *callsite_of(RegionTable *rt, Node *call);
+void fp_hex(const uint8_t fp[16], char out[33]);
+
+/* ------------------------------------------------------------------ report.c */
+
+typedef enum ReportFormat { REPORT_TEXT, REPORT_JSON, REPORT_DOT } ReportFormat;
+/* The region table as text, JSON (schema version 1) or Graphviz DOT. */
+void report_write(FILE *f, RegionTable *rt, ReportFormat fmt, const char *model);
+
 /* ------------------------------------------------------------------ interp.c */
 
 /* Interpreter tensors: floats are held as double (rounded to f32 after every op

@@ -46,7 +46,6 @@ static Program *prog_new(void)
 
 static void prog_free(Program *p)
 {
-	free(p->graphs.v);
 	arena_free(p->arena);
 	free(p->arena);
 	if (p->src)

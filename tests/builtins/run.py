@@ -1,0 +1,1082 @@
+#!/usr/bin/python3
+"""Interpreter tests for every builtin and operator of the Nest language, against NumPy.
+
+    /usr/bin/python3 tests/builtins/run.py NESTC [-k SUBSTRING]... [--keep] [-j N]
+
+Each case is a small .nest source with one `export fn f(...)` (several results are checked
+separately), input arrays (random with a fixed seed plus edge values), and references
+written here from the math in float64. Sources and .npy inputs are written to a temporary
+directory, `NESTC run SRC --input NAME=IN.npy ... --output OUT.npy ...` is run, and every
+output must have exactly the expected dtype and shape and:
+
+  - float results: max|out - ref| <= tol * max(1, max|ref|) over the finite reference
+    entries (tol 1e-4 by default, 1e-6 for exactly rounded operations, smaller for f64),
+    and the non-finite entries (inf, -inf, nan) exactly where the reference, converted to
+    the result dtype, has them;
+  - integer and bool results: exactly equal.
+
+Error cases run a program that must fail at run time: exit status 1, a message on stderr,
+and no output file written.
+
+Prints `ok NAME` or `FAIL NAME: ...` per checked result and a last line
+`N passed, N failed`; exits 1 if anything failed. Uses NumPy only (Debian's
+/usr/bin/python3).
+"""
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+TIMEOUT = 60  # seconds for one nestc run
+
+F = 1e-4       # default tolerance for f32 results
+EXACT = 1e-6   # f32 results of exactly rounded (or data movement) operations
+D64 = 1e-9     # f64 results
+D64X = 1e-12   # f64 results of exactly rounded operations
+INT = None     # integer / bool results are compared exactly (tol ignored)
+
+rng = np.random.default_rng(20240611)
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def uni(shape, lo=-1.0, hi=1.0, dtype=np.float32):
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def randn(shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def ints(shape, lo, hi, dtype=np.int32):
+    """Integers in [lo, hi] inclusive."""
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+
+
+def d(a):
+    """float64 copy of an input, for references."""
+    return np.asarray(a, dtype=np.float64)
+
+
+def vec_math(fn, x):
+    return np.vectorize(fn, otypes=[np.float64])(d(x))
+
+
+def erf_ref(x):
+    return vec_math(math.erf, x)
+
+
+def sigmoid_ref(x):
+    x = d(x)
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def gelu_ref(x):
+    x = d(x)
+    return 0.5 * x * (1.0 + erf_ref(x / math.sqrt(2.0)))
+
+
+def gelu_tanh_ref(x):
+    x = d(x)
+    with np.errstate(over="ignore"):
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def norm_axis(axis, ndim):
+    return axis + ndim if axis < 0 else axis
+
+
+def softmax_ref(x, axis=-1):
+    x = d(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax_ref(x, axis=-1):
+    x = d(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        z = x - m
+    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+
+
+def layernorm_ref(x, w, b, eps=1e-5):
+    x = d(x)
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mu) ** 2, axis=-1, keepdims=True)  # biased
+    return (x - mu) / np.sqrt(var + eps) * d(w) + d(b)
+
+
+def rmsnorm_ref(x, w, eps=1e-6):
+    x = d(x)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * d(w)
+
+
+def argmax_ref(x, axis=-1, keepdim=False):
+    """First position of the maximum, by an explicit scan (not np.argmax)."""
+    x = np.asarray(x)
+    axis = norm_axis(axis, x.ndim)
+    xm = np.moveaxis(x, axis, -1)
+    out = np.zeros(xm.shape[:-1], dtype=np.int64)
+    for idx in np.ndindex(*xm.shape[:-1]):
+        row = xm[idx]
+        best = 0
+        for j in range(1, row.shape[0]):
+            if row[j] > row[best]:
+                best = j
+        out[idx] = best
+    if keepdim:
+        out = np.expand_dims(out, axis)
+    return out
+
+
+def causal_ref(s):
+    s = d(s)
+    r, c = s.shape[-2:]
+    above = np.triu(np.ones((r, c), dtype=bool), k=1)
+    return np.where(above, -np.inf, s)
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv2d_ref(x, w, b=None, stride=1, padding=0, groups=1):
+    """Direct loop over output positions (cross-correlation, zero padding)."""
+    x, w = d(x), d(w)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    assert cg * groups == c and o % groups == 0
+    sh, sw = pair(stride)
+    ph, pw = pair(padding)
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (wd + 2 * pw - kw) // sw + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow))
+    for oc in range(o):
+        g = oc // og
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg, i * sh:i * sh + kh, j * sw:j * sw + kw]
+                out[:, oc, i, j] = np.einsum("nchw,chw->n", patch, w[oc])
+    if b is not None:
+        out += d(b)[None, :, None, None]
+    return out
+
+
+def pool_ref(x, k, stride=None, padding=0, kind="max"):
+    x = d(x)
+    n, c, h, wd = x.shape
+    kh, kw = pair(k)
+    sh, sw = pair(stride if stride is not None else k)
+    ph, pw = pair(padding)
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.full((n, c, h + 2 * ph, wd + 2 * pw), fill)
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    oh = (h + 2 * ph - kh) // sh + 1
+    ow = (wd + 2 * pw - kw) // sw + 1
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            win = xp[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw]
+            if kind == "max":
+                out[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                out[:, :, i, j] = win.sum(axis=(2, 3)) / (kh * kw)  # count_include_pad
+    return out
+
+
+def floordiv_ref(a, b):
+    """Integer floor division from the definition, 0 where b == 0."""
+    out = np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
+    for idx in np.ndindex(*out.shape):
+        x = int(np.broadcast_to(a, out.shape)[idx])
+        y = int(np.broadcast_to(b, out.shape)[idx])
+        out[idx] = 0 if y == 0 else math.floor(x / y) if abs(x) < 2 ** 52 else x // y
+    return out
+
+
+def floormod_ref(a, b):
+    out = np.zeros(np.broadcast(a, b).shape, dtype=np.int64)
+    for idx in np.ndindex(*out.shape):
+        x = int(np.broadcast_to(a, out.shape)[idx])
+        y = int(np.broadcast_to(b, out.shape)[idx])
+        out[idx] = 0 if y == 0 else x - y * (x // y)  # Python's // floors: sign of divisor
+    return out
+
+
+def fmod_floor_ref(a, b):
+    """Float floor remainder (sign of the divisor), nan where b == 0, as NumPy's %."""
+    a, b = d(a), d(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.fmod(a, b)
+        fix = (r != 0) & ((r < 0) != (b < 0))
+        return np.where(b == 0, np.nan, np.where(fix, r + b, r))
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+class Out:
+    def __init__(self, label, ref, dtype, tol=F):
+        self.label = label
+        self.dtype = np.dtype(dtype)
+        self.ref = np.asarray(ref)
+        self.tol = tol
+
+
+class Case:
+    def __init__(self, name, src, inputs, outs, args=(), error=None):
+        self.name = name
+        self.src = src
+        self.inputs = inputs  # list of (name, ndarray)
+        self.outs = outs      # list of Out
+        self.args = list(args)
+        self.error = error    # for error cases: a description of the expected failure
+
+
+CASES = []
+
+
+def case(name, src, inputs, outs, args=()):
+    CASES.append(Case(name, src, list(inputs.items()), outs, args))
+
+
+def error_case(name, src, inputs, n_outputs, why):
+    CASES.append(Case(name, src, list(inputs.items()), [Out(f"out{i}", 0, np.float32)
+                                                         for i in range(n_outputs)],
+                      error=why))
+
+
+def O(label, ref, dtype="f32", tol=None):
+    dt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
+          "bool": np.bool_}[dtype]
+    if tol is None:
+        tol = F if dtype == "f32" else D64 if dtype == "f64" else INT
+    return Out(label, ref, dt, tol)
+
+
+# --- arithmetic ---------------------------------------------------------------------
+
+a = uni((3, 5), -10, 10)
+b = uni((3, 5), 0.5, 5) * np.where(rng.random((3, 5)) < 0.5, -1, 1).astype(np.float32)
+a[0, :4] = [7.0, -7.0, 7.0, -7.0]
+b[0, :4] = [2.0, 2.0, -2.0, -2.0]
+a[1, 0], b[1, 0] = 6.0, 3.0      # exact multiple: remainder 0
+a[1, 1], b[1, 1] = -6.0, 3.0
+a[1, 2] = 0.0
+case("arith_f32", """
+export fn f(a: f32[3, 5], b: f32[3, 5]) -> (f32[3, 5], f32[3, 5], f32[3, 5], f32[3, 5],
+                                            f32[3, 5], f32[3, 5], f32[3, 5]) {
+  return a + b, a - b, a * b, a / b, a % b, -a, a - b * a + b / 2.0
+}
+""", dict(a=a, b=b), [
+    O("add", d(a) + d(b), tol=EXACT), O("sub", d(a) - d(b), tol=EXACT),
+    O("mul", d(a) * d(b), tol=EXACT), O("div", d(a) / d(b), tol=EXACT),
+    O("mod", fmod_floor_ref(a, b), tol=EXACT), O("neg", -d(a), tol=EXACT),
+    O("precedence", d(a) - d(b) * d(a) + d(b) / 2.0),
+])
+
+z = np.array([1.0, -1.0, 0.0, 5.5], np.float32)
+zb = np.zeros(4, np.float32)
+case("float_div_zero", """
+export fn f(a: f32[4], b: f32[4]) -> (f32[4], f32[4]) {
+  return a / b, a % b
+}
+""", dict(a=z, b=zb), [
+    O("div_by_zero_ieee", np.array([np.inf, -np.inf, np.nan, np.inf]), tol=EXACT),
+    O("mod_by_zero_nan", fmod_floor_ref(z, zb), tol=EXACT),
+])
+
+for dt, npdt in (("i32", np.int32), ("i64", np.int64)):
+    ia = ints((4, 6), -9, 9, npdt)
+    ib = ints((4, 6), -4, 4, npdt)
+    ia[0, :6] = [7, -7, 7, -7, 0, 5]
+    ib[0, :6] = [2, 2, -2, -2, 3, 0]   # all sign combinations, 0 / 3, 5 / 0
+    ib[1, :3] = 0
+    big = 3_000_000_000 if dt == "i64" else 2_000_000_000
+    ia[3, 0], ib[3, 0] = big, 7
+    ia[3, 1], ib[3, 1] = -big, 7
+    A, B = ia.astype(np.int64), ib.astype(np.int64)
+    case(f"arith_{dt}", f"""
+export fn f(a: {dt}[4, 6], b: {dt}[4, 6]) -> ({dt}[4, 6], {dt}[4, 6], {dt}[4, 6], {dt}[4, 6],
+                                            {dt}[4, 6], {dt}[4, 6]) {{
+  return a + b, a - b, a * b, a / b, a % b, -a
+}}
+""", dict(a=ia, b=ib), [
+        O("add", (A + B).astype(npdt), dt), O("sub", (A - B).astype(npdt), dt),
+        O("mul", (A * B).astype(npdt), dt),
+        O("floordiv", floordiv_ref(A, B).astype(npdt), dt),
+        O("floormod", floormod_ref(A, B).astype(npdt), dt), O("neg", (-A).astype(npdt), dt),
+    ])
+
+# --- comparisons and logic ------------------------------------------------------------
+
+ca = np.round(uni((3, 4), -3, 3))
+cb = np.round(uni((3, 4), -3, 3))
+cb[0] = ca[0]  # ties
+cv = np.round(uni((4,), -3, 3))
+case("compare_f32", """
+export fn f(a: f32[3, 4], b: f32[3, 4], v: f32[4]) -> (bool[3, 4], bool[3, 4], bool[3, 4],
+                                                      bool[3, 4], bool[3, 4], bool[3, 4],
+                                                      bool[3, 4]) {
+  return a == b, a != b, a < b, a <= b, a > b, a >= b, a < v
+}
+""", dict(a=ca, b=cb, v=cv), [
+    O("eq", ca == cb, "bool"), O("ne", ca != cb, "bool"), O("lt", ca < cb, "bool"),
+    O("le", ca <= cb, "bool"), O("gt", ca > cb, "bool"), O("ge", ca >= cb, "bool"),
+    O("lt_broadcast", ca < cv, "bool"),
+])
+ci = ints((3, 4), -3, 3, np.int64)
+cj = ints((3, 4), -3, 3, np.int64)
+cj[1] = ci[1]
+case("compare_i64", """
+export fn f(a: i64[3, 4], b: i64[3, 4]) -> (bool[3, 4], bool[3, 4], bool[3, 4], bool[3, 4],
+                                            bool[3, 4], bool[3, 4], bool[3, 4]) {
+  return a == b, a != b, a < b, a <= b, a > b, a >= b, a > 0
+}
+""", dict(a=ci, b=cj), [
+    O("eq", ci == cj, "bool"), O("ne", ci != cj, "bool"), O("lt", ci < cj, "bool"),
+    O("le", ci <= cj, "bool"), O("gt", ci > cj, "bool"), O("ge", ci >= cj, "bool"),
+    O("gt_literal", ci > 0, "bool"),
+])
+p = rng.random((2, 4)) < 0.5
+q = rng.random((2, 4)) < 0.5
+p[0], q[0] = [True, True, False, False], [True, False, True, False]
+pv = np.array([True, False, True, True])
+lx = uni((2, 4), -1, 1)
+case("logic", """
+export fn f(p: bool[2, 4], q: bool[2, 4], v: bool[4], x: f32[2, 4]) -> (bool[2, 4], bool[2, 4],
+    bool[2, 4], bool[2, 4], bool[2, 4], bool[2, 4]) {
+  return p && q, p || q, !p, (x > 0.0) && !q, p || q && v, !(p && v)
+}
+""", dict(p=p, q=q, v=pv, x=lx), [
+    O("and", p & q, "bool"), O("or", p | q, "bool"), O("not", ~p, "bool"),
+    O("and_not_cmp", (lx > 0) & ~q, "bool"), O("or_and_precedence", p | (q & pv), "bool"),
+    O("not_broadcast", ~(p & pv), "bool"),
+])
+
+# --- broadcasting ---------------------------------------------------------------------
+
+ba, bb, bc = uni((2, 3)), uni((3,)), np.float32(1.75)
+bd, be = uni((2, 1)), uni((1, 3))
+bg, bh = uni((4, 1, 3)), uni((5, 1))
+bk, bm, b1 = uni((2, 3, 4)), uni((4,)), uni((1,))
+bi, bj = ints((2, 3), -5, 5), ints((3,), -5, 5)
+case("broadcast", """
+export fn f(a: f32[2, 3], b: f32[3], c: f32, d: f32[2, 1], e: f32[1, 3], g: f32[4, 1, 3],
+            h: f32[5, 1], k: f32[2, 3, 4], m: f32[4], o: f32[1], i: i32[2, 3], j: i32[3]) -> (f32[2, 3], f32[2, 3], f32[2, 3], f32[2, 3], f32[4, 5, 3], f32[2, 3, 4], f32[2, 3, 4],
+        f32[2, 3], f32, i32[2, 3], f32[2, 3, 4], f32[2, 3]) {
+  return a + b, a * c, c - a, d - e, g + h, k * m, m - k, o + a, c * c, i - j, k / c, b * d
+}
+""", dict(a=ba, b=bb, c=bc, d=bd, e=be, g=bg, h=bh, k=bk, m=bm, o=b1, i=bi, j=bj), [
+    O("2x3+3", d(ba) + d(bb), tol=EXACT), O("2x3*0d", d(ba) * d(bc), tol=EXACT),
+    O("0d-2x3", d(bc) - d(ba), tol=EXACT), O("2x1-1x3", d(bd) - d(be), tol=EXACT),
+    O("4x1x3+5x1", d(bg) + d(bh), tol=EXACT), O("rank3*rank1", d(bk) * d(bm), tol=EXACT),
+    O("rank1-rank3", d(bm) - d(bk), tol=EXACT), O("1+2x3", d(b1) + d(ba), tol=EXACT),
+    O("0d*0d", d(bc) * d(bc), tol=EXACT), O("int_2x3-3", (bi - bj).astype(np.int32), "i32"),
+    O("rank3/0d", d(bk) / d(bc), tol=EXACT), O("3*2x1", d(bb) * d(bd), tol=EXACT),
+])
+
+# --- matmul ---------------------------------------------------------------------------
+
+ma, mb = uni((3, 4)), uni((4, 5))
+mc, md = uni((2, 3, 4)), uni((2, 4, 5))
+me = uni((2, 1, 3, 4))
+mv, mw = uni((4,)), uni((4,))
+case("matmul", """
+export fn f(a: f32[3, 4], b: f32[4, 5], c: f32[2, 3, 4], d: f32[2, 4, 5], e: f32[2, 1, 3, 4],
+            v: f32[4], w: f32[4]) -> (f32[3, 5], f32[2, 3, 5], f32[2, 2, 3, 5], f32[2, 3, 5], f32[2, 3, 5], f32[5], f32[3],
+        f32, f32[2, 3], f32[2, 5], f32[3, 5]) {
+  return a @ b, c @ d, e @ d, a @ d, c @ b, v @ b, a @ v, v @ w, c @ v, v @ d, a @ b * 2.0
+}
+""", dict(a=ma, b=mb, c=mc, d=md, e=me, v=mv, w=mw), [
+    O("2d", d(ma) @ d(mb)), O("batched_3d", d(mc) @ d(md)),
+    O("broadcast_batch_4d_3d", d(me) @ d(md)), O("2d@3d", d(ma) @ d(md)),
+    O("3d@2d", d(mc) @ d(mb)), O("1d@2d", d(mv) @ d(mb)), O("2d@1d", d(ma) @ d(mv)),
+    O("1d@1d", np.dot(d(mv), d(mw))), O("3d@1d", d(mc) @ d(mv)), O("1d@3d", d(mv) @ d(md)),
+    O("precedence_matmul_mul", (d(ma) @ d(mb)) * 2.0),
+])
+
+# --- elementwise math -----------------------------------------------------------------
+
+xs = np.concatenate([np.array([-1000, -100, -20, -5, -1, -0.5, 0, 0.5, 1, 5, 20, 100, 1000],
+                              np.float32), uni((19,), -6, 6)]).astype(np.float32)
+pos = np.concatenate([np.array([0, 1e-6, 0.25, 1, 2, 1e6, 3e30], np.float32),
+                      uni((9,), 0.01, 50)]).astype(np.float32)
+ex = np.concatenate([np.array([-100, -20, -1, 0, 1, 20, 80, 100], np.float32),
+                     uni((8,), -10, 10)]).astype(np.float32)
+case("elementwise_f32", """
+export fn f(x: f32[32], p: f32[16], e: f32[16]) -> (f32[16], f32[16], f32[16], f32[16],
+    f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32]) {
+  return exp(e), log(p), sqrt(p), rsqrt(p), tanh(x), sigmoid(x), relu(x), gelu(x),
+         gelu_tanh(x), silu(x), erf(x), abs(x), sin(x), cos(x)
+}
+""", dict(x=xs, p=pos, e=ex), [
+    O("exp", np.exp(d(ex))),
+    O("log", np.where(pos == 0, -np.inf, np.log(np.maximum(d(pos), 1e-300)))),
+    O("sqrt", np.sqrt(d(pos)), tol=EXACT),
+    O("rsqrt", np.where(pos == 0, np.inf, 1.0 / np.sqrt(np.maximum(d(pos), 1e-300)))),
+    O("tanh", np.tanh(d(xs))), O("sigmoid", sigmoid_ref(xs)),
+    O("relu", np.where(d(xs) > 0, d(xs), 0.0), tol=EXACT), O("gelu", gelu_ref(xs)),
+    O("gelu_tanh", gelu_tanh_ref(xs)), O("silu", d(xs) * sigmoid_ref(xs)),
+    O("erf", erf_ref(xs)), O("abs", np.abs(d(xs)), tol=EXACT),
+    O("sin", np.sin(d(xs))), O("cos", np.cos(d(xs))),
+])
+
+x64 = np.concatenate([np.array([-40, -5, -1, 0, 1, 5, 40], np.float64),
+                      rng.uniform(-6, 6, 9)])
+p64 = np.concatenate([np.array([0, 1e-300, 1e300]), rng.uniform(0.01, 50, 5)])
+case("elementwise_f64", """
+export fn f(x: f64[16], p: f64[8]) -> (f64[16], f64[8], f64[8], f64[8], f64[16], f64[16],
+    f64[16], f64[16], f64[16], f64[16], f64[16], f64[16], f64[16], f64[16]) {
+  return exp(x), log(p), sqrt(p), rsqrt(p), tanh(x), sigmoid(x), relu(x), gelu(x),
+         gelu_tanh(x), silu(x), erf(x), abs(x), sin(x), cos(x)
+}
+""", dict(x=x64, p=p64), [
+    O("exp", np.exp(x64), "f64"),
+    O("log", np.where(p64 == 0, -np.inf, np.log(np.maximum(p64, 1e-310))), "f64"),
+    O("sqrt", np.sqrt(p64), "f64", D64X),
+    O("rsqrt", np.where(p64 == 0, np.inf, 1.0 / np.sqrt(np.maximum(p64, 1e-310))), "f64"),
+    O("tanh", np.tanh(x64), "f64"), O("sigmoid", sigmoid_ref(x64), "f64"),
+    O("relu", np.where(x64 > 0, x64, 0.0), "f64", D64X), O("gelu", gelu_ref(x64), "f64"),
+    O("gelu_tanh", gelu_tanh_ref(x64), "f64"), O("silu", x64 * sigmoid_ref(x64), "f64"),
+    O("erf", erf_ref(x64), "f64"), O("abs", np.abs(x64), "f64", D64X),
+    O("sin", np.sin(x64), "f64"), O("cos", np.cos(x64), "f64"),
+])
+
+ii = ints((10,), -50, 50)
+ii[:3] = [0, -1, 1]
+il = ints((10,), -50, 50, np.int64)
+il[0] = -(2 ** 40)
+case("elementwise_int", """
+export fn f(a: i32[10], b: i64[10]) -> (i32[10], i32[10], i64[10], i64[10]) {
+  return abs(a), relu(a), abs(b), relu(b)
+}
+""", dict(a=ii, b=il), [
+    O("abs_i32", np.abs(ii), "i32"), O("relu_i32", np.maximum(ii, 0), "i32"),
+    O("abs_i64", np.abs(il), "i64"), O("relu_i64", np.maximum(il, 0), "i64"),
+])
+
+# --- pow maximum minimum where ------------------------------------------------------------
+
+wa = uni((3, 4), 0.1, 5)
+wb = uni((4,), -2, 3)
+wn = uni((3, 4), -4, 4)
+wn[0, 0] = 0.0
+wc = rng.random((3, 4)) < 0.5
+wv = np.array([True, False, False, True])
+wk = uni((3, 1), -1, 1)
+wi, wj = ints((3, 4), -9, 9), ints((4,), -9, 9)
+case("pow_max_min_where", """
+export fn f(a: f32[3, 4], b: f32[4], n: f32[3, 4], c: bool[3, 4], v: bool[4], k: f32[3, 1],
+            i: i32[3, 4], j: i32[4]) -> (f32[3, 4], f32[3, 4], f32[3, 4], f32[3, 4], f32[3, 4], f32[3, 4], i32[3, 4], i32[3, 4],
+        f32[3, 4], f32[3, 4], f32[3, 4], i32[3, 4], f32[3, 4]) {
+  return pow(a, b), pow(n, 3.0), pow(n, 2), pow(a, 0.5), maximum(a, n), minimum(n, b),
+         maximum(i, j), minimum(i, 0), where(c, a, n), where(c, n, 0.0), where(v, n, k),
+         where(c, i, j), maximum(n, 0.0)
+}
+""", dict(a=wa, b=wb, n=wn, c=wc, v=wv, k=wk, i=wi, j=wj), [
+    O("pow", d(wa) ** d(wb)), O("pow_cube_negative_base", d(wn) ** 3),
+    O("pow_int_literal", d(wn) ** 2), O("pow_half", np.sqrt(d(wa))),
+    O("maximum", np.maximum(d(wa), d(wn)), tol=EXACT),
+    O("minimum_broadcast", np.minimum(d(wn), d(wb)), tol=EXACT),
+    O("maximum_i32", np.maximum(wi, wj), "i32"), O("minimum_i32_literal", np.minimum(wi, 0), "i32"),
+    O("where", np.where(wc, d(wa), d(wn)), tol=EXACT),
+    O("where_literal", np.where(wc, d(wn), 0.0), tol=EXACT),
+    O("where_broadcast_cond", np.where(wv, d(wn), d(wk)), tol=EXACT),
+    O("where_i32", np.where(wc, wi, wj), "i32"),
+    O("maximum_literal", np.maximum(d(wn), 0.0), tol=EXACT),
+])
+
+# --- casts ----------------------------------------------------------------------------
+
+cx = np.array([-2.7, -2.5, -1.0, -0.5, -0.0, 0.0, 0.3, 0.5, 1.9, 2.5, 100.7, -100.7],
+              np.float32)
+cxi = np.array([-3, 0, 1, 7, -100, 2 ** 24 + 1, 5, 0, -1, 9, 2, 3], np.int32)
+cxl = np.array([-3, 0, 1, 2 ** 33 + 5, -(2 ** 33) - 1, 7, 6, 5, 4, 3, 2, 1], np.int64)
+cxb = np.array([True, False] * 6)
+cxd = np.array([1e-10, -1.5, 1 / 3, 2.5e10, -7.9, 0.0, 1e300, -1e-300, 3.0, -3.0, 0.1, 9.99])
+case("casts", """
+export fn f(x: f32[12], i: i32[12], l: i64[12], b: bool[12], g: f64[12]) -> (i32[12], i64[12], f64[12], bool[12], f32[12], i64[12], bool[12], f32[12], i32[12],
+        f32[12], i32[12], f64[12], i32[12], i32[12], f32[12], bool[12], i64[12], f64[12]) {
+  return i32(x), i64(x), f64(x), bool(x), f32(i), i64(i), bool(i), f32(b), i32(b), f32(g),
+         i32(l), f64(l), i32(g), i32(i), f32(x), bool(l), i64(g), f64(b)
+}
+""", dict(x=cx, i=cxi, l=cxl, b=cxb, g=np.where(np.abs(cxd) < 1e9, cxd, 0.0)), [
+    O("f32_to_i32_trunc", np.trunc(d(cx)).astype(np.int32), "i32"),
+    O("f32_to_i64_trunc", np.trunc(d(cx)).astype(np.int64), "i64"),
+    O("f32_to_f64", d(cx), "f64", 0.0),
+    O("f32_to_bool", cx != 0, "bool"),
+    O("i32_to_f32", cxi.astype(np.float32).astype(np.float64), tol=0.0),
+    O("i32_to_i64", cxi.astype(np.int64), "i64"),
+    O("i32_to_bool", cxi != 0, "bool"),
+    O("bool_to_f32", cxb.astype(np.float64), tol=0.0),
+    O("bool_to_i32", cxb.astype(np.int32), "i32"),
+    O("f64_to_f32", np.where(np.abs(cxd) < 1e9, cxd, 0.0).astype(np.float32).astype(np.float64),
+      tol=0.0),
+    O("i64_to_i32_wrap", cxl.astype(np.int32), "i32"),
+    O("i64_to_f64", cxl.astype(np.float64), "f64", 0.0),
+    O("f64_to_i32_trunc", np.trunc(np.where(np.abs(cxd) < 1e9, cxd, 0.0)).astype(np.int32), "i32"),
+    O("i32_to_i32", cxi, "i32"),
+    O("f32_to_f32", d(cx), tol=0.0),
+    O("i64_to_bool", cxl != 0, "bool"),
+    O("f64_to_i64_trunc", np.trunc(np.where(np.abs(cxd) < 1e9, cxd, 0.0)).astype(np.int64), "i64"),
+    O("bool_to_f64", cxb.astype(np.float64), "f64", 0.0),
+])
+
+# --- reductions -------------------------------------------------------------------------
+
+rx = uni((2, 3, 4), -5, 5)
+ri = ints((3, 4), -20, 20)
+rl = ints((3, 4), -20, 20, np.int64)
+rl[0, 0] = 2 ** 40
+case("reductions", """
+export fn f(x: f32[2, 3, 4], i: i32[3, 4], l: i64[3, 4]) -> (f32, f32[2, 4], f32[3], f32[2, 3, 1], f32[1, 1, 1], f32, f32[3], f32[2, 1, 4],
+        f32[2, 3], f32, f32[1, 1, 4], f32[3, 4], i32, i32[4], i32[3], i32[1, 4], i64[3], i64,
+        f32[2, 3], f32[4]) {
+  return sum(x), sum(x, axis=1), sum(x, axis=[0, 2]), sum(x, axis=-1, keepdim=true),
+         sum(x, keepdim=true), mean(x), mean(x, axis=[-1, 0]), mean(x, axis=1, keepdim=true),
+         amax(x, axis=-1), amax(x), amin(x, axis=[0, 1], keepdim=true), amin(x, axis=0),
+         sum(i), sum(i, axis=0), amax(i, axis=1), amin(i, axis=-2, keepdim=true),
+         sum(l, axis=-1), amin(l), mean(x, axis=2), amax(x, axis=[0, 1])
+}
+""", dict(x=rx, i=ri, l=rl), [
+    O("sum_all", d(rx).sum()), O("sum_axis1", d(rx).sum(1)), O("sum_list", d(rx).sum((0, 2))),
+    O("sum_neg_keepdim", d(rx).sum(-1, keepdims=True)),
+    O("sum_all_keepdim", d(rx).sum(keepdims=True)),
+    O("mean_all", d(rx).mean()), O("mean_list_neg", d(rx).mean((2, 0))),
+    O("mean_keepdim", d(rx).mean(1, keepdims=True)),
+    O("amax_neg", d(rx).max(-1), tol=0.0), O("amax_all", d(rx).max(), tol=0.0),
+    O("amin_list_keepdim", d(rx).min((0, 1), keepdims=True), tol=0.0),
+    O("amin_axis0", d(rx).min(0), tol=0.0),
+    O("sum_i32_all", np.int32(ri.sum()), "i32"), O("sum_i32_axis0", ri.sum(0).astype(np.int32), "i32"),
+    O("amax_i32", ri.max(1), "i32"), O("amin_i32_keepdim", ri.min(0, keepdims=True), "i32"),
+    O("sum_i64", rl.sum(-1), "i64"), O("amin_i64_all", np.int64(rl.min()), "i64"),
+    O("mean_axis2", d(rx).mean(2)), O("amax_list", d(rx).max((0, 1)), tol=0.0),
+])
+
+at = np.array([[1, 3, 3, 0, 3], [-1, -1, -1, -1, -1], [0, 0, 5, 5, 2],
+               [-np.inf, -np.inf, -7, -7, -np.inf]], np.float32)
+ai = np.array([[4, 1, 4], [2, 9, 9], [-3, -5, -3]], np.int32)
+a3 = np.round(uni((2, 3, 4), -2, 2))
+case("argmax", """
+export fn f(t: f32[4, 5], i: i32[3, 3], u: f32[2, 3, 4]) -> (i64[4], i64[5], i64[4, 1], i64[3], i64[3], i64[2, 4], i64[2, 1, 4], i64[1, 5]) {
+  return argmax(t), argmax(t, axis=0), argmax(t, axis=1, keepdim=true), argmax(i),
+         argmax(i, axis=0), argmax(u, axis=1), argmax(u, axis=-2, keepdim=true),
+         argmax(t, axis=-2, keepdim=true)
+}
+""", dict(t=at, i=ai, u=a3), [
+    O("default_axis_ties", argmax_ref(at), "i64"), O("axis0", argmax_ref(at, 0), "i64"),
+    O("keepdim", argmax_ref(at, 1, True), "i64"), O("i32", argmax_ref(ai), "i64"),
+    O("i32_axis0", argmax_ref(ai, 0), "i64"), O("rank3_axis1", argmax_ref(a3, 1), "i64"),
+    O("rank3_neg_keepdim", argmax_ref(a3, -2, True), "i64"),
+    O("neg_axis_keepdim", argmax_ref(at, -2, True), "i64"),
+])
+
+# --- softmax --------------------------------------------------------------------------
+
+sx = uni((2, 3, 5), -3, 3)
+sx[0, 0] = [1000, 999, 998, -1000, 0]
+sx[0, 1] = [-1000, -1000, -1000, -1000, -1000]
+sx[1, 2] = [88, 89, 90, 100, 300]
+sm = uni((3, 4), -2, 2)
+sm[0, 1:] = -np.inf
+sm[1, 2] = -np.inf
+case("softmax", """
+export fn f(x: f32[2, 3, 5], m: f32[3, 4]) -> (f32[2, 3, 5], f32[2, 3, 5], f32[2, 3, 5], f32[2, 3, 5], f32[2, 3, 5], f32[2, 3, 5],
+        f32[3, 4], f32[3, 4], f32[2, 3, 5]) {
+  return softmax(x), softmax(x, axis=0), softmax(x, axis=1), log_softmax(x),
+         log_softmax(x, axis=-2), log_softmax(x, axis=0), softmax(m), log_softmax(m),
+         softmax(x, axis=-1)
+}
+""", dict(x=sx, m=sm), [
+    O("softmax_default_large", softmax_ref(sx)), O("softmax_axis0", softmax_ref(sx, 0)),
+    O("softmax_axis1", softmax_ref(sx, 1)), O("log_softmax_default_large", log_softmax_ref(sx)),
+    O("log_softmax_axis_neg2", log_softmax_ref(sx, -2)),
+    O("log_softmax_axis0", log_softmax_ref(sx, 0)),
+    O("softmax_neg_inf", softmax_ref(sm)), O("log_softmax_neg_inf", log_softmax_ref(sm)),
+    O("softmax_axis_neg1", softmax_ref(sx, -1)),
+])
+
+# --- normalisation --------------------------------------------------------------------
+
+nx = randn((5, 8))
+nx[1] = 0.75                                   # zero variance: result is the bias
+nx[2] = randn((8,)) * 1e-3                     # variance ~1e-6: eps matters
+nx[3] = randn((8,)) * 1e-3                     # mean square ~1e-6: rmsnorm eps matters
+nw, nb = 1 + 0.1 * randn((8,)), 0.1 * randn((8,))
+n3 = randn((2, 3, 8)) * 2 + 0.5
+case("norms", """
+export fn f(x: f32[5, 8], w: f32[8], b: f32[8], y: f32[2, 3, 8]) -> (f32[5, 8], f32[5, 8], f32[5, 8], f32[5, 8], f32[2, 3, 8], f32[2, 3, 8], f32[5, 8]) {
+  return layernorm(x, w, b), layernorm(x, w, b, eps=0.1), rmsnorm(x, w), rmsnorm(x, w, eps=0.1),
+         layernorm(y, w, b), rmsnorm(y, w), layernorm(x, w, b, 1e-3)
+}
+""", dict(x=nx, w=nw, b=nb, y=n3), [
+    O("layernorm_default_eps", layernorm_ref(nx, nw, nb)),
+    O("layernorm_eps", layernorm_ref(nx, nw, nb, 0.1)),
+    O("rmsnorm_default_eps", rmsnorm_ref(nx, nw)), O("rmsnorm_eps", rmsnorm_ref(nx, nw, 0.1)),
+    O("layernorm_rank3", layernorm_ref(n3, nw, nb)), O("rmsnorm_rank3", rmsnorm_ref(n3, nw)),
+    O("layernorm_positional_eps", layernorm_ref(nx, nw, nb, 1e-3)),
+])
+no = (100 + randn((4, 64))).astype(np.float32)
+now, nob = np.ones(64, np.float32), np.zeros(64, np.float32)
+case("layernorm_offset", """
+export fn f(x: f32[4, 64], w: f32[64], b: f32[64]) -> f32[4, 64] {
+  return layernorm(x, w, b)
+}
+""", dict(x=no, w=now, b=nob), [O("mean_100_std_1", layernorm_ref(no, now, nob))])
+
+# --- shape ----------------------------------------------------------------------------
+
+hx = uni((2, 3, 4))
+ha, hb, hc = uni((2, 3)), uni((1, 3)), uni((2, 2))
+h6 = uni((2, 6))
+h4 = uni((4, 3))
+h1 = uni((1, 3))
+hv = uni((3,))
+hz = uni((2, 1, 3))
+case("shape", """
+export fn f(x: f32[2, 3, 4], a: f32[2, 3], b: f32[1, 3], c: f32[2, 2], v: f32[3],
+            z: f32[2, 1, 3]) -> (f32[6, 4], f32[24], f32[4, 3, 2], f32[4, 2, 3], f32[3, 2], f32[3, 3], f32[2, 5],
+        f32[2, 8], f32[4, 3], f32[2, 6, 4], f32[4, 3], f32[2, 4, 3], f32[2, 4, 3],
+        f32[1, 2, 3], f32[2, 3, 1], f32[2, 3], f32[3], f32[2, 1, 3, 4]) {
+  return reshape(x, [6, -1]), reshape(x, [-1]), reshape(x, [4, 3, 2]), transpose(x, [2, 0, 1]),
+         transpose(a, [1, 0]), concat([a, b], axis=0), concat([a, c], axis=1),
+         concat([a, c, a], axis=-1), concat([a, b, b]), concat([x, x], axis=1),
+         expand(b, [4, 3]), expand(v, [2, 4, 3]), expand(z, [-1, 4, -1]), unsqueeze(a, 0),
+         unsqueeze(a, 2), squeeze(z, 1), squeeze(b, 0), unsqueeze(x, 1)
+}
+""", dict(x=hx, a=ha, b=hb, c=hc, v=hv, z=hz), [
+    O("reshape_neg1", hx.reshape(6, 4), tol=0.0), O("reshape_flat", hx.reshape(-1), tol=0.0),
+    O("reshape_432", hx.reshape(4, 3, 2), tol=0.0),
+    O("transpose_201", hx.transpose(2, 0, 1), tol=0.0), O("transpose_2d", ha.T, tol=0.0),
+    O("concat_axis0", np.concatenate([ha, hb], 0), tol=0.0),
+    O("concat_axis1", np.concatenate([ha, hc], 1), tol=0.0),
+    O("concat_three_neg1", np.concatenate([ha, hc, ha], -1), tol=0.0),
+    O("concat_default_axis", np.concatenate([ha, hb, hb], 0), tol=0.0),
+    O("concat_rank3_axis1", np.concatenate([hx, hx], 1), tol=0.0),
+    O("expand_2d", np.broadcast_to(hb, (4, 3)), tol=0.0),
+    O("expand_rank_up", np.broadcast_to(hv, (2, 4, 3)), tol=0.0),
+    O("expand_keep_neg1", np.broadcast_to(hz, (2, 4, 3)), tol=0.0),
+    O("unsqueeze0", ha[None], tol=0.0), O("unsqueeze_last", ha[:, :, None], tol=0.0),
+    O("squeeze1", hz[:, 0], tol=0.0), O("squeeze0", hb[0], tol=0.0),
+    O("unsqueeze_rank3", hx[:, None], tol=0.0),
+])
+case("shape_negative_axes", """
+export fn f(a: f32[2, 3], z: f32[2, 1, 3]) -> (f32[2, 3, 1], f32[2, 1, 3], f32[2, 3]) {
+  return unsqueeze(a, -1), unsqueeze(a, -2), squeeze(z, -2)
+}
+""", dict(a=ha, z=hz), [
+    O("unsqueeze_neg1", np.expand_dims(ha, -1), tol=0.0),
+    O("unsqueeze_neg2", np.expand_dims(ha, -2), tol=0.0),
+    O("squeeze_neg2", np.squeeze(hz, -2), tol=0.0),
+])
+case("split", """
+export fn f(x: f32[2, 6], y: f32[4, 3], u: f32[2, 3, 4]) -> (f32[2, 2], f32[2, 2], f32[2, 2],
+    f32[2, 3], f32[2, 3], f32[2, 3, 2], f32[2, 3, 2], f32[2, 2]) {
+  let a, b, c = split(x, 3, axis=-1)
+  let p, q = split(y, 2)
+  let s, t = split(u, 2, axis=2)
+  return a, b, c, p, q, s, t, b + c
+}
+""", dict(x=h6, y=h4, u=hx), [
+    O("split3_a", h6[:, 0:2], tol=0.0), O("split3_b", h6[:, 2:4], tol=0.0),
+    O("split3_c", h6[:, 4:6], tol=0.0), O("split2_default_axis_p", h4[0:2], tol=0.0),
+    O("split2_default_axis_q", h4[2:4], tol=0.0), O("split_rank3_s", hx[:, :, 0:2], tol=0.0),
+    O("split_rank3_t", hx[:, :, 2:4], tol=0.0),
+    O("split_use", d(h6[:, 2:4]) + d(h6[:, 4:6]), tol=EXACT),
+])
+
+# --- creation -------------------------------------------------------------------------
+
+cr = uni((2, 3))
+case("creation", """
+const N = 6
+export fn f(x: f32[2, 3]) -> (i64[5], f32[2, 3], f32[2, 3], f32[3, 2], f32[2, 2], f32[4],
+                              i32[2], f32[2, 3], i64[6], f32[2, 3], f64[2]) {
+  return arange(5), zeros([2, 3]), ones([2, 3]), full([3, 2], 3.5), full([2, 2], -1),
+         f32(arange(4)) * 0.5, i32(ones([2])), x + full([2, 3], 2.0), arange(N) * 2,
+         x * zeros([2, 3]) + ones([3]), f64(full([2], 0.1))
+}
+""", dict(x=cr), [
+    O("arange", np.arange(5), "i64"), O("zeros", np.zeros((2, 3)), tol=0.0),
+    O("ones", np.ones((2, 3)), tol=0.0), O("full", np.full((3, 2), 3.5), tol=0.0),
+    O("full_int_value", np.full((2, 2), -1.0), tol=0.0),
+    O("arange_cast", np.arange(4) * 0.5, tol=0.0), O("ones_cast_i32", np.ones(2), "i32"),
+    O("full_add", d(cr) + 2.0, tol=EXACT), O("arange_const_times_int", np.arange(6) * 2, "i64"),
+    O("zeros_ones_broadcast", d(cr) * 0 + 1.0, tol=0.0),
+    O("full_cast_f64", np.full(2, float(np.float32(0.1))), "f64", 0.0),
+])
+case("creation_no_args", """
+export fn f() -> (i64[3], f32[2]) {
+  return arange(3), full([2], 7.25)
+}
+""", {}, [O("arange", np.arange(3), "i64"), O("full", np.full(2, 7.25), tol=0.0)])
+
+# --- causal mask ----------------------------------------------------------------------
+
+q4, q3, qt = uni((4, 4), -3, 3), uni((2, 3, 5), -3, 3), uni((5, 3), -3, 3)
+q64 = rng.uniform(-3, 3, (3, 3))
+case("causal_mask", """
+export fn f(a: f32[4, 4], b: f32[2, 3, 5], c: f32[5, 3], g: f64[3, 3]) -> (f32[4, 4], f32[2, 3, 5], f32[5, 3], f32[4, 4], f64[3, 3]) {
+  return causal_mask(a), causal_mask(b), causal_mask(c), softmax(causal_mask(a * 0.5)),
+         causal_mask(g)
+}
+""", dict(a=q4, b=q3, c=qt, g=q64), [
+    O("square", causal_ref(q4), tol=0.0), O("rank3_wide", causal_ref(q3), tol=0.0),
+    O("tall", causal_ref(qt), tol=0.0), O("softmax_of_mask", softmax_ref(causal_ref(d(q4) * 0.5))),
+    O("f64", causal_ref(q64), "f64", 0.0),
+])
+
+# --- convolution and pooling -----------------------------------------------------------
+
+kx = uni((2, 3, 7, 6), -2, 2)
+kw, kb = uni((4, 3, 3, 3), -1, 1), uni((4,), -1, 1)
+kw1 = uni((5, 3, 1, 1), -1, 1)
+kwr = uni((4, 3, 3, 2), -1, 1)
+case("conv2d", """
+export fn f(x: f32[2, 3, 7, 6], w: f32[4, 3, 3, 3], b: f32[4], w1: f32[5, 3, 1, 1],
+            wr: f32[4, 3, 3, 2]) -> (f32[2, 4, 5, 4], f32[2, 4, 4, 3], f32[2, 4, 7, 6], f32[2, 5, 7, 6], f32[2, 4, 4, 7],
+        f32[2, 4, 3, 2]) {
+  return conv2d(x, w, b), conv2d(x, w, b, stride=2, padding=1), conv2d(x, w, padding=1),
+         conv2d(x, w1), conv2d(x, wr, b, stride=[2, 1], padding=[1, 1]),
+         conv2d(x, w, b, 2)
+}
+""", dict(x=kx, w=kw, b=kb, w1=kw1, wr=kwr), [
+    O("basic_bias", conv2d_ref(kx, kw, kb)),
+    O("stride2_pad1", conv2d_ref(kx, kw, kb, 2, 1)),
+    O("no_bias_pad1", conv2d_ref(kx, kw, None, 1, 1)),
+    O("1x1_no_bias", conv2d_ref(kx, kw1)),
+    O("rect_kernel_list_stride_pad", conv2d_ref(kx, kwr, kb, (2, 1), (1, 1))),
+    O("positional_stride", conv2d_ref(kx, kw, kb, 2)),
+])
+gx = uni((2, 4, 6, 5), -2, 2)
+gw2, gb6 = uni((6, 2, 3, 3), -1, 1), uni((6,), -1, 1)
+gdw, gdb = uni((4, 1, 3, 3), -1, 1), uni((4,), -1, 1)
+gdm = uni((8, 1, 3, 3), -1, 1)
+case("conv2d_groups", """
+export fn f(x: f32[2, 4, 6, 5], w2: f32[6, 2, 3, 3], b6: f32[6], dw: f32[4, 1, 3, 3],
+            db: f32[4], dm: f32[8, 1, 3, 3]) -> (f32[2, 6, 4, 3], f32[2, 4, 6, 5], f32[2, 8, 3, 3], f32[2, 4, 3, 3], f32[2, 6, 3, 2]) {
+  return conv2d(x, w2, b6, groups=2), conv2d(x, dw, db, padding=1, groups=4),
+         conv2d(x, dm, stride=2, padding=1, groups=4), conv2d(x, dw, db, 2, 1, 4),
+         conv2d(x, w2, b6, stride=2, groups=2)
+}
+""", dict(x=gx, w2=gw2, b6=gb6, dw=gdw, db=gdb, dm=gdm), [
+    O("groups2", conv2d_ref(gx, gw2, gb6, 1, 0, 2)),
+    O("depthwise_pad1", conv2d_ref(gx, gdw, gdb, 1, 1, 4)),
+    O("depthwise_multiplier2_no_bias", conv2d_ref(gx, gdm, None, 2, 1, 4)),
+    O("depthwise_positional", conv2d_ref(gx, gdw, gdb, 2, 1, 4)),
+    O("groups2_stride2", conv2d_ref(gx, gw2, gb6, 2, 0, 2)),
+])
+px = uni((2, 3, 7, 6), -3, 3)
+pn = -uni((1, 2, 5, 5), 1, 3)   # all negative: -inf padding differs from zero padding
+case("pool2d", """
+export fn f(x: f32[2, 3, 7, 6], n: f32[1, 2, 5, 5]) -> (f32[2, 3, 3, 3], f32[1, 2, 3, 3], f32[2, 3, 3, 2], f32[2, 3, 5, 4], f32[2, 3, 3, 3],
+        f32[1, 2, 3, 3], f32[2, 3, 3, 2], f32[2, 3, 1, 1], f32[1, 2, 1, 1], f32[2, 3, 4, 3],
+        f32[2, 3, 4, 4]) {
+  return max_pool2d(x, 2), max_pool2d(n, 3, stride=2, padding=1), max_pool2d(x, [2, 3]),
+         max_pool2d(x, 3, stride=1), avg_pool2d(x, 2), avg_pool2d(n, 3, stride=2, padding=1),
+         avg_pool2d(x, [2, 3]), global_avg_pool2d(x), global_avg_pool2d(n),
+         max_pool2d(x, 3, stride=2, padding=1), avg_pool2d(x, [3, 2], stride=[2, 1], padding=[1, 0])
+}
+""", dict(x=px, n=pn), [
+    O("max_k2", pool_ref(px, 2), tol=0.0),
+    O("max_pad_neg_inf", pool_ref(pn, 3, 2, 1), tol=0.0),
+    O("max_rect_kernel", pool_ref(px, (2, 3)), tol=0.0),
+    O("max_stride1", pool_ref(px, 3, 1), tol=0.0),
+    O("avg_k2", pool_ref(px, 2, kind="avg")),
+    O("avg_pad_count_include", pool_ref(pn, 3, 2, 1, "avg")),
+    O("avg_rect_kernel", pool_ref(px, (2, 3), kind="avg")),
+    O("global_avg", d(px).mean((2, 3), keepdims=True)),
+    O("global_avg_neg", d(pn).mean((2, 3), keepdims=True)),
+    O("max_pad1_stride2", pool_ref(px, 3, 2, 1), tol=0.0),
+    O("avg_list_args", pool_ref(px, (3, 2), (2, 1), (1, 0), "avg")),
+])
+
+# --- indexing and gather ---------------------------------------------------------------
+
+ix = uni((5, 4))
+iy = uni((2, 3, 4))
+case("indexing", """
+export fn f(x: f32[5, 4], y: f32[2, 3, 4]) -> (f32[4], f32[4], f32[2, 4], f32[5, 2], f32[5], f32[2, 4], f32[2, 4], f32[2, 4], f32[2],
+        f32[3, 4], f32[2, 2], f32, f32[5, 4], f32[3, 3], f32[2, 3, 2]) {
+  return x[2], x[-1], x[1:3], x[:, 0:2], x[:, -1], x[:2], x[3:], x[-2:], x[1:3, 1], y[1],
+         y[:, 1:3, -1], y[-1, -1, -1], x[:], x[1:-1, -3:], y[:, :, 1:3]
+}
+""", dict(x=ix, y=iy), [
+    O("int", ix[2], tol=0.0), O("neg_int", ix[-1], tol=0.0), O("slice", ix[1:3], tol=0.0),
+    O("second_axis_slice", ix[:, 0:2], tol=0.0), O("second_axis_neg_int", ix[:, -1], tol=0.0),
+    O("slice_to", ix[:2], tol=0.0), O("slice_from", ix[3:], tol=0.0),
+    O("slice_neg_from", ix[-2:], tol=0.0), O("slice_int", ix[1:3, 1], tol=0.0),
+    O("rank3_int", iy[1], tol=0.0), O("rank3_mixed", iy[:, 1:3, -1], tol=0.0),
+    O("all_ints_0d", iy[-1, -1, -1], tol=0.0), O("full_slice", ix[:], tol=0.0),
+    O("neg_bounds", ix[1:-1, -3:], tol=0.0), O("rank3_last_axis_slice", iy[:, :, 1:3], tol=0.0),
+])
+
+gt = uni((10, 4))
+gi = np.array([0, 9, 3, 3, 5, 0], np.int32)
+gl = np.array([[9, 8, 7], [0, 0, 1]], np.int64)
+gv = uni((10,))
+case("gather", """
+export fn f(t: f32[10, 4], i: i32[6], l: i64[2, 3], v: f32[10], s: i32) -> (f32[6, 4], f32[2, 3, 4], f32[6], f32[2, 3], f32[4], f32[6, 4]) {
+  return t[i], t[l], v[i], v[l], t[s], t[i] * 2.0
+}
+""", dict(t=gt, i=gi, l=gl, v=gv, s=np.int32(7)), [
+    O("i32_rows", gt[gi], tol=0.0), O("i64_2d_index", gt[gl], tol=0.0),
+    O("1d_table", gv[gi], tol=0.0), O("1d_table_2d_index", gv[gl], tol=0.0),
+    O("0d_index", gt[7], tol=0.0), O("gather_then_mul", d(gt[gi]) * 2.0, tol=EXACT),
+])
+error_case("gather_out_of_range", """
+export fn f(t: f32[10, 4], i: i32[3]) -> f32[3, 4] {
+  return t[i]
+}
+""", dict(t=gt, i=np.array([0, 10, 2], np.int32)), 1, "index 10 >= 10")
+error_case("gather_negative_index", """
+export fn f(t: f32[10, 4], i: i64[3]) -> (f32[3, 4], f32[10, 4]) {
+  return t[i], t * 2.0
+}
+""", dict(t=gt, i=np.array([0, -1, 2], np.int64)), 2, "index -1 < 0")
+
+# --- compile-time numbers ---------------------------------------------------------------
+
+sx8 = uni((8,), -4, 4)
+sx8[0] = 0.0
+sx8[1] = 3.0
+si8 = ints((8,), -10, 10)
+SCALAR_SRC = """
+const D = 8
+const H = 2
+const EPS = 0.25
+const FLAG = true
+fn scale(x: f32[N], s: float) -> f32[N] { return x * s }
+fn addk(x: f32[N], k: int) -> f32[N] { return x + k }
+fn pick(x: f32[N], b: bool) -> f32[N] { return where(x > 0.0, x, x * 0.0) * f32(b) }
+export fn f(x: f32[8], i: i32[8]) -> (f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], i32[8],
+    i32[8], i32[8], i32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32[8], f32,
+    i32, f32[8], f32[8], f32[8], f32[8], f32[8]) {
+  return x * 2.0, x / D, x * f32(D / H), 2.0 * x, 1.0 - x, x + 1, i * 3, i / 2, i % 3, i + D,
+         scale(x, 0.5), addk(x, 3), x * rsqrt(f32(D / H)), x * pi, x / (D / 3), x + EPS,
+         x * (D % 3), f32(D / H), i32(-2.7), maximum(x, -inf), pick(x, FLAG), x * (D - H * 3),
+         x - D / H, minimum(x, inf)
+}
+"""
+SX, SI = d(sx8), sx8.astype(np.int64)
+scalar_outs = [
+    O("mul_float_literal", SX * 2.0, tol=EXACT), O("div_const", SX / 8, tol=EXACT),
+    O("f32_of_const_div", SX * 4.0, tol=EXACT), O("literal_left", 2.0 * SX, tol=EXACT),
+    O("literal_minus", 1.0 - SX, tol=EXACT), O("int_literal_float_tensor", SX + 1, tol=EXACT),
+    O("i32_mul", si8 * 3, "i32"), O("i32_floordiv_literal", np.floor_divide(si8, 2), "i32"),
+    O("i32_mod_literal", np.mod(si8, 3), "i32"), O("i32_plus_const", si8 + 8, "i32"),
+    O("float_scalar_arg", SX * 0.5, tol=EXACT), O("int_scalar_arg", SX + 3, tol=EXACT),
+    O("rsqrt_of_cast_const", SX / 2.0),
+    O("pi", SX * math.pi), O("const_int_div_truncates", SX / 2, tol=EXACT),
+    O("float_const", SX + 0.25, tol=EXACT), O("const_mod", SX * 2, tol=EXACT),
+    O("cast_const_0d", np.float64(4.0), tol=0.0), O("cast_literal_trunc", np.int32(-2), "i32"),
+    O("maximum_neg_inf", SX, tol=0.0), O("bool_scalar_arg_where", np.maximum(SX, 0), tol=EXACT),
+    O("const_arith_neg", SX * (8 - 6), tol=EXACT), O("minus_const_div", SX - 4, tol=EXACT),
+    O("minimum_inf", SX, tol=0.0),
+]
+case("scalars_consts", SCALAR_SRC, dict(x=sx8, i=si8), scalar_outs)
+case("const_override", """
+const D = 8
+export fn f(x: f32[4]) -> (f32[4], f32[D]) {
+  return x / D, full([D], 1.0) * f32(D)
+}
+""", dict(x=sx8[:4]), [O("x_div_D_16", SX[:4] / 16, tol=EXACT),
+                       O("full_D_16", np.full(16, 16.0), tol=0.0)], args=["-D", "D=16"])
+
+# --- f64 ------------------------------------------------------------------------------
+
+fa, fb = rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4, 5))
+fw, fbias = 1 + 0.1 * rng.standard_normal(4), 0.1 * rng.standard_normal(4)
+fx4 = rng.uniform(-3, 3, (1, 2, 5, 5))
+fk = rng.uniform(-1, 1, (3, 2, 3, 3))
+case("f64_tensors", """
+export fn f(a: f64[3, 4], b: f64[4, 5], w: f64[4], c: f64[4], x: f64[1, 2, 5, 5],
+            k: f64[3, 2, 3, 3]) -> (f64[3, 5], f64[3, 4], f64[3], f64[3, 4], f64[3, 4], f64[3, 4], f64[3, 4], f64[3, 4],
+        f64[3, 4], f64, i64[3], f64[1, 3, 3, 3], f64[1, 2, 2, 2], f64[3, 4]) {
+  return a @ b, exp(a), sum(a, axis=1), softmax(a), log_softmax(a, axis=0), a * 2.0 + 1,
+         layernorm(a, w, c), rmsnorm(a, w), a / c % 0.75, mean(a), argmax(a),
+         conv2d(x, k, padding=0), avg_pool2d(x, 2), pow(abs(a), c)
+}
+""", dict(a=fa, b=fb, w=fw, c=fbias, x=fx4, k=fk), [
+    O("matmul", fa @ fb, "f64"), O("exp", np.exp(fa), "f64"), O("sum", fa.sum(1), "f64"),
+    O("softmax", softmax_ref(fa), "f64"), O("log_softmax_axis0", log_softmax_ref(fa, 0), "f64"),
+    O("scalar_arith", fa * 2.0 + 1, "f64", D64X), O("layernorm", layernorm_ref(fa, fw, fbias), "f64"),
+    O("rmsnorm", rmsnorm_ref(fa, fw), "f64"), O("div_mod", fmod_floor_ref(fa / fbias, 0.75), "f64"),
+    O("mean", np.float64(fa.mean()), "f64"), O("argmax", argmax_ref(fa), "i64"),
+    O("conv2d", conv2d_ref(fx4, fk), "f64"), O("avg_pool2d", pool_ref(fx4, 2, kind="avg"), "f64"),
+    O("pow", np.abs(fa) ** fbias, "f64"),
+])
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def np_dtype_name(dt):
+    return {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
+            np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+            np.dtype(np.bool_): "bool"}.get(np.dtype(dt), str(dt))
+
+
+def compare(out, got):
+    """Returns None if got matches out, else a message."""
+    ref = out.ref
+    if got.dtype != out.dtype:
+        return f"dtype {np_dtype_name(got.dtype)}, expected {np_dtype_name(out.dtype)}"
+    if got.shape != ref.shape:
+        return f"shape {list(got.shape)}, expected {list(ref.shape)}"
+    if out.dtype.kind in "biu":
+        want = ref.astype(out.dtype)
+        if np.array_equal(got, want):
+            return None
+        bad = np.argwhere(got != want)
+        idx = tuple(bad[0])
+        return (f"{len(bad)} of {got.size} differ; first at {list(idx)}: got {got[idx]}, "
+                f"expected {want[idx]}")
+    ref64 = ref.astype(np.float64)
+    with np.errstate(over="ignore"):
+        ref_t = ref64.astype(out.dtype)  # where the result dtype overflows, expect inf
+    got64 = got.astype(np.float64)
+    fin = np.isfinite(ref_t)
+    # non-finite entries must match exactly (nan with nan, inf with inf of the same sign)
+    nf = ~fin
+    if nf.any():
+        g, r = got64[nf], ref_t[nf].astype(np.float64)
+        same = (np.isnan(g) & np.isnan(r)) | (g == r)
+        if not same.all():
+            k = np.argwhere(nf)[np.argmin(same)]
+            idx = tuple(k)
+            return f"at {list(idx)}: got {got64[idx]!r}, expected {ref_t[idx]!r}"
+    if not fin.any():
+        return None
+    gf, rf = got64[fin], ref64[fin]
+    if not np.isfinite(gf).all():
+        k = np.argwhere(fin)[np.argmin(np.isfinite(gf))]
+        idx = tuple(k)
+        return f"at {list(idx)}: got {got64[idx]!r}, expected {ref64[idx]!r}"
+    err = np.abs(gf - rf)
+    scale = max(1.0, float(np.max(np.abs(rf))))
+    if float(err.max()) <= out.tol * scale:
+        return None
+    k = np.argwhere(fin)[np.argmax(err)]
+    idx = tuple(k)
+    return (f"max abs err {err.max():.3g} > {out.tol:g} * {scale:.3g} at {list(idx)}: "
+            f"got {got64[idx]!r}, expected {ref64[idx]!r}")
+
+
+def run_case(nestc, tmp, c):
+    """Returns a list of (name, message-or-None) for each output of the case."""
+    cdir = os.path.join(tmp, c.name)
+    os.makedirs(cdir)
+    src = os.path.join(cdir, c.name + ".nest")
+    with open(src, "w") as f:
+        f.write(c.src.lstrip("\n"))
+    cmd = [nestc, "run", src] + c.args
+    for name, arr in c.inputs:
+        p = os.path.join(cdir, f"in_{name}.npy")
+        np.save(p, np.asarray(arr))
+        cmd += ["--input", f"{name}={p}"]
+    outs = []
+    for i, _ in enumerate(c.outs):
+        p = os.path.join(cdir, f"out{i}.npy")
+        outs.append(p)
+        cmd += ["--output", p]
+    names = [f"{c.name}.{o.label}" for o in c.outs]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return [(n, f"timeout after {TIMEOUT}s: {' '.join(cmd)}") for n in names]
+    stderr = r.stderr.strip()
+    if c.error is not None:
+        problems = []
+        if r.returncode != 1:
+            problems.append(f"exit status {r.returncode}, expected 1 ({c.error})")
+        if not stderr:
+            problems.append("no message on stderr")
+        written = [p for p in outs if os.path.exists(p)]
+        if written:
+            problems.append(f"output file written: {', '.join(os.path.basename(p) for p in written)}")
+        msg = "; ".join(problems) if problems else None
+        if msg and stderr:
+            msg += f" [stderr: {stderr.splitlines()[0]}]"
+        return [(c.name, msg)]
+    if r.returncode != 0:
+        first = "\n    ".join(stderr.splitlines()[:4]) or "(no stderr)"
+        if r.returncode < 0:
+            first = f"killed by signal {-r.returncode}; " + first
+        msg = f"nestc exit {r.returncode}: {first}"
+        short = f"nestc exit {r.returncode} (see {names[0]})"
+        return [(n, msg if k == 0 else short) for k, n in enumerate(names)]
+    res = []
+    for n, o, p in zip(names, c.outs, outs):
+        try:
+            got = np.load(p)
+        except Exception as e:  # noqa: BLE001
+            res.append((n, f"cannot load output {os.path.basename(p)}: {e}"))
+            continue
+        res.append((n, compare(o, got)))
+    return res
+
+
+def main(argv):
+    args = argv[1:]
+    keep, filters, jobs = False, [], os.cpu_count() or 4
+    nestc = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--keep":
+            keep = True
+        elif a == "-k":
+            i += 1
+            filters.append(args[i])
+        elif a == "-j":
+            i += 1
+            jobs = int(args[i])
+        elif nestc is None:
+            nestc = a
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+        i += 1
+    if nestc is None:
+        print(__doc__, file=sys.stderr)
+        return 2
+    nestc = os.path.abspath(nestc)
+    cases = [c for c in CASES if not filters or any(f in c.name for f in filters)]
+    tmp = tempfile.mkdtemp(prefix="nest_builtins_")
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            results = list(ex.map(lambda c: run_case(nestc, tmp, c), cases))
+    finally:
+        if keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    passed = failed = 0
+    for res in results:
+        for name, msg in res:
+            if msg is None:
+                passed += 1
+                print(f"ok {name}")
+            else:
+                failed += 1
+                print(f"FAIL {name}: {msg}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
