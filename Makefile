@@ -17,11 +17,11 @@ WARN = -Wall -Wextra -Wno-unused-parameter
 XCFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Isrc -Ibuild
 JANSSON_CFLAGS = `pkg-config --cflags jansson`
 JANSSON_LIBS = `pkg-config --libs jansson`
-LDLIBS = $(JANSSON_LIBS) -lm
+LDLIBS = $(JANSSON_LIBS) -lxxhash -lm
 
 B = build
 OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/check.o $(B)/lower.o $(B)/interp.o $(B)/weights.o $(B)/npy.o $(B)/run.o \
+       $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/interp.o $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 
 all: deps $(B)/nestc
@@ -96,6 +96,10 @@ $(B)/check.o: src/check.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/check.c
 $(B)/lower.o: src/lower.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/lower.c
+$(B)/regions.o: src/regions.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/regions.c
+$(B)/report.o: src/report.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/report.c
 $(B)/interp.o: src/interp.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp.c
 $(B)/npy.o: src/npy.c src/nestc.h $(B)/stamp

@@ -318,7 +318,7 @@ expr:
 postfix:
 	primary                             { $$ = $1; }
 	| postfix '(' call_args ')'         { $$ = mk_call(A, @$, $1, $3); }
-	| postfix '.' IDENT                 { $$ = mk_field(A, @3, $1, $3); }
+	| postfix '.' IDENT                 { $$ = mk_field(A, @$, $1, $3, @3); }
 	| postfix '[' index_args ']'        { $$ = mk_index(A, @$, $1, $3); }
 	;
 

@@ -64,6 +64,7 @@ Expr *mk_expr(Arena *a, ExprKind k, Loc loc)
 	Expr *e = arena_alloc(a, sizeof *e);
 	e->kind = k;
 	e->loc = loc;
+	e->span = loc;
 	return e;
 }
 
@@ -108,6 +109,8 @@ Expr *mk_binary(Arena *a, Loc loc, int op, Expr *l, Expr *r)
 	e->op = op;
 	e->a = l;
 	e->b = r;
+	e->span.off = l->span.off;
+	e->span.end = r->span.end;
 	return e;
 }
 
@@ -135,9 +138,10 @@ Expr *mk_named(Arena *a, Loc loc, const char *name, Expr *v)
 	return e;
 }
 
-Expr *mk_field(Arena *a, Loc loc, Expr *x, const char *name)
+Expr *mk_field(Arena *a, Loc loc, Expr *x, const char *name, Loc name_loc)
 {
 	Expr *e = mk_expr(a, E_FIELD, loc);
+	e->name_loc = name_loc;
 	e->a = x;
 	e->name = name;
 	return e;
@@ -172,8 +176,10 @@ Expr *mk_record(Arena *a, Loc loc, Vec *entries)
 	Expr **named = take(a, entries, &e->nargs);
 	e->args = arena_alloc(a, (size_t)(e->nargs ? e->nargs : 1) * sizeof(Expr *));
 	e->names = arena_alloc(a, (size_t)(e->nargs ? e->nargs : 1) * sizeof(char *));
+	e->locs = arena_alloc(a, (size_t)(e->nargs ? e->nargs : 1) * sizeof(Loc));
 	for (int i = 0; i < e->nargs; i++) {
 		e->names[i] = named[i]->name;
+		e->locs[i] = named[i]->loc;
 		e->args[i] = named[i]->a;
 	}
 	return e;
@@ -356,6 +362,8 @@ Decl *mk_fn(Arena *a, Loc loc, const char *name, Loc nloc, Vec *args, Vec *rets,
 	d->rets = take(a, rets, &d->nrets);
 	d->rets_tuple = rets_tuple;
 	d->body = take(a, body, &d->nbody);
+	d->opt_level = -1;
+	d->fast_math = -1;
 	return d;
 }
 

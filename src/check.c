@@ -420,6 +420,8 @@ static void np_stmts(NamePass *np, Stmt **body, int n)
 						error_at(np->c->d, s->name_locs[k], "cannot assign to %s '%s'", decl_what(g->decl->kind), s->names[k]);
 					else
 						error_at(np->c->d, s->name_locs[k], "unknown name '%s' (use 'let %s = ...' to define it)", s->names[k], s->names[k]);
+					/* from here on the name is known: one mistake, one message */
+					vec_push(&np->names.v, (void *)s->names[k]);
 				}
 			break;
 		case S_FOR: {
@@ -461,7 +463,10 @@ static void check_fn(Checker *c, Decl *d)
 			error_at(c->d, d->body[i + 1]->loc, "statement after return");
 			break;
 		}
-	if ((d->nbody == 0 || d->body[d->nbody - 1]->kind != S_RETURN) && !d->broken)
+	int has_return = 0;
+	for (int i = 0; i < d->nbody; i++)
+		has_return |= d->body[i]->kind == S_RETURN;
+	if (!has_return && !d->broken)
 		error_at(c->d, d->name_loc, "function '%s' does not end with a return statement", d->name);
 
 	/* region attributes: keys and the shape of options; values are checked per call */
@@ -472,8 +477,10 @@ static void check_fn(Checker *c, Decl *d)
 				error_at(c->d, ra->loc, "region attribute '%s' given twice", ra->key);
 		if (!strcmp(ra->key, "max_reuse_entries")) {
 			Value *v = eval_const_expr(c, ra->value);
-			if (v->kind != V_ERR && (v->kind != V_INT || v->i < 1))
+			if (v->kind != V_ERR && (v->kind != V_INT || v->i < 1 || v->i > 1000000))
 				error_at(c->d, ra->value->loc, "max_reuse_entries must be a compile-time integer of at least 1");
+			else if (v->kind == V_INT)
+				d->max_reuse_entries = (int)v->i;
 		} else if (!strcmp(ra->key, "reuse_hash")) {
 			/* evaluated at each call, in the region's own scope (lower.c) */
 		} else if (!strcmp(ra->key, "options")) {
@@ -485,14 +492,19 @@ static void check_fn(Checker *c, Decl *d)
 			for (int k = 0; k < o->nargs; k++) {
 				const char *key = o->names[k];
 				Value *v = eval_const_expr(c, o->args[k]);
+				Loc kloc = o->locs ? o->locs[k] : o->args[k]->loc;
 				if (!strcmp(key, "opt_level")) {
 					if (v->kind != V_ERR && (v->kind != V_INT || v->i < 0 || v->i > 3))
 						error_at(c->d, o->args[k]->loc, "opt_level must be an integer from 0 to 3");
+					else if (v->kind == V_INT)
+						d->opt_level = (int)v->i;
 				} else if (!strcmp(key, "fast_math")) {
 					if (v->kind != V_ERR && v->kind != V_BOOL)
 						error_at(c->d, o->args[k]->loc, "fast_math must be true or false");
+					else if (v->kind == V_BOOL)
+						d->fast_math = (int)v->i;
 				} else {
-					error_at(c->d, o->args[k]->loc, "unknown region option '%s' (known: opt_level, fast_math)", key);
+					error_at(c->d, kloc, "unknown region option '%s' (known: opt_level, fast_math)", key);
 				}
 			}
 		} else {

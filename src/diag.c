@@ -131,7 +131,9 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 	}
 	int line, col;
 	source_linecol(s, loc.off, &line, &col);
-	char *key = xasprintf("%d:%d:%s:%s", line, col, kind, msg);
+	/* one diagnostic of a kind per position: a mistake in a function body seen
+	 * through several specialisations is reported once, with the first shapes */
+	char *key = xasprintf("%d:%d:%s", line, col, kind);
 	if (already_seen(d, key)) {
 		free(key);
 		free(msg);

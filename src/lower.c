@@ -796,7 +796,7 @@ static Value *eval(Ctx *x, Expr *e)
 		error_at(x->d, e->loc, "a named argument is only allowed in a call");
 		return VERR;
 	case E_FIELD:
-		return field_value(x, eval(x, e->a), e->name, e->loc);
+		return field_value(x, eval(x, e->a), e->name, e->name_loc);
 	case E_INDEX:
 		return index_value(x, eval(x, e->a), e);
 	case E_SLICE:
@@ -1000,7 +1000,8 @@ static Value *index_value(Ctx *x, Value *base, Expr *e)
 
 typedef struct FnResult {
 	Value *value; /* V_TUPLE for several results */
-	Loc loc;
+	Loc loc;      /* the return statement */
+	Stmt *ret;
 	int done;
 } FnResult;
 
@@ -1035,13 +1036,8 @@ static void bind_let(Ctx *x, Stmt *s, Value *v)
 			Value **slot = scope_find(x->scope, s->names[k], NULL);
 			if (slot)
 				*slot = item;
-			/* else: check.c reported the unknown name */
-			else if (!x->quiet && !lookup_global(x->c, s->names[k]))
-				error_at(x->d, s->name_locs[k], "unknown name '%s' (use 'let %s = ...' to define it)", s->names[k],
-				         s->names[k]);
-			else if (!x->quiet)
-				error_at(x->d, s->name_locs[k], "cannot assign to %s '%s'",
-				         lookup_global(x->c, s->names[k])->kind == G_CONST ? "const" : "global", s->names[k]);
+			else if (!lookup_global(x->c, s->names[k])) /* check.c reported it; binding the name keeps later uses quiet */
+				scope_bind(x, x->scope, s->names[k], VERR);
 		}
 	}
 }
@@ -1096,6 +1092,7 @@ static void lower_stmts(Ctx *x, Stmt **body, int n, FnResult *res)
 			}
 			res->value = v;
 			res->loc = s->loc;
+			res->ret = s;
 			res->done = 1;
 			return;
 		}
@@ -1404,10 +1401,41 @@ static Value *rebuild_with_inputs(Ctx *x, Value *v, Node **inputs, int *k)
 }
 
 /* Check the function's results against its declared result types. */
+/* Evaluate the dimensions of a declared type whose names are all bound, for
+ * their own errors (a dimension that does not divide), when no value is there
+ * to match it against. */
+static int dims_bound(Ctx *x, Expr *e)
+{
+	if (!e)
+		return 1;
+	if (e->kind == E_NAME)
+		return scope_find(x->scope, e->name, NULL) || lookup_global(x->c, e->name);
+	if (e->kind == E_BINARY)
+		return dims_bound(x, e->a) && dims_bound(x, e->b);
+	if (e->kind == E_UNARY)
+		return dims_bound(x, e->a);
+	return e->kind == E_INT;
+}
+
+static void check_type_dims(Ctx *x, TypeExpr *t)
+{
+	if (t->kind != T_TENSOR)
+		return;
+	for (int i = 0; i < t->ndims; i++)
+		if (dims_bound(x, t->dims[i])) {
+			x->in_dim++;
+			eval(x, t->dims[i]);
+			x->in_dim--;
+		}
+}
+
 static Value *check_results(Ctx *x, Decl *fn, FnResult *res)
 {
-	if (!res->done || !res->value || res->value->kind == V_ERR)
+	if (!res->done || !res->value || res->value->kind == V_ERR) {
+		for (int i = 0; i < fn->nrets; i++)
+			check_type_dims(x, fn->rets[i]);
 		return VERR;
+	}
 	Value *v = res->value;
 	if (!fn->nrets)
 		return v;
@@ -1421,7 +1449,8 @@ static Value *check_results(Ctx *x, Decl *fn, FnResult *res)
 		Value *item = v->kind == V_TUPLE ? v->items[i] : v;
 		char *what = n == 1 ? arena_printf(x->a, "the result of '%s'", fn->name)
 		                    : arena_printf(x->a, "result %d of '%s'", i + 1, fn->name);
-		Value *m = match_type(x, fn->rets[i], item, what, res->loc);
+		Loc at = res->ret && i < res->ret->nvalues ? res->ret->values[i]->span : res->loc;
+		Value *m = match_type(x, fn->rets[i], item, what, at);
 		if (m->kind == V_ERR)
 			return VERR;
 	}
@@ -1443,7 +1472,7 @@ static int bind_args(Ctx *x, Decl *fn, Expr *call, Value **argv, Value **bound)
 			Expr *ae = call->args[k];
 			if ((ae->kind == E_NAMED && !strcmp(ae->name, fn->fargs[i].name)) ||
 			    (ae->kind != E_NAMED && k == i))
-				loc = ae->kind == E_NAMED ? ae->a->loc : ae->loc;
+				loc = ae->kind == E_NAMED ? ae->a->span : ae->span;
 		}
 		bound[i] = match_type(x, fn->fargs[i].type, argv[i], arg_what(x, fn, i), loc);
 		if (bound[i]->kind == V_ERR)
@@ -1668,7 +1697,8 @@ typedef struct Args {
 	int npos;
 	const char *names[8];
 	Value *named[8];
-	Loc namedloc[8];
+	Loc namedloc[8];   /* the value */
+	Loc namekeyloc[8]; /* the name */
 	int nnamed;
 	int used[8];
 } Args;
@@ -1730,6 +1760,17 @@ static int float_tensor(Ctx *x, Args *a, Node *n)
 		return 0;
 	}
 	return n != NULL;
+}
+
+/* Where an argument was written (the call when it was left out). */
+static Loc arg_loc(Args *a, int pos, const char *name)
+{
+	if (pos < a->npos)
+		return a->posloc[pos];
+	for (int i = 0; i < a->nnamed; i++)
+		if (!strcmp(a->names[i], name))
+			return a->namedloc[i];
+	return a->call->loc;
 }
 
 static int int_opt(Ctx *x, Args *a, int pos, const char *name, int64_t dflt, int64_t *out)
@@ -1847,12 +1888,12 @@ static int check_arity(Ctx *x, Args *a, int min, int max, const char *const *all
 			if (!strcmp(allowed[k], a->names[i]))
 				ok = 1;
 		if (!ok) {
-			error_at(x->d, a->namedloc[i], "%s() has no argument named '%s'", a->fname, a->names[i]);
+			error_at(x->d, a->namekeyloc[i], "%s() has no argument named '%s'", a->fname, a->names[i]);
 			return 0;
 		}
 		for (int k = 0; k < i; k++)
 			if (!strcmp(a->names[k], a->names[i])) {
-				error_at(x->d, a->namedloc[i], "argument '%s' is given twice", a->names[i]);
+				error_at(x->d, a->namekeyloc[i], "argument '%s' is given twice", a->names[i]);
 				return 0;
 			}
 	}
@@ -2082,7 +2123,7 @@ static Value *b_softmax(Ctx *x, Args *a, Op op)
 		return VERR;
 	int64_t axis;
 	int ax;
-	if (!int_opt(x, a, 1, "axis", -1, &axis) || !norm_axis(x, axis, t->rank, a->call->loc, &ax))
+	if (!int_opt(x, a, 1, "axis", -1, &axis) || !norm_axis(x, axis, t->rank, arg_loc(a, 1, "axis"), &ax))
 		return VERR;
 	Node *n = unary_node(x, op, t->dtype, t, a->call->loc);
 	n->a[0] = ax;
@@ -2238,7 +2279,7 @@ static Value *b_concat(Ctx *x, Args *a)
 		return VERR;
 	int64_t axis;
 	int ax;
-	if (!int_opt(x, a, 1, "axis", 0, &axis) || !norm_axis(x, axis, first->rank, a->call->loc, &ax))
+	if (!int_opt(x, a, 1, "axis", 0, &axis) || !norm_axis(x, axis, first->rank, arg_loc(a, 1, "axis"), &ax))
 		return VERR;
 	int64_t shape[MAX_RANK];
 	memcpy(shape, first->shape, sizeof shape);
@@ -2282,7 +2323,7 @@ static Value *b_split(Ctx *x, Args *a)
 	int ax;
 	if (!ct_int(x, a->pos[1], a->posloc[1], "the number of parts of split()", &parts))
 		return VERR;
-	if (!int_opt(x, a, 2, "axis", 0, &axis) || !norm_axis(x, axis, t->rank, a->call->loc, &ax))
+	if (!int_opt(x, a, 2, "axis", 0, &axis) || !norm_axis(x, axis, t->rank, arg_loc(a, 2, "axis"), &ax))
 		return VERR;
 	if (parts < 1 || parts > 4096 || t->shape[ax] % parts != 0) {
 		error_at(x->d, a->posloc[1], "cannot split axis %d of %s (%lld) into %lld equal parts", ax, nstr(x, t),
@@ -2452,16 +2493,17 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p)
 static Value *b_conv2d(Ctx *x, Args *a)
 {
 	static const char *const allowed[] = {"stride", "padding", "groups", NULL};
-	if (!check_arity(x, a, 2, 3, allowed))
+	if (!check_arity(x, a, 2, 6, allowed))
 		return VERR;
 	Node *t = tensor_arg(x, a, 0, NULL), *w = tensor_arg(x, a, 1, NULL), *b = NULL;
 	if (!float_tensor(x, a, t) || !w)
 		return VERR;
-	if (a->npos == 3 && !(b = tensor_arg(x, a, 2, NULL)))
+	if (a->npos >= 3 && !(b = tensor_arg(x, a, 2, NULL)))
 		return VERR;
+	/* positional: conv2d(x, w, b, stride, padding, groups) */
 	int64_t stride[2], pad[2], groups;
-	if (!pair_opt(x, a, 99, "stride", 1, stride, 1) || !pair_opt(x, a, 99, "padding", 0, pad, 0) ||
-	    !int_opt(x, a, 99, "groups", 1, &groups))
+	if (!pair_opt(x, a, 3, "stride", 1, stride, 1) || !pair_opt(x, a, 4, "padding", 0, pad, 0) ||
+	    !int_opt(x, a, 5, "groups", 1, &groups))
 		return VERR;
 	if (t->rank != 4 || w->rank != 4 || w->dtype != t->dtype) {
 		error_at(x->d, a->call->loc, "conv2d() needs x as %s[N, C, H, W] and w as %s[O, C/groups, KH, KW], not %s and %s",
@@ -2504,7 +2546,7 @@ static Value *b_pool(Ctx *x, Args *a, Op op)
 	if (op == OP_GLOBAL_AVGPOOL2D) {
 		if (!check_arity(x, a, 1, 1, NULL))
 			return VERR;
-	} else if (!check_arity(x, a, 2, 2, allowed)) {
+	} else if (!check_arity(x, a, 2, 4, allowed)) {
 		return VERR;
 	}
 	Node *t = tensor_arg(x, a, 0, NULL);
@@ -2523,9 +2565,11 @@ static Value *b_pool(Ctx *x, Args *a, Op op)
 	int64_t k[2], s[2], p[2];
 	if (!pair_opt(x, a, 1, "kernel", 1, k, 1))
 		return VERR;
-	if (!pair_opt(x, a, 99, "stride", k[0], s, 1) || !pair_opt(x, a, 99, "padding", 0, p, 0))
+	/* positional: max_pool2d(x, k, stride, padding); the stride defaults to the kernel */
+	int given = a->npos > 2 || opt_arg(a, "stride");
+	if (!pair_opt(x, a, 2, "stride", k[0], s, 1) || !pair_opt(x, a, 3, "padding", 0, p, 0))
 		return VERR;
-	if (!opt_arg(a, "stride"))
+	if (!given)
 		s[1] = k[1];
 	if (p[0] * 2 > k[0] || p[1] * 2 > k[1]) {
 		error_at(x->d, a->call->loc, "%s(): padding must be at most half the kernel size", a->fname);
@@ -2560,7 +2604,8 @@ static Value *call_builtin(Ctx *x, const char *name, Expr *call)
 				return VERR;
 			}
 			a.names[a.nnamed] = ae->name;
-			a.namedloc[a.nnamed] = ae->a->loc;
+			a.namedloc[a.nnamed] = ae->a->span;
+			a.namekeyloc[a.nnamed] = ae->loc;
 			a.named[a.nnamed] = eval(x, ae->a);
 			if (a.named[a.nnamed]->kind == V_ERR)
 				return VERR;
@@ -2574,8 +2619,13 @@ static Value *call_builtin(Ctx *x, const char *name, Expr *call)
 				error_at(x->d, ae->loc, "too many arguments to %s()", name);
 				return VERR;
 			}
-			a.posloc[a.npos] = ae->loc;
+			a.posloc[a.npos] = ae->span;
+			/* shape lists are dimensions: their divisions must be exact */
+			int dimarg = ((!strcmp(name, "reshape") || !strcmp(name, "expand")) && a.npos == 1) ||
+			             ((!strcmp(name, "zeros") || !strcmp(name, "ones") || !strcmp(name, "full")) && a.npos == 0);
+			x->in_dim += dimarg;
 			a.pos[a.npos] = eval(x, ae);
+			x->in_dim -= dimarg;
 			if (a.pos[a.npos]->kind == V_ERR)
 				return VERR;
 			a.npos++;

@@ -1,11 +1,14 @@
 /* main.c - the nestc command line: subcommands, flags, exit statuses. */
 #include "nestc.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage_text[] =
-	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir] [-Werror] [-w]\n"
+	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir|regions] [--no-regions] [-Werror] [-w]\n"
+	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--no-regions]\n"
+	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
 	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
@@ -39,6 +42,51 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag, i
 	return argv[++*i];
 }
 
+/* The model's name: the file's stem ("samples/gpt2.nest" -> "gpt2"), made a C identifier. */
+static char *model_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	char *s = xstrdup(base);
+	char *dot = strrchr(s, '.');
+	if (dot && dot != s)
+		*dot = 0;
+	for (char *c = s; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
+			*c = '_';
+	if (!*s || (*s >= '0' && *s <= '9')) {
+		char *t = xasprintf("m_%s", s);
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+/* A report to stdout, or to a file written atomically. */
+static int write_report(RegionTable *rt, ReportFormat fmt, const char *model, const char *path)
+{
+	if (!path) {
+		report_write(stdout, rt, fmt, model);
+		return 0;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	if (!m) {
+		fprintf(stderr, "nestc: error: out of memory\n");
+		return 1;
+	}
+	report_write(m, rt, fmt, model);
+	fclose(m);
+	int rc = 0;
+	if (write_file_atomic(path, buf, len) < 0) {
+		fprintf(stderr, "nestc: error: cannot write %s: %s\n", path, strerror(errno));
+		rc = 1;
+	}
+	free(buf);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -53,13 +101,16 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	int is_run = !strcmp(cmd, "run");
-	if (!is_run && strcmp(cmd, "check"))
+	int is_report = !strcmp(cmd, "report");
+	if (!is_run && !is_report && strcmp(cmd, "check"))
 		return usage_error("unknown command '%s'", cmd);
 
 	const char *file = NULL, *dump = NULL;
 	Vec defs = {0}, ins = {0}, outs = {0};
 	RunOptions ro = {0};
-	int werror = 0, nowarn = 0, rc = 2;
+	int werror = 0, nowarn = 0, rc = 2, no_regions = 0;
+	ReportFormat fmt = REPORT_TEXT;
+	const char *report_file = NULL;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v;
 		int missing = 0;
@@ -67,6 +118,21 @@ int main(int argc, char **argv)
 			werror = 1;
 		} else if (!strcmp(a, "-w")) {
 			nowarn = 1;
+		} else if (!strcmp(a, "--no-regions") && !is_run) {
+			no_regions = 1;
+		} else if (is_report && (v = flag_value(argc, argv, &i, "--format", &missing))) {
+			if (!strcmp(v, "text"))
+				fmt = REPORT_TEXT;
+			else if (!strcmp(v, "json"))
+				fmt = REPORT_JSON;
+			else if (!strcmp(v, "dot"))
+				fmt = REPORT_DOT;
+			else {
+				rc = usage_error("--format takes text, json or dot, not '%s'", v);
+				goto out;
+			}
+		} else if (is_report && (v = flag_value(argc, argv, &i, "--report-file", &missing))) {
+			report_file = v;
 		} else if (!strncmp(a, "-D", 2)) {
 			v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
 			if (!v || !strchr(v, '=') || v[0] == '=') {
@@ -74,9 +140,9 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			vec_push(&defs, (void *)v);
-		} else if ((v = flag_value(argc, argv, &i, "--dump", &missing)) && !is_run) {
-			if (strcmp(v, "ast") && strcmp(v, "ir")) {
-				rc = usage_error("--dump takes ast or ir, not '%s'", v);
+		} else if (!is_run && !is_report && (v = flag_value(argc, argv, &i, "--dump", &missing))) {
+			if (strcmp(v, "ast") && strcmp(v, "ir") && strcmp(v, "regions")) {
+				rc = usage_error("--dump takes ast, ir or regions, not '%s'", v);
 				goto out;
 			}
 			dump = v;
@@ -154,8 +220,19 @@ int main(int argc, char **argv)
 	}
 	if (p && dump && !strcmp(dump, "ir"))
 		ir_dump(stdout, p);
+	/* the region pass runs for every command but run, which ignores regions */
+	RegionTable *rt = NULL;
+	if (p && !d.nerrors && !is_run) {
+		RegionOptions rop = {.no_regions = no_regions, .opt_level = 2};
+		rt = build_regions(p, &d, &rop);
+	}
+	char *model = model_name(file);
+	if (rt && !d.nerrors && dump && !strcmp(dump, "regions"))
+		report_write(stdout, rt, REPORT_TEXT, model);
 	if (!p || d.nerrors) {
 		rc = 1;
+	} else if (is_report) {
+		rc = write_report(rt, fmt, model, report_file);
 	} else if (is_run) {
 		ro.ninputs = ins.n;
 		ro.input_names = xcalloc((size_t)ins.n + 1, sizeof(char *));
@@ -178,6 +255,7 @@ int main(int argc, char **argv)
 		rc = 1;
 	if (d.nerrors)
 		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	free(model);
 	diag_free(&d);
 	arena_free(&arena);
 	source_free(src);

@@ -127,13 +127,16 @@ const char *opr_text(int op);
 struct Expr {
 	ExprKind kind;
 	int op;
-	Loc loc;
+	Loc loc;     /* where diagnostics point: the operator of a binary expression */
+	Loc span;    /* the whole expression */
+	Loc name_loc; /* E_FIELD: the field name */
 	int64_t ival;
 	double fval;
 	const char *name; /* E_NAME, E_FIELD, E_NAMED, E_STR (the string) */
 	Expr *a, *b;
 	Expr **args;
 	const char **names; /* E_RECORD field names */
+	Loc *locs;          /* E_RECORD field name locations */
 	int nargs;
 };
 
@@ -224,6 +227,9 @@ struct Decl {
 	Loc region_loc;
 	RegionAttr *attrs;
 	int nattrs;
+	int max_reuse_entries; /* evaluated region attributes: 0 or -1 when not given */
+	int opt_level;
+	int fast_math;
 };
 
 typedef struct Module {
@@ -243,7 +249,7 @@ Expr *mk_binary(Arena *a, Loc loc, int op, Expr *l, Expr *r);
 Expr *mk_unary(Arena *a, Loc loc, int op, Expr *x);
 Expr *mk_call(Arena *a, Loc loc, Expr *fn, Vec *args);
 Expr *mk_named(Arena *a, Loc loc, const char *name, Expr *v);
-Expr *mk_field(Arena *a, Loc loc, Expr *x, const char *name);
+Expr *mk_field(Arena *a, Loc loc, Expr *x, const char *name, Loc name_loc);
 Expr *mk_index(Arena *a, Loc loc, Expr *x, Vec *args);
 Expr *mk_slice(Arena *a, Loc loc, Expr *lo, Expr *hi);
 Expr *mk_list(Arena *a, Loc loc, Vec *items);
@@ -586,7 +592,8 @@ void tensor_to_bytes(const Tensor *t, void *out);
 
 /* Run graph g eagerly on inputs (g->ninputs of them) with the model's params
  * (p->nparams of them). Returns 0 and fills outs[0..g->noutputs) with new tensors,
- * or -1 after printing a run-time error (a gather index out of range) to stderr. */
+ * or -1 after printing a run-time error (a gather index out of range) to stderr;
+ * then every outs[k] is NULL and nothing is leaked. */
 int interp_run(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **outs);
 
 /* ------------------------------------------------------------------ weights.c */

@@ -320,6 +320,23 @@ export fn f(a: {dt}[4, 6], b: {dt}[4, 6]) -> ({dt}[4, 6], {dt}[4, 6], {dt}[4, 6]
         O("floormod", floormod_ref(A, B).astype(npdt), dt), O("neg", (-A).astype(npdt), dt),
     ])
 
+# INT_MIN / -1 overflows (x86 idiv traps on it); NumPy wraps to INT_MIN with remainder 0 and
+# the language says integer division never traps.
+ov32 = np.array([-2 ** 31, 7, -2 ** 31, 2 ** 31 - 1], np.int32)
+ovd32 = np.array([-1, -1, 1, -1], np.int32)
+ov64 = np.array([-2 ** 63, 7, -2 ** 63, 2 ** 63 - 1], np.int64)
+ovd64 = np.array([-1, -1, 1, -1], np.int64)
+case("int_div_overflow", """
+export fn f(a: i32[4], b: i32[4], c: i64[4], d: i64[4]) -> (i32[4], i32[4], i64[4], i64[4]) {
+  return a / b, a % b, c / d, c % d
+}
+""", dict(a=ov32, b=ovd32, c=ov64, d=ovd64), [
+    O("i32_floordiv", np.array([-2 ** 31, -7, -2 ** 31, -(2 ** 31 - 1)], np.int32), "i32"),
+    O("i32_floormod", np.zeros(4, np.int32), "i32"),
+    O("i64_floordiv", np.array([-2 ** 63, -7, -2 ** 63, -(2 ** 63 - 1)], np.int64), "i64"),
+    O("i64_floormod", np.zeros(4, np.int64), "i64"),
+])
+
 # --- comparisons and logic ------------------------------------------------------------
 
 ca = np.round(uni((3, 4), -3, 3))
@@ -410,19 +427,25 @@ export fn f(a: f32[3, 4], b: f32[4, 5], c: f32[2, 3, 4], d: f32[2, 4, 5], e: f32
 
 # --- elementwise math -----------------------------------------------------------------
 
-xs = np.concatenate([np.array([-1000, -100, -20, -5, -1, -0.5, 0, 0.5, 1, 5, 20, 100, 1000],
-                              np.float32), uni((19,), -6, 6)]).astype(np.float32)
+# Moderate values (|x| <= 3, so the tolerance 1e-4 * max(1, max|ref|) separates gelu from
+# gelu_tanh, whose largest difference 4.7e-4 is near |x| = 2.7) and large magnitudes in a
+# separate input so that they do not inflate the tolerance of the others.
+xs = np.concatenate([np.array([-3, -2.7, -1, -0.5, 0, 0.5, 1, 2.7, 3], np.float32),
+                     uni((23,), -3, 3)]).astype(np.float32)
+xl = np.array([-1000, -100, -50, -20, -10, -5, 5, 10, 20, 50, 100, 1000], np.float32)
+xw = uni((16,), -10, 10)
 pos = np.concatenate([np.array([0, 1e-6, 0.25, 1, 2, 1e6, 3e30], np.float32),
                       uni((9,), 0.01, 50)]).astype(np.float32)
 ex = np.concatenate([np.array([-100, -20, -1, 0, 1, 20, 80, 100], np.float32),
                      uni((8,), -10, 10)]).astype(np.float32)
 case("elementwise_f32", """
-export fn f(x: f32[32], p: f32[16], e: f32[16]) -> (f32[16], f32[16], f32[16], f32[16],
-    f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32]) {
+export fn f(x: f32[32], p: f32[16], e: f32[16], w: f32[16]) -> (f32[16], f32[16], f32[16],
+    f32[16], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[32], f32[16],
+    f32[16]) {
   return exp(e), log(p), sqrt(p), rsqrt(p), tanh(x), sigmoid(x), relu(x), gelu(x),
-         gelu_tanh(x), silu(x), erf(x), abs(x), sin(x), cos(x)
+         gelu_tanh(x), silu(x), erf(x), abs(x), sin(w), cos(w)
 }
-""", dict(x=xs, p=pos, e=ex), [
+""", dict(x=xs, p=pos, e=ex, w=xw), [
     O("exp", np.exp(d(ex))),
     O("log", np.where(pos == 0, -np.inf, np.log(np.maximum(d(pos), 1e-300)))),
     O("sqrt", np.sqrt(d(pos)), tol=EXACT),
@@ -431,7 +454,21 @@ export fn f(x: f32[32], p: f32[16], e: f32[16]) -> (f32[16], f32[16], f32[16], f
     O("relu", np.where(d(xs) > 0, d(xs), 0.0), tol=EXACT), O("gelu", gelu_ref(xs)),
     O("gelu_tanh", gelu_tanh_ref(xs)), O("silu", d(xs) * sigmoid_ref(xs)),
     O("erf", erf_ref(xs)), O("abs", np.abs(d(xs)), tol=EXACT),
-    O("sin", np.sin(d(xs))), O("cos", np.cos(d(xs))),
+    O("sin", np.sin(d(xw))), O("cos", np.cos(d(xw))),
+])
+case("elementwise_f32_large", """
+export fn f(x: f32[12]) -> (f32[12], f32[12], f32[12], f32[12], f32[12], f32[12], f32[12],
+    f32[12], f32[12], f32[12], f32[12]) {
+  return tanh(x), sigmoid(x), relu(x), gelu(x), gelu_tanh(x), silu(x), erf(x), abs(x),
+         sin(x), cos(x), exp(x * 0.1)
+}
+""", dict(x=xl), [
+    O("tanh", np.tanh(d(xl))), O("sigmoid", sigmoid_ref(xl)),
+    O("relu", np.where(d(xl) > 0, d(xl), 0.0), tol=EXACT), O("gelu", gelu_ref(xl)),
+    O("gelu_tanh", gelu_tanh_ref(xl)), O("silu", d(xl) * sigmoid_ref(xl)),
+    O("erf", erf_ref(xl)), O("abs", np.abs(d(xl)), tol=EXACT),
+    O("sin", np.sin(d(xl))), O("cos", np.cos(d(xl))),
+    O("exp_overflow_to_inf", np.exp(d(xl) * np.float32(0.1).astype(np.float64))),
 ])
 
 x64 = np.concatenate([np.array([-40, -5, -1, 0, 1, 5, 40], np.float64),
@@ -567,11 +604,11 @@ export fn f(x: f32[2, 3, 4], i: i32[3, 4], l: i64[3, 4]) -> (f32, f32[2, 4], f32
 ])
 
 at = np.array([[1, 3, 3, 0, 3], [-1, -1, -1, -1, -1], [0, 0, 5, 5, 2],
-               [-np.inf, -np.inf, -7, -7, -np.inf]], np.float32)
+               [-np.inf, -np.inf, -7, -7, -np.inf], [1, 3, 5, 5, 3]], np.float32)
 ai = np.array([[4, 1, 4], [2, 9, 9], [-3, -5, -3]], np.int32)
 a3 = np.round(uni((2, 3, 4), -2, 2))
 case("argmax", """
-export fn f(t: f32[4, 5], i: i32[3, 3], u: f32[2, 3, 4]) -> (i64[4], i64[5], i64[4, 1], i64[3], i64[3], i64[2, 4], i64[2, 1, 4], i64[1, 5]) {
+export fn f(t: f32[5, 5], i: i32[3, 3], u: f32[2, 3, 4]) -> (i64[5], i64[5], i64[5, 1], i64[3], i64[3], i64[2, 4], i64[2, 1, 4], i64[1, 5]) {
   return argmax(t), argmax(t, axis=0), argmax(t, axis=1, keepdim=true), argmax(i),
          argmax(i, axis=0), argmax(u, axis=1), argmax(u, axis=-2, keepdim=true),
          argmax(t, axis=-2, keepdim=true)
@@ -751,7 +788,7 @@ export fn f(x: f32[2, 3, 7, 6], w: f32[4, 3, 3, 3], b: f32[4], w1: f32[5, 3, 1, 
         f32[2, 4, 3, 2]) {
   return conv2d(x, w, b), conv2d(x, w, b, stride=2, padding=1), conv2d(x, w, padding=1),
          conv2d(x, w1), conv2d(x, wr, b, stride=[2, 1], padding=[1, 1]),
-         conv2d(x, w, b, 2)
+         conv2d(x, w, b, stride=2)
 }
 """, dict(x=kx, w=kw, b=kb, w1=kw1, wr=kwr), [
     O("basic_bias", conv2d_ref(kx, kw, kb)),
@@ -759,7 +796,7 @@ export fn f(x: f32[2, 3, 7, 6], w: f32[4, 3, 3, 3], b: f32[4], w1: f32[5, 3, 1, 
     O("no_bias_pad1", conv2d_ref(kx, kw, None, 1, 1)),
     O("1x1_no_bias", conv2d_ref(kx, kw1)),
     O("rect_kernel_list_stride_pad", conv2d_ref(kx, kwr, kb, (2, 1), (1, 1))),
-    O("positional_stride", conv2d_ref(kx, kw, kb, 2)),
+    O("named_stride_only", conv2d_ref(kx, kw, kb, 2)),
 ])
 gx = uni((2, 4, 6, 5), -2, 2)
 gw2, gb6 = uni((6, 2, 3, 3), -1, 1), uni((6,), -1, 1)
@@ -767,24 +804,42 @@ gdw, gdb = uni((4, 1, 3, 3), -1, 1), uni((4,), -1, 1)
 gdm = uni((8, 1, 3, 3), -1, 1)
 case("conv2d_groups", """
 export fn f(x: f32[2, 4, 6, 5], w2: f32[6, 2, 3, 3], b6: f32[6], dw: f32[4, 1, 3, 3],
-            db: f32[4], dm: f32[8, 1, 3, 3]) -> (f32[2, 6, 4, 3], f32[2, 4, 6, 5], f32[2, 8, 3, 3], f32[2, 4, 3, 3], f32[2, 6, 3, 2]) {
+            db: f32[4], dm: f32[8, 1, 3, 3]) -> (f32[2, 6, 4, 3], f32[2, 4, 6, 5], f32[2, 8, 3, 3], f32[2, 4, 3, 3], f32[2, 6, 2, 2]) {
   return conv2d(x, w2, b6, groups=2), conv2d(x, dw, db, padding=1, groups=4),
-         conv2d(x, dm, stride=2, padding=1, groups=4), conv2d(x, dw, db, 2, 1, 4),
+         conv2d(x, dm, stride=2, padding=1, groups=4), conv2d(x, dw, db, groups=4, padding=1, stride=2),
          conv2d(x, w2, b6, stride=2, groups=2)
 }
 """, dict(x=gx, w2=gw2, b6=gb6, dw=gdw, db=gdb, dm=gdm), [
     O("groups2", conv2d_ref(gx, gw2, gb6, 1, 0, 2)),
     O("depthwise_pad1", conv2d_ref(gx, gdw, gdb, 1, 1, 4)),
     O("depthwise_multiplier2_no_bias", conv2d_ref(gx, gdm, None, 2, 1, 4)),
-    O("depthwise_positional", conv2d_ref(gx, gdw, gdb, 2, 1, 4)),
+    O("depthwise_named_any_order", conv2d_ref(gx, gdw, gdb, 2, 1, 4)),
     O("groups2_stride2", conv2d_ref(gx, gw2, gb6, 2, 0, 2)),
+])
+# The signatures `conv2d x w b stride=1 padding=0 groups=1` and `max_pool2d x k stride=k
+# padding=0` list stride etc. as ordinary parameters with defaults, and a call takes
+# positional arguments, then named ones (man/nest.7), so all-positional calls are valid.
+case("conv2d_positional_args", """
+export fn f(x: f32[2, 4, 6, 5], w: f32[4, 1, 3, 3], b: f32[4]) -> f32[2, 4, 3, 3] {
+  return conv2d(x, w, b, 2, 1, 4)
+}
+""", dict(x=gx, w=gdw, b=gdb), [
+    O("stride_padding_groups", conv2d_ref(gx, gdw, gdb, 2, 1, 4)),
+])
+case("pool2d_positional_args", """
+export fn f(x: f32[2, 4, 6, 5]) -> (f32[2, 4, 3, 3], f32[2, 4, 3, 3]) {
+  return max_pool2d(x, 3, 2, 1), avg_pool2d(x, 3, 2, 1)
+}
+""", dict(x=gx), [
+    O("max_pool2d_stride_padding", pool_ref(gx, 3, 2, 1), tol=0.0),
+    O("avg_pool2d_stride_padding", pool_ref(gx, 3, 2, 1, "avg")),
 ])
 px = uni((2, 3, 7, 6), -3, 3)
 pn = -uni((1, 2, 5, 5), 1, 3)   # all negative: -inf padding differs from zero padding
 case("pool2d", """
 export fn f(x: f32[2, 3, 7, 6], n: f32[1, 2, 5, 5]) -> (f32[2, 3, 3, 3], f32[1, 2, 3, 3], f32[2, 3, 3, 2], f32[2, 3, 5, 4], f32[2, 3, 3, 3],
         f32[1, 2, 3, 3], f32[2, 3, 3, 2], f32[2, 3, 1, 1], f32[1, 2, 1, 1], f32[2, 3, 4, 3],
-        f32[2, 3, 4, 4]) {
+        f32[2, 3, 4, 5]) {
   return max_pool2d(x, 2), max_pool2d(n, 3, stride=2, padding=1), max_pool2d(x, [2, 3]),
          max_pool2d(x, 3, stride=1), avg_pool2d(x, 2), avg_pool2d(n, 3, stride=2, padding=1),
          avg_pool2d(x, [2, 3]), global_avg_pool2d(x), global_avg_pool2d(n),

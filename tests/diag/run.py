@@ -18,6 +18,8 @@ Expectations, written in the test file:
   # Expect-plain: MSG         a diagnostic without a position: `nestc: error: MSG`
   # Expect-plain-warning: MSG the same: `nestc: warning: MSG`
 
+In an expected message `$FILE` stands for the test file's path as given to nestc.
+
 A line may carry several expectations: `x  # Error: A  # Error@9: B`.
 
 The test passes when
@@ -70,7 +72,7 @@ class Expect:
 
 
 def parse_test(path):
-    """Returns (args, ok, expects, plains, problems) read from the test file."""
+    """Reads the expectations: returns (args, ok, expects, plains, problems, lines)."""
     with open(path, "rb") as f:
         lines = f.read().decode(ENC).split("\n")
     args, ok, expects, plains, problems = [], False, [], [], []
@@ -133,10 +135,13 @@ def check_caret(srclines, line, col, out, i, problems, what):
         problems.append("%s: not followed by the source line" % what)
         return i
     m = SOURCE_OUT.match(out[i])
-    if not m or int(m.group(2)) != line or m.group(3) != src:
+    if not m:
         problems.append("%s: next line should be the source line %r, got %r"
                         % (what, "%5d | %s" % (line, src), out[i]))
         return i
+    if int(m.group(2)) != line or m.group(3) != src:
+        problems.append("%s: next line should be the source line %r, got %r"
+                        % (what, "%5d | %s" % (line, src), out[i]))
     width = len(m.group(1)) + len(m.group(2))
     i += 1
     if i >= len(out):
@@ -171,6 +176,9 @@ def check_caret(srclines, line, col, out, i, problems, what):
 def run_test(nestc, path):
     """Returns (passed, reasons, output)."""
     args, ok, expects, plains, problems, srclines = parse_test(path)
+    for e in expects:
+        e.msg = e.msg.replace("$FILE", path)
+    plains = [(k, m.replace("$FILE", path), n) for k, m, n in plains]
     cmd = [nestc, "check", path] + args
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)

@@ -1,0 +1,28 @@
+/* internal.h - shared by the runtime's own files; not installed.
+ * Every external symbol here starts with nestrt__ and is hidden from a shared
+ * build, so the static library adds nothing to a program's namespace but the
+ * public nestrt_ API. */
+#ifndef NESTRT_INTERNAL_H
+#define NESTRT_INTERNAL_H
+
+#include "nestrt.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#define NESTRT_HIDDEN __attribute__((visibility("hidden")))
+
+/* Format into err->message (if err is not NULL); always returns -1. */
+NESTRT_HIDDEN int nestrt__seterr(nestrt_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* "f32[4, 8]" ("f32[]" for a scalar) into buf; lower is the dtype's name. */
+NESTRT_HIDDEN void nestrt__type_text(char *buf, size_t len, const char *lower, int rank, const int64_t *shape);
+
+/* Text from a file as it may appear in a message: control characters and
+ * DEL become '?', and anything longer than NESTRT__SHOWN - 8 bytes is cut
+ * at a UTF-8 boundary with "...". n is the length (text may hold NULs). */
+#define NESTRT__SHOWN 160
+NESTRT_HIDDEN const char *nestrt__shown(char buf[NESTRT__SHOWN], const char *s, size_t n);
+
+#endif

@@ -1,0 +1,156 @@
+/* nestrt.h - the runtime library of code compiled by nestc (libnestrt).
+ *
+ * Dependency-free beyond libc, libm and pthreads. Link with
+ *     cc prog.o `pkg-config --libs nestrt`     (-lnestrt -lm -lpthread)
+ *
+ * Every function that can fail takes a nestrt_error and fills its message with
+ * a one-line, NUL-terminated reason (no trailing newline). Messages about a file
+ * start with its path: "gpt2.safetensors: header length 4096 exceeds file size 120".
+ *
+ * Thread safety: nestrt_call, nestrt_fail and nestrt_gather_oob may be called
+ * from several threads at once on one context (counters are updated
+ * atomically; the first failure wins). Opening, binding and closing weights and
+ * creating and freeing contexts are not to be run concurrently on one object. */
+#ifndef NESTRT_H
+#define NESTRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. Sizes: bool 1 byte (0 or 1), i32 4, i64 8, f32 4, f64 8. */
+enum { NESTRT_BOOL = 0, NESTRT_I32 = 1, NESTRT_I64 = 2, NESTRT_F32 = 3, NESTRT_F64 = 4 };
+#define NESTRT_NDTYPES 5
+#define NESTRT_MAX_RANK 8
+
+typedef struct nestrt_error { char message[512]; } nestrt_error;   /* NUL-terminated reason */
+
+/* ------------------------------------------------------------ weights */
+
+typedef struct nestrt_weights nestrt_weights;
+
+/* Map a .safetensors file read-only and validate all of it before anything
+ * points into the mapping: the 8-byte little-endian header length, the header
+ * (strict JSON: UTF-8, no duplicate keys, nesting at most 64 deep, only spaces
+ * or other JSON whitespace after the object), each entry's dtype, shape and
+ * data_offsets (in range, matching dtype x shape, no overlaps). A malformed
+ * file is rejected with the reason; nothing is ever read out of bounds.
+ * An empty (0-byte) file, a file whose header is "{}", and path == NULL all
+ * give empty weights: for models without params. NULL on error. */
+nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err);
+void nestrt_weights_close(nestrt_weights *w);   /* NULL is fine; data from bind dies here */
+
+/* An empty weights file: for models without params (0-length or "{}"-header file both OK). */
+typedef struct nestrt_param { const char *name; int dtype; int rank; int64_t shape[NESTRT_MAX_RANK]; } nestrt_param;
+
+/* Bind every param of a model: checks each name, dtype and shape; fills data[i].
+ * On error returns -1 with a message like
+ *     "gpt2.safetensors: h.3.attn.c_attn.weight: expected f32[768, 2304], file has f32[768, 768]"
+ *     "gpt2.safetensors: missing parameter 'wte.weight' (f32[50257, 768])"
+ * (the first problem in param-table order). Unused tensors in the file are allowed.
+ *
+ * Alignment: every data[i] is aligned to its element size. Tensors in the
+ * mapping are used in place when they are so aligned (a safetensors writer pads
+ * the header to 8 bytes for this); otherwise bind copies the tensor into an
+ * aligned heap buffer owned by w (once, however often it is bound). Nothing
+ * beyond the element size is promised, so compiled code must use unaligned
+ * (align = element size) vector loads. Bool tensors are checked to hold only
+ * bytes 0 and 1. A zero-element tensor gets a valid non-NULL pointer.
+ * w may be NULL when nparams == 0. Returns 0 on success. */
+int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data, nestrt_error *err);
+
+/* Added: inspection. Tensors are in name order (strcmp). info->dtype is -1 for
+ * a dtype nestc has no tensors of (F16, BF16, U8...); *file_dtype (if not NULL)
+ * gets the file's spelling ("F32", "BF16"). data is the raw, possibly
+ * unaligned, pointer into the mapping. Returns -1 if i is out of range. */
+int nestrt_weights_count(const nestrt_weights *w);
+int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, const char **file_dtype,
+                        const void **data, size_t *nbytes);
+const char *nestrt_weights_path(const nestrt_weights *w);
+
+/* ------------------------------------------------------------ dispatch */
+
+/* Dispatch: every region call of compiled code runs through nestrt_call. */
+typedef struct nestrt_ctx nestrt_ctx;
+typedef int (*nestrt_fn)(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws);
+typedef struct nestrt_slot { const char *name; nestrt_fn fn; } nestrt_slot;   /* name like "block.0" */
+
+/* Compiled code reads these fields at fixed offsets; on LP64 targets:
+ * params 0, slots 8, nslots 16, calls 24, nanos 32, profile 40, model 48,
+ * ws 56, ws_size 64, err_code 72, err_message 76; sizeof 336 (checked by
+ * static assertions in dispatch.c). The context is allocated by
+ * nestrt_ctx_new; its private state lives after this public part. */
+struct nestrt_ctx {
+	const void **params;        /* bound param data, in param-table order */
+	const nestrt_slot *slots;   /* the model's dispatch table */
+	int nslots;
+	uint64_t *calls;            /* per slot */
+	uint64_t *nanos;            /* per slot, when profiling */
+	int profile;                /* NESTRT_PROFILE=1 */
+	const char *model;          /* model name for the profile output */
+	char *ws;                   /* workspace, allocated once (64-byte aligned) */
+	size_t ws_size;
+	int err_code;               /* set by compiled code on a run-time error (e.g. gather index) */
+	char err_message[256];
+};
+
+/* Allocate a context: params (nparams entries, NULL until bound), per-slot
+ * counters (calls and nanos, zeroed, always allocated) and the workspace of
+ * ws_size bytes (zeroed, 64-byte aligned, non-NULL even when ws_size is 0).
+ * slots and model are not copied and must outlive the context (compiled code
+ * passes static tables). Profiling is on when the environment variable
+ * NESTRT_PROFILE is "1" at this call. NULL on error (bad arguments, no memory). */
+nestrt_ctx *nestrt_ctx_new(const char *model, const nestrt_slot *slots, int nslots, int nparams, size_t ws_size, nestrt_error *err);
+
+/* Free the context; prints the profile (if on). A profiled context never freed
+ * prints its profile when the program exits (atexit). NULL is fine.
+ *
+ * The profile, to stderr, in one write:
+ *     nestrt profile: MODEL
+ *       block.0          12 calls     3.412 ms
+ *       ...one line per slot, in table order...
+ *       total            12 calls     3.412 ms
+ * Names are padded to at least 16 columns, counts and times right-aligned.
+ * A slot's time includes the regions it calls itself; the total counts all
+ * calls and the time of outermost calls only (nothing twice). */
+void nestrt_ctx_free(nestrt_ctx *ctx);
+
+/* Call slot `slot`: counts the call (always), times it (when profiling),
+ * returns what the function returns. An out-of-range slot or a NULL function
+ * fails through nestrt_fail. */
+int nestrt_call(nestrt_ctx *ctx, int slot, void **bufs, const int64_t *dims, char *ws);
+
+/* Called by compiled code on a run-time error; returns -1 so code can `return nestrt_fail(...)`.
+ * Sets err_code to NESTRT_ERR_RUNTIME and err_message (truncated to 255 bytes)
+ * unless an error is already recorded: the first error wins. */
+int nestrt_fail(nestrt_ctx *ctx, const char *message);
+int nestrt_gather_oob(nestrt_ctx *ctx, int64_t index, int64_t limit);  /* message "gather index 300 out of range [0, 256)" */
+#define NESTRT_ERR_RUNTIME 1
+/* Added: forget a recorded error (err_code 0, empty message). */
+void nestrt_clear_error(nestrt_ctx *ctx);
+
+/* ------------------------------------------------------------ .npy */
+
+/* .npy helpers (v1-v3 read, little-endian, C order; dtypes f4 f8 i4 i8 b1; v1 write via temp file + rename) */
+/* Read: shape must have NESTRT_MAX_RANK entries; *data is malloc'd (non-NULL even
+ * for zero elements) and freed by the caller with free(). Pipes and other
+ * unsized files (/dev/stdin) are read too. Returns 0, or -1 with err set. */
+int nestrt_npy_read(const char *path, int *dtype, int *rank, int64_t *shape, void **data, nestrt_error *err); /* data malloc'd */
+/* Write: the header byte for byte as numpy.save writes it. The file is written
+ * to PATH.tmp.PID.N beside it and renamed over PATH, so readers never see half
+ * a file; an existing non-regular PATH (/dev/stdout, a FIFO) is written
+ * directly. data may be NULL for zero elements. Returns 0, or -1 with err set. */
+int nestrt_npy_write(const char *path, int dtype, int rank, const int64_t *shape, const void *data, nestrt_error *err);
+
+/* "bool" "i32" "i64" "f32" "f64"; "?" for anything else. */
+const char *nestrt_dtype_name(int dtype);
+/* Added: bytes per element, 0 for an unknown dtype. */
+size_t nestrt_dtype_size(int dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

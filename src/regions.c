@@ -1,0 +1,471 @@
+/* regions.c - the region pass: fingerprint every region call, deduplicate
+ * variants (also across differently named regions), apply reuse_hash,
+ * max_reuse_entries and options, and record every decision in the region table
+ * that code generation and the reports read. */
+#include "nestc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+typedef struct GraphInfo {
+	int visited;
+	int order;          /* position in execution (DFS) order */
+	int has_fp;
+	uint8_t fp[16];
+	int64_t count;      /* executions per run of all entries */
+} GraphInfo;
+
+typedef struct RP {
+	Program *p;
+	Diag *d;
+	RegionOptions *o;
+	RegionTable *rt;
+	GraphInfo *gi;      /* per graph id */
+	Vec order;          /* graphs in DFS order (callers first) */
+} RP;
+
+void fp_hex(const uint8_t fp[16], char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = hex[fp[i] >> 4];
+		out[2 * i + 1] = hex[fp[i] & 15];
+	}
+	out[32] = 0;
+}
+
+static void digest(Buf *b, uint8_t fp[16])
+{
+	XXH128_hash_t h = XXH3_128bits(b->s ? b->s : "", b->len);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, h);
+	memcpy(fp, c.digest, 16);
+}
+
+static RegionInfo *region_of(RP *r, Decl *fn)
+{
+	RegionTable *rt = r->rt;
+	for (int i = 0; i < rt->nregions; i++)
+		if (rt->regions[i]->fn == fn)
+			return rt->regions[i];
+	RegionInfo *ri = arena_alloc(r->p->arena, sizeof *ri);
+	ri->fn = fn;
+	/* the attributes were checked and evaluated by check.c */
+	ri->max_entries = fn->max_reuse_entries > 0 ? fn->max_reuse_entries : 8;
+	ri->opt_level = fn->opt_level >= 0 ? fn->opt_level : r->o->opt_level;
+	ri->fast_math = fn->fast_math > 0;
+	RegionInfo **nr = arena_alloc(r->p->arena, (size_t)(rt->nregions + 1) * sizeof(RegionInfo *));
+	if (rt->nregions)
+		memcpy(nr, rt->regions, (size_t)rt->nregions * sizeof(RegionInfo *));
+	nr[rt->nregions++] = ri;
+	rt->regions = nr;
+	return ri;
+}
+
+/* Execution order: entries in order, each call site's callee visited at its
+ * first call. */
+static void dfs(RP *r, Graph *g)
+{
+	GraphInfo *gi = &r->gi[g->id];
+	if (gi->visited)
+		return;
+	gi->visited = 1;
+	gi->order = r->order.n;
+	vec_push(&r->order, g);
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->op != OP_CALL)
+			continue;
+		CallSite *cs = arena_alloc(r->p->arena, sizeof *cs);
+		cs->call = n;
+		cs->caller = g;
+		avec_push(r->p->arena, &r->rt->calls, cs);
+		dfs(r, n->callee);
+	}
+}
+
+/* Canonical text of everything that makes code differ: the body with its
+ * shapes and constants, the arguments' dtypes, shapes and strides (row-major
+ * today), the globals read, the variants called, options, device and target.
+ * Names of the region and of its arguments are left out on purpose. */
+static void serialise(RP *r, Graph *g, RegionInfo *ri, Buf *b)
+{
+	buf_printf(b, "nest-fp-1 device=cpu target=%s opt=%d fast=%d\n", r->o->target ? r->o->target : "",
+	           ri->opt_level, ri->fast_math);
+	for (int i = 0; i < g->ninputs; i++) {
+		Node *in = g->inputs[i];
+		buf_printf(b, "in %d %d [", in->dtype, in->rank);
+		int64_t stride = 1;
+		int64_t strides[MAX_RANK];
+		for (int k = in->rank - 1; k >= 0; k--) {
+			strides[k] = stride;
+			stride *= in->shape[k];
+		}
+		for (int k = 0; k < in->rank; k++)
+			buf_printf(b, "%lld:%lld ", (long long)in->shape[k], (long long)strides[k]);
+		buf_puts(b, "]\n");
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		buf_printf(b, "%d %d %d [", n->op, n->dtype, n->rank);
+		for (int k = 0; k < n->rank; k++)
+			buf_printf(b, "%lld ", (long long)n->shape[k]);
+		buf_puts(b, "] (");
+		for (int k = 0; k < n->nin; k++)
+			buf_printf(b, "%d ", n->in[k]->id);
+		buf_puts(b, ")");
+		for (int k = 0; k < 16; k++)
+			if (n->a[k])
+				buf_printf(b, " a%d=%lld", k, (long long)n->a[k]);
+		if (n->op == OP_CONST || n->op == OP_FULL || n->op == OP_LAYERNORM || n->op == OP_RMSNORM) {
+			uint64_t bits;
+			memcpy(&bits, &n->fval, sizeof bits);
+			buf_printf(b, " f=%llx i=%lld", (unsigned long long)bits, (long long)n->ival);
+		}
+		if (n->op == OP_PARAM) {
+			ParamInfo *pi = &r->p->params[n->a[0]];
+			buf_printf(b, " global=%s", pi->name);
+		}
+		if (n->op == OP_CALL) {
+			GraphInfo *ci = &r->gi[n->callee->id];
+			char hex[33];
+			fp_hex(ci->fp, hex);
+			buf_printf(b, " calls=%s", hex);
+		}
+		buf_putc(b, '\n');
+	}
+	buf_puts(b, "out");
+	for (int i = 0; i < g->noutputs; i++)
+		buf_printf(b, " %d", g->outputs[i]->id);
+	buf_putc(b, '\n');
+}
+
+CallSite *callsite_of(RegionTable *rt, Node *call)
+{
+	/* call sites are few (one per OP_CALL node): a scan is fine */
+	for (int i = 0; i < rt->calls.n; i++) {
+		CallSite *cs = rt->calls.v[i];
+		if (cs->call == call)
+			return cs;
+	}
+	return NULL;
+}
+
+static const char *where(RP *r, Loc loc)
+{
+	int line, col;
+	source_linecol(r->p->src, loc.off, &line, &col);
+	return arena_printf(r->p->arena, "%s:%d:%d", r->p->src->path, line, col);
+}
+
+/* The guard that differs between two specialisations of a region, in words. */
+static const char *guard_diff(RP *r, Graph *g, Variant *v)
+{
+	Graph *h = v->g;
+	Arena *a = r->p->arena;
+	for (int i = 0; i < g->ninputs; i++) {
+		const char *name = g->input_names[i];
+		Node *x = g->inputs[i];
+		Node *y = NULL;
+		for (int k = 0; k < h->ninputs; k++)
+			if (!strcmp(h->input_names[k], name))
+				y = h->inputs[k];
+		if (!y)
+			return arena_printf(a, "arg %s: not in variant %d", name, v->k);
+		if (x->dtype != y->dtype)
+			return arena_printf(a, "arg %s: dtype is %s, variant %d has %s", name, dtype_name(x->dtype), v->k,
+			                    dtype_name(y->dtype));
+		if (x->rank != y->rank)
+			return arena_printf(a, "arg %s: rank is %d, variant %d has %d", name, x->rank, v->k, y->rank);
+		for (int d = 0; d < x->rank; d++)
+			if (x->shape[d] != y->shape[d])
+				return arena_printf(a, "arg %s: dim %d is %lld, variant %d has %lld", name, d,
+				                    (long long)x->shape[d], v->k, (long long)y->shape[d]);
+	}
+	/* same tensors: a compile-time scalar, a global, or the body itself */
+	const char *ks = g->key, *kv = h->key;
+	while (*ks && *kv) {
+		const char *es = strstr(ks, "; "), *ev = strstr(kv, "; ");
+		size_t ls = es ? (size_t)(es - ks) : strlen(ks), lv = ev ? (size_t)(ev - kv) : strlen(kv);
+		if (ls != lv || strncmp(ks, kv, ls)) {
+			const char *colon = memchr(ks, ':', ls);
+			size_t nl = colon ? (size_t)(colon - ks) : ls;
+			const char *cv = memchr(kv, ':', lv);
+			return arena_printf(a, "arg %.*s: %.*s, variant %d has %.*s", (int)nl, ks,
+			                    (int)(ls - nl - (colon ? 2 : 0)), colon ? colon + 2 : ks, v->k,
+			                    (int)(cv ? lv - (size_t)(cv - kv) - 2 : lv), cv ? cv + 2 : kv);
+		}
+		ks += ls + (es ? 2 : 0);
+		kv += lv + (ev ? 2 : 0);
+	}
+	return arena_printf(a, "the body differs from variant %d (other globals, constants or callees)", v->k);
+}
+
+static int count_diffs(Graph *g, Graph *h)
+{
+	int n = 0;
+	for (int i = 0; i < g->ninputs; i++) {
+		Node *y = NULL;
+		for (int k = 0; k < h->ninputs; k++)
+			if (!strcmp(h->input_names[k], g->input_names[i]))
+				y = h->inputs[k];
+		if (!y || y->dtype != g->inputs[i]->dtype || y->rank != g->inputs[i]->rank) {
+			n += 100;
+			continue;
+		}
+		for (int d = 0; d < y->rank; d++)
+			n += y->shape[d] != g->inputs[i]->shape[d];
+	}
+	return n;
+}
+
+/* reuse_hash: can g run the code of representative h, with integers taken at run
+ * time? NULL if so, else the reason. Differing integers are added to dyn. */
+static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn)
+{
+	Arena *a = r->p->arena;
+	if (g->nnodes != h->nnodes || g->ninputs != h->ninputs || g->noutputs != h->noutputs)
+		return "their bodies differ in structure";
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *x = g->nodes[i], *y = h->nodes[i];
+		if (x->op != y->op || x->nin != y->nin)
+			return "their bodies differ in structure";
+		if (x->op == OP_INPUT && (x->dtype != y->dtype || x->rank != y->rank)) {
+			Buf bx = {0}, by = {0};
+			shape_str(&bx, x->dtype, x->rank, x->shape);
+			shape_str(&by, y->dtype, y->rank, y->shape);
+			const char *m = arena_printf(a, "arg %s is %s here and %s there (%s cannot be taken at run time)",
+			                             g->input_names[x->a[0]], bx.s, by.s, x->dtype != y->dtype ? "a dtype" : "a rank");
+			buf_free(&bx);
+			buf_free(&by);
+			return m;
+		}
+		if (x->dtype != y->dtype)
+			return "their bodies compute in different dtypes";
+		if (x->rank != y->rank)
+			return "their bodies differ in rank";
+		for (int k = 0; k < x->nin; k++)
+			if (x->in[k]->id != y->in[k]->id)
+				return "their bodies differ in structure";
+		if (x->fval != y->fval || x->ival != y->ival)
+			if (!(x->fval != x->fval && y->fval != y->fval))
+				return "their bodies use different constants";
+		if (x->op == OP_PARAM && x->a[0] != y->a[0])
+			return "they read different globals";
+		if (x->op == OP_CALL && x->callee != y->callee &&
+		    memcmp(r->gi[x->callee->id].fp, r->gi[y->callee->id].fp, 16))
+			return "they call different variants of an inner region";
+		for (int f = 0; f < MAX_RANK + 16; f++) {
+			if (f >= x->rank && f < MAX_RANK)
+				continue;
+			int64_t xv = f < MAX_RANK ? x->shape[f] : x->a[f - 16];
+			int64_t yv = f < MAX_RANK ? y->shape[f] : y->a[f - 16];
+			if (f >= MAX_RANK && f < 16)
+				continue;
+			if (xv == yv)
+				continue;
+			if (x->op == OP_PARAM || x->op == OP_INPUT) {
+				if (f >= 16)
+					return "their bodies differ in structure";
+			}
+			int seen = 0;
+			for (int k = 0; k < dyn->n; k++) {
+				DynSlot *ds = dyn->v[k];
+				if (ds->node == i && ds->field == f)
+					seen = 1;
+			}
+			if (!seen) {
+				DynSlot *ds = arena_alloc(a, sizeof *ds);
+				ds->node = i;
+				ds->field = f;
+				vec_push(dyn, ds);
+			}
+		}
+	}
+	return NULL;
+}
+
+static int64_t slot_value(Graph *g, DynSlot *ds)
+{
+	Node *n = g->nodes[ds->node];
+	return ds->field < MAX_RANK ? n->shape[ds->field] : n->a[ds->field - 16];
+}
+
+static Variant *new_variant(RP *r, RegionInfo *ri, Graph *g, const uint8_t fp[16])
+{
+	Variant *v = arena_alloc(r->p->arena, sizeof *v);
+	v->id = r->rt->variants.n;
+	v->region = ri->fn->name;
+	v->k = ri->variants.n;
+	memcpy(v->fp, fp, 16);
+	v->g = g;
+	v->guards = g->key;
+	v->opt_level = ri->opt_level;
+	v->fast_math = ri->fast_math;
+	avec_push(r->p->arena, &r->rt->variants, v);
+	avec_push(r->p->arena, &ri->variants, v);
+	return v;
+}
+
+RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
+{
+	RP r = {.p = p, .d = d, .o = o};
+	RegionTable *rt = arena_alloc(p->arena, sizeof *rt);
+	rt->p = p;
+	rt->no_regions = o->no_regions;
+	rt->target = o->target;
+	r.rt = rt;
+	r.gi = xcalloc((size_t)p->graphs.n + 1, sizeof(GraphInfo));
+	for (int i = 0; i < p->nentries; i++)
+		dfs(&r, p->entries[i].g);
+
+	/* executions per run: entries once; callers before callees in DFS order
+	 * does not hold for DAGs, so propagate until nothing changes (graphs are few) */
+	for (int i = 0; i < p->nentries; i++)
+		r.gi[p->entries[i].g->id].count = 1;
+	for (int round = 0; round < r.order.n + 1; round++) {
+		int64_t *next = xcalloc((size_t)p->graphs.n + 1, sizeof(int64_t));
+		for (int i = 0; i < p->nentries; i++)
+			next[p->entries[i].g->id] = 1;
+		for (int k = 0; k < rt->calls.n; k++) {
+			CallSite *cs = rt->calls.v[k];
+			next[cs->call->callee->id] += r.gi[cs->caller->id].count;
+		}
+		int changed = 0;
+		for (int i = 0; i < r.order.n; i++) {
+			Graph *g = r.order.v[i];
+			if (next[g->id] != r.gi[g->id].count)
+				changed = 1;
+			r.gi[g->id].count = next[g->id];
+		}
+		free(next);
+		if (!changed)
+			break;
+	}
+	for (int k = 0; k < rt->calls.n; k++) {
+		CallSite *cs = rt->calls.v[k];
+		cs->count = r.gi[cs->caller->id].count;
+		rt->total_calls += cs->count;
+	}
+
+	/* fingerprints, innermost first: a region's fingerprint covers the variants it calls */
+	for (int i = r.order.n - 1; i >= 0; i--) {
+		Graph *g = r.order.v[i];
+		if (!g->is_region)
+			continue;
+		RegionInfo *ri = region_of(&r, g->fn);
+		Buf b = {0};
+		serialise(&r, g, ri, &b);
+		digest(&b, r.gi[g->id].fp);
+		buf_free(&b);
+	}
+
+	/* variants, in execution order of the calls */
+	for (int k = 0; k < rt->calls.n; k++) {
+		CallSite *cs = rt->calls.v[k];
+		Graph *g = cs->call->callee;
+		RegionInfo *ri = region_of(&r, g->fn);
+		avec_push(p->arena, &ri->calls, cs);
+		if (o->no_regions) {
+			cs->inlined = 1;
+			rt->inlined_calls += cs->count;
+			continue;
+		}
+		uint8_t *fp = r.gi[g->id].fp;
+		Variant *found = NULL;
+		if (g->has_reuse_hash) {
+			/* the user's key replaces the automatic fingerprint */
+			Buf b = {0};
+			buf_printf(&b, "nest-hash-1 %s %lld opt=%d fast=%d target=%s", ri->fn->name, (long long)g->reuse_hash,
+			           ri->opt_level, ri->fast_math, o->target ? o->target : "");
+			uint8_t hfp[16];
+			digest(&b, hfp);
+			buf_free(&b);
+			for (int i = 0; i < ri->variants.n && !found; i++) {
+				Variant *v = ri->variants.v[i];
+				if (v->has_hash && v->hash == g->reuse_hash)
+					found = v;
+			}
+			if (found) {
+				Vec dyn = {0};
+				for (int i = 0; i < found->ndyn; i++)
+					vec_push(&dyn, &found->dyn[i]);
+				const char *why = found->g == g ? NULL : compatible(&r, g, found->g, &dyn);
+				if (why) {
+					CallSite *first = found->calls.v[0];
+					error_at(d, cs->call->loc,
+					         "reuse_hash = %lld puts this call of '%s' in one variant with the call at %s, but %s",
+					         (long long)g->reuse_hash, ri->fn->name, where(&r, first->call->loc), why);
+					free(dyn.v);
+					continue;
+				}
+				if (dyn.n != found->ndyn) {
+					DynSlot *ds = arena_alloc(p->arena, (size_t)dyn.n * sizeof(DynSlot));
+					for (int i = 0; i < dyn.n; i++)
+						ds[i] = *(DynSlot *)dyn.v[i];
+					found->dyn = ds;
+					found->ndyn = dyn.n;
+				}
+				free(dyn.v);
+			} else if (ri->variants.n < ri->max_entries) {
+				found = new_variant(&r, ri, g, hfp);
+				found->has_hash = 1;
+				found->hash = g->reuse_hash;
+				cs->is_new = 1;
+			}
+		} else {
+			for (int i = 0; i < rt->variants.n && !found; i++) {
+				Variant *v = rt->variants.v[i];
+				if (!v->has_hash && !memcmp(v->fp, fp, 16))
+					found = v;
+			}
+			if (!found && ri->variants.n < ri->max_entries) {
+				Variant *nearest = NULL;
+				int best = 1 << 30;
+				for (int i = 0; i < ri->variants.n; i++) {
+					Variant *v = ri->variants.v[i];
+					int c = count_diffs(g, v->g);
+					if (c < best) {
+						best = c;
+						nearest = v;
+					}
+				}
+				if (nearest)
+					cs->differs = guard_diff(&r, g, nearest);
+				found = new_variant(&r, ri, g, fp);
+				cs->is_new = 1;
+			} else if (found) {
+				/* a variant made for another region function with the same body */
+				int mine = 0;
+				for (int i = 0; i < ri->variants.n; i++)
+					if (ri->variants.v[i] == found)
+						mine = 1;
+				if (!mine)
+					avec_push(p->arena, &ri->variants, found);
+			}
+		}
+		if (!found) {
+			cs->inlined = 1;
+			rt->inlined_calls += cs->count;
+			warning_at(d, cs->call->loc,
+			           "region '%s' already has %d compiled variant%s (max_reuse_entries = %d); this call is compiled inline",
+			           ri->fn->name, ri->max_entries, ri->max_entries == 1 ? "" : "s", ri->max_entries);
+			continue;
+		}
+		cs->v = found;
+		avec_push(p->arena, &found->calls, cs);
+	}
+	/* run-time dims: each call's own values */
+	for (int k = 0; k < rt->calls.n; k++) {
+		CallSite *cs = rt->calls.v[k];
+		if (!cs->v || !cs->v->ndyn)
+			continue;
+		cs->dyn_values = arena_alloc(p->arena, (size_t)cs->v->ndyn * sizeof(int64_t));
+		for (int i = 0; i < cs->v->ndyn; i++)
+			cs->dyn_values[i] = slot_value(cs->call->callee, &cs->v->dyn[i]);
+	}
+	free(r.gi);
+	free(r.order.v);
+	return rt;
+}
