@@ -465,6 +465,13 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 		for (int i = 0; i < cs->v->ndyn; i++)
 			cs->dyn_values[i] = slot_value(cs->call->callee, &cs->v->dyn[i]);
 	}
+	/* regions in the order they are defined in the file */
+	for (int i = 1; i < rt->nregions; i++)
+		for (int k = i; k > 0 && rt->regions[k - 1]->fn->loc.off > rt->regions[k]->fn->loc.off; k--) {
+			RegionInfo *t = rt->regions[k];
+			rt->regions[k] = rt->regions[k - 1];
+			rt->regions[k - 1] = t;
+		}
 	free(r.gi);
 	free(r.order.v);
 	return rt;
