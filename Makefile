@@ -17,14 +17,16 @@ WARN = -Wall -Wextra -Wno-unused-parameter
 XCFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Isrc -Ibuild
 JANSSON_CFLAGS = `pkg-config --cflags jansson`
 JANSSON_LIBS = `pkg-config --libs jansson`
-LDLIBS = $(JANSSON_LIBS) -lxxhash -lm
+LLVM_CFLAGS = `$(LLVM_CONFIG) --cflags`
+LLVM_LIBS = `$(LLVM_CONFIG) --ldflags` `$(LLVM_CONFIG) --libs` `$(LLVM_CONFIG) --system-libs`
+LDLIBS = $(JANSSON_LIBS) $(LLVM_LIBS) -lxxhash -lm
 
 B = build
 OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/interp.o $(B)/weights.o $(B)/npy.o $(B)/run.o \
+       $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(B)/codegen.o $(B)/interp.o $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 
-all: deps $(B)/nestc
+all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 
 deps:
 	@sh scripts/deps.sh
@@ -36,14 +38,14 @@ demo: all
 	$(B)/nestc check samples/gpt2.nest $(DEMO_FLAGS)
 	$(B)/nestc run samples/gpt2.nest $(DEMO_FLAGS) --random-weights 1 --input tokens=$(B)/demo-tokens.npy
 
-check: all $(B)/test_io $(B)/test_interp
+check: all $(B)/test_io $(B)/test_interp $(B)/test_runtime
 	@sh tests/check.sh $(B)
 
 # The whole suite again, built with AddressSanitizer and UBSan.
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
-		build-asan/nestc build-asan/test_io build-asan/test_interp
+		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		sh tests/check.sh build-asan
 
@@ -54,14 +56,43 @@ $(B)/test_interp: tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o $(B)/util.o $
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o \
 		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
 
+RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
+RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
+RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_dispatch.o $(B)/rt_npy.o $(B)/rt_model.o
+
+$(B)/libnestrt.a: $(RT_OBJS)
+	rm -f $@
+	ar rcs $@ $(RT_OBJS)
+$(B)/rt_util.o: runtime/util.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/util.c
+$(B)/rt_json.o: runtime/json.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/json.c
+$(B)/rt_weights.o: runtime/weights.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/weights.c
+$(B)/rt_dispatch.o: runtime/dispatch.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/dispatch.c
+$(B)/rt_npy.o: runtime/npy.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/npy.c
+$(B)/rt_model.o: runtime/model.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/model.c
+$(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp
+	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $@
+$(B)/test_runtime: tests/runtime/test_runtime.c runtime/nestrt.h $(B)/libnestrt.a
+	$(CC) $(RT_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/runtime/test_runtime.c $(B)/libnestrt.a -lm -lpthread
+
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
 	cp $(B)/nestc $(DESTDIR)$(BINDIR)/nestc
 	cp man/nestc.1 $(DESTDIR)$(MANDIR)/man1/nestc.1
 	cp man/nest.7 $(DESTDIR)$(MANDIR)/man7/nest.7
+	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	cp runtime/nestrt.h $(DESTDIR)$(INCLUDEDIR)/nestrt.h
+	cp $(B)/libnestrt.a $(DESTDIR)$(LIBDIR)/libnestrt.a
+	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/nestc $(DESTDIR)$(MANDIR)/man1/nestc.1 $(DESTDIR)$(MANDIR)/man7/nest.7
+	rm -f $(DESTDIR)$(INCLUDEDIR)/nestrt.h $(DESTDIR)$(LIBDIR)/libnestrt.a $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
 
 $(B)/nestc: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
@@ -100,6 +131,11 @@ $(B)/regions.o: src/regions.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/regions.c
 $(B)/report.o: src/report.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/report.c
+$(B)/plan.o: src/plan.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/plan.c
+# LLVM's headers want _GNU_SOURCE and the C99 limit macros; keep our own -std.
+$(B)/codegen.o: src/codegen.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'` -c -o $@ src/codegen.c
 $(B)/interp.o: src/interp.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp.c
 $(B)/npy.o: src/npy.c src/nestc.h $(B)/stamp

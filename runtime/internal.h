@@ -5,6 +5,12 @@
 #ifndef NESTRT_INTERNAL_H
 #define NESTRT_INTERNAL_H
 
+/* POSIX 2008 (mmap, strdup, clock_gettime, O_CLOEXEC), whatever the build says;
+ * every runtime .c includes this before any system header. */
+#if !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include "nestrt.h"
 
 #include <stdarg.h>

@@ -284,7 +284,7 @@ static int literal(J *j, const char *word, int type)
 {
 	size_t n = strlen(word);
 	if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0)
-		return unexpected(j, NULL);
+		return unexpected(j, "a value");
 	j->p += n;
 	return type;
 }

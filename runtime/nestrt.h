@@ -57,8 +57,9 @@ typedef struct nestrt_param { const char *name; int dtype; int rank; int64_t sha
  * the header to 8 bytes for this); otherwise bind copies the tensor into an
  * aligned heap buffer owned by w (once, however often it is bound). Nothing
  * beyond the element size is promised, so compiled code must use unaligned
- * (align = element size) vector loads. Bool tensors are checked to hold only
- * bytes 0 and 1. A zero-element tensor gets a valid non-NULL pointer.
+ * (align = element size) vector loads. Bool data is always bytes 0 and 1: a
+ * tensor holding other bytes (true, as in numpy) is normalized in such a copy.
+ * A zero-element tensor gets a valid non-NULL pointer, aligned to 64.
  * w may be NULL when nparams == 0. Returns 0 on success. */
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data, nestrt_error *err);
 
@@ -149,6 +150,29 @@ int nestrt_npy_write(const char *path, int dtype, int rank, const int64_t *shape
 const char *nestrt_dtype_name(int dtype);
 /* Added: bytes per element, 0 for an unknown dtype. */
 size_t nestrt_dtype_size(int dtype);
+
+
+/* ---- compiled models ----
+ * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
+ * points in the generated header are thin wrappers around these. */
+typedef struct nestrt_model_desc {
+	const char *name;            /* the model's C prefix */
+	const nestrt_param *params;  /* the param table, in the order of ctx->params */
+	int nparams;
+	const nestrt_slot *slots;    /* the dispatch table: one slot per unique region variant */
+	int nslots;
+	int64_t ws_size;             /* planned workspace bytes */
+	const char *version;         /* nestc's version */
+} nestrt_model_desc;
+typedef struct nestrt_model nestrt_model;
+/* Binds and checks every param; NULL with err->message on error. w may be NULL
+ * (or an empty file) for a model without params. */
+nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err);
+void nestrt_model_free(nestrt_model *m);
+/* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m). */
+int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs);
+const char *nestrt_model_error(const nestrt_model *m);
+nestrt_ctx *nestrt_model_ctx(nestrt_model *m);
 
 #ifdef __cplusplus
 }

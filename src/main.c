@@ -7,6 +7,9 @@
 
 static const char usage_text[] =
 	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir|regions] [--no-regions] [-Werror] [-w]\n"
+	"       nestc build FILE -o DIR|FILE.a [--emit=obj|asm|llvm] [-O0|-O1|-O2|-O3]\n"
+	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
+	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--no-regions]\n"
 	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
@@ -102,7 +105,8 @@ int main(int argc, char **argv)
 	}
 	int is_run = !strcmp(cmd, "run");
 	int is_report = !strcmp(cmd, "report");
-	if (!is_run && !is_report && strcmp(cmd, "check"))
+	int is_build = !strcmp(cmd, "build");
+	if (!is_run && !is_report && !is_build && strcmp(cmd, "check"))
 		return usage_error("unknown command '%s'", cmd);
 
 	const char *file = NULL, *dump = NULL;
@@ -111,6 +115,8 @@ int main(int argc, char **argv)
 	int werror = 0, nowarn = 0, rc = 2, no_regions = 0;
 	ReportFormat fmt = REPORT_TEXT;
 	const char *report_file = NULL;
+	int want_report = 0;
+	BuildOptions bo = {.emit = EMIT_OBJ, .opt_level = 2};
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v;
 		int missing = 0;
@@ -120,6 +126,43 @@ int main(int argc, char **argv)
 			nowarn = 1;
 		} else if (!strcmp(a, "--no-regions") && !is_run) {
 			no_regions = 1;
+		} else if (is_build && (!strcmp(a, "-O0") || !strcmp(a, "-O1") || !strcmp(a, "-O2") || !strcmp(a, "-O3"))) {
+			bo.opt_level = a[2] - '0';
+		} else if (is_build && (v = flag_value(argc, argv, &i, "-o", &missing))) {
+			bo.out = v;
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--emit", &missing))) {
+			if (!strcmp(v, "obj"))
+				bo.emit = EMIT_OBJ;
+			else if (!strcmp(v, "asm"))
+				bo.emit = EMIT_ASM;
+			else if (!strcmp(v, "llvm"))
+				bo.emit = EMIT_LLVM;
+			else {
+				rc = usage_error("--emit takes obj, asm or llvm, not '%s'", v);
+				goto out;
+			}
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--target", &missing))) {
+			bo.target = v;
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--cpu", &missing))) {
+			bo.cpu = v;
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--name", &missing))) {
+			bo.name = v;
+		} else if (is_build && (!strcmp(a, "--report") || !strncmp(a, "--report=", 9))) {
+			want_report = 1;
+			v = a[8] == '=' ? a + 9 : "text";
+			if (!strcmp(v, "text"))
+				fmt = REPORT_TEXT;
+			else if (!strcmp(v, "json"))
+				fmt = REPORT_JSON;
+			else if (!strcmp(v, "dot"))
+				fmt = REPORT_DOT;
+			else {
+				rc = usage_error("--report takes text, json or dot, not '%s'", v);
+				goto out;
+			}
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--report-file", &missing))) {
+			report_file = v;
+			want_report = 1;
 		} else if (is_report && (v = flag_value(argc, argv, &i, "--format", &missing))) {
 			if (!strcmp(v, "text"))
 				fmt = REPORT_TEXT;
@@ -183,6 +226,20 @@ int main(int argc, char **argv)
 		rc = usage_error("%s", "no input file");
 		goto out;
 	}
+	if (is_build && !bo.out) {
+		rc = usage_error("%s", "build needs -o DIR or -o FILE.a");
+		goto out;
+	}
+	if (bo.name) {
+		int ok = (bo.name[0] < '0' || bo.name[0] > '9') && bo.name[0];
+		for (const char *c = bo.name; *c; c++)
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
+				ok = 0;
+		if (!ok) {
+			rc = usage_error("--name must be a C identifier, not '%s'", bo.name);
+			goto out;
+		}
+	}
 	if (is_run && ro.weights && ro.random_weights) {
 		rc = usage_error("%s", "--weights and --random-weights exclude each other");
 		goto out;
@@ -223,7 +280,10 @@ int main(int argc, char **argv)
 	/* the region pass runs for every command but run, which ignores regions */
 	RegionTable *rt = NULL;
 	if (p && !d.nerrors && !is_run) {
-		RegionOptions rop = {.no_regions = no_regions, .opt_level = 2};
+		char *triple = bo.target ? NULL : host_triple();
+		RegionOptions rop = {.no_regions = no_regions, .opt_level = is_build ? bo.opt_level : 2,
+		                     .target = bo.target ? bo.target : arena_strdup(&arena, triple), .cpu = bo.cpu};
+		free(triple);
 		rt = build_regions(p, &d, &rop);
 	}
 	char *model = model_name(file);
@@ -233,6 +293,13 @@ int main(int argc, char **argv)
 		rc = 1;
 	} else if (is_report) {
 		rc = write_report(rt, fmt, model, report_file);
+	} else if (is_build) {
+		size_t ol = strlen(bo.out);
+		bo.archive = ol > 2 && !strcmp(bo.out + ol - 2, ".a");
+		bo.name = bo.name ? bo.name : model;
+		rc = build_model(p, rt, &d, &bo);
+		if (rc == 0 && want_report)
+			rc = write_report(rt, fmt, bo.name, report_file);
 	} else if (is_run) {
 		ro.ninputs = ins.n;
 		ro.input_names = xcalloc((size_t)ins.n + 1, sizeof(char *));

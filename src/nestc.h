@@ -565,6 +565,54 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o);
 CallSite *callsite_of(RegionTable *rt, Node *call);
 void fp_hex(const uint8_t fp[16], char out[33]);
 
+/* ------------------------------------------------------------------ plan.c */
+
+/* Where each node's tensor lives while its graph's code runs. */
+typedef enum BufKind {
+	BUF_NONE,    /* no storage: OP_CALL */
+	BUF_INPUT,   /* bufs[index] */
+	BUF_OUTPUT,  /* bufs[ninputs + index]: computed straight into the caller's result */
+	BUF_PARAM,   /* ctx->params[index] */
+	BUF_WS,      /* ws + offset */
+	BUF_ALIAS,   /* the storage of node `index` (reshape: same elements, same order) */
+} BufKind;
+
+typedef struct Plan {
+	Graph *g;
+	BufKind *kind;
+	int64_t *index;     /* BUF_INPUT/OUTPUT/PARAM/ALIAS */
+	int64_t *offset;    /* BUF_WS: byte offset, 64-byte aligned */
+	int64_t ws_size;    /* this graph's own intermediates (bytes) */
+	int64_t sum_live;   /* the sum of every intermediate's size, for the report */
+	int *copy_out;      /* per output: 1 when the result must be copied into bufs[ninputs + j] */
+} Plan;
+
+/* Plan a graph's buffers: liveness-based reuse of workspace offsets. `maxshape`
+ * (or NULL) gives, for a reuse_hash variant, the largest size of each node
+ * over its group. */
+Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel);
+
+/* ------------------------------------------------------------------ codegen.c */
+
+typedef enum EmitKind { EMIT_OBJ, EMIT_ASM, EMIT_LLVM } EmitKind;
+
+typedef struct BuildOptions {
+	const char *out;       /* directory, or FILE.a */
+	const char *name;      /* model name (C prefix) */
+	EmitKind emit;
+	int opt_level;         /* -O0..-O3 */
+	const char *target;    /* NULL: the host */
+	const char *cpu;       /* NULL: the host's */
+	int archive;           /* out ends in .a */
+} BuildOptions;
+
+/* Generate the header, the model object and one object per unique variant.
+ * Files are written to temporaries and renamed only when all succeeded.
+ * Returns 0, or 1 after an error message. */
+int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o);
+/* The host's target triple (malloc'd). */
+char *host_triple(void);
+
 /* ------------------------------------------------------------------ report.c */
 
 typedef enum ReportFormat { REPORT_TEXT, REPORT_JSON, REPORT_DOT } ReportFormat;

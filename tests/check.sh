@@ -39,6 +39,7 @@ suite() {
 suite unit-io "$B/test_io"
 suite io-corpus sh tests/io/run_corpus.sh "$B/test_io"
 suite unit-interp "$B/test_interp"
+suite unit-runtime "$B/test_runtime"
 suite dump "$PY" tests/dump/run.py "$NESTC"
 suite diagnostics "$PY" tests/diag/run.py "$NESTC"
 suite cli "$PY" tests/cli/run.py "$NESTC"

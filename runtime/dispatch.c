@@ -1,0 +1,284 @@
+/* dispatch.c - model contexts: the workspace, the dispatch table through which
+ * every region call runs, call counting, NESTRT_PROFILE=1 profiles, run-time
+ * errors raised by compiled code. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Compiled code addresses the public fields by offset (nestrt.h lists them). */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(offsetof(nestrt_ctx, params) == 0, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, slots) == 8, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, nslots) == 16, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, calls) == 24, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, nanos) == 32, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, profile) == 40, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, model) == 48, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, ws) == 56, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, ws_size) == 64, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, err_code) == 72, "nestrt_ctx layout");
+_Static_assert(offsetof(nestrt_ctx, err_message) == 76, "nestrt_ctx layout");
+_Static_assert(sizeof(nestrt_ctx) == 336, "nestrt_ctx layout");
+#endif
+
+#define WS_ALIGN 64
+
+/* The public context and what only this file sees. pub comes first, so a
+ * nestrt_ctx * is a Ctx *. */
+typedef struct Ctx {
+	nestrt_ctx pub;
+	uint64_t top_nanos;        /* time in outermost calls (profile total) */
+	int printed;               /* the profile went out already */
+	struct Ctx *prev, *next;   /* live profiled contexts, for atexit */
+} Ctx;
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static Ctx *live;
+static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
+
+/* How deep this thread is in nestrt_call, so nested calls are not counted
+ * twice in the total. */
+static _Thread_local int call_depth;
+
+static uint64_t now_nanos(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ profile */
+
+static int digits(uint64_t v)
+{
+	int n = 1;
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+typedef struct Out {
+	char *s;
+	size_t len, cap;
+} Out;
+
+static void out_printf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(Out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !o->s)
+		return;
+	if (o->len + (size_t)n + 1 > o->cap) {
+		size_t nc = (o->len + (size_t)n + 1) * 2;
+		char *ns = realloc(o->s, nc);
+		if (!ns) {
+			free(o->s);
+			o->s = NULL;
+			return;
+		}
+		o->s = ns;
+		o->cap = nc;
+	}
+	va_start(ap, fmt);
+	vsnprintf(o->s + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	o->len += (size_t)n;
+}
+
+/* Write the profile to stderr in one piece. */
+static void print_profile(Ctx *c)
+{
+	nestrt_ctx *x = &c->pub;
+	uint64_t total_calls = 0;
+	int namew = 16;
+	for (int i = 0; i < x->nslots; i++) {
+		uint64_t n = __atomic_load_n(&x->calls[i], __ATOMIC_RELAXED);
+		total_calls += n;
+		const char *name = x->slots[i].name ? x->slots[i].name : "?";
+		int len = (int)strlen(name);
+		if (len > namew)
+			namew = len;
+	}
+	uint64_t top = __atomic_load_n(&c->top_nanos, __ATOMIC_RELAXED);
+	int countw = digits(total_calls);
+	int timew = snprintf(NULL, 0, "%.3f", (double)top / 1e6);
+	for (int i = 0; i < x->nslots; i++) {
+		int w = snprintf(NULL, 0, "%.3f", (double)__atomic_load_n(&x->nanos[i], __ATOMIC_RELAXED) / 1e6);
+		if (w > timew)
+			timew = w;
+	}
+	if (timew < 9)
+		timew = 9;
+	Out o = {malloc(256), 0, 256};
+	out_printf(&o, "nestrt profile: %s\n", x->model ? x->model : "?");
+	for (int i = 0; i < x->nslots; i++)
+		out_printf(&o, "  %-*s %*llu calls %*.3f ms\n", namew, x->slots[i].name ? x->slots[i].name : "?",
+		           countw, (unsigned long long)__atomic_load_n(&x->calls[i], __ATOMIC_RELAXED), timew,
+		           (double)__atomic_load_n(&x->nanos[i], __ATOMIC_RELAXED) / 1e6);
+	out_printf(&o, "  %-*s %*llu calls %*.3f ms\n", namew, "total", countw,
+	           (unsigned long long)total_calls, timew, (double)top / 1e6);
+	if (o.s) {
+		fputs(o.s, stderr);
+		fflush(stderr);
+		free(o.s);
+	}
+}
+
+static void print_live_at_exit(void)
+{
+	pthread_mutex_lock(&live_lock);
+	for (Ctx *c = live; c; c = c->next)
+		if (!c->printed) {
+			c->printed = 1;
+			print_profile(c);
+		}
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void register_atexit(void)
+{
+	atexit(print_live_at_exit);
+}
+
+/* ------------------------------------------------------------ contexts */
+
+nestrt_ctx *nestrt_ctx_new(const char *model, const nestrt_slot *slots, int nslots, int nparams,
+                           size_t ws_size, nestrt_error *err)
+{
+	if (nslots < 0 || nparams < 0 || (nslots > 0 && !slots)) {
+		nestrt__seterr(err, "nestrt_ctx_new: invalid arguments");
+		return NULL;
+	}
+	if (ws_size > SIZE_MAX - WS_ALIGN) {
+		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes", model ? model : "model",
+		               ws_size);
+		return NULL;
+	}
+	Ctx *c = calloc(1, sizeof *c);
+	if (!c) {
+		nestrt__seterr(err, "%s: out of memory", model ? model : "model");
+		return NULL;
+	}
+	nestrt_ctx *x = &c->pub;
+	x->model = model;
+	x->slots = slots;
+	x->nslots = nslots;
+	x->params = calloc(nparams ? (size_t)nparams : 1, sizeof *x->params);
+	x->calls = calloc(nslots ? (size_t)nslots : 1, sizeof *x->calls);
+	x->nanos = calloc(nslots ? (size_t)nslots : 1, sizeof *x->nanos);
+	if (!x->params || !x->calls || !x->nanos) {
+		nestrt__seterr(err, "%s: out of memory", model ? model : "model");
+		goto fail;
+	}
+	/* Rounded up to the alignment, as aligned_alloc requires; at least one line. */
+	size_t alloc = ws_size ? (ws_size + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : WS_ALIGN;
+	x->ws = aligned_alloc(WS_ALIGN, alloc);
+	if (!x->ws) {
+		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes", model ? model : "model",
+		               ws_size);
+		goto fail;
+	}
+	memset(x->ws, 0, alloc);
+	x->ws_size = ws_size;
+	const char *env = getenv("NESTRT_PROFILE");
+	x->profile = env && strcmp(env, "1") == 0;
+	if (x->profile) {
+		pthread_once(&atexit_once, register_atexit);
+		pthread_mutex_lock(&live_lock);
+		c->next = live;
+		if (live)
+			live->prev = c;
+		live = c;
+		pthread_mutex_unlock(&live_lock);
+	}
+	return x;
+fail:
+	free(x->params);
+	free(x->calls);
+	free(x->nanos);
+	free(c);
+	return NULL;
+}
+
+void nestrt_ctx_free(nestrt_ctx *x)
+{
+	if (!x)
+		return;
+	Ctx *c = (Ctx *)x;
+	if (x->profile) {
+		pthread_mutex_lock(&live_lock);
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			live = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		int print = !c->printed;
+		c->printed = 1;
+		/* Printed under the lock: profiles of contexts freed at once do not interleave. */
+		if (print)
+			print_profile(c);
+		pthread_mutex_unlock(&live_lock);
+	}
+	free(x->params);
+	free(x->calls);
+	free(x->nanos);
+	free(x->ws);
+	free(c);
+}
+
+/* ------------------------------------------------------------ calls */
+
+int nestrt_call(nestrt_ctx *x, int slot, void **bufs, const int64_t *dims, char *ws)
+{
+	if (slot < 0 || slot >= x->nslots || !x->slots[slot].fn) {
+		char m[96];
+		snprintf(m, sizeof m, slot < 0 || slot >= x->nslots ? "dispatch slot %d out of range [0, %d)"
+		                                                    : "dispatch slot %d has no function",
+		         slot, x->nslots);
+		return nestrt_fail(x, m);
+	}
+	__atomic_fetch_add(&x->calls[slot], 1, __ATOMIC_RELAXED);
+	if (!x->profile)
+		return x->slots[slot].fn(x, bufs, dims, ws);
+	uint64_t t0 = now_nanos();
+	call_depth++;
+	int r = x->slots[slot].fn(x, bufs, dims, ws);
+	call_depth--;
+	uint64_t dt = now_nanos() - t0;
+	__atomic_fetch_add(&x->nanos[slot], dt, __ATOMIC_RELAXED);
+	if (call_depth == 0)
+		__atomic_fetch_add(&((Ctx *)x)->top_nanos, dt, __ATOMIC_RELAXED);
+	return r;
+}
+
+int nestrt_fail(nestrt_ctx *x, const char *message)
+{
+	int zero = 0;
+	/* The first error wins; its message is written by the thread that won. */
+	if (__atomic_compare_exchange_n(&x->err_code, &zero, NESTRT_ERR_RUNTIME, 0, __ATOMIC_ACQ_REL,
+	                                __ATOMIC_ACQUIRE))
+		snprintf(x->err_message, sizeof x->err_message, "%s", message ? message : "run-time error");
+	return -1;
+}
+
+int nestrt_gather_oob(nestrt_ctx *x, int64_t index, int64_t limit)
+{
+	char m[128];
+	snprintf(m, sizeof m, "gather index %lld out of range [0, %lld)", (long long)index, (long long)limit);
+	return nestrt_fail(x, m);
+}
+
+void nestrt_clear_error(nestrt_ctx *x)
+{
+	__atomic_store_n(&x->err_code, 0, __ATOMIC_RELEASE);
+	x->err_message[0] = 0;
+}

@@ -1,0 +1,67 @@
+/* model.c - a compiled model's instance: the descriptor nestc emits (param
+ * table, dispatch table, workspace size) bound to weights, and the call of an
+ * entry point. */
+#include "nestrt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nestrt_model {
+	const nestrt_model_desc *desc;
+	nestrt_ctx *ctx;
+};
+
+nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err)
+{
+	if (!d) {
+		if (err)
+			snprintf(err->message, sizeof err->message, "nestrt_model_new: no model");
+		return NULL;
+	}
+	nestrt_model *m = calloc(1, sizeof *m);
+	if (!m) {
+		if (err)
+			snprintf(err->message, sizeof err->message, "%s: out of memory", d->name);
+		return NULL;
+	}
+	m->desc = d;
+	m->ctx = nestrt_ctx_new(d->name, d->slots, d->nslots, d->nparams, (size_t)d->ws_size, err);
+	if (!m->ctx) {
+		free(m);
+		return NULL;
+	}
+	if (nestrt_weights_bind(w, d->params, d->nparams, m->ctx->params, err) < 0) {
+		nestrt_ctx_free(m->ctx);
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+void nestrt_model_free(nestrt_model *m)
+{
+	if (!m)
+		return;
+	nestrt_ctx_free(m->ctx);
+	free(m);
+}
+
+int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs)
+{
+	nestrt_clear_error(m->ctx);
+	int rc = entry(m->ctx, bufs, NULL, m->ctx->ws);
+	if (rc != 0 && !m->ctx->err_code)
+		nestrt_fail(m->ctx, "run-time error");
+	return rc ? -1 : 0;
+}
+
+const char *nestrt_model_error(const nestrt_model *m)
+{
+	return m && m->ctx->err_code ? m->ctx->err_message : NULL;
+}
+
+nestrt_ctx *nestrt_model_ctx(nestrt_model *m)
+{
+	return m ? m->ctx : NULL;
+}

@@ -1,0 +1,696 @@
+/* weights.c - open, validate and bind a .safetensors file.
+ *
+ * Layout: an 8-byte little-endian header length N, N bytes of JSON (an object
+ * mapping tensor names to {"dtype", "shape", "data_offsets"}, plus an optional
+ * "__metadata__" object of strings), then the data section. Offsets are
+ * relative to the start of the data section. The whole file is mapped
+ * read-only and every entry is checked before anything points into the map,
+ * so a hostile file can make nestrt_weights_open fail but never read out of
+ * bounds. The checks follow the reference reader (and nestc's src/weights.c). */
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The reference implementation's limit: a larger header is not a real checkpoint. */
+#define MAX_HEADER_LEN 100000000ull
+
+typedef struct StDType {
+	const char *name;   /* as spelled in the file */
+	const char *lower;  /* for messages; nestrt_dtype_name() for ours */
+	int size;
+	int dtype;          /* NESTRT_*, or -1 when nestc has no such tensors */
+} StDType;
+
+static const StDType st_dtypes[] = {
+	{"F64", "f64", 8, NESTRT_F64},
+	{"F32", "f32", 4, NESTRT_F32},
+	{"F16", "f16", 2, -1},
+	{"BF16", "bf16", 2, -1},
+	{"I64", "i64", 8, NESTRT_I64},
+	{"I32", "i32", 4, NESTRT_I32},
+	{"I16", "i16", 2, -1},
+	{"I8", "i8", 1, -1},
+	{"U8", "u8", 1, -1},
+	{"U16", "u16", 2, -1},
+	{"U32", "u32", 4, -1},
+	{"U64", "u64", 8, -1},
+	{"BOOL", "bool", 1, NESTRT_BOOL},
+	{"F8_E4M3", "f8_e4m3", 1, -1},
+	{"F8_E5M2", "f8_e5m2", 1, -1},
+};
+
+static const StDType *st_dtype(const char *s, size_t len)
+{
+	for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+		if (strlen(st_dtypes[i].name) == len && memcmp(st_dtypes[i].name, s, len) == 0)
+			return &st_dtypes[i];
+	return NULL;
+}
+
+typedef struct Tensor {
+	char *name;
+	const StDType *st;
+	int rank;
+	int64_t shape[NESTRT_MAX_RANK];
+	uint64_t begin, end;          /* in the data section */
+	const unsigned char *data;    /* in the mapping */
+	void *copy;                   /* aligned copy, made by bind when data is not */
+} Tensor;
+
+struct nestrt_weights {
+	char *path;
+	void *map;
+	size_t mapsize;
+	Tensor *t;
+	size_t n;
+};
+
+/* A valid pointer for tensors with no elements: aligned for any dtype. */
+static _Alignas(64) const unsigned char empty_data[64];
+
+static int tensor_cmp(const void *a, const void *b)
+{
+	return strcmp(((const Tensor *)a)->name, ((const Tensor *)b)->name);
+}
+
+typedef struct Span {
+	uint64_t begin, end;
+	size_t idx;
+} Span;
+
+static int span_cmp(const void *a, const void *b)
+{
+	const Span *x = a, *y = b;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* ------------------------------------------------------------ the header */
+
+typedef struct Ctx {
+	nestrt__json j;
+	const char *path;
+	nestrt_error *err;
+	uint64_t data_len;
+} Ctx;
+
+static int json_fail(Ctx *c)
+{
+	if (strcmp(c->j.err, "out of memory") == 0)
+		return nestrt__seterr(c->err, "%s: out of memory reading the header", c->path);
+	return nestrt__seterr(c->err, "%s: header is not valid JSON: %s (at byte %zu of the header)",
+	                      c->path, c->j.err, c->j.errpos);
+}
+
+/* One entry's fields, gathered in any order, judged afterwards in a fixed
+ * order so that the reason does not depend on the order of the keys. */
+typedef struct Entry {
+	int have_dtype, have_shape, have_offsets;
+	char dtype_err[200], shape_err[200], offsets_err[200];
+	const StDType *st;
+	size_t rank;            /* entries in "shape", even beyond the maximum */
+	int64_t shape[NESTRT_MAX_RANK];
+	int noffsets;
+	int64_t off[2];
+	char off_text[2][32];
+	int off_big[2];
+} Entry;
+
+static int read_dtype(Ctx *c, Entry *e)
+{
+	int ty = nestrt__json_peek(&c->j);
+	if (ty < 0)
+		return -1;
+	if (ty != NJ_STRING) {
+		snprintf(e->dtype_err, sizeof e->dtype_err, "\"dtype\" is not a string");
+		return nestrt__json_skip(&c->j);
+	}
+	char *s;
+	size_t len;
+	if (nestrt__json_string(&c->j, &s, &len) < 0)
+		return -1;
+	e->st = st_dtype(s, len);
+	if (!e->st) {
+		char ds[NESTRT__SHOWN];
+		snprintf(e->dtype_err, sizeof e->dtype_err, "unknown dtype '%s'", nestrt__shown(ds, s, len));
+	}
+	free(s);
+	return 0;
+}
+
+static int read_shape(Ctx *c, Entry *e)
+{
+	int ty = nestrt__json_peek(&c->j);
+	if (ty < 0)
+		return -1;
+	if (ty != NJ_ARRAY) {
+		snprintf(e->shape_err, sizeof e->shape_err, "\"shape\" is not a list");
+		return nestrt__json_skip(&c->j);
+	}
+	char first[200] = "";
+	if (nestrt__json_begin(&c->j) < 0)
+		return -1;
+	int count = 0, r;
+	while ((r = nestrt__json_next(&c->j, &count)) == 1) {
+		size_t i = (size_t)count - 1;
+		ty = nestrt__json_peek(&c->j);
+		if (ty < 0)
+			return -1;
+		if (ty != NJ_NUMBER) {
+			if (!first[0])
+				snprintf(first, sizeof first, "shape entry %zu is not an integer", i);
+			if (nestrt__json_skip(&c->j) < 0)
+				return -1;
+			continue;
+		}
+		int64_t v;
+		char text[32];
+		int kind = nestrt__json_number(&c->j, &v, text, sizeof text);
+		if (kind < 0)
+			return -1;
+		if (first[0])
+			continue;
+		if (kind == NJ_REAL)
+			snprintf(first, sizeof first, "shape entry %zu is not an integer", i);
+		else if (v < 0)
+			snprintf(first, sizeof first, "negative dimension %s in shape", text);
+		else if (kind == NJ_BIGINT)
+			snprintf(first, sizeof first, "dimension %s in shape is too large", text);
+		else if (i < NESTRT_MAX_RANK)
+			e->shape[i] = v;
+	}
+	if (r < 0)
+		return -1;
+	e->rank = (size_t)count;
+	if (e->rank > NESTRT_MAX_RANK)
+		snprintf(e->shape_err, sizeof e->shape_err, "rank %zu exceeds the maximum of %d", e->rank,
+		         NESTRT_MAX_RANK);
+	else if (first[0])
+		snprintf(e->shape_err, sizeof e->shape_err, "%s", first);
+	return 0;
+}
+
+static int read_offsets(Ctx *c, Entry *e)
+{
+	static const char not_two[] = "\"data_offsets\" is not a list of two integers";
+	int ty = nestrt__json_peek(&c->j);
+	if (ty < 0)
+		return -1;
+	if (ty != NJ_ARRAY) {
+		snprintf(e->offsets_err, sizeof e->offsets_err, not_two);
+		return nestrt__json_skip(&c->j);
+	}
+	if (nestrt__json_begin(&c->j) < 0)
+		return -1;
+	int count = 0, r, bad = 0;
+	while ((r = nestrt__json_next(&c->j, &count)) == 1) {
+		ty = nestrt__json_peek(&c->j);
+		if (ty < 0)
+			return -1;
+		if (ty != NJ_NUMBER || count > 2) {
+			bad = 1;
+			if (nestrt__json_skip(&c->j) < 0)
+				return -1;
+			continue;
+		}
+		int i = count - 1;
+		int kind = nestrt__json_number(&c->j, &e->off[i], e->off_text[i], sizeof e->off_text[i]);
+		if (kind < 0)
+			return -1;
+		if (kind == NJ_REAL)
+			bad = 1;
+		e->off_big[i] = kind == NJ_BIGINT;
+	}
+	if (r < 0)
+		return -1;
+	if (bad || count != 2)
+		snprintf(e->offsets_err, sizeof e->offsets_err, not_two);
+	return 0;
+}
+
+/* Judge a gathered entry; fill t. Returns 0 or -1 with the reason in err. */
+static int judge_entry(Ctx *c, const char *name, Entry *e, Tensor *t)
+{
+	if (!e->have_dtype || !e->have_shape || !e->have_offsets)
+		return nestrt__seterr(c->err, "%s: tensor '%s': missing \"%s\"", c->path, name,
+		                      !e->have_dtype ? "dtype" : !e->have_shape ? "shape" : "data_offsets");
+	if (e->dtype_err[0])
+		return nestrt__seterr(c->err, "%s: tensor '%s': %s", c->path, name, e->dtype_err);
+	if (e->shape_err[0])
+		return nestrt__seterr(c->err, "%s: tensor '%s': %s", c->path, name, e->shape_err);
+	t->st = e->st;
+	t->rank = (int)e->rank;
+	memcpy(t->shape, e->shape, sizeof t->shape);
+	/* An overflow anywhere is an error even if a later dimension is 0. */
+	int64_t numel = 1;
+	uint64_t nbytes = 0;
+	int overflow = 0;
+	for (int i = 0; i < t->rank; i++)
+		if (__builtin_mul_overflow(numel, t->shape[i], &numel))
+			overflow = 1;
+	if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)e->st->size, &nbytes)) {
+		char ty[256];
+		nestrt__type_text(ty, sizeof ty, e->st->lower, t->rank, t->shape);
+		return nestrt__seterr(c->err, "%s: tensor '%s': shape %s is too large", c->path, name, ty);
+	}
+	if (e->offsets_err[0])
+		return nestrt__seterr(c->err, "%s: tensor '%s': %s", c->path, name, e->offsets_err);
+	const char *bt = e->off_text[0], *et = e->off_text[1];
+	if (e->off[0] < 0 || e->off[1] < 0)
+		return nestrt__seterr(c->err, "%s: tensor '%s': negative data_offsets [%s, %s]", c->path, name,
+		                      bt, et);
+	if (e->off[0] > e->off[1])
+		return nestrt__seterr(c->err, "%s: tensor '%s': data_offsets [%s, %s] begin after they end",
+		                      c->path, name, bt, et);
+	if (e->off_big[1] || (uint64_t)e->off[1] > c->data_len)
+		return nestrt__seterr(c->err,
+		                      "%s: tensor '%s': data_offsets [%s, %s] extend beyond the %llu-byte data section",
+		                      c->path, name, bt, et, (unsigned long long)c->data_len);
+	if ((uint64_t)(e->off[1] - e->off[0]) != nbytes) {
+		char ty[256];
+		nestrt__type_text(ty, sizeof ty, e->st->lower, t->rank, t->shape);
+		return nestrt__seterr(c->err, "%s: tensor '%s': data_offsets [%s, %s] do not match %s (%llu bytes)",
+		                      c->path, name, bt, et, ty, (unsigned long long)nbytes);
+	}
+	t->begin = (uint64_t)e->off[0];
+	t->end = (uint64_t)e->off[1];
+	return 0;
+}
+
+static int read_entry(Ctx *c, const char *name, Tensor *t)
+{
+	int ty = nestrt__json_peek(&c->j);
+	if (ty < 0)
+		return json_fail(c);
+	if (ty != NJ_OBJECT)
+		return nestrt__seterr(c->err, "%s: tensor '%s': entry is not a JSON object", c->path, name);
+	Entry e;
+	memset(&e, 0, sizeof e);
+	if (nestrt__json_begin(&c->j) < 0)
+		return json_fail(c);
+	int count = 0, r;
+	while ((r = nestrt__json_next(&c->j, &count)) == 1) {
+		char *key;
+		size_t len;
+		if (nestrt__json_key(&c->j, &key, &len) < 0)
+			return json_fail(c);
+		int rr;
+		if (strcmp(key, "dtype") == 0 && len == 5) {
+			e.have_dtype = 1;
+			rr = read_dtype(c, &e);
+		} else if (strcmp(key, "shape") == 0 && len == 5) {
+			e.have_shape = 1;
+			rr = read_shape(c, &e);
+		} else if (strcmp(key, "data_offsets") == 0 && len == 12) {
+			e.have_offsets = 1;
+			rr = read_offsets(c, &e);
+		} else {
+			rr = nestrt__json_skip(&c->j); /* other keys: allowed, ignored */
+		}
+		free(key);
+		if (rr < 0)
+			return json_fail(c);
+	}
+	if (r < 0)
+		return json_fail(c);
+	return judge_entry(c, name, &e, t);
+}
+
+static int read_metadata(Ctx *c)
+{
+	int ty = nestrt__json_peek(&c->j);
+	if (ty < 0)
+		return json_fail(c);
+	if (ty != NJ_OBJECT)
+		return nestrt__seterr(c->err, "%s: \"__metadata__\" is not a JSON object", c->path);
+	if (nestrt__json_begin(&c->j) < 0)
+		return json_fail(c);
+	int count = 0, r;
+	while ((r = nestrt__json_next(&c->j, &count)) == 1) {
+		char *key;
+		size_t len;
+		if (nestrt__json_key(&c->j, &key, &len) < 0)
+			return json_fail(c);
+		ty = nestrt__json_peek(&c->j);
+		if (ty != NJ_STRING) {
+			char ks[NESTRT__SHOWN];
+			nestrt__shown(ks, key, len);
+			free(key);
+			if (ty < 0)
+				return json_fail(c);
+			return nestrt__seterr(c->err, "%s: \"__metadata__\" value '%s' is not a string", c->path, ks);
+		}
+		free(key);
+		if (nestrt__json_skip(&c->j) < 0)
+			return json_fail(c);
+	}
+	return r < 0 ? json_fail(c) : 0;
+}
+
+static void free_tensors(Tensor *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(t[i].name);
+		free(t[i].copy);
+	}
+	free(t);
+}
+
+/* Parse and validate the header at base + 8; fill w->t, w->n. */
+static int parse_header(nestrt_weights *w, const unsigned char *base, uint64_t hlen, uint64_t data_len,
+                        nestrt_error *err)
+{
+	Ctx c = {.path = w->path, .err = err, .data_len = data_len};
+	nestrt__json_init(&c.j, base + 8, (size_t)hlen);
+	if (nestrt__json_validate(&c.j) < 0) {
+		if (c.j.duplicate)
+			return nestrt__seterr(err, "%s: header has a %s (at byte %zu of the header)", w->path,
+			                      c.j.err, c.j.errpos);
+		return json_fail(&c);
+	}
+	if (nestrt__json_peek(&c.j) != NJ_OBJECT)
+		return nestrt__seterr(err, "%s: header is not a JSON object", w->path);
+	Tensor *t = NULL;
+	Span *sp = NULL;
+	size_t n = 0, cap = 0;
+	if (nestrt__json_begin(&c.j) < 0) {
+		json_fail(&c);
+		goto fail;
+	}
+	int count = 0, r;
+	while ((r = nestrt__json_next(&c.j, &count)) == 1) {
+		char *key;
+		size_t len;
+		if (nestrt__json_key(&c.j, &key, &len) < 0) {
+			json_fail(&c);
+			goto fail;
+		}
+		if (strcmp(key, "__metadata__") == 0 && len == 12) {
+			/* Free-form strings (framework, format...): checked, not used. */
+			free(key);
+			if (read_metadata(&c) < 0)
+				goto fail;
+			continue;
+		}
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			Tensor *nt = realloc(t, nc * sizeof *nt);
+			if (!nt) {
+				free(key);
+				nestrt__seterr(err, "%s: out of memory reading the header", w->path);
+				goto fail;
+			}
+			t = nt;
+			cap = nc;
+		}
+		memset(&t[n], 0, sizeof t[n]);
+		t[n].name = key;
+		n++;
+		char shown[NESTRT__SHOWN];
+		nestrt__shown(shown, key, len);
+		if (strlen(key) != len) {
+			nestrt__seterr(err, "%s: tensor name '%s' contains a NUL character", w->path, shown);
+			goto fail;
+		}
+		if (read_entry(&c, shown, &t[n - 1]) < 0)
+			goto fail;
+	}
+	if (r < 0) {
+		json_fail(&c);
+		goto fail;
+	}
+
+	/* Overlap: sorted by begin, each non-empty tensor must start at or after
+	 * the end of every earlier one. Empty tensors occupy no bytes. Gaps are allowed. */
+	sp = malloc((n ? n : 1) * sizeof *sp);
+	if (!sp) {
+		nestrt__seterr(err, "%s: out of memory reading the header", w->path);
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++)
+		sp[i] = (Span){t[i].begin, t[i].end, i};
+	qsort(sp, n, sizeof *sp, span_cmp);
+	size_t last = SIZE_MAX; /* the span reaching furthest so far */
+	for (size_t i = 0; i < n; i++) {
+		if (sp[i].begin == sp[i].end)
+			continue;
+		if (last != SIZE_MAX && sp[i].begin < sp[last].end) {
+			char n1[NESTRT__SHOWN], n2[NESTRT__SHOWN];
+			const char *a = t[sp[last].idx].name, *b = t[sp[i].idx].name;
+			nestrt__seterr(err, "%s: tensor '%s' overlaps tensor '%s'", w->path,
+			               nestrt__shown(n1, a, strlen(a)), nestrt__shown(n2, b, strlen(b)));
+			goto fail;
+		}
+		if (last == SIZE_MAX || sp[i].end > sp[last].end)
+			last = i;
+	}
+	free(sp);
+	sp = NULL;
+	for (size_t i = 0; i < n; i++)
+		t[i].data = base + 8 + hlen + t[i].begin;
+
+	/* Sorted by name: a deterministic order whatever the file's, and bsearch in bind.
+	 * The JSON pass rejected duplicate keys; this is the belt to its braces. */
+	if (n > 1)
+		qsort(t, n, sizeof *t, tensor_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(t[i].name, t[i - 1].name) == 0) {
+			char s[NESTRT__SHOWN];
+			nestrt__seterr(err, "%s: duplicate tensor '%s'", w->path,
+			               nestrt__shown(s, t[i].name, strlen(t[i].name)));
+			goto fail;
+		}
+	w->t = t;
+	w->n = n;
+	return 0;
+fail:
+	free_tensors(t, n);
+	free(sp);
+	return -1;
+}
+
+/* ------------------------------------------------------------ open, close */
+
+nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
+{
+	nestrt_weights *w = calloc(1, sizeof *w);
+	if (!w) {
+		nestrt__seterr(err, "%s: out of memory", path ? path : "(no weights)");
+		return NULL;
+	}
+	if (!path) {
+		w->path = strdup("(no weights)");
+		if (!w->path) {
+			free(w);
+			nestrt__seterr(err, "(no weights): out of memory");
+			return NULL;
+		}
+		return w;
+	}
+	w->path = strdup(path);
+	if (!w->path) {
+		free(w);
+		nestrt__seterr(err, "%s: out of memory", path);
+		return NULL;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		nestrt__seterr(err, "%s: cannot open: %s", path, strerror(errno));
+		goto fail;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		nestrt__seterr(err, "%s: cannot stat: %s", path, strerror(errno));
+		close(fd);
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		nestrt__seterr(err, "%s: not a regular file", path);
+		close(fd);
+		goto fail;
+	}
+	if (st.st_size == 0) {
+		/* Empty weights, for a model without params. */
+		close(fd);
+		return w;
+	}
+	if (st.st_size < 8) {
+		nestrt__seterr(err, "%s: file is too short (%lld bytes) for a safetensors header", path,
+		               (long long)st.st_size);
+		close(fd);
+		goto fail;
+	}
+	if ((uint64_t)st.st_size > SIZE_MAX) {
+		nestrt__seterr(err, "%s: file is too large to map", path);
+		close(fd);
+		goto fail;
+	}
+	size_t size = (size_t)st.st_size;
+	void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	int e = errno;
+	close(fd); /* the mapping keeps the file alive */
+	if (map == MAP_FAILED) {
+		nestrt__seterr(err, "%s: cannot map: %s", path, strerror(e));
+		goto fail;
+	}
+	w->map = map;
+	w->mapsize = size;
+	const unsigned char *base = map;
+	uint64_t hlen = 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | base[i];
+	if (hlen == 0) {
+		nestrt__seterr(err, "%s: header length is 0", path);
+		goto fail;
+	}
+	if (hlen > size - 8) {
+		nestrt__seterr(err, "%s: header length %llu exceeds file size %zu", path,
+		               (unsigned long long)hlen, size);
+		goto fail;
+	}
+	if (hlen > MAX_HEADER_LEN) {
+		nestrt__seterr(err, "%s: header length %llu is larger than the limit of %llu bytes", path,
+		               (unsigned long long)hlen, MAX_HEADER_LEN);
+		goto fail;
+	}
+	if (parse_header(w, base, hlen, size - 8 - hlen, err) < 0)
+		goto fail;
+	return w;
+fail:
+	nestrt_weights_close(w);
+	return NULL;
+}
+
+void nestrt_weights_close(nestrt_weights *w)
+{
+	if (!w)
+		return;
+	free_tensors(w->t, w->n);
+	if (w->map)
+		munmap(w->map, w->mapsize);
+	free(w->path);
+	free(w);
+}
+
+/* ------------------------------------------------------------ bind */
+
+static Tensor *find(nestrt_weights *w, const char *name)
+{
+	if (!w->n)
+		return NULL;
+	Tensor key = {.name = (char *)name};
+	return bsearch(&key, w->t, w->n, sizeof *w->t, tensor_cmp);
+}
+
+/* The aligned pointer compiled code gets for t, or NULL (err set). */
+static const void *tensor_data(nestrt_weights *w, Tensor *t, const char *shown, nestrt_error *err)
+{
+	size_t nbytes = (size_t)(t->end - t->begin), size = (size_t)t->st->size;
+	if (nbytes == 0)
+		return empty_data;
+	if (t->copy)
+		return t->copy;
+	/* Bool bytes other than 0 and 1 mean true (as in numpy); compiled code may
+	 * rely on exactly 0 and 1, so such a tensor is normalized in a copy. */
+	int normalize = 0;
+	if (t->st->dtype == NESTRT_BOOL)
+		for (size_t i = 0; i < nbytes && !normalize; i++)
+			normalize = t->data[i] > 1;
+	if (!normalize && (uintptr_t)t->data % size == 0)
+		return t->data;
+	size_t alloc = (nbytes + 63) / 64 * 64;
+	t->copy = aligned_alloc(64, alloc);
+	if (!t->copy) {
+		nestrt__seterr(err, "%s: %s: out of memory copying %zu bytes", w->path, shown, nbytes);
+		return NULL;
+	}
+	memcpy(t->copy, t->data, nbytes);
+	if (normalize)
+		for (size_t i = 0; i < nbytes; i++)
+			((unsigned char *)t->copy)[i] = t->data[i] != 0;
+	return t->copy;
+}
+
+int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
+                        nestrt_error *err)
+{
+	if (nparams < 0 || (nparams > 0 && (!params || !data)))
+		return nestrt__seterr(err, "nestrt_weights_bind: invalid arguments");
+	if (nparams == 0)
+		return 0;
+	if (!w)
+		return nestrt__seterr(err, "nestrt_weights_bind: no weights for %d parameters", nparams);
+	for (int i = 0; i < nparams; i++)
+		data[i] = NULL;
+	for (int i = 0; i < nparams; i++) {
+		const nestrt_param *p = &params[i];
+		char want[256], shown[NESTRT__SHOWN];
+		int valid = p->name && p->dtype >= 0 && p->dtype < NESTRT_NDTYPES && p->rank >= 0 &&
+		            p->rank <= NESTRT_MAX_RANK;
+		for (int k = 0; valid && k < p->rank; k++)
+			valid = p->shape[k] >= 0;
+		if (!valid)
+			return nestrt__seterr(err, "nestrt_weights_bind: parameter %d ('%s') has an invalid type", i,
+			                      p->name ? nestrt__shown(shown, p->name, strlen(p->name)) : "(null)");
+		nestrt__shown(shown, p->name, strlen(p->name));
+		nestrt__type_text(want, sizeof want, nestrt_dtype_name(p->dtype), p->rank, p->shape);
+		Tensor *t = find(w, p->name);
+		if (!t)
+			return nestrt__seterr(err, "%s: missing parameter '%s' (%s)%s", w->path, shown, want,
+			                      w->n ? "" : ": the file has no tensors");
+		int same = t->st->dtype == p->dtype && t->rank == p->rank;
+		for (int k = 0; same && k < p->rank; k++)
+			same = t->shape[k] == p->shape[k];
+		if (!same) {
+			char have[256];
+			nestrt__type_text(have, sizeof have, t->st->lower, t->rank, t->shape);
+			return nestrt__seterr(err, "%s: %s: expected %s, file has %s", w->path, shown, want, have);
+		}
+		if (!(data[i] = tensor_data(w, t, shown, err)))
+			return -1;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ inspection */
+
+int nestrt_weights_count(const nestrt_weights *w)
+{
+	return w ? (int)w->n : 0;
+}
+
+const char *nestrt_weights_path(const nestrt_weights *w)
+{
+	return w ? w->path : NULL;
+}
+
+int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, const char **file_dtype,
+                        const void **data, size_t *nbytes)
+{
+	if (!w || i < 0 || (size_t)i >= w->n)
+		return -1;
+	const Tensor *t = &w->t[i];
+	if (info) {
+		memset(info, 0, sizeof *info);
+		info->name = t->name;
+		info->dtype = t->st->dtype;
+		info->rank = t->rank;
+		memcpy(info->shape, t->shape, sizeof info->shape);
+	}
+	if (file_dtype)
+		*file_dtype = t->st->name;
+	if (data)
+		*data = t->end > t->begin ? (const void *)t->data : (const void *)empty_data;
+	if (nbytes)
+		*nbytes = (size_t)(t->end - t->begin);
+	return 0;
+}

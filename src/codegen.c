@@ -1,0 +1,1809 @@
+/* codegen.c - LLVM-C code generation: one module (and object) per unique
+ * region variant, one for the model (entry points, param table, dispatch
+ * table), and the C header. Every function has the signature
+ *     int f(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+ * bufs holding the inputs then the outputs; dims the run-time dimensions of a
+ * reuse_hash variant; ws the workspace (this graph's intermediates first, the
+ * callees' after them). Region calls go through nestrt_call and the dispatch
+ * table; calls over max_reuse_entries (or with --no-regions) get a private copy
+ * of the callee's code in the caller's module. */
+#include "nestc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Object.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+/* offsets of nestrt_ctx fields used by generated code (runtime/nestrt.h) */
+enum { CTX_PARAMS = 0 };
+
+typedef struct Gen Gen;
+
+typedef struct Fn {
+	Gen *gen;
+	Graph *g;
+	Plan *plan;
+	Variant *v;              /* the variant compiled here, for its run-time dims */
+	LLVMValueRef fn;
+	LLVMValueRef ctx, bufs, dims, ws;
+	LLVMValueRef *ptr;       /* per node: typed pointer to its elements */
+	LLVMBasicBlockRef entry; /* allocas go here */
+	int64_t ws_need;         /* own + callees */
+} Fn;
+
+struct Gen {
+	Program *p;
+	RegionTable *rt;
+	Diag *d;
+	BuildOptions *o;
+	LLVMContextRef C;
+	LLVMModuleRef M;
+	LLVMBuilderRef B;
+	LLVMTargetMachineRef tm;
+	char *triple;
+	char *layout;
+	LLVMTypeRef i1, i8, i32, i64, f32, f64, vd, i8p, i8pp, i64p;
+	LLVMTypeRef fn_t;        /* the variant signature */
+	int ninline;             /* private copies made in this module */
+	int64_t *need;           /* per graph id: workspace bytes, own + callees (-1 unknown) */
+	Plan **plans;            /* per graph id */
+};
+
+/* ---- types and small helpers ---- */
+
+static LLVMTypeRef elem_t(Gen *G, DType dt)
+{
+	switch (dt) {
+	case DT_BOOL: return G->i8;
+	case DT_I32: return G->i32;
+	case DT_I64: return G->i64;
+	case DT_F32: return G->f32;
+	case DT_F64: return G->f64;
+	default: break;
+	}
+	ice("elem_t: dtype %d", dt);
+}
+
+static LLVMValueRef ci64(Gen *G, int64_t v)
+{
+	return LLVMConstInt(G->i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef ci32(Gen *G, int v)
+{
+	return LLVMConstInt(G->i32, (unsigned long long)(int64_t)v, 1);
+}
+
+static LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty)
+{
+	LLVMValueRef f = LLVMGetNamedFunction(G->M, name);
+	if (!f)
+		f = LLVMAddFunction(G->M, name, ty);
+	return f;
+}
+
+static LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, LLVMValueRef *vals, int n)
+{
+	LLVMTypeRef ty = LLVMFunctionType(ret, args, (unsigned)n, 0);
+	LLVMValueRef f = get_fn(G, name, ty);
+	return LLVMBuildCall2(G->B, ty, f, vals, (unsigned)n, "");
+}
+
+/* llvm.NAME.f32 / .f64 intrinsics and libm functions, unary */
+static LLVMValueRef math1(Gen *G, const char *base, DType dt, LLVMValueRef x)
+{
+	char name[64];
+	LLVMTypeRef t = elem_t(G, dt);
+	if (!strncmp(base, "llvm.", 5))
+		snprintf(name, sizeof name, "%s.%s", base, dt == DT_F32 ? "f32" : "f64");
+	else
+		snprintf(name, sizeof name, "%s%s", base, dt == DT_F32 ? "f" : "");
+	return call(G, name, t, &t, &x, 1);
+}
+
+static LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LLVMValueRef y)
+{
+	char name[64];
+	LLVMTypeRef t = elem_t(G, dt);
+	LLVMTypeRef ts[2] = {t, t};
+	LLVMValueRef vs[2] = {x, y};
+	snprintf(name, sizeof name, "%s.%s", base, dt == DT_F32 ? "f32" : "f64");
+	return call(G, name, t, ts, vs, 2);
+}
+
+/* A private constant C string, as an i8 pointer. */
+static LLVMValueRef cstr(Gen *G, const char *s)
+{
+	size_t n = strlen(s);
+	LLVMValueRef init = LLVMConstStringInContext(G->C, s, (unsigned)n, 0);
+	LLVMTypeRef t = LLVMArrayType(G->i8, (unsigned)n + 1);
+	LLVMValueRef gv = LLVMAddGlobal(G->M, t, "str");
+	LLVMSetInitializer(gv, init);
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+	return LLVMConstPointerCast(gv, G->i8p);
+}
+
+static LLVMValueRef fconst(Gen *G, DType dt, double v)
+{
+	return LLVMConstReal(elem_t(G, dt), v);
+}
+
+/* ---- loops ---- */
+
+typedef struct Loop {
+	LLVMBasicBlockRef head, body, exit;
+	LLVMValueRef i;
+} Loop;
+
+static LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(G->B);
+	L->head = LLVMAppendBasicBlockInContext(G->C, F->fn, "loop");
+	L->body = LLVMAppendBasicBlockInContext(G->C, F->fn, "body");
+	L->exit = LLVMAppendBasicBlockInContext(G->C, F->fn, "done");
+	LLVMBuildBr(G->B, L->head);
+	LLVMPositionBuilderAtEnd(G->B, L->head);
+	L->i = LLVMBuildPhi(G->B, G->i64, "i");
+	LLVMAddIncoming(L->i, &lo, &pre, 1);
+	LLVMValueRef c = LLVMBuildICmp(G->B, LLVMIntSLT, L->i, hi, "");
+	LLVMBuildCondBr(G->B, c, L->body, L->exit);
+	LLVMPositionBuilderAtEnd(G->B, L->body);
+	return L->i;
+}
+
+static void loop_end(Fn *F, Loop *L)
+{
+	Gen *G = F->gen;
+	LLVMValueRef next = LLVMBuildAdd(G->B, L->i, ci64(G, 1), "");
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(G->B);
+	LLVMBuildBr(G->B, L->head);
+	LLVMAddIncoming(L->i, &next, &cur, 1);
+	LLVMPositionBuilderAtEnd(G->B, L->exit);
+}
+
+static LLVMValueRef entry_alloca(Fn *F, LLVMTypeRef t, const char *name)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(G->B);
+	LLVMValueRef first = LLVMGetFirstInstruction(F->entry);
+	if (first)
+		LLVMPositionBuilderBefore(G->B, first);
+	else
+		LLVMPositionBuilderAtEnd(G->B, F->entry);
+	LLVMValueRef a = LLVMBuildAlloca(G->B, t, name);
+	LLVMPositionBuilderAtEnd(G->B, cur);
+	return a;
+}
+
+/* ---- dimensions: constants, or run-time values of a reuse_hash variant ---- */
+
+static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
+{
+	Variant *v = F->v;
+	if (v && v->ndyn && F->dims)
+		for (int k = 0; k < v->ndyn; k++)
+			if (v->dyn[k].node == n->id && v->dyn[k].field == field) {
+				Gen *G = F->gen;
+				LLVMValueRef idx = ci64(G, k);
+				LLVMValueRef pp = LLVMBuildGEP2(G->B, G->i64, F->dims, &idx, 1, "");
+				return LLVMBuildLoad2(G->B, G->i64, pp, "dim");
+			}
+	return NULL;
+}
+
+static LLVMValueRef dimv(Fn *F, Node *n, int axis)
+{
+	LLVMValueRef v = dyn_field(F, n, axis);
+	return v ? v : ci64(F->gen, n->shape[axis]);
+}
+
+static LLVMValueRef attrv(Fn *F, Node *n, int k)
+{
+	LLVMValueRef v = dyn_field(F, n, 16 + k);
+	return v ? v : ci64(F->gen, n->a[k]);
+}
+
+static LLVMValueRef numelv(Fn *F, Node *n)
+{
+	LLVMValueRef v = ci64(F->gen, 1);
+	for (int k = 0; k < n->rank; k++)
+		v = LLVMBuildMul(F->gen->B, v, dimv(F, n, k), "");
+	return v;
+}
+
+/* row-major strides of n; with `bcast_to_rank`, aligned right to that rank with
+ * 0 for broadcast (size-1 or missing) axes */
+static void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef *st)
+{
+	Gen *G = F->gen;
+	LLVMValueRef s = ci64(G, 1);
+	for (int k = out_rank - 1; k >= 0; k--) {
+		int ik = k - (out_rank - n->rank);
+		if (ik < 0) {
+			st[k] = ci64(G, 0);
+			continue;
+		}
+		int bcast = n->shape[ik] == 1 && out && out->shape[k] != 1;
+		st[k] = bcast ? ci64(G, 0) : s;
+		s = LLVMBuildMul(G->B, s, dimv(F, n, ik), "");
+	}
+}
+
+static LLVMValueRef load_at(Fn *F, Node *n, LLVMValueRef off)
+{
+	Gen *G = F->gen;
+	LLVMTypeRef t = elem_t(G, n->dtype);
+	LLVMValueRef p = LLVMBuildGEP2(G->B, t, F->ptr[n->id], &off, 1, "");
+	return LLVMBuildLoad2(G->B, t, p, "");
+}
+
+static void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v)
+{
+	Gen *G = F->gen;
+	LLVMTypeRef t = elem_t(G, n->dtype);
+	LLVMValueRef p = LLVMBuildGEP2(G->B, t, F->ptr[n->id], &off, 1, "");
+	LLVMBuildStore(G->B, v, p);
+}
+
+/* Nested loops over `out`'s shape; off[j] is the running element offset of
+ * operand j given its strides. The callback body runs innermost. */
+typedef struct Nest {
+	int rank;
+	Loop loops[MAX_RANK];
+	LLVMValueRef idx[MAX_RANK];
+} Nest;
+
+static void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off)
+{
+	Gen *G = F->gen;
+	N->rank = out->rank;
+	for (int j = 0; j < nops; j++)
+		off[j] = ci64(G, 0);
+	for (int k = 0; k < out->rank; k++) {
+		N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
+		for (int j = 0; j < nops; j++)
+			off[j] = LLVMBuildAdd(G->B, off[j], LLVMBuildMul(G->B, N->idx[k], st[j][k], ""), "");
+	}
+}
+
+static void nest_end(Fn *F, Nest *N)
+{
+	for (int k = N->rank - 1; k >= 0; k--)
+		loop_end(F, &N->loops[k]);
+}
+
+/* ---- scalar operations ---- */
+
+static LLVMValueRef to_i1(Gen *G, LLVMValueRef b8)
+{
+	return LLVMBuildICmp(G->B, LLVMIntNE, b8, LLVMConstInt(G->i8, 0, 0), "");
+}
+
+static LLVMValueRef from_i1(Gen *G, LLVMValueRef b1)
+{
+	return LLVMBuildZExt(G->B, b1, G->i8, "");
+}
+
+/* maximum/minimum propagating NaN, as NumPy's maximum does */
+static LLVMValueRef fmaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
+{
+	LLVMValueRef c = LLVMBuildFCmp(G->B, is_max ? LLVMRealOGT : LLVMRealOLT, a, b, "");
+	LLVMValueRef r = LLVMBuildSelect(G->B, c, a, b, "");
+	r = LLVMBuildSelect(G->B, LLVMBuildFCmp(G->B, LLVMRealUNO, a, a, ""), a, r, "");
+	return LLVMBuildSelect(G->B, LLVMBuildFCmp(G->B, LLVMRealUNO, b, b, ""), b, r, "");
+}
+
+static LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
+{
+	LLVMValueRef c = LLVMBuildICmp(G->B, is_max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
+	return LLVMBuildSelect(G->B, c, a, b, "");
+}
+
+static LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int fl = dtype_is_float(dt);
+	LLVMTypeRef t = elem_t(G, dt);
+	switch (op) {
+	case OP_ADD: return fl ? LLVMBuildFAdd(B, a, b, "") : LLVMBuildAdd(B, a, b, "");
+	case OP_SUB: return fl ? LLVMBuildFSub(B, a, b, "") : LLVMBuildSub(B, a, b, "");
+	case OP_MUL: return fl ? LLVMBuildFMul(B, a, b, "") : LLVMBuildMul(B, a, b, "");
+	case OP_DIV:
+	case OP_MOD: {
+		if (fl) {
+			if (op == OP_DIV)
+				return LLVMBuildFDiv(B, a, b, "");
+			/* NumPy: the remainder takes the sign of the divisor */
+			LLVMValueRef r = LLVMBuildFRem(B, a, b, "");
+			LLVMValueRef zero = LLVMConstReal(t, 0);
+			LLVMValueRef nz = LLVMBuildFCmp(B, LLVMRealONE, r, zero, "");
+			LLVMValueRef sr = LLVMBuildFCmp(B, LLVMRealOLT, r, zero, "");
+			LLVMValueRef sb = LLVMBuildFCmp(B, LLVMRealOLT, b, zero, "");
+			LLVMValueRef fix = LLVMBuildAnd(B, nz, LLVMBuildXor(B, sr, sb, ""), "");
+			return LLVMBuildSelect(B, fix, LLVMBuildFAdd(B, r, b, ""), r, "");
+		}
+		/* floor division and modulo; x/0 and x%0 give 0; MIN/-1 wraps; no trap */
+		LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0);
+		LLVMValueRef minv = LLVMConstInt(t, dt == DT_I32 ? (unsigned long long)(uint32_t)INT32_MIN
+		                                                 : (unsigned long long)INT64_MIN, 0);
+		LLVMValueRef bz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+		LLVMValueRef ovf = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, a, minv, ""),
+		                                LLVMBuildICmp(B, LLVMIntEQ, b, LLVMConstAllOnes(t), ""), "");
+		LLVMValueRef safe = LLVMBuildSelect(B, LLVMBuildOr(B, bz, ovf, ""), one, b, "");
+		LLVMValueRef q = LLVMBuildSDiv(B, a, safe, "");
+		LLVMValueRef r = LLVMBuildSRem(B, a, safe, "");
+		LLVMValueRef adj = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
+		                                LLVMBuildXor(B, LLVMBuildICmp(B, LLVMIntSLT, r, zero, ""),
+		                                             LLVMBuildICmp(B, LLVMIntSLT, safe, zero, ""), ""), "");
+		if (op == OP_DIV) {
+			q = LLVMBuildSelect(B, adj, LLVMBuildSub(B, q, one, ""), q, "");
+			q = LLVMBuildSelect(B, ovf, minv, q, "");
+			return LLVMBuildSelect(B, bz, zero, q, "");
+		}
+		r = LLVMBuildSelect(B, adj, LLVMBuildAdd(B, r, safe, ""), r, "");
+		r = LLVMBuildSelect(B, ovf, zero, r, "");
+		return LLVMBuildSelect(B, bz, zero, r, "");
+	}
+	case OP_POW: return math2(G, "llvm.pow", dt, a, b);
+	case OP_MAX: return fl ? fmaxmin(G, a, b, 1) : imaxmin(G, a, b, 1);
+	case OP_MIN: return fl ? fmaxmin(G, a, b, 0) : imaxmin(G, a, b, 0);
+	case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: {
+		LLVMValueRef c;
+		if (fl) {
+			static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+			c = LLVMBuildFCmp(B, fp[op - OP_EQ], a, b, "");
+		} else {
+			static const LLVMIntPredicate ip[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+			c = LLVMBuildICmp(B, ip[op - OP_EQ], a, b, "");
+		}
+		return from_i1(G, c);
+	}
+	case OP_AND: return LLVMBuildAnd(B, a, b, "");
+	case OP_OR: return LLVMBuildOr(B, a, b, "");
+	default: break;
+	}
+	ice("binop: %s", op_name(op));
+}
+
+static LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int fl = dtype_is_float(dt);
+	switch (op) {
+	case OP_NEG: return fl ? LLVMBuildFNeg(B, x, "") : LLVMBuildNeg(B, x, "");
+	case OP_NOT: return LLVMBuildXor(B, x, LLVMConstInt(G->i8, 1, 0), "");
+	case OP_EXP: return math1(G, "llvm.exp", dt, x);
+	case OP_LOG: return math1(G, "llvm.log", dt, x);
+	case OP_SQRT: return math1(G, "llvm.sqrt", dt, x);
+	case OP_RSQRT: return LLVMBuildFDiv(B, fconst(G, dt, 1), math1(G, "llvm.sqrt", dt, x), "");
+	case OP_TANH: return math1(G, "tanh", dt, x);
+	case OP_SIGMOID:
+		return LLVMBuildFDiv(B, fconst(G, dt, 1),
+		                     LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, LLVMBuildFNeg(B, x, "")), ""), "");
+	case OP_RELU:
+		if (fl) {
+			/* max(x, 0) that keeps NaN, like the interpreter */
+			LLVMValueRef c = LLVMBuildFCmp(B, LLVMRealOLT, x, fconst(G, dt, 0), "");
+			return LLVMBuildSelect(B, c, fconst(G, dt, 0), x, "");
+		}
+		return imaxmin(G, x, LLVMConstInt(elem_t(G, dt), 0, 0), 1);
+	case OP_GELU: {
+		LLVMValueRef e = math1(G, "erf", dt, LLVMBuildFMul(B, x, fconst(G, dt, 0.70710678118654752440), ""));
+		return LLVMBuildFMul(B, LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), LLVMBuildFAdd(B, fconst(G, dt, 1), e, ""), "");
+	}
+	case OP_GELU_TANH: {
+		LLVMValueRef x3 = LLVMBuildFMul(B, LLVMBuildFMul(B, x, x, ""), x, "");
+		LLVMValueRef in = LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
+		                                LLVMBuildFAdd(B, x, LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
+		LLVMValueRef t = math1(G, "tanh", dt, in);
+		return LLVMBuildFMul(B, LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
+	}
+	case OP_SILU:
+		return LLVMBuildFDiv(B, x,
+		                     LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, LLVMBuildFNeg(B, x, "")), ""), "");
+	case OP_ERF: return math1(G, "erf", dt, x);
+	case OP_ABS:
+		if (fl)
+			return math1(G, "llvm.fabs", dt, x);
+		return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, x, LLVMConstInt(elem_t(G, dt), 0, 0), ""),
+		                       LLVMBuildNeg(B, x, ""), x, "");
+	case OP_SIN: return math1(G, "llvm.sin", dt, x);
+	case OP_COS: return math1(G, "llvm.cos", dt, x);
+	default: break;
+	}
+	ice("unop: %s", op_name(op));
+}
+
+static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef tt = elem_t(G, to);
+	if (from == to)
+		return x;
+	if (to == DT_BOOL) {
+		LLVMValueRef c = dtype_is_float(from) ? LLVMBuildFCmp(B, LLVMRealUNE, x, LLVMConstReal(elem_t(G, from), 0), "")
+		                                      : LLVMBuildICmp(B, LLVMIntNE, x, LLVMConstInt(elem_t(G, from), 0, 0), "");
+		return from_i1(G, c);
+	}
+	if (from == DT_BOOL)
+		return dtype_is_float(to) ? LLVMBuildUIToFP(B, x, tt, "") : LLVMBuildZExt(B, x, tt, "");
+	if (dtype_is_float(from) && dtype_is_float(to))
+		return to == DT_F32 ? LLVMBuildFPTrunc(B, x, tt, "") : LLVMBuildFPExt(B, x, tt, "");
+	if (!dtype_is_float(from) && !dtype_is_float(to))
+		return to == DT_I32 ? LLVMBuildTrunc(B, x, tt, "") : LLVMBuildSExt(B, x, tt, "");
+	if (!dtype_is_float(from))
+		return LLVMBuildSIToFP(B, x, tt, "");
+	/* float to int: truncate toward zero, saturating, NaN to 0 (no undefined behaviour) */
+	char name[64];
+	snprintf(name, sizeof name, "llvm.fptosi.sat.%s.%s", to == DT_I32 ? "i32" : "i64", from == DT_F32 ? "f32" : "f64");
+	LLVMTypeRef ft = elem_t(G, from);
+	return call(G, name, tt, &ft, &x, 1);
+}
+
+/* ---- kernels, one per op ---- */
+
+static void k_elementwise(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMValueRef st[3][MAX_RANK], off[4];
+	for (int j = 0; j < n->nin; j++)
+		strides(F, n->in[j], n->rank, n, st[j]);
+	strides(F, n, n->rank, NULL, st[n->nin]);
+	Nest N;
+	nest_begin(F, &N, n, n->nin + 1, st, off);
+	LLVMValueRef v;
+	if (n->op == OP_WHERE) {
+		LLVMValueRef c = to_i1(G, load_at(F, n->in[0], off[0]));
+		v = LLVMBuildSelect(G->B, c, load_at(F, n->in[1], off[1]), load_at(F, n->in[2], off[2]), "");
+	} else if (n->nin == 2) {
+		v = binop(F, n->op, n->in[0]->dtype, load_at(F, n->in[0], off[0]), load_at(F, n->in[1], off[1]));
+	} else if (n->op == OP_CAST) {
+		v = cast(F, load_at(F, n->in[0], off[0]), n->in[0]->dtype, n->dtype);
+	} else {
+		v = unop(F, n->op, n->dtype, load_at(F, n->in[0], off[0]));
+	}
+	store_at(F, n, off[n->nin], v);
+	nest_end(F, &N);
+}
+
+static LLVMValueRef const_value(Gen *G, Node *n)
+{
+	if (dtype_is_float(n->dtype))
+		return LLVMConstReal(elem_t(G, n->dtype), n->fval);
+	return LLVMConstInt(elem_t(G, n->dtype), (unsigned long long)n->ival, 1);
+}
+
+static void k_fill(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	Loop L;
+	LLVMValueRef i = loop_begin(F, &L, ci64(G, 0), numelv(F, n));
+	LLVMValueRef v = n->op == OP_ARANGE ? i : const_value(G, n);
+	store_at(F, n, i, v);
+	loop_end(F, &L);
+}
+
+static void k_copy_strided(Fn *F, Node *n, Node *src, LLVMValueRef *sst, LLVMValueRef base)
+{
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	memcpy(st[0], sst, sizeof st[0]);
+	strides(F, n, n->rank, NULL, st[1]);
+	Nest N;
+	nest_begin(F, &N, n, 2, st, off);
+	LLVMValueRef o = base ? LLVMBuildAdd(F->gen->B, off[0], base, "") : off[0];
+	store_at(F, n, off[1], load_at(F, src, o));
+	nest_end(F, &N);
+}
+
+static void k_transpose(Fn *F, Node *n)
+{
+	Node *x = n->in[0];
+	LLVMValueRef xs[MAX_RANK], st[MAX_RANK];
+	strides(F, x, x->rank, NULL, xs);
+	for (int k = 0; k < n->rank; k++)
+		st[k] = xs[n->a[k]];
+	k_copy_strided(F, n, x, st, NULL);
+}
+
+static void k_slice(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	Node *x = n->in[0];
+	LLVMValueRef xs[MAX_RANK];
+	strides(F, x, x->rank, NULL, xs);
+	LLVMValueRef base = ci64(G, 0);
+	for (int k = 0; k < x->rank; k++)
+		base = LLVMBuildAdd(G->B, base, LLVMBuildMul(G->B, attrv(F, n, k), xs[k], ""), "");
+	k_copy_strided(F, n, x, xs, base);
+}
+
+static void k_expand(Fn *F, Node *n)
+{
+	LLVMValueRef st[MAX_RANK];
+	strides(F, n->in[0], n->rank, n, st);
+	k_copy_strided(F, n, n->in[0], st, NULL);
+}
+
+static void k_concat(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	int ax = (int)n->a[0];
+	LLVMValueRef os[MAX_RANK];
+	strides(F, n, n->rank, NULL, os);
+	LLVMValueRef at = ci64(G, 0);
+	for (int j = 0; j < n->nin; j++) {
+		Node *x = n->in[j];
+		LLVMValueRef st[2][MAX_RANK], off[2];
+		strides(F, x, x->rank, NULL, st[0]);
+		memcpy(st[1], os, sizeof os);
+		Nest N;
+		nest_begin(F, &N, x, 2, st, off);
+		LLVMValueRef o = LLVMBuildAdd(G->B, off[1], LLVMBuildMul(G->B, at, os[ax], ""), "");
+		store_at(F, n, o, load_at(F, x, off[0]));
+		nest_end(F, &N);
+		at = LLVMBuildAdd(G->B, at, dimv(F, x, ax), "");
+	}
+}
+
+/* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
+ * along contiguous rows of b and of the result */
+static void k_matmul(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *a = n->in[0], *b = n->in[1];
+	DType dt = n->dtype;
+	int fl = dtype_is_float(dt);
+	LLVMValueRef M = a->rank == 1 ? ci64(G, 1) : dimv(F, a, a->rank - 2);
+	LLVMValueRef K = dimv(F, a, a->rank - 1);
+	LLVMValueRef Nn = b->rank == 1 ? ci64(G, 1) : dimv(F, b, b->rank - 1);
+	int batch = n->rank - (a->rank != 1) - (b->rank != 1);
+	/* batch strides (elements) of a, b and the result */
+	LLVMValueRef sa[MAX_RANK], sb[MAX_RANK], so[MAX_RANK];
+	LLVMValueRef mat_a = LLVMBuildMul(B, M, K, ""), mat_b = LLVMBuildMul(B, K, Nn, ""), mat_o = LLVMBuildMul(B, M, Nn, "");
+	LLVMValueRef ra = mat_a, rb = mat_b, ro = mat_o;
+	for (int k = batch - 1; k >= 0; k--) {
+		int ia = k - (batch - (a->rank - 2)), ib = k - (batch - (b->rank - 2));
+		int64_t da = ia >= 0 && a->rank > 2 ? a->shape[ia] : 1;
+		int64_t db = ib >= 0 && b->rank > 2 ? b->shape[ib] : 1;
+		sa[k] = (ia >= 0 && a->rank > 2 && !(da == 1 && n->shape[k] != 1)) ? ra : ci64(G, 0);
+		sb[k] = (ib >= 0 && b->rank > 2 && !(db == 1 && n->shape[k] != 1)) ? rb : ci64(G, 0);
+		so[k] = ro;
+		if (ia >= 0 && a->rank > 2)
+			ra = LLVMBuildMul(B, ra, dimv(F, a, ia), "");
+		if (ib >= 0 && b->rank > 2)
+			rb = LLVMBuildMul(B, rb, dimv(F, b, ib), "");
+		ro = LLVMBuildMul(B, ro, dimv(F, n, k), "");
+	}
+	Loop bl[MAX_RANK];
+	LLVMValueRef oa = ci64(G, 0), ob = ci64(G, 0), oo = ci64(G, 0);
+	for (int k = 0; k < batch; k++) {
+		LLVMValueRef i = loop_begin(F, &bl[k], ci64(G, 0), dimv(F, n, k));
+		oa = LLVMBuildAdd(B, oa, LLVMBuildMul(B, i, sa[k], ""), "");
+		ob = LLVMBuildAdd(B, ob, LLVMBuildMul(B, i, sb[k], ""), "");
+		oo = LLVMBuildAdd(B, oo, LLVMBuildMul(B, i, so[k], ""), "");
+	}
+	LLVMValueRef zero = fl ? fconst(G, dt, 0) : LLVMConstInt(elem_t(G, dt), 0, 0);
+	Loop li, lz, lk, lj;
+	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
+	LLVMValueRef orow = LLVMBuildAdd(B, oo, LLVMBuildMul(B, i, Nn, ""), "");
+	LLVMValueRef z = loop_begin(F, &lz, ci64(G, 0), Nn);
+	store_at(F, n, LLVMBuildAdd(B, orow, z, ""), zero);
+	loop_end(F, &lz);
+	LLVMValueRef kk = loop_begin(F, &lk, ci64(G, 0), K);
+	LLVMValueRef aik = load_at(F, a, LLVMBuildAdd(B, oa, LLVMBuildAdd(B, LLVMBuildMul(B, i, K, ""), kk, ""), ""));
+	LLVMValueRef brow = LLVMBuildAdd(B, ob, LLVMBuildMul(B, kk, Nn, ""), "");
+	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), Nn);
+	LLVMValueRef oidx = LLVMBuildAdd(B, orow, j, "");
+	LLVMValueRef prod = fl ? LLVMBuildFMul(B, aik, load_at(F, b, LLVMBuildAdd(B, brow, j, "")), "")
+	                       : LLVMBuildMul(B, aik, load_at(F, b, LLVMBuildAdd(B, brow, j, "")), "");
+	LLVMValueRef acc = load_at(F, n, oidx);
+	store_at(F, n, oidx, fl ? LLVMBuildFAdd(B, acc, prod, "") : LLVMBuildAdd(B, acc, prod, ""));
+	loop_end(F, &lj);
+	loop_end(F, &lk);
+	loop_end(F, &li);
+	for (int k = batch - 1; k >= 0; k--)
+		loop_end(F, &bl[k]);
+}
+
+/* sum mean amax amin over an axis mask: initialise, then fold every input element */
+static void k_reduce(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = x->dtype;
+	int fl = dtype_is_float(dt);
+	int64_t mask = n->a[0];
+	LLVMValueRef init;
+	if (n->op == OP_SUM || n->op == OP_MEAN)
+		init = fl ? fconst(G, dt, 0) : LLVMConstInt(elem_t(G, dt), 0, 0);
+	else if (fl)
+		init = fconst(G, dt, n->op == OP_AMAX ? -INFINITY : INFINITY);
+	else if (dt == DT_I32)
+		init = LLVMConstInt(G->i32, n->op == OP_AMAX ? (unsigned long long)(uint32_t)INT32_MIN : INT32_MAX, 0);
+	else
+		init = LLVMConstInt(G->i64, n->op == OP_AMAX ? (unsigned long long)INT64_MIN : INT64_MAX, 0);
+	Loop L;
+	LLVMValueRef i = loop_begin(F, &L, ci64(G, 0), numelv(F, n));
+	store_at(F, n, i, init);
+	loop_end(F, &L);
+	/* output strides on the input's axes: 0 on the reduced ones */
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	strides(F, x, x->rank, NULL, st[0]);
+	LLVMValueRef s = ci64(G, 1);
+	for (int k = x->rank - 1; k >= 0; k--) {
+		if (mask & ((int64_t)1 << k)) {
+			st[1][k] = ci64(G, 0);
+		} else {
+			st[1][k] = s;
+			s = LLVMBuildMul(B, s, dimv(F, x, k), "");
+		}
+	}
+	Nest N;
+	nest_begin(F, &N, x, 2, st, off);
+	LLVMValueRef acc = load_at(F, n, off[1]), v = load_at(F, x, off[0]), r;
+	if (n->op == OP_SUM || n->op == OP_MEAN)
+		r = fl ? LLVMBuildFAdd(B, acc, v, "") : LLVMBuildAdd(B, acc, v, "");
+	else
+		r = fl ? fmaxmin(G, acc, v, n->op == OP_AMAX) : imaxmin(G, acc, v, n->op == OP_AMAX);
+	store_at(F, n, off[1], r);
+	nest_end(F, &N);
+	if (n->op == OP_MEAN) {
+		LLVMValueRef cnt = ci64(G, 1);
+		for (int k = 0; k < x->rank; k++)
+			if (mask & ((int64_t)1 << k))
+				cnt = LLVMBuildMul(B, cnt, dimv(F, x, k), "");
+		LLVMValueRef c = LLVMBuildSIToFP(B, cnt, elem_t(G, dt), "");
+		Loop L2;
+		LLVMValueRef j = loop_begin(F, &L2, ci64(G, 0), numelv(F, n));
+		store_at(F, n, j, LLVMBuildFDiv(B, load_at(F, n, j), c, ""));
+		loop_end(F, &L2);
+	}
+}
+
+/* Views an axis of x as [outer, len, inner]. */
+static void axis_split(Fn *F, Node *x, int ax, LLVMValueRef *outer, LLVMValueRef *len, LLVMValueRef *inner)
+{
+	Gen *G = F->gen;
+	*outer = ci64(G, 1);
+	*inner = ci64(G, 1);
+	for (int k = 0; k < ax; k++)
+		*outer = LLVMBuildMul(G->B, *outer, dimv(F, x, k), "");
+	for (int k = ax + 1; k < x->rank; k++)
+		*inner = LLVMBuildMul(G->B, *inner, dimv(F, x, k), "");
+	*len = dimv(F, x, ax);
+}
+
+static void k_argmax(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	int ax = __builtin_ctzll((unsigned long long)n->a[0]);
+	int fl = dtype_is_float(x->dtype);
+	LLVMValueRef outer, len, inner;
+	axis_split(F, x, ax, &outer, &len, &inner);
+	LLVMValueRef best = entry_alloca(F, elem_t(G, x->dtype), "best");
+	LLVMValueRef besti = entry_alloca(F, G->i64, "besti");
+	Loop lo, li, lk;
+	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
+	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
+	LLVMValueRef base = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
+	LLVMBuildStore(B, load_at(F, x, base), best);
+	LLVMBuildStore(B, ci64(G, 0), besti);
+	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 1), len);
+	LLVMValueRef v = load_at(F, x, LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), ""));
+	LLVMValueRef cur = LLVMBuildLoad2(B, elem_t(G, x->dtype), best, "");
+	LLVMValueRef take;
+	if (fl) {
+		/* the first NaN wins, else the first maximum */
+		LLVMValueRef curnan = LLVMBuildFCmp(B, LLVMRealUNO, cur, cur, "");
+		LLVMValueRef vnan = LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
+		LLVMValueRef gt = LLVMBuildFCmp(B, LLVMRealOGT, v, cur, "");
+		take = LLVMBuildAnd(B, LLVMBuildNot(B, curnan, ""), LLVMBuildOr(B, vnan, gt, ""), "");
+	} else {
+		take = LLVMBuildICmp(B, LLVMIntSGT, v, cur, "");
+	}
+	LLVMBuildStore(B, LLVMBuildSelect(B, take, v, cur, ""), best);
+	LLVMBuildStore(B, LLVMBuildSelect(B, take, k, LLVMBuildLoad2(B, G->i64, besti, ""), ""), besti);
+	loop_end(F, &lk);
+	store_at(F, n, LLVMBuildAdd(B, LLVMBuildMul(B, o, inner, ""), in, ""), LLVMBuildLoad2(B, G->i64, besti, ""));
+	loop_end(F, &li);
+	loop_end(F, &lo);
+}
+
+static void k_softmax(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	LLVMValueRef outer, len, inner;
+	axis_split(F, x, (int)n->a[0], &outer, &len, &inner);
+	LLVMValueRef mx = entry_alloca(F, t, "max"), sum = entry_alloca(F, t, "sum");
+	Loop lo, li, l1, l2, l3;
+	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
+	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
+	LLVMValueRef base = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
+	LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
+	LLVMValueRef k = loop_begin(F, &l1, ci64(G, 0), len);
+	LLVMValueRef off = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), "");
+	LLVMBuildStore(B, fmaxmin(G, LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
+	loop_end(F, &l1);
+	LLVMValueRef m = LLVMBuildLoad2(B, t, mx, "");
+	LLVMBuildStore(B, fconst(G, dt, 0), sum);
+	k = loop_begin(F, &l2, ci64(G, 0), len);
+	off = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), "");
+	LLVMValueRef e = math1(G, "llvm.exp", dt, LLVMBuildFSub(B, load_at(F, x, off), m, ""));
+	if (n->op == OP_SOFTMAX)
+		store_at(F, n, off, e);
+	LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, sum, ""), e, ""), sum);
+	loop_end(F, &l2);
+	LLVMValueRef s = LLVMBuildLoad2(B, t, sum, "");
+	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
+	k = loop_begin(F, &l3, ci64(G, 0), len);
+	off = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), "");
+	if (n->op == OP_SOFTMAX)
+		store_at(F, n, off, LLVMBuildFDiv(B, load_at(F, n, off), s, ""));
+	else
+		store_at(F, n, off, LLVMBuildFSub(B, LLVMBuildFSub(B, load_at(F, x, off), m, ""), ls, ""));
+	loop_end(F, &l3);
+	loop_end(F, &li);
+	loop_end(F, &lo);
+}
+
+static void k_norm(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	int ln = n->op == OP_LAYERNORM;
+	LLVMValueRef len = dimv(F, x, x->rank - 1);
+	LLVMValueRef rows = ci64(G, 1);
+	for (int k = 0; k < x->rank - 1; k++)
+		rows = LLVMBuildMul(B, rows, dimv(F, x, k), "");
+	LLVMValueRef lenf = LLVMBuildSIToFP(B, len, t, "");
+	LLVMValueRef acc = entry_alloca(F, t, "acc");
+	Loop lr, l1, l2, l3;
+	LLVMValueRef r = loop_begin(F, &lr, ci64(G, 0), rows);
+	LLVMValueRef base = LLVMBuildMul(B, r, len, "");
+	LLVMValueRef mean = fconst(G, dt, 0);
+	if (ln) {
+		LLVMBuildStore(B, fconst(G, dt, 0), acc);
+		LLVMValueRef k = loop_begin(F, &l1, ci64(G, 0), len);
+		LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, acc, ""), load_at(F, x, LLVMBuildAdd(B, base, k, "")), ""), acc);
+		loop_end(F, &l1);
+		mean = LLVMBuildFDiv(B, LLVMBuildLoad2(B, t, acc, ""), lenf, "");
+	}
+	LLVMBuildStore(B, fconst(G, dt, 0), acc);
+	LLVMValueRef k = loop_begin(F, &l2, ci64(G, 0), len);
+	LLVMValueRef dv = LLVMBuildFSub(B, load_at(F, x, LLVMBuildAdd(B, base, k, "")), mean, "");
+	LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, acc, ""), LLVMBuildFMul(B, dv, dv, ""), ""), acc);
+	loop_end(F, &l2);
+	LLVMValueRef var = LLVMBuildFDiv(B, LLVMBuildLoad2(B, t, acc, ""), lenf, "");
+	LLVMValueRef inv = LLVMBuildFDiv(B, fconst(G, dt, 1),
+	                                 math1(G, "llvm.sqrt", dt, LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
+	k = loop_begin(F, &l3, ci64(G, 0), len);
+	LLVMValueRef off = LLVMBuildAdd(B, base, k, "");
+	LLVMValueRef y = LLVMBuildFMul(B, LLVMBuildFSub(B, load_at(F, x, off), mean, ""), inv, "");
+	y = LLVMBuildFMul(B, y, load_at(F, n->in[1], k), "");
+	if (ln)
+		y = LLVMBuildFAdd(B, y, load_at(F, n->in[2], k), "");
+	store_at(F, n, off, y);
+	loop_end(F, &l3);
+	loop_end(F, &lr);
+}
+
+static void k_causal_mask(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	strides(F, n->in[0], n->rank, NULL, st[0]);
+	strides(F, n, n->rank, NULL, st[1]);
+	Nest N;
+	nest_begin(F, &N, n, 2, st, off);
+	LLVMValueRef above = LLVMBuildICmp(B, LLVMIntSGT, N.idx[n->rank - 1], N.idx[n->rank - 2], "");
+	LLVMValueRef v = LLVMBuildSelect(B, above, fconst(G, n->dtype, -INFINITY), load_at(F, n->in[0], off[0]), "");
+	store_at(F, n, off[1], v);
+	nest_end(F, &N);
+}
+
+/* a conditional block: returns the block to continue in after `cond` */
+static LLVMBasicBlockRef if_begin(Fn *F, LLVMValueRef cond)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(G->C, F->fn, "then");
+	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(G->C, F->fn, "join");
+	LLVMBuildCondBr(G->B, cond, then, join);
+	LLVMPositionBuilderAtEnd(G->B, then);
+	return join;
+}
+
+static void if_end(Fn *F, LLVMBasicBlockRef join)
+{
+	LLVMBuildBr(F->gen->B, join);
+	LLVMPositionBuilderAtEnd(F->gen->B, join);
+}
+
+static LLVMValueRef in_range(Gen *G, LLVMValueRef v, LLVMValueRef hi)
+{
+	return LLVMBuildICmp(G->B, LLVMIntULT, v, hi, "");
+}
+
+static void k_conv2d(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	LLVMValueRef C = dimv(F, x, 1), H = dimv(F, x, 2), W = dimv(F, x, 3);
+	LLVMValueRef O = dimv(F, n, 1), OH = dimv(F, n, 2), OW = dimv(F, n, 3);
+	LLVMValueRef Cg = dimv(F, w, 1), KH = dimv(F, w, 2), KW = dimv(F, w, 3);
+	LLVMValueRef sh = attrv(F, n, 0), sw = attrv(F, n, 1), ph = attrv(F, n, 2), pw = attrv(F, n, 3);
+	LLVMValueRef groups = attrv(F, n, 4);
+	LLVMValueRef Og = LLVMBuildSDiv(B, O, groups, "");
+	LLVMValueRef acc = entry_alloca(F, t, "acc");
+	Loop ln, lo, loh, low, lc, lkh, lkw;
+	LLVMValueRef nn = loop_begin(F, &ln, ci64(G, 0), dimv(F, n, 0));
+	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), O);
+	LLVMValueRef cbase = LLVMBuildMul(B, LLVMBuildSDiv(B, o, Og, ""), Cg, "");
+	LLVMValueRef oh = loop_begin(F, &loh, ci64(G, 0), OH);
+	LLVMValueRef ow = loop_begin(F, &low, ci64(G, 0), OW);
+	LLVMBuildStore(B, b ? load_at(F, b, o) : fconst(G, dt, 0), acc);
+	LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), Cg);
+	LLVMValueRef kh = loop_begin(F, &lkh, ci64(G, 0), KH);
+	LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, oh, sh, ""), ph, ""), kh, "");
+	LLVMBasicBlockRef j1 = if_begin(F, in_range(G, ih, H));
+	LLVMValueRef kw = loop_begin(F, &lkw, ci64(G, 0), KW);
+	LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, ow, sw, ""), pw, ""), kw, "");
+	LLVMBasicBlockRef j2 = if_begin(F, in_range(G, iw, W));
+	LLVMValueRef xi = LLVMBuildAdd(B, LLVMBuildMul(B, nn, C, ""), LLVMBuildAdd(B, cbase, c, ""), "");
+	xi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, xi, H, ""), ih, ""), W, ""), iw, "");
+	LLVMValueRef wi = LLVMBuildAdd(B, LLVMBuildMul(B, o, Cg, ""), c, "");
+	wi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, wi, KH, ""), kh, ""), KW, ""), kw, "");
+	LLVMValueRef prod = LLVMBuildFMul(B, load_at(F, x, xi), load_at(F, w, wi), "");
+	LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, acc, ""), prod, ""), acc);
+	if_end(F, j2);
+	loop_end(F, &lkw);
+	if_end(F, j1);
+	loop_end(F, &lkh);
+	loop_end(F, &lc);
+	LLVMValueRef oi = LLVMBuildAdd(B, LLVMBuildMul(B, nn, O, ""), o, "");
+	oi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, oi, OH, ""), oh, ""), OW, ""), ow, "");
+	store_at(F, n, oi, LLVMBuildLoad2(B, t, acc, ""));
+	loop_end(F, &low);
+	loop_end(F, &loh);
+	loop_end(F, &lo);
+	loop_end(F, &ln);
+}
+
+static void k_pool(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	int is_max = n->op == OP_MAXPOOL2D, global = n->op == OP_GLOBAL_AVGPOOL2D;
+	LLVMValueRef H = dimv(F, x, 2), W = dimv(F, x, 3);
+	LLVMValueRef KH = global ? H : attrv(F, n, 0), KW = global ? W : attrv(F, n, 1);
+	LLVMValueRef sh = global ? ci64(G, 1) : attrv(F, n, 2), sw = global ? ci64(G, 1) : attrv(F, n, 3);
+	LLVMValueRef ph = global ? ci64(G, 0) : attrv(F, n, 4), pw = global ? ci64(G, 0) : attrv(F, n, 5);
+	LLVMValueRef OH = dimv(F, n, 2), OW = dimv(F, n, 3);
+	LLVMValueRef acc = entry_alloca(F, t, "acc");
+	Loop lnc, loh, low, lkh, lkw;
+	LLVMValueRef nc = loop_begin(F, &lnc, ci64(G, 0), LLVMBuildMul(B, dimv(F, x, 0), dimv(F, x, 1), ""));
+	LLVMValueRef oh = loop_begin(F, &loh, ci64(G, 0), OH);
+	LLVMValueRef ow = loop_begin(F, &low, ci64(G, 0), OW);
+	LLVMBuildStore(B, fconst(G, dt, is_max ? -INFINITY : 0), acc);
+	LLVMValueRef kh = loop_begin(F, &lkh, ci64(G, 0), KH);
+	LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, oh, sh, ""), ph, ""), kh, "");
+	LLVMBasicBlockRef j1 = if_begin(F, in_range(G, ih, H));
+	LLVMValueRef kw = loop_begin(F, &lkw, ci64(G, 0), KW);
+	LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, ow, sw, ""), pw, ""), kw, "");
+	LLVMBasicBlockRef j2 = if_begin(F, in_range(G, iw, W));
+	LLVMValueRef xi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, nc, H, ""), ih, ""), W, ""), iw, "");
+	LLVMValueRef v = load_at(F, x, xi), cur = LLVMBuildLoad2(B, t, acc, "");
+	LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : LLVMBuildFAdd(B, cur, v, ""), acc);
+	if_end(F, j2);
+	loop_end(F, &lkw);
+	if_end(F, j1);
+	loop_end(F, &lkh);
+	LLVMValueRef r = LLVMBuildLoad2(B, t, acc, "");
+	if (!is_max) /* padding counts in the average (count_include_pad) */
+		r = LLVMBuildFDiv(B, r, LLVMBuildSIToFP(B, LLVMBuildMul(B, KH, KW, ""), t, ""), "");
+	LLVMValueRef oi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, nc, OH, ""), oh, ""), OW, ""), ow, "");
+	store_at(F, n, oi, r);
+	loop_end(F, &low);
+	loop_end(F, &loh);
+	loop_end(F, &lnc);
+}
+
+static void k_gather(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *tab = n->in[0], *idx = n->in[1];
+	LLVMValueRef rows = dimv(F, tab, 0);
+	LLVMValueRef row = ci64(G, 1);
+	for (int k = 1; k < tab->rank; k++)
+		row = LLVMBuildMul(B, row, dimv(F, tab, k), "");
+	Loop li, lj;
+	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), numelv(F, idx));
+	LLVMValueRef v = load_at(F, idx, i);
+	if (idx->dtype == DT_I32)
+		v = LLVMBuildSExt(B, v, G->i64, "");
+	LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntUGE, v, rows, "");
+	LLVMBasicBlockRef okb = LLVMAppendBasicBlockInContext(G->C, F->fn, "inrange");
+	LLVMBasicBlockRef badb = LLVMAppendBasicBlockInContext(G->C, F->fn, "outofrange");
+	LLVMBuildCondBr(B, bad, badb, okb);
+	LLVMPositionBuilderAtEnd(B, badb);
+	LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
+	LLVMValueRef av[3] = {F->ctx, v, rows};
+	LLVMValueRef st = call(G, "nestrt_gather_oob", G->i32, at, av, 3);
+	LLVMBuildRet(B, st);
+	LLVMPositionBuilderAtEnd(B, okb);
+	LLVMValueRef src = LLVMBuildMul(B, v, row, ""), dst = LLVMBuildMul(B, i, row, "");
+	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), row);
+	store_at(F, n, LLVMBuildAdd(B, dst, j, ""), load_at(F, tab, LLVMBuildAdd(B, src, j, "")));
+	loop_end(F, &lj);
+	loop_end(F, &li);
+}
+
+static void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
+{
+	Gen *G = F->gen;
+	LLVMValueRef d8 = LLVMBuildPointerCast(G->B, dst, G->i8p, "");
+	LLVMValueRef s8 = LLVMBuildPointerCast(G->B, src, G->i8p, "");
+	LLVMTypeRef at[3] = {G->i8p, G->i8p, G->i64};
+	LLVMValueRef av[3] = {d8, s8, bytes};
+	call(G, "memmove", G->i8p, at, av, 3);
+}
+
+/* ---- functions ---- */
+
+static void emit_graph_body(Fn *F);
+static LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int internal);
+
+static int64_t graph_need(Gen *G, Graph *g);
+
+static Plan *plan_of(Gen *G, Graph *g, Variant *v)
+{
+	if (G->plans[g->id])
+		return G->plans[g->id];
+	int64_t *mx = NULL;
+	if (v && v->ndyn) {
+		/* a reuse_hash variant: size buffers for the largest call of its group */
+		mx = xcalloc((size_t)g->nnodes + 1, sizeof(int64_t));
+		for (int c = 0; c < v->calls.n; c++) {
+			Graph *cg = ((CallSite *)v->calls.v[c])->call->callee;
+			for (int i = 0; i < g->nnodes && i < cg->nnodes; i++) {
+				int64_t ne = shape_numel(cg->nodes[i]->rank, cg->nodes[i]->shape);
+				if (ne > mx[i])
+					mx[i] = ne;
+			}
+		}
+	}
+	Plan *pl = plan_graph(G->p, g, mx);
+	free(mx);
+	G->plans[g->id] = pl;
+	return pl;
+}
+
+static int64_t graph_need(Gen *G, Graph *g)
+{
+	if (G->need[g->id] >= 0)
+		return G->need[g->id];
+	CallSite *site = NULL;
+	Variant *v = NULL;
+	for (int i = 0; i < G->rt->variants.n && !v; i++) {
+		Variant *vv = G->rt->variants.v[i];
+		for (int c = 0; c < vv->calls.n; c++) {
+			site = vv->calls.v[c];
+			if (site->call->callee == g)
+				v = vv;
+		}
+	}
+	Plan *pl = plan_of(G, v ? v->g : g, v);
+	int64_t callees = 0;
+	Graph *body = v ? v->g : g;
+	for (int i = 0; i < body->nnodes; i++) {
+		Node *n = body->nodes[i];
+		if (n->op != OP_CALL)
+			continue;
+		CallSite *cs = callsite_of(G->rt, n);
+		int64_t c = graph_need(G, cs && cs->v ? cs->v->g : n->callee);
+		if (c > callees)
+			callees = c;
+	}
+	G->need[g->id] = pl->ws_size + callees;
+	return G->need[g->id];
+}
+
+static void emit_call(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Graph *callee = n->callee;
+	CallSite *cs = callsite_of(G->rt, n);
+	int nres = callee->noutputs;
+	int total = n->nin + nres;
+	LLVMTypeRef arr_t = LLVMArrayType(G->i8p, (unsigned)(total ? total : 1));
+	LLVMValueRef arr = entry_alloca(F, arr_t, "args");
+	int k = 0;
+	for (int i = 0; i < n->nin; i++, k++) {
+		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
+		LLVMValueRef slot = LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
+		LLVMBuildStore(B, LLVMBuildPointerCast(B, F->ptr[n->in[i]->id], G->i8p, ""), slot);
+	}
+	/* results: the OP_RESULT nodes that read this call */
+	for (int r = 0; r < nres; r++, k++) {
+		LLVMValueRef p = NULL;
+		for (int i = n->id + 1; i < F->g->nnodes && !p; i++) {
+			Node *m = F->g->nodes[i];
+			if (m->op == OP_RESULT && m->in[0] == n && m->a[0] == r)
+				p = F->ptr[m->id];
+		}
+		if (!p)
+			p = LLVMConstPointerNull(G->i8p); /* unused result: the callee must not write it */
+		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
+		LLVMValueRef slot = LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
+		LLVMBuildStore(B, LLVMBuildPointerCast(B, p, G->i8p, ""), slot);
+	}
+	LLVMValueRef idx0[2] = {ci32(G, 0), ci32(G, 0)};
+	LLVMValueRef bufs = LLVMBuildGEP2(B, arr_t, arr, idx0, 2, "");
+	LLVMValueRef off = ci64(G, F->plan->ws_size);
+	LLVMValueRef ws = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+	LLVMValueRef dims = LLVMConstPointerNull(G->i64p);
+	LLVMValueRef st;
+	if (cs && cs->v) {
+		if (cs->v->ndyn) {
+			/* this call's own values of the variant's run-time dims */
+			LLVMTypeRef dt = LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
+			LLVMValueRef *vals = xmalloc((size_t)cs->v->ndyn * sizeof(LLVMValueRef));
+			for (int i = 0; i < cs->v->ndyn; i++)
+				vals[i] = ci64(G, cs->dyn_values[i]);
+			LLVMValueRef gv = LLVMAddGlobal(G->M, dt, "dims");
+			LLVMSetInitializer(gv, LLVMConstArray(G->i64, vals, (unsigned)cs->v->ndyn));
+			LLVMSetGlobalConstant(gv, 1);
+			LLVMSetLinkage(gv, LLVMPrivateLinkage);
+			free(vals);
+			dims = LLVMBuildGEP2(B, dt, gv, idx0, 2, "");
+		}
+		LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
+		LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, dims, ws};
+		st = call(G, "nestrt_call", G->i32, at, av, 5);
+	} else {
+		/* over max_reuse_entries or --no-regions: a private copy of the callee */
+		char name[64];
+		snprintf(name, sizeof name, "inline.%s.%d", callee->name, G->ninline++);
+		LLVMValueRef f = emit_function(G, callee, NULL, name, 1);
+		LLVMValueRef av[4] = {F->ctx, bufs, dims, ws};
+		st = LLVMBuildCall2(B, G->fn_t, f, av, 4, "");
+	}
+	LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
+	LLVMBasicBlockRef failb = LLVMAppendBasicBlockInContext(G->C, F->fn, "callfail");
+	LLVMBasicBlockRef okb = LLVMAppendBasicBlockInContext(G->C, F->fn, "callok");
+	LLVMBuildCondBr(B, bad, failb, okb);
+	LLVMPositionBuilderAtEnd(B, failb);
+	LLVMBuildRet(B, st);
+	LLVMPositionBuilderAtEnd(B, okb);
+}
+
+static LLVMValueRef buf_ptr(Fn *F, int index)
+{
+	Gen *G = F->gen;
+	LLVMValueRef idx = ci64(G, index);
+	LLVMValueRef pp = LLVMBuildGEP2(G->B, G->i8p, F->bufs, &idx, 1, "");
+	return LLVMBuildLoad2(G->B, G->i8p, pp, "");
+}
+
+static void emit_graph_body(Fn *F)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Graph *g = F->g;
+	Plan *pl = F->plan;
+	F->ptr = xcalloc((size_t)g->nnodes + 1, sizeof(LLVMValueRef));
+	/* params array: ctx->params is the first field of nestrt_ctx */
+	LLVMValueRef params = NULL;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		LLVMTypeRef pt = LLVMPointerType(elem_t(G, n->op == OP_CALL ? DT_F32 : n->dtype), 0);
+		LLVMValueRef raw = NULL;
+		switch (pl->kind[i]) {
+		case BUF_NONE:
+			break;
+		case BUF_INPUT:
+			raw = buf_ptr(F, (int)pl->index[i]);
+			break;
+		case BUF_OUTPUT:
+			raw = buf_ptr(F, g->ninputs + (int)pl->index[i]);
+			break;
+		case BUF_PARAM: {
+			if (!params) {
+				LLVMValueRef pp = LLVMBuildPointerCast(B, F->ctx, LLVMPointerType(G->i8pp, 0), "");
+				params = LLVMBuildLoad2(B, G->i8pp, pp, "params");
+			}
+			LLVMValueRef idx = ci64(G, pl->index[i]);
+			raw = LLVMBuildLoad2(B, G->i8p, LLVMBuildGEP2(B, G->i8p, params, &idx, 1, ""), "");
+			break;
+		}
+		case BUF_WS: {
+			LLVMValueRef off = ci64(G, pl->offset[i]);
+			raw = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+			break;
+		}
+		case BUF_ALIAS:
+			raw = F->ptr[pl->index[i]];
+			break;
+		}
+		if (raw)
+			F->ptr[i] = LLVMBuildPointerCast(B, raw, pt, "");
+	}
+	/* every pointer is known before any kernel: a call writes its results
+	 * into the storage of the OP_RESULT nodes that follow it */
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		switch (n->op) {
+		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
+			break;
+		case OP_CONST: case OP_FULL: case OP_ARANGE:
+			k_fill(F, n);
+			break;
+		case OP_NEG: case OP_NOT: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH:
+		case OP_SIGMOID: case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF:
+		case OP_ABS: case OP_SIN: case OP_COS: case OP_CAST:
+		case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
+		case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE:
+		case OP_AND: case OP_OR: case OP_WHERE:
+			k_elementwise(F, n);
+			break;
+		case OP_MATMUL: k_matmul(F, n); break;
+		case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: k_reduce(F, n); break;
+		case OP_ARGMAX: k_argmax(F, n); break;
+		case OP_SOFTMAX: case OP_LOG_SOFTMAX: k_softmax(F, n); break;
+		case OP_LAYERNORM: case OP_RMSNORM: k_norm(F, n); break;
+		case OP_TRANSPOSE: k_transpose(F, n); break;
+		case OP_CONCAT: k_concat(F, n); break;
+		case OP_SLICE: k_slice(F, n); break;
+		case OP_EXPAND: k_expand(F, n); break;
+		case OP_GATHER: k_gather(F, n); break;
+		case OP_CAUSAL_MASK: k_causal_mask(F, n); break;
+		case OP_CONV2D: k_conv2d(F, n); break;
+		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;
+		case OP_CALL: emit_call(F, n); break;
+		case OP_COUNT: ice("emit: bad op");
+		}
+	}
+	/* results that are inputs, params, reshapes of them, or repeated */
+	for (int j = 0; j < g->noutputs; j++) {
+		if (!pl->copy_out[j])
+			continue;
+		Node *o = g->outputs[j];
+		LLVMValueRef bytes = LLVMBuildMul(B, numelv(F, o), ci64(G, dtype_size(o->dtype)), "");
+		memcpy_bytes(F, buf_ptr(F, g->ninputs + j), F->ptr[o->id], bytes);
+	}
+	LLVMBuildRet(B, ci32(G, 0));
+	free(F->ptr);
+}
+
+static LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int internal)
+{
+	Fn F = {.gen = G, .g = g, .v = v};
+	F.plan = plan_of(G, g, v);
+	F.fn = LLVMAddFunction(G->M, name, G->fn_t);
+	if (internal)
+		LLVMSetLinkage(F.fn, LLVMInternalLinkage);
+	F.ctx = LLVMGetParam(F.fn, 0);
+	F.bufs = LLVMGetParam(F.fn, 1);
+	F.dims = v && v->ndyn ? LLVMGetParam(F.fn, 2) : NULL;
+	F.ws = LLVMGetParam(F.fn, 3);
+	unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+	LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(G->C, nounwind, 0));
+	int opt = v ? v->opt_level : G->o->opt_level;
+	if (v && v->fast_math) {
+		const char *attrs[] = {"unsafe-fp-math", "no-nans-fp-math", "no-infs-fp-math", "no-signed-zeros-fp-math"};
+		for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+			LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex,
+			                        LLVMCreateStringAttribute(G->C, attrs[i], (unsigned)strlen(attrs[i]), "true", 4));
+	}
+	(void)opt;
+	LLVMBasicBlockRef saved = LLVMGetInsertBlock(G->B);
+	F.entry = LLVMAppendBasicBlockInContext(G->C, F.fn, "entry");
+	LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(G->C, F.fn, "start");
+	LLVMPositionBuilderAtEnd(G->B, F.entry);
+	LLVMBuildBr(G->B, start);
+	LLVMPositionBuilderAtEnd(G->B, start);
+	/* allocas are put before the branch of the entry block */
+	emit_graph_body(&F);
+	if (saved)
+		LLVMPositionBuilderAtEnd(G->B, saved);
+	return F.fn;
+}
+
+/* ---- modules, objects, files ---- */
+
+static void gen_module_begin(Gen *G, const char *name)
+{
+	G->M = LLVMModuleCreateWithNameInContext(name, G->C);
+	LLVMSetTarget(G->M, G->triple);
+	LLVMSetDataLayout(G->M, G->layout);
+	G->ninline = 0;
+}
+
+typedef struct OutFile {
+	char *path;      /* final name */
+	char *data;
+	size_t len;
+} OutFile;
+
+static int64_t text_bytes(Gen *G, const char *data, size_t len)
+{
+	LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, "obj");
+	char *err = NULL;
+	LLVMBinaryRef bin = LLVMCreateBinary(mb, G->C, &err);
+	int64_t total = 0;
+	if (bin) {
+		LLVMSectionIteratorRef it = LLVMObjectFileCopySectionIterator(bin);
+		while (!LLVMObjectFileIsSectionIteratorAtEnd(bin, it)) {
+			const char *nm = LLVMGetSectionName(it);
+			if (nm && !strncmp(nm, ".text", 5))
+				total += (int64_t)LLVMGetSectionSize(it);
+			LLVMMoveToNextSection(it);
+		}
+		LLVMDisposeSectionIterator(it);
+		LLVMDisposeBinary(bin);
+	} else {
+		LLVMDisposeMessage(err);
+	}
+	LLVMDisposeMemoryBuffer(mb);
+	return total;
+}
+
+/* Verify, optimise and emit the current module. */
+static int gen_module_end(Gen *G, int opt, OutFile *out, int64_t *code_bytes)
+{
+	char *err = NULL;
+	if (LLVMVerifyModule(G->M, LLVMReturnStatusAction, &err)) {
+		/* generated code that does not verify is a compiler bug */
+		fprintf(stderr, "%s\n", LLVMPrintModuleToString(G->M));
+		ice("LLVMVerifyModule failed: %s", err);
+	}
+	LLVMDisposeMessage(err);
+	char passes[32];
+	snprintf(passes, sizeof passes, "default<O%d>", opt);
+	LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+	LLVMPassBuilderOptionsSetLoopVectorization(po, opt >= 2);
+	LLVMPassBuilderOptionsSetSLPVectorization(po, opt >= 2);
+	LLVMErrorRef e = LLVMRunPasses(G->M, passes, G->tm, po);
+	LLVMDisposePassBuilderOptions(po);
+	if (e) {
+		char *m = LLVMGetErrorMessage(e);
+		ice("LLVMRunPasses: %s", m);
+	}
+	if (G->o->emit == EMIT_LLVM) {
+		char *s = LLVMPrintModuleToString(G->M);
+		out->len = strlen(s);
+		out->data = xmalloc(out->len + 1);
+		memcpy(out->data, s, out->len + 1);
+		LLVMDisposeMessage(s);
+	} else {
+		LLVMMemoryBufferRef mb;
+		if (LLVMTargetMachineEmitToMemoryBuffer(G->tm, G->M, G->o->emit == EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+		                                        &err, &mb)) {
+			error_plain(G->d, "code generation failed: %s", err);
+			LLVMDisposeMessage(err);
+			LLVMDisposeModule(G->M);
+			return 1;
+		}
+		out->len = LLVMGetBufferSize(mb);
+		out->data = xmalloc(out->len + 1);
+		memcpy(out->data, LLVMGetBufferStart(mb), out->len);
+		LLVMDisposeMemoryBuffer(mb);
+		if (code_bytes && G->o->emit == EMIT_OBJ)
+			*code_bytes = text_bytes(G, out->data, out->len);
+	}
+	LLVMDisposeModule(G->M);
+	G->M = NULL;
+	return 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static const char *ext_of(Gen *G)
+{
+	return G->o->emit == EMIT_OBJ ? "o" : G->o->emit == EMIT_ASM ? "s" : "ll";
+}
+
+static char *c_type(DType dt)
+{
+	switch (dt) {
+	case DT_BOOL: return "uint8_t";
+	case DT_I32: return "int32_t";
+	case DT_I64: return "int64_t";
+	case DT_F32: return "float";
+	case DT_F64: return "double";
+	default: return "void";
+	}
+}
+
+static void header_text(Gen *G, Buf *b, const char *name)
+{
+	Program *p = G->p;
+	char guard[256];
+	snprintf(guard, sizeof guard, "%s", name);
+	for (char *c = guard; *c; c++)
+		if (*c >= 'a' && *c <= 'z')
+			*c = (char)(*c - 'a' + 'A');
+	buf_printf(b, "/* %s.h - generated by nestc %s from %s. Do not edit. */\n", name, NESTC_VERSION, p->src->path);
+	buf_printf(b, "#ifndef %s_H\n#define %s_H\n\n#include <stdint.h>\n#include <nestrt.h>\n\n", guard, guard);
+	buf_printf(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+	buf_printf(b, "typedef struct %s %s;\n\n", name, name);
+	buf_printf(b, "/* Bind and check every param (%d tensors); NULL with err->message on error. */\n", p->nparams);
+	buf_printf(b, "%s *%s_new(nestrt_weights *w, nestrt_error *err);\nvoid %s_free(%s *m);\n", name, name, name, name);
+	buf_printf(b, "/* The model's workspace in bytes (allocated once by %s_new). */\nsize_t %s_workspace_size(void);\n\n", name, name);
+	for (int e = 0; e < p->nentries; e++) {
+		Entry *en = &p->entries[e];
+		Graph *g = en->g;
+		buf_printf(b, "/* %s(", en->name);
+		for (int i = 0; i < g->ninputs; i++) {
+			Buf s = {0};
+			shape_str(&s, g->inputs[i]->dtype, g->inputs[i]->rank, g->inputs[i]->shape);
+			buf_printf(b, "%s%s: %s", i ? ", " : "", g->input_names[i], s.s);
+			buf_free(&s);
+		}
+		buf_puts(b, ") -> ");
+		for (int j = 0; j < g->noutputs; j++) {
+			Buf s = {0};
+			shape_str(&s, g->outputs[j]->dtype, g->outputs[j]->rank, g->outputs[j]->shape);
+			buf_printf(b, "%s%s", j ? ", " : "", s.s);
+			buf_free(&s);
+		}
+		buf_puts(b, "\n   Returns 0, or -1 after a run-time error (nestrt_model_error(m) says which). */\n");
+		buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
+		for (int i = 0; i < g->ninputs; i++)
+			buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), g->input_names[i]);
+		for (int j = 0; j < g->noutputs; j++) {
+			if (g->noutputs == 1)
+				buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
+			else
+				buf_printf(b, ", %s *out%d", c_type(g->outputs[j]->dtype), j);
+		}
+		buf_puts(b, ");\n\n");
+	}
+	buf_printf(b, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
+}
+
+/* The model module: param table, dispatch table, entry points, new/free. */
+static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_total)
+{
+	Program *p = G->p;
+	LLVMBuilderRef B = G->B;
+	/* the entry graphs */
+	LLVMValueRef *entry_fns = xcalloc((size_t)p->nentries + 1, sizeof(LLVMValueRef));
+	for (int e = 0; e < p->nentries; e++) {
+		char fname[256];
+		snprintf(fname, sizeof fname, "%s__entry_%s", name, p->entries[e].name);
+		entry_fns[e] = emit_function(G, p->entries[e].g, NULL, fname, 1);
+	}
+	/* param table: struct nestrt_param { const char *name; int dtype; int rank; int64_t shape[8]; } */
+	LLVMTypeRef shape_t = LLVMArrayType(G->i64, MAX_RANK);
+	LLVMTypeRef pf[4] = {G->i8p, G->i32, G->i32, shape_t};
+	LLVMTypeRef param_t = LLVMStructTypeInContext(G->C, pf, 4, 0);
+	LLVMValueRef *pvals = xcalloc((size_t)p->nparams + 1, sizeof(LLVMValueRef));
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		LLVMValueRef str = cstr(G, pi->name);
+		LLVMValueRef dims[MAX_RANK];
+		for (int k = 0; k < MAX_RANK; k++)
+			dims[k] = ci64(G, k < pi->rank ? pi->shape[k] : 0);
+		LLVMValueRef f[4] = {str, ci32(G, pi->dtype), ci32(G, pi->rank), LLVMConstArray(G->i64, dims, MAX_RANK)};
+		pvals[i] = LLVMConstNamedStruct(param_t, f, 4);
+	}
+	LLVMTypeRef ptab_t = LLVMArrayType(param_t, (unsigned)p->nparams);
+	LLVMValueRef ptab = LLVMAddGlobal(G->M, ptab_t, "params");
+	LLVMSetInitializer(ptab, LLVMConstArray(param_t, pvals, (unsigned)p->nparams));
+	LLVMSetGlobalConstant(ptab, 1);
+	LLVMSetLinkage(ptab, LLVMPrivateLinkage);
+	free(pvals);
+	/* dispatch table: struct nestrt_slot { const char *name; nestrt_fn fn; } */
+	LLVMTypeRef fnp = LLVMPointerType(G->fn_t, 0);
+	LLVMTypeRef sf[2] = {G->i8p, fnp};
+	LLVMTypeRef slot_t = LLVMStructTypeInContext(G->C, sf, 2, 0);
+	int nv = G->rt->variants.n;
+	LLVMValueRef *svals = xcalloc((size_t)nv + 1, sizeof(LLVMValueRef));
+	for (int i = 0; i < nv; i++) {
+		Variant *v = G->rt->variants.v[i];
+		char vname[256], sym[300];
+		snprintf(vname, sizeof vname, "%s.%d", v->region, v->k);
+		snprintf(sym, sizeof sym, "%s__%s_%d", name, v->region, v->k);
+		LLVMValueRef f = variant_fns && variant_fns[i] ? variant_fns[i] : get_fn(G, sym, G->fn_t);
+		LLVMValueRef fv[2] = {cstr(G, vname), f};
+		svals[i] = LLVMConstNamedStruct(slot_t, fv, 2);
+	}
+	LLVMTypeRef stab_t = LLVMArrayType(slot_t, (unsigned)nv);
+	LLVMValueRef stab = LLVMAddGlobal(G->M, stab_t, "slots");
+	LLVMSetInitializer(stab, LLVMConstArray(slot_t, svals, (unsigned)nv));
+	LLVMSetGlobalConstant(stab, 1);
+	LLVMSetLinkage(stab, LLVMPrivateLinkage);
+	free(svals);
+	/* the model descriptor handed to nestrt_model_new */
+	LLVMTypeRef df[7] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p};
+	LLVMTypeRef desc_t = LLVMStructTypeInContext(G->C, df, 7, 0);
+	LLVMValueRef z2[2] = {ci32(G, 0), ci32(G, 0)};
+	LLVMValueRef dv[7] = {
+		cstr(G, name),
+		LLVMConstPointerCast(p->nparams ? LLVMConstGEP2(ptab_t, ptab, z2, 2) : LLVMConstPointerNull(G->i8p), G->i8p),
+		ci32(G, p->nparams),
+		LLVMConstPointerCast(nv ? LLVMConstGEP2(stab_t, stab, z2, 2) : LLVMConstPointerNull(G->i8p), G->i8p),
+		ci32(G, nv),
+		ci64(G, ws_total),
+		cstr(G, NESTC_VERSION),
+	};
+	char dname[256];
+	snprintf(dname, sizeof dname, "%s__desc", name);
+	LLVMValueRef desc = LLVMAddGlobal(G->M, desc_t, dname);
+	LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_t, dv, 7));
+	LLVMSetGlobalConstant(desc, 1);
+	LLVMSetLinkage(desc, LLVMPrivateLinkage);
+	LLVMValueRef desc8 = LLVMConstPointerCast(desc, G->i8p);
+
+	/* NAME_new(w, err) = nestrt_model_new(&desc, w, err) */
+	char fname[300];
+	LLVMTypeRef nt[2] = {G->i8p, G->i8p};
+	LLVMTypeRef new_t = LLVMFunctionType(G->i8p, nt, 2, 0);
+	snprintf(fname, sizeof fname, "%s_new", name);
+	LLVMValueRef fnew = LLVMAddFunction(G->M, fname, new_t);
+	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, fnew, "entry"));
+	LLVMTypeRef mt[3] = {G->i8p, G->i8p, G->i8p};
+	LLVMValueRef mv[3] = {desc8, LLVMGetParam(fnew, 0), LLVMGetParam(fnew, 1)};
+	LLVMBuildRet(B, call(G, "nestrt_model_new", G->i8p, mt, mv, 3));
+
+	LLVMTypeRef free_t = LLVMFunctionType(LLVMVoidTypeInContext(G->C), &G->i8p, 1, 0);
+	snprintf(fname, sizeof fname, "%s_free", name);
+	LLVMValueRef ffree = LLVMAddFunction(G->M, fname, free_t);
+	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, ffree, "entry"));
+	LLVMValueRef m0 = LLVMGetParam(ffree, 0);
+	call(G, "nestrt_model_free", LLVMVoidTypeInContext(G->C), &G->i8p, &m0, 1);
+	LLVMBuildRetVoid(B);
+
+	LLVMTypeRef ws_t = LLVMFunctionType(G->i64, NULL, 0, 0);
+	snprintf(fname, sizeof fname, "%s_workspace_size", name);
+	LLVMValueRef fws = LLVMAddFunction(G->M, fname, ws_t);
+	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, fws, "entry"));
+	LLVMBuildRet(B, ci64(G, ws_total));
+
+	/* NAME_ENTRY(m, inputs..., outputs...) = nestrt_model_run(m, entry, bufs) */
+	for (int e = 0; e < p->nentries; e++) {
+		Graph *g = p->entries[e].g;
+		int n = g->ninputs + g->noutputs;
+		LLVMTypeRef *at = xcalloc((size_t)n + 2, sizeof(LLVMTypeRef));
+		for (int i = 0; i <= n; i++)
+			at[i] = G->i8p;
+		LLVMTypeRef et = LLVMFunctionType(G->i32, at, (unsigned)n + 1, 0);
+		snprintf(fname, sizeof fname, "%s_%s", name, p->entries[e].name);
+		LLVMValueRef f = LLVMAddFunction(G->M, fname, et);
+		LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, f, "entry"));
+		LLVMTypeRef arr_t = LLVMArrayType(G->i8p, (unsigned)(n ? n : 1));
+		LLVMValueRef arr = LLVMBuildAlloca(B, arr_t, "bufs");
+		for (int i = 0; i < n; i++) {
+			LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, i)};
+			LLVMBuildStore(B, LLVMGetParam(f, (unsigned)i + 1), LLVMBuildGEP2(B, arr_t, arr, idx, 2, ""));
+		}
+		LLVMValueRef bufs = LLVMBuildGEP2(B, arr_t, arr, z2, 2, "");
+		LLVMTypeRef rt[3] = {G->i8p, fnp, G->i8pp};
+		LLVMValueRef rv[3] = {LLVMGetParam(f, 0), entry_fns[e], bufs};
+		LLVMBuildRet(B, call(G, "nestrt_model_run", G->i32, rt, rv, 3));
+		free(at);
+	}
+	free(entry_fns);
+}
+
+char *host_triple(void)
+{
+	char *t = LLVMGetDefaultTargetTriple();
+	char *r = xstrdup(t);
+	LLVMDisposeMessage(t);
+	return r;
+}
+
+/* ---- archives: the System V / GNU ar format with a symbol index ---- */
+
+static void ar_member(Buf *b, const char *name, const char *data, size_t len)
+{
+	char hdr[61];
+	snprintf(hdr, sizeof hdr, "%-16s%-12s%-6s%-6s%-8s%-10zu`\n", name, "0", "0", "0", "644", len);
+	for (int i = 0; i < 60; i++)
+		buf_putc(b, hdr[i]);
+	for (size_t i = 0; i < len; i++)
+		buf_putc(b, data[i]);
+	if (len & 1)
+		buf_putc(b, '\n');
+}
+
+static void put_be32(Buf *b, uint32_t v)
+{
+	buf_putc(b, (char)(v >> 24));
+	buf_putc(b, (char)(v >> 16));
+	buf_putc(b, (char)(v >> 8));
+	buf_putc(b, (char)v);
+}
+
+/* syms[i] lists the global symbols member i defines */
+static void write_archive(Buf *out, OutFile *files, int n, Vec *syms)
+{
+	/* long names table */
+	Buf names = {0};
+	int64_t *name_off = xcalloc((size_t)n + 1, sizeof(int64_t));
+	for (int i = 0; i < n; i++) {
+		const char *base = strrchr(files[i].path, '/');
+		base = base ? base + 1 : files[i].path;
+		name_off[i] = (int64_t)names.len;
+		buf_printf(&names, "%s/\n", base);
+	}
+	/* symbol index: count, offsets (big-endian), names */
+	int nsyms = 0;
+	size_t strbytes = 0;
+	for (int i = 0; i < n; i++) {
+		nsyms += syms[i].n;
+		for (int k = 0; k < syms[i].n; k++)
+			strbytes += strlen(syms[i].v[k]) + 1;
+	}
+	size_t symlen = 4 + 4 * (size_t)nsyms + strbytes;
+	size_t pos = 8 + 60 + symlen + (symlen & 1) + 60 + names.len + (names.len & 1);
+	size_t *member_off = xcalloc((size_t)n + 1, sizeof(size_t));
+	for (int i = 0; i < n; i++) {
+		member_off[i] = pos;
+		pos += 60 + files[i].len + (files[i].len & 1);
+	}
+	Buf sym = {0};
+	put_be32(&sym, (uint32_t)nsyms);
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < syms[i].n; k++)
+			put_be32(&sym, (uint32_t)member_off[i]);
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < syms[i].n; k++) {
+			buf_puts(&sym, syms[i].v[k]);
+			buf_putc(&sym, 0);
+		}
+	buf_puts(out, "!<arch>\n");
+	ar_member(out, "/", sym.s, sym.len);
+	ar_member(out, "//", names.s, names.len);
+	for (int i = 0; i < n; i++) {
+		char nm[32];
+		snprintf(nm, sizeof nm, "/%lld", (long long)name_off[i]);
+		ar_member(out, nm, files[i].data, files[i].len);
+	}
+	buf_free(&sym);
+	buf_free(&names);
+	free(name_off);
+	free(member_off);
+}
+
+static void init_llvm_once(void)
+{
+	static int done;
+	if (done)
+		return;
+	done = 1;
+	LLVMInitializeAllTargetInfos();
+	LLVMInitializeAllTargets();
+	LLVMInitializeAllTargetMCs();
+	LLVMInitializeAllAsmPrinters();
+}
+
+int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
+{
+	init_llvm_once();
+	Gen G = {.p = p, .rt = rt, .d = d, .o = o};
+	G.triple = o->target ? xstrdup(o->target) : host_triple();
+	char *err = NULL;
+	LLVMTargetRef target;
+	if (LLVMGetTargetFromTriple(G.triple, &target, &err)) {
+		error_plain(d, "unknown target '%s': %s", G.triple, err);
+		LLVMDisposeMessage(err);
+		free(G.triple);
+		return 1;
+	}
+	char *cpu = NULL, *features = NULL;
+	if (o->cpu) {
+		cpu = xstrdup(o->cpu);
+		features = xstrdup("");
+	} else if (!o->target) {
+		char *c = LLVMGetHostCPUName(), *f = LLVMGetHostCPUFeatures();
+		cpu = xstrdup(c);
+		features = xstrdup(f);
+		LLVMDisposeMessage(c);
+		LLVMDisposeMessage(f);
+	} else {
+		cpu = xstrdup("generic");
+		features = xstrdup("");
+	}
+	LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone : o->opt_level == 1 ? LLVMCodeGenLevelLess
+	                          : o->opt_level == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
+	G.tm = LLVMCreateTargetMachine(target, G.triple, cpu, features, lvl, LLVMRelocPIC, LLVMCodeModelDefault);
+	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(G.tm);
+	G.layout = LLVMCopyStringRepOfTargetData(td);
+	LLVMDisposeTargetData(td);
+	G.C = LLVMContextCreate();
+	G.B = LLVMCreateBuilderInContext(G.C);
+	G.i1 = LLVMInt1TypeInContext(G.C);
+	G.i8 = LLVMInt8TypeInContext(G.C);
+	G.i32 = LLVMInt32TypeInContext(G.C);
+	G.i64 = LLVMInt64TypeInContext(G.C);
+	G.f32 = LLVMFloatTypeInContext(G.C);
+	G.f64 = LLVMDoubleTypeInContext(G.C);
+	G.i8p = LLVMPointerType(G.i8, 0);
+	G.i8pp = LLVMPointerType(G.i8p, 0);
+	G.i64p = LLVMPointerType(G.i64, 0);
+	LLVMTypeRef ft[4] = {G.i8p, G.i8pp, G.i64p, G.i8p};
+	G.fn_t = LLVMFunctionType(G.i32, ft, 4, 0);
+	G.need = xmalloc(((size_t)p->graphs.n + 1) * sizeof(int64_t));
+	for (int i = 0; i <= p->graphs.n; i++)
+		G.need[i] = -1;
+	G.plans = xcalloc((size_t)p->graphs.n + 1, sizeof(Plan *));
+
+	const char *name = o->name;
+	int nv = rt->variants.n;
+	OutFile *files = xcalloc((size_t)nv + 3, sizeof(OutFile));
+	Vec *syms = xcalloc((size_t)nv + 3, sizeof(Vec));
+	int nfiles = 0, rc = 0;
+	const char *dir = o->archive ? NULL : o->out;
+
+	/* variants, innermost first is not needed: calls go through the table */
+	for (int i = 0; i < nv && !rc; i++) {
+		Variant *v = rt->variants.v[i];
+		char sym[300], mod[300];
+		snprintf(sym, sizeof sym, "%s__%s_%d", name, v->region, v->k);
+		snprintf(mod, sizeof mod, "%s.%s.%d", name, v->region, v->k);
+		double t0 = now_ms();
+		gen_module_begin(&G, mod);
+		emit_function(&G, v->g, v, sym, 0);
+		OutFile *f = &files[nfiles];
+		f->path = dir ? xasprintf("%s/%s.%s", dir, mod, ext_of(&G)) : xasprintf("%s.%s", mod, ext_of(&G));
+		vec_push(&syms[nfiles], xstrdup(sym));
+		rc = gen_module_end(&G, v->opt_level, f, &v->code_bytes);
+		v->compile_ms = now_ms() - t0;
+		nfiles++;
+	}
+	int64_t ws_total = 0;
+	for (int e = 0; e < p->nentries; e++) {
+		int64_t need = graph_need(&G, p->entries[e].g);
+		if (need > ws_total)
+			ws_total = need;
+	}
+	if (!rc) {
+		gen_module_begin(&G, name);
+		model_module(&G, name, NULL, ws_total);
+		OutFile *f = &files[nfiles];
+		f->path = dir ? xasprintf("%s/%s.%s", dir, name, ext_of(&G)) : xasprintf("%s.%s", name, ext_of(&G));
+		const char *s[] = {"_new", "_free", "_workspace_size"};
+		for (int k = 0; k < 3; k++)
+			vec_push(&syms[nfiles], xasprintf("%s%s", name, s[k]));
+		for (int e = 0; e < p->nentries; e++)
+			vec_push(&syms[nfiles], xasprintf("%s_%s", name, p->entries[e].name));
+		rc = gen_module_end(&G, o->opt_level, f, NULL);
+		nfiles++;
+	}
+	/* write: header and objects (or one archive), each through a temporary file */
+	if (!rc) {
+		Buf h = {0};
+		header_text(&G, &h, name);
+		char *hpath = o->archive ? NULL : xasprintf("%s/%s.h", dir, name);
+		if (o->archive) {
+			/* the header goes beside the archive */
+			char *base = xstrdup(o->out);
+			size_t bl = strlen(base);
+			if (bl > 2 && !strcmp(base + bl - 2, ".a"))
+				base[bl - 2] = 0;
+			char *slash = strrchr(base, '/');
+			hpath = slash ? xasprintf("%.*s/%s.h", (int)(slash - base), base, name) : xasprintf("%s.h", name);
+			free(base);
+		}
+		Vec tmps = {0}, finals = {0};
+		int ok = 1, made_dir = 0;
+		if (dir) {
+			if (mkdir(dir, 0777) == 0)
+				made_dir = 1;
+			else if (errno != EEXIST) {
+				error_plain(d, "cannot create %s: %s", dir, strerror(errno));
+				ok = 0;
+			}
+		}
+		if (o->archive) {
+			Buf ar = {0};
+			write_archive(&ar, files, nfiles, syms);
+			char *tmp = xasprintf("%s.tmp.%d", o->out, (int)getpid());
+			if (write_file_atomic(tmp, ar.s, ar.len) < 0)
+				ok = 0;
+			vec_push(&tmps, tmp);
+			vec_push(&finals, xstrdup(o->out));
+			buf_free(&ar);
+		} else {
+			for (int i = 0; i < nfiles && ok; i++) {
+				char *tmp = xasprintf("%s.tmp.%d", files[i].path, (int)getpid());
+				if (write_file_atomic(tmp, files[i].data, files[i].len) < 0)
+					ok = 0;
+				vec_push(&tmps, tmp);
+				vec_push(&finals, xstrdup(files[i].path));
+			}
+		}
+		if (ok) {
+			char *tmp = xasprintf("%s.tmp.%d", hpath, (int)getpid());
+			if (write_file_atomic(tmp, h.s, h.len) < 0)
+				ok = 0;
+			vec_push(&tmps, tmp);
+			vec_push(&finals, xstrdup(hpath));
+		}
+		/* only when every file is complete do they take their names */
+		for (int i = 0; i < tmps.n && ok; i++)
+			if (rename(tmps.v[i], finals.v[i]) < 0) {
+				error_plain(d, "cannot write %s: %s", (char *)finals.v[i], strerror(errno));
+				ok = 0;
+			}
+		if (!ok) {
+			if (!d->nerrors)
+				error_plain(d, "cannot write the output files in %s: %s", o->out, strerror(errno));
+			for (int i = 0; i < tmps.n; i++)
+				unlink(tmps.v[i]);
+			if (made_dir)
+				rmdir(dir);
+			rc = 1;
+		}
+		for (int i = 0; i < tmps.n; i++) {
+			free(tmps.v[i]);
+			free(finals.v[i]);
+		}
+		free(tmps.v);
+		free(finals.v);
+		free(hpath);
+		buf_free(&h);
+	}
+	for (int i = 0; i < nfiles; i++) {
+		free(files[i].path);
+		free(files[i].data);
+		for (int k = 0; k < syms[i].n; k++)
+			free(syms[i].v[k]);
+		free(syms[i].v);
+	}
+	free(files);
+	free(syms);
+	free(G.need);
+	free(G.plans);
+	LLVMDisposeBuilder(G.B);
+	LLVMContextDispose(G.C);
+	LLVMDisposeTargetMachine(G.tm);
+	LLVMDisposeMessage(G.layout);
+	free(G.triple);
+	free(cpu);
+	free(features);
+	return rc;
+}

@@ -1,0 +1,1386 @@
+/* test_runtime.c - unit tests of libnestrt (runtime/).
+ *
+ *   test_runtime                      run every test; last line "N passed, N failed"
+ *   test_runtime --open-weights FILE  open FILE: prints OK (N tensors) or the reason; exit 0 or 1
+ *   test_runtime --read-npy FILE      read FILE as .npy: the same
+ *
+ * Uses only the public API of nestrt.h. $PYTHON (default /usr/bin/python3)
+ * with numpy writes the malformed-file corpus (tests/io/make_corpus.py, found
+ * through $NESTRT_CORPUS_SCRIPT or relative to this binary's working directory)
+ * and checks .npy compatibility. The profile is checked by running this
+ * binary again as a child with NESTRT_PROFILE=1. */
+#define _POSIX_C_SOURCE 200809L
+#include "nestrt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int npass, nfail;
+static char dir[256];
+static const char *python = "/usr/bin/python3";
+static const char *self;
+
+#define CHECK(cond, ...) check((cond), __FILE__, __LINE__, __VA_ARGS__)
+static int check(int cond, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int check(int cond, const char *file, int line, const char *fmt, ...)
+{
+	if (cond) {
+		npass++;
+		return 1;
+	}
+	nfail++;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s:%d: FAIL: ", file, line);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return 0;
+}
+
+/* Check that a call failed with exactly the message want. */
+#define CHECK_MSG(r, err, want) \
+	CHECK((r) < 0 && strcmp((err).message, (want)) == 0, "want '%s', got %d '%s'", (want), (int)(r), \
+	      (r) < 0 ? (err).message : "")
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	int n = vsnprintf(NULL, 0, f, ap);
+	va_end(ap);
+	char *s = malloc((size_t)n + 1);
+	if (!s)
+		abort();
+	va_start(ap, f);
+	vsnprintf(s, (size_t)n + 1, f, ap);
+	va_end(ap);
+	return s;
+}
+
+static char *tpath(const char *name)
+{
+	return fmt("%s/%s", dir, name);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+		perror(path);
+		exit(2);
+	}
+}
+
+static char *read_file(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 4096, len = 0;
+	char *s = malloc(cap);
+	size_t r;
+	while (s && (r = fread(s + len, 1, cap - len, f)) > 0) {
+		len += r;
+		if (len == cap)
+			s = realloc(s, cap *= 2);
+	}
+	fclose(f);
+	*n = len;
+	return s;
+}
+
+/* A .safetensors file in the test directory: header text (padded with pad
+ * spaces), then data. Returns its path (malloc'd). */
+static char *st_file(const char *name, const char *header, size_t pad, const void *data, size_t n)
+{
+	size_t hl = strlen(header) + pad;
+	unsigned char *b = malloc(8 + hl + n + 1);
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	memcpy(b + 8, header, strlen(header));
+	memset(b + 8 + strlen(header), ' ', pad);
+	if (n)
+		memcpy(b + 8 + hl, data, n);
+	char *path = tpath(name);
+	write_file(path, b, 8 + hl + n);
+	free(b);
+	return path;
+}
+
+/* Pad so that the data section starts at a multiple of 8 (plus skew). */
+static size_t pad_for(const char *header, size_t skew)
+{
+	size_t hl = strlen(header);
+	return (8 - (8 + hl) % 8) % 8 + skew;
+}
+
+static int run_python(const char *script)
+{
+	char *sp = tpath("script.py");
+	write_file(sp, script, strlen(script));
+	char *cmd = fmt("'%s' '%s' '%s'", python, sp, dir);
+	int st = system(cmd);
+	free(cmd);
+	free(sp);
+	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ------------------------------------------------------------ weights: good files */
+
+static const char good_header[] =
+	"{\"__metadata__\": {\"format\": \"pt\"},"
+	" \"w\": {\"dtype\": \"F32\", \"shape\": [2, 3], \"data_offsets\": [0, 24]},"
+	" \"b\": {\"shape\": [3], \"data_offsets\": [24, 36], \"dtype\": \"F32\"},"
+	" \"ids\": {\"dtype\": \"I64\", \"shape\": [2], \"data_offsets\": [40, 56], \"extra\": [1, {\"x\": null}]},"
+	" \"m\": {\"dtype\": \"BOOL\", \"shape\": [3], \"data_offsets\": [56, 59]},"
+	" \"s\": {\"dtype\": \"F64\", \"shape\": [], \"data_offsets\": [64, 72]},"
+	" \"unused\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [72, 76]},"
+	" \"e\": {\"dtype\": \"I32\", \"shape\": [0, 4], \"data_offsets\": [76, 76]},"
+	" \"i\": {\"dtype\": \"I32\", \"shape\": [1, 1], \"data_offsets\": [76, 80]}}";
+
+static void good_data(unsigned char *d)
+{
+	memset(d, 0xee, 80);
+	float w[6] = {0, 1, 2, 3, 4, 5}, b[3] = {1, 1, 1};
+	int64_t ids[2] = {5, -1};
+	double s = 2.5;
+	int32_t i = -7;
+	memcpy(d, w, 24);
+	memcpy(d + 24, b, 12);
+	memcpy(d + 40, ids, 16);
+	d[56] = 1, d[57] = 0, d[58] = 1;
+	memcpy(d + 64, &s, 8);
+	memcpy(d + 76, &i, 4);
+}
+
+static const nestrt_param good_params[] = {
+	{"w", NESTRT_F32, 2, {2, 3}},  {"b", NESTRT_F32, 1, {3}},     {"ids", NESTRT_I64, 1, {2}},
+	{"m", NESTRT_BOOL, 1, {3}},    {"s", NESTRT_F64, 0, {0}},     {"e", NESTRT_I32, 2, {0, 4}},
+	{"i", NESTRT_I32, 2, {1, 1}},
+};
+#define NGOOD ((int)(sizeof good_params / sizeof good_params[0]))
+
+static void check_good_values(const void **data, const char *what)
+{
+	int ok = 1;
+	const float *w = data[0], *b = data[1];
+	for (int i = 0; i < 6; i++)
+		ok &= w[i] == (float)i;
+	for (int i = 0; i < 3; i++)
+		ok &= b[i] == 1.0f;
+	const int64_t *ids = data[2];
+	ok &= ids[0] == 5 && ids[1] == -1;
+	const unsigned char *m = data[3];
+	ok &= m[0] == 1 && m[1] == 0 && m[2] == 1;
+	ok &= *(const double *)data[4] == 2.5;
+	ok &= data[5] != NULL;
+	ok &= *(const int32_t *)data[6] == -7;
+	CHECK(ok, "%s: bound values differ", what);
+	int aligned = 1;
+	for (int i = 0; i < NGOOD; i++)
+		aligned &= (uintptr_t)data[i] % nestrt_dtype_size(good_params[i].dtype) == 0;
+	CHECK(aligned, "%s: bound data not aligned to the element size", what);
+}
+
+static void test_weights_good(void)
+{
+	unsigned char d[80];
+	good_data(d);
+	nestrt_error err = {{0}};
+
+	/* Data section at a multiple of 8: everything used in place. */
+	char *path = st_file("good.safetensors", good_header, pad_for(good_header, 0), d, sizeof d);
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	if (CHECK(w != NULL, "open good: %s", err.message)) {
+		CHECK(nestrt_weights_count(w) == 8, "count %d", nestrt_weights_count(w));
+		CHECK(strcmp(nestrt_weights_path(w), path) == 0, "path");
+		static const char *const sorted[] = {"b", "e", "i", "ids", "m", "s", "unused", "w"};
+		int order = 1;
+		for (int i = 0; i < 8; i++) {
+			nestrt_param info;
+			order &= nestrt_weights_info(w, i, &info, NULL, NULL, NULL) == 0 && strcmp(info.name, sorted[i]) == 0;
+		}
+		CHECK(order, "tensors not in name order");
+		nestrt_param info;
+		const char *fd;
+		const void *raw;
+		size_t nb;
+		CHECK(nestrt_weights_info(w, 6, &info, &fd, &raw, &nb) == 0 && info.dtype == -1 &&
+		      strcmp(fd, "BF16") == 0 && nb == 4 && info.rank == 1 && info.shape[0] == 2,
+		      "info of a BF16 tensor");
+		CHECK(nestrt_weights_info(w, 8, &info, NULL, NULL, NULL) == -1 &&
+		      nestrt_weights_info(w, -1, &info, NULL, NULL, NULL) == -1, "info out of range");
+		const void *data[NGOOD];
+		int r = nestrt_weights_bind(w, good_params, NGOOD, data, &err);
+		if (CHECK(r == 0, "bind good: %s", err.message)) {
+			check_good_values(data, "aligned file");
+			nestrt_weights_info(w, 7, NULL, NULL, &raw, NULL); /* "w" */
+			CHECK(data[0] == raw, "aligned data should be used in place");
+		}
+		/* Binding a subset, in another order, is fine: unused tensors are allowed. */
+		nestrt_param sub[2] = {good_params[3], good_params[0]};
+		const void *sd[2];
+		CHECK(nestrt_weights_bind(w, sub, 2, sd, &err) == 0 && sd[1] == data[0], "bind a subset: %s",
+		      err.message);
+		nestrt_weights_close(w);
+	}
+	free(path);
+
+	/* Data section at 8k + 1: every multi-byte tensor is copied to aligned memory. */
+	path = st_file("skewed.safetensors", good_header, pad_for(good_header, 1), d, sizeof d);
+	w = nestrt_weights_open(path, &err);
+	if (CHECK(w != NULL, "open skewed: %s", err.message)) {
+		const void *data[NGOOD], *again[NGOOD];
+		int r = nestrt_weights_bind(w, good_params, NGOOD, data, &err);
+		if (CHECK(r == 0, "bind skewed: %s", err.message)) {
+			check_good_values(data, "skewed file");
+			const void *raw;
+			nestrt_weights_info(w, 7, NULL, NULL, &raw, NULL);
+			CHECK(data[0] != raw && (uintptr_t)raw % 4 != 0, "skewed f32 data should be copied");
+			nestrt_weights_info(w, 4, NULL, NULL, &raw, NULL); /* "m": bool, 1-byte */
+			CHECK(data[3] == raw, "bool data needs no copy");
+			r = nestrt_weights_bind(w, good_params, NGOOD, again, &err);
+			CHECK(r == 0 && memcmp(data, again, sizeof data) == 0, "binding again reuses the copies");
+		}
+		nestrt_weights_close(w);
+	}
+	free(path);
+
+	/* JSON corners: escapes, surrogate pairs, whitespace, numbers like -0 and 1e0 elsewhere. */
+	const char *h2 = "{\n\t\"caf\\u00e9\\n\" : {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\r\n"
+	                 " \"\\ud83d\\ude00\\/\\\"\": {\"dtype\": \"I32\", \"shape\": [1], \"data_offsets\": [4, 8],"
+	                 " \"x\": [-0, 1e0, 2.5E-3, true, false, null, \"\\b\\f\\r\\t\\\\\", {}, []]},"
+	                 " \"__metadata__\": {\"k\": \"v\", \"\\u0000\": \"nul keys are fine here\"}}";
+	float one = 1.0f;
+	int32_t two = 2;
+	unsigned char d2[8];
+	memcpy(d2, &one, 4);
+	memcpy(d2 + 4, &two, 4);
+	path = st_file("escapes.safetensors", h2, pad_for(h2, 0), d2, sizeof d2);
+	w = nestrt_weights_open(path, &err);
+	if (CHECK(w != NULL, "open escapes: %s", err.message)) {
+		nestrt_param p[2] = {{"caf\xc3\xa9\n", NESTRT_F32, 1, {1}}, {"\xf0\x9f\x98\x80/\"", NESTRT_I32, 1, {1}}};
+		const void *data[2];
+		int r = nestrt_weights_bind(w, p, 2, data, &err);
+		CHECK(r == 0 && *(const float *)data[0] == 1.0f && *(const int32_t *)data[1] == 2,
+		      "bind escaped names: %s", r ? err.message : "wrong values");
+		nestrt_weights_close(w);
+	}
+	free(path);
+
+	/* Empty weights: a 0-byte file, a "{}" header, path NULL. */
+	const char *empties[] = {"", "{}", "{}   ", "{\"__metadata__\": {}}"};
+	for (int k = 0; k < 4; k++) {
+		char *p = tpath("empty.safetensors");
+		if (k == 0)
+			write_file(p, "", 0);
+		else {
+			free(p);
+			p = st_file("empty.safetensors", empties[k], 0, NULL, 0);
+		}
+		w = nestrt_weights_open(p, &err);
+		if (CHECK(w != NULL, "open empty %d: %s", k, err.message)) {
+			CHECK(nestrt_weights_count(w) == 0, "empty %d: count", k);
+			CHECK(nestrt_weights_bind(w, NULL, 0, NULL, &err) == 0, "empty %d: bind nothing", k);
+			nestrt_param a = {"a", NESTRT_F32, 1, {2}};
+			const void *da;
+			char *want = fmt("%s: missing parameter 'a' (f32[2]): the file has no tensors", p);
+			int r = nestrt_weights_bind(w, &a, 1, &da, &err);
+			CHECK_MSG(r, err, want);
+			free(want);
+			nestrt_weights_close(w);
+		}
+		free(p);
+	}
+	w = nestrt_weights_open(NULL, &err);
+	CHECK(w && nestrt_weights_count(w) == 0 && nestrt_weights_bind(w, NULL, 0, NULL, &err) == 0,
+	      "open(NULL) gives empty weights");
+	nestrt_weights_close(w);
+	CHECK(nestrt_weights_bind(NULL, NULL, 0, NULL, &err) == 0, "bind(NULL, 0 params)");
+	nestrt_weights_close(NULL);
+}
+
+/* ------------------------------------------------------------ weights: bind errors */
+
+/* want_tail follows "PATH: " unless bare (a message about the caller, not the file). */
+static void bind_err2(const char *path, const nestrt_param *p, int n, const char *want_tail, int bare)
+{
+	nestrt_error err = {{0}};
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	if (!CHECK(w != NULL, "open %s: %s", path, err.message))
+		return;
+	const void *data[8];
+	char *want = bare ? fmt("%s", want_tail) : fmt("%s: %s", path, want_tail);
+	int r = nestrt_weights_bind(w, p, n, data, &err);
+	CHECK_MSG(r, err, want);
+	free(want);
+	nestrt_weights_close(w);
+}
+
+static void bind_err(const char *path, const nestrt_param *p, int n, const char *want_tail)
+{
+	bind_err2(path, p, n, want_tail, 0);
+}
+
+static void test_bind_errors(void)
+{
+	nestrt_error err;
+	unsigned char d[80];
+	good_data(d);
+	char *path = st_file("good.safetensors", good_header, pad_for(good_header, 0), d, sizeof d);
+
+	nestrt_param p;
+	p = (nestrt_param){"wte.weight", NESTRT_F32, 2, {50257, 768}};
+	bind_err(path, &p, 1, "missing parameter 'wte.weight' (f32[50257, 768])");
+	p = (nestrt_param){"w", NESTRT_F32, 2, {3, 2}};
+	bind_err(path, &p, 1, "w: expected f32[3, 2], file has f32[2, 3]");
+	p = (nestrt_param){"w", NESTRT_F64, 2, {2, 3}};
+	bind_err(path, &p, 1, "w: expected f64[2, 3], file has f32[2, 3]");
+	p = (nestrt_param){"w", NESTRT_F32, 1, {6}};
+	bind_err(path, &p, 1, "w: expected f32[6], file has f32[2, 3]");
+	p = (nestrt_param){"s", NESTRT_F64, 1, {1}};
+	bind_err(path, &p, 1, "s: expected f64[1], file has f64[]");
+	p = (nestrt_param){"ids", NESTRT_I32, 1, {2}};
+	bind_err(path, &p, 1, "ids: expected i32[2], file has i64[2]");
+	p = (nestrt_param){"unused", NESTRT_F32, 1, {2}};
+	bind_err(path, &p, 1, "unused: expected f32[2], file has bf16[2]");
+	p = (nestrt_param){"m", NESTRT_I32, 1, {3}};
+	bind_err(path, &p, 1, "m: expected i32[3], file has bool[3]");
+	p = (nestrt_param){"W", NESTRT_F32, 2, {2, 3}};
+	bind_err(path, &p, 1, "missing parameter 'W' (f32[2, 3])");
+	/* The first problem in table order. */
+	nestrt_param two[3] = {{"b", NESTRT_F32, 1, {3}}, {"zz", NESTRT_I64, 0, {0}}, {"w", NESTRT_F32, 0, {0}}};
+	bind_err(path, two, 3, "missing parameter 'zz' (i64[])");
+	/* Bad param tables are the caller's bug, reported as such. */
+	p = (nestrt_param){"x", 7, 1, {3}};
+	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
+	p = (nestrt_param){"x", NESTRT_F32, 9, {3}};
+	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
+	p = (nestrt_param){"x", NESTRT_F32, 1, {-3}};
+	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
+	const void *dd[1];
+	CHECK_MSG(nestrt_weights_bind(NULL, &p, 1, dd, &err), err, "nestrt_weights_bind: no weights for 1 parameters");
+	free(path);
+
+	/* The example of the interface, full size. */
+	const char *h = "{\"h.3.attn.c_attn.weight\": {\"dtype\": \"F32\", \"shape\": [768, 768], "
+	                "\"data_offsets\": [0, 2359296]}}";
+	unsigned char *big = calloc(1, 2359296);
+	path = st_file("gpt2.safetensors", h, pad_for(h, 0), big, 2359296);
+	free(big);
+	p = (nestrt_param){"h.3.attn.c_attn.weight", NESTRT_F32, 2, {768, 2304}};
+	bind_err(path, &p, 1, "h.3.attn.c_attn.weight: expected f32[768, 2304], file has f32[768, 768]");
+	free(path);
+
+	/* Bool bytes other than 0 and 1 are true, and compiled code sees 1. */
+	const char *hb = "{\"m\": {\"dtype\": \"BOOL\", \"shape\": [4], \"data_offsets\": [0, 4]}}";
+	path = st_file("bool.safetensors", hb, 0, "\1\0\2\377", 4);
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	if (CHECK(w != NULL, "bool file: %s", err.message)) {
+		p = (nestrt_param){"m", NESTRT_BOOL, 1, {4}};
+		const void *bd;
+		int r = nestrt_weights_bind(w, &p, 1, &bd, &err);
+		CHECK(r == 0 && memcmp(bd, "\1\0\1\1", 4) == 0, "bool normalized: %s", r ? err.message : "wrong bytes");
+		nestrt_weights_close(w);
+	}
+	free(path);
+
+	/* A name from the file never brings control characters into a message. */
+	path = st_file("ctl.safetensors", "{\"a\\u001b[31m\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+	               0, "\0\0\0\0", 4);
+	p = (nestrt_param){"a\x1b[31m", NESTRT_F32, 1, {2}};
+	bind_err(path, &p, 1, "a?[31m: expected f32[2], file has f32[1]");
+	free(path);
+}
+
+/* ------------------------------------------------------------ weights: open errors */
+
+/* Open a file written from raw bytes; want is the reason after "PATH: ". */
+static void open_err_raw(const void *bytes, size_t n, const char *want)
+{
+	char *path = tpath("bad.safetensors");
+	write_file(path, bytes, n);
+	nestrt_error err = {{0}};
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	char *full = fmt("%s: %s", path, want);
+	CHECK(w == NULL && strcmp(err.message, full) == 0, "want '%s', got '%s'", full, w ? "(opened)" : err.message);
+	nestrt_weights_close(w);
+	free(full);
+	free(path);
+}
+
+static void open_err(const char *header, const void *data, size_t n, const char *want)
+{
+	size_t hl = strlen(header);
+	unsigned char *b = malloc(8 + hl + n + 1);
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+	memcpy(b + 8, header, hl);
+	if (n)
+		memcpy(b + 8 + hl, data, n);
+	open_err_raw(b, 8 + hl + n, want);
+	free(b);
+}
+
+#define T2(dt, shape, b, e) "{\"a\": {\"dtype\": \"" dt "\", \"shape\": " shape ", \"data_offsets\": [" b ", " e "]}}"
+
+static void test_open_errors(void)
+{
+	nestrt_error err;
+	char *p = tpath("no-such-file.safetensors");
+	char *want = fmt("%s: cannot open: No such file or directory", p);
+	CHECK(!nestrt_weights_open(p, &err) && strcmp(err.message, want) == 0, "got '%s'", err.message);
+	free(want);
+	free(p);
+	want = fmt("%s: not a regular file", dir);
+	CHECK(!nestrt_weights_open(dir, &err) && strcmp(err.message, want) == 0, "got '%s'", err.message);
+	free(want);
+
+	/* The example of the interface: a 120-byte file claiming a 4096-byte header. */
+	unsigned char b[120];
+	memset(b, ' ', sizeof b);
+	b[0] = 0x00, b[1] = 0x10;
+	for (int i = 2; i < 8; i++)
+		b[i] = 0;
+	open_err_raw(b, 120, "header length 4096 exceeds file size 120");
+	open_err_raw("abc", 3, "file is too short (3 bytes) for a safetensors header");
+	open_err_raw("\0\0\0\0\0\0\0\0{}", 10, "header length is 0");
+	open_err_raw("\xff\xff\xff\xff\xff\xff\xff\xff{}", 10, "header length 18446744073709551615 exceeds file size 10");
+
+	const char f8[8] = {0};
+	/* JSON */
+	open_err("this is not json", NULL, 0, "header is not valid JSON: unexpected character 't'; expected a value (at byte 0 of the header)");
+	open_err("what", NULL, 0, "header is not valid JSON: unexpected character 'w'; expected a value (at byte 0 of the header)");
+	open_err("{\"a\": 1", NULL, 0,
+	         "header is not valid JSON: unexpected end of text; expected ',' or '}' (at byte 7 of the header)");
+	open_err("{} {}", NULL, 0,
+	         "header is not valid JSON: unexpected character '{'; expected only whitespace after the value (at byte 3 of the header)");
+	open_err_raw("\4\0\0\0\0\0\0\0{}\0\0", 12,
+	             "header is not valid JSON: unexpected byte 0x00; expected only whitespace after the value (at byte 2 of the header)");
+	open_err("{\"a\": [1,]}", NULL, 0,
+	         "header is not valid JSON: unexpected character ']'; expected a value (at byte 9 of the header)");
+	open_err("{\"a\": 01}", NULL, 0,
+	         "header is not valid JSON: unexpected character '1'; expected ',' or '}' (at byte 7 of the header)");
+	open_err("{\"a\": -}", NULL, 0,
+	         "header is not valid JSON: unexpected character '}'; expected a digit (at byte 7 of the header)");
+	open_err("{\"a\": 1.}", NULL, 0,
+	         "header is not valid JSON: unexpected character '}'; expected a digit after '.' (at byte 8 of the header)");
+	open_err("{\"a\": tru}", NULL, 0, "header is not valid JSON: unexpected character 't'; expected a value (at byte 6 of the header)");
+	open_err("{a: 1}", NULL, 0,
+	         "header is not valid JSON: unexpected character 'a'; expected a string (an object key) (at byte 1 of the header)");
+	open_err("{\"a\" 1}", NULL, 0,
+	         "header is not valid JSON: unexpected character '1'; expected ':' after an object key (at byte 5 of the header)");
+	open_err("{\"a\\u0000b\": {}}", NULL, 0, "tensor name 'a?b' contains a NUL character");
+	open_err("{\"a\\x\": {}}", NULL, 0, "header is not valid JSON: invalid escape '\\x' in a string (at byte 3 of the header)");
+	open_err("{\"a\\u12g4\": {}}", NULL, 0, "header is not valid JSON: invalid \\u escape in a string (at byte 3 of the header)");
+	open_err("{\"\\ud800\": {}}", NULL, 0, "header is not valid JSON: unpaired surrogate \\ud800 in a string (at byte 2 of the header)");
+	open_err("{\"\\udc00\": {}}", NULL, 0, "header is not valid JSON: unpaired surrogate \\udc00 in a string (at byte 2 of the header)");
+	open_err("{\"\\ud800\\u0041\": {}}", NULL, 0, "header is not valid JSON: unpaired surrogate \\ud800 in a string (at byte 2 of the header)");
+	open_err("{\"a\tb\": {}}", NULL, 0, "header is not valid JSON: control character 0x09 in a string (at byte 3 of the header)");
+	open_err("{\"\xff\": {}}", NULL, 0, "header is not valid JSON: invalid UTF-8 in a string (at byte 2 of the header)");
+	open_err("{\"\xc0\xaf\": {}}", NULL, 0, "header is not valid JSON: invalid UTF-8 in a string (at byte 2 of the header)");
+	open_err("{\"\xed\xa0\x80\": {}}", NULL, 0, "header is not valid JSON: invalid UTF-8 in a string (at byte 2 of the header)");
+	open_err("{\"\xf4\x90\x80\x80\": {}}", NULL, 0, "header is not valid JSON: invalid UTF-8 in a string (at byte 2 of the header)");
+	open_err("{\"abc", NULL, 0, "header is not valid JSON: unterminated string (at byte 1 of the header)");
+	open_err("{\"abc\\", NULL, 0, "header is not valid JSON: unterminated string (at byte 1 of the header)");
+	{
+		char deep[200];
+		memset(deep, '[', 100);
+		memset(deep + 100, ']', 99);
+		deep[199] = 0;
+		open_err(deep, NULL, 0, "header is not valid JSON: nesting deeper than 64 levels (at byte 64 of the header)");
+	}
+	open_err("{\"a\": " T2("F32", "[2]", "0", "8") ", \"a\": 1}", f8, 8, "header has a duplicate key 'a' (at byte 69 of the header)");
+	open_err("{\"x\": {\"k\": 1, \"k\": 2}}", NULL, 0, "header has a duplicate key 'k' (at byte 15 of the header)");
+	open_err("{\"\\u0061\": {}, \"a\": {}}", NULL, 0, "header has a duplicate key 'a' (at byte 15 of the header)");
+	/* Structure */
+	open_err("[1, 2]", NULL, 0, "header is not a JSON object");
+	open_err("42", NULL, 0, "header is not a JSON object");
+	open_err("{\"__metadata__\": [\"x\"]}", NULL, 0, "\"__metadata__\" is not a JSON object");
+	open_err("{\"__metadata__\": {\"step\": 5}}", NULL, 0, "\"__metadata__\" value 'step' is not a string");
+	open_err("{\"a\": [0, 8]}", f8, 8, "tensor 'a': entry is not a JSON object");
+	open_err("{\"a\": {\"shape\": [2], \"data_offsets\": [0, 8]}}", f8, 8, "tensor 'a': missing \"dtype\"");
+	open_err("{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 8]}}", f8, 8, "tensor 'a': missing \"shape\"");
+	open_err("{\"a\": {\"dtype\": \"F32\", \"shape\": [2]}}", f8, 8, "tensor 'a': missing \"data_offsets\"");
+	open_err("{\"a\": {\"dtype\": 4, \"shape\": [2], \"data_offsets\": [0, 8]}}", f8, 8, "tensor 'a': \"dtype\" is not a string");
+	open_err(T2("f32", "[2]", "0", "8"), f8, 8, "tensor 'a': unknown dtype 'f32'");
+	open_err(T2("Q4\\n", "[2]", "0", "8"), f8, 8, "tensor 'a': unknown dtype 'Q4?'");
+	open_err(T2("F32", "2", "0", "8"), f8, 8, "tensor 'a': \"shape\" is not a list");
+	open_err(T2("F32", "[\"2\"]", "0", "8"), f8, 8, "tensor 'a': shape entry 0 is not an integer");
+	open_err(T2("F32", "[2.0]", "0", "8"), f8, 8, "tensor 'a': shape entry 0 is not an integer");
+	open_err(T2("F32", "[1, 2e0]", "0", "8"), f8, 8, "tensor 'a': shape entry 1 is not an integer");
+	open_err(T2("F32", "[true]", "0", "8"), f8, 8, "tensor 'a': shape entry 0 is not an integer");
+	open_err(T2("F32", "[-2]", "0", "8"), f8, 8, "tensor 'a': negative dimension -2 in shape");
+	open_err(T2("F32", "[18446744073709551616]", "0", "8"), f8, 8,
+	         "tensor 'a': dimension 18446744073709551616 in shape is too large");
+	open_err(T2("F32", "[1, 1, 1, 1, 1, 1, 1, 1, 2]", "0", "8"), f8, 8, "tensor 'a': rank 9 exceeds the maximum of 8");
+	open_err(T2("F32", "[4611686018427387904, 4611686018427387904]", "0", "8"), f8, 8,
+	         "tensor 'a': shape f32[4611686018427387904, 4611686018427387904] is too large");
+	open_err(T2("F64", "[4611686018427387904]", "0", "8"), f8, 8, "tensor 'a': shape f64[4611686018427387904] is too large");
+	open_err(T2("F32", "[4294967296, 4294967296, 0]", "0", "0"), NULL, 0,
+	         "tensor 'a': shape f32[4294967296, 4294967296, 0] is too large");
+	open_err("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": 8}}", f8, 8,
+	         "tensor 'a': \"data_offsets\" is not a list of two integers");
+	open_err(T2("F32", "[2]", "0", "8, 8"), f8, 8, "tensor 'a': \"data_offsets\" is not a list of two integers");
+	open_err(T2("F32", "[2]", "0.0", "8"), f8, 8, "tensor 'a': \"data_offsets\" is not a list of two integers");
+	open_err(T2("F32", "[2]", "-8", "0"), f8, 8, "tensor 'a': negative data_offsets [-8, 0]");
+	open_err(T2("F32", "[2]", "8", "0"), f8, 8, "tensor 'a': data_offsets [8, 0] begin after they end");
+	open_err(T2("F32", "[2]", "8", "16"), f8, 8, "tensor 'a': data_offsets [8, 16] extend beyond the 8-byte data section");
+	open_err(T2("F32", "[2]", "0", "99999999999999999999"), f8, 8,
+	         "tensor 'a': data_offsets [0, 99999999999999999999] extend beyond the 8-byte data section");
+	open_err(T2("F32", "[1]", "0", "8"), f8, 8, "tensor 'a': data_offsets [0, 8] do not match f32[1] (4 bytes)");
+	open_err("{\"a\": " T2("F32", "[2]", "0", "8") "}", f8, 8, "tensor 'a': missing \"dtype\"");
+	open_err("{\"a\": null}", f8, 8, "tensor 'a': entry is not a JSON object");
+	char f16[16] = {0};
+	open_err("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+	         " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}",
+	         f16, 16, "tensor 'a' overlaps tensor 'b'");
+	open_err("{\"b\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]},"
+	         " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]},"
+	         " \"z\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]}}",
+	         f16, 16, "tensor 'b' overlaps tensor 'a'");
+	/* Order of reasons does not depend on the order of keys. */
+	open_err("{\"a\": {\"data_offsets\": [0, 9], \"shape\": [-1], \"dtype\": \"Q\"}}", f16, 16, "tensor 'a': unknown dtype 'Q'");
+	/* A very long name is cut in messages. */
+	{
+		char h[700];
+		strcpy(h, "{\"");
+		for (int i = 0; i < 300; i++)
+			strcat(h, "\xc3\xa9");
+		strcat(h, "\": 5}");
+		char *path = tpath("bad.safetensors");
+		nestrt_error e2;
+		size_t hl = strlen(h);
+		unsigned char *bb = malloc(8 + hl);
+		for (int i = 0; i < 8; i++)
+			bb[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+		memcpy(bb + 8, h, hl);
+		write_file(path, bb, 8 + hl);
+		free(bb);
+		nestrt_weights *w = nestrt_weights_open(path, &e2);
+		CHECK(!w && strstr(e2.message, "...': entry is not a JSON object") && strlen(e2.message) < 300,
+		      "long name: '%s'", e2.message);
+		free(path);
+	}
+}
+
+/* A reason names the file and says something, on one line. */
+static int good_reason(const char *msg, const char *path)
+{
+	size_t n = strlen(path);
+	return strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' && strlen(msg) > n + 5 &&
+	       !strchr(msg, '\n');
+}
+
+/* Every byte of a good file replaced by a few values, and every truncation:
+ * each result opens (and binds what it says) or is rejected with a reason.
+ * Under AddressSanitizer this is the out-of-bounds check. */
+static void test_mutations(void)
+{
+	unsigned char d[80];
+	good_data(d);
+	char *path = st_file("mut.safetensors", good_header, pad_for(good_header, 0), d, sizeof d);
+	size_t n;
+	unsigned char *orig = (unsigned char *)read_file(path, &n);
+	unsigned char *b = malloc(n);
+	static const unsigned char vals[] = {0x00, '"', '}', ']', ',', '9', '-', 0xff, '\\', ' '};
+	int opened = 0, rejected = 0, bad = 0;
+	for (size_t i = 0; i <= n; i++) {
+		for (size_t v = 0; v <= sizeof vals; v++) {
+			size_t len = n;
+			memcpy(b, orig, n);
+			if (v == sizeof vals)
+				len = i; /* truncated */
+			else if (i < n)
+				b[i] = vals[v];
+			else
+				continue;
+			write_file(path, b, len);
+			nestrt_error err = {{0}};
+			nestrt_weights *w = nestrt_weights_open(path, &err);
+			if (!w) {
+				rejected++;
+				bad += !good_reason(err.message, path);
+				continue;
+			}
+			opened++;
+			for (int k = 0; k < nestrt_weights_count(w); k++) {
+				nestrt_param info;
+				const void *data;
+				nestrt_weights_info(w, k, &info, NULL, NULL, NULL);
+				if (info.dtype >= 0 && nestrt_weights_bind(w, &info, 1, &data, &err) < 0)
+					bad++;
+			}
+			nestrt_weights_close(w);
+		}
+	}
+	CHECK(bad == 0 && opened > 100 && rejected > 1000, "mutations: %d opened, %d rejected, %d bad", opened, rejected, bad);
+	free(b);
+	free(orig);
+	free(path);
+}
+
+/* ------------------------------------------------------------ the corpus */
+
+static int has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+
+/* Read path through a pipe, which has no size: a child writes the file into it. */
+static int npy_read_pipe(const char *path, int *dt, int *rank, int64_t *shape, void **data, nestrt_error *err,
+                         char *shown, size_t shownlen)
+{
+	int fd[2];
+	if (pipe(fd) < 0)
+		return -2;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -2;
+	if (pid == 0) {
+		signal(SIGPIPE, SIG_IGN);
+		close(fd[0]);
+		size_t n;
+		char *s = read_file(path, &n);
+		size_t off = 0;
+		while (s && off < n) {
+			ssize_t w = write(fd[1], s + off, n - off);
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+		free(s);
+		_exit(0);
+	}
+	close(fd[1]);
+	snprintf(shown, shownlen, "/dev/fd/%d", fd[0]);
+	int r = nestrt_npy_read(shown, dt, rank, shape, data, err);
+	close(fd[0]);
+	waitpid(pid, NULL, 0);
+	return r;
+}
+
+static void test_corpus(const char *script)
+{
+	char *cdir = tpath("corpus");
+	char *cmd = fmt("'%s' '%s' '%s'", python, script, cdir);
+	int st = system(cmd);
+	free(cmd);
+	if (!CHECK(st == 0, "%s failed", script)) {
+		free(cdir);
+		return;
+	}
+	DIR *d = opendir(cdir);
+	if (!CHECK(d != NULL, "cannot list %s", cdir)) {
+		free(cdir);
+		return;
+	}
+	int nst = 0, nnpy = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *name = e->d_name;
+		if (name[0] == '.')
+			continue;
+		char *path = fmt("%s/%s", cdir, name);
+		nestrt_error err = {{0}};
+		if (ends_with(name, ".safetensors")) {
+			nst++;
+			nestrt_weights *w = nestrt_weights_open(path, &err);
+			if (strcmp(name, "bad-empty-file.safetensors") == 0) {
+				/* The one exception: an empty file is empty weights (nestrt.h),
+				 * rejected as soon as a model wants a parameter from it. */
+				nestrt_param a = {"a", NESTRT_F32, 1, {2}};
+				const void *da;
+				CHECK(w && nestrt_weights_count(w) == 0 && nestrt_weights_bind(w, &a, 1, &da, &err) < 0 &&
+				      good_reason(err.message, path), "%s: '%s'", name, err.message);
+			} else if (has_prefix(name, "bad-")) {
+				CHECK(!w && good_reason(err.message, path), "%s: %s", name, w ? "accepted" : err.message);
+			} else if (CHECK(w != NULL, "%s: %s", name, err.message)) {
+				/* Bind every tensor nestc can hold, as the file describes it. */
+				int n = nestrt_weights_count(w), ok = 1;
+				for (int i = 0; i < n; i++) {
+					nestrt_param info;
+					const void *raw, *data;
+					size_t nb;
+					nestrt_weights_info(w, i, &info, NULL, &raw, &nb);
+					if (info.dtype < 0)
+						continue;
+					int r = nestrt_weights_bind(w, &info, 1, &data, &err), same = r == 0;
+					for (size_t k = 0; same && k < nb; k++) {
+						unsigned char x = ((const unsigned char *)raw)[k], y = ((const unsigned char *)data)[k];
+						same = info.dtype == NESTRT_BOOL ? y == (x != 0) : x == y;
+					}
+					if (!same || (uintptr_t)data % nestrt_dtype_size(info.dtype) != 0) {
+						ok = 0;
+						fprintf(stderr, "  %s: %s: %s\n", name, info.name, err.message);
+					}
+				}
+				CHECK(ok, "%s: bind every tensor", name);
+			}
+			nestrt_weights_close(w);
+		} else if (ends_with(name, ".npy")) {
+			nnpy++;
+			int dt, rank;
+			int64_t shape[NESTRT_MAX_RANK];
+			void *data = NULL;
+			int r = nestrt_npy_read(path, &dt, &rank, shape, &data, &err);
+			if (has_prefix(name, "bad-"))
+				CHECK(r < 0 && good_reason(err.message, path), "%s: %s", name, r < 0 ? err.message : "accepted");
+			else
+				CHECK(r == 0, "%s: %s", name, err.message);
+			free(data);
+			data = NULL;
+			char shown[64];
+			r = npy_read_pipe(path, &dt, &rank, shape, &data, &err, shown, sizeof shown);
+			if (has_prefix(name, "bad-"))
+				CHECK(r == -1 && good_reason(err.message, shown), "%s (pipe): %s", name,
+				      r < 0 ? err.message : "accepted");
+			else
+				CHECK(r == 0, "%s (pipe): %s", name, err.message);
+			free(data);
+		}
+		free(path);
+	}
+	closedir(d);
+	CHECK(nst >= 60 && nnpy >= 60, "corpus too small: %d safetensors, %d npy", nst, nnpy);
+	cmd = fmt("rm -rf '%s'", cdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", cdir);
+	free(cmd);
+	free(cdir);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static int block(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	int64_t *counter = bufs[0];
+	*counter += dims[0];
+	ws[0]++;
+	(void)ctx;
+	return 0;
+}
+
+static int gather(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)bufs, (void)ws;
+	if (dims[0] >= 256)
+		return nestrt_gather_oob(ctx, dims[0], 256);
+	return 0;
+}
+
+static int outer(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	for (int i = 0; i < 2; i++)
+		if (nestrt_call(ctx, 0, bufs, dims, ws) < 0)
+			return -1;
+	return 7;
+}
+
+static const nestrt_slot test_slots[] = {{"block.0", block}, {"gather.0", gather}, {"outer", outer}, {"empty", NULL}};
+
+typedef struct Worker {
+	nestrt_ctx *ctx;
+	int64_t counter;
+} Worker;
+
+static void *worker(void *arg)
+{
+	Worker *wk = arg;
+	void *bufs[1] = {&wk->counter};
+	int64_t dims[1] = {1};
+	char ws[1] = {0};
+	for (int i = 0; i < 10000; i++)
+		nestrt_call(wk->ctx, 0, bufs, dims, ws);
+	return NULL;
+}
+
+static void test_dispatch(void)
+{
+	nestrt_error err = {{0}};
+	unsetenv("NESTRT_PROFILE");
+	nestrt_ctx *ctx = nestrt_ctx_new("tiny", test_slots, 4, 3, 1000, &err);
+	if (!CHECK(ctx != NULL, "ctx_new: %s", err.message))
+		return;
+	CHECK(ctx->nslots == 4 && ctx->slots == test_slots && strcmp(ctx->model, "tiny") == 0 && ctx->profile == 0,
+	      "ctx fields");
+	CHECK(ctx->ws && (uintptr_t)ctx->ws % 64 == 0 && ctx->ws_size == 1000, "workspace");
+	int zero = 1;
+	for (int i = 0; i < 1000; i++)
+		zero &= ctx->ws[i] == 0;
+	CHECK(zero, "workspace is zeroed");
+	CHECK(ctx->params && !ctx->params[0] && !ctx->params[1] && !ctx->params[2], "params");
+	CHECK(ctx->calls[0] == 0 && ctx->calls[3] == 0 && ctx->nanos[0] == 0 && ctx->err_code == 0, "counters start at 0");
+
+	int64_t counter = 0, dims[1] = {1};
+	void *bufs[1] = {&counter};
+	int ok = 1;
+	for (int i = 0; i < 12; i++)
+		ok &= nestrt_call(ctx, 0, bufs, dims, ctx->ws) == 0;
+	CHECK(ok && counter == 12 && ctx->calls[0] == 12 && ctx->ws[0] == 12, "12 calls: %llu", (unsigned long long)ctx->calls[0]);
+	CHECK(ctx->nanos[0] == 0, "no timing without NESTRT_PROFILE");
+	CHECK(nestrt_call(ctx, 2, bufs, dims, ctx->ws + 64) == 7 && ctx->calls[2] == 1 && ctx->calls[0] == 14 &&
+	      ctx->ws[64] == 2, "nested calls are counted, return values passed on");
+
+	dims[0] = 5;
+	CHECK(nestrt_call(ctx, 1, bufs, dims, ctx->ws) == 0 && ctx->err_code == 0, "gather in range");
+	dims[0] = 300;
+	CHECK(nestrt_call(ctx, 1, bufs, dims, ctx->ws) == -1 && ctx->err_code == NESTRT_ERR_RUNTIME &&
+	      strcmp(ctx->err_message, "gather index 300 out of range [0, 256)") == 0, "gather oob: %d '%s'",
+	      ctx->err_code, ctx->err_message);
+	CHECK(nestrt_fail(ctx, "later") == -1 && strcmp(ctx->err_message, "gather index 300 out of range [0, 256)") == 0,
+	      "the first error wins");
+	nestrt_clear_error(ctx);
+	CHECK(ctx->err_code == 0 && ctx->err_message[0] == 0, "clear_error");
+	CHECK(nestrt_gather_oob(ctx, -1, 50257) == -1 && strcmp(ctx->err_message, "gather index -1 out of range [0, 50257)") == 0,
+	      "gather -1: '%s'", ctx->err_message);
+	nestrt_clear_error(ctx);
+	CHECK(nestrt_call(ctx, 4, bufs, dims, ctx->ws) == -1 && strcmp(ctx->err_message, "dispatch slot 4 out of range [0, 4)") == 0,
+	      "bad slot: '%s'", ctx->err_message);
+	nestrt_clear_error(ctx);
+	CHECK(nestrt_call(ctx, -1, bufs, dims, ctx->ws) == -1 && strcmp(ctx->err_message, "dispatch slot -1 out of range [0, 4)") == 0,
+	      "bad slot: '%s'", ctx->err_message);
+	nestrt_clear_error(ctx);
+	CHECK(nestrt_call(ctx, 3, bufs, dims, ctx->ws) == -1 && strcmp(ctx->err_message, "dispatch slot 3 has no function") == 0 &&
+	      ctx->calls[3] == 0, "NULL function: '%s'", ctx->err_message);
+	nestrt_clear_error(ctx);
+	char longmsg[600];
+	memset(longmsg, 'x', sizeof longmsg - 1);
+	longmsg[sizeof longmsg - 1] = 0;
+	CHECK(nestrt_fail(ctx, longmsg) == -1 && strlen(ctx->err_message) == 255, "long messages are cut");
+	nestrt_clear_error(ctx);
+
+	/* Counting is exact with several threads calling at once. */
+	uint64_t before = ctx->calls[0];
+	pthread_t th[4];
+	Worker wk[4];
+	for (int i = 0; i < 4; i++) {
+		wk[i] = (Worker){ctx, 0};
+		pthread_create(&th[i], NULL, worker, &wk[i]);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	CHECK(ctx->calls[0] - before == 40000, "threads: %llu calls", (unsigned long long)(ctx->calls[0] - before));
+	nestrt_ctx_free(ctx);
+	nestrt_ctx_free(NULL);
+
+	ctx = nestrt_ctx_new("none", NULL, 0, 0, 0, &err);
+	CHECK(ctx && ctx->ws && (uintptr_t)ctx->ws % 64 == 0 && ctx->params && ctx->calls, "empty context: %s", err.message);
+	nestrt_ctx_free(ctx);
+	CHECK(!nestrt_ctx_new("m", NULL, 2, 0, 0, &err) && strcmp(err.message, "nestrt_ctx_new: invalid arguments") == 0,
+	      "NULL slots: '%s'", err.message);
+	CHECK(!nestrt_ctx_new("m", test_slots, -1, 0, 0, &err), "negative nslots");
+	CHECK(!nestrt_ctx_new("m", test_slots, 1, 0, SIZE_MAX - 10, &err) &&
+	      strstr(err.message, "cannot allocate a workspace of") != NULL, "huge workspace: '%s'", err.message);
+	setenv("NESTRT_PROFILE", "0", 1);
+	ctx = nestrt_ctx_new("m", test_slots, 1, 0, 0, &err);
+	CHECK(ctx && ctx->profile == 0, "NESTRT_PROFILE=0 is off");
+	nestrt_ctx_free(ctx);
+	unsetenv("NESTRT_PROFILE");
+}
+
+/* ------------------------------------------------------------ profile */
+
+static int busy(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)ctx, (void)bufs, (void)dims, (void)ws;
+	struct timespec ts = {0, 200000}; /* 0.2 ms */
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+static int calls_busy(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	return nestrt_call(ctx, 0, bufs, dims, ws);
+}
+
+static const nestrt_slot prof_slots[] = {
+	{"block.0", busy}, {"a_rather_long_slot_name.17", calls_busy}, {"unused", busy}};
+static nestrt_ctx *leaked; /* never freed: its profile comes from atexit */
+
+/* The child: two contexts, one freed, one left for exit. */
+static int profile_child(void)
+{
+	nestrt_error err;
+	nestrt_ctx *a = nestrt_ctx_new("tiny", prof_slots, 3, 0, 64, &err);
+	leaked = nestrt_ctx_new("leaked", prof_slots, 1, 0, 0, &err);
+	if (!a || !leaked) {
+		fprintf(stderr, "ctx_new: %s\n", err.message);
+		return 1;
+	}
+	for (int i = 0; i < 9; i++)
+		nestrt_call(a, 0, NULL, NULL, a->ws);
+	for (int i = 0; i < 3; i++)
+		nestrt_call(a, 1, NULL, NULL, a->ws); /* each calls block.0 once more: 12 in all */
+	nestrt_call(leaked, 0, NULL, NULL, leaked->ws);
+	nestrt_ctx_free(a);
+	return 0;
+}
+
+/* Run this binary with --profile-child; collect stderr. */
+static char *run_child(const char *profile_env, int *status)
+{
+	char *out = tpath("child.err");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			_exit(99);
+		if (profile_env)
+			setenv("NESTRT_PROFILE", profile_env, 1);
+		else
+			unsetenv("NESTRT_PROFILE");
+		execl(self, self, "--profile-child", (char *)NULL);
+		_exit(98);
+	}
+	waitpid(pid, status, 0);
+	size_t n;
+	char *s = read_file(out, &n);
+	free(out);
+	if (s)
+		s[n] = 0; /* read_file leaves room: cap > len unless len == cap, handled by realloc */
+	return s;
+}
+
+/* Parse "  NAME<spaces> COUNT calls <spaces>TIME ms"; check the column layout. */
+static int parse_line(const char *line, const char *name, int namew, uint64_t *calls, double *ms, int *len)
+{
+	char want[128];
+	snprintf(want, sizeof want, "  %-*s ", namew, name);
+	if (strncmp(line, want, strlen(want)) != 0)
+		return 0;
+	const char *p = line + strlen(want);
+	char *end;
+	*calls = strtoull(p, &end, 10);
+	if (end == p || strncmp(end, " calls ", 7) != 0)
+		return 0;
+	p = end + 7;
+	*ms = strtod(p, &end);
+	if (end == p || strcmp(end, " ms") != 0)
+		return 0;
+	*len = (int)strlen(line);
+	return 1;
+}
+
+static void test_profile(void)
+{
+	int status;
+	char *s = run_child("1", &status);
+	if (!CHECK(s && WIFEXITED(status) && WEXITSTATUS(status) == 0, "profile child failed (status %d): %s", status,
+	           s ? s : ""))
+		goto out;
+	/* Split into lines. */
+	char *lines[32];
+	int n = 0;
+	for (char *p = s; *p && n < 32;) {
+		char *nl = strchr(p, '\n');
+		if (!nl)
+			break;
+		*nl = 0;
+		lines[n++] = p;
+		p = nl + 1;
+	}
+	if (!CHECK(n == 8, "profile: %d lines, want 8", n))
+		goto out;
+	CHECK(strcmp(lines[0], "nestrt profile: tiny") == 0, "line 0: '%s'", lines[0]);
+	static const char *const names[] = {"block.0", "a_rather_long_slot_name.17", "unused", "total"};
+	uint64_t c[4];
+	double ms[4];
+	int len[4], ok = 1;
+	for (int i = 0; i < 4; i++)
+		ok &= CHECK(parse_line(lines[1 + i], names[i], 26, &c[i], &ms[i], &len[i]), "line %d: '%s'", 1 + i, lines[1 + i]);
+	if (ok) {
+		CHECK(c[0] == 12 && c[1] == 3 && c[2] == 0 && c[3] == 15, "counts %llu %llu %llu %llu", (unsigned long long)c[0],
+		      (unsigned long long)c[1], (unsigned long long)c[2], (unsigned long long)c[3]);
+		CHECK(len[0] == len[1] && len[1] == len[2] && len[2] == len[3], "columns not aligned");
+		/* Width: name 26, count 2 (for 15), time at least 9. */
+		CHECK(strstr(lines[1], "  block.0                    12 calls ") == lines[1], "layout: '%s'", lines[1]);
+		CHECK(strstr(lines[3], "unused                      0 calls     0.000 ms") != NULL, "layout: '%s'", lines[3]);
+		CHECK(ms[0] >= 12 * 0.2 && ms[1] >= 3 * 0.2 && ms[1] <= ms[0] + 0.5, "times %.3f %.3f", ms[0], ms[1]);
+		/* The total counts outermost calls only: block.0's 3 nested calls not twice. */
+		CHECK(ms[3] >= ms[0] - 0.002 && ms[3] <= ms[0] + ms[1] - 0.3, "total %.3f vs %.3f + %.3f", ms[3], ms[0], ms[1]);
+	}
+	CHECK(strcmp(lines[5], "nestrt profile: leaked") == 0, "leaked header: '%s'", lines[5]);
+	uint64_t lc;
+	double lms;
+	int ll;
+	CHECK(parse_line(lines[6], "block.0", 16, &lc, &lms, &ll) && lc == 1 && strncmp(lines[6], "  block.0          1 calls ", 27) == 0,
+	      "leaked line: '%s'", lines[6]);
+	CHECK(parse_line(lines[7], "unused", 16, &lc, &lms, &ll) == 0 && parse_line(lines[7], "total", 16, &lc, &lms, &ll) && lc == 1,
+	      "leaked total: '%s'", lines[7]);
+	free(s);
+	s = NULL;
+
+	/* The example layout of the interface: 12 calls of block.0. */
+	s = run_child(NULL, &status);
+	CHECK(s && WIFEXITED(status) && WEXITSTATUS(status) == 0 && s[0] == 0, "no profile without NESTRT_PROFILE: '%s'",
+	      s ? s : "");
+	free(s);
+	s = run_child("yes", &status);
+	CHECK(s && WIFEXITED(status) && WEXITSTATUS(status) == 0 && s[0] == 0, "no profile with NESTRT_PROFILE=yes: '%s'",
+	      s ? s : "");
+out:
+	free(s);
+}
+
+/* ------------------------------------------------------------ npy */
+
+static void fill_pattern(int dt, void *data, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		switch (dt) {
+		case NESTRT_BOOL: ((unsigned char *)data)[i] = (unsigned char)(i % 3 == 1); break;
+		case NESTRT_I32: ((int32_t *)data)[i] = (int32_t)(i * 7 - 100); break;
+		case NESTRT_I64: ((int64_t *)data)[i] = (int64_t)i * 1000000007LL - (1LL << 40); break;
+		case NESTRT_F32: ((float *)data)[i] = (float)i * 0.25f - 3.0f; break;
+		case NESTRT_F64: ((double *)data)[i] = (double)i / 3.0 - 1e10; break;
+		default: abort();
+		}
+	}
+}
+
+static const struct {
+	int rank;
+	int64_t shape[NESTRT_MAX_RANK];
+} rt_shapes[] = {
+	{0, {0}}, {1, {5}}, {1, {0}}, {2, {3, 4}}, {3, {2, 3, 4}}, {3, {2, 0, 3}},
+	{8, {1, 2, 1, 3, 1, 2, 1, 2}}, {1, {123457}}, {2, {1000000000000, 0}},
+};
+#define NSHAPES ((int)(sizeof rt_shapes / sizeof rt_shapes[0]))
+
+/* Python: read each rt-D-S.npy of ours, check it against the same pattern,
+ * write py-D-S.npy with np.save for a byte comparison. */
+static const char numpy_checker[] =
+	"import sys, glob, os, numpy as np\n"
+	"d = sys.argv[1]\n"
+	"names = {'bool': '|b1', 'i32': '<i4', 'i64': '<i8', 'f32': '<f4', 'f64': '<f8'}\n"
+	"bad = 0\n"
+	"for p in sorted(glob.glob(d + '/rt-*.npy')):\n"
+	"    a = np.load(p)\n"
+	"    dt = os.path.basename(p).split('-')[1]\n"
+	"    n = a.size\n"
+	"    i = np.arange(n, dtype=np.int64)\n"
+	"    if dt == 'bool': want = (i % 3 == 1)\n"
+	"    elif dt == 'i32': want = (i * 7 - 100).astype('<i4')\n"
+	"    elif dt == 'i64': want = i * 1000000007 - (1 << 40)\n"
+	"    elif dt == 'f32': want = (i.astype('<f4') * np.float32(0.25) - np.float32(3)).astype('<f4')\n"
+	"    else: want = i.astype('<f8') / 3.0 - 1e10\n"
+	"    if a.dtype != np.dtype(names[dt]) or not np.array_equal(a.reshape(-1), want):\n"
+	"        print('numpy disagrees with', p); bad += 1\n"
+	"    np.save(p.replace('/rt-', '/py-'), a)\n"
+	"sys.exit(1 if bad else 0)\n";
+
+static void test_npy_roundtrip(void)
+{
+	nestrt_error err = {{0}};
+	int written = 0;
+	for (int dt = 0; dt < NESTRT_NDTYPES; dt++) {
+		for (int s = 0; s < NSHAPES; s++) {
+			int rank = rt_shapes[s].rank;
+			const int64_t *shape = rt_shapes[s].shape;
+			int64_t n = 1;
+			for (int i = 0; i < rank; i++)
+				n *= shape[i];
+			size_t nbytes = (size_t)n * nestrt_dtype_size(dt);
+			void *data = malloc(nbytes ? nbytes : 1);
+			fill_pattern(dt, data, n);
+			char name[64];
+			snprintf(name, sizeof name, "rt-%s-%d.npy", nestrt_dtype_name(dt), s);
+			char *path = tpath(name);
+			int r = nestrt_npy_write(path, dt, rank, shape, n ? data : NULL, &err);
+			if (CHECK(r == 0, "%s: write: %s", name, err.message)) {
+				written++;
+				int rdt, rrank;
+				int64_t rshape[NESTRT_MAX_RANK];
+				void *rdata;
+				r = nestrt_npy_read(path, &rdt, &rrank, rshape, &rdata, &err);
+				if (CHECK(r == 0, "%s: read: %s", name, err.message)) {
+					int same = rdt == dt && rrank == rank && memcmp(rshape, shape, sizeof(int64_t) * (size_t)rank) == 0 &&
+					           (nbytes == 0 || memcmp(rdata, data, nbytes) == 0);
+					for (int i = rank; i < NESTRT_MAX_RANK; i++)
+						same &= rshape[i] == 0;
+					CHECK(same, "%s: round trip differs", name);
+					CHECK(rdata != NULL, "%s: data is non-NULL", name);
+					free(rdata);
+				}
+				size_t flen;
+				char *f = read_file(path, &flen);
+				size_t hdr = f ? flen - nbytes : 0;
+				CHECK(f && hdr % 64 == 0 && f[hdr - 1] == '\n' && memcmp(f, "\x93NUMPY\x01\x00", 8) == 0 &&
+				      (size_t)((unsigned char)f[8] | (unsigned char)f[9] << 8) == hdr - 10,
+				      "%s: header layout", name);
+				free(f);
+			}
+			free(path);
+			free(data);
+		}
+	}
+	if (!CHECK(run_python(numpy_checker) == 0, "numpy rejected our files"))
+		return;
+	/* Byte for byte what np.save writes. */
+	for (int dt = 0; dt < NESTRT_NDTYPES; dt++)
+		for (int s = 0; s < NSHAPES; s++) {
+			char a[64], b[64];
+			snprintf(a, sizeof a, "rt-%s-%d.npy", nestrt_dtype_name(dt), s);
+			snprintf(b, sizeof b, "py-%s-%d.npy", nestrt_dtype_name(dt), s);
+			char *pa = tpath(a), *pb = tpath(b);
+			size_t na, nb;
+			char *fa = read_file(pa, &na), *fb = read_file(pb, &nb);
+			CHECK(fa && fb && na == nb && memcmp(fa, fb, na) == 0, "%s differs from np.save's %s", a, b);
+			free(fa), free(fb), free(pa), free(pb);
+		}
+}
+
+static const char numpy_writer[] =
+	"import sys, numpy as np\n"
+	"from numpy.lib import format as fmt\n"
+	"d = sys.argv[1]\n"
+	"def save(name, a): np.save(d + '/' + name, a)\n"
+	"a = np.arange(12, dtype='<f4').reshape(3, 4) * 0.5\n"
+	"save('np-f32.npy', a)\n"
+	"save('np-f64.npy', np.arange(6, dtype='<f8').reshape(2, 1, 3) - 2.5)\n"
+	"save('np-i32.npy', np.arange(5, dtype='<i4') - 2)\n"
+	"save('np-i64.npy', np.array([-(2**40), 0, 2**62], dtype='<i8'))\n"
+	"save('np-bool.npy', np.array([[True, False], [False, True]]))\n"
+	"save('np-0d.npy', np.array(3.5, dtype='<f4'))\n"
+	"save('np-empty.npy', np.zeros((2, 0), dtype='<f4'))\n"
+	"save('np-bigdim.npy', np.zeros((70000,), dtype='|b1'))\n"
+	"save('np-be.npy', np.arange(4, dtype='>f4'))\n"
+	"save('np-fortran.npy', np.asfortranarray(a))\n"
+	"save('np-object.npy', np.array([1, 'x', None], dtype=object))\n"
+	"save('np-f16.npy', np.zeros(3, dtype='<f2'))\n"
+	"save('np-struct.npy', np.zeros(2, dtype=[('a', '<f4'), ('b', '<i4')]))\n"
+	"for v in ((1, 0), (2, 0), (3, 0)):\n"
+	"    with open(d + '/np-v%d.npy' % v[0], 'wb') as f:\n"
+	"        fmt.write_array(f, a, version=v)\n";
+
+static void *read_ok(const char *name, int dt, int rank, const int64_t *shape)
+{
+	char *path = tpath(name);
+	int rdt, rrank;
+	int64_t rshape[NESTRT_MAX_RANK];
+	void *data = NULL;
+	nestrt_error err;
+	int r = nestrt_npy_read(path, &rdt, &rrank, rshape, &data, &err);
+	free(path);
+	if (!CHECK(r == 0, "%s: %s", name, err.message))
+		return NULL;
+	int ok = rdt == dt && rrank == rank;
+	for (int i = 0; ok && i < rank; i++)
+		ok = rshape[i] == shape[i];
+	CHECK(ok, "%s: wrong dtype/shape", name);
+	return data;
+}
+
+static void read_bad(const char *name, const char *want)
+{
+	char *path = tpath(name);
+	int dt, rank;
+	int64_t shape[NESTRT_MAX_RANK];
+	void *data = NULL;
+	nestrt_error err;
+	int r = nestrt_npy_read(path, &dt, &rank, shape, &data, &err);
+	char *full = fmt("%s: %s", path, want);
+	CHECK(r < 0 && strcmp(err.message, full) == 0, "want '%s', got '%s'", full, r < 0 ? err.message : "accepted");
+	free(full);
+	free(path);
+	free(data);
+}
+
+static void test_npy_numpy(void)
+{
+	if (!CHECK(run_python(numpy_writer) == 0, "numpy writer script failed"))
+		return;
+	float *f = read_ok("np-f32.npy", NESTRT_F32, 2, (int64_t[]){3, 4});
+	if (f) {
+		CHECK(f[0] == 0.0f && f[1] == 0.5f && f[11] == 5.5f, "np-f32 values");
+		free(f);
+	}
+	for (int v = 1; v <= 3; v++) {
+		char name[32];
+		snprintf(name, sizeof name, "np-v%d.npy", v);
+		f = read_ok(name, NESTRT_F32, 2, (int64_t[]){3, 4});
+		if (f)
+			CHECK(f[11] == 5.5f, "%s values", name);
+		free(f);
+	}
+	double *d = read_ok("np-f64.npy", NESTRT_F64, 3, (int64_t[]){2, 1, 3});
+	if (d)
+		CHECK(d[0] == -2.5 && d[5] == 2.5, "np-f64 values");
+	free(d);
+	int32_t *i4 = read_ok("np-i32.npy", NESTRT_I32, 1, (int64_t[]){5});
+	if (i4)
+		CHECK(i4[0] == -2 && i4[4] == 2, "np-i32 values");
+	free(i4);
+	int64_t *i8 = read_ok("np-i64.npy", NESTRT_I64, 1, (int64_t[]){3});
+	if (i8)
+		CHECK(i8[0] == -(1LL << 40) && i8[2] == (1LL << 62), "np-i64 values");
+	free(i8);
+	unsigned char *b = read_ok("np-bool.npy", NESTRT_BOOL, 2, (int64_t[]){2, 2});
+	if (b)
+		CHECK(b[0] == 1 && b[1] == 0 && b[2] == 0 && b[3] == 1, "np-bool values");
+	free(b);
+	f = read_ok("np-0d.npy", NESTRT_F32, 0, NULL);
+	if (f)
+		CHECK(f[0] == 3.5f, "np-0d value");
+	free(f);
+	free(read_ok("np-empty.npy", NESTRT_F32, 2, (int64_t[]){2, 0}));
+	free(read_ok("np-bigdim.npy", NESTRT_BOOL, 1, (int64_t[]){70000}));
+	read_bad("np-be.npy", "big-endian arrays are not supported (descr '>f4')");
+	read_bad("np-fortran.npy", "fortran_order arrays are not supported");
+	read_bad("np-object.npy", "object arrays are not supported (descr '|O')");
+	read_bad("np-f16.npy", "unsupported dtype (descr '<f2'; supported: '<f4' '<f8' '<i4' '<i8' '|b1')");
+	read_bad("np-struct.npy", "structured arrays are not supported");
+	char *p = tpath("absent.npy");
+	char *want = fmt("%s: cannot open: No such file or directory", p);
+	int dt, rank;
+	int64_t shape[NESTRT_MAX_RANK];
+	void *data;
+	nestrt_error err;
+	CHECK(nestrt_npy_read(p, &dt, &rank, shape, &data, &err) < 0 && strcmp(err.message, want) == 0, "got '%s'", err.message);
+	free(want);
+	free(p);
+}
+
+static void test_npy_write_errors(void)
+{
+	nestrt_error err;
+	char *p = tpath("w.npy");
+	int64_t shape[2] = {2, 2};
+	float v[4] = {1, 2, 3, 4};
+	char *want = fmt("%s: cannot write dtype 9", p);
+	CHECK_MSG(nestrt_npy_write(p, 9, 2, shape, v, &err), err, want);
+	free(want);
+	want = fmt("%s: cannot write rank 9", p);
+	CHECK_MSG(nestrt_npy_write(p, NESTRT_F32, 9, shape, v, &err), err, want);
+	free(want);
+	int64_t neg[1] = {-1};
+	want = fmt("%s: cannot write f32[-1]: invalid shape", p);
+	CHECK_MSG(nestrt_npy_write(p, NESTRT_F32, 1, neg, v, &err), err, want);
+	free(want);
+	want = fmt("%s: no data", p);
+	CHECK_MSG(nestrt_npy_write(p, NESTRT_F32, 2, shape, NULL, &err), err, want);
+	free(want);
+	free(p);
+
+	p = tpath("no-such-dir/w.npy");
+	want = fmt("%s: cannot create: No such file or directory", p);
+	CHECK_MSG(nestrt_npy_write(p, NESTRT_F32, 2, shape, v, &err), err, want);
+	free(want);
+	free(p);
+
+	/* Replacing a file: new contents, permissions from the umask, no temp file left. */
+	p = tpath("replace.npy");
+	write_file(p, "old", 3);
+	mode_t um = umask(022);
+	int r = nestrt_npy_write(p, NESTRT_F32, 2, shape, v, &err);
+	umask(um);
+	struct stat st;
+	CHECK(r == 0 && stat(p, &st) == 0 && (st.st_mode & 0777) == 0644 && st.st_size == 128 + 16, "replace: %s",
+	      r ? err.message : "wrong mode or size");
+	DIR *d = opendir(dir);
+	int tmps = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		tmps += strstr(e->d_name, ".tmp.") != NULL;
+	if (d)
+		closedir(d);
+	CHECK(tmps == 0, "%d temp files left behind", tmps);
+	free(p);
+
+	/* A non-regular file is written in place. */
+	CHECK(nestrt_npy_write("/dev/null", NESTRT_F32, 2, shape, v, &err) == 0, "/dev/null: %s", err.message);
+}
+
+/* ------------------------------------------------------------ main */
+
+static int single_file(const char *mode, const char *path)
+{
+	nestrt_error err;
+	if (strcmp(mode, "--open-weights") == 0) {
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		if (!w) {
+			printf("%s\n", err.message);
+			return 1;
+		}
+		printf("OK (%d tensors)\n", nestrt_weights_count(w));
+		nestrt_weights_close(w);
+		return 0;
+	}
+	int dt, rank;
+	int64_t shape[NESTRT_MAX_RANK];
+	void *data;
+	if (nestrt_npy_read(path, &dt, &rank, shape, &data, &err) < 0) {
+		printf("%s\n", err.message);
+		return 1;
+	}
+	free(data);
+	printf("OK %s rank %d\n", nestrt_dtype_name(dt), rank);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	self = argv[0];
+	if (argc == 2 && strcmp(argv[1], "--profile-child") == 0)
+		return profile_child();
+	if (argc == 3 && (strcmp(argv[1], "--open-weights") == 0 || strcmp(argv[1], "--read-npy") == 0))
+		return single_file(argv[1], argv[2]);
+	if (argc != 1) {
+		fprintf(stderr, "usage: %s [--open-weights FILE | --read-npy FILE]\n", argv[0]);
+		return 2;
+	}
+	if (getenv("PYTHON"))
+		python = getenv("PYTHON");
+	const char *script = getenv("NESTRT_CORPUS_SCRIPT");
+	if (!script)
+		script = "tests/io/make_corpus.py";
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof dir, "%s/nestrt-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir)) {
+		perror(dir);
+		return 2;
+	}
+
+	test_weights_good();
+	test_bind_errors();
+	test_open_errors();
+	test_mutations();
+	test_corpus(script);
+	test_dispatch();
+	test_profile();
+	test_npy_roundtrip();
+	test_npy_numpy();
+	test_npy_write_errors();
+
+	char *cmd = fmt("rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", dir);
+	free(cmd);
+	printf("%d passed, %d failed\n", npass, nfail);
+	return nfail ? 1 : 0;
+}
