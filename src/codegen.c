@@ -242,11 +242,24 @@ static void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef 
 	}
 }
 
+static LLVMValueRef param_ptr(Fn *F, Node *n);
+
+/* The typed pointer to a node's elements; params are loaded on first use, in
+ * the entry block, so that a param only a rolled call chain reads costs no code. */
+static LLVMValueRef nptr(Fn *F, Node *n)
+{
+	if (!F->ptr[n->id] && n->op == OP_PARAM)
+		F->ptr[n->id] = param_ptr(F, n);
+	if (!F->ptr[n->id])
+		ice("codegen: node %%%d (%s) has no storage", n->id, op_name(n->op));
+	return F->ptr[n->id];
+}
+
 static LLVMValueRef load_at(Fn *F, Node *n, LLVMValueRef off)
 {
 	Gen *G = F->gen;
 	LLVMTypeRef t = elem_t(G, n->dtype);
-	LLVMValueRef p = LLVMBuildGEP2(G->B, t, F->ptr[n->id], &off, 1, "");
+	LLVMValueRef p = LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
 	return LLVMBuildLoad2(G->B, t, p, "");
 }
 
@@ -254,7 +267,7 @@ static void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v)
 {
 	Gen *G = F->gen;
 	LLVMTypeRef t = elem_t(G, n->dtype);
-	LLVMValueRef p = LLVMBuildGEP2(G->B, t, F->ptr[n->id], &off, 1, "");
+	LLVMValueRef p = LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
 	LLVMBuildStore(G->B, v, p);
 }
 
@@ -1056,7 +1069,7 @@ static void emit_call(Fn *F, Node *n)
 	for (int i = 0; i < n->nin; i++, k++) {
 		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
 		LLVMValueRef slot = LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
-		LLVMBuildStore(B, LLVMBuildPointerCast(B, F->ptr[n->in[i]->id], G->i8p, ""), slot);
+		LLVMBuildStore(B, LLVMBuildPointerCast(B, nptr(F, n->in[i]), G->i8p, ""), slot);
 	}
 	/* results: the OP_RESULT nodes that read this call */
 	for (int r = 0; r < nres; r++, k++) {
@@ -1064,7 +1077,7 @@ static void emit_call(Fn *F, Node *n)
 		for (int i = n->id + 1; i < F->g->nnodes && !p; i++) {
 			Node *m = F->g->nodes[i];
 			if (m->op == OP_RESULT && m->in[0] == n && m->a[0] == r)
-				p = F->ptr[m->id];
+				p = nptr(F, m);
 		}
 		if (!p)
 			p = LLVMConstPointerNull(G->i8p); /* unused result: the callee must not write it */
@@ -1112,12 +1125,167 @@ static void emit_call(Fn *F, Node *n)
 	LLVMPositionBuilderAtEnd(B, okb);
 }
 
+static LLVMValueRef param_ptr(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(B);
+	LLVMPositionBuilderBefore(B, LLVMGetLastInstruction(F->entry));
+	/* ctx->params is the first field of nestrt_ctx */
+	LLVMValueRef pp = LLVMBuildPointerCast(B, F->ctx, LLVMPointerType(G->i8pp, 0), "");
+	LLVMValueRef params = LLVMBuildLoad2(B, G->i8pp, pp, "params");
+	LLVMValueRef idx = ci64(G, F->plan->index[n->id]);
+	LLVMValueRef raw = LLVMBuildLoad2(B, G->i8p, LLVMBuildGEP2(B, G->i8p, params, &idx, 1, ""), "");
+	LLVMValueRef p = LLVMBuildPointerCast(B, raw, LLVMPointerType(elem_t(G, n->dtype), 0), "");
+	LLVMPositionBuilderAtEnd(B, cur);
+	return p;
+}
+
 static LLVMValueRef buf_ptr(Fn *F, int index)
 {
 	Gen *G = F->gen;
 	LLVMValueRef idx = ci64(G, index);
 	LLVMValueRef pp = LLVMBuildGEP2(G->B, G->i8p, F->bufs, &idx, 1, "");
 	return LLVMBuildLoad2(G->B, G->i8p, pp, "");
+}
+
+/* A chain of calls of one variant, each taking the previous one's result and
+ * otherwise only params (x = block(x, h[i]) unrolled): returns its length and
+ * the position of the chained argument. Such a chain is emitted as a loop over
+ * a table of param indices, so code size stays the same whatever the depth. */
+static int call_chain(Fn *F, int i, int *chain_pos, int **users)
+{
+	Gen *G = F->gen;
+	Graph *g = F->g;
+	Node *c1 = g->nodes[i];
+	CallSite *cs1 = callsite_of(G->rt, c1);
+	if (!cs1 || !cs1->v || cs1->v->ndyn || c1->callee->noutputs != 1)
+		return 1;
+	int n = 1, pos = -1;
+	Node *prev = c1;
+	for (int j = i + 1; j < g->nnodes; j++) {
+		Node *m = g->nodes[j];
+		if (m->op == OP_PARAM || (m->op == OP_RESULT && m->in[0] == prev))
+			continue;
+		if (m->op != OP_CALL)
+			break;
+		CallSite *cs = callsite_of(G->rt, m);
+		if (!cs || cs->v != cs1->v || m->nin != c1->nin)
+			break;
+		/* the previous result, used only here, and params for everything else */
+		Node *res = NULL;
+		for (int k = j - 1; k > prev->id; k--)
+			if (g->nodes[k]->op == OP_RESULT && g->nodes[k]->in[0] == prev)
+				res = g->nodes[k];
+		if (!res || users[res->id][0] != 1 || F->plan->kind[res->id] != BUF_WS)
+			break;
+		int p = -1, ok = 1;
+		for (int k = 0; k < m->nin && ok; k++) {
+			if (m->in[k] == res)
+				p = p < 0 ? k : -2;
+			else if (m->in[k]->op != OP_PARAM)
+				ok = 0;
+		}
+		if (!ok || p < 0 || (pos >= 0 && p != pos))
+			break;
+		for (int k = 0; k < c1->nin; k++)
+			if (k != p && c1->in[k]->op != OP_PARAM)
+				ok = 0;
+		if (!ok)
+			break;
+		pos = p;
+		n++;
+		prev = m;
+	}
+	*chain_pos = pos;
+	return n;
+}
+
+/* Calls 0..n-2 of a chain starting at node i, as one loop; the last call is
+ * left to emit_call. */
+static void emit_chain(Fn *F, int i, int n, int pos)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Graph *g = F->g;
+	Node *c1 = g->nodes[i];
+	CallSite *cs = callsite_of(G->rt, c1);
+	int m = c1->nin;
+	/* per call: the param index of each argument, and the offset of its result */
+	LLVMValueRef *pidx = xcalloc((size_t)(n - 1) * (size_t)m + 1, sizeof(LLVMValueRef));
+	LLVMValueRef *roff = xcalloc((size_t)n + 1, sizeof(LLVMValueRef));
+	Node *cn = c1;
+	for (int k = 0; k < n - 1; k++) {
+		for (int a = 0; a < m; a++)
+			pidx[k * m + a] = ci32(G, a == pos ? -1 : (int)cn->in[a]->a[0]);
+		Node *res = NULL, *next = NULL;
+		for (int j = cn->id + 1; j < g->nnodes && !next; j++) {
+			Node *x = g->nodes[j];
+			if (x->op == OP_RESULT && x->in[0] == cn)
+				res = x;
+			if (x->op == OP_CALL)
+				next = x;
+		}
+		roff[k] = ci64(G, F->plan->offset[res->id]);
+		cn = next;
+	}
+	LLVMTypeRef pt = LLVMArrayType(G->i32, (unsigned)((n - 1) * m));
+	LLVMValueRef ptab = LLVMAddGlobal(G->M, pt, "chain.params");
+	LLVMSetInitializer(ptab, LLVMConstArray(G->i32, pidx, (unsigned)((n - 1) * m)));
+	LLVMSetGlobalConstant(ptab, 1);
+	LLVMSetLinkage(ptab, LLVMPrivateLinkage);
+	LLVMTypeRef ot = LLVMArrayType(G->i64, (unsigned)(n - 1));
+	LLVMValueRef otab = LLVMAddGlobal(G->M, ot, "chain.results");
+	LLVMSetInitializer(otab, LLVMConstArray(G->i64, roff, (unsigned)(n - 1)));
+	LLVMSetGlobalConstant(otab, 1);
+	LLVMSetLinkage(otab, LLVMPrivateLinkage);
+	free(pidx);
+	free(roff);
+
+	LLVMTypeRef arr_t = LLVMArrayType(G->i8p, (unsigned)m + 1);
+	LLVMValueRef arr = entry_alloca(F, arr_t, "chainargs");
+	LLVMValueRef cur = entry_alloca(F, G->i8p, "chainin");
+	LLVMBuildStore(B, LLVMBuildPointerCast(B, nptr(F, c1->in[pos]), G->i8p, ""), cur);
+	LLVMValueRef pp = LLVMBuildPointerCast(B, F->ctx, LLVMPointerType(G->i8pp, 0), "");
+	LLVMValueRef params = LLVMBuildLoad2(B, G->i8pp, pp, "params");
+	LLVMValueRef z = ci32(G, 0);
+	LLVMValueRef off = ci64(G, F->plan->ws_size);
+	LLVMValueRef ws = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+	Loop L;
+	LLVMValueRef k = loop_begin(F, &L, ci64(G, 0), ci64(G, n - 1));
+	for (int a = 0; a < m; a++) {
+		LLVMValueRef v;
+		if (a == pos) {
+			v = LLVMBuildLoad2(B, G->i8p, cur, "");
+		} else {
+			LLVMValueRef e = LLVMBuildAdd(B, LLVMBuildMul(B, k, ci64(G, m), ""), ci64(G, a), "");
+			LLVMValueRef ix[2] = {ci64(G, 0), e};
+			LLVMValueRef pi = LLVMBuildLoad2(B, G->i32, LLVMBuildGEP2(B, pt, ptab, ix, 2, ""), "");
+			LLVMValueRef pe = LLVMBuildSExt(B, pi, G->i64, "");
+			v = LLVMBuildLoad2(B, G->i8p, LLVMBuildGEP2(B, G->i8p, params, &pe, 1, ""), "");
+		}
+		LLVMValueRef ix[2] = {z, ci32(G, a)};
+		LLVMBuildStore(B, v, LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
+	}
+	LLVMValueRef ox[2] = {ci64(G, 0), k};
+	LLVMValueRef ro = LLVMBuildLoad2(B, G->i64, LLVMBuildGEP2(B, ot, otab, ox, 2, ""), "");
+	LLVMValueRef out = LLVMBuildGEP2(B, G->i8, F->ws, &ro, 1, "");
+	LLVMValueRef ix[2] = {z, ci32(G, m)};
+	LLVMBuildStore(B, out, LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
+	LLVMValueRef ix0[2] = {z, z};
+	LLVMValueRef bufs = LLVMBuildGEP2(B, arr_t, arr, ix0, 2, "");
+	LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
+	LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, LLVMConstPointerNull(G->i64p), ws};
+	LLVMValueRef st = call(G, "nestrt_call", G->i32, at, av, 5);
+	LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
+	LLVMBasicBlockRef failb = LLVMAppendBasicBlockInContext(G->C, F->fn, "chainfail");
+	LLVMBasicBlockRef okb = LLVMAppendBasicBlockInContext(G->C, F->fn, "chainok");
+	LLVMBuildCondBr(B, bad, failb, okb);
+	LLVMPositionBuilderAtEnd(B, failb);
+	LLVMBuildRet(B, st);
+	LLVMPositionBuilderAtEnd(B, okb);
+	LLVMBuildStore(B, out, cur);
+	loop_end(F, &L);
 }
 
 static void emit_graph_body(Fn *F)
@@ -1127,8 +1295,6 @@ static void emit_graph_body(Fn *F)
 	Graph *g = F->g;
 	Plan *pl = F->plan;
 	F->ptr = xcalloc((size_t)g->nnodes + 1, sizeof(LLVMValueRef));
-	/* params array: ctx->params is the first field of nestrt_ctx */
-	LLVMValueRef params = NULL;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		LLVMTypeRef pt = LLVMPointerType(elem_t(G, n->op == OP_CALL ? DT_F32 : n->dtype), 0);
@@ -1142,31 +1308,50 @@ static void emit_graph_body(Fn *F)
 		case BUF_OUTPUT:
 			raw = buf_ptr(F, g->ninputs + (int)pl->index[i]);
 			break;
-		case BUF_PARAM: {
-			if (!params) {
-				LLVMValueRef pp = LLVMBuildPointerCast(B, F->ctx, LLVMPointerType(G->i8pp, 0), "");
-				params = LLVMBuildLoad2(B, G->i8pp, pp, "params");
-			}
-			LLVMValueRef idx = ci64(G, pl->index[i]);
-			raw = LLVMBuildLoad2(B, G->i8p, LLVMBuildGEP2(B, G->i8p, params, &idx, 1, ""), "");
-			break;
-		}
+		case BUF_PARAM:
+			break; /* loaded on first use: nptr */
 		case BUF_WS: {
 			LLVMValueRef off = ci64(G, pl->offset[i]);
 			raw = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
 			break;
 		}
 		case BUF_ALIAS:
-			raw = F->ptr[pl->index[i]];
+			raw = nptr(F, g->nodes[pl->index[i]]);
 			break;
 		}
 		if (raw)
 			F->ptr[i] = LLVMBuildPointerCast(B, raw, pt, "");
 	}
+	/* users of each node, for call chains */
+	int **users = xcalloc((size_t)g->nnodes + 1, sizeof(int *));
+	int *ucount = xcalloc((size_t)g->nnodes + 1, sizeof(int));
+	for (int i = 0; i < g->nnodes; i++)
+		for (int k = 0; k < g->nodes[i]->nin; k++)
+			ucount[g->nodes[i]->in[k]->id]++;
+	for (int j = 0; j < g->noutputs; j++)
+		ucount[g->outputs[j]->id] += 2;
+	for (int i = 0; i < g->nnodes; i++)
+		users[i] = &ucount[i];
+	int skip_until = -1; /* calls of a chain already emitted as a loop */
 	/* every pointer is known before any kernel: a call writes its results
 	 * into the storage of the OP_RESULT nodes that follow it */
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
+		if (n->op == OP_CALL && i > skip_until) {
+			int pos, len = call_chain(F, i, &pos, users);
+			if (len >= 3) {
+				emit_chain(F, i, len, pos);
+				/* the chain's last call is emitted as usual below */
+				int seen = 0;
+				for (int j = i; j < g->nnodes; j++)
+					if (g->nodes[j]->op == OP_CALL && ++seen == len) {
+						skip_until = j - 1;
+						break;
+					}
+			}
+		}
+		if (n->op == OP_CALL && i <= skip_until)
+			continue;
 		switch (n->op) {
 		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
 			break;
@@ -1204,9 +1389,11 @@ static void emit_graph_body(Fn *F)
 			continue;
 		Node *o = g->outputs[j];
 		LLVMValueRef bytes = LLVMBuildMul(B, numelv(F, o), ci64(G, dtype_size(o->dtype)), "");
-		memcpy_bytes(F, buf_ptr(F, g->ninputs + j), F->ptr[o->id], bytes);
+		memcpy_bytes(F, buf_ptr(F, g->ninputs + j), nptr(F, o), bytes);
 	}
 	LLVMBuildRet(B, ci32(G, 0));
+	free(users);
+	free(ucount);
 	free(F->ptr);
 }
 

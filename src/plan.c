@@ -65,9 +65,11 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	int64_t top = 0;
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
-		/* free what died before this node */
+		/* free what died before this node; a call's results are written while
+		 * the call still reads its arguments, so they count from the call */
+		int t = x->op == OP_RESULT ? x->in[0]->id : i;
 		for (int b = 0; b < nblocks; b++)
-			if (blocks[b].until < i && blocks[b].size > 0)
+			if (blocks[b].until < t && blocks[b].size > 0)
 				blocks[b].size = -blocks[b].size; /* free: negative size keeps the slot */
 		switch (x->op) {
 		case OP_INPUT:
