@@ -31,12 +31,22 @@ all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 deps:
 	@sh scripts/deps.sh
 
-# The small GPT-2 of the README: random weights, reference interpreter.
+# The small GPT-2 of the README: compiled with regions, linked into a C program,
+# run on random weights, checked against the reference interpreter; then the report.
 DEMO_FLAGS = -D L=2 -D D=64 -D H=4 -D V=256 -D CTX=64 -D S=16
+DEMO = $(B)/demo
 demo: all
-	@$(PYTHON) scripts/tokens.py $(B)/demo-tokens.npy 16 256 1
-	$(B)/nestc check samples/gpt2.nest $(DEMO_FLAGS)
-	$(B)/nestc run samples/gpt2.nest $(DEMO_FLAGS) --random-weights 1 --input tokens=$(B)/demo-tokens.npy
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@$(PYTHON) scripts/tokens.py $(DEMO)/tokens.npy 16 256 1
+	$(B)/nestc build samples/gpt2.nest $(DEMO_FLAGS) -o $(DEMO)/out --report-file $(DEMO)/report.txt
+	$(B)/nestc weights samples/gpt2.nest $(DEMO_FLAGS) --random-weights 1 -o $(DEMO)/gpt2.safetensors
+	$(CC) -O2 -Iruntime -I$(DEMO)/out -o $(DEMO)/demo scripts/demo.c $(DEMO)/out/*.o $(B)/libnestrt.a -lm -lpthread
+	@echo "== compiled:"
+	@$(DEMO)/demo $(DEMO)/gpt2.safetensors $(DEMO)/tokens.npy
+	@echo "== reference interpreter (nestc run):"
+	@$(B)/nestc run samples/gpt2.nest $(DEMO_FLAGS) --weights $(DEMO)/gpt2.safetensors --input tokens=$(DEMO)/tokens.npy
+	@echo "== region-reuse report:"
+	@cat $(DEMO)/report.txt
 
 check: all $(B)/test_io $(B)/test_interp $(B)/test_runtime
 	@sh tests/check.sh $(B)
@@ -79,6 +89,10 @@ $(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp
 	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $@
 $(B)/test_runtime: tests/runtime/test_runtime.c runtime/nestrt.h $(B)/libnestrt.a
 	$(CC) $(RT_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/runtime/test_runtime.c $(B)/libnestrt.a -lm -lpthread
+
+# Compile-time figures of hierarchical against flat compilation (not a test).
+bench-compile: all
+	$(PYTHON) bench/compile.py $(B)/nestc
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
@@ -148,4 +162,4 @@ $(B)/main.o: src/main.c src/nestc.h $(B)/stamp
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps demo check check-asan install uninstall clean
+.PHONY: all deps demo check check-asan bench-compile install uninstall clean

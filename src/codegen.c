@@ -1556,7 +1556,10 @@ static void header_text(Gen *G, Buf *b, const char *name)
 	buf_printf(b, "typedef struct %s %s;\n\n", name, name);
 	buf_printf(b, "/* Bind and check every param (%d tensors); NULL with err->message on error. */\n", p->nparams);
 	buf_printf(b, "%s *%s_new(nestrt_weights *w, nestrt_error *err);\nvoid %s_free(%s *m);\n", name, name, name, name);
-	buf_printf(b, "/* The model's workspace in bytes (allocated once by %s_new). */\nsize_t %s_workspace_size(void);\n\n", name, name);
+	buf_printf(b, "/* The model's workspace in bytes (allocated once by %s_new). */\nsize_t %s_workspace_size(void);\n", name, name);
+	buf_printf(b, "/* Why the last call of an entry point failed, or NULL. */\n"
+	              "static inline const char *%s_error(const %s *m)\n{\n\treturn nestrt_model_error((const nestrt_model *)m);\n}\n\n",
+	           name, name);
 	for (int e = 0; e < p->nentries; e++) {
 		Entry *en = &p->entries[e];
 		Graph *g = en->g;
@@ -1575,6 +1578,29 @@ static void header_text(Gen *G, Buf *b, const char *name)
 			buf_free(&s);
 		}
 		buf_puts(b, "\n   Returns 0, or -1 after a run-time error (nestrt_model_error(m) says which). */\n");
+		/* element counts, to size buffers */
+		buf_puts(b, "enum {");
+		for (int i = 0; i < g->ninputs; i++) {
+			char up[512];
+			snprintf(up, sizeof up, "%s_%s_%s_NUMEL", name, en->name, g->input_names[i]);
+			for (char *c = up; *c; c++)
+				if (*c >= 'a' && *c <= 'z')
+					*c = (char)(*c - 'a' + 'A');
+			buf_printf(b, "%s %s = %lld", i ? "," : "", up, (long long)shape_numel(g->inputs[i]->rank, g->inputs[i]->shape));
+		}
+		for (int j = 0; j < g->noutputs; j++) {
+			char up[512];
+			if (g->noutputs == 1)
+				snprintf(up, sizeof up, "%s_%s_OUT_NUMEL", name, en->name);
+			else
+				snprintf(up, sizeof up, "%s_%s_OUT%d_NUMEL", name, en->name, j);
+			for (char *c = up; *c; c++)
+				if (*c >= 'a' && *c <= 'z')
+					*c = (char)(*c - 'a' + 'A');
+			buf_printf(b, "%s %s = %lld", g->ninputs + j ? "," : "", up,
+			           (long long)shape_numel(g->outputs[j]->rank, g->outputs[j]->shape));
+		}
+		buf_puts(b, " };\n");
 		buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
 		for (int i = 0; i < g->ninputs; i++)
 			buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), g->input_names[i]);

@@ -10,6 +10,7 @@ static const char usage_text[] =
 	"       nestc build FILE -o DIR|FILE.a [--emit=obj|asm|llvm] [-O0|-O1|-O2|-O3]\n"
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--no-regions]\n"
 	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
@@ -106,7 +107,8 @@ int main(int argc, char **argv)
 	int is_run = !strcmp(cmd, "run");
 	int is_report = !strcmp(cmd, "report");
 	int is_build = !strcmp(cmd, "build");
-	if (!is_run && !is_report && !is_build && strcmp(cmd, "check"))
+	int is_weights = !strcmp(cmd, "weights");
+	if (!is_run && !is_report && !is_build && !is_weights && strcmp(cmd, "check"))
 		return usage_error("unknown command '%s'", cmd);
 
 	const char *file = NULL, *dump = NULL;
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
 			no_regions = 1;
 		} else if (is_build && (!strcmp(a, "-O0") || !strcmp(a, "-O1") || !strcmp(a, "-O2") || !strcmp(a, "-O3"))) {
 			bo.opt_level = a[2] - '0';
-		} else if (is_build && (v = flag_value(argc, argv, &i, "-o", &missing))) {
+		} else if ((is_build || is_weights) && (v = flag_value(argc, argv, &i, "-o", &missing))) {
 			bo.out = v;
 		} else if (is_build && (v = flag_value(argc, argv, &i, "--emit", &missing))) {
 			if (!strcmp(v, "obj"))
@@ -191,7 +193,7 @@ int main(int argc, char **argv)
 			dump = v;
 		} else if (is_run && (v = flag_value(argc, argv, &i, "--weights", &missing))) {
 			ro.weights = v;
-		} else if (is_run && (v = flag_value(argc, argv, &i, "--random-weights", &missing))) {
+		} else if ((is_run || is_weights) && (v = flag_value(argc, argv, &i, "--random-weights", &missing))) {
 			char *end;
 			ro.seed = strtoull(v, &end, 10);
 			if (!*v || *end) {
@@ -224,6 +226,10 @@ int main(int argc, char **argv)
 	}
 	if (!file) {
 		rc = usage_error("%s", "no input file");
+		goto out;
+	}
+	if (is_weights && (!bo.out || !ro.random_weights)) {
+		rc = usage_error("%s", "weights needs --random-weights SEED and -o OUT.safetensors");
 		goto out;
 	}
 	if (is_build && !bo.out) {
@@ -279,7 +285,7 @@ int main(int argc, char **argv)
 		ir_dump(stdout, p);
 	/* the region pass runs for every command but run, which ignores regions */
 	RegionTable *rt = NULL;
-	if (p && !d.nerrors && !is_run) {
+	if (p && !d.nerrors && !is_run && !is_weights) {
 		char *triple = bo.target ? NULL : host_triple();
 		RegionOptions rop = {.no_regions = no_regions, .opt_level = is_build ? bo.opt_level : 2,
 		                     .target = bo.target ? bo.target : arena_strdup(&arena, triple), .cpu = bo.cpu};
@@ -293,6 +299,8 @@ int main(int argc, char **argv)
 		rc = 1;
 	} else if (is_report) {
 		rc = write_report(rt, fmt, model, report_file);
+	} else if (is_weights) {
+		rc = write_random_weights(p, &d, ro.seed, bo.out);
 	} else if (is_build) {
 		size_t ol = strlen(bo.out);
 		bo.archive = ol > 2 && !strcmp(bo.out + ol - 2, ".a");

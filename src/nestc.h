@@ -702,6 +702,8 @@ typedef struct RunOptions {
 
 /* nestc run: returns the process exit status. */
 int run_program(Program *p, Diag *d, RunOptions *o);
+/* nestc weights: write every param, filled by random_fill, as .safetensors. */
+int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path);
 void random_fill(Tensor *t, const char *name, uint64_t seed);
 
 #endif

@@ -3,6 +3,7 @@
 #include "nestc.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,5 +279,54 @@ out:
 	free(lens);
 	if (w)
 		weights_close(w);
+	return rc;
+}
+
+int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
+{
+	/* header: names, dtypes, shapes and offsets; data in param order */
+	static const char *const st_names[DT_COUNT] = {"BOOL", "I32", "I64", "F32", "F64"};
+	json_t *h = json_object();
+	size_t off = 0;
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		size_t nb = (size_t)shape_numel(pi->rank, pi->shape) * (size_t)dtype_size(pi->dtype);
+		json_t *e = json_object(), *sh = json_array(), *offs = json_array();
+		for (int k = 0; k < pi->rank; k++)
+			json_array_append_new(sh, json_integer(pi->shape[k]));
+		json_array_append_new(offs, json_integer((json_int_t)off));
+		json_array_append_new(offs, json_integer((json_int_t)(off + nb)));
+		json_object_set_new(e, "dtype", json_string(st_names[pi->dtype]));
+		json_object_set_new(e, "shape", sh);
+		json_object_set_new(e, "data_offsets", offs);
+		json_object_set_new(h, pi->name, e);
+		off += nb;
+	}
+	char *hs = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(h);
+	size_t hl = strlen(hs), pad = (8 - hl % 8) % 8;
+	size_t total = 8 + hl + pad + off;
+	char *buf = xmalloc(total);
+	uint64_t hlen = hl + pad;
+	for (int i = 0; i < 8; i++)
+		buf[i] = (char)(hlen >> (8 * i));
+	memcpy(buf + 8, hs, hl);
+	memset(buf + 8 + hl, ' ', pad);
+	free(hs);
+	char *data = buf + 8 + hl + pad;
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		Tensor *t = tensor_new(pi->dtype, pi->rank, pi->shape);
+		random_fill(t, pi->name, seed);
+		tensor_to_bytes(t, data);
+		data += (size_t)t->n * (size_t)dtype_size(pi->dtype);
+		tensor_free(t);
+	}
+	int rc = 0;
+	if (write_file_atomic(path, buf, total) < 0) {
+		error_plain(d, "cannot write %s: %s", path, strerror(errno));
+		rc = 1;
+	}
+	free(buf);
 	return rc;
 }

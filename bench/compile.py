@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Compile-time benchmark of hierarchical compilation (make bench-compile).
+
+Builds samples/gpt2.nest at GPT-2-small width (D=768, H=12, V=50257, S=128) with
+L = 1, 12, 48 layers, hierarchically and with --no-regions, measured side by
+side in one run (runs interleaved, medians), and prints wall time, peak RSS,
+objects, .text bytes and the ratios the issue sets as goals.
+Run: compile.py NESTC [--repeat N]
+"""
+import os
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, "samples", "gpt2.nest")
+
+
+def text_bytes(path):
+    """Size of the .text* sections of an ELF64 object."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return 0
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    def sec(i):
+        return struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+    stroff = sec(shstrndx)[4]
+    total = 0
+    for i in range(shnum):
+        name_off, _, _, _, _, size = sec(i)[:6]
+        end = data.index(b"\0", stroff + name_off)
+        if data[stroff + name_off:end].startswith(b".text"):
+            total += size
+    return total
+
+
+def one_build(nestc, layers, flat, out):
+    """Wall seconds and peak RSS (KiB) of one build, in a child of a child so
+    that RUSAGE_CHILDREN measures this build alone."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [nestc, "build", MODEL, "-D", "L=%d" % layers, "-o", out] + (["--no-regions"] if flat else [])
+    probe = ("import resource, subprocess, sys, time\n"
+             "t = time.perf_counter(); r = subprocess.run(sys.argv[1:]); t = time.perf_counter() - t\n"
+             "print(r.returncode, t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    r = subprocess.run([sys.executable, "-c", probe] + cmd, capture_output=True, text=True)
+    rc, secs, rss = r.stdout.split()
+    if rc != "0":
+        sys.exit("build failed: %s\n%s" % (" ".join(cmd), r.stderr))
+    objs = [f for f in os.listdir(out) if f.endswith(".o")]
+    text = sum(text_bytes(os.path.join(out, f)) for f in objs)
+    return float(secs), int(rss), len(objs), text
+
+
+def main():
+    nestc = os.path.abspath(sys.argv[1])
+    repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 5
+    configs = [(1, False), (12, False), (48, False), (1, True), (12, True), (48, True)]
+    res = {c: [] for c in configs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(repeat):
+            for c in configs:
+                # the flat builds are slow: fewer of them
+                if c[1] and c[0] == 48 and rep >= max(1, repeat // 3):
+                    continue
+                res[c].append(one_build(nestc, c[0], c[1], os.path.join(tmp, "out")))
+    med = {}
+    print("nestc compile-time benchmark: samples/gpt2.nest, D=768 H=12 V=50257 S=128, %d cores" % os.cpu_count())
+    print("%-22s %10s %12s %8s %12s %6s" % ("build", "wall ms", "peak RSS MiB", "objects", ".text bytes", "runs"))
+    for c in configs:
+        runs = res[c]
+        m = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), runs[0][2], runs[0][3])
+        med[c] = m
+        name = "L=%d %s" % (c[0], "--no-regions" if c[1] else "hierarchical")
+        print("%-22s %10.0f %12.1f %8d %12d %6d" % (name, m[0] * 1e3, m[1] / 1024, m[2], m[3], len(runs)))
+    h1, h48, f48 = med[(1, False)], med[(48, False)], med[(48, True)]
+    print()
+    print("hierarchical L=48 / L=1: time %.2f, RSS %.2f, .text %.2f   (goal: each <= 1.15)" %
+          (h48[0] / h1[0], h48[1] / h1[1], h48[3] / h1[3]))
+    print("--no-regions L=48 / hierarchical L=48: time %.1fx   (goal: >= 30x)" % (f48[0] / h48[0]))
+
+
+if __name__ == "__main__":
+    main()

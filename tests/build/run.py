@@ -1,0 +1,1463 @@
+#!/usr/bin/python3
+"""Compiled-code tests for `nestc build`: every model is compiled to objects, linked into a
+small generated C program with libnestrt, run, and compared with the reference
+interpreter (`nestc run`) on the same weights and inputs.
+
+    /usr/bin/python3 tests/build/run.py NESTC_PATH [-k SUBSTRING]... [-j N] [--keep]
+
+For each case: `nestc build FILE -o DIR ...` writes DIR/NAME.h, DIR/NAME.o and one
+DIR/NAME.REGION.K.o per unique region variant. The entry's signature is read from the
+generated header (the comment above the prototype gives dtypes and shapes, the prototype
+the C types and argument order). A C driver is generated that opens the weights
+(nestrt_weights_open), creates the model (NAME_new), reads the inputs with
+nestrt_npy_read, fills the outputs with a sentinel byte, calls the entry and writes the
+outputs with nestrt_npy_write; on failure it prints nestrt_model_error and exits 1 (and
+says so if the failed call wrote into an output). It is compiled with
+`cc -O1 -Iruntime -IDIR driver.c DIR/*.o build/libnestrt.a -lm -lpthread`.
+
+Comparison with the interpreter's outputs: same dtype and shape; integers and bools
+exactly; floats: the non-finite entries (nan, inf, -inf) exactly where the reference has
+them, and max|out - ref| <= tol * max|ref| over the finite entries (tol 1e-4 for f32,
+1e-9 for f64).
+
+Cases: every case of tests/builtins/run.py (imported; its run-time error cases must make
+the entry return -1 with "gather index ... out of range" and write nothing), the samples
+at small -D configs with random .safetensors weights, region features (structural
+sharing, globals in the fingerprint, reuse_hash with run-time dims and its errors,
+max_reuse_entries and -Werror, nesting, scalar specialisation, options, --no-regions),
+GPT-2's object counts and report, ResNet's variants and "differs", two models in one
+program, failed builds leaving the output directory alone, --emit=llvm/asm and archives,
+and NESTRT_PROFILE.
+
+Prints `ok NAME` or `FAIL NAME: details` per check and a last line `N passed, N failed`;
+exits 1 if anything failed. Needs NumPy (Debian's /usr/bin/python3), cc, and
+build/libnestrt.a beside NESTC_PATH (or in ./build).
+"""
+
+import glob
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SAMPLES = os.path.join(ROOT, "samples")
+RUNTIME = os.path.join(ROOT, "runtime")
+TIMEOUT = 120          # seconds for one subprocess
+CC = os.environ.get("CC", "cc")
+
+DTYPES = ("bool", "i32", "i64", "f32", "f64")
+CTYPE = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
+NPDT = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
+RTDT = {"bool": "NESTRT_BOOL", "i32": "NESTRT_I32", "i64": "NESTRT_I64", "f32": "NESTRT_F32",
+        "f64": "NESTRT_F64"}
+TOL = {"f32": 1e-4, "f64": 1e-9}
+
+NESTC = None
+LIBNESTRT = None
+TMP = None
+
+
+class Fail(Exception):
+    """A check failed: the message says why."""
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def run(cmd, env=None, cwd=None, timeout=TIMEOUT):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd,
+                           timeout=timeout, errors="replace")
+    except subprocess.TimeoutExpired:
+        raise Fail("timeout after %ds: %s" % (timeout, " ".join(cmd)))
+    return r
+
+
+def short(text, n=8):
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    s = "\n    ".join(lines[:n])
+    if len(lines) > n:
+        s += "\n    ..."
+    return s or "(no output)"
+
+
+def crashed(r):
+    return r.returncode < 0 or "internal compiler error" in r.stderr
+
+
+def describe(cmd, r):
+    what = "killed by signal %d" % -r.returncode if r.returncode < 0 else "exit %d" % r.returncode
+    return "%s: %s\n    %s" % (" ".join(os.path.relpath(c) if c.startswith(TMP) else c
+                                        for c in cmd), what, short(r.stderr + r.stdout))
+
+
+def nestc(*args, ok=True):
+    cmd = [NESTC] + [str(a) for a in args]
+    r = run(cmd)
+    if ok and r.returncode != 0:
+        raise Fail("nestc failed: " + describe(cmd, r))
+    if crashed(r):
+        raise Fail("nestc crashed: " + describe(cmd, r))
+    return r
+
+
+def defs(defines):
+    out = []
+    for k, v in (defines or {}).items():
+        out += ["-D", "%s=%s" % (k, v)]
+    return out
+
+
+def objects(d):
+    return sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "*.o")))
+
+
+def listdir(d):
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def tmpdir(name):
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    return d
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text.lstrip("\n"))
+    return path
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def write_safetensors(path, tensors):
+    """tensors: list of (name, ndarray). u64 LE header length, JSON header padded with
+    spaces to 8 bytes, then the raw little-endian data (as tests/models/run.py)."""
+    dtypes = {np.dtype("<f4"): "F32", np.dtype("<f8"): "F64", np.dtype("<i4"): "I32",
+              np.dtype("<i8"): "I64", np.dtype("bool"): "BOOL"}
+    header, blobs, off = {}, [], 0
+    for name, arr in tensors:
+        arr = np.asarray(arr, order="C")
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        data = arr.tobytes()
+        header[name] = {"dtype": dtypes[arr.dtype], "shape": list(arr.shape),
+                        "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+PARAM_LINE = re.compile(r'^param \d+ "([^"]+)" (bool|i32|i64|f32|f64)(?:\[([^\]]*)\])?\s*$')
+
+
+def param_table(src, defines):
+    """The model's params [(name, dtype, shape)] from `nestc check --dump=ir`."""
+    r = nestc("check", src, "--dump=ir", "-w", *defs(defines))
+    params = []
+    for line in r.stdout.splitlines():
+        m = PARAM_LINE.match(line)
+        if m:
+            shape = tuple(int(x) for x in m.group(3).split(",")) if m.group(3) else ()
+            params.append((m.group(1), m.group(2), shape))
+    return params
+
+
+def random_weights(params, seed):
+    """Uniform in [-s, s), s = 1/sqrt(fan-in) (fan-in shape[0] for rank 2-3, numel/shape[0]
+    for rank 4); 1-d weights 1 + 0.1 U (norm scales), 1-d biases 0.1 U."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for name, dt, shape in params:
+        if dt in ("f32", "f64"):
+            if len(shape) <= 1:
+                u = rng.uniform(-1, 1, shape)
+                a = 1.0 + 0.1 * u if name.endswith("weight") else 0.5 * u
+            else:
+                n = shape[0] if len(shape) != 4 else int(np.prod(shape)) // shape[0]
+                s = 1.0 / math.sqrt(max(n, 1))
+                a = rng.uniform(-s, s, shape)
+        elif dt == "bool":
+            a = rng.random(shape) < 0.5
+        else:
+            a = rng.integers(0, 4, shape)
+        out.append((name, np.asarray(a).astype(NPDT[dt])))
+    return out
+
+
+def make_weights(d, src, defines, seed):
+    """Writes d/weights.safetensors for the model's params; returns its path (None if the
+    model has no params)."""
+    params = param_table(src, defines)
+    if not params:
+        return None
+    path = os.path.join(d, "weights.safetensors")
+    write_safetensors(path, random_weights(params, seed))
+    return path
+
+
+# ----------------------------------------------------------------------------- headers
+
+SIG = re.compile(r"^/\* (\w+)\((.*)\) -> (.*)$", re.M)
+TENSOR = r"(bool|i32|i64|f32|f64)(?:\[([^\]]*)\])?"
+
+
+def parse_shape(s):
+    s = (s or "").strip()
+    return tuple(int(x) for x in s.split(",")) if s else ()
+
+
+class Entry:
+    def __init__(self, model, name, inputs, outputs, c_args):
+        self.model = model        # C prefix
+        self.name = name
+        self.inputs = inputs      # [(name, dtype, shape)]
+        self.outputs = outputs    # [(c_name, dtype, shape)]
+        self.c_args = c_args
+
+
+def parse_header(path, model):
+    """Entries of a generated header: {entry: Entry}. Raises Fail if the comment and the
+    prototype disagree."""
+    text = open(path).read()
+    entries = {}
+    for m in SIG.finditer(text):
+        ename = m.group(1)
+        ins = [(n, dt, parse_shape(s)) for n, dt, s in
+               re.findall(r"(\w+): " + TENSOR, m.group(2))]
+        outs = [(dt, parse_shape(s)) for dt, s in re.findall(TENSOR, m.group(3))]
+        pm = re.search(r"^int %s_%s\(%s \*m((?:, [^,)]+)*)\);$" % (model, ename, model), text, re.M)
+        if not pm:
+            raise Fail("%s: no prototype `int %s_%s(%s *m, ...)`" % (os.path.basename(path), model,
+                                                                   ename, model))
+        args = [a.strip() for a in pm.group(1).split(",") if a.strip()]
+        if len(args) != len(ins) + len(outs):
+            raise Fail("%s: prototype of %s has %d arguments, the comment %d inputs and %d results"
+                       % (os.path.basename(path), ename, len(args), len(ins), len(outs)))
+        for (n, dt, _), a in zip(ins, args):
+            want = "const %s *%s" % (CTYPE[dt], n)
+            if a != want:
+                raise Fail("%s: argument `%s`, expected `%s`" % (os.path.basename(path), a, want))
+        onames = []
+        for j, ((dt, _), a) in enumerate(zip(outs, args[len(ins):])):
+            want = "%s *%s" % (CTYPE[dt], "out" if len(outs) == 1 else "out%d" % j)
+            if a != want:
+                raise Fail("%s: result argument `%s`, expected `%s`" % (os.path.basename(path), a, want))
+            onames.append(a.split("*")[1])
+        entries[ename] = Entry(model, ename, ins, [(cn, dt, sh) for cn, (dt, sh) in zip(onames, outs)],
+                               args)
+    if not entries:
+        raise Fail("%s: no entry point found" % os.path.basename(path))
+    return entries
+
+
+# ----------------------------------------------------------------------------- drivers
+
+DRIVER_HEAD = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nestrt.h>
+%(includes)s
+
+static void *load(const char *path, int dtype, int rank, const int64_t *shape)
+{
+	int dt, rk;
+	int64_t sh[NESTRT_MAX_RANK];
+	void *data;
+	nestrt_error err;
+	if (nestrt_npy_read(path, &dt, &rk, sh, &data, &err)) {
+		fprintf(stderr, "driver: %%s\n", err.message);
+		exit(3);
+	}
+	int ok = dt == dtype && rk == rank;
+	for (int i = 0; ok && i < rank; i++)
+		ok = sh[i] == shape[i];
+	if (!ok) {
+		fprintf(stderr, "driver: %%s: unexpected dtype or shape\n", path);
+		exit(3);
+	}
+	return data;
+}
+
+static void *output(size_t bytes)
+{
+	unsigned char *p = malloc(bytes + 16);
+	memset(p, 0xA5, bytes + 16);
+	return p;
+}
+
+static int touched(const void *p, size_t bytes)
+{
+	const unsigned char *c = p;
+	for (size_t i = 0; i < bytes + 16; i++)
+		if (c[i] != 0xA5)
+			return 1;
+	return 0;
+}
+
+static void save(const char *path, int dtype, int rank, const int64_t *shape, const void *data, size_t bytes)
+{
+	nestrt_error err;
+	const unsigned char *c = data;
+	for (size_t i = bytes; i < bytes + 16; i++)
+		if (c[i] != 0xA5) {
+			fprintf(stderr, "driver: %%s: the entry wrote past the end of the output\n", path);
+			exit(4);
+		}
+	if (nestrt_npy_write(path, dtype, rank, shape, data, &err)) {
+		fprintf(stderr, "driver: %%s\n", err.message);
+		exit(3);
+	}
+}
+
+int main(void)
+{
+	nestrt_error err;
+	memset(&err, 0, sizeof err);
+"""
+
+
+def c_str(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def c_shape(shape):
+    return "{" + ", ".join(str(x) for x in shape) + "}" if shape else "{0}"
+
+
+class Call:
+    """One entry call in a driver: weights path (or None), input npy paths by name, output
+    npy paths in order."""
+
+    def __init__(self, entry, weights, inputs, outputs):
+        self.entry, self.weights, self.inputs, self.outputs = entry, weights, inputs, outputs
+
+
+def gen_driver(calls, includes):
+    out = [DRIVER_HEAD % {"includes": "\n".join('#include "%s.h"' % h for h in includes)}]
+    for k, c in enumerate(calls):
+        e = c.entry
+        m = e.model
+        out.append("\t{\n")
+        out.append("\t\tnestrt_weights *w = nestrt_weights_open(%s, &err);\n"
+                   % (c_str(c.weights) if c.weights else "NULL"))
+        out.append('\t\tif (!w) { fprintf(stderr, "weights: %s\\n", err.message); return 2; }\n')
+        out.append("\t\t%s *m = %s_new(w, &err);\n" % (m, m))
+        out.append('\t\tif (!m) { fprintf(stderr, "%s_new: %%s\\n", err.message); return 2; }\n' % m)
+        args = []
+        for i, (n, dt, shape) in enumerate(e.inputs):
+            out.append("\t\tstatic const int64_t is%d[] = %s;\n" % (i, c_shape(shape)))
+            out.append("\t\t%s *in%d = load(%s, %s, %d, is%d);\n"
+                       % (CTYPE[dt], i, c_str(c.inputs[n]), RTDT[dt], len(shape), i))
+            args.append("in%d" % i)
+        for j, (_, dt, shape) in enumerate(e.outputs):
+            n = int(np.prod(shape)) if shape else 1
+            out.append("\t\tstatic const int64_t os%d[] = %s;\n" % (j, c_shape(shape)))
+            out.append("\t\tsize_t ob%d = %d * sizeof(%s);\n" % (j, n, CTYPE[dt]))
+            out.append("\t\t%s *out%d = output(ob%d);\n" % (CTYPE[dt], j, j))
+            args.append("out%d" % j)
+        out.append("\t\tint rc = %s_%s(m%s);\n" % (m, e.name, "".join(", " + a for a in args)))
+        out.append("\t\tif (rc != 0) {\n")
+        out.append('\t\t\tif (rc != -1) fprintf(stderr, "driver: %s_%s returned %%d\\n", rc);\n'
+                   % (m, e.name))
+        out.append('\t\t\tfprintf(stderr, "%%s\\n", nestrt_model_error((const nestrt_model *)m));\n')
+        for j in range(len(e.outputs)):
+            out.append('\t\t\tif (touched(out%d, ob%d)) fprintf(stderr, "driver: the failed call wrote '
+                       'into output %d\\n");\n' % (j, j, j))
+        out.append("\t\t\treturn 1;\n\t\t}\n")
+        for j, (_, dt, shape) in enumerate(e.outputs):
+            out.append("\t\tsave(%s, %s, %d, os%d, out%d, ob%d);\n"
+                       % (c_str(c.outputs[j]), RTDT[dt], len(shape), j, j, j))
+        for i in range(len(e.inputs)):
+            out.append("\t\tfree(in%d);\n" % i)
+        for j in range(len(e.outputs)):
+            out.append("\t\tfree(out%d);\n" % j)
+        out.append("\t\t%s_free(m);\n\t\tnestrt_weights_close(w);\n\t}\n" % m)
+    out.append("\treturn 0;\n}\n")
+    return "".join(out)
+
+
+def compile_driver(d, calls, includes, inc_dirs, link, name="driver"):
+    """Writes and compiles d/NAME.c; link: object files / archives. Returns the program."""
+    src = os.path.join(d, name + ".c")
+    with open(src, "w") as f:
+        f.write(gen_driver(calls, includes))
+    exe = os.path.join(d, name)
+    cmd = [CC, "-O1", "-std=c11", "-Wall", "-Werror=incompatible-pointer-types",
+           "-Werror=implicit-function-declaration", "-I" + RUNTIME]
+    cmd += ["-I" + i for i in inc_dirs] + [src] + link + [LIBNESTRT, "-lm", "-lpthread", "-o", exe]
+    r = run(cmd)
+    if r.returncode != 0:
+        raise Fail("driver does not compile or link: " + describe(cmd, r))
+    return exe
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def compare(got, ref, what):
+    """None if got matches the reference, else a message."""
+    if got.dtype != ref.dtype:
+        return "%s: dtype %s, reference %s" % (what, got.dtype, ref.dtype)
+    if got.shape != ref.shape:
+        return "%s: shape %s, reference %s" % (what, list(got.shape), list(ref.shape))
+    if ref.dtype.kind in "biu":
+        if np.array_equal(got, ref):
+            return None
+        bad = np.argwhere(got != ref)
+        idx = tuple(bad[0])
+        return "%s: %d of %d differ; first at %s: got %s, reference %s" % (
+            what, len(bad), got.size, list(idx), got[idx], ref[idx])
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    fin = np.isfinite(r)
+    same_nf = (np.isnan(g) & np.isnan(r)) | (g == r)
+    bad = ~fin & ~same_nf
+    if bad.any():
+        idx = tuple(np.argwhere(bad)[0])
+        return "%s: at %s got %r, reference %r" % (what, list(idx), g[idx], r[idx])
+    if not fin.any():
+        return None
+    if not np.isfinite(g[fin]).all():
+        idx = tuple(np.argwhere(fin & ~np.isfinite(g))[0])
+        return "%s: at %s got %r, reference %r" % (what, list(idx), g[idx], r[idx])
+    err = np.where(fin, np.abs(g - np.where(fin, r, 0)), 0)
+    scale = float(np.max(np.abs(r[fin])))
+    tol = TOL["f32" if ref.dtype == np.float32 else "f64"]
+    if float(err.max()) <= tol * scale:
+        return None
+    idx = tuple(np.unravel_index(np.argmax(err), err.shape))
+    return "%s: max abs err %.3g > %g * max|ref| %.3g at %s: got %r, reference %r" % (
+        what, err.max(), tol, scale, list(idx), g[idx], r[idx])
+
+
+# ----------------------------------------------------------------------------- the core check
+
+
+class Model:
+    """A model source with its -D config, inputs, weights: builds, runs the interpreter, and
+    runs compiled code."""
+
+    def __init__(self, d, src, defines=None, inputs=None, seed=1, entry=None, name=None,
+                 weights="auto"):
+        self.d, self.src, self.defines = d, src, dict(defines or {})
+        self.stem = name or os.path.splitext(os.path.basename(src))[0]
+        self.entry_name = entry
+        self.inputs = {}
+        for n, a in (inputs or {}).items():
+            p = os.path.join(d, "in_%s.npy" % n)
+            np.save(p, np.asarray(a))
+            self.inputs[n] = p
+        self.weights = make_weights(d, src, self.defines, seed) if weights == "auto" else weights
+
+    def build(self, out, *extra, ok=True):
+        args = ["build", self.src, "-o", out] + defs(self.defines) + list(extra)
+        if self.stem != os.path.splitext(os.path.basename(self.src))[0]:
+            args += ["--name", self.stem]
+        return nestc(*args, ok=ok)
+
+    def entry(self, header_dir):
+        es = parse_header(os.path.join(header_dir, self.stem + ".h"), self.stem)
+        if self.entry_name:
+            if self.entry_name not in es:
+                raise Fail("header has no entry %s" % self.entry_name)
+            return es[self.entry_name]
+        return es["forward"] if "forward" in es or len(es) != 1 else next(iter(es.values()))
+
+    def reference(self, e, tag="ref"):
+        """Runs `nestc run`; returns the output paths (or raises Fail)."""
+        outs = [os.path.join(self.d, "%s_%s_%d.npy" % (tag, e.name, j)) for j in range(len(e.outputs))]
+        if all(os.path.exists(p) for p in outs):
+            return outs
+        args = ["run", self.src] + defs(self.defines) + ["--entry", e.name]
+        if self.weights:
+            args += ["--weights", self.weights]
+        for n, p in self.inputs.items():
+            args += ["--input", "%s=%s" % (n, p)]
+        for p in outs:
+            args += ["--output", p]
+        nestc(*args)
+        return outs
+
+    def call(self, e, tag):
+        outs = [os.path.join(self.d, "%s_%s_%d.npy" % (tag, e.name, j)) for j in range(len(e.outputs))]
+        missing = [n for n, _, _ in e.inputs if n not in self.inputs]
+        if missing:
+            raise Fail("no input for %s" % ", ".join(missing))
+        return Call(e, self.weights, self.inputs, outs)
+
+    def check_compiled(self, out, labels=None, link=None, tag="got", env=None):
+        """Compiles a driver against the build in `out`, runs it, compares every output with
+        the interpreter. Returns a list of (label, message-or-None)."""
+        e = self.entry(out)
+        refs = self.reference(e)
+        c = self.call(e, tag)
+        exe = compile_driver(self.d, [c], [self.stem], [out],
+                             link if link is not None else sorted(glob.glob(os.path.join(out, "*.o"))),
+                             name="driver_" + tag)
+        r = run([exe], env=env)
+        if r.returncode != 0:
+            raise Fail("compiled program: " + describe([exe], r))
+        labels = labels or ["out%d" % j for j in range(len(e.outputs))]
+        res = []
+        for lab, rp, gp in zip(labels, refs, c.outputs):
+            res.append((lab, compare(np.load(gp), np.load(rp), lab)))
+        return res
+
+
+def values_ok(results):
+    bad = ["%s" % m for _, m in results if m]
+    if bad:
+        raise Fail("; ".join(bad))
+
+
+# ----------------------------------------------------------------------------- checks registry
+
+CHECKS = []   # (group name, function returning [(name, msg)])
+
+
+def check(name):
+    def deco(fn):
+        CHECKS.append((name, fn))
+        return fn
+    return deco
+
+
+def single(name, fn):
+    """A check that is one line of output."""
+    try:
+        fn()
+        return [(name, None)]
+    except Fail as e:
+        return [(name, str(e))]
+
+
+# ----------------------------------------------------------------------------- 1. builtins
+
+
+def load_builtins():
+    path = os.path.join(ROOT, "tests", "builtins", "run.py")
+    spec = importlib.util.spec_from_file_location("nest_builtin_cases", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def builtin_case(c):
+    pre = "builtin.%s" % c.name
+    d = tmpdir(pre)
+    try:
+        src = write(os.path.join(d, c.name + ".nest"), c.src)
+        defines = {}
+        a = list(c.args)
+        while a:
+            if a[0] == "-D":
+                k, v = a[1].split("=", 1)
+                defines[k] = v
+                a = a[2:]
+            else:
+                raise Fail("unsupported case arguments %s" % c.args)
+        m = Model(d, src, defines, dict(c.inputs), weights=None)
+        out = os.path.join(d, "out")
+        m.build(out)
+        objs = objects(out)
+        if objs != [c.name + ".o"]:
+            raise Fail("objects %s, expected [%s.o]" % (objs, c.name))
+        e = m.entry(out)
+        if c.error is None:
+            return [("%s.%s" % (pre, lab), msg) for lab, msg in
+                    m.check_compiled(out, labels=[o.label for o in c.outs])]
+        # a run-time error: the entry returns -1, says "gather index ... out of range", writes nothing
+        call = m.call(e, "got")
+        exe = compile_driver(d, [call], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))))
+        r = run([exe])
+        problems = []
+        if r.returncode != 1:
+            problems.append("exit %d, expected 1 (%s)" % (r.returncode, c.error))
+        if not re.search(r"gather index -?\d+ out of range", r.stderr):
+            problems.append("no 'gather index N out of range' message")
+        if "driver:" in r.stderr:
+            problems.append("; ".join(l for l in r.stderr.splitlines() if l.startswith("driver:")))
+        written = [os.path.basename(p) for p in call.outputs if os.path.exists(p)]
+        if written:
+            problems.append("outputs written: %s" % ", ".join(written))
+        msg = "; ".join(problems) + (" [stderr: %s]" % short(r.stderr, 3) if problems else "")
+        return [(pre, msg or None)]
+    except Fail as e:
+        return [(pre, str(e))]
+
+
+# ----------------------------------------------------------------------------- 2. samples
+
+GPT2_CFG = {"L": 2, "D": 64, "H": 4, "V": 256, "CTX": 64, "S": 16}
+MLP_CFG = {"B": 4, "D_IN": 32, "D": 64, "D_OUT": 10, "L": 2}
+LLAMA_CFG = {"L": 2, "D": 64, "H": 4, "KVH": 2, "F": 128, "V": 256, "S": 16}
+RESNET_CFG = {"BATCH": 2, "IMG": 32, "C0": 8, "CLASSES": 10}
+
+
+def sample_inputs(name, cfg, seed):
+    rng = np.random.default_rng(seed)
+    if name in ("gpt2", "llama"):
+        return {"tokens": rng.integers(0, cfg["V"], size=(cfg["S"],)).astype(np.int32)}
+    if name == "mlp":
+        return {"x": rng.standard_normal((cfg["B"], cfg["D_IN"])).astype(np.float32)}
+    if name == "resnet":
+        return {"x": rng.standard_normal((cfg["BATCH"], 3, cfg["IMG"], cfg["IMG"])).astype(np.float32)}
+    raise ValueError(name)
+
+
+def sample_model(tag, name, cfg, seed=7, **kw):
+    d = tmpdir(tag)
+    return Model(d, os.path.join(SAMPLES, name + ".nest"), cfg, sample_inputs(name, cfg, seed),
+                 seed=seed, **kw)
+
+
+# expected objects: model + regions (one variant each at these configs unless noted)
+SAMPLE_OBJECTS = {"gpt2": ["gpt2.attention.0.o", "gpt2.block.0.o", "gpt2.o"],
+                  "mlp": ["mlp.layer.0.o", "mlp.o"],
+                  "llama": ["llama.attention.0.o", "llama.decoder_layer.0.o", "llama.o"]}
+
+
+def sample_case(name, cfg):
+    def fn():
+        tag = "sample.%s" % name
+        try:
+            m = sample_model(tag, name, cfg)
+            out = os.path.join(m.d, "out")
+            m.build(out)
+            res = [("%s.values" % tag, msg) for _, msg in m.check_compiled(out)]
+            objs = objects(out)
+            want = SAMPLE_OBJECTS.get(name)
+            if want is None:   # resnet: from the JSON report
+                rep = json.loads(nestc("report", m.src, "--format=json", *defs(cfg)).stdout)
+                want = sorted([v["object"] for v in rep["variants"]] + ["resnet.o"])
+            res.append(("%s.objects" % tag, None if objs == want else
+                        "objects %s, expected %s" % (objs, want)))
+            return res
+        except Fail as e:
+            return [(tag, str(e))]
+    return fn
+
+
+for _n, _c in (("gpt2", GPT2_CFG), ("mlp", MLP_CFG), ("llama", LLAMA_CFG), ("resnet", RESNET_CFG)):
+    CHECKS.append(("sample.%s" % _n, sample_case(_n, _c)))
+
+
+# ----------------------------------------------------------------------------- 3. regions
+
+
+def rng_inputs(seed, **shapes):
+    rng = np.random.default_rng(seed)
+    return {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in shapes.items()}
+
+
+def region_model(tag, src_text, inputs, defines=None, stem=None):
+    d = tmpdir(tag)
+    src = write(os.path.join(d, (stem or "m") + ".nest"), src_text)
+    return Model(d, src, defines, inputs)
+
+
+def expect_objects(out, want):
+    got = objects(out)
+    if got != sorted(want):
+        raise Fail("objects %s, expected %s" % (got, sorted(want)))
+
+
+def line_of(text, needle, nth=1):
+    """1-based (line, column) of the nth occurrence of needle in text."""
+    pos = -1
+    for _ in range(nth):
+        pos = text.index(needle, pos + 1)
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+SRC_A = """
+const D = 16
+param w: f32[D, D]
+param v: f32[D]
+
+@region
+fn first(x: f32[T, D]) -> f32[T, D] {
+  return x + relu(x @ w) * v
+}
+
+@region
+fn second(y: f32[T, D]) -> f32[T, D] {
+  return y + relu(y @ w) * v
+}
+
+export fn forward(a: f32[8, D]) -> f32[8, D] {
+  return second(first(a))
+}
+"""
+
+
+@check("region.a_structural_sharing")
+def region_a():
+    def fn():
+        m = region_model("region.a", SRC_A, rng_inputs(1, a=(8, 16)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        got = objects(out)
+        if len(got) != 2 or "m.o" not in got:
+            raise Fail("objects %s: expected m.o and ONE variant object for the two "
+                       "structurally identical regions" % got)
+        values_ok(m.check_compiled(out))
+    return single("region.a_structural_sharing", fn)
+
+
+SRC_B = """
+const D = 16
+param w1: f32[D, D]
+param w2: f32[D, D]
+
+@region
+fn first(x: f32[T, D]) -> f32[T, D] {
+  return x + tanh(x @ w1)
+}
+
+@region
+fn second(x: f32[T, D]) -> f32[T, D] {
+  return x + tanh(x @ w2)
+}
+
+export fn forward(a: f32[8, D]) -> f32[8, D] {
+  return second(first(a)) + first(a)
+}
+"""
+
+
+@check("region.b_globals_in_fingerprint")
+def region_b():
+    def fn():
+        m = region_model("region.b", SRC_B, rng_inputs(2, a=(8, 16)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.first.0.o", "m.second.0.o"])
+        values_ok(m.check_compiled(out))
+    return single("region.b_globals_in_fingerprint", fn)
+
+
+SRC_C = """
+const D = 8
+param w: f32[D, D]
+param g: { weight: f32[D], bias: f32[D] }
+
+@region(reuse_hash = 0)
+fn mix(x: f32[T, D]) -> f32[T, D] {
+  let h = layernorm(x @ w, g.weight, g.bias)
+  let s = causal_mask(h @ transpose(x, [1, 0]) * 0.5)
+  let a = softmax(s, axis=-1) @ h
+  let c = concat([a, x], axis=0)
+  let t = reshape(c, [2, T, D])
+  return t[0] + t[1] * mean(x, axis=0) + sum(a, axis=0, keepdim=true) / f32(T) + softmax(x, axis=0)
+}
+
+export fn forward(a: f32[8, D], b: f32[16, D]) -> (f32[8, D], f32[16, D]) {
+  return mix(a), mix(b)
+}
+"""
+
+
+@check("region.c_reuse_hash_runtime_dims")
+def region_c():
+    def fn():
+        m = region_model("region.c", SRC_C, rng_inputs(3, a=(8, 8), b=(16, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.mix.0.o"])
+        values_ok(m.check_compiled(out, labels=["T=8", "T=16"]))
+    return single("region.c_reuse_hash_runtime_dims", fn)
+
+
+SRC_D = """
+const D = 8
+param ln: { weight: f32[D], bias: f32[D] }
+
+@region(reuse_hash = 0)
+fn norm(x: f32[*]) -> f32[*] {
+  return layernorm(x, ln.weight, ln.bias)
+}
+
+export fn forward(tokens: f32[4, D], batch: f32[2, 4, D]) -> (f32[4, D], f32[2, 4, D]) {
+  let t = norm(tokens)
+  return t, norm(batch)
+}
+"""
+
+
+def expect_build_error(m, out, sites, words, extra=()):
+    """The build exits 1, prints an error naming every FILE:LINE:COL in sites (or FILE:LINE
+    when COL is None) and every word, and writes nothing."""
+    r = m.build(out, *extra, ok=False)
+    problems = []
+    if r.returncode != 1:
+        problems.append("exit %d, expected 1" % r.returncode)
+    if "error" not in r.stderr:
+        problems.append("no error message")
+    base = os.path.basename(m.src)
+    for line, col in sites:
+        pat = r"%s:%d:%s" % (re.escape(base), line, col if col else r"\d+")
+        if not re.search(pat, r.stderr):
+            problems.append("message does not name %s:%d%s" % (base, line, ":%d" % col if col else ""))
+    for w in words:
+        if w not in r.stderr:
+            problems.append("message does not mention %r" % w)
+    if listdir(out):
+        problems.append("files written: %s" % listdir(out))
+    if problems:
+        raise Fail("; ".join(problems) + " [stderr: %s]" % short(r.stderr, 4))
+    return r
+
+
+@check("region.d_reuse_hash_conflict")
+def region_d():
+    # The language has no dtype-generic tensor argument (a region's argument dtypes are
+    # declared), so calls grouped by reuse_hash can only differ in something code cannot
+    # take at run time through the rank (f32[*]) or a compile-time scalar.
+    def fn():
+        m = region_model("region.d", SRC_D, {}, )
+        text = open(m.src).read()
+        l1, c1 = line_of(text, "norm(tokens)")
+        l2, c2 = line_of(text, "norm(batch)")
+        out = os.path.join(m.d, "out")
+        expect_build_error(m, out, [(l1, c1), (l2, c2)], ["norm"])
+    return single("region.d_reuse_hash_conflict_rank", fn)
+
+
+SRC_D2 = """
+const D = 8
+
+@region(reuse_hash = 0)
+fn scale(x: f32[T, D], k: int) -> f32[T, D] {
+  return x * k
+}
+
+export fn forward(a: f32[4, D]) -> (f32[4, D], f32[4, D]) {
+  return scale(a, 2), scale(a, 3)
+}
+"""
+
+
+@check("region.d_reuse_hash_conflict_scalar")
+def region_d2():
+    # Two calls in one reuse_hash group that differ in a compile-time scalar: either an
+    # error naming both call sites or correct values (never wrong values).
+    def fn():
+        m = region_model("region.d2", SRC_D2, rng_inputs(4, a=(4, 8)))
+        out = os.path.join(m.d, "out")
+        r = m.build(out, ok=False)
+        if r.returncode == 0:
+            values_ok(m.check_compiled(out))
+            return
+        text = open(m.src).read()
+        l1, c1 = line_of(text, "scale(a, 2)")
+        l2, c2 = line_of(text, "scale(a, 3)")
+        expect_build_error(m, out, [(l1, c1), (l2, c2)], ["scale"])
+    return single("region.d_reuse_hash_conflict_scalar", fn)
+
+
+SRC_E = """
+const D = 8
+
+@region(reuse_hash = x)
+fn f(x: f32[T, D]) -> f32[T, D] {
+  return x + 1.0
+}
+
+export fn forward(a: f32[4, D]) -> f32[4, D] {
+  return f(a)
+}
+"""
+
+
+@check("region.e_reuse_hash_not_constant")
+def region_e():
+    def fn():
+        m = region_model("region.e", SRC_E, {})
+        text = open(m.src).read()
+        l, c = line_of(text, "= x)")
+        expect_build_error(m, os.path.join(m.d, "out"), [(l, c + 2)], ["reuse_hash"])
+    return single("region.e_reuse_hash_not_constant", fn)
+
+
+SRC_F = """
+const D = 8
+param w: f32[D, D]
+
+@region(max_reuse_entries = 2)
+fn block(x: f32[T, D]) -> f32[T, D] {
+  return x + relu(x @ w)
+}
+
+export fn forward(a: f32[4, D], b: f32[8, D], c: f32[16, D]) -> (f32[4, D], f32[8, D], f32[16, D]) {
+  let ya = block(a)
+  let yb = block(b)
+  let yc = block(c)
+  return ya, yb, yc
+}
+"""
+
+
+@check("region.f_max_reuse_entries")
+def region_f():
+    m = region_model("region.f", SRC_F, rng_inputs(5, a=(4, 8), b=(8, 8), c=(16, 8)))
+    text = open(m.src).read()
+    line, col = line_of(text, "block(c)")
+    res = []
+
+    def warn():
+        out = os.path.join(m.d, "out")
+        r = m.build(out)
+        problems = []
+        pat = r"m\.nest:%d:%d: warning: .*" % (line, col)
+        w = re.search(pat, r.stderr)
+        if not w:
+            problems.append("no warning at m.nest:%d:%d" % (line, col))
+        else:
+            msg = w.group(0)
+            if "block" not in msg or "2" not in msg.split("warning:", 1)[1]:
+                problems.append("warning does not name the region and the limit: %s" % msg)
+        objs = objects(out)
+        if objs != ["m.block.0.o", "m.block.1.o", "m.o"]:
+            problems.append("objects %s, expected two variant objects and m.o" % objs)
+        if problems:
+            raise Fail("; ".join(problems) + " [stderr: %s]" % short(r.stderr, 4))
+        values_ok(m.check_compiled(out, labels=["T=4", "T=8", "T=16_inline"]))
+    res += single("region.f_max_reuse_entries.warning_and_values", warn)
+
+    def werror():
+        out = os.path.join(m.d, "out_werror")
+        expect_build_error(m, out, [(line, col)], ["block"], extra=["-Werror"])
+    res += single("region.f_max_reuse_entries.werror_no_files", werror)
+    return res
+
+
+SRC_G = """
+const D = 8
+param w: f32[D, D]
+param v: f32[D]
+
+@region
+fn inner(x: f32[T, D]) -> f32[T, D] {
+  return tanh(x @ w) + v
+}
+
+@region
+fn middle(x: f32[T, D]) -> f32[T, D] {
+  return inner(x) * 0.5 + inner(x * 2.0)
+}
+
+@region
+fn outer(x: f32[T, D]) -> f32[T, D] {
+  let a = middle(x)
+  let b = middle(concat([x, a], axis=0))
+  return a + b[0:T] - b[T:2 * T]
+}
+
+export fn forward(x: f32[4, D], y: f32[6, D]) -> (f32[4, D], f32[6, D]) {
+  return outer(outer(x)), outer(y)
+}
+"""
+
+
+@check("region.g_three_levels")
+def region_g():
+    def fn():
+        m = region_model("region.g", SRC_G, rng_inputs(6, x=(4, 8), y=(6, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out, "--report=json", "--report-file", os.path.join(m.d, "report.json"))
+        rep = json.load(open(os.path.join(m.d, "report.json")))
+        nvar = {r["name"]: len(r["variants"]) for r in rep["regions"]}
+        # outer: T=4, 6; middle: T=4, 8, 6, 12; inner: the same four
+        if nvar != {"inner": 4, "middle": 4, "outer": 2}:
+            raise Fail("variants per region %s, expected inner 4, middle 4, outer 2" % nvar)
+        want = sorted(["m.o"] + ["m.%s.%d.o" % (r, k) for r, n in nvar.items() for k in range(n)])
+        expect_objects(out, want)
+        reported = sorted(["m.o"] + [v["object"] for v in rep["variants"]])
+        if reported != want:
+            raise Fail("report's objects %s, expected %s" % (reported, want))
+        values_ok(m.check_compiled(out))
+    return single("region.g_three_levels", fn)
+
+
+SRC_H = """
+const D = 8
+
+@region
+fn scale(x: f32[T, D], k: int, s: float) -> f32[T, D] {
+  return x * k + f32(k) * s
+}
+
+export fn forward(a: f32[4, D]) -> f32[4, D] {
+  return scale(a, 2, 0.5) + scale(a, 3, 0.5) + scale(a, 2, 0.5) + scale(a, 2, 0.25) + scale(a, 3, 0.5)
+}
+"""
+
+
+@check("region.h_scalar_specialisation")
+def region_h():
+    def fn():
+        m = region_model("region.h", SRC_H, rng_inputs(7, a=(4, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        # distinct (k, s): (2, .5), (3, .5), (2, .25)
+        expect_objects(out, ["m.o", "m.scale.0.o", "m.scale.1.o", "m.scale.2.o"])
+        values_ok(m.check_compiled(out))
+    return single("region.h_scalar_specialisation", fn)
+
+
+SRC_I = """
+const D = 8
+
+@region(options = { opt_level: 2, unroll: true })
+fn f(x: f32[T, D]) -> f32[T, D] {
+  return x + 1.0
+}
+
+export fn forward(a: f32[4, D]) -> f32[4, D] {
+  return f(a)
+}
+"""
+
+
+@check("region.i_unknown_option")
+def region_i():
+    def fn():
+        m = region_model("region.i", SRC_I, {})
+        text = open(m.src).read()
+        l, c = line_of(text, "unroll")
+        expect_build_error(m, os.path.join(m.d, "out"), [(l, c)], ["unroll"])
+    return single("region.i_unknown_option", fn)
+
+
+@check("region.j_no_regions")
+def region_j():
+    def fn():
+        m = region_model("region.j", SRC_G, rng_inputs(8, x=(4, 8), y=(6, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out, "--no-regions")
+        expect_objects(out, ["m.o"])
+        values_ok(m.check_compiled(out))
+    return single("region.j_no_regions", fn)
+
+
+SRC_OPTS = """
+const D = 8
+param w: f32[D, D]
+
+@region(options = { opt_level: 0 })
+fn a0(x: f32[T, D]) -> f32[T, D] {
+  return gelu(x @ w) + softmax(x)
+}
+
+@region(options = { opt_level: 3, fast_math: true })
+fn a3(x: f32[T, D]) -> f32[T, D] {
+  return gelu(x @ w) - softmax(x)
+}
+
+export fn forward(a: f32[4, D]) -> f32[4, D] {
+  return a3(a0(a))
+}
+"""
+
+
+@check("region.options_values")
+def region_opts():
+    def fn():
+        m = region_model("region.options", SRC_OPTS, rng_inputs(9, a=(4, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.a0.0.o", "m.a3.0.o"])
+        values_ok(m.check_compiled(out))
+    return single("region.options_values", fn)
+
+
+# ----------------------------------------------------------------------------- 4. gpt2 counts
+
+
+@check("gpt2.counts")
+def gpt2_counts():
+    res = []
+    cfg = dict(GPT2_CFG)
+    src = os.path.join(SAMPLES, "gpt2.nest")
+
+    def at(L, extra, want, values=False):
+        def fn():
+            c = dict(cfg, L=L)
+            tag = "gpt2.L%d%s" % (L, "".join(extra).replace("-", "_"))
+            if values:
+                m = sample_model(tag, "gpt2", c)
+                out = os.path.join(m.d, "out")
+                m.build(out, *extra)
+            else:
+                d = tmpdir(tag)
+                out = os.path.join(d, "out")
+                nestc("build", src, "-o", out, *defs(c), *extra)
+            expect_objects(out, want)
+            if values:
+                values_ok(m.check_compiled(out))
+        return fn
+
+    three = ["gpt2.o", "gpt2.block.0.o", "gpt2.attention.0.o"]
+    res += single("gpt2.L12.three_objects_and_values", at(12, [], three, values=True))
+    res += single("gpt2.L48.three_objects", at(48, [], three))
+    res += single("gpt2.L12.no_regions_one_object", at(12, ["--no-regions"], ["gpt2.o"]))
+
+    def report():
+        c = dict(cfg, L=12)
+        t = nestc("report", src, *defs(c)).stdout
+        problems = []
+        blk = re.search(r"^region block\b.*?(?=^region |\Z)", t, re.M | re.S)
+        if not blk or not re.search(r"^\s*12 calls -> 1 variant\b", blk.group(0), re.M):
+            problems.append("text report: no '12 calls -> 1 variant' for region block")
+        j = json.loads(nestc("report", src, "--format=json", *defs(c)).stdout)
+        regs = {r["name"]: r for r in j["regions"]}
+        b = regs.get("block")
+        if not b or len(b["variants"]) != 1 or b["calls"] != 12:
+            problems.append("JSON report: block %s, expected 1 variant and 12 calls"
+                            % (b and {"variants": b["variants"], "calls": b["calls"]}))
+        a = regs.get("attention")
+        if not a or len(a["variants"]) != 1 or a["calls"] != 12:
+            problems.append("JSON report: attention %s, expected 1 variant and 12 calls"
+                            % (a and {"variants": a["variants"], "calls": a["calls"]}))
+        tot = j.get("totals", {})
+        if tot.get("unique_variants") != 2 or tot.get("region_calls") != 24:
+            problems.append("JSON totals %s, expected 24 region calls, 2 unique variants" % tot)
+        if problems:
+            raise Fail("; ".join(problems))
+    res += single("gpt2.L12.report", report)
+    return res
+
+
+# ----------------------------------------------------------------------------- 5. resnet report
+
+
+@check("resnet.report")
+def resnet_report():
+    def fn():
+        cfg = RESNET_CFG
+        j = json.loads(nestc("report", os.path.join(SAMPLES, "resnet.nest"), "--format=json",
+                             *defs(cfg)).stdout)
+        C0, IMG = cfg["C0"], cfg["IMG"]
+        # basic_block: (C, size) of layer1 (x2), layer2_1, layer3_1, layer4_1
+        basic = {(C0, IMG // 4), (2 * C0, IMG // 8), (4 * C0, IMG // 16), (8 * C0, IMG // 32)}
+        # down_block: (in channels, out channels, stride 2, input size)
+        down = {(C0 * 2 ** (s - 2), C0 * 2 ** (s - 1), IMG // 2 ** s) for s in (2, 3, 4)}
+        regs = {r["name"]: r for r in j["regions"]}
+        problems = []
+        for name, want, calls in (("basic_block", len(basic), 5), ("down_block", len(down), 3)):
+            r = regs.get(name)
+            if not r:
+                problems.append("no region %s" % name)
+                continue
+            if len(r["variants"]) != want:
+                problems.append("%s has %d variants, expected %d" % (name, len(r["variants"]), want))
+            if r["calls"] != calls:
+                problems.append("%s has %d calls, expected %d" % (name, r["calls"], calls))
+        firsts = {}
+        for c in j["calls"]:
+            if c["region"] not in ("basic_block", "down_block") or c["status"] != "new":
+                continue
+            k = int(c["variant"].rsplit(".", 1)[1])
+            if k == 0:
+                continue
+            dif = c.get("differs")
+            if not dif or not re.search(r"\barg \w+\b.*\bdim \d+", dif):
+                problems.append("call at %s (new %s) has differs %r, expected it to name an "
+                                "argument dim" % (c["site"], c["variant"], dif))
+            firsts[c["variant"]] = True
+        for name in ("basic_block", "down_block"):
+            for v in (regs.get(name) or {"variants": []})["variants"][1:]:
+                if v not in firsts:
+                    problems.append("no new call with 'differs' for %s" % v)
+        if problems:
+            raise Fail("; ".join(problems))
+    return single("resnet.report_variants_and_differs", fn)
+
+
+# ----------------------------------------------------------------------------- 6. two models
+
+
+@check("link.two_models")
+def two_models():
+    def fn():
+        mg = sample_model("link.gpt2", "gpt2", GPT2_CFG, seed=11)
+        mm = sample_model("link.mlp", "mlp", MLP_CFG, seed=12)
+        og, om = os.path.join(mg.d, "out"), os.path.join(mm.d, "out")
+        mg.build(og)
+        mm.build(om)
+        eg, em = mg.entry(og), mm.entry(om)
+        cg, cm = mg.call(eg, "both"), mm.call(em, "both")
+        d = tmpdir("link.both")
+        exe = compile_driver(d, [cg, cm], ["gpt2", "mlp"], [og, om],
+                             sorted(glob.glob(os.path.join(og, "*.o")) + glob.glob(os.path.join(om, "*.o"))))
+        r = run([exe])
+        if r.returncode != 0:
+            raise Fail("program with both models: " + describe([exe], r))
+        res = []
+        for m, e, c in ((mg, eg, cg), (mm, em, cm)):
+            for rp, gp in zip(m.reference(e), c.outputs):
+                res.append(("", compare(np.load(gp), np.load(rp), m.stem)))
+        values_ok(res)
+    return single("link.two_models_one_program", fn)
+
+
+# ----------------------------------------------------------------------------- 7. failed builds
+
+SRC_TYPE_ERROR = """
+const D = 8
+
+@region
+fn f(x: f32[T, D]) -> f32[T, D] {
+  return x + 1.0
+}
+
+export fn forward(a: f32[4, D]) -> f32[4, D] {
+  return f(a) + a[0:3]
+}
+"""
+
+
+def snapshot(d):
+    return {n: open(os.path.join(d, n), "rb").read() for n in listdir(d)}
+
+
+def failed_build(tag, src_text, extra):
+    def fn():
+        d = tmpdir(tag)
+        src = write(os.path.join(d, "m.nest"), src_text)
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        olds = {"old.txt": b"an old file\n", "m.h": b"/* old header */\n",
+                "m.o": b"old object", "m.f.0.o": b"old variant"}
+        for n, b in olds.items():
+            with open(os.path.join(out, n), "wb") as f:
+                f.write(b)
+        r = nestc("build", src, "-o", out, *extra, ok=False)
+        problems = []
+        if r.returncode != 1:
+            problems.append("exit %d, expected 1" % r.returncode)
+        after = snapshot(out)
+        if after != olds:
+            new = sorted(set(after) - set(olds))
+            changed = sorted(n for n in olds if after.get(n) != olds[n])
+            problems.append("output dir changed: new %s, changed or removed %s" % (new, changed))
+        # a fresh directory is not left behind with files in it
+        fresh = os.path.join(d, "fresh")
+        nestc("build", src, "-o", fresh, *extra, ok=False)
+        if listdir(fresh):
+            problems.append("files in a new output dir: %s" % listdir(fresh))
+        if glob.glob(os.path.join(d, "**", "*.tmp.*"), recursive=True):
+            problems.append("temporary files left")
+        if problems:
+            raise Fail("; ".join(problems) + " [stderr: %s]" % short(r.stderr, 3))
+    return fn
+
+
+@check("failed_build")
+def failed_builds():
+    return (single("failed_build.type_error_leaves_dir", failed_build("failed.type", SRC_TYPE_ERROR, []))
+            + single("failed_build.werror_leaves_dir",
+                     failed_build("failed.werror", SRC_F.replace("max_reuse_entries = 2",
+                                                                 "max_reuse_entries = 1"), ["-Werror"])))
+
+
+# ----------------------------------------------------------------------------- 8. emit and archives
+
+
+@check("emit")
+def emit():
+    res = []
+    m = sample_model("emit", "gpt2", GPT2_CFG, seed=13)
+    stems = ["gpt2", "gpt2.block.0", "gpt2.attention.0"]
+
+    def text_out(kind, ext, marker):
+        def fn():
+            out = os.path.join(m.d, "out_" + kind)
+            m.build(out, "--emit=" + kind)
+            got = sorted(n for n in listdir(out) if not n.endswith(".h"))
+            want = sorted(s + "." + ext for s in stems)
+            if got != want:
+                raise Fail("files %s, expected %s" % (got, want))
+            for n in got:
+                t = open(os.path.join(out, n)).read()
+                if not re.search(marker, t, re.M):
+                    raise Fail("%s does not look like %s (no %r)" % (n, kind, marker))
+            # assemble / compile them and run
+            cc = CC if kind == "asm" else shutil.which("clang")
+            if not cc:
+                return
+            objs = []
+            for n in got:
+                o = os.path.join(out, n + ".obj.o")
+                cmd = [cc, "-c", "-O1", os.path.join(out, n), "-o", o]
+                r = run(cmd)
+                if r.returncode != 0:
+                    raise Fail("cannot compile %s: %s" % (n, describe(cmd, r)))
+                objs.append(o)
+            values_ok(m.check_compiled(out, link=objs, tag="got_" + kind))
+        return fn
+    res += single("emit.llvm", text_out("llvm", "ll", r"^define "))
+    res += single("emit.asm", text_out("asm", "s", r"^\s*\.text|\.section"))
+
+    def archive():
+        d = os.path.join(m.d, "lib")
+        os.makedirs(d)
+        a = os.path.join(d, "gpt2.a")
+        m.build(a)
+        if listdir(d) != ["gpt2.a", "gpt2.h"]:
+            raise Fail("files %s, expected gpt2.a and gpt2.h" % listdir(d))
+        if open(a, "rb").read(8) != b"!<arch>\n":
+            raise Fail("gpt2.a is not an ar archive")
+        values_ok(m.check_compiled(d, link=[a], tag="got_ar"))
+    res += single("emit.archive", archive)
+
+    def archive_other_name():
+        d = os.path.join(m.d, "lib2")
+        os.makedirs(d)
+        a = os.path.join(d, "libmodel.a")
+        m.build(a)
+        if listdir(d) != ["gpt2.h", "libmodel.a"]:
+            raise Fail("files %s, expected libmodel.a and gpt2.h" % listdir(d))
+        values_ok(m.check_compiled(d, link=[a], tag="got_ar2"))
+    res += single("emit.archive_named", archive_other_name)
+    return res
+
+
+# ----------------------------------------------------------------------------- 9. profile
+
+
+@check("profile")
+def profile():
+    def fn():
+        m = sample_model("profile", "gpt2", GPT2_CFG, seed=14)
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        e = m.entry(out)
+        c = m.call(e, "prof")
+        exe = compile_driver(m.d, [c], ["gpt2"], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                             name="driver_prof")
+        env = dict(os.environ, NESTRT_PROFILE="1")
+        r = run([exe], env=env)
+        if r.returncode != 0:
+            raise Fail(describe([exe], r))
+        problems = []
+        if "nestrt profile: gpt2" not in r.stderr:
+            problems.append("no 'nestrt profile: gpt2' line")
+        for slot in ("block.0", "attention.0"):
+            if not re.search(r"^\s*%s\s+2 calls\b" % re.escape(slot), r.stderr, re.M):
+                problems.append("no '%s  2 calls' line" % slot)
+        if not re.search(r"^\s*total\s+4 calls\b", r.stderr, re.M):
+            problems.append("no 'total 4 calls' line")
+        quiet = run([exe], env={k: v for k, v in os.environ.items() if k != "NESTRT_PROFILE"})
+        if "nestrt profile" in quiet.stderr:
+            problems.append("profile printed without NESTRT_PROFILE")
+        if problems:
+            raise Fail("; ".join(problems) + " [stderr: %s]" % short(r.stderr, 6))
+        values_ok([(n, compare(np.load(g), np.load(p), "out"))
+                   for n, g, p in zip("o", c.outputs, m.reference(e))])
+    return single("profile.gpt2_L2_call_counts", fn)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv):
+    global NESTC, LIBNESTRT, TMP
+    args = argv[1:]
+    keep, filters, jobs = False, [], (os.cpu_count() or 2) + 1
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--keep":
+            keep = True
+        elif a == "-k":
+            i += 1
+            filters.append(args[i])
+        elif a == "-j":
+            i += 1
+            jobs = int(args[i])
+        elif NESTC is None and not a.startswith("-"):
+            NESTC = os.path.abspath(a)
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+        i += 1
+    if NESTC is None:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for cand in (os.path.join(os.path.dirname(NESTC), "libnestrt.a"),
+                 os.path.join(ROOT, "build", "libnestrt.a")):
+        if os.path.exists(cand):
+            LIBNESTRT = cand
+            break
+    if not LIBNESTRT:
+        print("run.py: no libnestrt.a beside %s or in build/" % NESTC, file=sys.stderr)
+        return 2
+
+    tasks = []
+    bi = load_builtins()
+    for c in bi.CASES:
+        tasks.append(("builtin.%s" % c.name, (lambda c=c: builtin_case(c))))
+    tasks += CHECKS
+    if filters:
+        tasks = [(n, f) for n, f in tasks if any(s in n for s in filters)]
+    # the slowest first, so that the pool stays busy
+    slow = ("sample.", "gpt2.", "emit", "link.", "profile")
+    tasks.sort(key=lambda t: 0 if t[0].startswith(slow) else 1)
+
+    TMP = tempfile.mkdtemp(prefix="nestc-build-tests-")
+    try:
+        def guarded(t):
+            name, fn = t
+            try:
+                return fn()
+            except Fail as e:
+                return [(name, str(e))]
+            except Exception as e:  # noqa: BLE001 - a bug in a check is a failure too
+                return [(name, "%s: %s" % (type(e).__name__, e))]
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            results = list(ex.map(guarded, tasks))
+    finally:
+        if keep:
+            print("kept %s" % TMP, file=sys.stderr)
+        else:
+            shutil.rmtree(TMP, ignore_errors=True)
+    order = {n: k for k, (n, _) in enumerate(sorted(tasks, key=lambda t: t[0]))}
+    passed = failed = 0
+    for (name, _), res in sorted(zip(tasks, results), key=lambda x: order[x[0][0]]):
+        for n, msg in res:
+            if msg is None:
+                passed += 1
+                print("ok %s" % n)
+            else:
+                failed += 1
+                print("FAIL %s: %s" % (n, msg))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
