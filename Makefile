@@ -19,7 +19,7 @@ JANSSON_CFLAGS = `pkg-config --cflags jansson`
 JANSSON_LIBS = `pkg-config --libs jansson`
 LLVM_CFLAGS = `$(LLVM_CONFIG) --cflags`
 LLVM_LIBS = `$(LLVM_CONFIG) --ldflags` `$(LLVM_CONFIG) --libs` `$(LLVM_CONFIG) --system-libs`
-LDLIBS = $(JANSSON_LIBS) $(LLVM_LIBS) -lxxhash -lm
+LDLIBS = $(JANSSON_LIBS) $(LLVM_LIBS) -lxxhash -lpthread -lm
 
 B = build
 OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
@@ -149,7 +149,8 @@ $(B)/plan.o: src/plan.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/plan.c
 # LLVM's headers want _GNU_SOURCE and the C99 limit macros; keep our own -std.
 $(B)/codegen.o: src/codegen.c src/nestc.h $(B)/stamp
-	$(CC) $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'` -c -o $@ src/codegen.c
+	$(CC) $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'` \
+		-DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -c -o $@ src/codegen.c
 $(B)/interp.o: src/interp.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp.c
 $(B)/npy.o: src/npy.c src/nestc.h $(B)/stamp

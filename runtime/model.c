@@ -10,6 +10,7 @@
 struct nestrt_model {
 	const nestrt_model_desc *desc;
 	nestrt_ctx *ctx;
+	nestrt_weights *owned;   /* embedded weights, closed with the model */
 };
 
 nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err)
@@ -39,11 +40,28 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 	return m;
 }
 
+nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err)
+{
+	char name[300];
+	snprintf(name, sizeof name, "%s (embedded weights)", d && d->name ? d->name : "model");
+	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
+	if (!w)
+		return NULL;
+	nestrt_model *m = nestrt_model_new(d, w, err);
+	if (!m) {
+		nestrt_weights_close(w);
+		return NULL;
+	}
+	m->owned = w;
+	return m;
+}
+
 void nestrt_model_free(nestrt_model *m)
 {
 	if (!m)
 		return;
 	nestrt_ctx_free(m->ctx);
+	nestrt_weights_close(m->owned);
 	free(m);
 }
 

@@ -41,7 +41,10 @@ typedef struct nestrt_weights nestrt_weights;
  * An empty (0-byte) file, a file whose header is "{}", and path == NULL all
  * give empty weights: for models without params. NULL on error. */
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err);
-void nestrt_weights_close(nestrt_weights *w);   /* NULL is fine; data from bind dies here */
+void nestrt_weights_close(nestrt_weights *w);
+/* The same checks on a safetensors image in memory (weights embedded by
+ * `nestc build --embed-weights`); the image must outlive the weights. */
+nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err);   /* NULL is fine; data from bind dies here */
 
 /* An empty weights file: for models without params (0-length or "{}"-header file both OK). */
 typedef struct nestrt_param { const char *name; int dtype; int rank; int64_t shape[NESTRT_MAX_RANK]; } nestrt_param;
@@ -168,6 +171,8 @@ typedef struct nestrt_model nestrt_model;
 /* Binds and checks every param; NULL with err->message on error. w may be NULL
  * (or an empty file) for a model without params. */
 nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err);
+/* The same with weights embedded in the program (nestc build --embed-weights). */
+nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err);
 void nestrt_model_free(nestrt_model *m);
 /* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m). */
 int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs);

@@ -480,6 +480,8 @@ fail:
 
 /* ------------------------------------------------------------ open, close */
 
+static int load_image(nestrt_weights *w, const void *image, size_t size, const char *path, nestrt_error *err);
+
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 {
 	nestrt_weights *w = calloc(1, sizeof *w);
@@ -544,30 +546,49 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 	}
 	w->map = map;
 	w->mapsize = size;
-	const unsigned char *base = map;
-	uint64_t hlen = 0;
-	for (int i = 7; i >= 0; i--)
-		hlen = hlen << 8 | base[i];
-	if (hlen == 0) {
-		nestrt__seterr(err, "%s: header length is 0", path);
-		goto fail;
-	}
-	if (hlen > size - 8) {
-		nestrt__seterr(err, "%s: header length %llu exceeds file size %zu", path,
-		               (unsigned long long)hlen, size);
-		goto fail;
-	}
-	if (hlen > MAX_HEADER_LEN) {
-		nestrt__seterr(err, "%s: header length %llu is larger than the limit of %llu bytes", path,
-		               (unsigned long long)hlen, MAX_HEADER_LEN);
-		goto fail;
-	}
-	if (parse_header(w, base, hlen, size - 8 - hlen, err) < 0)
+	if (load_image(w, map, size, path, err) < 0)
 		goto fail;
 	return w;
 fail:
 	nestrt_weights_close(w);
 	return NULL;
+}
+
+/* The checks shared by files and embedded images: header length, header, entries. */
+static int load_image(nestrt_weights *w, const void *image, size_t size, const char *path, nestrt_error *err)
+{
+	const unsigned char *base = image;
+	if (size < 8)
+		return nestrt__seterr(err, "%s: file is too short (%zu bytes) for a safetensors header", path, size);
+	uint64_t hlen = 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | base[i];
+	if (hlen == 0)
+		return nestrt__seterr(err, "%s: header length is 0", path);
+	if (hlen > size - 8)
+		return nestrt__seterr(err, "%s: header length %llu exceeds file size %zu", path,
+		                      (unsigned long long)hlen, size);
+	if (hlen > MAX_HEADER_LEN)
+		return nestrt__seterr(err, "%s: header length %llu is larger than the limit of %llu bytes", path,
+		                      (unsigned long long)hlen, MAX_HEADER_LEN);
+	return parse_header(w, base, hlen, size - 8 - hlen, err) < 0 ? -1 : 0;
+}
+
+nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err)
+{
+	const char *nm = name ? name : "(embedded weights)";
+	nestrt_weights *w = calloc(1, sizeof *w);
+	if (!w || !(w->path = strdup(nm))) {
+		free(w);
+		nestrt__seterr(err, "%s: out of memory", nm);
+		return NULL;
+	}
+	/* the image is not ours: nothing to unmap */
+	if (size > 0 && load_image(w, image, size, nm, err) < 0) {
+		nestrt_weights_close(w);
+		return NULL;
+	}
+	return w;
 }
 
 void nestrt_weights_close(nestrt_weights *w)

@@ -10,12 +10,16 @@
 #include "nestc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
@@ -56,7 +60,8 @@ struct Gen {
 	LLVMTypeRef fn_t;        /* the variant signature */
 	int ninline;             /* private copies made in this module */
 	int64_t *need;           /* per graph id: workspace bytes, own + callees (-1 unknown) */
-	Plan **plans;            /* per graph id */
+	Plan **plans;            /* per graph id; computed before any worker starts */
+	char *error;             /* a code generation failure, reported by the main thread */
 };
 
 /* ---- types and small helpers ---- */
@@ -1501,7 +1506,7 @@ static int gen_module_end(Gen *G, int opt, OutFile *out, int64_t *code_bytes)
 		LLVMMemoryBufferRef mb;
 		if (LLVMTargetMachineEmitToMemoryBuffer(G->tm, G->M, G->o->emit == EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
 		                                        &err, &mb)) {
-			error_plain(G->d, "code generation failed: %s", err);
+			G->error = xasprintf("code generation failed: %s", err);
 			LLVMDisposeMessage(err);
 			LLVMDisposeModule(G->M);
 			return 1;
@@ -1525,10 +1530,6 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static const char *ext_of(Gen *G)
-{
-	return G->o->emit == EMIT_OBJ ? "o" : G->o->emit == EMIT_ASM ? "s" : "ll";
-}
 
 static char *c_type(DType dt)
 {
@@ -1833,116 +1834,680 @@ static void init_llvm_once(void)
 	LLVMInitializeAllAsmPrinters();
 }
 
+/* ---- the build: jobs, workers, the persistent cache, outputs ---- */
+
+enum { JOB_VARIANT, JOB_MODEL, JOB_WEIGHTS };
+
+typedef struct Job {
+	int kind;
+	Variant *v;
+	char sym[300];      /* the function a variant defines */
+	char mod[300];      /* module and file stem: NAME.REGION.K */
+	char label[300];    /* for progress: block.0, model, weights */
+	uint8_t key[16];    /* persistent cache key */
+	char *data;         /* the object (or .s/.ll text) */
+	size_t len;
+	int64_t code_bytes;
+	double ms;
+	int cached, selected;
+	Vec syms;           /* global symbols it defines, for the archive index */
+} Job;
+
+typedef struct Shared {
+	Program *p;
+	RegionTable *rt;
+	BuildOptions *o;
+	const char *name;
+	char *triple, *cpu, *features;
+	LLVMTargetRef target;
+	Plan **plans;
+	int64_t *need;
+	int64_t ws_total;
+	Job *jobs;
+	int njobs;
+	int *order;         /* jobs by estimated cost, largest first (LPT) */
+	int next, ndone, ntodo;
+	pthread_mutex_t mu;
+	char *error;        /* the first failure */
+	const void *weights_image;
+	size_t weights_len;
+} Shared;
+
+static LLVMCodeGenOptLevel cg_level(int opt)
+{
+	return opt <= 0 ? LLVMCodeGenLevelNone : opt == 1 ? LLVMCodeGenLevelLess
+	       : opt == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
+}
+
+static void gen_init(Gen *G, Shared *sh)
+{
+	memset(G, 0, sizeof *G);
+	G->p = sh->p;
+	G->rt = sh->rt;
+	G->o = sh->o;
+	G->triple = sh->triple;
+	G->tm = LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
+	                                LLVMRelocPIC, LLVMCodeModelDefault);
+	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(G->tm);
+	G->layout = LLVMCopyStringRepOfTargetData(td);
+	LLVMDisposeTargetData(td);
+	G->C = LLVMContextCreate();
+	G->B = LLVMCreateBuilderInContext(G->C);
+	G->i1 = LLVMInt1TypeInContext(G->C);
+	G->i8 = LLVMInt8TypeInContext(G->C);
+	G->i32 = LLVMInt32TypeInContext(G->C);
+	G->i64 = LLVMInt64TypeInContext(G->C);
+	G->f32 = LLVMFloatTypeInContext(G->C);
+	G->f64 = LLVMDoubleTypeInContext(G->C);
+	G->i8p = LLVMPointerType(G->i8, 0);
+	G->i8pp = LLVMPointerType(G->i8p, 0);
+	G->i64p = LLVMPointerType(G->i64, 0);
+	LLVMTypeRef ft[4] = {G->i8p, G->i8pp, G->i64p, G->i8p};
+	G->fn_t = LLVMFunctionType(G->i32, ft, 4, 0);
+	G->need = sh->need;
+	G->plans = sh->plans;
+}
+
+static void gen_dispose(Gen *G)
+{
+	LLVMDisposeBuilder(G->B);
+	LLVMContextDispose(G->C);
+	LLVMDisposeTargetMachine(G->tm);
+	LLVMDisposeMessage(G->layout);
+	free(G->error);
+}
+
+/* The weights as read-only data in an object of their own. */
+static void weights_module(Gen *G, Shared *sh)
+{
+	char sym[300];
+	snprintf(sym, sizeof sym, "%s__weights", sh->name);
+	LLVMValueRef init = LLVMConstStringInContext(G->C, sh->weights_image, (unsigned)sh->weights_len, 1);
+	LLVMValueRef gv = LLVMAddGlobal(G->M, LLVMArrayType(G->i8, (unsigned)sh->weights_len), sym);
+	LLVMSetInitializer(gv, init);
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetAlignment(gv, 64);
+	snprintf(sym, sizeof sym, "%s__weights_size", sh->name);
+	LLVMValueRef sz = LLVMAddGlobal(G->M, G->i64, sym);
+	LLVMSetInitializer(sz, ci64(G, (int64_t)sh->weights_len));
+	LLVMSetGlobalConstant(sz, 1);
+}
+
+/* NAME_new_embedded(err): the model bound to the weights object. */
+static void embedded_new(Gen *G, const char *name)
+{
+	LLVMBuilderRef B = G->B;
+	char sym[300];
+	snprintf(sym, sizeof sym, "%s__weights", name);
+	LLVMValueRef blob = LLVMAddGlobal(G->M, LLVMArrayType(G->i8, 0), sym);
+	snprintf(sym, sizeof sym, "%s__weights_size", name);
+	LLVMValueRef size = LLVMAddGlobal(G->M, G->i64, sym);
+	snprintf(sym, sizeof sym, "%s__desc", name);
+	LLVMValueRef desc = LLVMGetNamedGlobal(G->M, sym);
+	snprintf(sym, sizeof sym, "%s_new_embedded", name);
+	LLVMValueRef f = LLVMAddFunction(G->M, sym, LLVMFunctionType(G->i8p, &G->i8p, 1, 0));
+	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, f, "entry"));
+	LLVMTypeRef at[4] = {G->i8p, G->i8p, G->i64, G->i8p};
+	LLVMValueRef av[4] = {LLVMConstPointerCast(desc, G->i8p), LLVMConstPointerCast(blob, G->i8p),
+	                      LLVMBuildLoad2(B, G->i64, size, ""), LLVMGetParam(f, 0)};
+	LLVMBuildRet(B, call(G, "nestrt_model_new_embedded", G->i8p, at, av, 4));
+}
+
+static void run_job(Gen *G, Shared *sh, Job *j)
+{
+	double t0 = now_ms();
+	OutFile f = {0};
+	int rc;
+	gen_module_begin(G, j->mod);
+	if (j->kind == JOB_VARIANT) {
+		emit_function(G, j->v->g, j->v, j->sym, 0);
+		rc = gen_module_end(G, j->v->opt_level, &f, &j->code_bytes);
+	} else if (j->kind == JOB_MODEL) {
+		model_module(G, sh->name, NULL, sh->ws_total);
+		if (sh->o->embed)
+			embedded_new(G, sh->name);
+		rc = gen_module_end(G, sh->o->opt_level, &f, &j->code_bytes);
+	} else {
+		weights_module(G, sh);
+		rc = gen_module_end(G, 0, &f, NULL);
+	}
+	j->ms = now_ms() - t0;
+	if (rc) {
+		pthread_mutex_lock(&sh->mu);
+		if (!sh->error)
+			sh->error = G->error ? xstrdup(G->error) : xstrdup("code generation failed");
+		pthread_mutex_unlock(&sh->mu);
+		free(f.data);
+		return;
+	}
+	j->data = f.data;
+	j->len = f.len;
+}
+
+/* ---- the cache: DIR/xx/KEY.o, a header with a checksum, written atomically ---- */
+
+#define CACHE_MAGIC "NESTC-CACHE-1\n\0\0"
+
+static void key_hex(const uint8_t key[16], char out[33])
+{
+	fp_hex(key, out);
+}
+
+static char *cache_path(const char *dir, const uint8_t key[16])
+{
+	char hex[33];
+	key_hex(key, hex);
+	return xasprintf("%s/%.2s/%s.o", dir, hex, hex + 2);
+}
+
+static int mkdirs(const char *path)
+{
+	char *p = xstrdup(path);
+	for (char *c = p + 1; *c; c++)
+		if (*c == '/') {
+			*c = 0;
+			if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+				free(p);
+				return -1;
+			}
+			*c = '/';
+		}
+	int r = mkdir(p, 0777) < 0 && errno != EEXIST ? -1 : 0;
+	free(p);
+	return r;
+}
+
+/* 1 and the entry's bytes on a hit; a corrupt entry is removed and misses. */
+static int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len)
+{
+	char *path = cache_path(dir, key);
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		free(path);
+		return 0;
+	}
+	char hdr[40];
+	int ok = fread(hdr, 1, 40, f) == 40 && !memcmp(hdr, CACHE_MAGIC, 16);
+	uint64_t n = 0;
+	if (ok)
+		memcpy(&n, hdr + 16, 8);
+	char *buf = NULL;
+	if (ok && n < ((uint64_t)1 << 40)) {
+		buf = xmalloc((size_t)n + 1);
+		ok = fread(buf, 1, (size_t)n, f) == (size_t)n && fgetc(f) == EOF;
+		uint64_t sum = XXH3_64bits(buf, (size_t)n);
+		uint64_t want;
+		memcpy(&want, hdr + 24, 8);
+		ok = ok && sum == want;
+	} else {
+		ok = 0;
+	}
+	fclose(f);
+	if (!ok) {
+		/* a torn or corrupted entry: drop it and compile again */
+		unlink(path);
+		free(buf);
+		free(path);
+		return 0;
+	}
+	free(path);
+	*data = buf;
+	*len = (size_t)n;
+	return 1;
+}
+
+static void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len)
+{
+	char *path = cache_path(dir, key);
+	char *slash = strrchr(path, '/');
+	*slash = 0;
+	int ok = mkdirs(path) == 0;
+	*slash = '/';
+	if (ok) {
+		Buf b = {0};
+		for (int i = 0; i < 16; i++)
+			buf_putc(&b, CACHE_MAGIC[i]);
+		uint64_t n = len, sum = XXH3_64bits(data, len), pad = 0;
+		for (int i = 0; i < 8; i++)
+			buf_putc(&b, (char)(n >> (8 * i)));
+		for (int i = 0; i < 8; i++)
+			buf_putc(&b, (char)(sum >> (8 * i)));
+		for (int i = 0; i < 8; i++)
+			buf_putc(&b, (char)(pad >> (8 * i)));
+		Buf all = b;
+		for (size_t i = 0; i < len; i++)
+			buf_putc(&all, data[i]);
+		/* a temporary file, then rename: readers never see half an entry */
+		write_file_atomic(path, all.s, all.len);
+		buf_free(&all);
+	}
+	free(path);
+}
+
+char *default_cache_dir(void)
+{
+	const char *x = getenv("XDG_CACHE_HOME");
+	if (x && x[0] == '/')
+		return xasprintf("%s/nestc", x);
+	const char *h = getenv("HOME");
+	if (h && *h)
+		return xasprintf("%s/.cache/nestc", h);
+	return NULL;
+}
+
+int cache_command(const char *dir, const char *what)
+{
+	if (!dir) {
+		fprintf(stderr, "nestc: error: no cache directory (set XDG_CACHE_HOME or HOME, or give --cache-dir)\n");
+		return 1;
+	}
+	int64_t entries = 0, bytes = 0, removed = 0;
+	for (int a = 0; a < 256; a++) {
+		char *sub = xasprintf("%s/%02x", dir, a);
+		DIR *dp = opendir(sub);
+		if (dp) {
+			struct dirent *de;
+			while ((de = readdir(dp))) {
+				if (de->d_name[0] == '.')
+					continue;
+				char *f = xasprintf("%s/%s", sub, de->d_name);
+				struct stat st;
+				if (stat(f, &st) == 0 && S_ISREG(st.st_mode)) {
+					entries++;
+					bytes += st.st_size;
+					if (!strcmp(what, "clear") && unlink(f) == 0)
+						removed++;
+				}
+				free(f);
+			}
+			closedir(dp);
+			if (!strcmp(what, "clear"))
+				rmdir(sub);
+		}
+		free(sub);
+	}
+	if (!strcmp(what, "clear"))
+		printf("removed %lld entries (%lld bytes) from %s\n", (long long)removed, (long long)bytes, dir);
+	else
+		printf("cache %s: %lld entries, %lld bytes\n", dir, (long long)entries, (long long)bytes);
+	return 0;
+}
+
+/* ---- keys ---- */
+
+static void key_common(Shared *sh, Buf *b)
+{
+	BuildOptions *o = sh->o;
+	buf_printf(b, "nestc %s llvm %s target %s cpu %s features %s emit %d O%d\n", NESTC_VERSION, NESTC_LLVM_VERSION,
+	           sh->triple, sh->cpu, sh->features, o->emit, o->opt_level);
+}
+
+/* Everything of a graph that its code depends on, calls by slot. */
+static void graph_text(Shared *sh, Graph *g, Buf *b)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		buf_printf(b, "%d %d %d [", n->op, n->dtype, n->rank);
+		for (int k = 0; k < n->rank; k++)
+			buf_printf(b, "%lld ", (long long)n->shape[k]);
+		buf_puts(b, "] (");
+		for (int k = 0; k < n->nin; k++)
+			buf_printf(b, "%d ", n->in[k]->id);
+		buf_puts(b, ")");
+		for (int k = 0; k < 16; k++)
+			if (n->a[k])
+				buf_printf(b, " a%d=%lld", k, (long long)n->a[k]);
+		uint64_t bits;
+		memcpy(&bits, &n->fval, 8);
+		buf_printf(b, " f=%llx i=%lld", (unsigned long long)bits, (long long)n->ival);
+		if (n->op == OP_CALL) {
+			CallSite *cs = callsite_of(sh->rt, n);
+			if (cs && cs->v) {
+				buf_printf(b, " slot=%d", cs->v->id);
+				if (cs->v->ndyn)
+					for (int k = 0; k < cs->v->ndyn; k++)
+						buf_printf(b, " dim=%lld", (long long)cs->dyn_values[k]);
+			} else {
+				char hex[33];
+				fp_hex(n->callee->fp, hex);
+				buf_printf(b, " inline=%s", hex);
+				graph_text(sh, n->callee, b);
+			}
+		}
+		buf_putc(b, '\n');
+	}
+	buf_puts(b, "out");
+	for (int i = 0; i < g->noutputs; i++)
+		buf_printf(b, " %d", g->outputs[i]->id);
+	buf_putc(b, '\n');
+}
+
+static void job_key(Shared *sh, Job *j)
+{
+	Buf b = {0};
+	key_common(sh, &b);
+	buf_printf(&b, "job %d %s\n", j->kind, j->sym);
+	if (j->kind == JOB_VARIANT) {
+		Variant *v = j->v;
+		char hex[33];
+		fp_hex(v->fp, hex);
+		buf_printf(&b, "fp %s opt %d fast %d dyn %d\n", hex, v->opt_level, v->fast_math, v->ndyn);
+		for (int i = 0; i < v->ndyn; i++)
+			buf_printf(&b, "%d.%d ", v->dyn[i].node, v->dyn[i].field);
+		graph_text(sh, v->g, &b);
+	} else if (j->kind == JOB_MODEL) {
+		Program *p = sh->p;
+		buf_printf(&b, "ws %lld embed %d\n", (long long)sh->ws_total, sh->o->embed != NULL);
+		for (int i = 0; i < p->nparams; i++) {
+			ParamInfo *pi = &p->params[i];
+			buf_printf(&b, "param %s %d", pi->name, pi->dtype);
+			for (int k = 0; k < pi->rank; k++)
+				buf_printf(&b, " %lld", (long long)pi->shape[k]);
+			buf_putc(&b, '\n');
+		}
+		for (int i = 0; i < sh->rt->variants.n; i++) {
+			Variant *v = sh->rt->variants.v[i];
+			buf_printf(&b, "slot %s.%d\n", v->region, v->k);
+		}
+		for (int e = 0; e < p->nentries; e++) {
+			buf_printf(&b, "entry %s\n", p->entries[e].name);
+			graph_text(sh, p->entries[e].g, &b);
+		}
+	} else {
+		buf_printf(&b, "weights %llx %zu\n", (unsigned long long)XXH3_64bits(sh->weights_image, sh->weights_len),
+		           sh->weights_len);
+	}
+	XXH128_hash_t h = XXH3_128bits(b.s, b.len);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, h);
+	memcpy(j->key, c.digest, 16);
+	buf_free(&b);
+}
+
+/* ---- workers ---- */
+
+static int progress_on(Shared *sh)
+{
+	return sh->o->progress && isatty(2);
+}
+
+static void *worker(void *arg)
+{
+	Shared *sh = arg;
+	Gen G;
+	gen_init(&G, sh);
+	for (;;) {
+		pthread_mutex_lock(&sh->mu);
+		int i = sh->next;
+		while (i < sh->njobs && (!sh->jobs[sh->order[i]].selected || sh->jobs[sh->order[i]].cached))
+			i++;
+		sh->next = i + 1;
+		int stop = i >= sh->njobs || sh->error;
+		pthread_mutex_unlock(&sh->mu);
+		if (stop)
+			break;
+		Job *j = &sh->jobs[sh->order[i]];
+		run_job(&G, sh, j);
+		pthread_mutex_lock(&sh->mu);
+		sh->ndone++;
+		if (progress_on(sh))
+			fprintf(stderr, "\r[%d/%d] %s  %.0f ms\033[K", sh->ndone, sh->ntodo, j->label, j->ms);
+		pthread_mutex_unlock(&sh->mu);
+	}
+	gen_dispose(&G);
+	return NULL;
+}
+
+static char *job_path(Shared *sh, Job *j)
+{
+	const char *ext = sh->o->emit == EMIT_OBJ ? "o" : sh->o->emit == EMIT_ASM ? "s" : "ll";
+	if (sh->o->archive)
+		return xasprintf("%s.%s", j->mod, ext);
+	return xasprintf("%s/%s.%s", sh->o->out, j->mod, ext);
+}
+
+static char *header_path(BuildOptions *o, const char *name)
+{
+	if (!o->archive)
+		return xasprintf("%s/%s.h", o->out, name);
+	const char *slash = strrchr(o->out, '/');
+	return slash ? xasprintf("%.*s/%s.h", (int)(slash - o->out), o->out, name) : xasprintf("%s.h", name);
+}
+
+static void make_jobs(Shared *sh)
+{
+	RegionTable *rt = sh->rt;
+	int nv = rt->variants.n;
+	sh->jobs = xcalloc((size_t)nv + 3, sizeof(Job));
+	for (int i = 0; i < nv; i++) {
+		Variant *v = rt->variants.v[i];
+		Job *j = &sh->jobs[sh->njobs++];
+		j->kind = JOB_VARIANT;
+		j->v = v;
+		snprintf(j->sym, sizeof j->sym, "%s__%s_%d", sh->name, v->region, v->k);
+		snprintf(j->mod, sizeof j->mod, "%s.%s.%d", sh->name, v->region, v->k);
+		snprintf(j->label, sizeof j->label, "%s.%d", v->region, v->k);
+		vec_push(&j->syms, xstrdup(j->sym));
+	}
+	Job *m = &sh->jobs[sh->njobs++];
+	m->kind = JOB_MODEL;
+	snprintf(m->sym, sizeof m->sym, "%s", sh->name);
+	snprintf(m->mod, sizeof m->mod, "%s", sh->name);
+	snprintf(m->label, sizeof m->label, "model");
+	const char *suffix[] = {"_new", "_free", "_workspace_size"};
+	for (int k = 0; k < 3; k++)
+		vec_push(&m->syms, xasprintf("%s%s", sh->name, suffix[k]));
+	if (sh->o->embed)
+		vec_push(&m->syms, xasprintf("%s_new_embedded", sh->name));
+	for (int e = 0; e < sh->p->nentries; e++)
+		vec_push(&m->syms, xasprintf("%s_%s", sh->name, sh->p->entries[e].name));
+	if (sh->o->embed) {
+		Job *w = &sh->jobs[sh->njobs++];
+		w->kind = JOB_WEIGHTS;
+		snprintf(w->sym, sizeof w->sym, "%s__weights", sh->name);
+		snprintf(w->mod, sizeof w->mod, "%s.weights", sh->name);
+		snprintf(w->label, sizeof w->label, "weights");
+		vec_push(&w->syms, xstrdup(w->sym));
+		vec_push(&w->syms, xasprintf("%s__weights_size", sh->name));
+	}
+	for (int i = 0; i < sh->njobs; i++) {
+		Job *j = &sh->jobs[i];
+		j->selected = !sh->o->only || !strcmp(sh->o->only, j->label);
+	}
+}
+
+char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n)
+{
+	Shared sh = {.p = p, .rt = rt, .o = o, .name = o->name};
+	make_jobs(&sh);
+	char **out = xcalloc((size_t)sh.njobs + 2, sizeof(char *));
+	int k = 0;
+	if (o->archive) {
+		out[k++] = xstrdup(o->out);
+	} else {
+		for (int i = 0; i < sh.njobs; i++)
+			if (sh.jobs[i].selected)
+				out[k++] = job_path(&sh, &sh.jobs[i]);
+	}
+	if (!o->only || !strcmp(o->only, "model") || o->archive)
+		out[k++] = header_path(o, o->name);
+	for (int i = 0; i < sh.njobs; i++) {
+		for (int s = 0; s < sh.jobs[i].syms.n; s++)
+			free(sh.jobs[i].syms.v[s]);
+		free(sh.jobs[i].syms.v);
+	}
+	free(sh.jobs);
+	*n = k;
+	return out;
+}
+
+/* Embedded weights are checked against the param table now, not at run time. */
+static int check_embedded(Shared *sh, Diag *d)
+{
+	char err[512];
+	Weights *w = weights_open(sh->o->embed, err, sizeof err);
+	if (!w) {
+		error_plain(d, "%s: %s", sh->o->embed, err);
+		return 1;
+	}
+	int bad = 0;
+	for (int i = 0; i < sh->p->nparams; i++) {
+		ParamInfo *pi = &sh->p->params[i];
+		WTensor *t = weights_find(w, pi->name);
+		int same = t && t->dtype == (int)pi->dtype && t->rank == pi->rank;
+		for (int k = 0; same && k < pi->rank; k++)
+			same = t->shape[k] == pi->shape[k];
+		if (!same) {
+			error_plain(d, "%s: %s: %s", sh->o->embed, pi->name, t ? "dtype or shape differs from the model's param" : "missing parameter");
+			bad = 1;
+		}
+	}
+	weights_close(w);
+	if (bad)
+		return 1;
+	FILE *f = fopen(sh->o->embed, "rb");
+	Buf b = {0};
+	char chunk[1 << 16];
+	size_t got;
+	while (f && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+		for (size_t i = 0; i < got; i++)
+			buf_putc(&b, chunk[i]);
+	if (f)
+		fclose(f);
+	sh->weights_image = b.s;
+	sh->weights_len = b.len;
+	return 0;
+}
+
 int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 {
 	init_llvm_once();
-	Gen G = {.p = p, .rt = rt, .d = d, .o = o};
-	G.triple = o->target ? xstrdup(o->target) : host_triple();
+	Shared sh = {.p = p, .rt = rt, .o = o, .name = o->name};
+	pthread_mutex_init(&sh.mu, NULL);
+	sh.triple = o->target ? xstrdup(o->target) : host_triple();
 	char *err = NULL;
-	LLVMTargetRef target;
-	if (LLVMGetTargetFromTriple(G.triple, &target, &err)) {
-		error_plain(d, "unknown target '%s': %s", G.triple, err);
+	if (LLVMGetTargetFromTriple(sh.triple, &sh.target, &err)) {
+		error_plain(d, "unknown target '%s': %s", sh.triple, err);
 		LLVMDisposeMessage(err);
-		free(G.triple);
+		free(sh.triple);
 		return 1;
 	}
-	char *cpu = NULL, *features = NULL;
 	if (o->cpu) {
-		cpu = xstrdup(o->cpu);
-		features = xstrdup("");
+		sh.cpu = xstrdup(o->cpu);
+		sh.features = xstrdup("");
 	} else if (!o->target) {
 		char *c = LLVMGetHostCPUName(), *f = LLVMGetHostCPUFeatures();
-		cpu = xstrdup(c);
-		features = xstrdup(f);
+		sh.cpu = xstrdup(c);
+		sh.features = xstrdup(f);
 		LLVMDisposeMessage(c);
 		LLVMDisposeMessage(f);
 	} else {
-		cpu = xstrdup("generic");
-		features = xstrdup("");
+		sh.cpu = xstrdup("generic");
+		sh.features = xstrdup("");
 	}
-	LLVMCodeGenOptLevel lvl = o->opt_level <= 0 ? LLVMCodeGenLevelNone : o->opt_level == 1 ? LLVMCodeGenLevelLess
-	                          : o->opt_level == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
-	G.tm = LLVMCreateTargetMachine(target, G.triple, cpu, features, lvl, LLVMRelocPIC, LLVMCodeModelDefault);
-	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(G.tm);
-	G.layout = LLVMCopyStringRepOfTargetData(td);
-	LLVMDisposeTargetData(td);
-	G.C = LLVMContextCreate();
-	G.B = LLVMCreateBuilderInContext(G.C);
-	G.i1 = LLVMInt1TypeInContext(G.C);
-	G.i8 = LLVMInt8TypeInContext(G.C);
-	G.i32 = LLVMInt32TypeInContext(G.C);
-	G.i64 = LLVMInt64TypeInContext(G.C);
-	G.f32 = LLVMFloatTypeInContext(G.C);
-	G.f64 = LLVMDoubleTypeInContext(G.C);
-	G.i8p = LLVMPointerType(G.i8, 0);
-	G.i8pp = LLVMPointerType(G.i8p, 0);
-	G.i64p = LLVMPointerType(G.i64, 0);
-	LLVMTypeRef ft[4] = {G.i8p, G.i8pp, G.i64p, G.i8p};
-	G.fn_t = LLVMFunctionType(G.i32, ft, 4, 0);
-	G.need = xmalloc(((size_t)p->graphs.n + 1) * sizeof(int64_t));
+	if (o->embed && check_embedded(&sh, d)) {
+		free(sh.triple);
+		free(sh.cpu);
+		free(sh.features);
+		return 1;
+	}
+
+	/* plans and workspace needs, before any worker: they allocate in the arena */
+	sh.plans = xcalloc((size_t)p->graphs.n + 1, sizeof(Plan *));
+	sh.need = xmalloc(((size_t)p->graphs.n + 1) * sizeof(int64_t));
 	for (int i = 0; i <= p->graphs.n; i++)
-		G.need[i] = -1;
-	G.plans = xcalloc((size_t)p->graphs.n + 1, sizeof(Plan *));
-
-	const char *name = o->name;
-	int nv = rt->variants.n;
-	OutFile *files = xcalloc((size_t)nv + 3, sizeof(OutFile));
-	Vec *syms = xcalloc((size_t)nv + 3, sizeof(Vec));
-	int nfiles = 0, rc = 0;
-	const char *dir = o->archive ? NULL : o->out;
-
-	/* variants, innermost first is not needed: calls go through the table */
-	for (int i = 0; i < nv && !rc; i++) {
-		Variant *v = rt->variants.v[i];
-		char sym[300], mod[300];
-		snprintf(sym, sizeof sym, "%s__%s_%d", name, v->region, v->k);
-		snprintf(mod, sizeof mod, "%s.%s.%d", name, v->region, v->k);
-		double t0 = now_ms();
-		gen_module_begin(&G, mod);
-		emit_function(&G, v->g, v, sym, 0);
-		OutFile *f = &files[nfiles];
-		f->path = dir ? xasprintf("%s/%s.%s", dir, mod, ext_of(&G)) : xasprintf("%s.%s", mod, ext_of(&G));
-		vec_push(&syms[nfiles], xstrdup(sym));
-		rc = gen_module_end(&G, v->opt_level, f, &v->code_bytes);
-		v->compile_ms = now_ms() - t0;
-		nfiles++;
-	}
-	int64_t ws_total = 0;
-	for (int e = 0; e < p->nentries; e++) {
-		int64_t need = graph_need(&G, p->entries[e].g);
-		if (need > ws_total)
-			ws_total = need;
-	}
-	if (!rc) {
-		gen_module_begin(&G, name);
-		model_module(&G, name, NULL, ws_total);
-		OutFile *f = &files[nfiles];
-		f->path = dir ? xasprintf("%s/%s.%s", dir, name, ext_of(&G)) : xasprintf("%s.%s", name, ext_of(&G));
-		const char *s[] = {"_new", "_free", "_workspace_size"};
-		for (int k = 0; k < 3; k++)
-			vec_push(&syms[nfiles], xasprintf("%s%s", name, s[k]));
-		for (int e = 0; e < p->nentries; e++)
-			vec_push(&syms[nfiles], xasprintf("%s_%s", name, p->entries[e].name));
-		rc = gen_module_end(&G, o->opt_level, f, NULL);
-		nfiles++;
-	}
-	/* write: header and objects (or one archive), each through a temporary file */
-	if (!rc) {
-		Buf h = {0};
-		header_text(&G, &h, name);
-		char *hpath = o->archive ? NULL : xasprintf("%s/%s.h", dir, name);
-		if (o->archive) {
-			/* the header goes beside the archive */
-			char *base = xstrdup(o->out);
-			size_t bl = strlen(base);
-			if (bl > 2 && !strcmp(base + bl - 2, ".a"))
-				base[bl - 2] = 0;
-			char *slash = strrchr(base, '/');
-			hpath = slash ? xasprintf("%.*s/%s.h", (int)(slash - base), base, name) : xasprintf("%s.h", name);
-			free(base);
+		sh.need[i] = -1;
+	{
+		Gen G = {.p = p, .rt = rt, .o = o, .plans = sh.plans, .need = sh.need};
+		for (int i = 0; i < rt->variants.n; i++) {
+			Variant *v = rt->variants.v[i];
+			plan_of(&G, v->g, v);
 		}
+		for (int i = 0; i < p->graphs.n; i++)
+			graph_need(&G, p->graphs.v[i]);
+		for (int e = 0; e < p->nentries; e++)
+			if (sh.need[p->entries[e].g->id] > sh.ws_total)
+				sh.ws_total = sh.need[p->entries[e].g->id];
+	}
+	make_jobs(&sh);
+
+	/* the cache first: what it holds needs no compiling */
+	for (int i = 0; i < sh.njobs; i++) {
+		Job *j = &sh.jobs[i];
+		if (!j->selected)
+			continue;
+		job_key(&sh, j);
+		if (o->cache_dir && cache_get(o->cache_dir, j->key, &j->data, &j->len)) {
+			j->cached = 1;
+			if (j->kind == JOB_VARIANT && o->emit == EMIT_OBJ) {
+				Gen G = {0};
+				G.C = LLVMContextCreate();
+				j->code_bytes = text_bytes(&G, j->data, j->len);
+				LLVMContextDispose(G.C);
+			}
+		} else {
+			sh.ntodo++;
+		}
+	}
+	/* the largest jobs first, so that two threads finish together; the cost
+	 * estimate is the number of IR nodes to compile */
+	sh.order = xcalloc((size_t)sh.njobs + 1, sizeof(int));
+	int64_t *cost = xcalloc((size_t)sh.njobs + 1, sizeof(int64_t));
+	for (int i = 0; i < sh.njobs; i++) {
+		Job *j = &sh.jobs[i];
+		sh.order[i] = i;
+		if (j->kind == JOB_VARIANT)
+			cost[i] = j->v->g->nnodes;
+		else if (j->kind == JOB_MODEL)
+			for (int e = 0; e < p->nentries; e++)
+				cost[i] += p->entries[e].g->nnodes;
+	}
+	for (int a = 1; a < sh.njobs; a++)
+		for (int b = a; b > 0 && cost[sh.order[b - 1]] < cost[sh.order[b]]; b--) {
+			int t = sh.order[b];
+			sh.order[b] = sh.order[b - 1];
+			sh.order[b - 1] = t;
+		}
+	free(cost);
+	int nthreads = o->jobs > 0 ? o->jobs : 1;
+	if (nthreads > sh.ntodo)
+		nthreads = sh.ntodo > 0 ? sh.ntodo : 1;
+	if (sh.ntodo > 0) {
+		pthread_t *th = xcalloc((size_t)nthreads, sizeof(pthread_t));
+		for (int t = 1; t < nthreads; t++)
+			if (pthread_create(&th[t], NULL, worker, &sh) != 0)
+				ice("cannot start a compile thread");
+		worker(&sh);
+		for (int t = 1; t < nthreads; t++)
+			pthread_join(th[t], NULL);
+		free(th);
+		if (progress_on(&sh))
+			fputs("\r\033[K", stderr);
+	}
+	int rc = 0;
+	if (sh.error) {
+		error_plain(d, "%s", sh.error);
+		rc = 1;
+	}
+	for (int i = 0; i < sh.njobs && !rc; i++) {
+		Job *j = &sh.jobs[i];
+		if (!j->selected)
+			continue;
+		if (!j->cached && o->cache_dir)
+			cache_put(o->cache_dir, j->key, j->data, j->len);
+		if (j->kind == JOB_VARIANT) {
+			j->v->code_bytes = j->code_bytes;
+			j->v->compile_ms = j->cached ? 0 : j->ms;
+			j->v->cached = j->cached;
+		}
+	}
+
+	/* write: header and objects (or one archive), each through a temporary file;
+	 * they take their final names only when all are complete */
+	if (!rc) {
 		Vec tmps = {0}, finals = {0};
 		int ok = 1, made_dir = 0;
+		const char *dir = o->archive ? NULL : o->out;
 		if (dir) {
 			if (mkdir(dir, 0777) == 0)
 				made_dir = 1;
@@ -1951,32 +2516,59 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				ok = 0;
 			}
 		}
-		if (o->archive) {
+		int pid = (int)getpid();
+		if (ok && o->archive) {
+			int n = 0;
+			OutFile *files = xcalloc((size_t)sh.njobs + 1, sizeof(OutFile));
+			Vec *syms = xcalloc((size_t)sh.njobs + 1, sizeof(Vec));
+			for (int i = 0; i < sh.njobs; i++)
+				if (sh.jobs[i].selected) {
+					files[n].path = job_path(&sh, &sh.jobs[i]);
+					files[n].data = sh.jobs[i].data;
+					files[n].len = sh.jobs[i].len;
+					syms[n] = sh.jobs[i].syms;
+					n++;
+				}
 			Buf ar = {0};
-			write_archive(&ar, files, nfiles, syms);
-			char *tmp = xasprintf("%s.tmp.%d", o->out, (int)getpid());
+			write_archive(&ar, files, n, syms);
+			char *tmp = xasprintf("%s.tmp.%d", o->out, pid);
 			if (write_file_atomic(tmp, ar.s, ar.len) < 0)
 				ok = 0;
 			vec_push(&tmps, tmp);
 			vec_push(&finals, xstrdup(o->out));
 			buf_free(&ar);
+			for (int i = 0; i < n; i++)
+				free(files[i].path);
+			free(files);
+			free(syms);
 		} else {
-			for (int i = 0; i < nfiles && ok; i++) {
-				char *tmp = xasprintf("%s.tmp.%d", files[i].path, (int)getpid());
-				if (write_file_atomic(tmp, files[i].data, files[i].len) < 0)
+			for (int i = 0; i < sh.njobs && ok; i++) {
+				Job *j = &sh.jobs[i];
+				if (!j->selected)
+					continue;
+				char *path = job_path(&sh, j);
+				char *tmp = xasprintf("%s.tmp.%d", path, pid);
+				if (write_file_atomic(tmp, j->data, j->len) < 0)
 					ok = 0;
 				vec_push(&tmps, tmp);
-				vec_push(&finals, xstrdup(files[i].path));
+				vec_push(&finals, path);
 			}
 		}
-		if (ok) {
-			char *tmp = xasprintf("%s.tmp.%d", hpath, (int)getpid());
+		if (ok && (!o->only || !strcmp(o->only, "model") || o->archive)) {
+			Gen G = {.p = p, .rt = rt, .o = o};
+			Buf h = {0};
+			header_text(&G, &h, sh.name);
+			if (o->embed)
+				buf_printf(&h, "/* %s with the weights compiled in (--embed-weights %s). */\n%s *%s_new_embedded(nestrt_error *err);\n",
+				           sh.name, o->embed, sh.name, sh.name);
+			char *hpath = header_path(o, sh.name);
+			char *tmp = xasprintf("%s.tmp.%d", hpath, pid);
 			if (write_file_atomic(tmp, h.s, h.len) < 0)
 				ok = 0;
 			vec_push(&tmps, tmp);
-			vec_push(&finals, xstrdup(hpath));
+			vec_push(&finals, hpath);
+			buf_free(&h);
 		}
-		/* only when every file is complete do they take their names */
 		for (int i = 0; i < tmps.n && ok; i++)
 			if (rename(tmps.v[i], finals.v[i]) < 0) {
 				error_plain(d, "cannot write %s: %s", (char *)finals.v[i], strerror(errno));
@@ -1997,26 +2589,22 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		}
 		free(tmps.v);
 		free(finals.v);
-		free(hpath);
-		buf_free(&h);
 	}
-	for (int i = 0; i < nfiles; i++) {
-		free(files[i].path);
-		free(files[i].data);
-		for (int k = 0; k < syms[i].n; k++)
-			free(syms[i].v[k]);
-		free(syms[i].v);
+	for (int i = 0; i < sh.njobs; i++) {
+		free(sh.jobs[i].data);
+		for (int s = 0; s < sh.jobs[i].syms.n; s++)
+			free(sh.jobs[i].syms.v[s]);
+		free(sh.jobs[i].syms.v);
 	}
-	free(files);
-	free(syms);
-	free(G.need);
-	free(G.plans);
-	LLVMDisposeBuilder(G.B);
-	LLVMContextDispose(G.C);
-	LLVMDisposeTargetMachine(G.tm);
-	LLVMDisposeMessage(G.layout);
-	free(G.triple);
-	free(cpu);
-	free(features);
+	free(sh.jobs);
+	free(sh.order);
+	free(sh.plans);
+	free(sh.need);
+	free(sh.error);
+	free((void *)sh.weights_image);
+	free(sh.triple);
+	free(sh.cpu);
+	free(sh.features);
+	pthread_mutex_destroy(&sh.mu);
 	return rc;
 }

@@ -371,6 +371,8 @@ struct Graph {
 	Node **outputs;
 	int noutputs;
 	Node **param_nodes;  /* per param index, the OP_PARAM node of this graph (lazy) */
+	int has_fp;          /* region: its guard fingerprint (regions.c) */
+	uint8_t fp[16];
 	int has_reuse_hash;  /* region: the value of its reuse_hash for this specialisation */
 	int64_t reuse_hash;
 	int id;
@@ -530,6 +532,7 @@ typedef struct Variant {
 	int ndyn;
 	int64_t code_bytes;   /* filled by codegen */
 	double compile_ms;
+	int cached;           /* taken from the persistent cache */
 	int opt_level, fast_math;
 } Variant;
 
@@ -604,6 +607,12 @@ typedef struct BuildOptions {
 	const char *target;    /* NULL: the host */
 	const char *cpu;       /* NULL: the host's */
 	int archive;           /* out ends in .a */
+	int jobs;              /* -j N: worker threads */
+	const char *cache_dir; /* NULL: no cache */
+	const char *only;      /* --only-variant: "REGION.K" or "model" */
+	const char *embed;     /* --embed-weights FILE.safetensors */
+	const char *depfile;   /* -MD: write it here */
+	int progress;          /* one-line progress on a terminal */
 } BuildOptions;
 
 /* Generate the header, the model object and one object per unique variant.
@@ -612,6 +621,12 @@ typedef struct BuildOptions {
 int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o);
 /* The host's target triple (malloc'd). */
 char *host_triple(void);
+/* The paths build_model writes (header, objects or archive), for depfiles and
+ * `nestc plan`; the caller frees each and the array. */
+char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n);
+/* nestc cache stats|clear */
+int cache_command(const char *dir, const char *what);
+char *default_cache_dir(void);
 
 /* ------------------------------------------------------------------ report.c */
 

@@ -359,6 +359,8 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 		serialise(&r, g, ri, &b);
 		digest(&b, r.gi[g->id].fp);
 		buf_free(&b);
+		memcpy(g->fp, r.gi[g->id].fp, 16);
+		g->has_fp = 1;
 	}
 
 	/* variants, in execution order of the calls */
