@@ -45,7 +45,7 @@ def one_build(nestc, layers, flat, out):
     """Wall seconds and peak RSS (KiB) of one build, in a child of a child so
     that RUSAGE_CHILDREN measures this build alone."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [nestc, "build", MODEL, "-D", "L=%d" % layers, "-o", out] + (["--no-regions"] if flat else [])
+    cmd = [nestc, "build", MODEL, "-D", "L=%d" % layers, "-o", out, "--no-cache", "-j1"] + (["--no-regions"] if flat else [])
     probe = ("import resource, subprocess, sys, time\n"
              "t = time.perf_counter(); r = subprocess.run(sys.argv[1:]); t = time.perf_counter() - t\n"
              "print(r.returncode, t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
@@ -56,6 +56,56 @@ def one_build(nestc, layers, flat, out):
     objs = [f for f in os.listdir(out) if f.endswith(".o")]
     text = sum(text_bytes(os.path.join(out, f)) for f in objs)
     return float(secs), int(rss), len(objs), text
+
+
+def timed(cmd):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr))
+    return time.perf_counter() - t
+
+
+def edit_region(src, fn):
+    """The model with one region changed: `+ 0.0` on its return value."""
+    i = src.index("fn %s(" % fn)
+    ret = src.index("return", i)
+    end = src.index("\n", ret)
+    return src[:end] + " + 0.0" + src[end:]
+
+
+def incremental(nestc, repeat, tmp):
+    """Cold -j1, cold -j2, warm (every variant cached) and one region edited."""
+    models = [("gpt2 L=12", os.path.join(ROOT, "samples", "gpt2.nest"), ["-D", "L=12"], "block"),
+              ("resnet", os.path.join(ROOT, "samples", "resnet.nest"), [], "down_block")]
+    print()
+    print("%-12s %12s %12s %12s %14s" % ("model", "cold -j1 ms", "cold -j2 ms", "warm ms", "1 region ms"))
+    rows = {}
+    for label, model, flags, region in models:
+        edited = os.path.join(tmp, "edited-" + os.path.basename(model))
+        with open(edited, "w") as f:
+            f.write(edit_region(open(model).read(), region))
+        out = os.path.join(tmp, "o")
+        t = {"j1": [], "j2": [], "warm": [], "edit": []}
+        for rep in range(repeat):
+            cache = os.path.join(tmp, "cache%d" % rep)
+            t["j1"].append(timed([nestc, "build", model] + flags + ["-o", out, "-j1", "--no-cache"]))
+            t["j2"].append(timed([nestc, "build", model] + flags + ["-o", out, "-j2", "--no-cache"]))
+            timed([nestc, "build", model] + flags + ["-o", out, "-j2", "--cache-dir", cache])
+            t["warm"].append(timed([nestc, "build", model] + flags + ["-o", out, "-j2", "--cache-dir", cache]))
+            t["edit"].append(timed([nestc, "build", edited] + flags + ["-o", out, "-j2", "--cache-dir", cache]))
+            shutil.rmtree(cache)
+        m = {k: statistics.median(v) for k, v in t.items()}
+        rows[label] = m
+        print("%-12s %12.0f %12.0f %12.1f %14.0f" % (label, m["j1"] * 1e3, m["j2"] * 1e3, m["warm"] * 1e3,
+                                                     m["edit"] * 1e3))
+    r = rows["resnet"]
+    g = rows["gpt2 L=12"]
+    print()
+    print("resnet cold -j1 / cold -j2: %.2fx   (goal: >= 1.7x)" % (r["j1"] / r["j2"]))
+    print("warm / cold -j1: resnet %.1f%%, gpt2 %.1f%%   (goal: <= 5%%)" % (100 * r["warm"] / r["j1"],
+                                                                         100 * g["warm"] / g["j1"]))
+    print("resnet, down_block edited / cold -j1: %.0f%%   (goal: <= 50%%)" % (100 * r["edit"] / r["j1"]))
 
 
 def main():
@@ -84,6 +134,8 @@ def main():
     print("hierarchical L=48 / L=1: time %.2f, RSS %.2f, .text %.2f   (goal: each <= 1.15)" %
           (h48[0] / h1[0], h48[1] / h1[1], h48[3] / h1[3]))
     print("--no-regions L=48 / hierarchical L=48: time %.1fx   (goal: >= 30x)" % (f48[0] / h48[0]))
+    with tempfile.TemporaryDirectory() as tmp:
+        incremental(nestc, repeat, tmp)
 
 
 if __name__ == "__main__":

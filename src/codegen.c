@@ -479,7 +479,7 @@ static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
 static void k_elementwise(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
-	LLVMValueRef st[3][MAX_RANK], off[4];
+	LLVMValueRef st[4][MAX_RANK], off[4];
 	for (int j = 0; j < n->nin; j++)
 		strides(F, n->in[j], n->rank, n, st[j]);
 	strides(F, n, n->rank, NULL, st[n->nin]);
@@ -968,7 +968,25 @@ static void k_gather(Fn *F, Node *n)
 	LLVMValueRef row = ci64(G, 1);
 	for (int k = 1; k < tab->rank; k++)
 		row = LLVMBuildMul(B, row, dimv(F, tab, k), "");
-	Loop li, lj;
+	/* every index is checked before any row is written: a failed call leaves
+	 * its result untouched */
+	Loop lc, li, lj;
+	LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), numelv(F, idx));
+	LLVMValueRef cv = load_at(F, idx, c);
+	if (idx->dtype == DT_I32)
+		cv = LLVMBuildSExt(B, cv, G->i64, "");
+	LLVMValueRef cbad = LLVMBuildICmp(B, LLVMIntUGE, cv, rows, "");
+	LLVMBasicBlockRef cok = LLVMAppendBasicBlockInContext(G->C, F->fn, "indexok");
+	LLVMBasicBlockRef cfail = LLVMAppendBasicBlockInContext(G->C, F->fn, "indexbad");
+	LLVMBuildCondBr(B, cbad, cfail, cok);
+	LLVMPositionBuilderAtEnd(B, cfail);
+	{
+		LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
+		LLVMValueRef av[3] = {F->ctx, cv, rows};
+		LLVMBuildRet(B, call(G, "nestrt_gather_oob", G->i32, at, av, 3));
+	}
+	LLVMPositionBuilderAtEnd(B, cok);
+	loop_end(F, &lc);
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), numelv(F, idx));
 	LLVMValueRef v = load_at(F, idx, i);
 	if (idx->dtype == DT_I32)
@@ -1097,7 +1115,23 @@ static void emit_call(Fn *F, Node *n)
 	LLVMValueRef dims = LLVMConstPointerNull(G->i64p);
 	LLVMValueRef st;
 	if (cs && cs->v) {
-		if (cs->v->ndyn) {
+		if (cs->v->ndyn && cs->dyn_map && F->dims) {
+			/* inside shared code: the inner dims follow the caller's own */
+			LLVMTypeRef dt = LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
+			LLVMValueRef arr2 = entry_alloca(F, dt, "dims");
+			for (int i = 0; i < cs->v->ndyn; i++) {
+				LLVMValueRef val;
+				if (cs->dyn_map[i] >= 0) {
+					LLVMValueRef ix = ci64(G, cs->dyn_map[i]);
+					val = LLVMBuildLoad2(B, G->i64, LLVMBuildGEP2(B, G->i64, F->dims, &ix, 1, ""), "");
+				} else {
+					val = ci64(G, cs->dyn_values[i]);
+				}
+				LLVMValueRef ix2[2] = {ci32(G, 0), ci32(G, i)};
+				LLVMBuildStore(B, val, LLVMBuildGEP2(B, dt, arr2, ix2, 2, ""));
+			}
+			dims = LLVMBuildGEP2(B, dt, arr2, idx0, 2, "");
+		} else if (cs->v->ndyn) {
 			/* this call's own values of the variant's run-time dims */
 			LLVMTypeRef dt = LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
 			LLVMValueRef *vals = xmalloc((size_t)cs->v->ndyn * sizeof(LLVMValueRef));
@@ -1543,6 +1577,23 @@ static char *c_type(DType dt)
 	}
 }
 
+/* An argument's name as a C parameter: C keywords, the model handle `m` and
+ * the result names take a trailing underscore. */
+static const char *c_param(const char *name, char *buf, size_t n)
+{
+	static const char *const reserved[] = {
+		"auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+		"extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+		"short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+		"volatile", "while", "bool", "true", "false", "m", "out", NULL,
+	};
+	int clash = !strncmp(name, "out", 3) && name[3] && strspn(name + 3, "0123456789") == strlen(name + 3);
+	for (int i = 0; reserved[i] && !clash; i++)
+		clash = !strcmp(reserved[i], name);
+	snprintf(buf, n, "%s%s", name, clash ? "_" : "");
+	return buf;
+}
+
 static void header_text(Gen *G, Buf *b, const char *name)
 {
 	Program *p = G->p;
@@ -1582,8 +1633,8 @@ static void header_text(Gen *G, Buf *b, const char *name)
 		/* element counts, to size buffers */
 		buf_puts(b, "enum {");
 		for (int i = 0; i < g->ninputs; i++) {
-			char up[512];
-			snprintf(up, sizeof up, "%s_%s_%s_NUMEL", name, en->name, g->input_names[i]);
+			char up[512], pn[300];
+			snprintf(up, sizeof up, "%s_%s_%s_NUMEL", name, en->name, c_param(g->input_names[i], pn, sizeof pn));
 			for (char *c = up; *c; c++)
 				if (*c >= 'a' && *c <= 'z')
 					*c = (char)(*c - 'a' + 'A');
@@ -1603,8 +1654,10 @@ static void header_text(Gen *G, Buf *b, const char *name)
 		}
 		buf_puts(b, " };\n");
 		buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
-		for (int i = 0; i < g->ninputs; i++)
-			buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), g->input_names[i]);
+		for (int i = 0; i < g->ninputs; i++) {
+			char pn[300];
+			buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
+		}
 		for (int j = 0; j < g->noutputs; j++) {
 			if (g->noutputs == 1)
 				buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
@@ -2112,10 +2165,15 @@ int cache_command(const char *dir, const char *what)
 					continue;
 				char *f = xasprintf("%s/%s", sub, de->d_name);
 				struct stat st;
+				size_t nl = strlen(de->d_name);
+				int entry = nl > 2 && !strcmp(de->d_name + nl - 2, ".o");
 				if (stat(f, &st) == 0 && S_ISREG(st.st_mode)) {
-					entries++;
-					bytes += st.st_size;
-					if (!strcmp(what, "clear") && unlink(f) == 0)
+					/* temporary files of a build that was killed are not entries */
+					if (entry) {
+						entries++;
+						bytes += st.st_size;
+					}
+					if (!strcmp(what, "clear") && unlink(f) == 0 && entry)
 						removed++;
 				}
 				free(f);
@@ -2135,11 +2193,36 @@ int cache_command(const char *dir, const char *what)
 
 /* ---- keys ---- */
 
+/* The compiler's own identity: a hash of its executable, so that a rebuilt
+ * nestc never takes objects made by another build of the same version. */
+static uint64_t self_hash(void)
+{
+	static uint64_t h;
+	static int done;
+	if (done)
+		return h;
+	done = 1;
+	FILE *f = fopen("/proc/self/exe", "rb");
+	if (!f)
+		return h = 0;
+	XXH3_state_t *st = XXH3_createState();
+	XXH3_64bits_reset(st);
+	char buf[1 << 16];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		XXH3_64bits_update(st, buf, n);
+	h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	fclose(f);
+	return h;
+}
+
 static void key_common(Shared *sh, Buf *b)
 {
 	BuildOptions *o = sh->o;
-	buf_printf(b, "nestc %s llvm %s target %s cpu %s features %s emit %d O%d\n", NESTC_VERSION, NESTC_LLVM_VERSION,
-	           sh->triple, sh->cpu, sh->features, o->emit, o->opt_level);
+	buf_printf(b, "nestc %s %016llx llvm %s target %s cpu %s features %s emit %d O%d\n", NESTC_VERSION,
+	           (unsigned long long)self_hash(), NESTC_LLVM_VERSION, sh->triple, sh->cpu, sh->features, o->emit,
+	           o->opt_level);
 }
 
 /* Everything of a graph that its code depends on, calls by slot. */
@@ -2166,7 +2249,8 @@ static void graph_text(Shared *sh, Graph *g, Buf *b)
 				buf_printf(b, " slot=%d", cs->v->id);
 				if (cs->v->ndyn)
 					for (int k = 0; k < cs->v->ndyn; k++)
-						buf_printf(b, " dim=%lld", (long long)cs->dyn_values[k]);
+						buf_printf(b, " dim=%lld map=%d", (long long)cs->dyn_values[k],
+						           cs->dyn_map ? cs->dyn_map[k] : -2);
 			} else {
 				char hex[33];
 				fp_hex(n->callee->fp, hex);
@@ -2325,9 +2409,11 @@ char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n)
 	if (o->archive) {
 		out[k++] = xstrdup(o->out);
 	} else {
-		for (int i = 0; i < sh.njobs; i++)
-			if (sh.jobs[i].selected)
-				out[k++] = job_path(&sh, &sh.jobs[i]);
+		/* the model object first: it is a depfile's target */
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < sh.njobs; i++)
+				if (sh.jobs[i].selected && (sh.jobs[i].kind == JOB_MODEL) == (pass == 0))
+					out[k++] = job_path(&sh, &sh.jobs[i]);
 	}
 	if (!o->only || !strcmp(o->only, "model") || o->archive)
 		out[k++] = header_path(o, o->name);

@@ -109,7 +109,8 @@ static void dep_escape(Buf *b, const char *s)
 }
 
 /* -MD / -M: the outputs depend on the model file (and embedded weights). */
-static int write_depfile(Program *p, RegionTable *rt, BuildOptions *bo, const char *model_file, const char *path)
+static int write_depfile(Program *p, RegionTable *rt, BuildOptions *bo, const char *model_file, const char *path,
+                         int print)
 {
 	int n;
 	char **outs = build_outputs(p, rt, bo, &n);
@@ -125,7 +126,9 @@ static int write_depfile(Program *p, RegionTable *rt, BuildOptions *bo, const ch
 	}
 	buf_putc(&b, '\n');
 	int rc = 0;
-	if (!path) {
+	if (print) {
+		fputs(b.s, stdout);
+	} else if (!path) {
 		char *def = NULL;
 		if (bo->archive)
 			def = xasprintf("%.*s.d", (int)(strlen(bo->out) - 2), bo->out);
@@ -171,8 +174,8 @@ static int print_plan(Program *p, RegionTable *rt, BuildOptions *bo, const char 
 	for (int i = 0; i < flags->n; i++)
 		buf_printf(&b, " %s", (char *)flags->v[i]);
 	buf_puts(&b, "\n\nrule nestc_part\n"
-	             "  command = $nestc build $in -o $outdir --only-variant $part -j1 -MD -MF $out.d $flags\n"
-	             "  description = nestc $part\n  depfile = $out.d\n  deps = gcc\n\n");
+	             "  command = $nestc build $in -o $outdir --only-variant $part -j1 -MD -MF $dep $flags\n"
+	             "  description = nestc $part\n  depfile = $dep\n  deps = gcc\n\n");
 	int nparts = rt->variants.n + 1 + (bo->embed != NULL);
 	Vec all = {0};
 	for (int i = 0; i < nparts; i++) {
@@ -200,7 +203,9 @@ static int print_plan(Program *p, RegionTable *rt, BuildOptions *bo, const char 
 			buf_puts(&b, " | ");
 			ninja_escape(&b, bo->embed);
 		}
-		buf_printf(&b, "\n  part = %s\n  outdir = %s\n", id, bo->out);
+		buf_printf(&b, "\n  part = %s\n  outdir = %s\n  dep = ", id, bo->out);
+		ninja_escape(&b, outs[0]);
+		buf_puts(&b, ".d\n");
 		free(outs);
 	}
 	buf_puts(&b, "\nbuild all: phony");
@@ -510,11 +515,11 @@ int main(int argc, char **argv)
 			}
 		}
 		if (rc != 1 && dep_print) {
-			rc = write_depfile(p, rt, &bo, file, NULL);
+			rc = write_depfile(p, rt, &bo, file, NULL, 1);
 		} else if (rc != 1) {
 			rc = build_model(p, rt, &d, &bo);
 			if (rc == 0 && dep_md)
-				rc = write_depfile(p, rt, &bo, file, dep_mf);
+				rc = write_depfile(p, rt, &bo, file, dep_mf, 0);
 			if (rc == 0 && want_report)
 				rc = write_report(rt, fmt, bo.name, report_file);
 		}

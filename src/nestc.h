@@ -508,6 +508,8 @@ typedef struct CallSite {
 	int64_t count;        /* times executed by one run of the entry points */
 	const char *differs;  /* for a new variant after the first: the guard that differed */
 	int64_t *dyn_values;  /* reuse_hash groups: this call's values of the run-time dims */
+	int *dyn_map;         /* inside another group's shared code: the caller's run-time dim that
+	                         gives each of these (-1: the constant in dyn_values) */
 } CallSite;
 
 /* A run-time dimension of a variant shared by a reuse_hash group: an integer of

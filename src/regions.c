@@ -253,9 +253,14 @@ static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn)
 				return "their bodies use different constants";
 		if (x->op == OP_PARAM && x->a[0] != y->a[0])
 			return "they read different globals";
-		if (x->op == OP_CALL && x->callee != y->callee &&
+		/* an inner region of the same reuse_hash group takes its dims at run time too */
+		int same_group = x->op == OP_CALL && x->callee->has_reuse_hash && y->callee->has_reuse_hash &&
+		                 x->callee->fn == y->callee->fn && x->callee->reuse_hash == y->callee->reuse_hash;
+		if (x->op == OP_CALL && x->callee != y->callee && !same_group &&
 		    memcmp(r->gi[x->callee->id].fp, r->gi[y->callee->id].fp, 16))
-			return "they call different variants of an inner region";
+			return x->callee->has_reuse_hash
+			               ? "an inner region would need its own run-time dims inside the shared code, which nestc does not support yet"
+			               : "they call different variants of an inner region";
 		for (int f = 0; f < MAX_RANK + 16; f++) {
 			if (f >= x->rank && f < MAX_RANK)
 				continue;
@@ -466,6 +471,45 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 		cs->dyn_values = arena_alloc(p->arena, (size_t)cs->v->ndyn * sizeof(int64_t));
 		for (int i = 0; i < cs->v->ndyn; i++)
 			cs->dyn_values[i] = slot_value(cs->call->callee, &cs->v->dyn[i]);
+	}
+	/* a group's shared code calling an inner group: each inner run-time dim
+	 * comes from one of the outer's (the same values at every call) or is constant */
+	for (int i = 0; i < rt->variants.n; i++) {
+		Variant *v = rt->variants.v[i];
+		if (!v->ndyn)
+			continue;
+		for (int c = 0; c < v->g->nnodes; c++) {
+			Node *cn = v->g->nodes[c];
+			CallSite *rep = cn->op == OP_CALL ? callsite_of(rt, cn) : NULL;
+			if (!rep || !rep->v || !rep->v->ndyn)
+				continue;
+			Variant *w = rep->v;
+			rep->dyn_map = arena_alloc(p->arena, (size_t)w->ndyn * sizeof(int));
+			for (int k = 0; k < w->ndyn; k++) {
+				int constant = 1, found = -1;
+				for (int m = 0; m < v->calls.n; m++) {
+					CallSite *mine = callsite_of(rt, ((CallSite *)v->calls.v[m])->call->callee->nodes[c]);
+					if (!mine || !mine->dyn_values || mine->v != w || mine->dyn_values[k] != rep->dyn_values[k])
+						constant = 0;
+				}
+				for (int j = 0; j < v->ndyn && !constant && found < 0; j++) {
+					int same = 1;
+					for (int m = 0; m < v->calls.n && same; m++) {
+						CallSite *outer = v->calls.v[m];
+						CallSite *mine = callsite_of(rt, outer->call->callee->nodes[c]);
+						same = mine && mine->dyn_values && outer->dyn_values &&
+						       mine->dyn_values[k] == outer->dyn_values[j];
+					}
+					if (same)
+						found = j;
+				}
+				if (!constant && found < 0)
+					error_at(d, cn->loc, "this call of '%s' needs a run-time dim that the shared code of '%s' cannot "
+					         "compute from its own (give the two regions reuse_hash keys that group alike)",
+					         cn->callee->fn->name, v->region);
+				rep->dyn_map[k] = constant ? -1 : found;
+			}
+		}
 	}
 	/* regions in the order they are defined in the file */
 	for (int i = 1; i < rt->nregions; i++)

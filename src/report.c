@@ -76,7 +76,9 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 				fprintf(f, "  (shared: same code as %s)", nm);
 			fputc('\n', f);
 			fprintf(f, "    object %s.%s.o", model, nm);
-			if (v->code_bytes)
+			if (v->cached)
+				fprintf(f, ", %lld bytes of code, taken from the cache", (long long)v->code_bytes);
+			else if (v->code_bytes)
 				fprintf(f, ", %lld bytes of code, compiled in %.1f ms", (long long)v->code_bytes, v->compile_ms);
 			fputc('\n', f);
 			if (v->has_hash)
@@ -184,6 +186,7 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		json_object_set_new(o, "object", json_string(buf));
 		json_object_set_new(o, "code_bytes", json_integer(v->code_bytes));
 		json_object_set_new(o, "compile_ms", json_real(v->compile_ms));
+		json_object_set_new(o, "cached", json_boolean(v->cached));
 		json_object_set_new(o, "reuse_hash", v->has_hash ? json_integer(v->hash) : json_null());
 		json_object_set_new(o, "runtime_dims", json_integer(v->ndyn));
 		json_object_set_new(o, "calls", json_integer(variant_calls(v)));

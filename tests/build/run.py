@@ -20,14 +20,18 @@ exactly; floats: the non-finite entries (nan, inf, -inf) exactly where the refer
 them, and max|out - ref| <= tol * max|ref| over the finite entries (tol 1e-4 for f32,
 1e-9 for f64).
 
-Cases: every case of tests/builtins/run.py (imported; its run-time error cases must make
-the entry return -1 with "gather index ... out of range" and write nothing), the samples
-at small -D configs with random .safetensors weights, region features (structural
-sharing, globals in the fingerprint, reuse_hash with run-time dims and its errors,
-max_reuse_entries and -Werror, nesting, scalar specialisation, options, --no-regions),
-GPT-2's object counts and report, ResNet's variants and "differs", two models in one
-program, failed builds leaving the output directory alone, --emit=llvm/asm and archives,
-and NESTRT_PROFILE.
+Cases: every case of tests/builtins/run.py (imported; a case whose build fails is also
+built one result at a time, to tell which results fail; its run-time error cases must make
+the entry return -1 with "gather index ... out of range" and write nothing into the
+outputs); the samples at the small -D configs of tests/models/run.py and at odd sizes, with
+random .safetensors weights (param names and shapes from `nestc check --dump=ir`); region
+features (structural sharing, globals in the fingerprint, reuse_hash with run-time dims,
+its groups and errors, max_reuse_entries and -Werror, three-level nesting, scalar
+specialisation, unknown options, --no-regions, loops of calls, dtypes and several
+results); GPT-2's object counts and report; ResNet's variants and "differs"; several
+models in one program; export arguments named like C names of the header; failed builds
+leaving the output directory alone; --emit=llvm/asm (compiled and run) and archives;
+NESTRT_PROFILE. Every compiled entry is called twice and must give the same bits.
 
 Prints `ok NAME` or `FAIL NAME: details` per check and a last line `N passed, N failed`;
 exits 1 if anything failed. Needs NumPy (Debian's /usr/bin/python3), cc, and
@@ -45,7 +49,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -57,7 +60,6 @@ RUNTIME = os.path.join(ROOT, "runtime")
 TIMEOUT = 120          # seconds for one subprocess
 CC = os.environ.get("CC", "cc")
 
-DTYPES = ("bool", "i32", "i64", "f32", "f64")
 CTYPE = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
 NPDT = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
 RTDT = {"bool": "NESTRT_BOOL", "i32": "NESTRT_I32", "i64": "NESTRT_I64", "f32": "NESTRT_F32",
@@ -254,8 +256,16 @@ def parse_header(path, model, strict_names=True):
         if len(args) != len(ins) + len(outs):
             raise Fail("%s: prototype of %s has %d arguments, the comment %d inputs and %d results"
                        % (os.path.basename(path), ename, len(args), len(ins), len(outs)))
+        # names that would clash in C (keywords, the handle m, the results' out/outN)
+        # get a trailing underscore in the header
+        C_RESERVED = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+                      "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+                      "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+                      "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
+                      "true", "false", "m", "out"}
         for (n, dt, _), a in zip(ins, args):
-            want = "const %s *%s" % (CTYPE[dt], n)
+            cn = n + "_" if n in C_RESERVED or re.fullmatch(r"out[0-9]+", n) else n
+            want = "const %s *%s" % (CTYPE[dt], cn)
             if not strict_names and re.fullmatch(r"const %s \*\w+" % CTYPE[dt], a):
                 continue
             if a != want:
@@ -759,9 +769,9 @@ def sample_inputs(name, cfg, seed):
     raise ValueError(name)
 
 
-def sample_model(tag, name, cfg, seed=7, **kw):
+def sample_model(tag, sample, cfg, seed=7, **kw):
     d = tmpdir(tag)
-    return Model(d, os.path.join(SAMPLES, name + ".nest"), cfg, sample_inputs(name, cfg, seed),
+    return Model(d, os.path.join(SAMPLES, sample + ".nest"), cfg, sample_inputs(sample, cfg, seed),
                  seed=seed, **kw)
 
 
@@ -935,6 +945,77 @@ def region_c():
         expect_objects(out, ["m.o", "m.mix.0.o"])
         values_ok(m.check_compiled(out, labels=["T=8", "T=16"]))
     return single("region.c_reuse_hash_runtime_dims", fn)
+
+
+SRC_C3 = """
+const D = 16
+const H = 4
+type Linear(I, O) = { weight: f32[I, O], bias: f32[O] }
+param attn: { c_attn: Linear(D, 3*D), c_proj: Linear(D, D) }
+
+@region(reuse_hash = T / 16, options = { opt_level: 3 })
+fn attention(x: f32[T, D], p: { c_attn: Linear(D, 3*D), c_proj: Linear(D, D) }) -> f32[T, D] {
+  let q, k, v = split(x @ p.c_attn.weight + p.c_attn.bias, 3, axis=-1)
+  let qh = transpose(reshape(q, [T, H, D/H]), [1, 0, 2])
+  let kh = transpose(reshape(k, [T, H, D/H]), [1, 2, 0])
+  let vh = transpose(reshape(v, [T, H, D/H]), [1, 0, 2])
+  let a = softmax(causal_mask(qh @ kh * rsqrt(f32(D/H))), axis=-1)
+  let o = reshape(transpose(a @ vh, [1, 0, 2]), [T, D])
+  return o @ p.c_proj.weight + p.c_proj.bias
+}
+
+export fn forward(a: f32[5, D], b: f32[8, D], c: f32[13, D], d: f32[16, D], e: f32[20, D]) -> (
+    f32[5, D], f32[8, D], f32[13, D], f32[16, D], f32[20, D]) {
+  return attention(a, attn), attention(b, attn), attention(c, attn), attention(d, attn),
+         attention(e, attn)
+}
+"""
+
+
+@check("region.c_reuse_hash_groups_attention")
+def region_c3():
+    # reuse_hash = T / 16: T = 5, 8, 13 share variant 0, T = 16, 20 share variant 1
+    def fn():
+        m = region_model("region.c3", SRC_C3, rng_inputs(12, a=(5, 16), b=(8, 16), c=(13, 16),
+                                                         d=(16, 16), e=(20, 16)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.attention.0.o", "m.attention.1.o"])
+        values_ok(m.check_compiled(out, labels=["T=5", "T=8", "T=13", "T=16", "T=20"]))
+    return single("region.c_reuse_hash_groups_attention", fn)
+
+
+SRC_C4 = """
+const D = 8
+param w: f32[D, D]
+
+@region(reuse_hash = 0)
+fn inner(x: f32[T, D]) -> f32[T, D] {
+  return tanh(x @ w)
+}
+
+@region(reuse_hash = 0)
+fn outer(x: f32[T, D]) -> f32[T, D] {
+  return inner(x) + x
+}
+
+export fn forward(a: f32[4, D], b: f32[8, D]) -> (f32[4, D], f32[8, D]) {
+  return outer(a), outer(b)
+}
+"""
+
+
+@check("region.c_reuse_hash_nested")
+def region_c4():
+    # Both regions group every call (reuse_hash = 0) and the calls differ only in T: one
+    # variant each, T taken at run time by both (outer passes its run-time T on to inner).
+    def fn():
+        m = region_model("region.c4", SRC_C4, rng_inputs(13, a=(4, 8), b=(8, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.inner.0.o", "m.outer.0.o"])
+        values_ok(m.check_compiled(out, labels=["T=4", "T=8"]))
+    return single("region.c_reuse_hash_nested", fn)
 
 
 SRC_C2 = """
