@@ -18,8 +18,9 @@ XCFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Isrc -Ibuild
 JANSSON_CFLAGS = `pkg-config --cflags jansson`
 JANSSON_LIBS = `pkg-config --libs jansson`
 LLVM_CFLAGS = `$(LLVM_CONFIG) --cflags`
-LLVM_LIBS = `$(LLVM_CONFIG) --ldflags` `$(LLVM_CONFIG) --libs` `$(LLVM_CONFIG) --system-libs`
-LDLIBS = $(JANSSON_LIBS) $(LLVM_LIBS) -lxxhash -lpthread -lm
+# libLLVM is loaded with dlopen when code is generated (src/codegen.c): its path.
+LLVM_LIB = `$(LLVM_CONFIG) --libdir`/lib`$(LLVM_CONFIG) --libs | sed 's/^-l//'`.so
+LDLIBS = $(JANSSON_LIBS) -lxxhash -ldl -lpthread -lm
 
 B = build
 OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
@@ -95,17 +96,19 @@ bench-compile: all
 	$(PYTHON) bench/compile.py $(B)/nestc
 
 install: all
-	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7
 	cp $(B)/nestc $(DESTDIR)$(BINDIR)/nestc
 	cp man/nestc.1 $(DESTDIR)$(MANDIR)/man1/nestc.1
 	cp man/nest.7 $(DESTDIR)$(MANDIR)/man7/nest.7
+	cp man/nestrt.3 $(DESTDIR)$(MANDIR)/man3/nestrt.3
 	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	cp runtime/nestrt.h $(DESTDIR)$(INCLUDEDIR)/nestrt.h
 	cp $(B)/libnestrt.a $(DESTDIR)$(LIBDIR)/libnestrt.a
 	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/nestc $(DESTDIR)$(MANDIR)/man1/nestc.1 $(DESTDIR)$(MANDIR)/man7/nest.7
+	rm -f $(DESTDIR)$(BINDIR)/nestc $(DESTDIR)$(MANDIR)/man1/nestc.1 $(DESTDIR)$(MANDIR)/man7/nest.7 \
+		$(DESTDIR)$(MANDIR)/man3/nestrt.3
 	rm -f $(DESTDIR)$(INCLUDEDIR)/nestrt.h $(DESTDIR)$(LIBDIR)/libnestrt.a $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
 
 $(B)/nestc: $(OBJS)
@@ -150,7 +153,7 @@ $(B)/plan.o: src/plan.c src/nestc.h $(B)/stamp
 # LLVM's headers want _GNU_SOURCE and the C99 limit macros; keep our own -std.
 $(B)/codegen.o: src/codegen.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'` \
-		-DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -c -o $@ src/codegen.c
+		-DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -DNESTC_LLVM_LIB=\"$(LLVM_LIB)\" -c -o $@ src/codegen.c
 $(B)/interp.o: src/interp.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp.c
 $(B)/npy.o: src/npy.c src/nestc.h $(B)/stamp

@@ -82,7 +82,9 @@ def incremental(nestc, repeat, tmp):
     print("%-12s %12s %12s %12s %14s" % ("model", "cold -j1 ms", "cold -j2 ms", "warm ms", "1 region ms"))
     rows = {}
     for label, model, flags, region in models:
-        edited = os.path.join(tmp, "edited-" + os.path.basename(model))
+        # same file name, so the same model name and symbols
+        os.makedirs(os.path.join(tmp, "edited"), exist_ok=True)
+        edited = os.path.join(tmp, "edited", os.path.basename(model))
         with open(edited, "w") as f:
             f.write(edit_region(open(model).read(), region))
         out = os.path.join(tmp, "o")

@@ -13,6 +13,16 @@ struct nestrt_model {
 	nestrt_weights *owned;   /* embedded weights, closed with the model */
 };
 
+size_t nestrt_model_workspace_size(const nestrt_model_desc *d)
+{
+	int64_t most = 0;
+	for (int i = 0; i < d->nslots; i++)
+		if (d->slot_ws && d->slot_ws[i] && *d->slot_ws[i] > most)
+			most = *d->slot_ws[i];
+	int64_t ws = d->ws_own + most;
+	return (size_t)(ws > d->ws_size ? ws : d->ws_size);
+}
+
 nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err)
 {
 	if (!d) {
@@ -27,7 +37,7 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 		return NULL;
 	}
 	m->desc = d;
-	m->ctx = nestrt_ctx_new(d->name, d->slots, d->nslots, d->nparams, (size_t)d->ws_size, err);
+	m->ctx = nestrt_ctx_new(d->name, d->slots, d->nslots, d->nparams, nestrt_model_workspace_size(d), err);
 	if (!m->ctx) {
 		free(m);
 		return NULL;

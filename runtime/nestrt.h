@@ -164,9 +164,13 @@ typedef struct nestrt_model_desc {
 	int nparams;
 	const nestrt_slot *slots;    /* the dispatch table: one slot per unique region variant */
 	int nslots;
-	int64_t ws_size;             /* planned workspace bytes */
+	int64_t ws_size;             /* workspace bytes the entry points need without the variants */
 	const char *version;         /* nestc's version */
+	const int64_t *const *slot_ws; /* per slot: the workspace its variant needs (in its own object) */
+	int64_t ws_own;              /* the entry points' own storage, before a variant's */
 } nestrt_model_desc;
+/* The workspace a model instance allocates: max(ws_size, ws_own + the largest slot_ws). */
+size_t nestrt_model_workspace_size(const nestrt_model_desc *d);
 typedef struct nestrt_model nestrt_model;
 /* Binds and checks every param; NULL with err->message on error. w may be NULL
  * (or an empty file) for a model without params. */

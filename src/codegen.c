@@ -17,6 +17,8 @@
 #include <time.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -27,6 +29,179 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <dlfcn.h>
+
+/* LLVM is loaded on first use with dlopen: the commands that generate no code
+ * (check, run, report) and builds that find every object in the cache never
+ * pay the ~12 ms it takes to load and relocate libLLVM. Every LLVM-C function
+ * used here is called through this table, typed from the headers themselves. */
+#define LLVM_API(X) \
+	X(LLVMAddAttributeAtIndex) \
+	X(LLVMAddFunction) \
+	X(LLVMAddGlobal) \
+	X(LLVMAddIncoming) \
+	X(LLVMAppendBasicBlockInContext) \
+	X(LLVMArrayType) \
+	X(LLVMBuildAdd) \
+	X(LLVMBuildAlloca) \
+	X(LLVMBuildAnd) \
+	X(LLVMBuildBr) \
+	X(LLVMBuildCall2) \
+	X(LLVMBuildCondBr) \
+	X(LLVMBuildFAdd) \
+	X(LLVMBuildFCmp) \
+	X(LLVMBuildFDiv) \
+	X(LLVMBuildFMul) \
+	X(LLVMBuildFNeg) \
+	X(LLVMBuildFPExt) \
+	X(LLVMBuildFPTrunc) \
+	X(LLVMBuildFRem) \
+	X(LLVMBuildFSub) \
+	X(LLVMBuildGEP2) \
+	X(LLVMBuildICmp) \
+	X(LLVMBuildLoad2) \
+	X(LLVMBuildMul) \
+	X(LLVMBuildNeg) \
+	X(LLVMBuildNot) \
+	X(LLVMBuildOr) \
+	X(LLVMBuildPhi) \
+	X(LLVMBuildPointerCast) \
+	X(LLVMBuildRet) \
+	X(LLVMBuildRetVoid) \
+	X(LLVMBuildSDiv) \
+	X(LLVMBuildSExt) \
+	X(LLVMBuildSIToFP) \
+	X(LLVMBuildSRem) \
+	X(LLVMBuildSelect) \
+	X(LLVMBuildStore) \
+	X(LLVMBuildSub) \
+	X(LLVMBuildTrunc) \
+	X(LLVMBuildUIToFP) \
+	X(LLVMBuildXor) \
+	X(LLVMBuildZExt) \
+	X(LLVMConstAllOnes) \
+	X(LLVMConstArray) \
+	X(LLVMConstGEP2) \
+	X(LLVMConstInt) \
+	X(LLVMConstNamedStruct) \
+	X(LLVMConstPointerCast) \
+	X(LLVMConstPointerNull) \
+	X(LLVMConstReal) \
+	X(LLVMConstStringInContext) \
+	X(LLVMContextCreate) \
+	X(LLVMContextDispose) \
+	X(LLVMCopyStringRepOfTargetData) \
+	X(LLVMCreateBinary) \
+	X(LLVMCreateBuilderInContext) \
+	X(LLVMCreateEnumAttribute) \
+	X(LLVMCreateMemoryBufferWithMemoryRangeCopy) \
+	X(LLVMCreatePassBuilderOptions) \
+	X(LLVMCreateStringAttribute) \
+	X(LLVMCreateTargetDataLayout) \
+	X(LLVMCreateTargetMachine) \
+	X(LLVMDisposeBinary) \
+	X(LLVMDisposeBuilder) \
+	X(LLVMDisposeMemoryBuffer) \
+	X(LLVMDisposeMessage) \
+	X(LLVMDisposeModule) \
+	X(LLVMDisposePassBuilderOptions) \
+	X(LLVMDisposeSectionIterator) \
+	X(LLVMDisposeTargetData) \
+	X(LLVMDisposeTargetMachine) \
+	X(LLVMDoubleTypeInContext) \
+	X(LLVMFloatTypeInContext) \
+	X(LLVMFunctionType) \
+	X(LLVMGetBufferSize) \
+	X(LLVMGetBufferStart) \
+	X(LLVMGetDefaultTargetTriple) \
+	X(LLVMGetEnumAttributeKindForName) \
+	X(LLVMGetErrorMessage) \
+	X(LLVMGetFirstInstruction) \
+	X(LLVMGetHostCPUFeatures) \
+	X(LLVMGetHostCPUName) \
+	X(LLVMGetInsertBlock) \
+	X(LLVMGetLastInstruction) \
+	X(LLVMGetNamedFunction) \
+	X(LLVMGetNamedGlobal) \
+	X(LLVMGetParam) \
+	X(LLVMGetSectionName) \
+	X(LLVMGetSectionSize) \
+	X(LLVMGetTargetFromTriple) \
+	X(LLVMInt1TypeInContext) \
+	X(LLVMInt32TypeInContext) \
+	X(LLVMInt64TypeInContext) \
+	X(LLVMInt8TypeInContext) \
+	X(LLVMModuleCreateWithNameInContext) \
+	X(LLVMMoveToNextSection) \
+	X(LLVMObjectFileCopySectionIterator) \
+	X(LLVMObjectFileIsSectionIteratorAtEnd) \
+	X(LLVMPassBuilderOptionsSetLoopVectorization) \
+	X(LLVMPassBuilderOptionsSetSLPVectorization) \
+	X(LLVMPointerType) \
+	X(LLVMPositionBuilderAtEnd) \
+	X(LLVMPositionBuilderBefore) \
+	X(LLVMPrintModuleToString) \
+	X(LLVMRunPasses) \
+	X(LLVMSetAlignment) \
+	X(LLVMSetDataLayout) \
+	X(LLVMSetGlobalConstant) \
+	X(LLVMSetInitializer) \
+	X(LLVMSetLinkage) \
+	X(LLVMSetTarget) \
+	X(LLVMSetUnnamedAddress) \
+	X(LLVMStructTypeInContext) \
+	X(LLVMTargetMachineEmitToMemoryBuffer) \
+	X(LLVMVerifyModule) \
+	X(LLVMVoidTypeInContext)
+
+static struct {
+#define X(f) __typeof__(&f) f;
+	LLVM_API(X)
+#undef X
+} llvm;
+
+static void init_target(void *h, const char *name, const char *const *parts, int nparts)
+{
+	for (int i = 0; i < nparts; i++) {
+		char sym[128];
+		snprintf(sym, sizeof sym, "LLVMInitialize%s%s", name, parts[i]);
+		void (*f)(void) = (void (*)(void))dlsym(h, sym);
+		if (f)
+			f();
+	}
+}
+
+/* 0, or -1 with the reason in err. */
+static int llvm_load(char *err, size_t n)
+{
+	static int state; /* 0 not yet, 1 loaded, -1 failed */
+	static char why[512];
+	if (state == 0) {
+		void *h = dlopen(NESTC_LLVM_LIB, RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			snprintf(why, sizeof why, "cannot load LLVM (%s): %s", NESTC_LLVM_LIB, dlerror());
+			state = -1;
+		} else {
+			state = 1;
+#define X(f) \
+	if (state == 1 && !(*(void **)&llvm.f = dlsym(h, #f))) { \
+		snprintf(why, sizeof why, "%s does not define %s", NESTC_LLVM_LIB, #f); \
+		state = -1; \
+	}
+			LLVM_API(X)
+#undef X
+			static const char *const all[] = {"TargetInfo", "Target", "TargetMC"};
+			static const char *const printer[] = {"AsmPrinter"};
+#define LLVM_TARGET(T) init_target(h, #T, all, 3);
+#include <llvm/Config/Targets.def>
+#define LLVM_ASM_PRINTER(T) init_target(h, #T, printer, 1);
+#include <llvm/Config/AsmPrinters.def>
+		}
+	}
+	if (state < 0)
+		snprintf(err, n, "%s", why);
+	return state > 0 ? 0 : -1;
+}
 
 /* offsets of nestrt_ctx fields used by generated code (runtime/nestrt.h) */
 enum { CTX_PARAMS = 0 };
@@ -81,27 +256,27 @@ static LLVMTypeRef elem_t(Gen *G, DType dt)
 
 static LLVMValueRef ci64(Gen *G, int64_t v)
 {
-	return LLVMConstInt(G->i64, (unsigned long long)v, 1);
+	return llvm.LLVMConstInt(G->i64, (unsigned long long)v, 1);
 }
 
 static LLVMValueRef ci32(Gen *G, int v)
 {
-	return LLVMConstInt(G->i32, (unsigned long long)(int64_t)v, 1);
+	return llvm.LLVMConstInt(G->i32, (unsigned long long)(int64_t)v, 1);
 }
 
 static LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty)
 {
-	LLVMValueRef f = LLVMGetNamedFunction(G->M, name);
+	LLVMValueRef f = llvm.LLVMGetNamedFunction(G->M, name);
 	if (!f)
-		f = LLVMAddFunction(G->M, name, ty);
+		f = llvm.LLVMAddFunction(G->M, name, ty);
 	return f;
 }
 
 static LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, LLVMValueRef *vals, int n)
 {
-	LLVMTypeRef ty = LLVMFunctionType(ret, args, (unsigned)n, 0);
+	LLVMTypeRef ty = llvm.LLVMFunctionType(ret, args, (unsigned)n, 0);
 	LLVMValueRef f = get_fn(G, name, ty);
-	return LLVMBuildCall2(G->B, ty, f, vals, (unsigned)n, "");
+	return llvm.LLVMBuildCall2(G->B, ty, f, vals, (unsigned)n, "");
 }
 
 /* llvm.NAME.f32 / .f64 intrinsics and libm functions, unary */
@@ -130,19 +305,19 @@ static LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LL
 static LLVMValueRef cstr(Gen *G, const char *s)
 {
 	size_t n = strlen(s);
-	LLVMValueRef init = LLVMConstStringInContext(G->C, s, (unsigned)n, 0);
-	LLVMTypeRef t = LLVMArrayType(G->i8, (unsigned)n + 1);
-	LLVMValueRef gv = LLVMAddGlobal(G->M, t, "str");
-	LLVMSetInitializer(gv, init);
-	LLVMSetGlobalConstant(gv, 1);
-	LLVMSetLinkage(gv, LLVMPrivateLinkage);
-	LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-	return LLVMConstPointerCast(gv, G->i8p);
+	LLVMValueRef init = llvm.LLVMConstStringInContext(G->C, s, (unsigned)n, 0);
+	LLVMTypeRef t = llvm.LLVMArrayType(G->i8, (unsigned)n + 1);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, t, "str");
+	llvm.LLVMSetInitializer(gv, init);
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	llvm.LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+	return llvm.LLVMConstPointerCast(gv, G->i8p);
 }
 
 static LLVMValueRef fconst(Gen *G, DType dt, double v)
 {
-	return LLVMConstReal(elem_t(G, dt), v);
+	return llvm.LLVMConstReal(elem_t(G, dt), v);
 }
 
 /* ---- loops ---- */
@@ -155,41 +330,41 @@ typedef struct Loop {
 static LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi)
 {
 	Gen *G = F->gen;
-	LLVMBasicBlockRef pre = LLVMGetInsertBlock(G->B);
-	L->head = LLVMAppendBasicBlockInContext(G->C, F->fn, "loop");
-	L->body = LLVMAppendBasicBlockInContext(G->C, F->fn, "body");
-	L->exit = LLVMAppendBasicBlockInContext(G->C, F->fn, "done");
-	LLVMBuildBr(G->B, L->head);
-	LLVMPositionBuilderAtEnd(G->B, L->head);
-	L->i = LLVMBuildPhi(G->B, G->i64, "i");
-	LLVMAddIncoming(L->i, &lo, &pre, 1);
-	LLVMValueRef c = LLVMBuildICmp(G->B, LLVMIntSLT, L->i, hi, "");
-	LLVMBuildCondBr(G->B, c, L->body, L->exit);
-	LLVMPositionBuilderAtEnd(G->B, L->body);
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(G->B);
+	L->head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "loop");
+	L->body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "body");
+	L->exit = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "done");
+	llvm.LLVMBuildBr(G->B, L->head);
+	llvm.LLVMPositionBuilderAtEnd(G->B, L->head);
+	L->i = llvm.LLVMBuildPhi(G->B, G->i64, "i");
+	llvm.LLVMAddIncoming(L->i, &lo, &pre, 1);
+	LLVMValueRef c = llvm.LLVMBuildICmp(G->B, LLVMIntSLT, L->i, hi, "");
+	llvm.LLVMBuildCondBr(G->B, c, L->body, L->exit);
+	llvm.LLVMPositionBuilderAtEnd(G->B, L->body);
 	return L->i;
 }
 
 static void loop_end(Fn *F, Loop *L)
 {
 	Gen *G = F->gen;
-	LLVMValueRef next = LLVMBuildAdd(G->B, L->i, ci64(G, 1), "");
-	LLVMBasicBlockRef cur = LLVMGetInsertBlock(G->B);
-	LLVMBuildBr(G->B, L->head);
-	LLVMAddIncoming(L->i, &next, &cur, 1);
-	LLVMPositionBuilderAtEnd(G->B, L->exit);
+	LLVMValueRef next = llvm.LLVMBuildAdd(G->B, L->i, ci64(G, 1), "");
+	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(G->B);
+	llvm.LLVMBuildBr(G->B, L->head);
+	llvm.LLVMAddIncoming(L->i, &next, &cur, 1);
+	llvm.LLVMPositionBuilderAtEnd(G->B, L->exit);
 }
 
 static LLVMValueRef entry_alloca(Fn *F, LLVMTypeRef t, const char *name)
 {
 	Gen *G = F->gen;
-	LLVMBasicBlockRef cur = LLVMGetInsertBlock(G->B);
-	LLVMValueRef first = LLVMGetFirstInstruction(F->entry);
+	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(G->B);
+	LLVMValueRef first = llvm.LLVMGetFirstInstruction(F->entry);
 	if (first)
-		LLVMPositionBuilderBefore(G->B, first);
+		llvm.LLVMPositionBuilderBefore(G->B, first);
 	else
-		LLVMPositionBuilderAtEnd(G->B, F->entry);
-	LLVMValueRef a = LLVMBuildAlloca(G->B, t, name);
-	LLVMPositionBuilderAtEnd(G->B, cur);
+		llvm.LLVMPositionBuilderAtEnd(G->B, F->entry);
+	LLVMValueRef a = llvm.LLVMBuildAlloca(G->B, t, name);
+	llvm.LLVMPositionBuilderAtEnd(G->B, cur);
 	return a;
 }
 
@@ -203,8 +378,8 @@ static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
 			if (v->dyn[k].node == n->id && v->dyn[k].field == field) {
 				Gen *G = F->gen;
 				LLVMValueRef idx = ci64(G, k);
-				LLVMValueRef pp = LLVMBuildGEP2(G->B, G->i64, F->dims, &idx, 1, "");
-				return LLVMBuildLoad2(G->B, G->i64, pp, "dim");
+				LLVMValueRef pp = llvm.LLVMBuildGEP2(G->B, G->i64, F->dims, &idx, 1, "");
+				return llvm.LLVMBuildLoad2(G->B, G->i64, pp, "dim");
 			}
 	return NULL;
 }
@@ -225,7 +400,7 @@ static LLVMValueRef numelv(Fn *F, Node *n)
 {
 	LLVMValueRef v = ci64(F->gen, 1);
 	for (int k = 0; k < n->rank; k++)
-		v = LLVMBuildMul(F->gen->B, v, dimv(F, n, k), "");
+		v = llvm.LLVMBuildMul(F->gen->B, v, dimv(F, n, k), "");
 	return v;
 }
 
@@ -243,7 +418,7 @@ static void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef 
 		}
 		int bcast = n->shape[ik] == 1 && out && out->shape[k] != 1;
 		st[k] = bcast ? ci64(G, 0) : s;
-		s = LLVMBuildMul(G->B, s, dimv(F, n, ik), "");
+		s = llvm.LLVMBuildMul(G->B, s, dimv(F, n, ik), "");
 	}
 }
 
@@ -264,16 +439,16 @@ static LLVMValueRef load_at(Fn *F, Node *n, LLVMValueRef off)
 {
 	Gen *G = F->gen;
 	LLVMTypeRef t = elem_t(G, n->dtype);
-	LLVMValueRef p = LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
-	return LLVMBuildLoad2(G->B, t, p, "");
+	LLVMValueRef p = llvm.LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
+	return llvm.LLVMBuildLoad2(G->B, t, p, "");
 }
 
 static void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v)
 {
 	Gen *G = F->gen;
 	LLVMTypeRef t = elem_t(G, n->dtype);
-	LLVMValueRef p = LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
-	LLVMBuildStore(G->B, v, p);
+	LLVMValueRef p = llvm.LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
+	llvm.LLVMBuildStore(G->B, v, p);
 }
 
 /* Nested loops over `out`'s shape; off[j] is the running element offset of
@@ -293,7 +468,7 @@ static void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MA
 	for (int k = 0; k < out->rank; k++) {
 		N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
 		for (int j = 0; j < nops; j++)
-			off[j] = LLVMBuildAdd(G->B, off[j], LLVMBuildMul(G->B, N->idx[k], st[j][k], ""), "");
+			off[j] = llvm.LLVMBuildAdd(G->B, off[j], llvm.LLVMBuildMul(G->B, N->idx[k], st[j][k], ""), "");
 	}
 }
 
@@ -307,27 +482,27 @@ static void nest_end(Fn *F, Nest *N)
 
 static LLVMValueRef to_i1(Gen *G, LLVMValueRef b8)
 {
-	return LLVMBuildICmp(G->B, LLVMIntNE, b8, LLVMConstInt(G->i8, 0, 0), "");
+	return llvm.LLVMBuildICmp(G->B, LLVMIntNE, b8, llvm.LLVMConstInt(G->i8, 0, 0), "");
 }
 
 static LLVMValueRef from_i1(Gen *G, LLVMValueRef b1)
 {
-	return LLVMBuildZExt(G->B, b1, G->i8, "");
+	return llvm.LLVMBuildZExt(G->B, b1, G->i8, "");
 }
 
 /* maximum/minimum propagating NaN, as NumPy's maximum does */
 static LLVMValueRef fmaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
 {
-	LLVMValueRef c = LLVMBuildFCmp(G->B, is_max ? LLVMRealOGT : LLVMRealOLT, a, b, "");
-	LLVMValueRef r = LLVMBuildSelect(G->B, c, a, b, "");
-	r = LLVMBuildSelect(G->B, LLVMBuildFCmp(G->B, LLVMRealUNO, a, a, ""), a, r, "");
-	return LLVMBuildSelect(G->B, LLVMBuildFCmp(G->B, LLVMRealUNO, b, b, ""), b, r, "");
+	LLVMValueRef c = llvm.LLVMBuildFCmp(G->B, is_max ? LLVMRealOGT : LLVMRealOLT, a, b, "");
+	LLVMValueRef r = llvm.LLVMBuildSelect(G->B, c, a, b, "");
+	r = llvm.LLVMBuildSelect(G->B, llvm.LLVMBuildFCmp(G->B, LLVMRealUNO, a, a, ""), a, r, "");
+	return llvm.LLVMBuildSelect(G->B, llvm.LLVMBuildFCmp(G->B, LLVMRealUNO, b, b, ""), b, r, "");
 }
 
 static LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
 {
-	LLVMValueRef c = LLVMBuildICmp(G->B, is_max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
-	return LLVMBuildSelect(G->B, c, a, b, "");
+	LLVMValueRef c = llvm.LLVMBuildICmp(G->B, is_max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
+	return llvm.LLVMBuildSelect(G->B, c, a, b, "");
 }
 
 static LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
@@ -337,44 +512,44 @@ static LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b
 	int fl = dtype_is_float(dt);
 	LLVMTypeRef t = elem_t(G, dt);
 	switch (op) {
-	case OP_ADD: return fl ? LLVMBuildFAdd(B, a, b, "") : LLVMBuildAdd(B, a, b, "");
-	case OP_SUB: return fl ? LLVMBuildFSub(B, a, b, "") : LLVMBuildSub(B, a, b, "");
-	case OP_MUL: return fl ? LLVMBuildFMul(B, a, b, "") : LLVMBuildMul(B, a, b, "");
+	case OP_ADD: return fl ? llvm.LLVMBuildFAdd(B, a, b, "") : llvm.LLVMBuildAdd(B, a, b, "");
+	case OP_SUB: return fl ? llvm.LLVMBuildFSub(B, a, b, "") : llvm.LLVMBuildSub(B, a, b, "");
+	case OP_MUL: return fl ? llvm.LLVMBuildFMul(B, a, b, "") : llvm.LLVMBuildMul(B, a, b, "");
 	case OP_DIV:
 	case OP_MOD: {
 		if (fl) {
 			if (op == OP_DIV)
-				return LLVMBuildFDiv(B, a, b, "");
+				return llvm.LLVMBuildFDiv(B, a, b, "");
 			/* NumPy: the remainder takes the sign of the divisor */
-			LLVMValueRef r = LLVMBuildFRem(B, a, b, "");
-			LLVMValueRef zero = LLVMConstReal(t, 0);
-			LLVMValueRef nz = LLVMBuildFCmp(B, LLVMRealONE, r, zero, "");
-			LLVMValueRef sr = LLVMBuildFCmp(B, LLVMRealOLT, r, zero, "");
-			LLVMValueRef sb = LLVMBuildFCmp(B, LLVMRealOLT, b, zero, "");
-			LLVMValueRef fix = LLVMBuildAnd(B, nz, LLVMBuildXor(B, sr, sb, ""), "");
-			return LLVMBuildSelect(B, fix, LLVMBuildFAdd(B, r, b, ""), r, "");
+			LLVMValueRef r = llvm.LLVMBuildFRem(B, a, b, "");
+			LLVMValueRef zero = llvm.LLVMConstReal(t, 0);
+			LLVMValueRef nz = llvm.LLVMBuildFCmp(B, LLVMRealONE, r, zero, "");
+			LLVMValueRef sr = llvm.LLVMBuildFCmp(B, LLVMRealOLT, r, zero, "");
+			LLVMValueRef sb = llvm.LLVMBuildFCmp(B, LLVMRealOLT, b, zero, "");
+			LLVMValueRef fix = llvm.LLVMBuildAnd(B, nz, llvm.LLVMBuildXor(B, sr, sb, ""), "");
+			return llvm.LLVMBuildSelect(B, fix, llvm.LLVMBuildFAdd(B, r, b, ""), r, "");
 		}
 		/* floor division and modulo; x/0 and x%0 give 0; MIN/-1 wraps; no trap */
-		LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0);
-		LLVMValueRef minv = LLVMConstInt(t, dt == DT_I32 ? (unsigned long long)(uint32_t)INT32_MIN
+		LLVMValueRef zero = llvm.LLVMConstInt(t, 0, 0), one = llvm.LLVMConstInt(t, 1, 0);
+		LLVMValueRef minv = llvm.LLVMConstInt(t, dt == DT_I32 ? (unsigned long long)(uint32_t)INT32_MIN
 		                                                 : (unsigned long long)INT64_MIN, 0);
-		LLVMValueRef bz = LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
-		LLVMValueRef ovf = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, a, minv, ""),
-		                                LLVMBuildICmp(B, LLVMIntEQ, b, LLVMConstAllOnes(t), ""), "");
-		LLVMValueRef safe = LLVMBuildSelect(B, LLVMBuildOr(B, bz, ovf, ""), one, b, "");
-		LLVMValueRef q = LLVMBuildSDiv(B, a, safe, "");
-		LLVMValueRef r = LLVMBuildSRem(B, a, safe, "");
-		LLVMValueRef adj = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
-		                                LLVMBuildXor(B, LLVMBuildICmp(B, LLVMIntSLT, r, zero, ""),
-		                                             LLVMBuildICmp(B, LLVMIntSLT, safe, zero, ""), ""), "");
+		LLVMValueRef bz = llvm.LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+		LLVMValueRef ovf = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, a, minv, ""),
+		                                llvm.LLVMBuildICmp(B, LLVMIntEQ, b, llvm.LLVMConstAllOnes(t), ""), "");
+		LLVMValueRef safe = llvm.LLVMBuildSelect(B, llvm.LLVMBuildOr(B, bz, ovf, ""), one, b, "");
+		LLVMValueRef q = llvm.LLVMBuildSDiv(B, a, safe, "");
+		LLVMValueRef r = llvm.LLVMBuildSRem(B, a, safe, "");
+		LLVMValueRef adj = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
+		                                llvm.LLVMBuildXor(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, r, zero, ""),
+		                                             llvm.LLVMBuildICmp(B, LLVMIntSLT, safe, zero, ""), ""), "");
 		if (op == OP_DIV) {
-			q = LLVMBuildSelect(B, adj, LLVMBuildSub(B, q, one, ""), q, "");
-			q = LLVMBuildSelect(B, ovf, minv, q, "");
-			return LLVMBuildSelect(B, bz, zero, q, "");
+			q = llvm.LLVMBuildSelect(B, adj, llvm.LLVMBuildSub(B, q, one, ""), q, "");
+			q = llvm.LLVMBuildSelect(B, ovf, minv, q, "");
+			return llvm.LLVMBuildSelect(B, bz, zero, q, "");
 		}
-		r = LLVMBuildSelect(B, adj, LLVMBuildAdd(B, r, safe, ""), r, "");
-		r = LLVMBuildSelect(B, ovf, zero, r, "");
-		return LLVMBuildSelect(B, bz, zero, r, "");
+		r = llvm.LLVMBuildSelect(B, adj, llvm.LLVMBuildAdd(B, r, safe, ""), r, "");
+		r = llvm.LLVMBuildSelect(B, ovf, zero, r, "");
+		return llvm.LLVMBuildSelect(B, bz, zero, r, "");
 	}
 	case OP_POW: return math2(G, "llvm.pow", dt, a, b);
 	case OP_MAX: return fl ? fmaxmin(G, a, b, 1) : imaxmin(G, a, b, 1);
@@ -383,15 +558,15 @@ static LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b
 		LLVMValueRef c;
 		if (fl) {
 			static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
-			c = LLVMBuildFCmp(B, fp[op - OP_EQ], a, b, "");
+			c = llvm.LLVMBuildFCmp(B, fp[op - OP_EQ], a, b, "");
 		} else {
 			static const LLVMIntPredicate ip[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
-			c = LLVMBuildICmp(B, ip[op - OP_EQ], a, b, "");
+			c = llvm.LLVMBuildICmp(B, ip[op - OP_EQ], a, b, "");
 		}
 		return from_i1(G, c);
 	}
-	case OP_AND: return LLVMBuildAnd(B, a, b, "");
-	case OP_OR: return LLVMBuildOr(B, a, b, "");
+	case OP_AND: return llvm.LLVMBuildAnd(B, a, b, "");
+	case OP_OR: return llvm.LLVMBuildOr(B, a, b, "");
 	default: break;
 	}
 	ice("binop: %s", op_name(op));
@@ -403,43 +578,43 @@ static LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 	LLVMBuilderRef B = G->B;
 	int fl = dtype_is_float(dt);
 	switch (op) {
-	case OP_NEG: return fl ? LLVMBuildFNeg(B, x, "") : LLVMBuildNeg(B, x, "");
-	case OP_NOT: return LLVMBuildXor(B, x, LLVMConstInt(G->i8, 1, 0), "");
+	case OP_NEG: return fl ? llvm.LLVMBuildFNeg(B, x, "") : llvm.LLVMBuildNeg(B, x, "");
+	case OP_NOT: return llvm.LLVMBuildXor(B, x, llvm.LLVMConstInt(G->i8, 1, 0), "");
 	case OP_EXP: return math1(G, "llvm.exp", dt, x);
 	case OP_LOG: return math1(G, "llvm.log", dt, x);
 	case OP_SQRT: return math1(G, "llvm.sqrt", dt, x);
-	case OP_RSQRT: return LLVMBuildFDiv(B, fconst(G, dt, 1), math1(G, "llvm.sqrt", dt, x), "");
+	case OP_RSQRT: return llvm.LLVMBuildFDiv(B, fconst(G, dt, 1), math1(G, "llvm.sqrt", dt, x), "");
 	case OP_TANH: return math1(G, "tanh", dt, x);
 	case OP_SIGMOID:
-		return LLVMBuildFDiv(B, fconst(G, dt, 1),
-		                     LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, LLVMBuildFNeg(B, x, "")), ""), "");
+		return llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
+		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
 	case OP_RELU:
 		if (fl) {
 			/* max(x, 0) that keeps NaN, like the interpreter */
-			LLVMValueRef c = LLVMBuildFCmp(B, LLVMRealOLT, x, fconst(G, dt, 0), "");
-			return LLVMBuildSelect(B, c, fconst(G, dt, 0), x, "");
+			LLVMValueRef c = llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, fconst(G, dt, 0), "");
+			return llvm.LLVMBuildSelect(B, c, fconst(G, dt, 0), x, "");
 		}
-		return imaxmin(G, x, LLVMConstInt(elem_t(G, dt), 0, 0), 1);
+		return imaxmin(G, x, llvm.LLVMConstInt(elem_t(G, dt), 0, 0), 1);
 	case OP_GELU: {
-		LLVMValueRef e = math1(G, "erf", dt, LLVMBuildFMul(B, x, fconst(G, dt, 0.70710678118654752440), ""));
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), LLVMBuildFAdd(B, fconst(G, dt, 1), e, ""), "");
+		LLVMValueRef e = math1(G, "erf", dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 0.70710678118654752440), ""));
+		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), e, ""), "");
 	}
 	case OP_GELU_TANH: {
-		LLVMValueRef x3 = LLVMBuildFMul(B, LLVMBuildFMul(B, x, x, ""), x, "");
-		LLVMValueRef in = LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
-		                                LLVMBuildFAdd(B, x, LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
+		LLVMValueRef x3 = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, x, x, ""), x, "");
+		LLVMValueRef in = llvm.LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
+		                                llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
 		LLVMValueRef t = math1(G, "tanh", dt, in);
-		return LLVMBuildFMul(B, LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
+		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
 	}
 	case OP_SILU:
-		return LLVMBuildFDiv(B, x,
-		                     LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, LLVMBuildFNeg(B, x, "")), ""), "");
+		return llvm.LLVMBuildFDiv(B, x,
+		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
 	case OP_ERF: return math1(G, "erf", dt, x);
 	case OP_ABS:
 		if (fl)
 			return math1(G, "llvm.fabs", dt, x);
-		return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, x, LLVMConstInt(elem_t(G, dt), 0, 0), ""),
-		                       LLVMBuildNeg(B, x, ""), x, "");
+		return llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, x, llvm.LLVMConstInt(elem_t(G, dt), 0, 0), ""),
+		                       llvm.LLVMBuildNeg(B, x, ""), x, "");
 	case OP_SIN: return math1(G, "llvm.sin", dt, x);
 	case OP_COS: return math1(G, "llvm.cos", dt, x);
 	default: break;
@@ -455,18 +630,18 @@ static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
 	if (from == to)
 		return x;
 	if (to == DT_BOOL) {
-		LLVMValueRef c = dtype_is_float(from) ? LLVMBuildFCmp(B, LLVMRealUNE, x, LLVMConstReal(elem_t(G, from), 0), "")
-		                                      : LLVMBuildICmp(B, LLVMIntNE, x, LLVMConstInt(elem_t(G, from), 0, 0), "");
+		LLVMValueRef c = dtype_is_float(from) ? llvm.LLVMBuildFCmp(B, LLVMRealUNE, x, llvm.LLVMConstReal(elem_t(G, from), 0), "")
+		                                      : llvm.LLVMBuildICmp(B, LLVMIntNE, x, llvm.LLVMConstInt(elem_t(G, from), 0, 0), "");
 		return from_i1(G, c);
 	}
 	if (from == DT_BOOL)
-		return dtype_is_float(to) ? LLVMBuildUIToFP(B, x, tt, "") : LLVMBuildZExt(B, x, tt, "");
+		return dtype_is_float(to) ? llvm.LLVMBuildUIToFP(B, x, tt, "") : llvm.LLVMBuildZExt(B, x, tt, "");
 	if (dtype_is_float(from) && dtype_is_float(to))
-		return to == DT_F32 ? LLVMBuildFPTrunc(B, x, tt, "") : LLVMBuildFPExt(B, x, tt, "");
+		return to == DT_F32 ? llvm.LLVMBuildFPTrunc(B, x, tt, "") : llvm.LLVMBuildFPExt(B, x, tt, "");
 	if (!dtype_is_float(from) && !dtype_is_float(to))
-		return to == DT_I32 ? LLVMBuildTrunc(B, x, tt, "") : LLVMBuildSExt(B, x, tt, "");
+		return to == DT_I32 ? llvm.LLVMBuildTrunc(B, x, tt, "") : llvm.LLVMBuildSExt(B, x, tt, "");
 	if (!dtype_is_float(from))
-		return LLVMBuildSIToFP(B, x, tt, "");
+		return llvm.LLVMBuildSIToFP(B, x, tt, "");
 	/* float to int: truncate toward zero, saturating, NaN to 0 (no undefined behaviour) */
 	char name[64];
 	snprintf(name, sizeof name, "llvm.fptosi.sat.%s.%s", to == DT_I32 ? "i32" : "i64", from == DT_F32 ? "f32" : "f64");
@@ -488,7 +663,7 @@ static void k_elementwise(Fn *F, Node *n)
 	LLVMValueRef v;
 	if (n->op == OP_WHERE) {
 		LLVMValueRef c = to_i1(G, load_at(F, n->in[0], off[0]));
-		v = LLVMBuildSelect(G->B, c, load_at(F, n->in[1], off[1]), load_at(F, n->in[2], off[2]), "");
+		v = llvm.LLVMBuildSelect(G->B, c, load_at(F, n->in[1], off[1]), load_at(F, n->in[2], off[2]), "");
 	} else if (n->nin == 2) {
 		v = binop(F, n->op, n->in[0]->dtype, load_at(F, n->in[0], off[0]), load_at(F, n->in[1], off[1]));
 	} else if (n->op == OP_CAST) {
@@ -503,8 +678,8 @@ static void k_elementwise(Fn *F, Node *n)
 static LLVMValueRef const_value(Gen *G, Node *n)
 {
 	if (dtype_is_float(n->dtype))
-		return LLVMConstReal(elem_t(G, n->dtype), n->fval);
-	return LLVMConstInt(elem_t(G, n->dtype), (unsigned long long)n->ival, 1);
+		return llvm.LLVMConstReal(elem_t(G, n->dtype), n->fval);
+	return llvm.LLVMConstInt(elem_t(G, n->dtype), (unsigned long long)n->ival, 1);
 }
 
 static void k_fill(Fn *F, Node *n)
@@ -524,7 +699,7 @@ static void k_copy_strided(Fn *F, Node *n, Node *src, LLVMValueRef *sst, LLVMVal
 	strides(F, n, n->rank, NULL, st[1]);
 	Nest N;
 	nest_begin(F, &N, n, 2, st, off);
-	LLVMValueRef o = base ? LLVMBuildAdd(F->gen->B, off[0], base, "") : off[0];
+	LLVMValueRef o = base ? llvm.LLVMBuildAdd(F->gen->B, off[0], base, "") : off[0];
 	store_at(F, n, off[1], load_at(F, src, o));
 	nest_end(F, &N);
 }
@@ -547,7 +722,7 @@ static void k_slice(Fn *F, Node *n)
 	strides(F, x, x->rank, NULL, xs);
 	LLVMValueRef base = ci64(G, 0);
 	for (int k = 0; k < x->rank; k++)
-		base = LLVMBuildAdd(G->B, base, LLVMBuildMul(G->B, attrv(F, n, k), xs[k], ""), "");
+		base = llvm.LLVMBuildAdd(G->B, base, llvm.LLVMBuildMul(G->B, attrv(F, n, k), xs[k], ""), "");
 	k_copy_strided(F, n, x, xs, base);
 }
 
@@ -572,10 +747,10 @@ static void k_concat(Fn *F, Node *n)
 		memcpy(st[1], os, sizeof os);
 		Nest N;
 		nest_begin(F, &N, x, 2, st, off);
-		LLVMValueRef o = LLVMBuildAdd(G->B, off[1], LLVMBuildMul(G->B, at, os[ax], ""), "");
+		LLVMValueRef o = llvm.LLVMBuildAdd(G->B, off[1], llvm.LLVMBuildMul(G->B, at, os[ax], ""), "");
 		store_at(F, n, o, load_at(F, x, off[0]));
 		nest_end(F, &N);
-		at = LLVMBuildAdd(G->B, at, dimv(F, x, ax), "");
+		at = llvm.LLVMBuildAdd(G->B, at, dimv(F, x, ax), "");
 	}
 }
 
@@ -594,7 +769,7 @@ static void k_matmul(Fn *F, Node *n)
 	int batch = n->rank - (a->rank != 1) - (b->rank != 1);
 	/* batch strides (elements) of a, b and the result */
 	LLVMValueRef sa[MAX_RANK], sb[MAX_RANK], so[MAX_RANK];
-	LLVMValueRef mat_a = LLVMBuildMul(B, M, K, ""), mat_b = LLVMBuildMul(B, K, Nn, ""), mat_o = LLVMBuildMul(B, M, Nn, "");
+	LLVMValueRef mat_a = llvm.LLVMBuildMul(B, M, K, ""), mat_b = llvm.LLVMBuildMul(B, K, Nn, ""), mat_o = llvm.LLVMBuildMul(B, M, Nn, "");
 	LLVMValueRef ra = mat_a, rb = mat_b, ro = mat_o;
 	for (int k = batch - 1; k >= 0; k--) {
 		int ia = k - (batch - (a->rank - 2)), ib = k - (batch - (b->rank - 2));
@@ -604,35 +779,35 @@ static void k_matmul(Fn *F, Node *n)
 		sb[k] = (ib >= 0 && b->rank > 2 && !(db == 1 && n->shape[k] != 1)) ? rb : ci64(G, 0);
 		so[k] = ro;
 		if (ia >= 0 && a->rank > 2)
-			ra = LLVMBuildMul(B, ra, dimv(F, a, ia), "");
+			ra = llvm.LLVMBuildMul(B, ra, dimv(F, a, ia), "");
 		if (ib >= 0 && b->rank > 2)
-			rb = LLVMBuildMul(B, rb, dimv(F, b, ib), "");
-		ro = LLVMBuildMul(B, ro, dimv(F, n, k), "");
+			rb = llvm.LLVMBuildMul(B, rb, dimv(F, b, ib), "");
+		ro = llvm.LLVMBuildMul(B, ro, dimv(F, n, k), "");
 	}
 	Loop bl[MAX_RANK];
 	LLVMValueRef oa = ci64(G, 0), ob = ci64(G, 0), oo = ci64(G, 0);
 	for (int k = 0; k < batch; k++) {
 		LLVMValueRef i = loop_begin(F, &bl[k], ci64(G, 0), dimv(F, n, k));
-		oa = LLVMBuildAdd(B, oa, LLVMBuildMul(B, i, sa[k], ""), "");
-		ob = LLVMBuildAdd(B, ob, LLVMBuildMul(B, i, sb[k], ""), "");
-		oo = LLVMBuildAdd(B, oo, LLVMBuildMul(B, i, so[k], ""), "");
+		oa = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, sa[k], ""), "");
+		ob = llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, i, sb[k], ""), "");
+		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
 	}
-	LLVMValueRef zero = fl ? fconst(G, dt, 0) : LLVMConstInt(elem_t(G, dt), 0, 0);
+	LLVMValueRef zero = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
 	Loop li, lz, lk, lj;
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
-	LLVMValueRef orow = LLVMBuildAdd(B, oo, LLVMBuildMul(B, i, Nn, ""), "");
+	LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), "");
 	LLVMValueRef z = loop_begin(F, &lz, ci64(G, 0), Nn);
-	store_at(F, n, LLVMBuildAdd(B, orow, z, ""), zero);
+	store_at(F, n, llvm.LLVMBuildAdd(B, orow, z, ""), zero);
 	loop_end(F, &lz);
 	LLVMValueRef kk = loop_begin(F, &lk, ci64(G, 0), K);
-	LLVMValueRef aik = load_at(F, a, LLVMBuildAdd(B, oa, LLVMBuildAdd(B, LLVMBuildMul(B, i, K, ""), kk, ""), ""));
-	LLVMValueRef brow = LLVMBuildAdd(B, ob, LLVMBuildMul(B, kk, Nn, ""), "");
+	LLVMValueRef aik = load_at(F, a, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, i, K, ""), kk, ""), ""));
+	LLVMValueRef brow = llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, kk, Nn, ""), "");
 	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), Nn);
-	LLVMValueRef oidx = LLVMBuildAdd(B, orow, j, "");
-	LLVMValueRef prod = fl ? LLVMBuildFMul(B, aik, load_at(F, b, LLVMBuildAdd(B, brow, j, "")), "")
-	                       : LLVMBuildMul(B, aik, load_at(F, b, LLVMBuildAdd(B, brow, j, "")), "");
+	LLVMValueRef oidx = llvm.LLVMBuildAdd(B, orow, j, "");
+	LLVMValueRef prod = fl ? llvm.LLVMBuildFMul(B, aik, load_at(F, b, llvm.LLVMBuildAdd(B, brow, j, "")), "")
+	                       : llvm.LLVMBuildMul(B, aik, load_at(F, b, llvm.LLVMBuildAdd(B, brow, j, "")), "");
 	LLVMValueRef acc = load_at(F, n, oidx);
-	store_at(F, n, oidx, fl ? LLVMBuildFAdd(B, acc, prod, "") : LLVMBuildAdd(B, acc, prod, ""));
+	store_at(F, n, oidx, fl ? llvm.LLVMBuildFAdd(B, acc, prod, "") : llvm.LLVMBuildAdd(B, acc, prod, ""));
 	loop_end(F, &lj);
 	loop_end(F, &lk);
 	loop_end(F, &li);
@@ -651,13 +826,13 @@ static void k_reduce(Fn *F, Node *n)
 	int64_t mask = n->a[0];
 	LLVMValueRef init;
 	if (n->op == OP_SUM || n->op == OP_MEAN)
-		init = fl ? fconst(G, dt, 0) : LLVMConstInt(elem_t(G, dt), 0, 0);
+		init = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
 	else if (fl)
 		init = fconst(G, dt, n->op == OP_AMAX ? -INFINITY : INFINITY);
 	else if (dt == DT_I32)
-		init = LLVMConstInt(G->i32, n->op == OP_AMAX ? (unsigned long long)(uint32_t)INT32_MIN : INT32_MAX, 0);
+		init = llvm.LLVMConstInt(G->i32, n->op == OP_AMAX ? (unsigned long long)(uint32_t)INT32_MIN : INT32_MAX, 0);
 	else
-		init = LLVMConstInt(G->i64, n->op == OP_AMAX ? (unsigned long long)INT64_MIN : INT64_MAX, 0);
+		init = llvm.LLVMConstInt(G->i64, n->op == OP_AMAX ? (unsigned long long)INT64_MIN : INT64_MAX, 0);
 	Loop L;
 	LLVMValueRef i = loop_begin(F, &L, ci64(G, 0), numelv(F, n));
 	store_at(F, n, i, init);
@@ -671,14 +846,14 @@ static void k_reduce(Fn *F, Node *n)
 			st[1][k] = ci64(G, 0);
 		} else {
 			st[1][k] = s;
-			s = LLVMBuildMul(B, s, dimv(F, x, k), "");
+			s = llvm.LLVMBuildMul(B, s, dimv(F, x, k), "");
 		}
 	}
 	Nest N;
 	nest_begin(F, &N, x, 2, st, off);
 	LLVMValueRef acc = load_at(F, n, off[1]), v = load_at(F, x, off[0]), r;
 	if (n->op == OP_SUM || n->op == OP_MEAN)
-		r = fl ? LLVMBuildFAdd(B, acc, v, "") : LLVMBuildAdd(B, acc, v, "");
+		r = fl ? llvm.LLVMBuildFAdd(B, acc, v, "") : llvm.LLVMBuildAdd(B, acc, v, "");
 	else
 		r = fl ? fmaxmin(G, acc, v, n->op == OP_AMAX) : imaxmin(G, acc, v, n->op == OP_AMAX);
 	store_at(F, n, off[1], r);
@@ -687,11 +862,11 @@ static void k_reduce(Fn *F, Node *n)
 		LLVMValueRef cnt = ci64(G, 1);
 		for (int k = 0; k < x->rank; k++)
 			if (mask & ((int64_t)1 << k))
-				cnt = LLVMBuildMul(B, cnt, dimv(F, x, k), "");
-		LLVMValueRef c = LLVMBuildSIToFP(B, cnt, elem_t(G, dt), "");
+				cnt = llvm.LLVMBuildMul(B, cnt, dimv(F, x, k), "");
+		LLVMValueRef c = llvm.LLVMBuildSIToFP(B, cnt, elem_t(G, dt), "");
 		Loop L2;
 		LLVMValueRef j = loop_begin(F, &L2, ci64(G, 0), numelv(F, n));
-		store_at(F, n, j, LLVMBuildFDiv(B, load_at(F, n, j), c, ""));
+		store_at(F, n, j, llvm.LLVMBuildFDiv(B, load_at(F, n, j), c, ""));
 		loop_end(F, &L2);
 	}
 }
@@ -703,9 +878,9 @@ static void axis_split(Fn *F, Node *x, int ax, LLVMValueRef *outer, LLVMValueRef
 	*outer = ci64(G, 1);
 	*inner = ci64(G, 1);
 	for (int k = 0; k < ax; k++)
-		*outer = LLVMBuildMul(G->B, *outer, dimv(F, x, k), "");
+		*outer = llvm.LLVMBuildMul(G->B, *outer, dimv(F, x, k), "");
 	for (int k = ax + 1; k < x->rank; k++)
-		*inner = LLVMBuildMul(G->B, *inner, dimv(F, x, k), "");
+		*inner = llvm.LLVMBuildMul(G->B, *inner, dimv(F, x, k), "");
 	*len = dimv(F, x, ax);
 }
 
@@ -723,26 +898,26 @@ static void k_argmax(Fn *F, Node *n)
 	Loop lo, li, lk;
 	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
 	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
-	LLVMValueRef base = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
-	LLVMBuildStore(B, load_at(F, x, base), best);
-	LLVMBuildStore(B, ci64(G, 0), besti);
+	LLVMValueRef base = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
+	llvm.LLVMBuildStore(B, load_at(F, x, base), best);
+	llvm.LLVMBuildStore(B, ci64(G, 0), besti);
 	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 1), len);
-	LLVMValueRef v = load_at(F, x, LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), ""));
-	LLVMValueRef cur = LLVMBuildLoad2(B, elem_t(G, x->dtype), best, "");
+	LLVMValueRef v = load_at(F, x, llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), ""));
+	LLVMValueRef cur = llvm.LLVMBuildLoad2(B, elem_t(G, x->dtype), best, "");
 	LLVMValueRef take;
 	if (fl) {
 		/* the first NaN wins, else the first maximum */
-		LLVMValueRef curnan = LLVMBuildFCmp(B, LLVMRealUNO, cur, cur, "");
-		LLVMValueRef vnan = LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
-		LLVMValueRef gt = LLVMBuildFCmp(B, LLVMRealOGT, v, cur, "");
-		take = LLVMBuildAnd(B, LLVMBuildNot(B, curnan, ""), LLVMBuildOr(B, vnan, gt, ""), "");
+		LLVMValueRef curnan = llvm.LLVMBuildFCmp(B, LLVMRealUNO, cur, cur, "");
+		LLVMValueRef vnan = llvm.LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
+		LLVMValueRef gt = llvm.LLVMBuildFCmp(B, LLVMRealOGT, v, cur, "");
+		take = llvm.LLVMBuildAnd(B, llvm.LLVMBuildNot(B, curnan, ""), llvm.LLVMBuildOr(B, vnan, gt, ""), "");
 	} else {
-		take = LLVMBuildICmp(B, LLVMIntSGT, v, cur, "");
+		take = llvm.LLVMBuildICmp(B, LLVMIntSGT, v, cur, "");
 	}
-	LLVMBuildStore(B, LLVMBuildSelect(B, take, v, cur, ""), best);
-	LLVMBuildStore(B, LLVMBuildSelect(B, take, k, LLVMBuildLoad2(B, G->i64, besti, ""), ""), besti);
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, take, v, cur, ""), best);
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, take, k, llvm.LLVMBuildLoad2(B, G->i64, besti, ""), ""), besti);
 	loop_end(F, &lk);
-	store_at(F, n, LLVMBuildAdd(B, LLVMBuildMul(B, o, inner, ""), in, ""), LLVMBuildLoad2(B, G->i64, besti, ""));
+	store_at(F, n, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, o, inner, ""), in, ""), llvm.LLVMBuildLoad2(B, G->i64, besti, ""));
 	loop_end(F, &li);
 	loop_end(F, &lo);
 }
@@ -760,29 +935,29 @@ static void k_softmax(Fn *F, Node *n)
 	Loop lo, li, l1, l2, l3;
 	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
 	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
-	LLVMValueRef base = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
-	LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
+	LLVMValueRef base = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
+	llvm.LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
 	LLVMValueRef k = loop_begin(F, &l1, ci64(G, 0), len);
-	LLVMValueRef off = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), "");
-	LLVMBuildStore(B, fmaxmin(G, LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
+	LLVMValueRef off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+	llvm.LLVMBuildStore(B, fmaxmin(G, llvm.LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
 	loop_end(F, &l1);
-	LLVMValueRef m = LLVMBuildLoad2(B, t, mx, "");
-	LLVMBuildStore(B, fconst(G, dt, 0), sum);
+	LLVMValueRef m = llvm.LLVMBuildLoad2(B, t, mx, "");
+	llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
 	k = loop_begin(F, &l2, ci64(G, 0), len);
-	off = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), "");
-	LLVMValueRef e = math1(G, "llvm.exp", dt, LLVMBuildFSub(B, load_at(F, x, off), m, ""));
+	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+	LLVMValueRef e = math1(G, "llvm.exp", dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""));
 	if (n->op == OP_SOFTMAX)
 		store_at(F, n, off, e);
-	LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, sum, ""), e, ""), sum);
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), e, ""), sum);
 	loop_end(F, &l2);
-	LLVMValueRef s = LLVMBuildLoad2(B, t, sum, "");
+	LLVMValueRef s = llvm.LLVMBuildLoad2(B, t, sum, "");
 	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
 	k = loop_begin(F, &l3, ci64(G, 0), len);
-	off = LLVMBuildAdd(B, base, LLVMBuildMul(B, k, inner, ""), "");
+	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
 	if (n->op == OP_SOFTMAX)
-		store_at(F, n, off, LLVMBuildFDiv(B, load_at(F, n, off), s, ""));
+		store_at(F, n, off, llvm.LLVMBuildFDiv(B, load_at(F, n, off), s, ""));
 	else
-		store_at(F, n, off, LLVMBuildFSub(B, LLVMBuildFSub(B, load_at(F, x, off), m, ""), ls, ""));
+		store_at(F, n, off, llvm.LLVMBuildFSub(B, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""), ls, ""));
 	loop_end(F, &l3);
 	loop_end(F, &li);
 	loop_end(F, &lo);
@@ -799,34 +974,34 @@ static void k_norm(Fn *F, Node *n)
 	LLVMValueRef len = dimv(F, x, x->rank - 1);
 	LLVMValueRef rows = ci64(G, 1);
 	for (int k = 0; k < x->rank - 1; k++)
-		rows = LLVMBuildMul(B, rows, dimv(F, x, k), "");
-	LLVMValueRef lenf = LLVMBuildSIToFP(B, len, t, "");
+		rows = llvm.LLVMBuildMul(B, rows, dimv(F, x, k), "");
+	LLVMValueRef lenf = llvm.LLVMBuildSIToFP(B, len, t, "");
 	LLVMValueRef acc = entry_alloca(F, t, "acc");
 	Loop lr, l1, l2, l3;
 	LLVMValueRef r = loop_begin(F, &lr, ci64(G, 0), rows);
-	LLVMValueRef base = LLVMBuildMul(B, r, len, "");
+	LLVMValueRef base = llvm.LLVMBuildMul(B, r, len, "");
 	LLVMValueRef mean = fconst(G, dt, 0);
 	if (ln) {
-		LLVMBuildStore(B, fconst(G, dt, 0), acc);
+		llvm.LLVMBuildStore(B, fconst(G, dt, 0), acc);
 		LLVMValueRef k = loop_begin(F, &l1, ci64(G, 0), len);
-		LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, acc, ""), load_at(F, x, LLVMBuildAdd(B, base, k, "")), ""), acc);
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, acc, ""), load_at(F, x, llvm.LLVMBuildAdd(B, base, k, "")), ""), acc);
 		loop_end(F, &l1);
-		mean = LLVMBuildFDiv(B, LLVMBuildLoad2(B, t, acc, ""), lenf, "");
+		mean = llvm.LLVMBuildFDiv(B, llvm.LLVMBuildLoad2(B, t, acc, ""), lenf, "");
 	}
-	LLVMBuildStore(B, fconst(G, dt, 0), acc);
+	llvm.LLVMBuildStore(B, fconst(G, dt, 0), acc);
 	LLVMValueRef k = loop_begin(F, &l2, ci64(G, 0), len);
-	LLVMValueRef dv = LLVMBuildFSub(B, load_at(F, x, LLVMBuildAdd(B, base, k, "")), mean, "");
-	LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, acc, ""), LLVMBuildFMul(B, dv, dv, ""), ""), acc);
+	LLVMValueRef dv = llvm.LLVMBuildFSub(B, load_at(F, x, llvm.LLVMBuildAdd(B, base, k, "")), mean, "");
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, acc, ""), llvm.LLVMBuildFMul(B, dv, dv, ""), ""), acc);
 	loop_end(F, &l2);
-	LLVMValueRef var = LLVMBuildFDiv(B, LLVMBuildLoad2(B, t, acc, ""), lenf, "");
-	LLVMValueRef inv = LLVMBuildFDiv(B, fconst(G, dt, 1),
-	                                 math1(G, "llvm.sqrt", dt, LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
+	LLVMValueRef var = llvm.LLVMBuildFDiv(B, llvm.LLVMBuildLoad2(B, t, acc, ""), lenf, "");
+	LLVMValueRef inv = llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
+	                                 math1(G, "llvm.sqrt", dt, llvm.LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
 	k = loop_begin(F, &l3, ci64(G, 0), len);
-	LLVMValueRef off = LLVMBuildAdd(B, base, k, "");
-	LLVMValueRef y = LLVMBuildFMul(B, LLVMBuildFSub(B, load_at(F, x, off), mean, ""), inv, "");
-	y = LLVMBuildFMul(B, y, load_at(F, n->in[1], k), "");
+	LLVMValueRef off = llvm.LLVMBuildAdd(B, base, k, "");
+	LLVMValueRef y = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFSub(B, load_at(F, x, off), mean, ""), inv, "");
+	y = llvm.LLVMBuildFMul(B, y, load_at(F, n->in[1], k), "");
 	if (ln)
-		y = LLVMBuildFAdd(B, y, load_at(F, n->in[2], k), "");
+		y = llvm.LLVMBuildFAdd(B, y, load_at(F, n->in[2], k), "");
 	store_at(F, n, off, y);
 	loop_end(F, &l3);
 	loop_end(F, &lr);
@@ -841,8 +1016,8 @@ static void k_causal_mask(Fn *F, Node *n)
 	strides(F, n, n->rank, NULL, st[1]);
 	Nest N;
 	nest_begin(F, &N, n, 2, st, off);
-	LLVMValueRef above = LLVMBuildICmp(B, LLVMIntSGT, N.idx[n->rank - 1], N.idx[n->rank - 2], "");
-	LLVMValueRef v = LLVMBuildSelect(B, above, fconst(G, n->dtype, -INFINITY), load_at(F, n->in[0], off[0]), "");
+	LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, N.idx[n->rank - 1], N.idx[n->rank - 2], "");
+	LLVMValueRef v = llvm.LLVMBuildSelect(B, above, fconst(G, n->dtype, -INFINITY), load_at(F, n->in[0], off[0]), "");
 	store_at(F, n, off[1], v);
 	nest_end(F, &N);
 }
@@ -851,22 +1026,22 @@ static void k_causal_mask(Fn *F, Node *n)
 static LLVMBasicBlockRef if_begin(Fn *F, LLVMValueRef cond)
 {
 	Gen *G = F->gen;
-	LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(G->C, F->fn, "then");
-	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(G->C, F->fn, "join");
-	LLVMBuildCondBr(G->B, cond, then, join);
-	LLVMPositionBuilderAtEnd(G->B, then);
+	LLVMBasicBlockRef then = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "then");
+	LLVMBasicBlockRef join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "join");
+	llvm.LLVMBuildCondBr(G->B, cond, then, join);
+	llvm.LLVMPositionBuilderAtEnd(G->B, then);
 	return join;
 }
 
 static void if_end(Fn *F, LLVMBasicBlockRef join)
 {
-	LLVMBuildBr(F->gen->B, join);
-	LLVMPositionBuilderAtEnd(F->gen->B, join);
+	llvm.LLVMBuildBr(F->gen->B, join);
+	llvm.LLVMPositionBuilderAtEnd(F->gen->B, join);
 }
 
 static LLVMValueRef in_range(Gen *G, LLVMValueRef v, LLVMValueRef hi)
 {
-	return LLVMBuildICmp(G->B, LLVMIntULT, v, hi, "");
+	return llvm.LLVMBuildICmp(G->B, LLVMIntULT, v, hi, "");
 }
 
 static void k_conv2d(Fn *F, Node *n)
@@ -881,36 +1056,36 @@ static void k_conv2d(Fn *F, Node *n)
 	LLVMValueRef Cg = dimv(F, w, 1), KH = dimv(F, w, 2), KW = dimv(F, w, 3);
 	LLVMValueRef sh = attrv(F, n, 0), sw = attrv(F, n, 1), ph = attrv(F, n, 2), pw = attrv(F, n, 3);
 	LLVMValueRef groups = attrv(F, n, 4);
-	LLVMValueRef Og = LLVMBuildSDiv(B, O, groups, "");
+	LLVMValueRef Og = llvm.LLVMBuildSDiv(B, O, groups, "");
 	LLVMValueRef acc = entry_alloca(F, t, "acc");
 	Loop ln, lo, loh, low, lc, lkh, lkw;
 	LLVMValueRef nn = loop_begin(F, &ln, ci64(G, 0), dimv(F, n, 0));
 	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), O);
-	LLVMValueRef cbase = LLVMBuildMul(B, LLVMBuildSDiv(B, o, Og, ""), Cg, "");
+	LLVMValueRef cbase = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, o, Og, ""), Cg, "");
 	LLVMValueRef oh = loop_begin(F, &loh, ci64(G, 0), OH);
 	LLVMValueRef ow = loop_begin(F, &low, ci64(G, 0), OW);
-	LLVMBuildStore(B, b ? load_at(F, b, o) : fconst(G, dt, 0), acc);
+	llvm.LLVMBuildStore(B, b ? load_at(F, b, o) : fconst(G, dt, 0), acc);
 	LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), Cg);
 	LLVMValueRef kh = loop_begin(F, &lkh, ci64(G, 0), KH);
-	LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, oh, sh, ""), ph, ""), kh, "");
+	LLVMValueRef ih = llvm.LLVMBuildAdd(B, llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, oh, sh, ""), ph, ""), kh, "");
 	LLVMBasicBlockRef j1 = if_begin(F, in_range(G, ih, H));
 	LLVMValueRef kw = loop_begin(F, &lkw, ci64(G, 0), KW);
-	LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, ow, sw, ""), pw, ""), kw, "");
+	LLVMValueRef iw = llvm.LLVMBuildAdd(B, llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, ow, sw, ""), pw, ""), kw, "");
 	LLVMBasicBlockRef j2 = if_begin(F, in_range(G, iw, W));
-	LLVMValueRef xi = LLVMBuildAdd(B, LLVMBuildMul(B, nn, C, ""), LLVMBuildAdd(B, cbase, c, ""), "");
-	xi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, xi, H, ""), ih, ""), W, ""), iw, "");
-	LLVMValueRef wi = LLVMBuildAdd(B, LLVMBuildMul(B, o, Cg, ""), c, "");
-	wi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, wi, KH, ""), kh, ""), KW, ""), kw, "");
-	LLVMValueRef prod = LLVMBuildFMul(B, load_at(F, x, xi), load_at(F, w, wi), "");
-	LLVMBuildStore(B, LLVMBuildFAdd(B, LLVMBuildLoad2(B, t, acc, ""), prod, ""), acc);
+	LLVMValueRef xi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, nn, C, ""), llvm.LLVMBuildAdd(B, cbase, c, ""), "");
+	xi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, xi, H, ""), ih, ""), W, ""), iw, "");
+	LLVMValueRef wi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, o, Cg, ""), c, "");
+	wi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, wi, KH, ""), kh, ""), KW, ""), kw, "");
+	LLVMValueRef prod = llvm.LLVMBuildFMul(B, load_at(F, x, xi), load_at(F, w, wi), "");
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, acc, ""), prod, ""), acc);
 	if_end(F, j2);
 	loop_end(F, &lkw);
 	if_end(F, j1);
 	loop_end(F, &lkh);
 	loop_end(F, &lc);
-	LLVMValueRef oi = LLVMBuildAdd(B, LLVMBuildMul(B, nn, O, ""), o, "");
-	oi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, oi, OH, ""), oh, ""), OW, ""), ow, "");
-	store_at(F, n, oi, LLVMBuildLoad2(B, t, acc, ""));
+	LLVMValueRef oi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, nn, O, ""), o, "");
+	oi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, oi, OH, ""), oh, ""), OW, ""), ow, "");
+	store_at(F, n, oi, llvm.LLVMBuildLoad2(B, t, acc, ""));
 	loop_end(F, &low);
 	loop_end(F, &loh);
 	loop_end(F, &lo);
@@ -932,27 +1107,27 @@ static void k_pool(Fn *F, Node *n)
 	LLVMValueRef OH = dimv(F, n, 2), OW = dimv(F, n, 3);
 	LLVMValueRef acc = entry_alloca(F, t, "acc");
 	Loop lnc, loh, low, lkh, lkw;
-	LLVMValueRef nc = loop_begin(F, &lnc, ci64(G, 0), LLVMBuildMul(B, dimv(F, x, 0), dimv(F, x, 1), ""));
+	LLVMValueRef nc = loop_begin(F, &lnc, ci64(G, 0), llvm.LLVMBuildMul(B, dimv(F, x, 0), dimv(F, x, 1), ""));
 	LLVMValueRef oh = loop_begin(F, &loh, ci64(G, 0), OH);
 	LLVMValueRef ow = loop_begin(F, &low, ci64(G, 0), OW);
-	LLVMBuildStore(B, fconst(G, dt, is_max ? -INFINITY : 0), acc);
+	llvm.LLVMBuildStore(B, fconst(G, dt, is_max ? -INFINITY : 0), acc);
 	LLVMValueRef kh = loop_begin(F, &lkh, ci64(G, 0), KH);
-	LLVMValueRef ih = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, oh, sh, ""), ph, ""), kh, "");
+	LLVMValueRef ih = llvm.LLVMBuildAdd(B, llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, oh, sh, ""), ph, ""), kh, "");
 	LLVMBasicBlockRef j1 = if_begin(F, in_range(G, ih, H));
 	LLVMValueRef kw = loop_begin(F, &lkw, ci64(G, 0), KW);
-	LLVMValueRef iw = LLVMBuildAdd(B, LLVMBuildSub(B, LLVMBuildMul(B, ow, sw, ""), pw, ""), kw, "");
+	LLVMValueRef iw = llvm.LLVMBuildAdd(B, llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, ow, sw, ""), pw, ""), kw, "");
 	LLVMBasicBlockRef j2 = if_begin(F, in_range(G, iw, W));
-	LLVMValueRef xi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, nc, H, ""), ih, ""), W, ""), iw, "");
-	LLVMValueRef v = load_at(F, x, xi), cur = LLVMBuildLoad2(B, t, acc, "");
-	LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : LLVMBuildFAdd(B, cur, v, ""), acc);
+	LLVMValueRef xi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, nc, H, ""), ih, ""), W, ""), iw, "");
+	LLVMValueRef v = load_at(F, x, xi), cur = llvm.LLVMBuildLoad2(B, t, acc, "");
+	llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), acc);
 	if_end(F, j2);
 	loop_end(F, &lkw);
 	if_end(F, j1);
 	loop_end(F, &lkh);
-	LLVMValueRef r = LLVMBuildLoad2(B, t, acc, "");
+	LLVMValueRef r = llvm.LLVMBuildLoad2(B, t, acc, "");
 	if (!is_max) /* padding counts in the average (count_include_pad) */
-		r = LLVMBuildFDiv(B, r, LLVMBuildSIToFP(B, LLVMBuildMul(B, KH, KW, ""), t, ""), "");
-	LLVMValueRef oi = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, LLVMBuildMul(B, nc, OH, ""), oh, ""), OW, ""), ow, "");
+		r = llvm.LLVMBuildFDiv(B, r, llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildMul(B, KH, KW, ""), t, ""), "");
+	LLVMValueRef oi = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, nc, OH, ""), oh, ""), OW, ""), ow, "");
 	store_at(F, n, oi, r);
 	loop_end(F, &low);
 	loop_end(F, &loh);
@@ -967,43 +1142,43 @@ static void k_gather(Fn *F, Node *n)
 	LLVMValueRef rows = dimv(F, tab, 0);
 	LLVMValueRef row = ci64(G, 1);
 	for (int k = 1; k < tab->rank; k++)
-		row = LLVMBuildMul(B, row, dimv(F, tab, k), "");
+		row = llvm.LLVMBuildMul(B, row, dimv(F, tab, k), "");
 	/* every index is checked before any row is written: a failed call leaves
 	 * its result untouched */
 	Loop lc, li, lj;
 	LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), numelv(F, idx));
 	LLVMValueRef cv = load_at(F, idx, c);
 	if (idx->dtype == DT_I32)
-		cv = LLVMBuildSExt(B, cv, G->i64, "");
-	LLVMValueRef cbad = LLVMBuildICmp(B, LLVMIntUGE, cv, rows, "");
-	LLVMBasicBlockRef cok = LLVMAppendBasicBlockInContext(G->C, F->fn, "indexok");
-	LLVMBasicBlockRef cfail = LLVMAppendBasicBlockInContext(G->C, F->fn, "indexbad");
-	LLVMBuildCondBr(B, cbad, cfail, cok);
-	LLVMPositionBuilderAtEnd(B, cfail);
+		cv = llvm.LLVMBuildSExt(B, cv, G->i64, "");
+	LLVMValueRef cbad = llvm.LLVMBuildICmp(B, LLVMIntUGE, cv, rows, "");
+	LLVMBasicBlockRef cok = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexok");
+	LLVMBasicBlockRef cfail = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexbad");
+	llvm.LLVMBuildCondBr(B, cbad, cfail, cok);
+	llvm.LLVMPositionBuilderAtEnd(B, cfail);
 	{
 		LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
 		LLVMValueRef av[3] = {F->ctx, cv, rows};
-		LLVMBuildRet(B, call(G, "nestrt_gather_oob", G->i32, at, av, 3));
+		llvm.LLVMBuildRet(B, call(G, "nestrt_gather_oob", G->i32, at, av, 3));
 	}
-	LLVMPositionBuilderAtEnd(B, cok);
+	llvm.LLVMPositionBuilderAtEnd(B, cok);
 	loop_end(F, &lc);
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), numelv(F, idx));
 	LLVMValueRef v = load_at(F, idx, i);
 	if (idx->dtype == DT_I32)
-		v = LLVMBuildSExt(B, v, G->i64, "");
-	LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntUGE, v, rows, "");
-	LLVMBasicBlockRef okb = LLVMAppendBasicBlockInContext(G->C, F->fn, "inrange");
-	LLVMBasicBlockRef badb = LLVMAppendBasicBlockInContext(G->C, F->fn, "outofrange");
-	LLVMBuildCondBr(B, bad, badb, okb);
-	LLVMPositionBuilderAtEnd(B, badb);
+		v = llvm.LLVMBuildSExt(B, v, G->i64, "");
+	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntUGE, v, rows, "");
+	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "inrange");
+	LLVMBasicBlockRef badb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "outofrange");
+	llvm.LLVMBuildCondBr(B, bad, badb, okb);
+	llvm.LLVMPositionBuilderAtEnd(B, badb);
 	LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
 	LLVMValueRef av[3] = {F->ctx, v, rows};
 	LLVMValueRef st = call(G, "nestrt_gather_oob", G->i32, at, av, 3);
-	LLVMBuildRet(B, st);
-	LLVMPositionBuilderAtEnd(B, okb);
-	LLVMValueRef src = LLVMBuildMul(B, v, row, ""), dst = LLVMBuildMul(B, i, row, "");
+	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMPositionBuilderAtEnd(B, okb);
+	LLVMValueRef src = llvm.LLVMBuildMul(B, v, row, ""), dst = llvm.LLVMBuildMul(B, i, row, "");
 	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), row);
-	store_at(F, n, LLVMBuildAdd(B, dst, j, ""), load_at(F, tab, LLVMBuildAdd(B, src, j, "")));
+	store_at(F, n, llvm.LLVMBuildAdd(B, dst, j, ""), load_at(F, tab, llvm.LLVMBuildAdd(B, src, j, "")));
 	loop_end(F, &lj);
 	loop_end(F, &li);
 }
@@ -1011,8 +1186,8 @@ static void k_gather(Fn *F, Node *n)
 static void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
 {
 	Gen *G = F->gen;
-	LLVMValueRef d8 = LLVMBuildPointerCast(G->B, dst, G->i8p, "");
-	LLVMValueRef s8 = LLVMBuildPointerCast(G->B, src, G->i8p, "");
+	LLVMValueRef d8 = llvm.LLVMBuildPointerCast(G->B, dst, G->i8p, "");
+	LLVMValueRef s8 = llvm.LLVMBuildPointerCast(G->B, src, G->i8p, "");
 	LLVMTypeRef at[3] = {G->i8p, G->i8p, G->i64};
 	LLVMValueRef av[3] = {d8, s8, bytes};
 	call(G, "memmove", G->i8p, at, av, 3);
@@ -1086,13 +1261,13 @@ static void emit_call(Fn *F, Node *n)
 	CallSite *cs = callsite_of(G->rt, n);
 	int nres = callee->noutputs;
 	int total = n->nin + nres;
-	LLVMTypeRef arr_t = LLVMArrayType(G->i8p, (unsigned)(total ? total : 1));
+	LLVMTypeRef arr_t = llvm.LLVMArrayType(G->i8p, (unsigned)(total ? total : 1));
 	LLVMValueRef arr = entry_alloca(F, arr_t, "args");
 	int k = 0;
 	for (int i = 0; i < n->nin; i++, k++) {
 		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
-		LLVMValueRef slot = LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
-		LLVMBuildStore(B, LLVMBuildPointerCast(B, nptr(F, n->in[i]), G->i8p, ""), slot);
+		LLVMValueRef slot = llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildPointerCast(B, nptr(F, n->in[i]), G->i8p, ""), slot);
 	}
 	/* results: the OP_RESULT nodes that read this call */
 	for (int r = 0; r < nres; r++, k++) {
@@ -1103,46 +1278,46 @@ static void emit_call(Fn *F, Node *n)
 				p = nptr(F, m);
 		}
 		if (!p)
-			p = LLVMConstPointerNull(G->i8p); /* unused result: the callee must not write it */
+			p = llvm.LLVMConstPointerNull(G->i8p); /* unused result: the callee must not write it */
 		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
-		LLVMValueRef slot = LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
-		LLVMBuildStore(B, LLVMBuildPointerCast(B, p, G->i8p, ""), slot);
+		LLVMValueRef slot = llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildPointerCast(B, p, G->i8p, ""), slot);
 	}
 	LLVMValueRef idx0[2] = {ci32(G, 0), ci32(G, 0)};
-	LLVMValueRef bufs = LLVMBuildGEP2(B, arr_t, arr, idx0, 2, "");
+	LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, idx0, 2, "");
 	LLVMValueRef off = ci64(G, F->plan->ws_size);
-	LLVMValueRef ws = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
-	LLVMValueRef dims = LLVMConstPointerNull(G->i64p);
+	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+	LLVMValueRef dims = llvm.LLVMConstPointerNull(G->i64p);
 	LLVMValueRef st;
 	if (cs && cs->v) {
 		if (cs->v->ndyn && cs->dyn_map && F->dims) {
 			/* inside shared code: the inner dims follow the caller's own */
-			LLVMTypeRef dt = LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
+			LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
 			LLVMValueRef arr2 = entry_alloca(F, dt, "dims");
 			for (int i = 0; i < cs->v->ndyn; i++) {
 				LLVMValueRef val;
 				if (cs->dyn_map[i] >= 0) {
 					LLVMValueRef ix = ci64(G, cs->dyn_map[i]);
-					val = LLVMBuildLoad2(B, G->i64, LLVMBuildGEP2(B, G->i64, F->dims, &ix, 1, ""), "");
+					val = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, G->i64, F->dims, &ix, 1, ""), "");
 				} else {
 					val = ci64(G, cs->dyn_values[i]);
 				}
 				LLVMValueRef ix2[2] = {ci32(G, 0), ci32(G, i)};
-				LLVMBuildStore(B, val, LLVMBuildGEP2(B, dt, arr2, ix2, 2, ""));
+				llvm.LLVMBuildStore(B, val, llvm.LLVMBuildGEP2(B, dt, arr2, ix2, 2, ""));
 			}
-			dims = LLVMBuildGEP2(B, dt, arr2, idx0, 2, "");
+			dims = llvm.LLVMBuildGEP2(B, dt, arr2, idx0, 2, "");
 		} else if (cs->v->ndyn) {
 			/* this call's own values of the variant's run-time dims */
-			LLVMTypeRef dt = LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
+			LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
 			LLVMValueRef *vals = xmalloc((size_t)cs->v->ndyn * sizeof(LLVMValueRef));
 			for (int i = 0; i < cs->v->ndyn; i++)
 				vals[i] = ci64(G, cs->dyn_values[i]);
-			LLVMValueRef gv = LLVMAddGlobal(G->M, dt, "dims");
-			LLVMSetInitializer(gv, LLVMConstArray(G->i64, vals, (unsigned)cs->v->ndyn));
-			LLVMSetGlobalConstant(gv, 1);
-			LLVMSetLinkage(gv, LLVMPrivateLinkage);
+			LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, dt, "dims");
+			llvm.LLVMSetInitializer(gv, llvm.LLVMConstArray(G->i64, vals, (unsigned)cs->v->ndyn));
+			llvm.LLVMSetGlobalConstant(gv, 1);
+			llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
 			free(vals);
-			dims = LLVMBuildGEP2(B, dt, gv, idx0, 2, "");
+			dims = llvm.LLVMBuildGEP2(B, dt, gv, idx0, 2, "");
 		}
 		LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
 		LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, dims, ws};
@@ -1153,30 +1328,30 @@ static void emit_call(Fn *F, Node *n)
 		snprintf(name, sizeof name, "inline.%s.%d", callee->name, G->ninline++);
 		LLVMValueRef f = emit_function(G, callee, NULL, name, 1);
 		LLVMValueRef av[4] = {F->ctx, bufs, dims, ws};
-		st = LLVMBuildCall2(B, G->fn_t, f, av, 4, "");
+		st = llvm.LLVMBuildCall2(B, G->fn_t, f, av, 4, "");
 	}
-	LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
-	LLVMBasicBlockRef failb = LLVMAppendBasicBlockInContext(G->C, F->fn, "callfail");
-	LLVMBasicBlockRef okb = LLVMAppendBasicBlockInContext(G->C, F->fn, "callok");
-	LLVMBuildCondBr(B, bad, failb, okb);
-	LLVMPositionBuilderAtEnd(B, failb);
-	LLVMBuildRet(B, st);
-	LLVMPositionBuilderAtEnd(B, okb);
+	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
+	LLVMBasicBlockRef failb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "callfail");
+	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "callok");
+	llvm.LLVMBuildCondBr(B, bad, failb, okb);
+	llvm.LLVMPositionBuilderAtEnd(B, failb);
+	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMPositionBuilderAtEnd(B, okb);
 }
 
 static LLVMValueRef param_ptr(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	LLVMBasicBlockRef cur = LLVMGetInsertBlock(B);
-	LLVMPositionBuilderBefore(B, LLVMGetLastInstruction(F->entry));
+	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(F->entry));
 	/* ctx->params is the first field of nestrt_ctx */
-	LLVMValueRef pp = LLVMBuildPointerCast(B, F->ctx, LLVMPointerType(G->i8pp, 0), "");
-	LLVMValueRef params = LLVMBuildLoad2(B, G->i8pp, pp, "params");
+	LLVMValueRef pp = llvm.LLVMBuildPointerCast(B, F->ctx, llvm.LLVMPointerType(G->i8pp, 0), "");
+	LLVMValueRef params = llvm.LLVMBuildLoad2(B, G->i8pp, pp, "params");
 	LLVMValueRef idx = ci64(G, F->plan->index[n->id]);
-	LLVMValueRef raw = LLVMBuildLoad2(B, G->i8p, LLVMBuildGEP2(B, G->i8p, params, &idx, 1, ""), "");
-	LLVMValueRef p = LLVMBuildPointerCast(B, raw, LLVMPointerType(elem_t(G, n->dtype), 0), "");
-	LLVMPositionBuilderAtEnd(B, cur);
+	LLVMValueRef raw = llvm.LLVMBuildLoad2(B, G->i8p, llvm.LLVMBuildGEP2(B, G->i8p, params, &idx, 1, ""), "");
+	LLVMValueRef p = llvm.LLVMBuildPointerCast(B, raw, llvm.LLVMPointerType(elem_t(G, n->dtype), 0), "");
+	llvm.LLVMPositionBuilderAtEnd(B, cur);
 	return p;
 }
 
@@ -1184,8 +1359,8 @@ static LLVMValueRef buf_ptr(Fn *F, int index)
 {
 	Gen *G = F->gen;
 	LLVMValueRef idx = ci64(G, index);
-	LLVMValueRef pp = LLVMBuildGEP2(G->B, G->i8p, F->bufs, &idx, 1, "");
-	return LLVMBuildLoad2(G->B, G->i8p, pp, "");
+	LLVMValueRef pp = llvm.LLVMBuildGEP2(G->B, G->i8p, F->bufs, &idx, 1, "");
+	return llvm.LLVMBuildLoad2(G->B, G->i8p, pp, "");
 }
 
 /* A chain of calls of one variant, each taking the previous one's result and
@@ -1268,62 +1443,62 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 		roff[k] = ci64(G, F->plan->offset[res->id]);
 		cn = next;
 	}
-	LLVMTypeRef pt = LLVMArrayType(G->i32, (unsigned)((n - 1) * m));
-	LLVMValueRef ptab = LLVMAddGlobal(G->M, pt, "chain.params");
-	LLVMSetInitializer(ptab, LLVMConstArray(G->i32, pidx, (unsigned)((n - 1) * m)));
-	LLVMSetGlobalConstant(ptab, 1);
-	LLVMSetLinkage(ptab, LLVMPrivateLinkage);
-	LLVMTypeRef ot = LLVMArrayType(G->i64, (unsigned)(n - 1));
-	LLVMValueRef otab = LLVMAddGlobal(G->M, ot, "chain.results");
-	LLVMSetInitializer(otab, LLVMConstArray(G->i64, roff, (unsigned)(n - 1)));
-	LLVMSetGlobalConstant(otab, 1);
-	LLVMSetLinkage(otab, LLVMPrivateLinkage);
+	LLVMTypeRef pt = llvm.LLVMArrayType(G->i32, (unsigned)((n - 1) * m));
+	LLVMValueRef ptab = llvm.LLVMAddGlobal(G->M, pt, "chain.params");
+	llvm.LLVMSetInitializer(ptab, llvm.LLVMConstArray(G->i32, pidx, (unsigned)((n - 1) * m)));
+	llvm.LLVMSetGlobalConstant(ptab, 1);
+	llvm.LLVMSetLinkage(ptab, LLVMPrivateLinkage);
+	LLVMTypeRef ot = llvm.LLVMArrayType(G->i64, (unsigned)(n - 1));
+	LLVMValueRef otab = llvm.LLVMAddGlobal(G->M, ot, "chain.results");
+	llvm.LLVMSetInitializer(otab, llvm.LLVMConstArray(G->i64, roff, (unsigned)(n - 1)));
+	llvm.LLVMSetGlobalConstant(otab, 1);
+	llvm.LLVMSetLinkage(otab, LLVMPrivateLinkage);
 	free(pidx);
 	free(roff);
 
-	LLVMTypeRef arr_t = LLVMArrayType(G->i8p, (unsigned)m + 1);
+	LLVMTypeRef arr_t = llvm.LLVMArrayType(G->i8p, (unsigned)m + 1);
 	LLVMValueRef arr = entry_alloca(F, arr_t, "chainargs");
 	LLVMValueRef cur = entry_alloca(F, G->i8p, "chainin");
-	LLVMBuildStore(B, LLVMBuildPointerCast(B, nptr(F, c1->in[pos]), G->i8p, ""), cur);
-	LLVMValueRef pp = LLVMBuildPointerCast(B, F->ctx, LLVMPointerType(G->i8pp, 0), "");
-	LLVMValueRef params = LLVMBuildLoad2(B, G->i8pp, pp, "params");
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildPointerCast(B, nptr(F, c1->in[pos]), G->i8p, ""), cur);
+	LLVMValueRef pp = llvm.LLVMBuildPointerCast(B, F->ctx, llvm.LLVMPointerType(G->i8pp, 0), "");
+	LLVMValueRef params = llvm.LLVMBuildLoad2(B, G->i8pp, pp, "params");
 	LLVMValueRef z = ci32(G, 0);
 	LLVMValueRef off = ci64(G, F->plan->ws_size);
-	LLVMValueRef ws = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
 	Loop L;
 	LLVMValueRef k = loop_begin(F, &L, ci64(G, 0), ci64(G, n - 1));
 	for (int a = 0; a < m; a++) {
 		LLVMValueRef v;
 		if (a == pos) {
-			v = LLVMBuildLoad2(B, G->i8p, cur, "");
+			v = llvm.LLVMBuildLoad2(B, G->i8p, cur, "");
 		} else {
-			LLVMValueRef e = LLVMBuildAdd(B, LLVMBuildMul(B, k, ci64(G, m), ""), ci64(G, a), "");
+			LLVMValueRef e = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ci64(G, m), ""), ci64(G, a), "");
 			LLVMValueRef ix[2] = {ci64(G, 0), e};
-			LLVMValueRef pi = LLVMBuildLoad2(B, G->i32, LLVMBuildGEP2(B, pt, ptab, ix, 2, ""), "");
-			LLVMValueRef pe = LLVMBuildSExt(B, pi, G->i64, "");
-			v = LLVMBuildLoad2(B, G->i8p, LLVMBuildGEP2(B, G->i8p, params, &pe, 1, ""), "");
+			LLVMValueRef pi = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, pt, ptab, ix, 2, ""), "");
+			LLVMValueRef pe = llvm.LLVMBuildSExt(B, pi, G->i64, "");
+			v = llvm.LLVMBuildLoad2(B, G->i8p, llvm.LLVMBuildGEP2(B, G->i8p, params, &pe, 1, ""), "");
 		}
 		LLVMValueRef ix[2] = {z, ci32(G, a)};
-		LLVMBuildStore(B, v, LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
+		llvm.LLVMBuildStore(B, v, llvm.LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
 	}
 	LLVMValueRef ox[2] = {ci64(G, 0), k};
-	LLVMValueRef ro = LLVMBuildLoad2(B, G->i64, LLVMBuildGEP2(B, ot, otab, ox, 2, ""), "");
-	LLVMValueRef out = LLVMBuildGEP2(B, G->i8, F->ws, &ro, 1, "");
+	LLVMValueRef ro = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, ot, otab, ox, 2, ""), "");
+	LLVMValueRef out = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &ro, 1, "");
 	LLVMValueRef ix[2] = {z, ci32(G, m)};
-	LLVMBuildStore(B, out, LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
+	llvm.LLVMBuildStore(B, out, llvm.LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
 	LLVMValueRef ix0[2] = {z, z};
-	LLVMValueRef bufs = LLVMBuildGEP2(B, arr_t, arr, ix0, 2, "");
+	LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, ix0, 2, "");
 	LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
-	LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, LLVMConstPointerNull(G->i64p), ws};
+	LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, llvm.LLVMConstPointerNull(G->i64p), ws};
 	LLVMValueRef st = call(G, "nestrt_call", G->i32, at, av, 5);
-	LLVMValueRef bad = LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
-	LLVMBasicBlockRef failb = LLVMAppendBasicBlockInContext(G->C, F->fn, "chainfail");
-	LLVMBasicBlockRef okb = LLVMAppendBasicBlockInContext(G->C, F->fn, "chainok");
-	LLVMBuildCondBr(B, bad, failb, okb);
-	LLVMPositionBuilderAtEnd(B, failb);
-	LLVMBuildRet(B, st);
-	LLVMPositionBuilderAtEnd(B, okb);
-	LLVMBuildStore(B, out, cur);
+	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
+	LLVMBasicBlockRef failb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "chainfail");
+	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "chainok");
+	llvm.LLVMBuildCondBr(B, bad, failb, okb);
+	llvm.LLVMPositionBuilderAtEnd(B, failb);
+	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMPositionBuilderAtEnd(B, okb);
+	llvm.LLVMBuildStore(B, out, cur);
 	loop_end(F, &L);
 }
 
@@ -1336,7 +1511,7 @@ static void emit_graph_body(Fn *F)
 	F->ptr = xcalloc((size_t)g->nnodes + 1, sizeof(LLVMValueRef));
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		LLVMTypeRef pt = LLVMPointerType(elem_t(G, n->op == OP_CALL ? DT_F32 : n->dtype), 0);
+		LLVMTypeRef pt = llvm.LLVMPointerType(elem_t(G, n->op == OP_CALL ? DT_F32 : n->dtype), 0);
 		LLVMValueRef raw = NULL;
 		switch (pl->kind[i]) {
 		case BUF_NONE:
@@ -1351,7 +1526,7 @@ static void emit_graph_body(Fn *F)
 			break; /* loaded on first use: nptr */
 		case BUF_WS: {
 			LLVMValueRef off = ci64(G, pl->offset[i]);
-			raw = LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+			raw = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
 			break;
 		}
 		case BUF_ALIAS:
@@ -1359,7 +1534,7 @@ static void emit_graph_body(Fn *F)
 			break;
 		}
 		if (raw)
-			F->ptr[i] = LLVMBuildPointerCast(B, raw, pt, "");
+			F->ptr[i] = llvm.LLVMBuildPointerCast(B, raw, pt, "");
 	}
 	/* users of each node, for call chains */
 	int **users = xcalloc((size_t)g->nnodes + 1, sizeof(int *));
@@ -1427,10 +1602,10 @@ static void emit_graph_body(Fn *F)
 		if (!pl->copy_out[j])
 			continue;
 		Node *o = g->outputs[j];
-		LLVMValueRef bytes = LLVMBuildMul(B, numelv(F, o), ci64(G, dtype_size(o->dtype)), "");
+		LLVMValueRef bytes = llvm.LLVMBuildMul(B, numelv(F, o), ci64(G, dtype_size(o->dtype)), "");
 		memcpy_bytes(F, buf_ptr(F, g->ninputs + j), nptr(F, o), bytes);
 	}
-	LLVMBuildRet(B, ci32(G, 0));
+	llvm.LLVMBuildRet(B, ci32(G, 0));
 	free(users);
 	free(ucount);
 	free(F->ptr);
@@ -1440,33 +1615,33 @@ static LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name
 {
 	Fn F = {.gen = G, .g = g, .v = v};
 	F.plan = plan_of(G, g, v);
-	F.fn = LLVMAddFunction(G->M, name, G->fn_t);
+	F.fn = llvm.LLVMAddFunction(G->M, name, G->fn_t);
 	if (internal)
-		LLVMSetLinkage(F.fn, LLVMInternalLinkage);
-	F.ctx = LLVMGetParam(F.fn, 0);
-	F.bufs = LLVMGetParam(F.fn, 1);
-	F.dims = v && v->ndyn ? LLVMGetParam(F.fn, 2) : NULL;
-	F.ws = LLVMGetParam(F.fn, 3);
-	unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-	LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(G->C, nounwind, 0));
+		llvm.LLVMSetLinkage(F.fn, LLVMInternalLinkage);
+	F.ctx = llvm.LLVMGetParam(F.fn, 0);
+	F.bufs = llvm.LLVMGetParam(F.fn, 1);
+	F.dims = v && v->ndyn ? llvm.LLVMGetParam(F.fn, 2) : NULL;
+	F.ws = llvm.LLVMGetParam(F.fn, 3);
+	unsigned nounwind = llvm.LLVMGetEnumAttributeKindForName("nounwind", 8);
+	llvm.LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex, llvm.LLVMCreateEnumAttribute(G->C, nounwind, 0));
 	int opt = v ? v->opt_level : G->o->opt_level;
 	if (v && v->fast_math) {
 		const char *attrs[] = {"unsafe-fp-math", "no-nans-fp-math", "no-infs-fp-math", "no-signed-zeros-fp-math"};
 		for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
-			LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex,
-			                        LLVMCreateStringAttribute(G->C, attrs[i], (unsigned)strlen(attrs[i]), "true", 4));
+			llvm.LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex,
+			                        llvm.LLVMCreateStringAttribute(G->C, attrs[i], (unsigned)strlen(attrs[i]), "true", 4));
 	}
 	(void)opt;
-	LLVMBasicBlockRef saved = LLVMGetInsertBlock(G->B);
-	F.entry = LLVMAppendBasicBlockInContext(G->C, F.fn, "entry");
-	LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(G->C, F.fn, "start");
-	LLVMPositionBuilderAtEnd(G->B, F.entry);
-	LLVMBuildBr(G->B, start);
-	LLVMPositionBuilderAtEnd(G->B, start);
+	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(G->B);
+	F.entry = llvm.LLVMAppendBasicBlockInContext(G->C, F.fn, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, F.fn, "start");
+	llvm.LLVMPositionBuilderAtEnd(G->B, F.entry);
+	llvm.LLVMBuildBr(G->B, start);
+	llvm.LLVMPositionBuilderAtEnd(G->B, start);
 	/* allocas are put before the branch of the entry block */
 	emit_graph_body(&F);
 	if (saved)
-		LLVMPositionBuilderAtEnd(G->B, saved);
+		llvm.LLVMPositionBuilderAtEnd(G->B, saved);
 	return F.fn;
 }
 
@@ -1474,9 +1649,9 @@ static LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name
 
 static void gen_module_begin(Gen *G, const char *name)
 {
-	G->M = LLVMModuleCreateWithNameInContext(name, G->C);
-	LLVMSetTarget(G->M, G->triple);
-	LLVMSetDataLayout(G->M, G->layout);
+	G->M = llvm.LLVMModuleCreateWithNameInContext(name, G->C);
+	llvm.LLVMSetTarget(G->M, G->triple);
+	llvm.LLVMSetDataLayout(G->M, G->layout);
 	G->ninline = 0;
 }
 
@@ -1488,24 +1663,24 @@ typedef struct OutFile {
 
 static int64_t text_bytes(Gen *G, const char *data, size_t len)
 {
-	LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, "obj");
+	LLVMMemoryBufferRef mb = llvm.LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, "obj");
 	char *err = NULL;
-	LLVMBinaryRef bin = LLVMCreateBinary(mb, G->C, &err);
+	LLVMBinaryRef bin = llvm.LLVMCreateBinary(mb, G->C, &err);
 	int64_t total = 0;
 	if (bin) {
-		LLVMSectionIteratorRef it = LLVMObjectFileCopySectionIterator(bin);
-		while (!LLVMObjectFileIsSectionIteratorAtEnd(bin, it)) {
-			const char *nm = LLVMGetSectionName(it);
+		LLVMSectionIteratorRef it = llvm.LLVMObjectFileCopySectionIterator(bin);
+		while (!llvm.LLVMObjectFileIsSectionIteratorAtEnd(bin, it)) {
+			const char *nm = llvm.LLVMGetSectionName(it);
 			if (nm && !strncmp(nm, ".text", 5))
-				total += (int64_t)LLVMGetSectionSize(it);
-			LLVMMoveToNextSection(it);
+				total += (int64_t)llvm.LLVMGetSectionSize(it);
+			llvm.LLVMMoveToNextSection(it);
 		}
-		LLVMDisposeSectionIterator(it);
-		LLVMDisposeBinary(bin);
+		llvm.LLVMDisposeSectionIterator(it);
+		llvm.LLVMDisposeBinary(bin);
 	} else {
-		LLVMDisposeMessage(err);
+		llvm.LLVMDisposeMessage(err);
 	}
-	LLVMDisposeMemoryBuffer(mb);
+	llvm.LLVMDisposeMemoryBuffer(mb);
 	return total;
 }
 
@@ -1513,46 +1688,46 @@ static int64_t text_bytes(Gen *G, const char *data, size_t len)
 static int gen_module_end(Gen *G, int opt, OutFile *out, int64_t *code_bytes)
 {
 	char *err = NULL;
-	if (LLVMVerifyModule(G->M, LLVMReturnStatusAction, &err)) {
+	if (llvm.LLVMVerifyModule(G->M, LLVMReturnStatusAction, &err)) {
 		/* generated code that does not verify is a compiler bug */
-		fprintf(stderr, "%s\n", LLVMPrintModuleToString(G->M));
+		fprintf(stderr, "%s\n", llvm.LLVMPrintModuleToString(G->M));
 		ice("LLVMVerifyModule failed: %s", err);
 	}
-	LLVMDisposeMessage(err);
+	llvm.LLVMDisposeMessage(err);
 	char passes[32];
 	snprintf(passes, sizeof passes, "default<O%d>", opt);
-	LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-	LLVMPassBuilderOptionsSetLoopVectorization(po, opt >= 2);
-	LLVMPassBuilderOptionsSetSLPVectorization(po, opt >= 2);
-	LLVMErrorRef e = LLVMRunPasses(G->M, passes, G->tm, po);
-	LLVMDisposePassBuilderOptions(po);
+	LLVMPassBuilderOptionsRef po = llvm.LLVMCreatePassBuilderOptions();
+	llvm.LLVMPassBuilderOptionsSetLoopVectorization(po, opt >= 2);
+	llvm.LLVMPassBuilderOptionsSetSLPVectorization(po, opt >= 2);
+	LLVMErrorRef e = llvm.LLVMRunPasses(G->M, passes, G->tm, po);
+	llvm.LLVMDisposePassBuilderOptions(po);
 	if (e) {
-		char *m = LLVMGetErrorMessage(e);
+		char *m = llvm.LLVMGetErrorMessage(e);
 		ice("LLVMRunPasses: %s", m);
 	}
 	if (G->o->emit == EMIT_LLVM) {
-		char *s = LLVMPrintModuleToString(G->M);
+		char *s = llvm.LLVMPrintModuleToString(G->M);
 		out->len = strlen(s);
 		out->data = xmalloc(out->len + 1);
 		memcpy(out->data, s, out->len + 1);
-		LLVMDisposeMessage(s);
+		llvm.LLVMDisposeMessage(s);
 	} else {
 		LLVMMemoryBufferRef mb;
-		if (LLVMTargetMachineEmitToMemoryBuffer(G->tm, G->M, G->o->emit == EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+		if (llvm.LLVMTargetMachineEmitToMemoryBuffer(G->tm, G->M, G->o->emit == EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
 		                                        &err, &mb)) {
 			G->error = xasprintf("code generation failed: %s", err);
-			LLVMDisposeMessage(err);
-			LLVMDisposeModule(G->M);
+			llvm.LLVMDisposeMessage(err);
+			llvm.LLVMDisposeModule(G->M);
 			return 1;
 		}
-		out->len = LLVMGetBufferSize(mb);
+		out->len = llvm.LLVMGetBufferSize(mb);
 		out->data = xmalloc(out->len + 1);
-		memcpy(out->data, LLVMGetBufferStart(mb), out->len);
-		LLVMDisposeMemoryBuffer(mb);
+		memcpy(out->data, llvm.LLVMGetBufferStart(mb), out->len);
+		llvm.LLVMDisposeMemoryBuffer(mb);
 		if (code_bytes && G->o->emit == EMIT_OBJ)
 			*code_bytes = text_bytes(G, out->data, out->len);
 	}
-	LLVMDisposeModule(G->M);
+	llvm.LLVMDisposeModule(G->M);
 	G->M = NULL;
 	return 0;
 }
@@ -1608,6 +1783,9 @@ static void header_text(Gen *G, Buf *b, const char *name)
 	buf_printf(b, "typedef struct %s %s;\n\n", name, name);
 	buf_printf(b, "/* Bind and check every param (%d tensors); NULL with err->message on error. */\n", p->nparams);
 	buf_printf(b, "%s *%s_new(nestrt_weights *w, nestrt_error *err);\nvoid %s_free(%s *m);\n", name, name, name, name);
+	if (G->o->embed)
+		buf_printf(b, "/* %s with the weights compiled in (--embed-weights %s). */\n%s *%s_new_embedded(nestrt_error *err);\n",
+		           name, G->o->embed, name, name);
 	buf_printf(b, "/* The model's workspace in bytes (allocated once by %s_new). */\nsize_t %s_workspace_size(void);\n", name, name);
 	buf_printf(b, "/* Why the last call of an entry point failed, or NULL. */\n"
 	              "static inline const char *%s_error(const %s *m)\n{\n\treturn nestrt_model_error((const nestrt_model *)m);\n}\n\n",
@@ -1670,7 +1848,7 @@ static void header_text(Gen *G, Buf *b, const char *name)
 }
 
 /* The model module: param table, dispatch table, entry points, new/free. */
-static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_total)
+static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_static, int64_t ws_own)
 {
 	Program *p = G->p;
 	LLVMBuilderRef B = G->B;
@@ -1682,9 +1860,9 @@ static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, in
 		entry_fns[e] = emit_function(G, p->entries[e].g, NULL, fname, 1);
 	}
 	/* param table: struct nestrt_param { const char *name; int dtype; int rank; int64_t shape[8]; } */
-	LLVMTypeRef shape_t = LLVMArrayType(G->i64, MAX_RANK);
+	LLVMTypeRef shape_t = llvm.LLVMArrayType(G->i64, MAX_RANK);
 	LLVMTypeRef pf[4] = {G->i8p, G->i32, G->i32, shape_t};
-	LLVMTypeRef param_t = LLVMStructTypeInContext(G->C, pf, 4, 0);
+	LLVMTypeRef param_t = llvm.LLVMStructTypeInContext(G->C, pf, 4, 0);
 	LLVMValueRef *pvals = xcalloc((size_t)p->nparams + 1, sizeof(LLVMValueRef));
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
@@ -1692,19 +1870,19 @@ static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, in
 		LLVMValueRef dims[MAX_RANK];
 		for (int k = 0; k < MAX_RANK; k++)
 			dims[k] = ci64(G, k < pi->rank ? pi->shape[k] : 0);
-		LLVMValueRef f[4] = {str, ci32(G, pi->dtype), ci32(G, pi->rank), LLVMConstArray(G->i64, dims, MAX_RANK)};
-		pvals[i] = LLVMConstNamedStruct(param_t, f, 4);
+		LLVMValueRef f[4] = {str, ci32(G, pi->dtype), ci32(G, pi->rank), llvm.LLVMConstArray(G->i64, dims, MAX_RANK)};
+		pvals[i] = llvm.LLVMConstNamedStruct(param_t, f, 4);
 	}
-	LLVMTypeRef ptab_t = LLVMArrayType(param_t, (unsigned)p->nparams);
-	LLVMValueRef ptab = LLVMAddGlobal(G->M, ptab_t, "params");
-	LLVMSetInitializer(ptab, LLVMConstArray(param_t, pvals, (unsigned)p->nparams));
-	LLVMSetGlobalConstant(ptab, 1);
-	LLVMSetLinkage(ptab, LLVMPrivateLinkage);
+	LLVMTypeRef ptab_t = llvm.LLVMArrayType(param_t, (unsigned)p->nparams);
+	LLVMValueRef ptab = llvm.LLVMAddGlobal(G->M, ptab_t, "params");
+	llvm.LLVMSetInitializer(ptab, llvm.LLVMConstArray(param_t, pvals, (unsigned)p->nparams));
+	llvm.LLVMSetGlobalConstant(ptab, 1);
+	llvm.LLVMSetLinkage(ptab, LLVMPrivateLinkage);
 	free(pvals);
 	/* dispatch table: struct nestrt_slot { const char *name; nestrt_fn fn; } */
-	LLVMTypeRef fnp = LLVMPointerType(G->fn_t, 0);
+	LLVMTypeRef fnp = llvm.LLVMPointerType(G->fn_t, 0);
 	LLVMTypeRef sf[2] = {G->i8p, fnp};
-	LLVMTypeRef slot_t = LLVMStructTypeInContext(G->C, sf, 2, 0);
+	LLVMTypeRef slot_t = llvm.LLVMStructTypeInContext(G->C, sf, 2, 0);
 	int nv = G->rt->variants.n;
 	LLVMValueRef *svals = xcalloc((size_t)nv + 1, sizeof(LLVMValueRef));
 	for (int i = 0; i < nv; i++) {
@@ -1714,59 +1892,77 @@ static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, in
 		snprintf(sym, sizeof sym, "%s__%s_%d", name, v->region, v->k);
 		LLVMValueRef f = variant_fns && variant_fns[i] ? variant_fns[i] : get_fn(G, sym, G->fn_t);
 		LLVMValueRef fv[2] = {cstr(G, vname), f};
-		svals[i] = LLVMConstNamedStruct(slot_t, fv, 2);
+		svals[i] = llvm.LLVMConstNamedStruct(slot_t, fv, 2);
 	}
-	LLVMTypeRef stab_t = LLVMArrayType(slot_t, (unsigned)nv);
-	LLVMValueRef stab = LLVMAddGlobal(G->M, stab_t, "slots");
-	LLVMSetInitializer(stab, LLVMConstArray(slot_t, svals, (unsigned)nv));
-	LLVMSetGlobalConstant(stab, 1);
-	LLVMSetLinkage(stab, LLVMPrivateLinkage);
+	LLVMTypeRef stab_t = llvm.LLVMArrayType(slot_t, (unsigned)nv);
+	LLVMValueRef stab = llvm.LLVMAddGlobal(G->M, stab_t, "slots");
+	llvm.LLVMSetInitializer(stab, llvm.LLVMConstArray(slot_t, svals, (unsigned)nv));
+	llvm.LLVMSetGlobalConstant(stab, 1);
+	llvm.LLVMSetLinkage(stab, LLVMPrivateLinkage);
 	free(svals);
 	/* the model descriptor handed to nestrt_model_new */
-	LLVMTypeRef df[7] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p};
-	LLVMTypeRef desc_t = LLVMStructTypeInContext(G->C, df, 7, 0);
+	/* each variant's object says how much workspace it needs (its callees
+	 * included), so that editing a region does not change this object */
+	LLVMValueRef *needs = xcalloc((size_t)nv + 1, sizeof(LLVMValueRef));
+	for (int i = 0; i < nv; i++) {
+		Variant *v = G->rt->variants.v[i];
+		char sym[300];
+		snprintf(sym, sizeof sym, "%s__%s_%d_ws", name, v->region, v->k);
+		LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, G->i64, sym);
+		needs[i] = llvm.LLVMConstPointerCast(gv, G->i8p);
+	}
+	LLVMTypeRef ntab_t = llvm.LLVMArrayType(G->i8p, (unsigned)nv);
+	LLVMValueRef ntab = llvm.LLVMAddGlobal(G->M, ntab_t, "needs");
+	llvm.LLVMSetInitializer(ntab, llvm.LLVMConstArray(G->i8p, needs, (unsigned)nv));
+	llvm.LLVMSetGlobalConstant(ntab, 1);
+	llvm.LLVMSetLinkage(ntab, LLVMPrivateLinkage);
+	free(needs);
+	LLVMTypeRef df[9] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p, G->i8p, G->i64};
+	LLVMTypeRef desc_t = llvm.LLVMStructTypeInContext(G->C, df, 9, 0);
 	LLVMValueRef z2[2] = {ci32(G, 0), ci32(G, 0)};
-	LLVMValueRef dv[7] = {
+	LLVMValueRef dv[9] = {
 		cstr(G, name),
-		LLVMConstPointerCast(p->nparams ? LLVMConstGEP2(ptab_t, ptab, z2, 2) : LLVMConstPointerNull(G->i8p), G->i8p),
+		llvm.LLVMConstPointerCast(p->nparams ? llvm.LLVMConstGEP2(ptab_t, ptab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
 		ci32(G, p->nparams),
-		LLVMConstPointerCast(nv ? LLVMConstGEP2(stab_t, stab, z2, 2) : LLVMConstPointerNull(G->i8p), G->i8p),
+		llvm.LLVMConstPointerCast(nv ? llvm.LLVMConstGEP2(stab_t, stab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
 		ci32(G, nv),
-		ci64(G, ws_total),
+		ci64(G, ws_static),
 		cstr(G, NESTC_VERSION),
+		llvm.LLVMConstPointerCast(nv ? llvm.LLVMConstGEP2(ntab_t, ntab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
+		ci64(G, ws_own),
 	};
 	char dname[256];
 	snprintf(dname, sizeof dname, "%s__desc", name);
-	LLVMValueRef desc = LLVMAddGlobal(G->M, desc_t, dname);
-	LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_t, dv, 7));
-	LLVMSetGlobalConstant(desc, 1);
-	LLVMSetLinkage(desc, LLVMPrivateLinkage);
-	LLVMValueRef desc8 = LLVMConstPointerCast(desc, G->i8p);
+	LLVMValueRef desc = llvm.LLVMAddGlobal(G->M, desc_t, dname);
+	llvm.LLVMSetInitializer(desc, llvm.LLVMConstNamedStruct(desc_t, dv, 9));
+	llvm.LLVMSetGlobalConstant(desc, 1);
+	llvm.LLVMSetLinkage(desc, LLVMPrivateLinkage);
+	LLVMValueRef desc8 = llvm.LLVMConstPointerCast(desc, G->i8p);
 
 	/* NAME_new(w, err) = nestrt_model_new(&desc, w, err) */
 	char fname[300];
 	LLVMTypeRef nt[2] = {G->i8p, G->i8p};
-	LLVMTypeRef new_t = LLVMFunctionType(G->i8p, nt, 2, 0);
+	LLVMTypeRef new_t = llvm.LLVMFunctionType(G->i8p, nt, 2, 0);
 	snprintf(fname, sizeof fname, "%s_new", name);
-	LLVMValueRef fnew = LLVMAddFunction(G->M, fname, new_t);
-	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, fnew, "entry"));
+	LLVMValueRef fnew = llvm.LLVMAddFunction(G->M, fname, new_t);
+	llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, fnew, "entry"));
 	LLVMTypeRef mt[3] = {G->i8p, G->i8p, G->i8p};
-	LLVMValueRef mv[3] = {desc8, LLVMGetParam(fnew, 0), LLVMGetParam(fnew, 1)};
-	LLVMBuildRet(B, call(G, "nestrt_model_new", G->i8p, mt, mv, 3));
+	LLVMValueRef mv[3] = {desc8, llvm.LLVMGetParam(fnew, 0), llvm.LLVMGetParam(fnew, 1)};
+	llvm.LLVMBuildRet(B, call(G, "nestrt_model_new", G->i8p, mt, mv, 3));
 
-	LLVMTypeRef free_t = LLVMFunctionType(LLVMVoidTypeInContext(G->C), &G->i8p, 1, 0);
+	LLVMTypeRef free_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), &G->i8p, 1, 0);
 	snprintf(fname, sizeof fname, "%s_free", name);
-	LLVMValueRef ffree = LLVMAddFunction(G->M, fname, free_t);
-	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, ffree, "entry"));
-	LLVMValueRef m0 = LLVMGetParam(ffree, 0);
-	call(G, "nestrt_model_free", LLVMVoidTypeInContext(G->C), &G->i8p, &m0, 1);
-	LLVMBuildRetVoid(B);
+	LLVMValueRef ffree = llvm.LLVMAddFunction(G->M, fname, free_t);
+	llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, ffree, "entry"));
+	LLVMValueRef m0 = llvm.LLVMGetParam(ffree, 0);
+	call(G, "nestrt_model_free", llvm.LLVMVoidTypeInContext(G->C), &G->i8p, &m0, 1);
+	llvm.LLVMBuildRetVoid(B);
 
-	LLVMTypeRef ws_t = LLVMFunctionType(G->i64, NULL, 0, 0);
+	LLVMTypeRef ws_t = llvm.LLVMFunctionType(G->i64, NULL, 0, 0);
 	snprintf(fname, sizeof fname, "%s_workspace_size", name);
-	LLVMValueRef fws = LLVMAddFunction(G->M, fname, ws_t);
-	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, fws, "entry"));
-	LLVMBuildRet(B, ci64(G, ws_total));
+	LLVMValueRef fws = llvm.LLVMAddFunction(G->M, fname, ws_t);
+	llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, fws, "entry"));
+	llvm.LLVMBuildRet(B, call(G, "nestrt_model_workspace_size", G->i64, &G->i8p, &desc8, 1));
 
 	/* NAME_ENTRY(m, inputs..., outputs...) = nestrt_model_run(m, entry, bufs) */
 	for (int e = 0; e < p->nentries; e++) {
@@ -1775,31 +1971,50 @@ static void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, in
 		LLVMTypeRef *at = xcalloc((size_t)n + 2, sizeof(LLVMTypeRef));
 		for (int i = 0; i <= n; i++)
 			at[i] = G->i8p;
-		LLVMTypeRef et = LLVMFunctionType(G->i32, at, (unsigned)n + 1, 0);
+		LLVMTypeRef et = llvm.LLVMFunctionType(G->i32, at, (unsigned)n + 1, 0);
 		snprintf(fname, sizeof fname, "%s_%s", name, p->entries[e].name);
-		LLVMValueRef f = LLVMAddFunction(G->M, fname, et);
-		LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, f, "entry"));
-		LLVMTypeRef arr_t = LLVMArrayType(G->i8p, (unsigned)(n ? n : 1));
-		LLVMValueRef arr = LLVMBuildAlloca(B, arr_t, "bufs");
+		LLVMValueRef f = llvm.LLVMAddFunction(G->M, fname, et);
+		llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, f, "entry"));
+		LLVMTypeRef arr_t = llvm.LLVMArrayType(G->i8p, (unsigned)(n ? n : 1));
+		LLVMValueRef arr = llvm.LLVMBuildAlloca(B, arr_t, "bufs");
 		for (int i = 0; i < n; i++) {
 			LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, i)};
-			LLVMBuildStore(B, LLVMGetParam(f, (unsigned)i + 1), LLVMBuildGEP2(B, arr_t, arr, idx, 2, ""));
+			llvm.LLVMBuildStore(B, llvm.LLVMGetParam(f, (unsigned)i + 1), llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, ""));
 		}
-		LLVMValueRef bufs = LLVMBuildGEP2(B, arr_t, arr, z2, 2, "");
+		LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, z2, 2, "");
 		LLVMTypeRef rt[3] = {G->i8p, fnp, G->i8pp};
-		LLVMValueRef rv[3] = {LLVMGetParam(f, 0), entry_fns[e], bufs};
-		LLVMBuildRet(B, call(G, "nestrt_model_run", G->i32, rt, rv, 3));
+		LLVMValueRef rv[3] = {llvm.LLVMGetParam(f, 0), entry_fns[e], bufs};
+		llvm.LLVMBuildRet(B, call(G, "nestrt_model_run", G->i32, rt, rv, 3));
 		free(at);
 	}
 	free(entry_fns);
 }
 
-char *host_triple(void)
+/* The host as a target, without LLVM: the machine and a hash of the CPU's
+ * model and feature flags. It stands in the fingerprints and cache keys of
+ * builds for the host, for which LLVM detects the same CPU every time. */
+char *host_id(void)
 {
-	char *t = LLVMGetDefaultTargetTriple();
-	char *r = xstrdup(t);
-	LLVMDisposeMessage(t);
-	return r;
+	struct utsname u;
+	if (uname(&u) < 0)
+		snprintf(u.machine, sizeof u.machine, "unknown");
+	XXH3_state_t *st = XXH3_createState();
+	XXH3_64bits_reset(st);
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[8192];
+	while (f && fgets(line, sizeof line, f)) {
+		if (line[0] == '\n')
+			break; /* the first processor is enough */
+		if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5) || !strncmp(line, "vendor_id", 9) ||
+		    !strncmp(line, "cpu family", 10) || !strncmp(line, "model\t", 6) || !strncmp(line, "Features", 8) ||
+		    !strncmp(line, "CPU part", 8))
+			XXH3_64bits_update(st, line, strlen(line));
+	}
+	if (f)
+		fclose(f);
+	uint64_t h = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	return xasprintf("host-%s-%016llx", u.machine, (unsigned long long)h);
 }
 
 /* ---- archives: the System V / GNU ar format with a symbol index ---- */
@@ -1875,17 +2090,6 @@ static void write_archive(Buf *out, OutFile *files, int n, Vec *syms)
 	free(member_off);
 }
 
-static void init_llvm_once(void)
-{
-	static int done;
-	if (done)
-		return;
-	done = 1;
-	LLVMInitializeAllTargetInfos();
-	LLVMInitializeAllTargets();
-	LLVMInitializeAllTargetMCs();
-	LLVMInitializeAllAsmPrinters();
-}
 
 /* ---- the build: jobs, workers, the persistent cache, outputs ---- */
 
@@ -1911,11 +2115,13 @@ typedef struct Shared {
 	RegionTable *rt;
 	BuildOptions *o;
 	const char *name;
+	char *ident;        /* the target in cache keys: --target/--cpu, or host_id() */
 	char *triple, *cpu, *features;
 	LLVMTargetRef target;
 	Plan **plans;
 	int64_t *need;
-	int64_t ws_total;
+	int64_t ws_static;  /* entries' own storage plus their inlined callees */
+	int64_t ws_own;     /* the largest entry's own storage; variants add theirs at run time */
 	Job *jobs;
 	int njobs;
 	int *order;         /* jobs by estimated cost, largest first (LPT) */
@@ -1939,34 +2145,34 @@ static void gen_init(Gen *G, Shared *sh)
 	G->rt = sh->rt;
 	G->o = sh->o;
 	G->triple = sh->triple;
-	G->tm = LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
+	G->tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
 	                                LLVMRelocPIC, LLVMCodeModelDefault);
-	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(G->tm);
-	G->layout = LLVMCopyStringRepOfTargetData(td);
-	LLVMDisposeTargetData(td);
-	G->C = LLVMContextCreate();
-	G->B = LLVMCreateBuilderInContext(G->C);
-	G->i1 = LLVMInt1TypeInContext(G->C);
-	G->i8 = LLVMInt8TypeInContext(G->C);
-	G->i32 = LLVMInt32TypeInContext(G->C);
-	G->i64 = LLVMInt64TypeInContext(G->C);
-	G->f32 = LLVMFloatTypeInContext(G->C);
-	G->f64 = LLVMDoubleTypeInContext(G->C);
-	G->i8p = LLVMPointerType(G->i8, 0);
-	G->i8pp = LLVMPointerType(G->i8p, 0);
-	G->i64p = LLVMPointerType(G->i64, 0);
+	LLVMTargetDataRef td = llvm.LLVMCreateTargetDataLayout(G->tm);
+	G->layout = llvm.LLVMCopyStringRepOfTargetData(td);
+	llvm.LLVMDisposeTargetData(td);
+	G->C = llvm.LLVMContextCreate();
+	G->B = llvm.LLVMCreateBuilderInContext(G->C);
+	G->i1 = llvm.LLVMInt1TypeInContext(G->C);
+	G->i8 = llvm.LLVMInt8TypeInContext(G->C);
+	G->i32 = llvm.LLVMInt32TypeInContext(G->C);
+	G->i64 = llvm.LLVMInt64TypeInContext(G->C);
+	G->f32 = llvm.LLVMFloatTypeInContext(G->C);
+	G->f64 = llvm.LLVMDoubleTypeInContext(G->C);
+	G->i8p = llvm.LLVMPointerType(G->i8, 0);
+	G->i8pp = llvm.LLVMPointerType(G->i8p, 0);
+	G->i64p = llvm.LLVMPointerType(G->i64, 0);
 	LLVMTypeRef ft[4] = {G->i8p, G->i8pp, G->i64p, G->i8p};
-	G->fn_t = LLVMFunctionType(G->i32, ft, 4, 0);
+	G->fn_t = llvm.LLVMFunctionType(G->i32, ft, 4, 0);
 	G->need = sh->need;
 	G->plans = sh->plans;
 }
 
 static void gen_dispose(Gen *G)
 {
-	LLVMDisposeBuilder(G->B);
-	LLVMContextDispose(G->C);
-	LLVMDisposeTargetMachine(G->tm);
-	LLVMDisposeMessage(G->layout);
+	llvm.LLVMDisposeBuilder(G->B);
+	llvm.LLVMContextDispose(G->C);
+	llvm.LLVMDisposeTargetMachine(G->tm);
+	llvm.LLVMDisposeMessage(G->layout);
 	free(G->error);
 }
 
@@ -1975,15 +2181,15 @@ static void weights_module(Gen *G, Shared *sh)
 {
 	char sym[300];
 	snprintf(sym, sizeof sym, "%s__weights", sh->name);
-	LLVMValueRef init = LLVMConstStringInContext(G->C, sh->weights_image, (unsigned)sh->weights_len, 1);
-	LLVMValueRef gv = LLVMAddGlobal(G->M, LLVMArrayType(G->i8, (unsigned)sh->weights_len), sym);
-	LLVMSetInitializer(gv, init);
-	LLVMSetGlobalConstant(gv, 1);
-	LLVMSetAlignment(gv, 64);
+	LLVMValueRef init = llvm.LLVMConstStringInContext(G->C, sh->weights_image, (unsigned)sh->weights_len, 1);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, (unsigned)sh->weights_len), sym);
+	llvm.LLVMSetInitializer(gv, init);
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	llvm.LLVMSetAlignment(gv, 64);
 	snprintf(sym, sizeof sym, "%s__weights_size", sh->name);
-	LLVMValueRef sz = LLVMAddGlobal(G->M, G->i64, sym);
-	LLVMSetInitializer(sz, ci64(G, (int64_t)sh->weights_len));
-	LLVMSetGlobalConstant(sz, 1);
+	LLVMValueRef sz = llvm.LLVMAddGlobal(G->M, G->i64, sym);
+	llvm.LLVMSetInitializer(sz, ci64(G, (int64_t)sh->weights_len));
+	llvm.LLVMSetGlobalConstant(sz, 1);
 }
 
 /* NAME_new_embedded(err): the model bound to the weights object. */
@@ -1992,18 +2198,18 @@ static void embedded_new(Gen *G, const char *name)
 	LLVMBuilderRef B = G->B;
 	char sym[300];
 	snprintf(sym, sizeof sym, "%s__weights", name);
-	LLVMValueRef blob = LLVMAddGlobal(G->M, LLVMArrayType(G->i8, 0), sym);
+	LLVMValueRef blob = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, 0), sym);
 	snprintf(sym, sizeof sym, "%s__weights_size", name);
-	LLVMValueRef size = LLVMAddGlobal(G->M, G->i64, sym);
+	LLVMValueRef size = llvm.LLVMAddGlobal(G->M, G->i64, sym);
 	snprintf(sym, sizeof sym, "%s__desc", name);
-	LLVMValueRef desc = LLVMGetNamedGlobal(G->M, sym);
+	LLVMValueRef desc = llvm.LLVMGetNamedGlobal(G->M, sym);
 	snprintf(sym, sizeof sym, "%s_new_embedded", name);
-	LLVMValueRef f = LLVMAddFunction(G->M, sym, LLVMFunctionType(G->i8p, &G->i8p, 1, 0));
-	LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(G->C, f, "entry"));
+	LLVMValueRef f = llvm.LLVMAddFunction(G->M, sym, llvm.LLVMFunctionType(G->i8p, &G->i8p, 1, 0));
+	llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, f, "entry"));
 	LLVMTypeRef at[4] = {G->i8p, G->i8p, G->i64, G->i8p};
-	LLVMValueRef av[4] = {LLVMConstPointerCast(desc, G->i8p), LLVMConstPointerCast(blob, G->i8p),
-	                      LLVMBuildLoad2(B, G->i64, size, ""), LLVMGetParam(f, 0)};
-	LLVMBuildRet(B, call(G, "nestrt_model_new_embedded", G->i8p, at, av, 4));
+	LLVMValueRef av[4] = {llvm.LLVMConstPointerCast(desc, G->i8p), llvm.LLVMConstPointerCast(blob, G->i8p),
+	                      llvm.LLVMBuildLoad2(B, G->i64, size, ""), llvm.LLVMGetParam(f, 0)};
+	llvm.LLVMBuildRet(B, call(G, "nestrt_model_new_embedded", G->i8p, at, av, 4));
 }
 
 static void run_job(Gen *G, Shared *sh, Job *j)
@@ -2014,9 +2220,14 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 	gen_module_begin(G, j->mod);
 	if (j->kind == JOB_VARIANT) {
 		emit_function(G, j->v->g, j->v, j->sym, 0);
+		char ws[320];
+		snprintf(ws, sizeof ws, "%s_ws", j->sym);
+		LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, G->i64, ws);
+		llvm.LLVMSetInitializer(gv, ci64(G, sh->need[j->v->g->id]));
+		llvm.LLVMSetGlobalConstant(gv, 1);
 		rc = gen_module_end(G, j->v->opt_level, &f, &j->code_bytes);
 	} else if (j->kind == JOB_MODEL) {
-		model_module(G, sh->name, NULL, sh->ws_total);
+		model_module(G, sh->name, NULL, sh->ws_static, sh->ws_own);
 		if (sh->o->embed)
 			embedded_new(G, sh->name);
 		rc = gen_module_end(G, sh->o->opt_level, &f, &j->code_bytes);
@@ -2071,7 +2282,7 @@ static int mkdirs(const char *path)
 }
 
 /* 1 and the entry's bytes on a hit; a corrupt entry is removed and misses. */
-static int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len)
+static int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, int64_t *code_bytes)
 {
 	char *path = cache_path(dir, key);
 	FILE *f = fopen(path, "rb");
@@ -2092,6 +2303,7 @@ static int cache_get(const char *dir, const uint8_t key[16], char **data, size_t
 		uint64_t want;
 		memcpy(&want, hdr + 24, 8);
 		ok = ok && sum == want;
+		memcpy(code_bytes, hdr + 32, 8);
 	} else {
 		ok = 0;
 	}
@@ -2109,7 +2321,7 @@ static int cache_get(const char *dir, const uint8_t key[16], char **data, size_t
 	return 1;
 }
 
-static void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len)
+static void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len, int64_t code_bytes)
 {
 	char *path = cache_path(dir, key);
 	char *slash = strrchr(path, '/');
@@ -2120,7 +2332,7 @@ static void cache_put(const char *dir, const uint8_t key[16], const char *data, 
 		Buf b = {0};
 		for (int i = 0; i < 16; i++)
 			buf_putc(&b, CACHE_MAGIC[i]);
-		uint64_t n = len, sum = XXH3_64bits(data, len), pad = 0;
+		uint64_t n = len, sum = XXH3_64bits(data, len), pad = (uint64_t)code_bytes;
 		for (int i = 0; i < 8; i++)
 			buf_putc(&b, (char)(n >> (8 * i)));
 		for (int i = 0; i < 8; i++)
@@ -2220,9 +2432,8 @@ static uint64_t self_hash(void)
 static void key_common(Shared *sh, Buf *b)
 {
 	BuildOptions *o = sh->o;
-	buf_printf(b, "nestc %s %016llx llvm %s target %s cpu %s features %s emit %d O%d\n", NESTC_VERSION,
-	           (unsigned long long)self_hash(), NESTC_LLVM_VERSION, sh->triple, sh->cpu, sh->features, o->emit,
-	           o->opt_level);
+	buf_printf(b, "nestc %s %016llx llvm %s target %s emit %d O%d\n", NESTC_VERSION,
+	           (unsigned long long)self_hash(), NESTC_LLVM_VERSION, sh->ident, o->emit, o->opt_level);
 }
 
 /* Everything of a graph that its code depends on, calls by slot. */
@@ -2275,13 +2486,15 @@ static void job_key(Shared *sh, Job *j)
 		Variant *v = j->v;
 		char hex[33];
 		fp_hex(v->fp, hex);
-		buf_printf(&b, "fp %s opt %d fast %d dyn %d\n", hex, v->opt_level, v->fast_math, v->ndyn);
+		buf_printf(&b, "fp %s opt %d fast %d dyn %d need %lld\n", hex, v->opt_level, v->fast_math, v->ndyn,
+		           (long long)sh->need[v->g->id]);
 		for (int i = 0; i < v->ndyn; i++)
 			buf_printf(&b, "%d.%d ", v->dyn[i].node, v->dyn[i].field);
 		graph_text(sh, v->g, &b);
 	} else if (j->kind == JOB_MODEL) {
 		Program *p = sh->p;
-		buf_printf(&b, "ws %lld embed %d\n", (long long)sh->ws_total, sh->o->embed != NULL);
+		buf_printf(&b, "ws %lld %lld embed %d\n", (long long)sh->ws_static, (long long)sh->ws_own,
+		           sh->o->embed != NULL);
 		for (int i = 0; i < p->nparams; i++) {
 			ParamInfo *pi = &p->params[i];
 			buf_printf(&b, "param %s %d", pi->name, pi->dtype);
@@ -2372,6 +2585,7 @@ static void make_jobs(Shared *sh)
 		snprintf(j->mod, sizeof j->mod, "%s.%s.%d", sh->name, v->region, v->k);
 		snprintf(j->label, sizeof j->label, "%s.%d", v->region, v->k);
 		vec_push(&j->syms, xstrdup(j->sym));
+		vec_push(&j->syms, xasprintf("%s_ws", j->sym));
 	}
 	Job *m = &sh->jobs[sh->njobs++];
 	m->kind = JOB_MODEL;
@@ -2465,36 +2679,99 @@ static int check_embedded(Shared *sh, Diag *d)
 	return 0;
 }
 
-int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
+/* LLVM-C cannot list a target's processors, and an unknown one only shows as a
+ * warning on stderr (and sometimes an abort) when code is emitted: try it in a
+ * child process on an empty module. */
+static int cpu_known(Shared *sh)
 {
-	init_llvm_once();
-	Shared sh = {.p = p, .rt = rt, .o = o, .name = o->name};
-	pthread_mutex_init(&sh.mu, NULL);
-	sh.triple = o->target ? xstrdup(o->target) : host_triple();
-	char *err = NULL;
-	if (LLVMGetTargetFromTriple(sh.triple, &sh.target, &err)) {
-		error_plain(d, "unknown target '%s': %s", sh.triple, err);
-		LLVMDisposeMessage(err);
-		free(sh.triple);
+	int fds[2];
+	if (pipe(fds) < 0)
+		return 1;
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
 		return 1;
 	}
-	if (o->cpu) {
-		sh.cpu = xstrdup(o->cpu);
-		sh.features = xstrdup("");
-	} else if (!o->target) {
-		char *c = LLVMGetHostCPUName(), *f = LLVMGetHostCPUFeatures();
-		sh.cpu = xstrdup(c);
-		sh.features = xstrdup(f);
-		LLVMDisposeMessage(c);
-		LLVMDisposeMessage(f);
-	} else {
-		sh.cpu = xstrdup("generic");
-		sh.features = xstrdup("");
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		LLVMTargetMachineRef tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, "",
+		                                                       LLVMCodeGenLevelNone, LLVMRelocPIC,
+		                                                       LLVMCodeModelDefault);
+		LLVMContextRef C = llvm.LLVMContextCreate();
+		LLVMModuleRef M = llvm.LLVMModuleCreateWithNameInContext("probe", C);
+		llvm.LLVMSetTarget(M, sh->triple);
+		char *err = NULL;
+		LLVMMemoryBufferRef mb;
+		int bad = llvm.LLVMTargetMachineEmitToMemoryBuffer(tm, M, LLVMObjectFile, &err, &mb);
+		_exit(bad ? 1 : 0);
 	}
+	close(fds[1]);
+	char buf[4096];
+	size_t got = 0;
+	ssize_t r;
+	while ((r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0 && got < sizeof buf - 1)
+		got += (size_t)r;
+	buf[got] = 0;
+	close(fds[0]);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strstr(buf, "not a recognized processor");
+}
+
+/* LLVM, the target machine's parameters: only when something must be compiled. */
+static int setup_llvm(Shared *sh, Diag *d)
+{
+	char why[512];
+	if (llvm_load(why, sizeof why) < 0) {
+		error_plain(d, "%s", why);
+		return 1;
+	}
+	if (sh->o->target) {
+		sh->triple = xstrdup(sh->o->target);
+	} else {
+		char *t = llvm.LLVMGetDefaultTargetTriple();
+		sh->triple = xstrdup(t);
+		llvm.LLVMDisposeMessage(t);
+	}
+	char *err = NULL;
+	if (llvm.LLVMGetTargetFromTriple(sh->triple, &sh->target, &err)) {
+		error_plain(d, "unknown target '%s': %s", sh->triple, err);
+		llvm.LLVMDisposeMessage(err);
+		return 1;
+	}
+	if (sh->o->cpu) {
+		sh->cpu = xstrdup(sh->o->cpu);
+		sh->features = xstrdup("");
+		if (!cpu_known(sh)) {
+			error_plain(d, "--cpu=%s: LLVM does not know this processor for %s", sh->cpu, sh->triple);
+			return 1;
+		}
+	} else if (!sh->o->target) {
+		char *c = llvm.LLVMGetHostCPUName(), *f = llvm.LLVMGetHostCPUFeatures();
+		sh->cpu = xstrdup(c);
+		sh->features = xstrdup(f);
+		llvm.LLVMDisposeMessage(c);
+		llvm.LLVMDisposeMessage(f);
+	} else {
+		sh->cpu = xstrdup("generic");
+		sh->features = xstrdup("");
+	}
+	return 0;
+}
+
+int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
+{
+	Shared sh = {.p = p, .rt = rt, .o = o, .name = o->name};
+	pthread_mutex_init(&sh.mu, NULL);
+	if (o->target || o->cpu)
+		sh.ident = xasprintf("%s cpu %s", o->target ? o->target : "host", o->cpu ? o->cpu : "host");
+	else
+		sh.ident = host_id();
 	if (o->embed && check_embedded(&sh, d)) {
-		free(sh.triple);
-		free(sh.cpu);
-		free(sh.features);
+		free(sh.ident);
 		return 1;
 	}
 
@@ -2511,9 +2788,20 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		}
 		for (int i = 0; i < p->graphs.n; i++)
 			graph_need(&G, p->graphs.v[i]);
-		for (int e = 0; e < p->nentries; e++)
-			if (sh.need[p->entries[e].g->id] > sh.ws_total)
-				sh.ws_total = sh.need[p->entries[e].g->id];
+		for (int e = 0; e < p->nentries; e++) {
+			Graph *g = p->entries[e].g;
+			Plan *pl = sh.plans[g->id];
+			int64_t inl = 0;
+			for (int i = 0; i < g->nnodes; i++) {
+				CallSite *cs = g->nodes[i]->op == OP_CALL ? callsite_of(rt, g->nodes[i]) : NULL;
+				if (cs && !cs->v && sh.need[g->nodes[i]->callee->id] > inl)
+					inl = sh.need[g->nodes[i]->callee->id];
+			}
+			if (pl->ws_size + inl > sh.ws_static)
+				sh.ws_static = pl->ws_size + inl;
+			if (pl->ws_size > sh.ws_own)
+				sh.ws_own = pl->ws_size;
+		}
 	}
 	make_jobs(&sh);
 
@@ -2523,14 +2811,8 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		if (!j->selected)
 			continue;
 		job_key(&sh, j);
-		if (o->cache_dir && cache_get(o->cache_dir, j->key, &j->data, &j->len)) {
+		if (o->cache_dir && cache_get(o->cache_dir, j->key, &j->data, &j->len, &j->code_bytes)) {
 			j->cached = 1;
-			if (j->kind == JOB_VARIANT && o->emit == EMIT_OBJ) {
-				Gen G = {0};
-				G.C = LLVMContextCreate();
-				j->code_bytes = text_bytes(&G, j->data, j->len);
-				LLVMContextDispose(G.C);
-			}
 		} else {
 			sh.ntodo++;
 		}
@@ -2555,10 +2837,13 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			sh.order[b - 1] = t;
 		}
 	free(cost);
+	int rc = 0;
+	if (sh.ntodo > 0 && setup_llvm(&sh, d))
+		rc = 1;
 	int nthreads = o->jobs > 0 ? o->jobs : 1;
 	if (nthreads > sh.ntodo)
 		nthreads = sh.ntodo > 0 ? sh.ntodo : 1;
-	if (sh.ntodo > 0) {
+	if (sh.ntodo > 0 && !rc) {
 		pthread_t *th = xcalloc((size_t)nthreads, sizeof(pthread_t));
 		for (int t = 1; t < nthreads; t++)
 			if (pthread_create(&th[t], NULL, worker, &sh) != 0)
@@ -2570,7 +2855,6 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		if (progress_on(&sh))
 			fputs("\r\033[K", stderr);
 	}
-	int rc = 0;
 	if (sh.error) {
 		error_plain(d, "%s", sh.error);
 		rc = 1;
@@ -2580,7 +2864,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		if (!j->selected)
 			continue;
 		if (!j->cached && o->cache_dir)
-			cache_put(o->cache_dir, j->key, j->data, j->len);
+			cache_put(o->cache_dir, j->key, j->data, j->len, j->code_bytes);
 		if (j->kind == JOB_VARIANT) {
 			j->v->code_bytes = j->code_bytes;
 			j->v->compile_ms = j->cached ? 0 : j->ms;
@@ -2644,9 +2928,6 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			Gen G = {.p = p, .rt = rt, .o = o};
 			Buf h = {0};
 			header_text(&G, &h, sh.name);
-			if (o->embed)
-				buf_printf(&h, "/* %s with the weights compiled in (--embed-weights %s). */\n%s *%s_new_embedded(nestrt_error *err);\n",
-				           sh.name, o->embed, sh.name, sh.name);
 			char *hpath = header_path(o, sh.name);
 			char *tmp = xasprintf("%s.tmp.%d", hpath, pid);
 			if (write_file_atomic(tmp, h.s, h.len) < 0)
@@ -2688,6 +2969,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 	free(sh.need);
 	free(sh.error);
 	free((void *)sh.weights_image);
+	free(sh.ident);
 	free(sh.triple);
 	free(sh.cpu);
 	free(sh.features);

@@ -309,6 +309,7 @@ int main(int argc, char **argv)
 			bo.only = v;
 		} else if (is_build && (v = flag_value(argc, argv, &i, "--embed-weights", &missing))) {
 			bo.embed = v;
+			vec_push(&passthru, xasprintf("--embed-weights=%s", v));
 		} else if (is_build && !strcmp(a, "-MD")) {
 			dep_md = 1;
 		} else if (is_build && !strcmp(a, "-M")) {
@@ -476,7 +477,7 @@ int main(int argc, char **argv)
 	/* the region pass runs for every command but run, which ignores regions */
 	RegionTable *rt = NULL;
 	if (p && !d.nerrors && !is_run && !is_weights) {
-		char *triple = bo.target ? NULL : host_triple();
+		char *triple = bo.target ? NULL : host_id();
 		RegionOptions rop = {.no_regions = no_regions, .opt_level = is_build ? bo.opt_level : 2,
 		                     .target = bo.target ? bo.target : arena_strdup(&arena, triple), .cpu = bo.cpu};
 		free(triple);
@@ -514,8 +515,11 @@ int main(int argc, char **argv)
 				rc = 1;
 			}
 		}
-		if (rc != 1 && dep_print) {
-			rc = write_depfile(p, rt, &bo, file, NULL, 1);
+		if (rc != 1 && bo.archive && bo.emit != EMIT_OBJ) {
+			error_plain(&d, "-o %s: an archive holds objects; --emit=asm and --emit=llvm write to a directory", bo.out);
+			rc = 1;
+		} else if (rc != 1 && dep_print) {
+			rc = write_depfile(p, rt, &bo, file, dep_mf, dep_mf == NULL);
 		} else if (rc != 1) {
 			rc = build_model(p, rt, &d, &bo);
 			if (rc == 0 && dep_md)

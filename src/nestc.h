@@ -621,8 +621,8 @@ typedef struct BuildOptions {
  * Files are written to temporaries and renamed only when all succeeded.
  * Returns 0, or 1 after an error message. */
 int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o);
-/* The host's target triple (malloc'd). */
-char *host_triple(void);
+/* The host as a target, computed without LLVM (malloc'd). */
+char *host_id(void);
 /* The paths build_model writes (header, objects or archive), for depfiles and
  * `nestc plan`; the caller frees each and the array. */
 char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n);
