@@ -88,8 +88,10 @@ def main():
               len(fresh) == len([v for v in rep["variants"] if v["region"] == "down_block"]),
               "recompiled: %s %s" % (fresh, r.stderr))
 
-        # a corrupted entry is detected and rebuilt
-        entries = glob.glob(os.path.join(cache, "*", "*.o"))
+        # a corrupted entry is detected and rebuilt (a cache of this build alone)
+        cache = os.path.join(t, "cache-corrupt")
+        nestc("build", model, *RESNET, "-o", "c5", "--cache-dir", cache)
+        entries = sorted(glob.glob(os.path.join(cache, "*", "*.o")))
         victim = entries[0]
         data = bytearray(open(victim, "rb").read())
         data[len(data) // 2] ^= 0xFF
