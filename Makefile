@@ -58,7 +58,7 @@ check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
 		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		sh tests/check.sh build-asan
+		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" sh tests/check.sh build-asan
 
 $(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/ast.o $(B)/diag.o
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \

@@ -152,6 +152,11 @@
 	X(LLVMStructTypeInContext) \
 	X(LLVMTargetMachineEmitToMemoryBuffer) \
 	X(LLVMVerifyModule) \
+	X(LLVMVectorType) \
+	X(LLVMConstNull) \
+	X(LLVMGetUndef) \
+	X(LLVMBuildInsertElement) \
+	X(LLVMBuildShuffleVector) \
 	X(LLVMVoidTypeInContext)
 
 static struct {
@@ -237,6 +242,7 @@ struct Gen {
 	int64_t *need;           /* per graph id: workspace bytes, own + callees (-1 unknown) */
 	Plan **plans;            /* per graph id; computed before any worker starts */
 	char *error;             /* a code generation failure, reported by the main thread */
+	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
 };
 
 /* ---- types and small helpers ---- */
@@ -754,6 +760,127 @@ static void k_concat(Fn *F, Node *n)
 	}
 }
 
+/* One register tile of C = A @ B: MR rows by NV vectors of VW columns; the
+ * accumulators stay in registers for the whole k loop (phi nodes), A's
+ * elements are broadcast and B's rows loaded as vectors into FMAs. */
+static void mm_tile(Fn *F, Node *n, Node *a, Node *b, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef Nn,
+                    LLVMValueRef arow, LLVMValueRef ob, LLVMValueRef orow, LLVMValueRef j)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef acc[8][4];
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
+	LLVMValueRef zero64 = ci64(G, 0), zv = llvm.LLVMConstNull(vt);
+	llvm.LLVMAddIncoming(k, &zero64, &pre, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			acc[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(acc[r][v], &zv, &pre, 1);
+		}
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	LLVMValueRef bv[4], nacc[8][4];
+	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, k, Nn, ""), ""), j, "");
+	for (int v = 0; v < nv; v++) {
+		LLVMValueRef off = llvm.LLVMBuildAdd(B, brow, ci64(G, v * vw), "");
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, b), &off, 1, "");
+		bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
+		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
+	}
+	LLVMValueRef mask0 = llvm.LLVMConstNull(llvm.LLVMVectorType(G->i32, (unsigned)vw));
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	for (int r = 0; r < mr; r++) {
+		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
+		LLVMValueRef s = load_at(F, a, aoff);
+		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), s, ci32(G, 0), "");
+		LLVMValueRef bc = llvm.LLVMBuildShuffleVector(B, one, llvm.LLVMGetUndef(vt), mask0, "");
+		for (int v = 0; v < nv; v++) {
+			LLVMTypeRef ts[3] = {vt, vt, vt};
+			LLVMValueRef vs[3] = {bc, bv[v], acc[r][v]};
+			nacc[r][v] = call(G, fma, vt, ts, vs, 3);
+		}
+	}
+	LLVMValueRef k1 = llvm.LLVMBuildAdd(B, k, ci64(G, 1), "");
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(k, &k1, &end, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			llvm.LLVMAddIncoming(acc[r][v], &nacc[r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), Nn, ""), ""),
+			                                     llvm.LLVMBuildAdd(B, j, ci64(G, v * vw), ""), "");
+			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, n), &off, 1, "");
+			LLVMValueRef st = llvm.LLVMBuildStore(B, acc[r][v], llvm.LLVMBuildPointerCast(B, p, vpt, ""));
+			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
+		}
+}
+
+/* C = A @ B for one batch: register tiles of mr rows by two vectors, then one
+ * vector, then single columns; rows left over from the tiles one at a time. */
+static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype);
+	int vw = G->vbytes / dtype_size(n->dtype);
+	int mr = G->vbytes == 64 ? 6 : 4, nv = 2;
+	LLVMValueRef wide = ci64(G, nv * vw), narrow = ci64(G, vw);
+	LLVMValueRef nwide = llvm.LLVMBuildSDiv(B, Nn, wide, "");            /* wide column blocks */
+	LLVMValueRef n_wide = llvm.LLVMBuildMul(B, nwide, wide, "");
+	LLVMValueRef n_vec = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, Nn, narrow, ""), narrow, "");
+	LLVMValueRef mtiles = llvm.LLVMBuildSDiv(B, M, ci64(G, mr), "");
+	LLVMValueRef m_full = llvm.LLVMBuildMul(B, mtiles, ci64(G, mr), "");
+	for (int part = 0; part < 2; part++) {
+		int rows = part == 0 ? mr : 1;
+		Loop li;
+		LLVMValueRef i;
+		if (part == 0)
+			i = llvm.LLVMBuildMul(B, loop_begin(F, &li, ci64(G, 0), mtiles), ci64(G, mr), "");
+		else
+			i = loop_begin(F, &li, m_full, M);
+		LLVMValueRef arow = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, K, ""), "");
+		LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), "");
+		Loop lw, lv, ls, lk;
+		LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
+		LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
+		mm_tile(F, n, a, b, rows, nv, vw, K, Nn, arow, ob, orow, cw);
+		loop_end(F, &lw);
+		LLVMValueRef jv = loop_begin(F, &lv, llvm.LLVMBuildSDiv(B, n_wide, narrow, ""), llvm.LLVMBuildSDiv(B, n_vec, narrow, ""));
+		mm_tile(F, n, a, b, rows, 1, vw, K, Nn, arow, ob, orow, llvm.LLVMBuildMul(B, jv, narrow, ""));
+		loop_end(F, &lv);
+		LLVMValueRef j = loop_begin(F, &ls, n_vec, Nn);
+		LLVMValueRef accp = entry_alloca(F, et, "dot");
+		for (int r = 0; r < rows; r++) {
+			LLVMValueRef ar = llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), "");
+			llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), accp);
+			LLVMValueRef k = loop_begin(F, &lk, ci64(G, 0), K);
+			LLVMValueRef av = load_at(F, a, llvm.LLVMBuildAdd(B, ar, k, ""));
+			LLVMValueRef bvv = load_at(F, b, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, Nn, ""), j, ""), ""));
+			LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, accp, "");
+			llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, cur, llvm.LLVMBuildFMul(B, av, bvv, ""), ""), accp);
+			loop_end(F, &lk);
+			LLVMValueRef o = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), Nn, ""), ""), j, "");
+			store_at(F, n, o, llvm.LLVMBuildLoad2(B, et, accp, ""));
+		}
+		loop_end(F, &ls);
+		loop_end(F, &li);
+	}
+}
+
 /* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
  * along contiguous rows of b and of the result */
 static void k_matmul(Fn *F, Node *n)
@@ -791,6 +918,12 @@ static void k_matmul(Fn *F, Node *n)
 		oa = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, sa[k], ""), "");
 		ob = llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, i, sb[k], ""), "");
 		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
+	}
+	if (fl && b->rank != 1) {
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo);
+		for (int k = batch - 1; k >= 0; k--)
+			loop_end(F, &bl[k]);
+		return;
 	}
 	LLVMValueRef zero = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
 	Loop li, lz, lk, lj;
@@ -2145,6 +2278,19 @@ static void gen_init(Gen *G, Shared *sh)
 	G->rt = sh->rt;
 	G->o = sh->o;
 	G->triple = sh->triple;
+	/* register tiles are sized for the widest vectors the target has */
+	G->vbytes = strstr(sh->features, "+avx512f") ? 64 : strstr(sh->features, "+avx2") ? 32 : 16;
+	if (sh->o->cpu) {
+		const char *c = sh->cpu;
+		G->vbytes = strstr(c, "avx512") || strstr(c, "icelake") || strstr(c, "sapphirerapids") ||
+		                    strstr(c, "cascadelake") || strstr(c, "cooperlake") || strstr(c, "tigerlake") ||
+		                    strstr(c, "znver4")
+		                ? 64
+		            : strstr(c, "haswell") || strstr(c, "broadwell") || strstr(c, "skylake") || strstr(c, "znver") ||
+		                    strstr(c, "x86-64-v3") || strstr(c, "alderlake")
+		                ? 32
+		                : 16;
+	}
 	G->tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
 	                                LLVMRelocPIC, LLVMCodeModelDefault);
 	LLVMTargetDataRef td = llvm.LLVMCreateTargetDataLayout(G->tm);

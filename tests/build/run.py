@@ -59,6 +59,8 @@ SAMPLES = os.path.join(ROOT, "samples")
 RUNTIME = os.path.join(ROOT, "runtime")
 TIMEOUT = 120          # seconds for one subprocess
 CC = os.environ.get("CC", "cc")
+# flags a program linked with this libnestrt needs (the sanitizers, under make check-asan)
+LINK_FLAGS = os.environ.get("NESTC_TEST_LDFLAGS", "").split()
 
 CTYPE = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
 NPDT = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
@@ -447,7 +449,7 @@ def compile_driver(d, calls, includes, inc_dirs, link, name="driver"):
     exe = os.path.join(d, name)
     cmd = [CC, "-O1", "-std=c11", "-Wall", "-Werror=incompatible-pointer-types",
            "-Werror=implicit-function-declaration", "-I" + RUNTIME]
-    cmd += ["-I" + i for i in inc_dirs] + [src] + link + [LIBNESTRT, "-lm", "-lpthread", "-o", exe]
+    cmd += ["-I" + i for i in inc_dirs] + [src] + link + [LIBNESTRT, "-lm", "-lpthread", "-o", exe] + LINK_FLAGS
     r = run(cmd)
     if r.returncode != 0:
         raise Fail("driver does not compile or link: " + describe(cmd, r))

@@ -169,7 +169,8 @@ def main():
                     ' static float out[MLP_FORWARD_OUT_NUMEL];\n if (mlp_forward(m, x, out)) return 1;\n'
                     ' int64_t os[2] = {4, 10};\n return nestrt_npy_write("y.npy", NESTRT_F32, 2, os, out, &err) ? 1 : 0;\n}\n')
         cc = subprocess.run(["cc", "-O1", "-I" + os.path.join(ROOT, "runtime"), "-Iemb", "emb.c"] +
-                            sorted(glob.glob("emb/*.o")) + [LIB, "-lm", "-lpthread", "-o", "emb.bin"],
+                            sorted(glob.glob("emb/*.o")) + [LIB, "-lm", "-lpthread", "-o", "emb.bin"] +
+                            os.environ.get("NESTC_TEST_LDFLAGS", "").split(),
                             capture_output=True, text=True)
         os.rename("mlp.safetensors", "moved.safetensors")
         run = subprocess.run(["./emb.bin"], capture_output=True, text=True) if cc.returncode == 0 else cc
