@@ -157,6 +157,12 @@
 	X(LLVMGetUndef) \
 	X(LLVMBuildInsertElement) \
 	X(LLVMBuildShuffleVector) \
+	X(LLVMBuildExtractElement) \
+	X(LLVMConstVector) \
+	X(LLVMTypeOf) \
+	X(LLVMBuildFPToSI) \
+	X(LLVMBuildShl) \
+	X(LLVMBuildBitCast) \
 	X(LLVMVoidTypeInContext)
 
 static struct {
@@ -511,6 +517,53 @@ static LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
 	return llvm.LLVMBuildSelect(G->B, c, a, b, "");
 }
 
+/* exp for f32 as plain arithmetic that the loop vectoriser can widen (a libm
+ * call per element is most of a transformer's time otherwise): Cephes' range
+ * reduction to [-ln2/2, ln2/2], a degree-6 polynomial, and the power of two
+ * put into the exponent bits. Relative error about 2e-7; NaN, +-inf and
+ * underflow keep their meaning. f64 keeps libm's exp. */
+static LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x)
+{
+	if (dt != DT_F32)
+		return math1(G, "llvm.exp", dt, x);
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef hi = fconst(G, dt, 88.3762626647949), lo = fconst(G, dt, -88.3762626647949);
+	LLVMValueRef xc = math2(G, "llvm.minnum", dt, math2(G, "llvm.maxnum", dt, x, lo), hi);
+	LLVMValueRef n = math1(G, "llvm.floor", dt,
+	                       llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, xc, fconst(G, dt, 1.44269504088896341), ""),
+	                                          fconst(G, dt, 0.5), ""));
+	LLVMValueRef r = llvm.LLVMBuildFSub(B, xc, llvm.LLVMBuildFMul(B, n, fconst(G, dt, 0.693359375), ""), "");
+	r = llvm.LLVMBuildFSub(B, r, llvm.LLVMBuildFMul(B, n, fconst(G, dt, -2.12194440e-4), ""), "");
+	static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
+	                           1.6666665459E-1, 5.0000001201E-1};
+	LLVMValueRef p = fconst(G, dt, c[0]);
+	for (int i = 1; i < 6; i++)
+		p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, r, ""), fconst(G, dt, c[i]), "");
+	p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildFMul(B, r, r, ""), ""), r, ""),
+	                       fconst(G, dt, 1), "");
+	/* 2^n: n + 127 in the exponent field */
+	LLVMValueRef ni = llvm.LLVMBuildFPToSI(B, n, G->i32, "");
+	LLVMValueRef bits = llvm.LLVMBuildShl(B, llvm.LLVMBuildAdd(B, ni, ci32(G, 127), ""), ci32(G, 23), "");
+	LLVMValueRef e = llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildBitCast(B, bits, G->f32, ""), "");
+	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), fconst(G, dt, 0), e, "");
+	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), fconst(G, dt, INFINITY), e, "");
+	return llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, e, "");
+}
+
+/* tanh(x) = 1 - 2 / (exp(2x) + 1), through exp_fast for f32 */
+static LLVMValueRef tanh_fast(Gen *G, DType dt, LLVMValueRef x)
+{
+	if (dt != DT_F32)
+		return math1(G, "tanh", dt, x);
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef e = exp_fast(G, dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 2), ""));
+	LLVMValueRef t = llvm.LLVMBuildFSub(B, fconst(G, dt, 1),
+	                                    llvm.LLVMBuildFDiv(B, fconst(G, dt, 2), llvm.LLVMBuildFAdd(B, e, fconst(G, dt, 1), ""), ""), "");
+	/* small |x|: x itself is closer than the difference of two near-equal numbers */
+	LLVMValueRef small = llvm.LLVMBuildFCmp(B, LLVMRealOLT, math1(G, "llvm.fabs", dt, x), fconst(G, dt, 1e-4), "");
+	return llvm.LLVMBuildSelect(B, small, x, t, "");
+}
+
 static LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
 {
 	Gen *G = F->gen;
@@ -586,14 +639,14 @@ static LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 	switch (op) {
 	case OP_NEG: return fl ? llvm.LLVMBuildFNeg(B, x, "") : llvm.LLVMBuildNeg(B, x, "");
 	case OP_NOT: return llvm.LLVMBuildXor(B, x, llvm.LLVMConstInt(G->i8, 1, 0), "");
-	case OP_EXP: return math1(G, "llvm.exp", dt, x);
+	case OP_EXP: return exp_fast(G, dt, x);
 	case OP_LOG: return math1(G, "llvm.log", dt, x);
 	case OP_SQRT: return math1(G, "llvm.sqrt", dt, x);
 	case OP_RSQRT: return llvm.LLVMBuildFDiv(B, fconst(G, dt, 1), math1(G, "llvm.sqrt", dt, x), "");
-	case OP_TANH: return math1(G, "tanh", dt, x);
+	case OP_TANH: return tanh_fast(G, dt, x);
 	case OP_SIGMOID:
 		return llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
-		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
+		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), exp_fast(G, dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
 	case OP_RELU:
 		if (fl) {
 			/* max(x, 0) that keeps NaN, like the interpreter */
@@ -609,12 +662,12 @@ static LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 		LLVMValueRef x3 = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, x, x, ""), x, "");
 		LLVMValueRef in = llvm.LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
 		                                llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
-		LLVMValueRef t = math1(G, "tanh", dt, in);
+		LLVMValueRef t = tanh_fast(G, dt, in);
 		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
 	}
 	case OP_SILU:
 		return llvm.LLVMBuildFDiv(B, x,
-		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), math1(G, "llvm.exp", dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
+		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), exp_fast(G, dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
 	case OP_ERF: return math1(G, "erf", dt, x);
 	case OP_ABS:
 		if (fl)
@@ -760,11 +813,13 @@ static void k_concat(Fn *F, Node *n)
 	}
 }
 
-/* One register tile of C = A @ B: MR rows by NV vectors of VW columns; the
+/* One register tile of C = A @ B: mr rows by nv vectors of vw columns; the
  * accumulators stay in registers for the whole k loop (phi nodes), A's
- * elements are broadcast and B's rows loaded as vectors into FMAs. */
-static void mm_tile(Fn *F, Node *n, Node *a, Node *b, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef Nn,
-                    LLVMValueRef arow, LLVMValueRef ob, LLVMValueRef orow, LLVMValueRef j)
+ * elements are broadcast and B's rows (ldb apart, from column bj) loaded as
+ * vectors into FMAs; the tile lands at column oj of C. */
+static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef arow,
+                    LLVMValueRef bbase, LLVMValueRef ldb, LLVMValueRef bj, LLVMValueRef orow, LLVMValueRef ldc,
+                    LLVMValueRef oj)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -789,10 +844,10 @@ static void mm_tile(Fn *F, Node *n, Node *a, Node *b, int mr, int nv, int vw, LL
 	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	LLVMValueRef bv[4], nacc[8][4];
-	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, k, Nn, ""), ""), j, "");
+	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ldb, ""), bj, "");
 	for (int v = 0; v < nv; v++) {
 		LLVMValueRef off = llvm.LLVMBuildAdd(B, brow, ci64(G, v * vw), "");
-		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, b), &off, 1, "");
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, bbase, &off, 1, "");
 		bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
 		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
 	}
@@ -801,8 +856,8 @@ static void mm_tile(Fn *F, Node *n, Node *a, Node *b, int mr, int nv, int vw, LL
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	for (int r = 0; r < mr; r++) {
 		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
-		LLVMValueRef s = load_at(F, a, aoff);
-		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), s, ci32(G, 0), "");
+		LLVMValueRef sc = load_at(F, a, aoff);
+		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), sc, ci32(G, 0), "");
 		LLVMValueRef bc = llvm.LLVMBuildShuffleVector(B, one, llvm.LLVMGetUndef(vt), mask0, "");
 		for (int v = 0; v < nv; v++) {
 			LLVMTypeRef ts[3] = {vt, vt, vt};
@@ -820,16 +875,18 @@ static void mm_tile(Fn *F, Node *n, Node *a, Node *b, int mr, int nv, int vw, LL
 	llvm.LLVMPositionBuilderAtEnd(B, done);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), Nn, ""), ""),
-			                                     llvm.LLVMBuildAdd(B, j, ci64(G, v * vw), ""), "");
+			LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), ldc, ""), ""),
+			                                     llvm.LLVMBuildAdd(B, oj, ci64(G, v * vw), ""), "");
 			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, n), &off, 1, "");
 			LLVMValueRef st = llvm.LLVMBuildStore(B, acc[r][v], llvm.LLVMBuildPointerCast(B, p, vpt, ""));
 			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
 		}
 }
 
-/* C = A @ B for one batch: register tiles of mr rows by two vectors, then one
- * vector, then single columns; rows left over from the tiles one at a time. */
+/* C = A @ B for one batch. Panels of B two vectors wide are packed into the
+ * scratch area (k rows, contiguous: rows of B are far apart in memory and
+ * alias in the cache), then every register tile of mr rows runs over the
+ * panel; the last columns go by one vector, then one by one. */
 static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
                      LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo)
 {
@@ -839,44 +896,190 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	int vw = G->vbytes / dtype_size(n->dtype);
 	int mr = G->vbytes == 64 ? 6 : 4, nv = 2;
 	LLVMValueRef wide = ci64(G, nv * vw), narrow = ci64(G, vw);
-	LLVMValueRef nwide = llvm.LLVMBuildSDiv(B, Nn, wide, "");            /* wide column blocks */
+	LLVMValueRef nwide = llvm.LLVMBuildSDiv(B, Nn, wide, "");
 	LLVMValueRef n_wide = llvm.LLVMBuildMul(B, nwide, wide, "");
 	LLVMValueRef n_vec = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, Nn, narrow, ""), narrow, "");
 	LLVMValueRef mtiles = llvm.LLVMBuildSDiv(B, M, ci64(G, mr), "");
 	LLVMValueRef m_full = llvm.LLVMBuildMul(B, mtiles, ci64(G, mr), "");
-	for (int part = 0; part < 2; part++) {
-		int rows = part == 0 ? mr : 1;
-		Loop li;
-		LLVMValueRef i;
-		if (part == 0)
-			i = llvm.LLVMBuildMul(B, loop_begin(F, &li, ci64(G, 0), mtiles), ci64(G, mr), "");
-		else
-			i = loop_begin(F, &li, m_full, M);
-		LLVMValueRef arow = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, K, ""), "");
-		LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), "");
-		Loop lw, lv, ls, lk;
-		LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
-		LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
-		mm_tile(F, n, a, b, rows, nv, vw, K, Nn, arow, ob, orow, cw);
-		loop_end(F, &lw);
-		LLVMValueRef jv = loop_begin(F, &lv, llvm.LLVMBuildSDiv(B, n_wide, narrow, ""), llvm.LLVMBuildSDiv(B, n_vec, narrow, ""));
-		mm_tile(F, n, a, b, rows, 1, vw, K, Nn, arow, ob, orow, llvm.LLVMBuildMul(B, jv, narrow, ""));
-		loop_end(F, &lv);
-		LLVMValueRef j = loop_begin(F, &ls, n_vec, Nn);
-		LLVMValueRef accp = entry_alloca(F, et, "dot");
-		for (int r = 0; r < rows; r++) {
-			LLVMValueRef ar = llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), "");
-			llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), accp);
-			LLVMValueRef k = loop_begin(F, &lk, ci64(G, 0), K);
-			LLVMValueRef av = load_at(F, a, llvm.LLVMBuildAdd(B, ar, k, ""));
-			LLVMValueRef bvv = load_at(F, b, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, Nn, ""), j, ""), ""));
-			LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, accp, "");
-			llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, cur, llvm.LLVMBuildFMul(B, av, bvv, ""), ""), accp);
-			loop_end(F, &lk);
-			LLVMValueRef o = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), Nn, ""), ""), j, "");
-			store_at(F, n, o, llvm.LLVMBuildLoad2(B, et, accp, ""));
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef panel = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""),
+	                                               llvm.LLVMPointerType(et, 0), "panel");
+	LLVMValueRef bbase = nptr(F, b);
+	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
+
+	Loop lw, lp, lt, lr;
+	LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
+	LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
+	/* pack B[:, cw:cw+wide] */
+	LLVMValueRef kp = loop_begin(F, &lp, ci64(G, 0), K);
+	for (int v = 0; v < nv; v++) {
+		LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, kp, Nn, ""), ""),
+		                                    llvm.LLVMBuildAdd(B, cw, ci64(G, v * vw), ""), "");
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), vpt, ""), "");
+		llvm.LLVMSetAlignment(x, (unsigned)dtype_size(n->dtype));
+		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, kp, wide, ""), ci64(G, v * vw), "");
+		LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, panel, &dof, 1, ""), vpt, ""));
+		llvm.LLVMSetAlignment(st, (unsigned)dtype_size(n->dtype));
+	}
+	loop_end(F, &lp);
+	LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), mtiles);
+	LLVMValueRef i = llvm.LLVMBuildMul(B, t, ci64(G, mr), "");
+	mm_tile(F, n, a, mr, nv, vw, K, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, K, ""), ""), panel, wide, ci64(G, 0),
+	        llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), ""), Nn, cw);
+	loop_end(F, &lt);
+	LLVMValueRef ir = loop_begin(F, &lr, m_full, M);
+	mm_tile(F, n, a, 1, nv, vw, K, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, ir, K, ""), ""), panel, wide, ci64(G, 0),
+	        llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, ir, Nn, ""), ""), Nn, cw);
+	loop_end(F, &lr);
+	loop_end(F, &lw);
+
+	/* the columns after the panels, straight from B */
+	Loop li, lv, ls, lk;
+	LLVMValueRef i2 = loop_begin(F, &li, ci64(G, 0), M);
+	LLVMValueRef arow = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i2, K, ""), "");
+	LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i2, Nn, ""), "");
+	LLVMValueRef jv = loop_begin(F, &lv, llvm.LLVMBuildSDiv(B, n_wide, narrow, ""), llvm.LLVMBuildSDiv(B, n_vec, narrow, ""));
+	LLVMValueRef cj = llvm.LLVMBuildMul(B, jv, narrow, "");
+	mm_tile(F, n, a, 1, 1, vw, K, arow, bbase, Nn, llvm.LLVMBuildAdd(B, ob, cj, ""), orow, Nn, cj);
+	loop_end(F, &lv);
+	LLVMValueRef j = loop_begin(F, &ls, n_vec, Nn);
+	LLVMValueRef accp = entry_alloca(F, et, "dot");
+	llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), accp);
+	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 0), K);
+	LLVMValueRef av = load_at(F, a, llvm.LLVMBuildAdd(B, arow, k, ""));
+	LLVMValueRef bvv = load_at(F, b, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, Nn, ""), j, ""), ""));
+	LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, accp, "");
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, cur, llvm.LLVMBuildFMul(B, av, bvv, ""), ""), accp);
+	loop_end(F, &lk);
+	store_at(F, n, llvm.LLVMBuildAdd(B, orow, j, ""), llvm.LLVMBuildLoad2(B, et, accp, ""));
+	loop_end(F, &ls);
+	loop_end(F, &li);
+}
+
+/* The sum of a vector's lanes, as a tree of shuffles. */
+static LLVMValueRef hsum(Gen *G, LLVMValueRef v, int vw)
+{
+	LLVMBuilderRef B = G->B;
+	for (int w = vw / 2; w >= 1; w /= 2) {
+		LLVMValueRef idx[64];
+		for (int i = 0; i < vw; i++)
+			idx[i] = ci32(G, i < w ? i + w : i);
+		LLVMValueRef mask = llvm.LLVMConstVector(idx, (unsigned)vw);
+		v = llvm.LLVMBuildFAdd(B, v, llvm.LLVMBuildShuffleVector(B, v, llvm.LLVMGetUndef(llvm.LLVMTypeOf(v)), mask, ""), "");
+	}
+	return llvm.LLVMBuildExtractElement(B, v, ci32(G, 0), "");
+}
+
+/* One tile of C = A @ Bt^T, Bt stored [N, K] (a transpose read without a copy):
+ * mr rows by nc columns of dot products, vectors along k, lanes summed at the end. */
+static void mm_nt_tile(Fn *F, Node *n, Node *a, Node *bt, int mr, int nc, int vw, LLVMValueRef K, LLVMValueRef Kv,
+                       LLVMValueRef Nn, LLVMValueRef arow, LLVMValueRef j, LLVMValueRef orow)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef acc[4][4], nacc[4][4], av[4], bv[4];
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	/* vector part: k = 0, vw, ... < Kv */
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "ntk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "ntkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "ntkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
+	LLVMValueRef z64 = ci64(G, 0), zv = llvm.LLVMConstNull(vt);
+	llvm.LLVMAddIncoming(k, &z64, &pre, 1);
+	for (int r = 0; r < mr; r++)
+		for (int c = 0; c < nc; c++) {
+			acc[r][c] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(acc[r][c], &zv, &pre, 1);
 		}
-		loop_end(F, &ls);
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, Kv, ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	for (int r = 0; r < mr; r++) {
+		LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, a), &off, 1, "");
+		av[r] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
+		llvm.LLVMSetAlignment(av[r], (unsigned)dtype_size(dt));
+	}
+	for (int c = 0; c < nc; c++) {
+		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, j, ci64(G, c), ""), K, "");
+		LLVMValueRef off = llvm.LLVMBuildAdd(B, row, k, "");
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, bt), &off, 1, "");
+		bv[c] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
+		llvm.LLVMSetAlignment(bv[c], (unsigned)dtype_size(dt));
+	}
+	for (int r = 0; r < mr; r++)
+		for (int c = 0; c < nc; c++) {
+			LLVMTypeRef ts[3] = {vt, vt, vt};
+			LLVMValueRef vs[3] = {av[r], bv[c], acc[r][c]};
+			nacc[r][c] = call(G, fma, vt, ts, vs, 3);
+		}
+	LLVMValueRef k1 = llvm.LLVMBuildAdd(B, k, ci64(G, vw), "");
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(k, &k1, &end, 1);
+	for (int r = 0; r < mr; r++)
+		for (int c = 0; c < nc; c++)
+			llvm.LLVMAddIncoming(acc[r][c], &nacc[r][c], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	/* lanes summed, then the k left over from the vectors one by one */
+	LLVMValueRef sums = entry_alloca(F, llvm.LLVMArrayType(et, 16), "sums");
+	for (int r = 0; r < mr; r++)
+		for (int c = 0; c < nc; c++) {
+			LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, r * 4 + c)};
+			llvm.LLVMBuildStore(B, hsum(G, acc[r][c], vw), llvm.LLVMBuildGEP2(B, llvm.LLVMArrayType(et, 16), sums, ix, 2, ""));
+		}
+	Loop lt;
+	LLVMValueRef kt = loop_begin(F, &lt, Kv, K);
+	for (int r = 0; r < mr; r++)
+		for (int c = 0; c < nc; c++) {
+			LLVMValueRef x = load_at(F, a, llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), kt, ""));
+			LLVMValueRef y = load_at(F, bt, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, j, ci64(G, c), ""), K, ""), kt, ""));
+			LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, r * 4 + c)};
+			LLVMValueRef sp = llvm.LLVMBuildGEP2(B, llvm.LLVMArrayType(et, 16), sums, ix, 2, "");
+			llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, et, sp, ""), llvm.LLVMBuildFMul(B, x, y, ""), ""), sp);
+		}
+	loop_end(F, &lt);
+	for (int r = 0; r < mr; r++)
+		for (int c = 0; c < nc; c++) {
+			LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, r * 4 + c)};
+			LLVMValueRef sp = llvm.LLVMBuildGEP2(B, llvm.LLVMArrayType(et, 16), sums, ix, 2, "");
+			LLVMValueRef o = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), Nn, ""), ""),
+			                                   llvm.LLVMBuildAdd(B, j, ci64(G, c), ""), "");
+			store_at(F, n, o, llvm.LLVMBuildLoad2(B, et, sp, ""));
+		}
+}
+
+/* C[M, N] = A[M, K] @ transpose(Bt[N, K]): tiles of 4x4, then the rest. */
+static void mm_nt(Fn *F, Node *n, Node *a, Node *bt)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int vw = G->vbytes / dtype_size(n->dtype);
+	LLVMValueRef M = dimv(F, a, 0), K = dimv(F, a, 1), Nn = dimv(F, bt, 0);
+	LLVMValueRef Kv = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, K, ci64(G, vw), ""), ci64(G, vw), "");
+	LLVMValueRef mt = llvm.LLVMBuildSDiv(B, M, ci64(G, 4), ""), nt = llvm.LLVMBuildSDiv(B, Nn, ci64(G, 4), "");
+	LLVMValueRef mfull = llvm.LLVMBuildMul(B, mt, ci64(G, 4), ""), nfull = llvm.LLVMBuildMul(B, nt, ci64(G, 4), "");
+	for (int part = 0; part < 2; part++) {
+		int rows = part == 0 ? 4 : 1;
+		Loop li, lj, lr;
+		LLVMValueRef i = part == 0 ? llvm.LLVMBuildMul(B, loop_begin(F, &li, ci64(G, 0), mt), ci64(G, 4), "")
+		                           : loop_begin(F, &li, mfull, M);
+		LLVMValueRef arow = llvm.LLVMBuildMul(B, i, K, ""), orow = llvm.LLVMBuildMul(B, i, Nn, "");
+		/* the weights' rows outermost would keep Bt in cache; here A's tile is
+		 * small and Bt streams, which suits the tall, thin LM head */
+		LLVMValueRef jt = loop_begin(F, &lj, ci64(G, 0), nt);
+		mm_nt_tile(F, n, a, bt, rows, 4, vw, K, Kv, Nn, arow, llvm.LLVMBuildMul(B, jt, ci64(G, 4), ""), orow);
+		loop_end(F, &lj);
+		LLVMValueRef jr = loop_begin(F, &lr, nfull, Nn);
+		mm_nt_tile(F, n, a, bt, rows, 1, vw, K, Kv, Nn, arow, jr, orow);
+		loop_end(F, &lr);
 		loop_end(F, &li);
 	}
 }
@@ -885,6 +1088,10 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
  * along contiguous rows of b and of the result */
 static void k_matmul(Fn *F, Node *n)
 {
+	if (dtype_is_float(n->dtype) && virtual_transpose(F->g, n->in[1])) {
+		mm_nt(F, n, n->in[0], n->in[1]->in[0]);
+		return;
+	}
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	Node *a = n->in[0], *b = n->in[1];
@@ -1078,7 +1285,7 @@ static void k_softmax(Fn *F, Node *n)
 	llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
 	k = loop_begin(F, &l2, ci64(G, 0), len);
 	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
-	LLVMValueRef e = math1(G, "llvm.exp", dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""));
+	LLVMValueRef e = exp_fast(G, dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""));
 	if (n->op == OP_SOFTMAX)
 		store_at(F, n, off, e);
 	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), e, ""), sum);
@@ -1718,7 +1925,10 @@ static void emit_graph_body(Fn *F)
 		case OP_ARGMAX: k_argmax(F, n); break;
 		case OP_SOFTMAX: case OP_LOG_SOFTMAX: k_softmax(F, n); break;
 		case OP_LAYERNORM: case OP_RMSNORM: k_norm(F, n); break;
-		case OP_TRANSPOSE: k_transpose(F, n); break;
+		case OP_TRANSPOSE:
+			if (!virtual_transpose(g, n))
+				k_transpose(F, n);
+			break;
 		case OP_CONCAT: k_concat(F, n); break;
 		case OP_SLICE: k_slice(F, n); break;
 		case OP_EXPAND: k_expand(F, n); break;

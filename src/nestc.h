@@ -587,7 +587,8 @@ typedef struct Plan {
 	BufKind *kind;
 	int64_t *index;     /* BUF_INPUT/OUTPUT/PARAM/ALIAS */
 	int64_t *offset;    /* BUF_WS: byte offset, 64-byte aligned */
-	int64_t ws_size;    /* this graph's own intermediates (bytes) */
+	int64_t ws_size;    /* this graph's own intermediates and scratch (bytes) */
+	int64_t scratch;    /* offset of the scratch area (a matmul's packed panel) */
 	int64_t sum_live;   /* the sum of every intermediate's size, for the report */
 	int *copy_out;      /* per output: 1 when the result must be copied into bufs[ninputs + j] */
 } Plan;
@@ -596,6 +597,9 @@ typedef struct Plan {
  * (or NULL) gives, for a reuse_hash variant, the largest size of each node
  * over its group. */
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel);
+/* A transpose of a matrix that only matmuls read as their right operand: no
+ * copy is made, the matmul reads the rows of its input. */
+int virtual_transpose(Graph *g, Node *t);
 
 /* ------------------------------------------------------------------ codegen.c */
 

@@ -17,6 +17,26 @@ static int64_t align64(int64_t n)
 	return (n + 63) & ~(int64_t)63;
 }
 
+int virtual_transpose(Graph *g, Node *t)
+{
+	if (t->op != OP_TRANSPOSE || t->rank != 2 || t->a[0] != 1 || t->a[1] != 0 || !dtype_is_float(t->dtype))
+		return 0;
+	int users = 0;
+	for (int i = t->id + 1; i < g->nnodes; i++) {
+		Node *x = g->nodes[i];
+		for (int k = 0; k < x->nin; k++)
+			if (x->in[k] == t) {
+				if (x->op != OP_MATMUL || k != 1 || x->in[0]->rank != 2 || x->in[0] == t)
+					return 0;
+				users++;
+			}
+	}
+	for (int j = 0; j < g->noutputs; j++)
+		if (g->outputs[j] == t)
+			return 0;
+	return users > 0;
+}
+
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 {
 	Arena *a = p->arena;
@@ -39,7 +59,11 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
 		for (int k = 0; k < x->nin; k++) {
-			int r = root[x->in[k]->id];
+			Node *in = x->in[k];
+			/* a matmul reads a virtual transpose's input itself */
+			if (virtual_transpose(g, in))
+				in = in->in[0];
+			int r = root[in->id];
 			if (last[r] < i)
 				last[r] = i;
 		}
@@ -83,6 +107,12 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		case OP_CALL:
 			pl->kind[i] = BUF_NONE;
 			continue;
+		case OP_TRANSPOSE:
+			if (virtual_transpose(g, x)) {
+				pl->kind[i] = BUF_NONE; /* read in place by the matmuls that use it */
+				continue;
+			}
+			break;
 		case OP_RESHAPE:
 			pl->kind[i] = BUF_ALIAS;
 			pl->index[i] = root[i];
@@ -125,7 +155,20 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		pl->offset[i] = top;
 		top += size;
 	}
-	pl->ws_size = top;
+	/* scratch after the tensors: a packed panel of a matmul's right operand
+	 * (k rows of up to 32 f64 columns; codegen.c) */
+	int64_t panel = 0;
+	for (int i = 0; i < n; i++) {
+		Node *x = g->nodes[i];
+		if (x->op != OP_MATMUL || !dtype_is_float(x->dtype))
+			continue;
+		Node *a = x->in[0];
+		int64_t k = max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
+		if (k * 32 * 8 > panel)
+			panel = k * 32 * 8;
+	}
+	pl->scratch = top;
+	pl->ws_size = top + align64(panel);
 	free(blocks);
 	free(root);
 	free(last);

@@ -261,13 +261,12 @@ static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn)
 			return x->callee->has_reuse_hash
 			               ? "an inner region would need its own run-time dims inside the shared code, which nestc does not support yet"
 			               : "they call different variants of an inner region";
-		for (int f = 0; f < MAX_RANK + 16; f++) {
-			if (f >= x->rank && f < MAX_RANK)
+		/* fields: 0..MAX_RANK-1 the shape, 16..31 the attributes a[0..15] */
+		for (int f = 0; f < 32; f++) {
+			if ((f >= x->rank && f < MAX_RANK) || (f >= MAX_RANK && f < 16))
 				continue;
 			int64_t xv = f < MAX_RANK ? x->shape[f] : x->a[f - 16];
 			int64_t yv = f < MAX_RANK ? y->shape[f] : y->a[f - 16];
-			if (f >= MAX_RANK && f < 16)
-				continue;
 			if (xv == yv)
 				continue;
 			if (x->op == OP_PARAM || x->op == OP_INPUT) {

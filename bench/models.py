@@ -1,0 +1,283 @@
+#!/usr/bin/python3
+"""The benchmark's models in plain PyTorch (no transformers, no torchvision), and the
+files every runtime of bench/run.py reads: written once, the same for all of them.
+
+  models.py gpt2 DIR L D H V CTX S     DIR/weights.safetensors, DIR/tokens.npy (i32[S]),
+                                       DIR/model.onnx (opset 14, static shapes),
+                                       DIR/ref.npy (logits of the model in float64)
+  models.py resnet DIR IMG C0 CLASSES  DIR/weights.safetensors, DIR/x.npy (f32[1, 3, IMG, IMG]),
+                                       DIR/ref.npy (float64)
+  models.py matmul DIR M N K           DIR/a.npy, DIR/b.npy, DIR/ref.npy (float64)
+
+GPT2 matches samples/gpt2.nest exactly: HF parameter names (wte.weight, wpe.weight,
+h.N.ln_1.weight, h.N.attn.c_attn.weight [D, 3D] in Conv1D layout, ..., ln_f.bias),
+LayerNorm eps 1e-5, scores scaled by rsqrt(D/H) then causally masked with -inf,
+gelu_tanh, and the LM head tied to wte (logits = x @ wte.weight.T). ResNet18 matches
+samples/resnet.nest: torchvision's names, batch norm folded into conv biases.
+Weights are random with a fixed seed. The .safetensors writer is our own (JSON
+header padded to 8 bytes, tensors in name order, little-endian F32).
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:            # matmul files need NumPy only
+    torch = None
+
+
+# ------------------------------------------------------------------ files
+
+def save_safetensors(path, tensors):
+    """tensors: {name: float32 ndarray}."""
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for a in blobs:
+            f.write(a.tobytes())
+    os.replace(tmp, path)
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        base = 8 + n
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        b, end = e["data_offsets"]
+        out[name] = np.frombuffer(data[base + b:base + end], dtype="<f4").reshape(e["shape"]).copy()
+    return out
+
+
+def save_npy(path, a):
+    tmp = path + ".tmp.npy"
+    np.save(tmp, a)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ GPT-2
+
+if torch is not None:
+    class Conv1D(nn.Module):
+        """HF GPT-2's Conv1D: weight [in, out], y = x @ weight + bias."""
+        def __init__(self, i, o):
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(i, o))
+            self.bias = nn.Parameter(torch.empty(o))
+
+        def forward(self, x):
+            return torch.addmm(self.bias, x, self.weight)
+
+    class Attention(nn.Module):
+        def __init__(self, D, H, S):
+            super().__init__()
+            self.D, self.H = D, H
+            self.c_attn = Conv1D(D, 3 * D)
+            self.c_proj = Conv1D(D, D)
+            self.register_buffer("mask", torch.ones(S, S).triu(1).bool(), persistent=False)
+
+        def forward(self, x):
+            T, D, H = x.shape[0], self.D, self.H
+            q, k, v = self.c_attn(x).split(D, dim=-1)
+            q = q.reshape(T, H, D // H).transpose(0, 1)
+            k = k.reshape(T, H, D // H).permute(1, 2, 0)
+            v = v.reshape(T, H, D // H).transpose(0, 1)
+            a = (q @ k) * (1.0 / math.sqrt(D // H))
+            a = a.masked_fill(self.mask[:T, :T], float("-inf"))
+            a = torch.softmax(a, dim=-1)
+            o = (a @ v).transpose(0, 1).reshape(T, D)
+            return self.c_proj(o)
+
+    class MLP(nn.Module):
+        def __init__(self, D):
+            super().__init__()
+            self.c_fc = Conv1D(D, 4 * D)
+            self.c_proj = Conv1D(4 * D, D)
+
+        def forward(self, x):
+            return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+    class Block(nn.Module):
+        def __init__(self, D, H, S):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(D, eps=1e-5)
+            self.attn = Attention(D, H, S)
+            self.ln_2 = nn.LayerNorm(D, eps=1e-5)
+            self.mlp = MLP(D)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT2(nn.Module):
+        """forward(tokens: int32[S]) -> logits [S, V]"""
+        def __init__(self, L, D, H, V, CTX, S):
+            super().__init__()
+            self.S = S
+            self.wte = nn.Embedding(V, D)
+            self.wpe = nn.Embedding(CTX, D)
+            self.h = nn.ModuleList([Block(D, H, S) for _ in range(L)])
+            self.ln_f = nn.LayerNorm(D, eps=1e-5)
+
+        def forward(self, tokens):
+            x = self.wte(tokens) + self.wpe.weight[:tokens.shape[0]]
+            for b in self.h:
+                x = b(x)
+            x = self.ln_f(x)
+            return F.linear(x, self.wte.weight)
+
+    def gpt2_init(model, seed):
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
+                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+                elif name.endswith(".bias"):
+                    p.copy_(0.02 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(0.02 * torch.randn(p.shape, generator=g))
+
+    # -------------------------------------------------------------- ResNet-18
+
+    class ResNet18(nn.Module):
+        """samples/resnet.nest: batch norm folded into each conv's bias."""
+        def __init__(self, C0, classes, in_c=3):
+            super().__init__()
+            def conv(o, i, k):
+                m = nn.Conv2d(i, o, k, bias=True)
+                return m
+            self.conv1 = conv(C0, in_c, 7)
+            self.layers = []
+            widths = [C0, 2 * C0, 4 * C0, 8 * C0]
+            prev = C0
+            for s, c in enumerate(widths):
+                for j in range(2):
+                    blk = nn.Module()
+                    blk.conv1 = conv(c, prev if j == 0 else c, 3)
+                    blk.conv2 = conv(c, c, 3)
+                    if s > 0 and j == 0:
+                        blk.downsample = nn.ModuleList([conv(c, prev, 1)])
+                    self.add_module("layer%d_%d" % (s + 1, j), blk)
+                    self.layers.append((blk, s > 0 and j == 0))
+                prev = c
+            self.fc = nn.Linear(8 * C0, classes)
+
+        def forward(self, x):
+            x = F.relu(F.conv2d(x, self.conv1.weight, self.conv1.bias, stride=2, padding=3))
+            x = F.max_pool2d(x, 3, stride=2, padding=1)
+            for blk, down in self.layers:
+                s = 2 if down else 1
+                h = F.relu(F.conv2d(x, blk.conv1.weight, blk.conv1.bias, stride=s, padding=1))
+                h = F.conv2d(h, blk.conv2.weight, blk.conv2.bias, padding=1)
+                sc = F.conv2d(x, blk.downsample[0].weight, blk.downsample[0].bias, stride=2) if down else x
+                x = F.relu(h + sc)
+            x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+            return self.fc(x)
+
+        def hf_state(self):
+            """torchvision names: layer1.0.conv1.weight, layer2.0.downsample.0.bias, ..."""
+            out = {}
+            for k, v in self.state_dict().items():
+                if k.startswith("layer"):
+                    head, rest = k.split(".", 1)
+                    s, j = head[len("layer"):].split("_")
+                    k = "layer%s.%s.%s" % (s, j, rest)
+                out[k] = v
+            return out
+
+        def load_hf_state(self, state):
+            mine = {}
+            for k, v in state.items():
+                if k.startswith("layer"):
+                    parts = k.split(".")
+                    k = "layer%s_%s.%s" % (parts[0][len("layer"):], parts[1], ".".join(parts[2:]))
+                mine[k] = torch.from_numpy(v)
+            self.load_state_dict(mine)
+
+    def resnet_init(model, seed):
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith(".bias"):
+                    p.copy_(0.05 * torch.randn(p.shape, generator=g))
+                else:
+                    fan_in = p[0].numel()
+                    std = math.sqrt(2.0 / fan_in) * (0.5 if name.endswith("conv2.weight") else 1.0)
+                    p.copy_(std * torch.randn(p.shape, generator=g))
+
+
+def gpt2_files(d, L, D, H, V, CTX, S, seed=1):
+    torch.manual_seed(seed)
+    model = GPT2(L, D, H, V, CTX, S).eval()
+    gpt2_init(model, seed)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    save_safetensors(os.path.join(d, "weights.safetensors"), state)
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, V, size=S, dtype=np.int32)
+    save_npy(os.path.join(d, "tokens.npy"), tokens)
+    t = torch.from_numpy(tokens)
+    with torch.no_grad():
+        ref = model.double()(t).numpy()
+    save_npy(os.path.join(d, "ref.npy"), ref)
+    model.float()
+    tmp = os.path.join(d, "model.tmp.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, (t,), tmp, opset_version=14, input_names=["tokens"],
+                          output_names=["logits"], do_constant_folding=True)
+    os.replace(tmp, os.path.join(d, "model.onnx"))
+
+
+def resnet_files(d, IMG, C0, CLASSES, seed=1):
+    torch.manual_seed(seed)
+    model = ResNet18(C0, CLASSES).eval()
+    resnet_init(model, seed)
+    state = {k: v.detach().numpy() for k, v in model.hf_state().items()}
+    save_safetensors(os.path.join(d, "weights.safetensors"), state)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 3, IMG, IMG)).astype(np.float32)
+    save_npy(os.path.join(d, "x.npy"), x)
+    with torch.no_grad():
+        ref = model.double()(torch.from_numpy(x).double()).numpy()
+    save_npy(os.path.join(d, "ref.npy"), ref)
+
+
+def matmul_files(d, M, N, K, seed=1):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    save_npy(os.path.join(d, "a.npy"), a)
+    save_npy(os.path.join(d, "b.npy"), b)
+    save_npy(os.path.join(d, "ref.npy"), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def main():
+    kind, d, args = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
+    os.makedirs(d, exist_ok=True)
+    if kind != "matmul" and torch is None:
+        sys.exit("models.py: PyTorch is not installed")
+    {"gpt2": gpt2_files, "resnet": resnet_files, "matmul": matmul_files}[kind](d, *args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,577 @@
+#!/usr/bin/python3
+"""Run-time benchmark of code compiled by nestc against its peers (make bench).
+
+Run: run.py NESTC [--rounds N] [--only SECTION,...] [--work DIR] [--peak1 G] [--peak2 G]
+     SECTION: gpt2-shape, gpt2-small, matmul, resnet (all by default)
+
+Peers (installed by scripts/bench-deps.sh; a missing one is reported as
+"unavailable: reason" and skipped): ONNX Runtime (onnxruntime-node in bench/.node),
+PyTorch eager (Debian's python3-torch, under /usr/bin/python3), OpenBLAS cblas_sgemm.
+
+Method. Every model's weights and inputs are written once (bench/models.py: a plain
+PyTorch model, saved as .safetensors and exported to ONNX) and read by every runtime.
+Each runtime at each thread count runs in a server process of its own (bench/harness.c
+for nestc, bench/ort_server.js, bench/torch_server.py, bench/sgemm.c) that loads the
+model, runs it once (writing its output for the cross-check against float64 PyTorch),
+warms up, and then runs K forwards per request. The servers are started one after
+the other and then asked in turn, A B C D A B C D ..., for --rounds rounds (>= 20),
+so that the machine's drift hits all of them alike; each forward is timed inside its
+server (clock_gettime, process.hrtime, perf_counter_ns) and the median is quoted.
+K is chosen per server so that a turn lasts about TURN_S seconds. Between turns the
+driver sleeps PAUSE_S so that the previous runtime's spinning threads go idle.
+"cpu/wall" is the CPU time of the server process over the wall time of its turns
+(from /proc): how many cores it kept busy (spin-waiting counts).
+FLOPs count 2*M*N*K for every matrix product (for GPT-2 including attention's
+QK^T and AV and the LM head) and 2*O*I*k*k*OH*OW for every convolution.
+The report goes to standard output; progress to standard error.
+"""
+import argparse
+import os
+import platform
+import re
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+TORCH_PY = "/usr/bin/python3"     # Debian's python3-torch lives under the system Python
+TURN_S = 0.1                       # target length of one turn (K forwards)
+K_MAX = 10
+PAUSE_S = 0.02
+START_TIMEOUT = 900
+RUN_TIMEOUT = 900
+
+GPT2_SHAPE = dict(L=4, D=256, H=4, V=1024, CTX=1024, S=64)
+GPT2_SMALL = dict(L=12, D=768, H=12, V=50257, CTX=1024, S=128)
+MATMULS = [(128, 768, 768), (128, 2304, 768), (128, 3072, 768), (128, 768, 3072), (1024, 1024, 1024)]
+RESNET = dict(IMG=64, C0=64, CLASSES=1000)
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+class Unavailable(Exception):
+    pass
+
+
+def sh(cmd, env=None, timeout=1800, cwd=None):
+    """Run cmd; its stdout, or Unavailable with the tail of its output."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    except FileNotFoundError as e:
+        raise Unavailable("%s not found" % e.filename)
+    except subprocess.TimeoutExpired:
+        raise Unavailable("%s timed out after %d s" % (os.path.basename(cmd[0]), timeout))
+    if r.returncode != 0:
+        tail = (r.stderr.strip() or r.stdout.strip()).splitlines()[-3:]
+        raise Unavailable("%s failed (exit %d): %s" % (os.path.basename(cmd[0]), r.returncode, " | ".join(tail)))
+    return r.stdout
+
+
+def first_line(cmd, env=None):
+    try:
+        return sh(cmd, env=env, timeout=120).strip().splitlines()[0]
+    except (Unavailable, IndexError):
+        return None
+
+
+# ------------------------------------------------------------------ servers
+
+def cpu_seconds(pid):
+    """utime + stime of a process (all its threads), seconds."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Server:
+    """A runtime in a process of its own, speaking the protocol of bench/harness.c."""
+
+    def __init__(self, label, threads, cmd, env, out, logpath):
+        self.label, self.threads, self.out, self.logpath = label, threads, out, logpath
+        self.samples, self.cpu, self.wall, self.k = [], 0.0, 0.0, 1
+        self.info, self.error, self.proc = "", None, None
+        if os.path.exists(out):
+            os.remove(out)
+        self.logf = open(logpath, "w")
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.logf,
+                                         text=True, bufsize=1, env=env)
+        except OSError as e:
+            raise Unavailable("cannot start %s: %s" % (cmd[0], e))
+        line = self._readline(START_TIMEOUT)
+        if not line.startswith("ready"):
+            raise Unavailable("did not start: %s" % line)
+        self.info = line[len("ready"):].strip()
+
+    def _tail(self):
+        try:
+            self.logf.flush()
+            with open(self.logpath) as f:
+                lines = [l.strip() for l in f if l.strip()]
+            return " | ".join(lines[-3:]) or "no message"
+        except OSError:
+            return "no message"
+
+    def _readline(self, timeout):
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            self.stop()
+            raise Unavailable("no answer within %d s" % timeout)
+        line = self.proc.stdout.readline()
+        if not line:
+            rc = self.proc.wait()
+            raise Unavailable("exited with status %d: %s" % (rc, self._tail()))
+        return line.strip()
+
+    def run(self, k, record=True):
+        c0, t0 = cpu_seconds(self.proc.pid), time.perf_counter()
+        self.proc.stdin.write("run %d\n" % k)
+        self.proc.stdin.flush()
+        line = self._readline(RUN_TIMEOUT)
+        t1, c1 = time.perf_counter(), cpu_seconds(self.proc.pid)
+        times = [int(x) / 1e6 for x in line.split()]
+        if len(times) != k:
+            raise Unavailable("bad answer %r" % line[:80])
+        if record:
+            self.samples += times
+            self.wall += t1 - t0
+            if c0 is not None and c1 is not None:
+                self.cpu += c1 - c0
+        return times
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+
+
+def measure(specs, rounds):
+    """specs: list of dicts (label, threads, cmd, env, out, log, or error). Starts the
+    servers one after the other, then interleaves their turns. Returns result dicts."""
+    results, servers = [], []
+    for s in specs:
+        res = {"label": s["label"], "threads": s["threads"], "error": s.get("error"), "ms": None}
+        results.append(res)
+        if res["error"]:
+            continue
+        log("starting %s, %d thread%s" % (s["label"], s["threads"], "s" if s["threads"] > 1 else ""))
+        try:
+            srv = Server(s["label"], s["threads"], s["cmd"], s["env"], s["out"], s["log"])
+            t = statistics.median(srv.run(3, record=False))
+            srv.k = max(1, min(K_MAX, int(round(TURN_S * 1e3 / max(t, 1e-3)))))
+            servers.append((srv, res))
+            res["info"] = srv.info
+            res["out"] = s["out"]
+        except Unavailable as e:
+            res["error"] = str(e)
+    if servers:
+        est = sum(statistics.median(srv.run(1, record=False)) * srv.k for srv, _ in servers) * rounds / 1e3
+        log("%d servers, %d rounds, about %.0f s" % (len(servers), rounds, est + len(servers) * rounds * PAUSE_S))
+    for r in range(rounds):
+        for srv, res in servers:
+            if res["error"]:
+                continue
+            try:
+                srv.run(srv.k)
+            except Unavailable as e:
+                res["error"] = "failed during the runs: %s" % e
+            time.sleep(PAUSE_S)
+    for srv, res in servers:
+        srv.stop()
+        if not res["error"] and srv.samples:
+            res["ms"] = statistics.median(srv.samples)
+            res["min"] = min(srv.samples)
+            res["n"] = len(srv.samples)
+            res["k"] = srv.k
+            res["cpu"] = srv.cpu / srv.wall if srv.wall > 0 else None
+    return results
+
+
+def max_diff(out, ref):
+    try:
+        a = np.load(out).astype(np.float64).reshape(-1)
+        b = ref.reshape(-1)
+        if a.shape != b.shape:
+            return "shape %s, expected %s" % (a.shape, b.shape)
+        return float(np.max(np.abs(a - b)))
+    except (OSError, ValueError) as e:
+        return "unreadable: %s" % e
+
+
+# ------------------------------------------------------------------ the runtimes
+
+class Bench:
+    def __init__(self, args):
+        self.nestc = os.path.abspath(args.nestc)
+        bdir = os.path.dirname(self.nestc)
+        self.lib = os.path.join(bdir, "libnestrt.a")
+        self.work = os.path.abspath(args.work or os.path.join(bdir, "bench"))
+        self.rounds = args.rounds
+        self.peak = {1: args.peak1, 2: args.peak2}
+        self.cc = os.environ.get("CC", "cc")
+        os.makedirs(self.work, exist_ok=True)
+        self.avx512 = "avx512f" in open("/proc/cpuinfo").read()
+        self.blas_core = os.environ.get("OPENBLAS_CORETYPE") or ("SkylakeX" if self.avx512 else None)
+        self.node_path = os.path.join(BENCH, ".node", "node_modules")
+        self.why_not = {}
+        self.facts = {}
+
+    # --- environment of each runtime
+    def base_env(self):
+        env = dict(os.environ)
+        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "NESTRT_NUM_THREADS",
+                  "MKL_NUM_THREADS", "OPENBLAS_CORETYPE"):
+            env.pop(k, None)
+        return env
+
+    def blas_env(self, threads):
+        env = self.base_env()
+        env["OPENBLAS_NUM_THREADS"] = str(threads)
+        if self.blas_core:
+            env["OPENBLAS_CORETYPE"] = self.blas_core
+        return env
+
+    def torch_env(self, threads):
+        env = self.blas_env(threads)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+        env["OMP_NUM_THREADS"] = str(threads)
+        return env
+
+    def nestc_env(self, threads):
+        env = self.base_env()
+        env["NESTRT_NUM_THREADS"] = str(threads)
+        return env
+
+    # --- what is there
+    def probe(self):
+        f = self.facts
+        cpu = {}
+        for line in open("/proc/cpuinfo"):
+            k, _, v = line.partition(":")
+            cpu.setdefault(k.strip(), v.strip())
+        f["cpu"] = "%s (family %s, model %s, stepping %s)" % (cpu.get("model name", "?"), cpu.get("cpu family", "?"),
+                                                               cpu.get("model", "?"), cpu.get("stepping", "?"))
+        f["cores"] = os.cpu_count()
+        try:
+            mem = int(re.search(r"MemTotal:\s+(\d+)", open("/proc/meminfo").read()).group(1))
+            f["mem"] = "%.0f GiB" % (mem / 2**20)
+        except (OSError, AttributeError):
+            f["mem"] = "?"
+        f["kernel"] = platform.release()
+        f["nestc"] = first_line([self.nestc, "--version"]) or "?"
+        f["cc"] = first_line([self.cc, "--version"]) or "?"
+        f["numpy"] = np.__version__
+        if not (os.path.exists(self.nestc) and os.path.exists(self.lib)):
+            self.why_not["nestc"] = "%s or %s missing (run make)" % (self.nestc, self.lib)
+
+        # PyTorch (also needed to write the models and their ONNX files)
+        v = first_line([TORCH_PY, "-c", "import torch, numpy; print(torch.__version__)"])
+        if v:
+            f["torch"] = v
+            f["onnx"] = first_line([TORCH_PY, "-c", "import onnx; print(onnx.__version__)"]) or "not installed"
+        else:
+            self.why_not["torch"] = "PyTorch is not importable by %s (scripts/bench-deps.sh installs python3-torch)" % TORCH_PY
+
+        # ONNX Runtime
+        env = self.base_env()
+        env["NODE_PATH"] = self.node_path
+        node = first_line(["node", "--version"])
+        if not node:
+            self.why_not["ort"] = "node is not installed"
+        else:
+            f["node"] = node
+            v = first_line(["node", "-e", "console.log(require('onnxruntime-node/package.json').version);"
+                            "require('onnxruntime-node')"], env=env)
+            if v:
+                f["ort"] = v
+            else:
+                self.why_not["ort"] = "onnxruntime-node does not load from bench/.node (run scripts/bench-deps.sh)"
+        if "torch" in self.why_not and "ort" not in self.why_not:
+            self.why_not["ort"] = "its ONNX files are exported by PyTorch, which is unavailable"
+
+        # OpenBLAS
+        self.sgemm = os.path.join(self.work, "sgemm")
+        try:
+            sh([self.cc, "-O2", "-I" + os.path.join(ROOT, "runtime"), "-o", self.sgemm, os.path.join(BENCH, "sgemm.c"),
+                self.lib, "-lopenblas", "-lm", "-lpthread"])
+            d = os.path.join(self.work, "probe")
+            os.makedirs(d, exist_ok=True)
+            np.save(os.path.join(d, "a.npy"), np.ones((2, 2), np.float32))
+            out = subprocess.run([self.sgemm, os.path.join(d, "a.npy"), os.path.join(d, "a.npy"),
+                                  os.path.join(d, "c.npy"), "0"], input="quit\n", capture_output=True, text=True,
+                                 env=self.blas_env(1), timeout=60)
+            ready = out.stdout.split()
+            if out.returncode != 0 or not ready or ready[0] != "ready":
+                raise Unavailable("sgemm probe failed: %s" % out.stderr.strip()[-200:])
+            f["openblas_core"] = ready[1]
+            f["openblas"] = " ".join(ready[3:])
+        except (Unavailable, subprocess.TimeoutExpired, OSError) as e:
+            self.why_not["sgemm"] = "OpenBLAS: %s" % e
+
+    # --- building
+    def nestc_build(self, src, defines, outdir, name):
+        """Build src with nestc and link bench/harness.c; the harness path."""
+        if "nestc" in self.why_not:
+            raise Unavailable(self.why_not["nestc"])
+        shutil.rmtree(outdir, ignore_errors=True)
+        cmd = [self.nestc, "build", src, "-o", outdir]
+        for k, v in defines.items():
+            cmd += ["-D", "%s=%s" % (k, v)]
+        sh(cmd)
+        inputs = len(re.findall(r"NUMEL = ", open(os.path.join(outdir, name + ".h")).read())) - 1
+        exe = os.path.join(outdir, "harness")
+        objs = sorted(os.path.join(outdir, o) for o in os.listdir(outdir) if o.endswith(".o"))
+        sh([self.cc, "-O2", "-I" + os.path.join(ROOT, "runtime"), "-I" + outdir, "-DMODEL=" + name,
+            '-DMODEL_H="%s.h"' % name, "-DOUT_NUMEL=%s_FORWARD_OUT_NUMEL" % name.upper(), "-DNINPUTS=%d" % inputs,
+            "-o", exe, os.path.join(BENCH, "harness.c")] + objs + [self.lib, "-lm", "-lpthread"])
+        return exe
+
+    def files(self, kind, d, values):
+        """bench/models.py KIND D VALUES..., unless D already has them from this models.py."""
+        stamp = os.path.join(d, "stamp")
+        key = "%s %s %d" % (kind, " ".join(map(str, values)), os.path.getmtime(os.path.join(BENCH, "models.py")))
+        if os.path.exists(stamp) and open(stamp).read() == key:
+            return
+        os.makedirs(d, exist_ok=True)
+        if kind != "matmul" and "torch" in self.why_not:
+            raise Unavailable(self.why_not["torch"])
+        log("writing the %s files in %s" % (kind, d))
+        sh([TORCH_PY if kind != "matmul" else sys.executable, os.path.join(BENCH, "models.py"), kind, d]
+           + [str(v) for v in values], timeout=3600)
+        with open(stamp, "w") as f:
+            f.write(key)
+
+    # --- report helpers
+    def pct(self, gflops, threads):
+        p = self.peak.get(threads)
+        return "%.0f%%" % (100 * gflops / p) if p else "-"
+
+    # --- sections
+    def gpt2(self, title, cfg, tag):
+        flop = gpt2_flop(**cfg)
+        print("\n## %s: L=%d, D=%d, H=%d, V=%d, S=%d (%.3g GFLOP per forward)\n"
+              % (title, cfg["L"], cfg["D"], cfg["H"], cfg["V"], cfg["S"], flop / 1e9))
+        d = os.path.join(self.work, tag)
+        vals = [cfg[k] for k in ("L", "D", "H", "V", "CTX", "S")]
+        try:
+            self.files("gpt2", d, vals)
+        except Unavailable as e:
+            print("unavailable: the model files: %s" % e)
+            return
+        w, tok, onnx = (os.path.join(d, f) for f in ("weights.safetensors", "tokens.npy", "model.onnx"))
+        specs = []
+        try:
+            harness = self.nestc_build(os.path.join(ROOT, "samples", "gpt2.nest"), cfg, os.path.join(d, "nestc"), "gpt2")
+            nerr = None
+        except Unavailable as e:
+            nerr = "nestc: %s" % e
+        warm = 10 if flop < 2e9 else 2
+        for t in (1, 2):
+            out = lambda name: os.path.join(d, "%s-%d.npy" % (name, t))
+            lg = lambda name: os.path.join(d, "%s-%d.log" % (name, t))
+            specs.append(dict(label="nestc", threads=t, error=nerr, out=out("nestc"), log=lg("nestc"),
+                              cmd=None if nerr else [harness, w, out("nestc"), str(warm), tok], env=self.nestc_env(t)))
+            oenv = self.base_env()
+            oenv["NODE_PATH"] = self.node_path
+            specs.append(dict(label="ONNX Runtime", threads=t, error=self.why_not.get("ort"), out=out("ort"),
+                              log=lg("ort"), env=oenv,
+                              cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), out("ort"), str(warm), tok]))
+            specs.append(dict(label="PyTorch eager", threads=t, error=self.why_not.get("torch"), out=out("torch"),
+                              log=lg("torch"), env=self.torch_env(t),
+                              cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t), out("torch"), str(warm),
+                                   "gpt2", w] + [str(v) for v in vals] + [tok]))
+        res = measure(specs, self.rounds)
+        ref = np.load(os.path.join(d, "ref.npy"))
+        self.model_table(res, flop, ref, base="ONNX Runtime")
+
+    def model_table(self, res, flop, ref, base):
+        basems = {r["threads"]: r["ms"] for r in res if r["label"] == base and r["ms"]}
+        col = "time / " + ("ORT" if base == "ONNX Runtime" else base)
+        print("| runtime | threads | median ms | min ms | GFLOP/s | %% of FMA peak | %s | cpu/wall | runs | max abs diff vs fp64 |" % col)
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in sorted(res, key=lambda r: r["threads"]):
+            if r["ms"] is None:
+                print("| %s | %d | unavailable: %s | | | | | | | |" % (r["label"], r["threads"], r["error"]))
+                continue
+            g = flop / r["ms"] / 1e6
+            b = basems.get(r["threads"])
+            diff = max_diff(r["out"], ref)
+            print("| %s | %d | %.2f | %.2f | %.1f | %s | %s | %s | %d | %s |"
+                  % (r["label"], r["threads"], r["ms"], r["min"], g, self.pct(g, r["threads"]),
+                     "%.2f" % (r["ms"] / b) if b else "-", "%.2f" % r["cpu"] if r.get("cpu") is not None else "-",
+                     r["n"], "%.2g" % diff if isinstance(diff, float) else diff))
+        for t in (1, 2):
+            n = [r for r in res if r["label"] == "nestc" and r["threads"] == t and r["ms"]]
+            if n and t in basems:
+                print("\nnestc / %s at %d thread%s: %.2fx the time (nestc runs at %.0f%% of its speed)"
+                      % (base, t, "s" if t > 1 else "", n[0]["ms"] / basems[t], 100 * basems[t] / n[0]["ms"]), end="")
+        print()
+
+    def matmul(self):
+        print("\n## Matrix product alone: nestc against OpenBLAS cblas_sgemm (row-major, C = A B)\n")
+        if "sgemm" not in self.why_not:
+            print("OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n" % (self.facts.get("openblas_core"), self.blas_core or "unset"))
+        print("| M x N x K | GFLOP | threads | nestc ms | nestc GFLOP/s | nestc % of peak | sgemm ms | sgemm GFLOP/s "
+              "| nestc / sgemm (GFLOP/s) | max abs diff nestc, sgemm vs fp64 |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        for (M, N, K) in MATMULS:
+            flop = 2.0 * M * N * K
+            d = os.path.join(self.work, "matmul-%dx%dx%d" % (M, N, K))
+            try:
+                self.files("matmul", d, [M, N, K])
+            except Unavailable as e:
+                print("| %dx%dx%d | | | unavailable: %s |" % (M, N, K, e))
+                continue
+            a, b = os.path.join(d, "a.npy"), os.path.join(d, "b.npy")
+            try:
+                harness = self.nestc_build(os.path.join(BENCH, "matmul.nest"), dict(M=M, N=N, K=K),
+                                           os.path.join(d, "nestc"), "matmul")
+                nerr = None
+            except Unavailable as e:
+                nerr = "nestc: %s" % e
+            specs = []
+            for t in (1, 2):
+                specs.append(dict(label="nestc", threads=t, error=nerr, out=os.path.join(d, "nestc-%d.npy" % t),
+                                  log=os.path.join(d, "nestc-%d.log" % t), env=self.nestc_env(t),
+                                  cmd=None if nerr else [harness, "-", os.path.join(d, "nestc-%d.npy" % t), "20", a, b]))
+                specs.append(dict(label="sgemm", threads=t, error=self.why_not.get("sgemm"),
+                                  out=os.path.join(d, "sgemm-%d.npy" % t), log=os.path.join(d, "sgemm-%d.log" % t),
+                                  env=self.blas_env(t),
+                                  cmd=[self.sgemm, a, b, os.path.join(d, "sgemm-%d.npy" % t), "20"]))
+            res = measure(specs, self.rounds)
+            ref = np.load(os.path.join(d, "ref.npy"))
+            for t in (1, 2):
+                n = next(r for r in res if r["label"] == "nestc" and r["threads"] == t)
+                s = next(r for r in res if r["label"] == "sgemm" and r["threads"] == t)
+                cells = []
+                for r in (n, s):
+                    if r["ms"] is None:
+                        cells.append(["unavailable: %s" % r["error"], "", ""] if r is n else ["unavailable: %s" % r["error"], ""])
+                    else:
+                        g = flop / r["ms"] / 1e6
+                        cells.append(["%.3f" % r["ms"], "%.1f" % g, self.pct(g, t)] if r is n else ["%.3f" % r["ms"], "%.1f" % g])
+                ratio = "%.2f" % (s["ms"] / n["ms"]) if n["ms"] and s["ms"] else "-"
+                diffs = ", ".join(("%.2g" % x if isinstance(x, float) else x)
+                                  for x in (max_diff(r["out"], ref) if r["ms"] else "-" for r in (n, s)))
+                print("| %dx%dx%d | %.3g | %d | %s | %s | %s |" % (M, N, K, flop / 1e9, t, " | ".join(cells[0]),
+                                                                  " | ".join(cells[1]), ratio + " | " + diffs))
+
+    def resnet(self):
+        cfg = RESNET
+        flop = resnet_flop(**cfg)
+        print("\n## samples/resnet.nest (ResNet-18, batch norm folded): 1x3x%dx%d image, C0=%d, %d classes "
+              "(%.3g GFLOP per forward)\n" % (cfg["IMG"], cfg["IMG"], cfg["C0"], cfg["CLASSES"], flop / 1e9))
+        d = os.path.join(self.work, "resnet")
+        try:
+            self.files("resnet", d, [cfg["IMG"], cfg["C0"], cfg["CLASSES"]])
+        except Unavailable as e:
+            print("unavailable: the model files: %s" % e)
+            return
+        w, x = os.path.join(d, "weights.safetensors"), os.path.join(d, "x.npy")
+        try:
+            harness = self.nestc_build(os.path.join(ROOT, "samples", "resnet.nest"), cfg, os.path.join(d, "nestc"), "resnet")
+            nerr = None
+        except Unavailable as e:
+            nerr = "nestc: %s" % e
+        specs = []
+        for t in (1, 2):
+            specs.append(dict(label="nestc", threads=t, error=nerr, out=os.path.join(d, "nestc-%d.npy" % t),
+                              log=os.path.join(d, "nestc-%d.log" % t), env=self.nestc_env(t),
+                              cmd=None if nerr else [harness, w, os.path.join(d, "nestc-%d.npy" % t), "3", x]))
+            specs.append(dict(label="PyTorch eager", threads=t, error=self.why_not.get("torch"),
+                              out=os.path.join(d, "torch-%d.npy" % t), log=os.path.join(d, "torch-%d.log" % t),
+                              env=self.torch_env(t),
+                              cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t),
+                                   os.path.join(d, "torch-%d.npy" % t), "3", "resnet", w, str(cfg["C0"]),
+                                   str(cfg["CLASSES"]), x]))
+        res = measure(specs, self.rounds)
+        self.model_table(res, flop, np.load(os.path.join(d, "ref.npy")), base="PyTorch eager")
+
+
+def gpt2_flop(L, D, H, V, CTX, S):
+    per_layer = 2 * S * D * (3 * D) + 2 * S * S * D * 2 + 2 * S * D * D + 2 * S * D * (4 * D) * 2
+    return float(L * per_layer + 2 * S * D * V)
+
+
+def resnet_flop(IMG, C0, CLASSES, IN_C=3):
+    def conv(o, i, k, hw):
+        return 2 * o * i * k * k * hw * hw
+    hw = IMG // 2
+    total = conv(C0, IN_C, 7, hw)
+    hw //= 2
+    total += 4 * conv(C0, C0, 3, hw)
+    c = C0
+    for _ in range(3):
+        hw //= 2
+        total += conv(2 * c, c, 3, hw) + conv(2 * c, 2 * c, 3, hw) + conv(2 * c, c, 1, hw) + 2 * conv(2 * c, 2 * c, 3, hw)
+        c *= 2
+    return float(total + 2 * c * CLASSES)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("nestc")
+    ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
+    ap.add_argument("--only", default="gpt2-shape,gpt2-small,matmul,resnet")
+    ap.add_argument("--work", help="folder for models and builds (default: NESTC's folder/bench)")
+    ap.add_argument("--peak1", type=float, default=175.0, help="FMA peak GFLOP/s at 1 thread")
+    ap.add_argument("--peak2", type=float, default=345.0, help="FMA peak GFLOP/s at 2 threads")
+    args = ap.parse_args()
+    sections = args.only.split(",")
+    unknown = set(sections) - {"gpt2-shape", "gpt2-small", "matmul", "resnet"}
+    if unknown:
+        ap.error("unknown section(s): %s" % ", ".join(sorted(unknown)))
+    t0 = time.time()
+    b = Bench(args)
+    b.probe()
+    f = b.facts
+    print("# nestc run-time benchmark\n")
+    print("- machine: %s, %s cores, %s memory, Linux %s" % (f["cpu"], f["cores"], f["mem"], f["kernel"]))
+    print("- FMA peak (fp32, 512-bit FMA, measured on this machine kind): %g GFLOP/s at 1 thread, %g at 2"
+          % (args.peak1, args.peak2))
+    print("- nestc: %s (%s), NESTRT_NUM_THREADS=1 or 2; %s" % (f["nestc"], args.nestc, f["cc"]))
+    print("- ONNX Runtime: %s" % ("onnxruntime-node %s on Node %s, intraOpNumThreads=1 or 2, graphOptimizationLevel all"
+                                  % (f["ort"], f["node"]) if "ort" not in b.why_not else "unavailable: " + b.why_not["ort"]))
+    print("- PyTorch: %s" % ("%s eager (inference_mode), torch.set_num_threads = OPENBLAS_NUM_THREADS = 1 or 2, "
+                             "OMP_WAIT_POLICY=PASSIVE; onnx %s; NumPy %s" % (f["torch"], f["onnx"], f["numpy"])
+                             if "torch" not in b.why_not else "unavailable: " + b.why_not["torch"]))
+    print("- OpenBLAS: %s" % ("%s; openblas_get_corename() = %s (OPENBLAS_CORETYPE=%s)"
+                              % (f["openblas"], f["openblas_core"], b.blas_core or "unset")
+                              if "sgemm" not in b.why_not else "unavailable: " + b.why_not["sgemm"]))
+    print("- method: every runtime in its own process, runs interleaved A B A B ... over %d rounds after warm-up, "
+          "median of all runs; FLOPs = 2*M*N*K per matrix product (attention and LM head included), "
+          "2*O*I*k*k*OH*OW per convolution; outputs against the model in float64 PyTorch" % args.rounds)
+    sys.stdout.flush()
+    for sec in sections:
+        log("section %s" % sec)
+        if sec == "gpt2-shape":
+            b.gpt2("GPT-2 shape", GPT2_SHAPE, "gpt2-shape")
+        elif sec == "gpt2-small":
+            b.gpt2("GPT-2 small", GPT2_SMALL, "gpt2-small")
+        elif sec == "matmul":
+            b.matmul()
+        elif sec == "resnet":
+            b.resnet()
+        sys.stdout.flush()
+    print("\n(benchmark took %.0f s)" % (time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()
