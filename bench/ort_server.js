@@ -85,6 +85,7 @@ async function main() {
 }
 
 main().catch((e) => {
-  process.stderr.write('ort_server: ' + (e && e.stack ? e.stack : e) + '\n');
+  if (e && e.stack) process.stderr.write(e.stack + '\n');
+  process.stderr.write('ort_server: ' + (e && e.message ? e.message : e) + '\n');
   process.exit(1);
 });

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
-Run: run.py NESTC [--rounds N] [--only SECTION,...] [--work DIR] [--peak1 G] [--peak2 G]
-     SECTION: gpt2-shape, gpt2-small, matmul, resnet (all by default)
+Run: run.py NESTC [--rounds N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
+     SECTION: gpt2-shape, gpt2-small, matmul, resnet (all by default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
 "unavailable: reason" and skipped): ONNX Runtime (onnxruntime-node in bench/.node),
@@ -61,6 +61,11 @@ class Unavailable(Exception):
     pass
 
 
+def cell(msg):
+    """A message fit for a Markdown table cell."""
+    return " ".join(str(msg).replace("|", "/").split())
+
+
 def sh(cmd, env=None, timeout=1800, cwd=None):
     """Run cmd; its stdout, or Unavailable with the tail of its output."""
     try:
@@ -71,7 +76,7 @@ def sh(cmd, env=None, timeout=1800, cwd=None):
         raise Unavailable("%s timed out after %d s" % (os.path.basename(cmd[0]), timeout))
     if r.returncode != 0:
         tail = (r.stderr.strip() or r.stdout.strip()).splitlines()[-3:]
-        raise Unavailable("%s failed (exit %d): %s" % (os.path.basename(cmd[0]), r.returncode, " | ".join(tail)))
+        raise Unavailable("%s failed (exit %d): %s" % (os.path.basename(cmd[0]), r.returncode, " / ".join(tail)))
     return r.stdout
 
 
@@ -119,7 +124,7 @@ class Server:
             self.logf.flush()
             with open(self.logpath) as f:
                 lines = [l.strip() for l in f if l.strip()]
-            return " | ".join(lines[-3:]) or "no message"
+            return " / ".join(l[:200] for l in lines[-1:]) or "no message"
         except OSError:
             return "no message"
 
@@ -205,6 +210,8 @@ def measure(specs, rounds):
 
 
 def max_diff(out, ref):
+    if ref is None:
+        return "no reference (PyTorch unavailable)"
     try:
         a = np.load(out).astype(np.float64).reshape(-1)
         b = ref.reshape(-1)
@@ -232,6 +239,7 @@ class Bench:
         self.node_path = os.path.join(BENCH, ".node", "node_modules")
         self.why_not = {}
         self.facts = {}
+        self.skip = [p for p in args.skip.split(",") if p]
 
     # --- environment of each runtime
     def base_env(self):
@@ -262,6 +270,8 @@ class Bench:
     # --- what is there
     def probe(self):
         f = self.facts
+        for p in self.skip:
+            self.why_not[p] = "left out (--skip %s)" % p
         cpu = {}
         for line in open("/proc/cpuinfo"):
             k, _, v = line.partition(":")
@@ -282,8 +292,10 @@ class Bench:
             self.why_not["nestc"] = "%s or %s missing (run make)" % (self.nestc, self.lib)
 
         # PyTorch (also needed to write the models and their ONNX files)
-        v = first_line([TORCH_PY, "-c", "import torch, numpy; print(torch.__version__)"])
-        if v:
+        v = None if "torch" in self.why_not else first_line([TORCH_PY, "-c", "import torch, numpy; print(torch.__version__)"])
+        if "torch" in self.why_not:
+            pass
+        elif v:
             f["torch"] = v
             f["onnx"] = first_line([TORCH_PY, "-c", "import onnx; print(onnx.__version__)"]) or "not installed"
         else:
@@ -293,7 +305,9 @@ class Bench:
         env = self.base_env()
         env["NODE_PATH"] = self.node_path
         node = first_line(["node", "--version"])
-        if not node:
+        if "ort" in self.why_not:
+            pass
+        elif not node:
             self.why_not["ort"] = "node is not installed"
         else:
             f["node"] = node
@@ -303,14 +317,13 @@ class Bench:
                 f["ort"] = v
             else:
                 self.why_not["ort"] = "onnxruntime-node does not load from bench/.node (run scripts/bench-deps.sh)"
-        if "torch" in self.why_not and "ort" not in self.why_not:
-            self.why_not["ort"] = "its ONNX files are exported by PyTorch, which is unavailable"
 
         # OpenBLAS
         self.sgemm = os.path.join(self.work, "sgemm")
+        if "sgemm" in self.why_not:
+            return
         try:
-            sh([self.cc, "-O2", "-I" + os.path.join(ROOT, "runtime"), "-o", self.sgemm, os.path.join(BENCH, "sgemm.c"),
-                self.lib, "-lopenblas", "-lm", "-lpthread"])
+            sh([self.cc, "-O2", "-Wall", "-o", self.sgemm, os.path.join(BENCH, "sgemm.c"), "-lopenblas"])
             d = os.path.join(self.work, "probe")
             os.makedirs(d, exist_ok=True)
             np.save(os.path.join(d, "a.npy"), np.ones((2, 2), np.float32))
@@ -324,6 +337,7 @@ class Bench:
             f["openblas"] = " ".join(ready[3:])
         except (Unavailable, subprocess.TimeoutExpired, OSError) as e:
             self.why_not["sgemm"] = "OpenBLAS: %s" % e
+
 
     # --- building
     def nestc_build(self, src, defines, outdir, name):
@@ -343,20 +357,43 @@ class Bench:
             "-o", exe, os.path.join(BENCH, "harness.c")] + objs + [self.lib, "-lm", "-lpthread"])
         return exe
 
-    def files(self, kind, d, values):
-        """bench/models.py KIND D VALUES..., unless D already has them from this models.py."""
+    def files(self, kind, d, values, nest=None, defines=None):
+        """bench/models.py KIND D VALUES..., unless D already has them from this models.py.
+        Without PyTorch: random weights from `nestc weights` and inputs from NumPy, no
+        reference (and so no ONNX file and no cross-check)."""
         stamp = os.path.join(d, "stamp")
         key = "%s %s %d" % (kind, " ".join(map(str, values)), os.path.getmtime(os.path.join(BENCH, "models.py")))
-        if os.path.exists(stamp) and open(stamp).read() == key:
+        have = open(stamp).read() if os.path.exists(stamp) else None
+        if have == key or (have == key + " nestc" and "torch" in self.why_not):
             return
         os.makedirs(d, exist_ok=True)
+        for f in ("ref.npy", "model.onnx", "stamp"):
+            if os.path.exists(os.path.join(d, f)):
+                os.remove(os.path.join(d, f))
         if kind != "matmul" and "torch" in self.why_not:
-            raise Unavailable(self.why_not["torch"])
-        log("writing the %s files in %s" % (kind, d))
-        sh([TORCH_PY if kind != "matmul" else sys.executable, os.path.join(BENCH, "models.py"), kind, d]
-           + [str(v) for v in values], timeout=3600)
+            if "nestc" in self.why_not:
+                raise Unavailable(self.why_not["torch"])
+            log("writing the %s files in %s with nestc weights (no PyTorch)" % (kind, d))
+            cmd = [self.nestc, "weights", nest, "--random-weights", "1", "-o", os.path.join(d, "weights.safetensors")]
+            for k, v in defines.items():
+                cmd += ["-D", "%s=%s" % (k, v)]
+            sh(cmd)
+            rng = np.random.default_rng(1)
+            if kind == "gpt2":
+                np.save(os.path.join(d, "tokens.npy"), rng.integers(0, defines["V"], size=defines["S"], dtype=np.int32))
+            else:
+                np.save(os.path.join(d, "x.npy"), rng.standard_normal((1, 3, defines["IMG"], defines["IMG"])).astype(np.float32))
+            key += " nestc"
+        else:
+            log("writing the %s files in %s" % (kind, d))
+            sh([TORCH_PY if kind != "matmul" else sys.executable, os.path.join(BENCH, "models.py"), kind, d]
+               + [str(v) for v in values], timeout=3600)
         with open(stamp, "w") as f:
             f.write(key)
+
+    def reference(self, d):
+        path = os.path.join(d, "ref.npy")
+        return np.load(path) if os.path.exists(path) else None
 
     # --- report helpers
     def pct(self, gflops, threads):
@@ -371,7 +408,7 @@ class Bench:
         d = os.path.join(self.work, tag)
         vals = [cfg[k] for k in ("L", "D", "H", "V", "CTX", "S")]
         try:
-            self.files("gpt2", d, vals)
+            self.files("gpt2", d, vals, os.path.join(ROOT, "samples", "gpt2.nest"), cfg)
         except Unavailable as e:
             print("unavailable: the model files: %s" % e)
             return
@@ -390,7 +427,8 @@ class Bench:
                               cmd=None if nerr else [harness, w, out("nestc"), str(warm), tok], env=self.nestc_env(t)))
             oenv = self.base_env()
             oenv["NODE_PATH"] = self.node_path
-            specs.append(dict(label="ONNX Runtime", threads=t, error=self.why_not.get("ort"), out=out("ort"),
+            oerr = self.why_not.get("ort") or (None if os.path.exists(onnx) else "no ONNX file (PyTorch exports it)")
+            specs.append(dict(label="ONNX Runtime", threads=t, error=oerr, out=out("ort"),
                               log=lg("ort"), env=oenv,
                               cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), out("ort"), str(warm), tok]))
             specs.append(dict(label="PyTorch eager", threads=t, error=self.why_not.get("torch"), out=out("torch"),
@@ -398,8 +436,7 @@ class Bench:
                               cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t), out("torch"), str(warm),
                                    "gpt2", w] + [str(v) for v in vals] + [tok]))
         res = measure(specs, self.rounds)
-        ref = np.load(os.path.join(d, "ref.npy"))
-        self.model_table(res, flop, ref, base="ONNX Runtime")
+        self.model_table(res, flop, self.reference(d), base="ONNX Runtime")
 
     def model_table(self, res, flop, ref, base):
         basems = {r["threads"]: r["ms"] for r in res if r["label"] == base and r["ms"]}
@@ -408,7 +445,7 @@ class Bench:
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in sorted(res, key=lambda r: r["threads"]):
             if r["ms"] is None:
-                print("| %s | %d | unavailable: %s | | | | | | | |" % (r["label"], r["threads"], r["error"]))
+                print("| %s | %d | unavailable: %s | | | | | | | |" % (r["label"], r["threads"], cell(r["error"])))
                 continue
             g = flop / r["ms"] / 1e6
             b = basems.get(r["threads"])
@@ -416,7 +453,11 @@ class Bench:
             print("| %s | %d | %.2f | %.2f | %.1f | %s | %s | %s | %d | %s |"
                   % (r["label"], r["threads"], r["ms"], r["min"], g, self.pct(g, r["threads"]),
                      "%.2f" % (r["ms"] / b) if b else "-", "%.2f" % r["cpu"] if r.get("cpu") is not None else "-",
-                     r["n"], "%.2g" % diff if isinstance(diff, float) else diff))
+                     r["n"], "%.2g" % diff if isinstance(diff, float) else cell(diff)))
+        cores = sorted({r["info"].split()[1] for r in res if r["label"] == "PyTorch eager" and r["ms"]
+                        and len(r.get("info", "").split()) > 1})
+        if cores:
+            print("\nPyTorch's BLAS: openblas_get_corename() in its process = %s" % ", ".join(cores))
         for t in (1, 2):
             n = [r for r in res if r["label"] == "nestc" and r["threads"] == t and r["ms"]]
             if n and t in basems:
@@ -437,7 +478,7 @@ class Bench:
             try:
                 self.files("matmul", d, [M, N, K])
             except Unavailable as e:
-                print("| %dx%dx%d | | | unavailable: %s |" % (M, N, K, e))
+                print("| %dx%dx%d | | | unavailable: %s |" % (M, N, K, cell(e)))
                 continue
             a, b = os.path.join(d, "a.npy"), os.path.join(d, "b.npy")
             try:
@@ -463,7 +504,7 @@ class Bench:
                 cells = []
                 for r in (n, s):
                     if r["ms"] is None:
-                        cells.append(["unavailable: %s" % r["error"], "", ""] if r is n else ["unavailable: %s" % r["error"], ""])
+                        cells.append(["unavailable: %s" % cell(r["error"]), "", ""] if r is n else ["unavailable: %s" % cell(r["error"]), ""])
                     else:
                         g = flop / r["ms"] / 1e6
                         cells.append(["%.3f" % r["ms"], "%.1f" % g, self.pct(g, t)] if r is n else ["%.3f" % r["ms"], "%.1f" % g])
@@ -480,7 +521,7 @@ class Bench:
               "(%.3g GFLOP per forward)\n" % (cfg["IMG"], cfg["IMG"], cfg["C0"], cfg["CLASSES"], flop / 1e9))
         d = os.path.join(self.work, "resnet")
         try:
-            self.files("resnet", d, [cfg["IMG"], cfg["C0"], cfg["CLASSES"]])
+            self.files("resnet", d, [cfg["IMG"], cfg["C0"], cfg["CLASSES"]], os.path.join(ROOT, "samples", "resnet.nest"), cfg)
         except Unavailable as e:
             print("unavailable: the model files: %s" % e)
             return
@@ -502,7 +543,7 @@ class Bench:
                                    os.path.join(d, "torch-%d.npy" % t), "3", "resnet", w, str(cfg["C0"]),
                                    str(cfg["CLASSES"]), x]))
         res = measure(specs, self.rounds)
-        self.model_table(res, flop, np.load(os.path.join(d, "ref.npy")), base="PyTorch eager")
+        self.model_table(res, flop, self.reference(d), base="PyTorch eager")
 
 
 def gpt2_flop(L, D, H, V, CTX, S):
@@ -530,11 +571,15 @@ def main():
     ap.add_argument("nestc")
     ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
     ap.add_argument("--only", default="gpt2-shape,gpt2-small,matmul,resnet")
+    ap.add_argument("--skip", default="", help="peers to leave out: ort,torch,sgemm")
     ap.add_argument("--work", help="folder for models and builds (default: NESTC's folder/bench)")
     ap.add_argument("--peak1", type=float, default=175.0, help="FMA peak GFLOP/s at 1 thread")
     ap.add_argument("--peak2", type=float, default=345.0, help="FMA peak GFLOP/s at 2 threads")
     args = ap.parse_args()
     sections = args.only.split(",")
+    bad = set(p for p in args.skip.split(",") if p) - {"ort", "torch", "sgemm"}
+    if bad:
+        ap.error("unknown peer(s) for --skip: %s" % ", ".join(sorted(bad)))
     unknown = set(sections) - {"gpt2-shape", "gpt2-small", "matmul", "resnet"}
     if unknown:
         ap.error("unknown section(s): %s" % ", ".join(sorted(unknown)))

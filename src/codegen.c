@@ -1282,14 +1282,18 @@ static void k_softmax(Fn *F, Node *n)
 	llvm.LLVMBuildStore(B, fmaxmin(G, llvm.LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
 	loop_end(F, &l1);
 	LLVMValueRef m = llvm.LLVMBuildLoad2(B, t, mx, "");
-	llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
+	/* the exponentials first (a loop the vectoriser widens), their sum after
+	 * (a reduction it keeps in order) */
+	Loop l2s;
 	k = loop_begin(F, &l2, ci64(G, 0), len);
 	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
-	LLVMValueRef e = exp_fast(G, dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""));
-	if (n->op == OP_SOFTMAX)
-		store_at(F, n, off, e);
-	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), e, ""), sum);
+	store_at(F, n, off, exp_fast(G, dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, "")));
 	loop_end(F, &l2);
+	llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
+	k = loop_begin(F, &l2s, ci64(G, 0), len);
+	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), load_at(F, n, off), ""), sum);
+	loop_end(F, &l2s);
 	LLVMValueRef s = llvm.LLVMBuildLoad2(B, t, sum, "");
 	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
 	k = loop_begin(F, &l3, ci64(G, 0), len);
@@ -3035,6 +3039,45 @@ static int check_embedded(Shared *sh, Diag *d)
 	return 0;
 }
 
+/* Objects of variants an earlier build made and this one did not
+ * (NAME.REGION.K.o, NAME.weights.o): left there, a link of every object in the
+ * directory would take in dead code. */
+static void remove_stale(const char *dir, const char *name, Vec *written)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return;
+	size_t nl = strlen(name);
+	struct dirent *de;
+	while ((de = readdir(dp))) {
+		const char *f = de->d_name;
+		if (strncmp(f, name, nl) || f[nl] != '.')
+			continue;
+		const char *rest = f + nl + 1, *ext = strrchr(rest, '.');
+		if (!ext || (strcmp(ext, ".o") && strcmp(ext, ".s") && strcmp(ext, ".ll")))
+			continue;
+		/* REGION.K or weights, nothing else */
+		const char *dot = memchr(rest, '.', (size_t)(ext - rest));
+		int ours = !strncmp(rest, "weights.", 8) && rest + 7 == ext;
+		if (dot && dot < ext && dot > rest) {
+			ours = 1;
+			for (const char *c = dot + 1; c < ext; c++)
+				ours &= *c >= '0' && *c <= '9';
+			ours &= dot + 1 < ext;
+		}
+		if (!ours)
+			continue;
+		char *path = xasprintf("%s/%s", dir, f);
+		int keep = 0;
+		for (int i = 0; i < written->n && !keep; i++)
+			keep = !strcmp(written->v[i], path);
+		if (!keep)
+			unlink(path);
+		free(path);
+	}
+	closedir(dp);
+}
+
 /* LLVM-C cannot list a target's processors, and an unknown one only shows as a
  * warning on stderr (and sometimes an abort) when code is emitted: try it in a
  * child process on an empty module. */
@@ -3306,6 +3349,8 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				rmdir(dir);
 			rc = 1;
 		}
+		if (ok && dir && !o->only)
+			remove_stale(dir, sh.name, &finals);
 		for (int i = 0; i < tmps.n; i++) {
 			free(tmps.v[i]);
 			free(finals.v[i]);

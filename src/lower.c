@@ -1558,10 +1558,12 @@ static Value *call_function(Ctx *x, Global *gfn, Expr *call)
 	x->in_dim = 0;
 	Value **bound = arena_alloc(x->a, (size_t)(fn->nfargs + 1) * sizeof(Value *));
 	Value *result = VERR;
+	int errors_before = -1; /* set once the arguments are bound */
 	vec_push(&x->stack, fn);
 	if (!bind_args(x, fn, call, argv, bound))
 		goto done;
 
+	errors_before = x->d->nerrors;
 	if (!fn->is_region) {
 		FnResult res = {0};
 		lower_stmts(x, fn->body, fn->nbody, &res);
@@ -1678,6 +1680,19 @@ static Value *call_function(Ctx *x, Global *gfn, Expr *call)
 	}
 	result = tuple->n == 1 ? tuple->items[0] : tuple;
 done:
+	/* a mistake inside a specialised body: say which call (and shapes) it came from */
+	if (errors_before >= 0 && x->d->nerrors > errors_before) {
+		Buf sig = {0};
+		for (int i = 0; i < fn->nfargs; i++) {
+			if (i)
+				buf_puts(&sig, "; ");
+			buf_printf(&sig, "%s: ", fn->fargs[i].name);
+			if (bound[i])
+				sig_str(x, &sig, bound[i]);
+		}
+		note_at(x->d, call->loc, "in this call of '%s' (%s)", fn->name, sig.s ? sig.s : "");
+		buf_free(&sig);
+	}
 	x->stack.n--;
 	x->scope = saved_scope;
 	x->fnscope = saved_fn;

@@ -273,6 +273,15 @@ static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn)
 				if (f >= 16)
 					return "their bodies differ in structure";
 			}
+			/* whether an axis broadcasts is decided when the code is generated */
+			if (f < MAX_RANK && (xv == 1) != (yv == 1))
+				return x->op == OP_INPUT
+				               ? arena_printf(a, "arg %s dim %d is %lld here and %lld there (broadcasting a size-1 "
+				                                 "axis cannot be decided at run time)",
+				                              g->input_names[x->a[0]], f, (long long)xv, (long long)yv)
+				               : arena_printf(a, "a size-1 axis in one call is %lld long in the other "
+				                                 "(broadcasting cannot be decided at run time)",
+				                              (long long)(xv == 1 ? yv : xv));
 			int seen = 0;
 			for (int k = 0; k < dyn->n; k++) {
 				DynSlot *ds = dyn->v[k];
