@@ -203,6 +203,16 @@ def main():
                 "four.nest:10:16: error: index 2 is out of range for an array of 2 elements"]
         check("four errors reported", r.returncode == 1 and all(wl in r.stderr for wl in want), r.stderr)
 
+        # an error inside a function called with several shapes: a note names the call
+        with open("note.nest", "w") as f:
+            f.write("fn f(x: f32[N, M]) -> f32[N, M] { return x @ x }\n"
+                    "export fn forward(x: f32[3, 3], y: f32[2, 3]) -> f32[2, 3] {\n"
+                    "  let a = f(x)\n  return f(y)\n}\n")
+        r = run("check", "note.nest")
+        check("note names the call behind an error in a specialised body", r.returncode == 1 and
+              "note.nest:4:10: note: in this call of 'f' (x: f32[2, 3])" in r.stderr and
+              "note.nest:3:11: note" not in r.stderr, r.stderr)
+
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 

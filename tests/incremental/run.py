@@ -125,6 +125,19 @@ def main():
         cl = nestc("cache", "clear", "--cache-dir", kcache)
         check("nestc cache clear", cl.returncode == 0 and not glob.glob(os.path.join(kcache, "*", "*.o")), cl.stdout)
 
+        # a rebuild with fewer variants removes the objects of the old ones
+        open("two.nest", "w").write("@region\nfn f(x: f32[T]) -> f32[T] { return x * 2.0 }\n"
+                                    "export fn g(a: f32[4], b: f32[8]) -> (f32[4], f32[8]) { return f(a), f(b) }\n")
+        r1 = nestc("build", "two.nest", "-o", "two", "--no-cache")
+        had = sorted(os.listdir("two"))
+        open("two.nest", "w").write("@region\nfn f(x: f32[T]) -> f32[T] { return x * 2.0 }\n"
+                                    "export fn g(a: f32[4], b: f32[4]) -> (f32[4], f32[4]) { return f(a), f(b) }\n")
+        open("two/two.helper.o", "w").write("not ours")
+        r2 = nestc("build", "two.nest", "-o", "two", "--no-cache")
+        check("a rebuild removes stale variant objects and nothing else",
+              r1.returncode == 0 and r2.returncode == 0 and "two.f.1.o" in had and
+              sorted(os.listdir("two")) == ["two.f.0.o", "two.h", "two.helper.o", "two.o"], os.listdir("two"))
+
         # -MD: make reads the depfile
         r = nestc("build", model, *RESNET, "-o", "dep", "--no-cache", "-MD")
         d = open(os.path.join("dep", "resnet.d")).read() if r.returncode == 0 else ""
