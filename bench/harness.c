@@ -2,7 +2,7 @@
  *
  * Built once per model (bench/run.py does it):
  *   cc -O2 -Iruntime -IDIR -DMODEL=gpt2 '-DMODEL_H="gpt2.h"' -DOUT_NUMEL=GPT2_FORWARD_OUT_NUMEL \
- *      -DNINPUTS=1 -o harness bench/harness.c DIR/*.o build/libnestrt.a -lm -lpthread
+ *      -DNINPUTS=1 -o harness bench/harness.c DIR/OBJECTS.o build/libnestrt.a -lm -lpthread
  * The entry point is MODEL_forward(m, in1[, in2], out).
  *
  * Usage: harness WEIGHTS.safetensors|- OUT.npy WARMUP IN1.npy [IN2.npy]

@@ -14,13 +14,15 @@ Each runtime at each thread count runs in a server process of its own (bench/har
 for nestc, bench/ort_server.js, bench/torch_server.py, bench/sgemm.c) that loads the
 model, runs it once (writing its output for the cross-check against float64 PyTorch),
 warms up, and then runs K forwards per request. The servers are started one after
-the other and then asked in turn, A B C D A B C D ..., for --rounds rounds (>= 20),
+the other and then asked in turn, A B C D A B C D ..., for --rounds rounds (>= 20;
+the quick sections go on for more rounds within a time budget, up to 5 times as many),
 so that the machine's drift hits all of them alike; each forward is timed inside its
 server (clock_gettime, process.hrtime, perf_counter_ns) and the median is quoted.
 K is chosen per server so that a turn lasts about TURN_S seconds. Between turns the
 driver sleeps PAUSE_S so that the previous runtime's spinning threads go idle.
 "cpu/wall" is the CPU time of the server process over the wall time of its turns
-(from /proc): how many cores it kept busy (spin-waiting counts).
+(from /proc): how many cores it kept busy (spin-waiting counts). Under each table: how
+many cores other processes on the machine kept busy meanwhile (from /proc/stat).
 FLOPs count 2*M*N*K for every matrix product (for GPT-2 including attention's
 QK^T and AV and the LM head) and 2*O*I*k*k*OH*OW for every convolution.
 The report goes to standard output; progress to standard error.
@@ -99,6 +101,16 @@ def cpu_seconds(pid):
         return None
 
 
+def busy_seconds():
+    """CPU time all processes on the machine have used (from /proc/stat), seconds."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class Server:
     """A runtime in a process of its own, speaking the protocol of bench/harness.c."""
 
@@ -135,14 +147,21 @@ class Server:
             raise Unavailable("no answer within %d s" % timeout)
         line = self.proc.stdout.readline()
         if not line:
-            rc = self.proc.wait()
-            raise Unavailable("exited with status %d: %s" % (rc, self._tail()))
+            raise Unavailable(self._exited())
         return line.strip()
+
+    def _exited(self):
+        rc = self.proc.wait()
+        how = "was killed by signal %d" % -rc if rc < 0 else "exited with status %d" % rc
+        return "%s: %s" % (how, self._tail())
 
     def run(self, k, record=True):
         c0, t0 = cpu_seconds(self.proc.pid), time.perf_counter()
-        self.proc.stdin.write("run %d\n" % k)
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write("run %d\n" % k)
+            self.proc.stdin.flush()
+        except OSError:
+            raise Unavailable(self._exited())
         line = self._readline(RUN_TIMEOUT)
         t1, c1 = time.perf_counter(), cpu_seconds(self.proc.pid)
         times = [int(x) / 1e6 for x in line.split()]
@@ -164,12 +183,15 @@ class Server:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
-        self.logf.close()
+        if not self.logf.closed:
+            self.logf.close()
 
 
-def measure(specs, rounds):
+def measure(specs, rounds, budget=0.0):
     """specs: list of dicts (label, threads, cmd, env, out, log, or error). Starts the
-    servers one after the other, then interleaves their turns. Returns result dicts."""
+    servers one after the other, then interleaves their turns: `rounds` rounds, and
+    more (up to 5 times as many) while the rounds so far took less than `budget`
+    seconds. Returns the result dicts and the load of other processes (cores)."""
     results, servers = [], []
     for s in specs:
         res = {"label": s["label"], "threads": s["threads"], "error": s.get("error"), "ms": None}
@@ -188,8 +210,13 @@ def measure(specs, rounds):
             res["error"] = str(e)
     if servers:
         est = sum(statistics.median(srv.run(1, record=False)) * srv.k for srv, _ in servers) * rounds / 1e3
-        log("%d servers, %d rounds, about %.0f s" % (len(servers), rounds, est + len(servers) * rounds * PAUSE_S))
-    for r in range(rounds):
+        log("%d servers, %d rounds: about %.0f s%s" % (len(servers), rounds, est + len(servers) * rounds * PAUSE_S,
+                                                    ", then more rounds for up to %.0f s" % budget if budget else ""))
+    ours0 = [cpu_seconds(srv.proc.pid) for srv, _ in servers]
+    busy0, me0, wall0 = busy_seconds(), sum(os.times()[:2]), time.perf_counter()
+    r = 0
+    while r < rounds or (time.perf_counter() - wall0 < budget and r < 5 * rounds):
+        r += 1
         for srv, res in servers:
             if res["error"]:
                 continue
@@ -198,6 +225,13 @@ def measure(specs, rounds):
             except Unavailable as e:
                 res["error"] = "failed during the runs: %s" % e
             time.sleep(PAUSE_S)
+    ours1 = [cpu_seconds(srv.proc.pid) for srv, _ in servers]
+    busy1, me1, wall1 = busy_seconds(), sum(os.times()[:2]), time.perf_counter()
+    background = None
+    if servers and busy0 is not None and busy1 is not None and wall1 > wall0:
+        # a server that died takes its CPU time along: counted as other processes'
+        ours = sum(b - a for a, b in zip(ours0, ours1) if a is not None and b is not None) + (me1 - me0)
+        background = max(0.0, (busy1 - busy0 - ours) / (wall1 - wall0))
     for srv, res in servers:
         srv.stop()
         if not res["error"] and srv.samples:
@@ -205,8 +239,15 @@ def measure(specs, rounds):
             res["min"] = min(srv.samples)
             res["n"] = len(srv.samples)
             res["k"] = srv.k
+            res["rounds"] = r
             res["cpu"] = srv.cpu / srv.wall if srv.wall > 0 else None
-    return results
+    return results, background
+
+
+def background_note(bg):
+    if bg is not None:
+        print("\nOther processes on the machine kept about %.2f of its %d cores busy during these runs."
+              % (bg, os.cpu_count()))
 
 
 def max_diff(out, ref):
@@ -395,6 +436,10 @@ class Bench:
         path = os.path.join(d, "ref.npy")
         return np.load(path) if os.path.exists(path) else None
 
+    def budget(self, seconds):
+        """Extra rounds are for a full run only: --rounds below 20 is a quick look."""
+        return seconds if self.rounds >= 20 else 0.0
+
     # --- report helpers
     def pct(self, gflops, threads):
         p = self.peak.get(threads)
@@ -435,8 +480,9 @@ class Bench:
                               log=lg("torch"), env=self.torch_env(t),
                               cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t), out("torch"), str(warm),
                                    "gpt2", w] + [str(v) for v in vals] + [tok]))
-        res = measure(specs, self.rounds)
+        res, bg = measure(specs, self.rounds, budget=self.budget(30 if flop < 2e9 else 0))
         self.model_table(res, flop, self.reference(d), base="ONNX Runtime")
+        background_note(bg)
 
     def model_table(self, res, flop, ref, base):
         basems = {r["threads"]: r["ms"] for r in res if r["label"] == base and r["ms"]}
@@ -472,6 +518,7 @@ class Bench:
         print("| M x N x K | GFLOP | threads | nestc ms | nestc GFLOP/s | nestc % of peak | sgemm ms | sgemm GFLOP/s "
               "| nestc / sgemm (GFLOP/s) | max abs diff nestc, sgemm vs fp64 |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        bgs, sg_threads = [], set()
         for (M, N, K) in MATMULS:
             flop = 2.0 * M * N * K
             d = os.path.join(self.work, "matmul-%dx%dx%d" % (M, N, K))
@@ -496,7 +543,9 @@ class Bench:
                                   out=os.path.join(d, "sgemm-%d.npy" % t), log=os.path.join(d, "sgemm-%d.log" % t),
                                   env=self.blas_env(t),
                                   cmd=[self.sgemm, a, b, os.path.join(d, "sgemm-%d.npy" % t), "20"]))
-            res = measure(specs, self.rounds)
+            res, bg = measure(specs, self.rounds, budget=self.budget(10))
+            if bg is not None:
+                bgs.append(bg)
             ref = np.load(os.path.join(d, "ref.npy"))
             for t in (1, 2):
                 n = next(r for r in res if r["label"] == "nestc" and r["threads"] == t)
@@ -513,6 +562,14 @@ class Bench:
                                   for x in (max_diff(r["out"], ref) if r["ms"] else "-" for r in (n, s)))
                 print("| %dx%dx%d | %.3g | %d | %s | %s | %s |" % (M, N, K, flop / 1e9, t, " | ".join(cells[0]),
                                                                   " | ".join(cells[1]), ratio + " | " + diffs))
+                for r in (s,):
+                    if r["ms"] and r.get("info"):
+                        sg_threads.add("%s thread%s: openblas_get_num_threads() = %s" % (
+                            t, "s" if t > 1 else "", r["info"].split()[1]))
+        if sg_threads:
+            print("\nsgemm processes: %s." % "; ".join(sorted(sg_threads)))
+        if bgs:
+            background_note(statistics.mean(bgs))
 
     def resnet(self):
         cfg = RESNET
@@ -542,8 +599,9 @@ class Bench:
                               cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t),
                                    os.path.join(d, "torch-%d.npy" % t), "3", "resnet", w, str(cfg["C0"]),
                                    str(cfg["CLASSES"]), x]))
-        res = measure(specs, self.rounds)
+        res, bg = measure(specs, self.rounds, budget=self.budget(30))
         self.model_table(res, flop, self.reference(d), base="PyTorch eager")
+        background_note(bg)
 
 
 def gpt2_flop(L, D, H, V, CTX, S):
@@ -600,7 +658,8 @@ def main():
     print("- OpenBLAS: %s" % ("%s; openblas_get_corename() = %s (OPENBLAS_CORETYPE=%s)"
                               % (f["openblas"], f["openblas_core"], b.blas_core or "unset")
                               if "sgemm" not in b.why_not else "unavailable: " + b.why_not["sgemm"]))
-    print("- method: every runtime in its own process, runs interleaved A B A B ... over %d rounds after warm-up, "
+    print("- method: every runtime in its own process, warmed up, then runs interleaved A B A B ... over at least "
+          "%d rounds (the quick sections go on for up to 5 times as many within a time budget), K runs per turn, "
           "median of all runs; FLOPs = 2*M*N*K per matrix product (attention and LM head included), "
           "2*O*I*k*k*OH*OW per convolution; outputs against the model in float64 PyTorch" % args.rounds)
     sys.stdout.flush()

@@ -155,6 +155,14 @@ const char *nestrt_dtype_name(int dtype);
 size_t nestrt_dtype_size(int dtype);
 
 
+/* ---- parallel loops (pool.c) ----
+ * Compiled code splits its large loops into n tasks run by a thread pool of
+ * NESTRT_NUM_THREADS threads (default: the available cores), the calling
+ * thread included; fn(env, begin, end) runs tasks [begin, end). */
+typedef void (*nestrt_task)(void *env, int64_t begin, int64_t end);
+void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env);
+int nestrt_num_threads(void);
+
 /* ---- compiled models ----
  * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
  * points in the generated header are thin wrappers around these. */

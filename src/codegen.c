@@ -163,6 +163,9 @@
 	X(LLVMBuildFPToSI) \
 	X(LLVMBuildShl) \
 	X(LLVMBuildBitCast) \
+	X(LLVMBuildPtrToInt) \
+	X(LLVMBuildIntToPtr) \
+	X(LLVMBuildArrayAlloca) \
 	X(LLVMVoidTypeInContext)
 
 static struct {
@@ -249,6 +252,8 @@ struct Gen {
 	Plan **plans;            /* per graph id; computed before any worker starts */
 	char *error;             /* a code generation failure, reported by the main thread */
 	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
+	int threads_ok;          /* large loops may run on the runtime's thread pool */
+	int ntask;               /* task functions made in this module */
 };
 
 /* ---- types and small helpers ---- */
@@ -887,29 +892,21 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
  * scratch area (k rows, contiguous: rows of B are far apart in memory and
  * alias in the cache), then every register tile of mr rows runs over the
  * panel; the last columns go by one vector, then one by one. */
-static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo)
+/* One panel of B (columns jw*wide ...): packed, then every row tile over it. */
+static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef panel, LLVMValueRef M, LLVMValueRef K,
+                     LLVMValueRef Nn, LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype);
 	int vw = G->vbytes / dtype_size(n->dtype);
 	int mr = G->vbytes == 64 ? 6 : 4, nv = 2;
-	LLVMValueRef wide = ci64(G, nv * vw), narrow = ci64(G, vw);
-	LLVMValueRef nwide = llvm.LLVMBuildSDiv(B, Nn, wide, "");
-	LLVMValueRef n_wide = llvm.LLVMBuildMul(B, nwide, wide, "");
-	LLVMValueRef n_vec = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, Nn, narrow, ""), narrow, "");
+	LLVMValueRef wide = ci64(G, nv * vw);
 	LLVMValueRef mtiles = llvm.LLVMBuildSDiv(B, M, ci64(G, mr), "");
 	LLVMValueRef m_full = llvm.LLVMBuildMul(B, mtiles, ci64(G, mr), "");
-	LLVMValueRef soff = ci64(G, F->plan->scratch);
-	LLVMValueRef panel = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""),
-	                                               llvm.LLVMPointerType(et, 0), "panel");
-	LLVMValueRef bbase = nptr(F, b);
 	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
-
-	Loop lw, lp, lt, lr;
-	LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
+	Loop lp, lt, lr;
 	LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
 	/* pack B[:, cw:cw+wide] */
 	LLVMValueRef kp = loop_begin(F, &lp, ci64(G, 0), K);
@@ -932,7 +929,94 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	mm_tile(F, n, a, 1, nv, vw, K, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, ir, K, ""), ""), panel, wide, ci64(G, 0),
 	        llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, ir, Nn, ""), ""), Nn, cw);
 	loop_end(F, &lr);
-	loop_end(F, &lw);
+}
+
+/* The panels of a 2-d matmul as tasks of the runtime's thread pool: a
+ * function of this module runs panels [begin, end) with its own packing
+ * buffer on its stack; the operands and sizes travel in an i64 array. */
+static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                        LLVMValueRef npanels)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	int vw = G->vbytes / dtype_size(n->dtype);
+	/* the environment: a, b, c, M, K, N */
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 6);
+	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
+	LLVMValueRef vals[6] = {
+		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
+		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
+	};
+	for (int i = 0; i < 6; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
+	}
+	/* the task function */
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	char name[64];
+	snprintf(name, sizeof name, "mm.task.%d", G->ntask++);
+	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
+	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
+	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
+	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .fn = task};
+	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
+	T.entry = llvm.LLVMAppendBasicBlockInContext(G->C, task, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
+	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
+	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
+	LLVMValueRef got[6];
+	for (int i = 0; i < 6; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+	}
+	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
+	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
+	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
+	LLVMValueRef panel = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], ci64(G, 2 * vw), ""), "panel");
+	llvm.LLVMSetAlignment(panel, 64);
+	llvm.LLVMBuildBr(B, start);
+	llvm.LLVMPositionBuilderAtEnd(B, start);
+	Loop lw;
+	LLVMValueRef jw = loop_begin(&T, &lw, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
+	mm_panel(&T, n, a, T.ptr[b->id], panel, got[3], got[4], got[5], ci64(G, 0), ci64(G, 0), ci64(G, 0), jw);
+	loop_end(&T, &lw);
+	llvm.LLVMBuildRetVoid(B);
+	free(T.ptr);
+	llvm.LLVMPositionBuilderAtEnd(B, saved);
+	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
+	LLVMValueRef pf_vals[3] = {npanels, task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
+	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+}
+
+static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype);
+	int vw = G->vbytes / dtype_size(n->dtype);
+	int mr = G->vbytes == 64 ? 6 : 4, nv = 2;
+	LLVMValueRef wide = ci64(G, nv * vw), narrow = ci64(G, vw);
+	LLVMValueRef nwide = llvm.LLVMBuildSDiv(B, Nn, wide, "");
+	LLVMValueRef n_wide = llvm.LLVMBuildMul(B, nwide, wide, "");
+	LLVMValueRef n_vec = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, Nn, narrow, ""), narrow, "");
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef panel = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""),
+	                                               llvm.LLVMPointerType(et, 0), "panel");
+	LLVMValueRef bbase = nptr(F, b);
+	(void)mr;
+
+	if (plain && G->threads_ok) {
+		/* the panels are independent: run them on the thread pool */
+		mm_parallel(F, n, a, b, M, K, Nn, nwide);
+	} else {
+		Loop lw;
+		LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
+		mm_panel(F, n, a, bbase, panel, M, K, Nn, oa, ob, oo, jw);
+		loop_end(F, &lw);
+	}
 
 	/* the columns after the panels, straight from B */
 	Loop li, lv, ls, lk;
@@ -1127,7 +1211,7 @@ static void k_matmul(Fn *F, Node *n)
 		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
 	}
 	if (fl && b->rank != 1) {
-		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo);
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, batch == 0 && !(F->v && F->v->ndyn));
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
 		return;
@@ -2000,6 +2084,7 @@ static void gen_module_begin(Gen *G, const char *name)
 	llvm.LLVMSetTarget(G->M, G->triple);
 	llvm.LLVMSetDataLayout(G->M, G->layout);
 	G->ninline = 0;
+	G->ntask = 0;
 }
 
 typedef struct OutFile {
@@ -2494,6 +2579,7 @@ static void gen_init(Gen *G, Shared *sh)
 	G->triple = sh->triple;
 	/* register tiles are sized for the widest vectors the target has */
 	G->vbytes = strstr(sh->features, "+avx512f") ? 64 : strstr(sh->features, "+avx2") ? 32 : 16;
+	G->threads_ok = 1;
 	if (sh->o->cpu) {
 		const char *c = sh->cpu;
 		G->vbytes = strstr(c, "avx512") || strstr(c, "icelake") || strstr(c, "sapphirerapids") ||

@@ -1,0 +1,121 @@
+/* pool.c - the thread pool that runs compiled code's parallel loops.
+ * NESTRT_NUM_THREADS sets its size (default: the cores this process may use);
+ * the thread that calls nestrt_parallel_for works too. One loop runs at a
+ * time; a loop started from inside another runs inline. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER; /* one loop at a time */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
+static int nthreads = 1;
+static uint64_t generation;
+static int pending;
+static nestrt_task job_fn;
+static void *job_env;
+static int64_t job_n, job_next;
+static _Thread_local int in_task;
+
+static void run_chunks(nestrt_task fn, void *env, int64_t n)
+{
+	in_task = 1;
+	for (;;) {
+		int64_t i = __atomic_fetch_add(&job_next, 1, __ATOMIC_RELAXED);
+		if (i >= n)
+			break;
+		fn(env, i, i + 1);
+	}
+	in_task = 0;
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	uint64_t seen = 0;
+	for (;;) {
+		pthread_mutex_lock(&mu);
+		while (generation == seen)
+			pthread_cond_wait(&work, &mu);
+		seen = generation;
+		nestrt_task fn = job_fn;
+		void *env = job_env;
+		int64_t n = job_n;
+		pthread_mutex_unlock(&mu);
+		run_chunks(fn, env, n);
+		pthread_mutex_lock(&mu);
+		if (--pending == 0)
+			pthread_cond_signal(&done);
+		pthread_mutex_unlock(&mu);
+	}
+	return NULL;
+}
+
+static int cores(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+static void start(void)
+{
+	const char *env = getenv("NESTRT_NUM_THREADS");
+	int n = env && atoi(env) > 0 ? atoi(env) : cores();
+	if (n > 256)
+		n = 256;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	/* kernels keep packed panels of a matrix on their stack */
+	pthread_attr_setstacksize(&attr, 16u << 20);
+	int started = 1;
+	for (int i = 1; i < n; i++) {
+		pthread_t t;
+		if (pthread_create(&t, &attr, worker, NULL) != 0)
+			break;
+		pthread_detach(t);
+		started++;
+	}
+	pthread_attr_destroy(&attr);
+	nthreads = started;
+}
+
+int nestrt_num_threads(void)
+{
+	pthread_once(&once, start);
+	return nthreads;
+}
+
+void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
+{
+	if (n <= 0)
+		return;
+	pthread_once(&once, start);
+	if (n == 1 || nthreads == 1 || in_task) {
+		fn(env, 0, n);
+		return;
+	}
+	pthread_mutex_lock(&submit);
+	pthread_mutex_lock(&mu);
+	job_fn = fn;
+	job_env = env;
+	job_n = n;
+	__atomic_store_n(&job_next, 0, __ATOMIC_RELAXED);
+	pending = nthreads - 1;
+	generation++;
+	pthread_cond_broadcast(&work);
+	pthread_mutex_unlock(&mu);
+	run_chunks(fn, env, n);
+	pthread_mutex_lock(&mu);
+	while (pending > 0)
+		pthread_cond_wait(&done, &mu);
+	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&submit);
+}
