@@ -894,7 +894,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
  * panel; the last columns go by one vector, then one by one. */
 /* One panel of B (columns jw*wide ...): packed, then every row tile over it. */
 static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef panel, LLVMValueRef M, LLVMValueRef K,
-                     LLVMValueRef Nn, LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw)
+                     LLVMValueRef Nn, LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -908,6 +908,20 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
 	Loop lp, lt, lr;
 	LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
+	if (tb) {
+		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's columns */
+		Loop lc, lk2;
+		LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), wide);
+		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, cw, c, ""), K, "");
+		LLVMValueRef k2 = loop_begin(F, &lk2, ci64(G, 0), K);
+		LLVMValueRef so = llvm.LLVMBuildAdd(B, row, k2, "");
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
+		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k2, wide, ""), c, "");
+		llvm.LLVMBuildStore(B, x, llvm.LLVMBuildGEP2(B, et, panel, &dof, 1, ""));
+		loop_end(F, &lk2);
+		loop_end(F, &lc);
+		goto packed;
+	}
 	/* pack B[:, cw:cw+wide] */
 	LLVMValueRef kp = loop_begin(F, &lp, ci64(G, 0), K);
 	for (int v = 0; v < nv; v++) {
@@ -920,6 +934,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		llvm.LLVMSetAlignment(st, (unsigned)dtype_size(n->dtype));
 	}
 	loop_end(F, &lp);
+packed:;
 	LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), mtiles);
 	LLVMValueRef i = llvm.LLVMBuildMul(B, t, ci64(G, mr), "");
 	mm_tile(F, n, a, mr, nv, vw, K, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, K, ""), ""), panel, wide, ci64(G, 0),
@@ -935,7 +950,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
  * function of this module runs panels [begin, end) with its own packing
  * buffer on its stack; the operands and sizes travel in an i64 array. */
 static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                        LLVMValueRef npanels)
+                        LLVMValueRef npanels, int tb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -980,7 +995,7 @@ static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMVa
 	llvm.LLVMPositionBuilderAtEnd(B, start);
 	Loop lw;
 	LLVMValueRef jw = loop_begin(&T, &lw, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
-	mm_panel(&T, n, a, T.ptr[b->id], panel, got[3], got[4], got[5], ci64(G, 0), ci64(G, 0), ci64(G, 0), jw);
+	mm_panel(&T, n, a, T.ptr[b->id], panel, got[3], got[4], got[5], ci64(G, 0), ci64(G, 0), ci64(G, 0), jw, tb);
 	loop_end(&T, &lw);
 	llvm.LLVMBuildRetVoid(B);
 	free(T.ptr);
@@ -991,7 +1006,7 @@ static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMVa
 }
 
 static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain)
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -1010,11 +1025,11 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 
 	if (plain && G->threads_ok) {
 		/* the panels are independent: run them on the thread pool */
-		mm_parallel(F, n, a, b, M, K, Nn, nwide);
+		mm_parallel(F, n, a, b, M, K, Nn, nwide, tb);
 	} else {
 		Loop lw;
 		LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
-		mm_panel(F, n, a, bbase, panel, M, K, Nn, oa, ob, oo, jw);
+		mm_panel(F, n, a, bbase, panel, M, K, Nn, oa, ob, oo, jw, tb);
 		loop_end(F, &lw);
 	}
 
@@ -1023,16 +1038,19 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	LLVMValueRef i2 = loop_begin(F, &li, ci64(G, 0), M);
 	LLVMValueRef arow = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i2, K, ""), "");
 	LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i2, Nn, ""), "");
-	LLVMValueRef jv = loop_begin(F, &lv, llvm.LLVMBuildSDiv(B, n_wide, narrow, ""), llvm.LLVMBuildSDiv(B, n_vec, narrow, ""));
-	LLVMValueRef cj = llvm.LLVMBuildMul(B, jv, narrow, "");
-	mm_tile(F, n, a, 1, 1, vw, K, arow, bbase, Nn, llvm.LLVMBuildAdd(B, ob, cj, ""), orow, Nn, cj);
-	loop_end(F, &lv);
-	LLVMValueRef j = loop_begin(F, &ls, n_vec, Nn);
+	if (!tb) {
+		LLVMValueRef jv = loop_begin(F, &lv, llvm.LLVMBuildSDiv(B, n_wide, narrow, ""), llvm.LLVMBuildSDiv(B, n_vec, narrow, ""));
+		LLVMValueRef cj = llvm.LLVMBuildMul(B, jv, narrow, "");
+		mm_tile(F, n, a, 1, 1, vw, K, arow, bbase, Nn, llvm.LLVMBuildAdd(B, ob, cj, ""), orow, Nn, cj);
+		loop_end(F, &lv);
+	}
+	LLVMValueRef j = loop_begin(F, &ls, tb ? n_wide : n_vec, Nn);
 	LLVMValueRef accp = entry_alloca(F, et, "dot");
 	llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), accp);
 	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 0), K);
 	LLVMValueRef av = load_at(F, a, llvm.LLVMBuildAdd(B, arow, k, ""));
-	LLVMValueRef bvv = load_at(F, b, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, Nn, ""), j, ""), ""));
+	LLVMValueRef bvv = tb ? load_at(F, b, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, j, K, ""), k, ""))
+	                      : load_at(F, b, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, Nn, ""), j, ""), ""));
 	LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, accp, "");
 	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, cur, llvm.LLVMBuildFMul(B, av, bvv, ""), ""), accp);
 	loop_end(F, &lk);
@@ -1041,139 +1059,15 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	loop_end(F, &li);
 }
 
-/* The sum of a vector's lanes, as a tree of shuffles. */
-static LLVMValueRef hsum(Gen *G, LLVMValueRef v, int vw)
-{
-	LLVMBuilderRef B = G->B;
-	for (int w = vw / 2; w >= 1; w /= 2) {
-		LLVMValueRef idx[64];
-		for (int i = 0; i < vw; i++)
-			idx[i] = ci32(G, i < w ? i + w : i);
-		LLVMValueRef mask = llvm.LLVMConstVector(idx, (unsigned)vw);
-		v = llvm.LLVMBuildFAdd(B, v, llvm.LLVMBuildShuffleVector(B, v, llvm.LLVMGetUndef(llvm.LLVMTypeOf(v)), mask, ""), "");
-	}
-	return llvm.LLVMBuildExtractElement(B, v, ci32(G, 0), "");
-}
-
-/* One tile of C = A @ Bt^T, Bt stored [N, K] (a transpose read without a copy):
- * mr rows by nc columns of dot products, vectors along k, lanes summed at the end. */
-static void mm_nt_tile(Fn *F, Node *n, Node *a, Node *bt, int mr, int nc, int vw, LLVMValueRef K, LLVMValueRef Kv,
-                       LLVMValueRef Nn, LLVMValueRef arow, LLVMValueRef j, LLVMValueRef orow)
-{
-	Gen *G = F->gen;
-	LLVMBuilderRef B = G->B;
-	DType dt = n->dtype;
-	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw);
-	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
-	LLVMValueRef acc[4][4], nacc[4][4], av[4], bv[4];
-	char fma[32];
-	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
-	/* vector part: k = 0, vw, ... < Kv */
-	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
-	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "ntk");
-	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "ntkbody");
-	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "ntkdone");
-	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMPositionBuilderAtEnd(B, head);
-	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
-	LLVMValueRef z64 = ci64(G, 0), zv = llvm.LLVMConstNull(vt);
-	llvm.LLVMAddIncoming(k, &z64, &pre, 1);
-	for (int r = 0; r < mr; r++)
-		for (int c = 0; c < nc; c++) {
-			acc[r][c] = llvm.LLVMBuildPhi(B, vt, "acc");
-			llvm.LLVMAddIncoming(acc[r][c], &zv, &pre, 1);
-		}
-	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, Kv, ""), body, done);
-	llvm.LLVMPositionBuilderAtEnd(B, body);
-	for (int r = 0; r < mr; r++) {
-		LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
-		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, a), &off, 1, "");
-		av[r] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
-		llvm.LLVMSetAlignment(av[r], (unsigned)dtype_size(dt));
-	}
-	for (int c = 0; c < nc; c++) {
-		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, j, ci64(G, c), ""), K, "");
-		LLVMValueRef off = llvm.LLVMBuildAdd(B, row, k, "");
-		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, bt), &off, 1, "");
-		bv[c] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
-		llvm.LLVMSetAlignment(bv[c], (unsigned)dtype_size(dt));
-	}
-	for (int r = 0; r < mr; r++)
-		for (int c = 0; c < nc; c++) {
-			LLVMTypeRef ts[3] = {vt, vt, vt};
-			LLVMValueRef vs[3] = {av[r], bv[c], acc[r][c]};
-			nacc[r][c] = call(G, fma, vt, ts, vs, 3);
-		}
-	LLVMValueRef k1 = llvm.LLVMBuildAdd(B, k, ci64(G, vw), "");
-	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
-	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMAddIncoming(k, &k1, &end, 1);
-	for (int r = 0; r < mr; r++)
-		for (int c = 0; c < nc; c++)
-			llvm.LLVMAddIncoming(acc[r][c], &nacc[r][c], &end, 1);
-	llvm.LLVMPositionBuilderAtEnd(B, done);
-	/* lanes summed, then the k left over from the vectors one by one */
-	LLVMValueRef sums = entry_alloca(F, llvm.LLVMArrayType(et, 16), "sums");
-	for (int r = 0; r < mr; r++)
-		for (int c = 0; c < nc; c++) {
-			LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, r * 4 + c)};
-			llvm.LLVMBuildStore(B, hsum(G, acc[r][c], vw), llvm.LLVMBuildGEP2(B, llvm.LLVMArrayType(et, 16), sums, ix, 2, ""));
-		}
-	Loop lt;
-	LLVMValueRef kt = loop_begin(F, &lt, Kv, K);
-	for (int r = 0; r < mr; r++)
-		for (int c = 0; c < nc; c++) {
-			LLVMValueRef x = load_at(F, a, llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), kt, ""));
-			LLVMValueRef y = load_at(F, bt, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, j, ci64(G, c), ""), K, ""), kt, ""));
-			LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, r * 4 + c)};
-			LLVMValueRef sp = llvm.LLVMBuildGEP2(B, llvm.LLVMArrayType(et, 16), sums, ix, 2, "");
-			llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, et, sp, ""), llvm.LLVMBuildFMul(B, x, y, ""), ""), sp);
-		}
-	loop_end(F, &lt);
-	for (int r = 0; r < mr; r++)
-		for (int c = 0; c < nc; c++) {
-			LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, r * 4 + c)};
-			LLVMValueRef sp = llvm.LLVMBuildGEP2(B, llvm.LLVMArrayType(et, 16), sums, ix, 2, "");
-			LLVMValueRef o = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), Nn, ""), ""),
-			                                   llvm.LLVMBuildAdd(B, j, ci64(G, c), ""), "");
-			store_at(F, n, o, llvm.LLVMBuildLoad2(B, et, sp, ""));
-		}
-}
-
-/* C[M, N] = A[M, K] @ transpose(Bt[N, K]): tiles of 4x4, then the rest. */
-static void mm_nt(Fn *F, Node *n, Node *a, Node *bt)
-{
-	Gen *G = F->gen;
-	LLVMBuilderRef B = G->B;
-	int vw = G->vbytes / dtype_size(n->dtype);
-	LLVMValueRef M = dimv(F, a, 0), K = dimv(F, a, 1), Nn = dimv(F, bt, 0);
-	LLVMValueRef Kv = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, K, ci64(G, vw), ""), ci64(G, vw), "");
-	LLVMValueRef mt = llvm.LLVMBuildSDiv(B, M, ci64(G, 4), ""), nt = llvm.LLVMBuildSDiv(B, Nn, ci64(G, 4), "");
-	LLVMValueRef mfull = llvm.LLVMBuildMul(B, mt, ci64(G, 4), ""), nfull = llvm.LLVMBuildMul(B, nt, ci64(G, 4), "");
-	for (int part = 0; part < 2; part++) {
-		int rows = part == 0 ? 4 : 1;
-		Loop li, lj, lr;
-		LLVMValueRef i = part == 0 ? llvm.LLVMBuildMul(B, loop_begin(F, &li, ci64(G, 0), mt), ci64(G, 4), "")
-		                           : loop_begin(F, &li, mfull, M);
-		LLVMValueRef arow = llvm.LLVMBuildMul(B, i, K, ""), orow = llvm.LLVMBuildMul(B, i, Nn, "");
-		/* the weights' rows outermost would keep Bt in cache; here A's tile is
-		 * small and Bt streams, which suits the tall, thin LM head */
-		LLVMValueRef jt = loop_begin(F, &lj, ci64(G, 0), nt);
-		mm_nt_tile(F, n, a, bt, rows, 4, vw, K, Kv, Nn, arow, llvm.LLVMBuildMul(B, jt, ci64(G, 4), ""), orow);
-		loop_end(F, &lj);
-		LLVMValueRef jr = loop_begin(F, &lr, nfull, Nn);
-		mm_nt_tile(F, n, a, bt, rows, 1, vw, K, Kv, Nn, arow, jr, orow);
-		loop_end(F, &lr);
-		loop_end(F, &li);
-	}
-}
-
 /* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
  * along contiguous rows of b and of the result */
 static void k_matmul(Fn *F, Node *n)
 {
 	if (dtype_is_float(n->dtype) && virtual_transpose(F->g, n->in[1])) {
-		mm_nt(F, n, n->in[0], n->in[1]->in[0]);
+		/* A @ transpose(Bt): Bt's rows packed as panels, the same tiles */
+		Node *a = n->in[0], *bt = n->in[1]->in[0];
+		LLVMValueRef z = ci64(F->gen, 0);
+		mm_tiled(F, n, a, bt, dimv(F, a, 0), dimv(F, a, 1), dimv(F, bt, 0), z, z, z, !(F->v && F->v->ndyn), 1);
 		return;
 	}
 	Gen *G = F->gen;
@@ -1211,7 +1105,7 @@ static void k_matmul(Fn *F, Node *n)
 		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
 	}
 	if (fl && b->rank != 1) {
-		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, batch == 0 && !(F->v && F->v->ndyn));
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, batch == 0 && !(F->v && F->v->ndyn), 0);
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
 		return;
