@@ -202,9 +202,11 @@ static const char *guard_diff(RP *r, Graph *g, Variant *v)
 	return arena_printf(a, "the body differs from variant %d (other globals, constants or callees)", v->k);
 }
 
-static int count_diffs(Graph *g, Graph *h)
+/* How far apart two specialisations are: differing dims count, and by how
+ * much (in factors of two), so 256 channels is nearer 128 than 64. */
+static double count_diffs(Graph *g, Graph *h)
 {
-	int n = 0;
+	double n = 0;
 	for (int i = 0; i < g->ninputs; i++) {
 		Node *y = NULL;
 		for (int k = 0; k < h->ninputs; k++)
@@ -214,8 +216,14 @@ static int count_diffs(Graph *g, Graph *h)
 			n += 100;
 			continue;
 		}
-		for (int d = 0; d < y->rank; d++)
-			n += y->shape[d] != g->inputs[i]->shape[d];
+		for (int d = 0; d < y->rank; d++) {
+			int64_t p = y->shape[d], q = g->inputs[i]->shape[d];
+			if (p == q)
+				continue;
+			n += 1;
+			for (int64_t lo = p < q ? p : q, hi = p < q ? q : p; lo > 0 && lo < hi; lo *= 2)
+				n += 0.01;
+		}
 	}
 	return n;
 }
@@ -437,10 +445,10 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 			}
 			if (!found && ri->variants.n < ri->max_entries) {
 				Variant *nearest = NULL;
-				int best = 1 << 30;
+				double best = 1e300;
 				for (int i = 0; i < ri->variants.n; i++) {
 					Variant *v = ri->variants.v[i];
-					int c = count_diffs(g, v->g);
+					double c = count_diffs(g, v->g);
 					if (c < best) {
 						best = c;
 						nearest = v;
