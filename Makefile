@@ -94,6 +94,10 @@ $(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp
 $(B)/test_runtime: tests/runtime/test_runtime.c runtime/nestrt.h $(B)/libnestrt.a
 	$(CC) $(RT_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/runtime/test_runtime.c $(B)/libnestrt.a -lm -lpthread
 
+# Run-time figures of compiled code against ONNX Runtime, PyTorch and OpenBLAS (not a test).
+bench: all
+	@sh scripts/bench-deps.sh && $(PYTHON) bench/run.py $(B)/nestc
+
 # Compile-time figures of hierarchical against flat compilation (not a test).
 bench-compile: all
 	$(PYTHON) bench/compile.py $(B)/nestc
@@ -169,4 +173,4 @@ $(B)/main.o: src/main.c src/nestc.h $(B)/stamp
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps demo check check-asan bench-compile install uninstall clean
+.PHONY: all deps demo check check-asan bench bench-compile install uninstall clean

@@ -42,7 +42,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
-TORCH_PY = "/usr/bin/python3"     # Debian's python3-torch lives under the system Python
+TORCH_PY = os.environ.get("BENCH_TORCH_PYTHON", "/usr/bin/python3")   # Debian's python3-torch: system Python
 TURN_S = 0.1                       # target length of one turn (K forwards)
 K_MAX = 10
 PAUSE_S = 0.02
