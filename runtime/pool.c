@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -34,11 +35,31 @@ static void run_chunks(nestrt_task fn, void *env, int64_t n)
 	in_task = 0;
 }
 
+/* How long an idle worker keeps polling for the next loop before it sleeps:
+ * a transformer runs a matmul every few tens of microseconds, and waking a
+ * sleeping thread takes about as long as a small matmul. */
+#define SPIN_NANOS 2000000
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
 	uint64_t seen = 0;
 	for (;;) {
+		uint64_t t0 = now_ns();
+		for (int i = 0; __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) {
+			if ((i & 255) == 255 && now_ns() - t0 > SPIN_NANOS)
+				break;
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		}
 		pthread_mutex_lock(&mu);
 		while (generation == seen)
 			pthread_cond_wait(&work, &mu);
@@ -109,7 +130,7 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	job_n = n;
 	__atomic_store_n(&job_next, 0, __ATOMIC_RELAXED);
 	pending = nthreads - 1;
-	generation++;
+	__atomic_store_n(&generation, generation + 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&work);
 	pthread_mutex_unlock(&mu);
 	run_chunks(fn, env, n);
