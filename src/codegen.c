@@ -909,17 +909,24 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	Loop lp, lt, lr;
 	LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
 	if (tb) {
-		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's columns */
-		Loop lc, lk2;
+		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's columns.
+		 * Blocks of 16 k at a time: the 'wide' rows' cache lines are read once
+		 * each, the panel written a row at a time. */
+		Loop lb, lc, lk2;
+		LLVMValueRef kb = loop_begin(F, &lb, ci64(G, 0), llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, K, ci64(G, 15), ""), ci64(G, 16), ""));
+		LLVMValueRef k0 = llvm.LLVMBuildMul(B, kb, ci64(G, 16), "");
+		LLVMValueRef k1 = llvm.LLVMBuildAdd(B, k0, ci64(G, 16), "");
+		k1 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k1, K, ""), k1, K, "");
 		LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), wide);
 		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, cw, c, ""), K, "");
-		LLVMValueRef k2 = loop_begin(F, &lk2, ci64(G, 0), K);
+		LLVMValueRef k2 = loop_begin(F, &lk2, k0, k1);
 		LLVMValueRef so = llvm.LLVMBuildAdd(B, row, k2, "");
 		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
 		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k2, wide, ""), c, "");
 		llvm.LLVMBuildStore(B, x, llvm.LLVMBuildGEP2(B, et, panel, &dof, 1, ""));
 		loop_end(F, &lk2);
 		loop_end(F, &lc);
+		loop_end(F, &lb);
 		goto packed;
 	}
 	/* pack B[:, cw:cw+wide] */
