@@ -14,23 +14,34 @@
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER; /* one loop at a time */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
 static int nthreads = 1;
-static uint64_t generation;
-static int pending;
+static uint64_t generation;     /* of the current loop; workers wait for it to change */
 static nestrt_task job_fn;
 static void *job_env;
-static int64_t job_n, job_next;
+static int64_t job_n;
+/* The next task to claim, tagged with its loop's generation in the high bits:
+ * a worker that wakes after its loop has ended claims nothing from the next. */
+static uint64_t ctr;
+static int64_t finished;        /* tasks of the current loop that have run */
 static _Thread_local int in_task;
 
-static void run_chunks(nestrt_task fn, void *env, int64_t n)
+static void run_chunks(uint64_t gen, nestrt_task fn, void *env, int64_t n)
 {
 	in_task = 1;
 	for (;;) {
-		int64_t i = __atomic_fetch_add(&job_next, 1, __ATOMIC_RELAXED);
-		if (i >= n)
+		uint64_t c = __atomic_load_n(&ctr, __ATOMIC_ACQUIRE);
+		if ((c >> 32) != (gen & 0xffffffffu) || (int64_t)(c & 0xffffffffu) >= n)
 			break;
+		if (!__atomic_compare_exchange_n(&ctr, &c, c + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		int64_t i = (int64_t)(c & 0xffffffffu);
 		fn(env, i, i + 1);
+		if (__atomic_add_fetch(&finished, 1, __ATOMIC_ACQ_REL) == n) {
+			pthread_mutex_lock(&mu);
+			pthread_cond_signal(&done_cv);
+			pthread_mutex_unlock(&mu);
+		}
 	}
 	in_task = 0;
 }
@@ -68,11 +79,7 @@ static void *worker(void *arg)
 		void *env = job_env;
 		int64_t n = job_n;
 		pthread_mutex_unlock(&mu);
-		run_chunks(fn, env, n);
-		pthread_mutex_lock(&mu);
-		if (--pending == 0)
-			pthread_cond_signal(&done);
-		pthread_mutex_unlock(&mu);
+		run_chunks(seen, fn, env, n);
 	}
 	return NULL;
 }
@@ -119,7 +126,7 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	if (n <= 0)
 		return;
 	pthread_once(&once, start);
-	if (n == 1 || nthreads == 1 || in_task) {
+	if (n == 1 || nthreads == 1 || in_task || n > 0x7fffffff) {
 		fn(env, 0, n);
 		return;
 	}
@@ -128,15 +135,22 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	job_fn = fn;
 	job_env = env;
 	job_n = n;
-	__atomic_store_n(&job_next, 0, __ATOMIC_RELAXED);
-	pending = nthreads - 1;
-	__atomic_store_n(&generation, generation + 1, __ATOMIC_RELEASE);
+	uint64_t gen = generation + 1;
+	__atomic_store_n(&finished, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&ctr, (gen & 0xffffffffu) << 32, __ATOMIC_RELEASE);
+	__atomic_store_n(&generation, gen, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&work);
 	pthread_mutex_unlock(&mu);
-	run_chunks(fn, env, n);
+	run_chunks(gen, fn, env, n);
+	/* wait for the tasks others claimed, not for workers that never woke */
+	for (int i = 0; __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < n && i < 4096; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
 	pthread_mutex_lock(&mu);
-	while (pending > 0)
-		pthread_cond_wait(&done, &mu);
+	while (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) < n)
+		pthread_cond_wait(&done_cv, &mu);
 	pthread_mutex_unlock(&mu);
 	pthread_mutex_unlock(&submit);
 }
