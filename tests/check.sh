@@ -45,7 +45,7 @@ suite diagnostics "$PY" tests/diag/run.py "$NESTC"
 suite cli "$PY" tests/cli/run.py "$NESTC"
 suite builtins "$PY" tests/builtins/run.py "$NESTC"
 suite models "$PY" tests/models/run.py "$NESTC"
-suite compiled "$PY" tests/build/run.py "$NESTC"
+suite compiled "$PY" tests/compiled/run.py "$NESTC"
 suite incremental "$PY" tests/incremental/run.py "$NESTC"
 suite fuzz "$PY" tests/fuzz/run.py "$NESTC"
 suite man sh tests/man/lint.sh

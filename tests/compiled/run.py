@@ -3,7 +3,7 @@
 small generated C program with libnestrt, run, and compared with the reference
 interpreter (`nestc run`) on the same weights and inputs.
 
-    /usr/bin/python3 tests/build/run.py NESTC_PATH [-k SUBSTRING]... [-j N] [--keep]
+    /usr/bin/python3 tests/compiled/run.py NESTC_PATH [-k SUBSTRING]... [-j N] [--keep]
 
 For each case: `nestc build FILE -o DIR ...` writes DIR/NAME.h, DIR/NAME.o and one
 DIR/NAME.REGION.K.o per unique region variant. The entry's signature is read from the
