@@ -1013,7 +1013,7 @@ static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMVa
 }
 
 static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb)
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef panel_in)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -1025,8 +1025,9 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	LLVMValueRef n_wide = llvm.LLVMBuildMul(B, nwide, wide, "");
 	LLVMValueRef n_vec = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, Nn, narrow, ""), narrow, "");
 	LLVMValueRef soff = ci64(G, F->plan->scratch);
-	LLVMValueRef panel = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""),
-	                                               llvm.LLVMPointerType(et, 0), "panel");
+	LLVMValueRef panel = panel_in ? panel_in
+	                              : llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""),
+	                                                          llvm.LLVMPointerType(et, 0), "panel");
 	LLVMValueRef bbase = nptr(F, b);
 	(void)mr;
 
@@ -1066,6 +1067,65 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	loop_end(F, &li);
 }
 
+/* A batch of independent matmuls (same batch shape on both sides) as pool
+ * tasks, one matrix each: env holds a, b, c, M, K, N. */
+static void mm_batched(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                       LLVMValueRef nbatch)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	int vw = G->vbytes / dtype_size(n->dtype);
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 6);
+	LLVMValueRef env = entry_alloca(F, env_t, "bmenv");
+	LLVMValueRef vals[6] = {
+		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
+		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
+	};
+	for (int i = 0; i < 6; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
+	}
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	char name[64];
+	snprintf(name, sizeof name, "bmm.task.%d", G->ntask++);
+	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
+	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
+	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
+	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .fn = task};
+	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
+	T.entry = llvm.LLVMAppendBasicBlockInContext(G->C, task, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
+	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
+	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
+	LLVMValueRef got[6];
+	for (int i = 0; i < 6; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+	}
+	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
+	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
+	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
+	LLVMValueRef panel = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], ci64(G, 2 * vw), ""), "panel");
+	llvm.LLVMSetAlignment(panel, 64);
+	llvm.LLVMBuildBr(B, start);
+	llvm.LLVMPositionBuilderAtEnd(B, start);
+	Loop lt;
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
+	LLVMValueRef oa = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[4], ""), "");
+	LLVMValueRef ob = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[4], got[5], ""), "");
+	LLVMValueRef oo = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[5], ""), "");
+	mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, 0, panel);
+	loop_end(&T, &lt);
+	llvm.LLVMBuildRetVoid(B);
+	free(T.ptr);
+	llvm.LLVMPositionBuilderAtEnd(B, saved);
+	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
+	LLVMValueRef pf_vals[3] = {nbatch, task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
+	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+}
+
 /* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
  * along contiguous rows of b and of the result */
 static void k_matmul(Fn *F, Node *n)
@@ -1074,7 +1134,7 @@ static void k_matmul(Fn *F, Node *n)
 		/* A @ transpose(Bt): Bt's rows packed as panels, the same tiles */
 		Node *a = n->in[0], *bt = n->in[1]->in[0];
 		LLVMValueRef z = ci64(F->gen, 0);
-		mm_tiled(F, n, a, bt, dimv(F, a, 0), dimv(F, a, 1), dimv(F, bt, 0), z, z, z, !(F->v && F->v->ndyn), 1);
+		mm_tiled(F, n, a, bt, dimv(F, a, 0), dimv(F, a, 1), dimv(F, bt, 0), z, z, z, !(F->v && F->v->ndyn), 1, NULL);
 		return;
 	}
 	Gen *G = F->gen;
@@ -1103,6 +1163,18 @@ static void k_matmul(Fn *F, Node *n)
 			rb = llvm.LLVMBuildMul(B, rb, dimv(F, b, ib), "");
 		ro = llvm.LLVMBuildMul(B, ro, dimv(F, n, k), "");
 	}
+	/* batched without broadcasting (attention's heads): one task per matrix */
+	int same_batch = fl && batch > 0 && a->rank == n->rank && b->rank == n->rank && !(F->v && F->v->ndyn) &&
+	                 G->threads_ok;
+	for (int k = 0; k < batch && same_batch; k++)
+		same_batch = a->shape[k] == n->shape[k] && b->shape[k] == n->shape[k];
+	if (same_batch) {
+		LLVMValueRef nb = ci64(G, 1);
+		for (int k = 0; k < batch; k++)
+			nb = llvm.LLVMBuildMul(B, nb, dimv(F, n, k), "");
+		mm_batched(F, n, a, b, M, K, Nn, nb);
+		return;
+	}
 	Loop bl[MAX_RANK];
 	LLVMValueRef oa = ci64(G, 0), ob = ci64(G, 0), oo = ci64(G, 0);
 	for (int k = 0; k < batch; k++) {
@@ -1112,7 +1184,7 @@ static void k_matmul(Fn *F, Node *n)
 		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
 	}
 	if (fl && b->rank != 1) {
-		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, batch == 0 && !(F->v && F->v->ndyn), 0);
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, batch == 0 && !(F->v && F->v->ndyn), 0, NULL);
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
 		return;
