@@ -953,17 +953,22 @@ packed:;
 	loop_end(F, &lr);
 }
 
-/* The panels of a 2-d matmul as tasks of the runtime's thread pool: a
- * function of this module runs panels [begin, end) with its own packing
- * buffer on its stack; the operands and sizes travel in an i64 array. */
-static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                        LLVMValueRef npanels, int tb)
+/* A matmul as tasks of the runtime's thread pool: a function of this module
+ * runs tasks [begin, end) with a packing buffer on its own stack; the
+ * operands and sizes travel in an i64 array (a, b, c, M, K, N). A task is a
+ * panel of B's columns (MM_PANELS) or one matrix of a batch (MM_BATCH). */
+enum { MM_PANELS, MM_BATCH };
+
+static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef panel_in);
+
+static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                    LLVMValueRef ntasks, int what, int tb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	int vw = G->vbytes / dtype_size(n->dtype);
-	/* the environment: a, b, c, M, K, N */
 	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 6);
 	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
 	LLVMValueRef vals[6] = {
@@ -974,7 +979,6 @@ static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMVa
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
 	}
-	/* the task function */
 	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
 	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
 	char name[64];
@@ -1000,15 +1004,23 @@ static void mm_parallel(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMVa
 	llvm.LLVMSetAlignment(panel, 64);
 	llvm.LLVMBuildBr(B, start);
 	llvm.LLVMPositionBuilderAtEnd(B, start);
-	Loop lw;
-	LLVMValueRef jw = loop_begin(&T, &lw, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
-	mm_panel(&T, n, a, T.ptr[b->id], panel, got[3], got[4], got[5], ci64(G, 0), ci64(G, 0), ci64(G, 0), jw, tb);
-	loop_end(&T, &lw);
+	Loop lt;
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
+	LLVMValueRef z = ci64(G, 0);
+	if (what == MM_PANELS) {
+		mm_panel(&T, n, a, T.ptr[b->id], panel, got[3], got[4], got[5], z, z, z, t, tb);
+	} else {
+		LLVMValueRef oa = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[4], ""), "");
+		LLVMValueRef ob = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[4], got[5], ""), "");
+		LLVMValueRef oo = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[5], ""), "");
+		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, panel);
+	}
+	loop_end(&T, &lt);
 	llvm.LLVMBuildRetVoid(B);
 	free(T.ptr);
 	llvm.LLVMPositionBuilderAtEnd(B, saved);
 	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
-	LLVMValueRef pf_vals[3] = {npanels, task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
+	LLVMValueRef pf_vals[3] = {ntasks, task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
 	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
 }
 
@@ -1033,7 +1045,7 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 
 	if (plain && G->threads_ok) {
 		/* the panels are independent: run them on the thread pool */
-		mm_parallel(F, n, a, b, M, K, Nn, nwide, tb);
+		mm_pool(F, n, a, b, M, K, Nn, nwide, MM_PANELS, tb);
 	} else {
 		Loop lw;
 		LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
@@ -1065,65 +1077,6 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	store_at(F, n, llvm.LLVMBuildAdd(B, orow, j, ""), llvm.LLVMBuildLoad2(B, et, accp, ""));
 	loop_end(F, &ls);
 	loop_end(F, &li);
-}
-
-/* A batch of independent matmuls (same batch shape on both sides) as pool
- * tasks, one matrix each: env holds a, b, c, M, K, N. */
-static void mm_batched(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                       LLVMValueRef nbatch)
-{
-	Gen *G = F->gen;
-	LLVMBuilderRef B = G->B;
-	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
-	int vw = G->vbytes / dtype_size(n->dtype);
-	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 6);
-	LLVMValueRef env = entry_alloca(F, env_t, "bmenv");
-	LLVMValueRef vals[6] = {
-		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
-		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
-	};
-	for (int i = 0; i < 6; i++) {
-		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
-	}
-	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
-	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
-	char name[64];
-	snprintf(name, sizeof name, "bmm.task.%d", G->ntask++);
-	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
-	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
-	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
-	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .fn = task};
-	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
-	T.entry = llvm.LLVMAppendBasicBlockInContext(G->C, task, "entry");
-	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
-	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
-	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
-	LLVMValueRef got[6];
-	for (int i = 0; i < 6; i++) {
-		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
-	}
-	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
-	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
-	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
-	LLVMValueRef panel = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], ci64(G, 2 * vw), ""), "panel");
-	llvm.LLVMSetAlignment(panel, 64);
-	llvm.LLVMBuildBr(B, start);
-	llvm.LLVMPositionBuilderAtEnd(B, start);
-	Loop lt;
-	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
-	LLVMValueRef oa = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[4], ""), "");
-	LLVMValueRef ob = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[4], got[5], ""), "");
-	LLVMValueRef oo = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[5], ""), "");
-	mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, 0, panel);
-	loop_end(&T, &lt);
-	llvm.LLVMBuildRetVoid(B);
-	free(T.ptr);
-	llvm.LLVMPositionBuilderAtEnd(B, saved);
-	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
-	LLVMValueRef pf_vals[3] = {nbatch, task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
-	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
 }
 
 /* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
@@ -1172,7 +1125,7 @@ static void k_matmul(Fn *F, Node *n)
 		LLVMValueRef nb = ci64(G, 1);
 		for (int k = 0; k < batch; k++)
 			nb = llvm.LLVMBuildMul(B, nb, dimv(F, n, k), "");
-		mm_batched(F, n, a, b, M, K, Nn, nb);
+		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0);
 		return;
 	}
 	Loop bl[MAX_RANK];
