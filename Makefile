@@ -70,7 +70,7 @@ $(B)/test_interp: tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o $(B)/util.o $
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
 RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_dispatch.o $(B)/rt_npy.o $(B)/rt_model.o \
-	$(B)/rt_pool.o
+	$(B)/rt_pool.o $(B)/rt_pack.o
 
 $(B)/libnestrt.a: $(RT_OBJS)
 	rm -f $@
@@ -87,6 +87,8 @@ $(B)/rt_npy.o: runtime/npy.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/npy.c
 $(B)/rt_pool.o: runtime/pool.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) -D_GNU_SOURCE $(CFLAGS) -c -o $@ runtime/pool.c
+$(B)/rt_pack.o: runtime/pack.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/pack.c
 $(B)/rt_model.o: runtime/model.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/model.c
 $(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp

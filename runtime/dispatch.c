@@ -33,6 +33,9 @@ typedef struct Ctx {
 	uint64_t top_nanos;        /* time in outermost calls (profile total) */
 	int printed;               /* the profile went out already */
 	struct Ctx *prev, *next;   /* live profiled contexts, for atexit */
+	const nestrt_param *ptab;  /* the bound params' table (nestrt_model_new) */
+	int nptab;
+	nestrt__packs *packs;      /* pre-packed weights (pack.c) */
 } Ctx;
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -201,6 +204,7 @@ nestrt_ctx *nestrt_ctx_new(const char *model, const nestrt_slot *slots, int nslo
 	}
 	return x;
 fail:
+	nestrt__packs_free(c->packs);
 	free(x->params);
 	free(x->calls);
 	free(x->nanos);
@@ -228,11 +232,29 @@ void nestrt_ctx_free(nestrt_ctx *x)
 			print_profile(c);
 		pthread_mutex_unlock(&live_lock);
 	}
+	nestrt__packs_free(c->packs);
 	free(x->params);
 	free(x->calls);
 	free(x->nanos);
 	free(x->ws);
 	free(c);
+}
+
+nestrt__packs **nestrt__ctx_packs(nestrt_ctx *x)
+{
+	return x ? &((Ctx *)x)->packs : NULL;
+}
+
+void nestrt__ctx_set_params(nestrt_ctx *x, const nestrt_param *params, int nparams)
+{
+	((Ctx *)x)->ptab = params;
+	((Ctx *)x)->nptab = nparams;
+}
+
+const nestrt_param *nestrt__ctx_params(nestrt_ctx *x, int *nparams)
+{
+	*nparams = ((Ctx *)x)->nptab;
+	return ((Ctx *)x)->ptab;
 }
 
 /* ------------------------------------------------------------ calls */

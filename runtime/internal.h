@@ -9,6 +9,14 @@
  * every runtime .c includes this before any system header. */
 #if !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _POSIX_C_SOURCE 200809L
+/* The pre-packed weights of a context (pack.c) and what they need from it
+ * (dispatch.c): the param table bound to it by nestrt_model_new. */
+typedef struct nestrt__packs nestrt__packs;
+NESTRT_HIDDEN nestrt__packs **nestrt__ctx_packs(nestrt_ctx *ctx);
+NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
+NESTRT_HIDDEN const nestrt_param *nestrt__ctx_params(nestrt_ctx *ctx, int *nparams);
+NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
+
 #endif
 
 #include "nestrt.h"
@@ -30,5 +38,13 @@ NESTRT_HIDDEN void nestrt__type_text(char *buf, size_t len, const char *lower, i
  * at a UTF-8 boundary with "...". n is the length (text may hold NULs). */
 #define NESTRT__SHOWN 160
 NESTRT_HIDDEN const char *nestrt__shown(char buf[NESTRT__SHOWN], const char *s, size_t n);
+
+/* The pre-packed weights of a context (pack.c) and what they need from it
+ * (dispatch.c): the param table bound to it by nestrt_model_new. */
+typedef struct nestrt__packs nestrt__packs;
+NESTRT_HIDDEN nestrt__packs **nestrt__ctx_packs(nestrt_ctx *ctx);
+NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
+NESTRT_HIDDEN const nestrt_param *nestrt__ctx_params(nestrt_ctx *ctx, int *nparams);
+NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
 
 #endif

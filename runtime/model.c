@@ -1,7 +1,7 @@
 /* model.c - a compiled model's instance: the descriptor nestc emits (param
  * table, dispatch table, workspace size) bound to weights, and the call of an
  * entry point. */
-#include "nestrt.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,7 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 		free(m);
 		return NULL;
 	}
+	nestrt__ctx_set_params(m->ctx, d->params, d->nparams);
 	return m;
 }
 

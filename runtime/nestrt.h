@@ -163,6 +163,17 @@ typedef void (*nestrt_task)(void *env, int64_t begin, int64_t end);
 void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env);
 int nestrt_num_threads(void);
 
+/* ---- pre-packed weights (pack.c) ----
+ * A compiled matrix product whose right operand B (k x n, or n x k when
+ * NESTRT_PACK_TRANS) is one of the context's bound params asks for it in the
+ * kernels' layout: panels of `wide` columns, each k rows of `wide` contiguous
+ * elements, zero past column n. The copy is made on first use and kept until
+ * the context is freed. NULL when b is not the start of a bound param of at
+ * least k*n elements of that size, when memory runs out, or when the
+ * environment variable NESTRT_PREPACK is "0"; the caller then packs as it goes. */
+enum { NESTRT_PACK_TRANS = 1, NESTRT_PACK_F64 = 2 };
+const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags);
+
 /* ---- compiled models ----
  * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
  * points in the generated header are thin wrappers around these. */

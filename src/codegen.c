@@ -818,37 +818,50 @@ static void k_concat(Fn *F, Node *n)
 	}
 }
 
-/* One register tile of C = A @ B: mr rows by nv vectors of vw columns; the
- * accumulators stay in registers for the whole k loop (phi nodes), A's
- * elements are broadcast and B's rows (ldb apart, from column bj) loaded as
- * vectors into FMAs; the tile lands at column oj of C. */
-static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef arow,
-                    LLVMValueRef bbase, LLVMValueRef ldb, LLVMValueRef bj, LLVMValueRef orow, LLVMValueRef ldc,
-                    LLVMValueRef oj)
+#define MM_MAX_MR 16
+
+/* One register tile of C = A @ B: mr rows by nv vectors of vw columns over
+ * k in [k0, k1); the accumulators stay in registers for the whole k loop (phi
+ * nodes). A's elements (rows lda apart from arow) are broadcast,
+ * B's rows (ldb apart, from column bj) loaded as vectors into FMAs; the tile
+ * is stored at C[crow + r*ldc + cj]. */
+static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef k0, LLVMValueRef k1,
+                    LLVMValueRef lda, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
+                    LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	DType dt = n->dtype;
 	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
-	LLVMValueRef acc[8][4];
+	LLVMValueRef acc[MM_MAX_MR][2], cp[MM_MAX_MR][2];
+	LLVMValueRef zv = llvm.LLVMConstNull(vt);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, crow, llvm.LLVMBuildMul(B, ci64(G, r), ldc, ""), ""),
+			                                     llvm.LLVMBuildAdd(B, cj, ci64(G, v * vw), ""), "");
+			cp[r][v] = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, cbase, &off, 1, ""), vpt, "");
+		}
 	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			acc[r][v] = zv;
 	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmk");
 	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkbody");
 	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkdone");
 	llvm.LLVMBuildBr(B, head);
 	llvm.LLVMPositionBuilderAtEnd(B, head);
 	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
-	LLVMValueRef zero64 = ci64(G, 0), zv = llvm.LLVMConstNull(vt);
-	llvm.LLVMAddIncoming(k, &zero64, &pre, 1);
+	llvm.LLVMAddIncoming(k, &k0, &pre, 1);
+	LLVMValueRef phi[MM_MAX_MR][2];
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
-			acc[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
-			llvm.LLVMAddIncoming(acc[r][v], &zv, &pre, 1);
+			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
 		}
-	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, k1, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
-	LLVMValueRef bv[4], nacc[8][4];
+	LLVMValueRef bv[2], nacc[MM_MAX_MR][2];
 	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ldb, ""), bj, "");
 	for (int v = 0; v < nv; v++) {
 		LLVMValueRef off = llvm.LLVMBuildAdd(B, brow, ci64(G, v * vw), "");
@@ -860,122 +873,213 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	for (int r = 0; r < mr; r++) {
-		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
+		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), lda, ""), ""), k, "");
 		LLVMValueRef sc = load_at(F, a, aoff);
 		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), sc, ci32(G, 0), "");
 		LLVMValueRef bc = llvm.LLVMBuildShuffleVector(B, one, llvm.LLVMGetUndef(vt), mask0, "");
 		for (int v = 0; v < nv; v++) {
 			LLVMTypeRef ts[3] = {vt, vt, vt};
-			LLVMValueRef vs[3] = {bc, bv[v], acc[r][v]};
+			LLVMValueRef vs[3] = {bc, bv[v], phi[r][v]};
 			nacc[r][v] = call(G, fma, vt, ts, vs, 3);
 		}
 	}
-	LLVMValueRef k1 = llvm.LLVMBuildAdd(B, k, ci64(G, 1), "");
+	LLVMValueRef kn = llvm.LLVMBuildAdd(B, k, ci64(G, 1), "");
 	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMAddIncoming(k, &k1, &end, 1);
+	llvm.LLVMAddIncoming(k, &kn, &end, 1);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++)
-			llvm.LLVMAddIncoming(acc[r][v], &nacc[r][v], &end, 1);
+			llvm.LLVMAddIncoming(phi[r][v], &nacc[r][v], &end, 1);
 	llvm.LLVMPositionBuilderAtEnd(B, done);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, orow, llvm.LLVMBuildMul(B, ci64(G, r), ldc, ""), ""),
-			                                     llvm.LLVMBuildAdd(B, oj, ci64(G, v * vw), ""), "");
-			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, n), &off, 1, "");
-			LLVMValueRef st = llvm.LLVMBuildStore(B, acc[r][v], llvm.LLVMBuildPointerCast(B, p, vpt, ""));
+			LLVMValueRef st = llvm.LLVMBuildStore(B, phi[r][v], cp[r][v]);
 			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
 		}
 }
 
-/* C = A @ B for one batch. Panels of B two vectors wide are packed into the
- * scratch area (k rows, contiguous: rows of B are far apart in memory and
- * alias in the cache), then every register tile of mr rows runs over the
- * panel; the last columns go by one vector, then one by one. */
-/* One panel of B (columns jw*wide ...): packed, then every row tile over it. */
-static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef panel, LLVMValueRef M, LLVMValueRef K,
-                     LLVMValueRef Nn, LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
+/* Rows [0, M) of one panel as register tiles: tiles of mr rows, then the
+ * rest by 8, 4, 2 and 1 rows. Arguments as mm_tile's, with the rows' bases
+ * (arow0, crow0) for row 0. */
+static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef M, LLVMValueRef k0, LLVMValueRef k1,
+                    LLVMValueRef lda, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
+                    LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int sizes[5] = {mr, 8, 4, 2, 1};
+	LLVMValueRef done = ci64(G, 0);
+	for (int s = 0; s < 5; s++) {
+		int h = sizes[s];
+		if (s > 0 && h >= mr)
+			continue;
+		LLVMValueRef cnt = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildSub(B, M, done, ""), ci64(G, h), "");
+		Loop lt;
+		LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), cnt);
+		LLVMValueRef i = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, t, ci64(G, h), ""), "");
+		mm_tile(F, n, a, h, nv, vw, k0, k1, lda, llvm.LLVMBuildAdd(B, arow0, llvm.LLVMBuildMul(B, i, lda, ""), ""),
+		        panel, wide, ci64(G, 0), cbase, llvm.LLVMBuildAdd(B, crow0, llvm.LLVMBuildMul(B, i, ldc, ""), ""), ldc, cj);
+		loop_end(F, &lt);
+		done = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, cnt, ci64(G, h), ""), "");
+	}
+}
+
+/* Rows of the register tile: on AVX-512, 12 rows by 32 columns (24
+ * accumulators of its 32 registers: per k, 12 broadcasts and 2 loads feed 24
+ * FMAs); 4 by 2 vectors elsewhere (16 registers). Blocking k so a panel's
+ * slice stays in L1 measured slower at the GPT-2 shapes than running the
+ * whole k with the panel in L2. */
+static int mm_rows_per_tile(Gen *G)
+{
+	return G->vbytes == 64 ? 12 : 4;
+}
+
+/* One panel of B, columns jw*wide .. +wide, against every row of A: the
+ * panel is the pre-packed copy when `packed` (a run-time pointer, NULL when
+ * the runtime has none) points to one, else packed here into `buf` (B's rows
+ * are far apart in memory and alias in the cache). A last, partial panel is
+ * packed with zeros beyond N, its tiles go to `tmp` (M rows of wide columns)
+ * and the valid columns are copied to C. */
+static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef packed, LLVMValueRef buf,
+                     LLVMValueRef tmp, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn, LLVMValueRef oa,
+                     LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype);
-	int vw = G->vbytes / dtype_size(n->dtype);
-	int mr = G->vbytes == 64 ? 6 : 4, nv = 2;
+	int vw = G->vbytes / dtype_size(n->dtype), nv = 2, mr = mm_rows_per_tile(G);
 	LLVMValueRef wide = ci64(G, nv * vw);
-	LLVMValueRef mtiles = llvm.LLVMBuildSDiv(B, M, ci64(G, mr), "");
-	LLVMValueRef m_full = llvm.LLVMBuildMul(B, mtiles, ci64(G, mr), "");
 	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
-	Loop lp, lt, lr;
+	LLVMValueRef zero = fconst(G, n->dtype, 0);
 	LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
+	LLVMValueRef left = llvm.LLVMBuildSub(B, Nn, cw, "");
+	LLVMValueRef full = llvm.LLVMBuildICmp(B, LLVMIntSGE, left, wide, "");
+	LLVMValueRef lastcol = llvm.LLVMBuildSub(B, Nn, ci64(G, 1), "");
+
+	LLVMBasicBlockRef pk_yes = NULL, pk_no = NULL, join = NULL;
+	LLVMValueRef pk_ptr = NULL;
+	if (packed) {
+		pk_yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "prepacked");
+		pk_no = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "pack");
+		join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packed");
+		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
+		llvm.LLVMBuildCondBr(B, have, pk_yes, pk_no);
+		llvm.LLVMPositionBuilderAtEnd(B, pk_yes);
+		LLVMValueRef off = llvm.LLVMBuildMul(B, cw, K, "");
+		pk_ptr = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildPointerCast(B, packed, llvm.LLVMPointerType(et, 0), ""), &off, 1, "");
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, pk_no);
+	}
+	Loop lp, lc, lk;
 	if (tb) {
-		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's columns.
-		 * Blocks of 16 k at a time: the 'wide' rows' cache lines are read once
-		 * each, the panel written a row at a time. */
-		Loop lb, lc, lk2;
-		LLVMValueRef kb = loop_begin(F, &lb, ci64(G, 0), llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, K, ci64(G, 15), ""), ci64(G, 16), ""));
-		LLVMValueRef k0 = llvm.LLVMBuildMul(B, kb, ci64(G, 16), "");
-		LLVMValueRef k1 = llvm.LLVMBuildAdd(B, k0, ci64(G, 16), "");
-		k1 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k1, K, ""), k1, K, "");
+		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's
+		 * columns, read along k (contiguous); beyond N, zeros. */
 		LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), wide);
-		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, cw, c, ""), K, "");
-		LLVMValueRef k2 = loop_begin(F, &lk2, k0, k1);
-		LLVMValueRef so = llvm.LLVMBuildAdd(B, row, k2, "");
+		LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, c, "");
+		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
+		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildSelect(B, in, col, lastcol, ""), K, "");
+		LLVMValueRef kk = loop_begin(F, &lk, ci64(G, 0), K);
+		LLVMValueRef so = llvm.LLVMBuildAdd(B, row, kk, "");
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
+		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, kk, wide, ""), c, "");
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
+		loop_end(F, &lk);
+		loop_end(F, &lc);
+	} else {
+		/* B[:, cw:cw+wide] by vectors when whole, else element by element */
+		LLVMBasicBlockRef vec = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packvec");
+		LLVMBasicBlockRef sca = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packone");
+		LLVMBasicBlockRef pdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packdone");
+		llvm.LLVMBuildCondBr(B, full, vec, sca);
+		llvm.LLVMPositionBuilderAtEnd(B, vec);
+		LLVMValueRef kp = loop_begin(F, &lp, ci64(G, 0), K);
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, kp, Nn, ""), ""),
+			                                    llvm.LLVMBuildAdd(B, cw, ci64(G, v * vw), ""), "");
+			LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), vpt, ""), "");
+			llvm.LLVMSetAlignment(x, (unsigned)dtype_size(n->dtype));
+			LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, kp, wide, ""), ci64(G, v * vw), "");
+			LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""), vpt, ""));
+			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(n->dtype));
+		}
+		loop_end(F, &lp);
+		llvm.LLVMBuildBr(B, pdone);
+		llvm.LLVMPositionBuilderAtEnd(B, sca);
+		LLVMValueRef k2 = loop_begin(F, &lk, ci64(G, 0), K);
+		LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), wide);
+		LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, c, "");
+		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
+		LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, k2, Nn, ""), ""),
+		                                    llvm.LLVMBuildSelect(B, in, col, lastcol, ""), "");
 		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
 		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k2, wide, ""), c, "");
-		llvm.LLVMBuildStore(B, x, llvm.LLVMBuildGEP2(B, et, panel, &dof, 1, ""));
-		loop_end(F, &lk2);
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
 		loop_end(F, &lc);
-		loop_end(F, &lb);
-		goto packed;
+		loop_end(F, &lk);
+		llvm.LLVMBuildBr(B, pdone);
+		llvm.LLVMPositionBuilderAtEnd(B, pdone);
 	}
-	/* pack B[:, cw:cw+wide] */
-	LLVMValueRef kp = loop_begin(F, &lp, ci64(G, 0), K);
-	for (int v = 0; v < nv; v++) {
-		LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, kp, Nn, ""), ""),
-		                                    llvm.LLVMBuildAdd(B, cw, ci64(G, v * vw), ""), "");
-		LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), vpt, ""), "");
-		llvm.LLVMSetAlignment(x, (unsigned)dtype_size(n->dtype));
-		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, kp, wide, ""), ci64(G, v * vw), "");
-		LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, panel, &dof, 1, ""), vpt, ""));
-		llvm.LLVMSetAlignment(st, (unsigned)dtype_size(n->dtype));
+	LLVMValueRef panel = buf;
+	if (packed) {
+		LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, join);
+		panel = llvm.LLVMBuildPhi(B, llvm.LLVMPointerType(et, 0), "panel");
+		LLVMValueRef in[2] = {pk_ptr, buf};
+		LLVMBasicBlockRef bb[2] = {pk_yes, from};
+		llvm.LLVMAddIncoming(panel, in, bb, 2);
 	}
-	loop_end(F, &lp);
-packed:;
-	LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), mtiles);
-	LLVMValueRef i = llvm.LLVMBuildMul(B, t, ci64(G, mr), "");
-	mm_tile(F, n, a, mr, nv, vw, K, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, K, ""), ""), panel, wide, ci64(G, 0),
-	        llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), ""), Nn, cw);
-	loop_end(F, &lt);
-	LLVMValueRef ir = loop_begin(F, &lr, m_full, M);
-	mm_tile(F, n, a, 1, nv, vw, K, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, ir, K, ""), ""), panel, wide, ci64(G, 0),
-	        llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, ir, Nn, ""), ""), Nn, cw);
-	loop_end(F, &lr);
+
+	LLVMBasicBlockRef whole = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "whole");
+	LLVMBasicBlockRef part = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "part");
+	LLVMBasicBlockRef after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "panelend");
+	llvm.LLVMBuildCondBr(B, full, whole, part);
+	/* a whole panel: straight into C */
+	llvm.LLVMPositionBuilderAtEnd(B, whole);
+	mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
+	llvm.LLVMBuildBr(B, after);
+	/* the last columns: into tmp, then the valid ones to C */
+	llvm.LLVMPositionBuilderAtEnd(B, part);
+	mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
+	Loop li, lj;
+	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
+	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), left);
+	LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, i, wide, ""), j, "");
+	LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, tmp, &so, 1, ""), "");
+	store_at(F, n, llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), ""), llvm.LLVMBuildAdd(B, cw, j, ""), ""), x);
+	loop_end(F, &lj);
+	loop_end(F, &li);
+	llvm.LLVMBuildBr(B, after);
+	llvm.LLVMPositionBuilderAtEnd(B, after);
 }
 
 /* A matmul as tasks of the runtime's thread pool: a function of this module
- * runs tasks [begin, end) with a packing buffer on its own stack; the
- * operands and sizes travel in an i64 array (a, b, c, M, K, N). A task is a
- * panel of B's columns (MM_PANELS) or one matrix of a batch (MM_BATCH). */
+ * runs tasks [begin, end) with its packing buffers on its own stack; the
+ * operands and sizes travel in an i64 array (a, b, c, M, K, N, packed). A
+ * task is a panel of B's columns (MM_PANELS) or one matrix of a batch
+ * (MM_BATCH). */
 enum { MM_PANELS, MM_BATCH };
 
 static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef panel_in);
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
+                     LLVMValueRef buf_in, LLVMValueRef tmp_in);
 
 static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                    LLVMValueRef ntasks, int what, int tb)
+                    LLVMValueRef ntasks, int what, int tb, LLVMValueRef packed)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	int vw = G->vbytes / dtype_size(n->dtype);
-	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 6);
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 7);
 	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
-	LLVMValueRef vals[6] = {
+	LLVMValueRef vals[7] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
+		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0),
 	};
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 7; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
 	}
@@ -992,28 +1096,32 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
 	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
 	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
-	LLVMValueRef got[6];
-	for (int i = 0; i < 6; i++) {
+	LLVMValueRef got[7];
+	for (int i = 0; i < 7; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
 	}
 	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
 	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
 	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
-	LLVMValueRef panel = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], ci64(G, 2 * vw), ""), "panel");
-	llvm.LLVMSetAlignment(panel, 64);
+	LLVMValueRef tpk = packed ? llvm.LLVMBuildIntToPtr(B, got[6], G->i8p, "packed") : NULL;
+	LLVMValueRef wide = ci64(G, 2 * vw);
+	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], wide, ""), "panel");
+	llvm.LLVMSetAlignment(buf, 64);
+	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[3], wide, ""), "part");
+	llvm.LLVMSetAlignment(tmp, 64);
 	llvm.LLVMBuildBr(B, start);
 	llvm.LLVMPositionBuilderAtEnd(B, start);
 	Loop lt;
 	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
 	LLVMValueRef z = ci64(G, 0);
 	if (what == MM_PANELS) {
-		mm_panel(&T, n, a, T.ptr[b->id], panel, got[3], got[4], got[5], z, z, z, t, tb);
+		mm_panel(&T, n, a, T.ptr[b->id], tpk, buf, tmp, got[3], got[4], got[5], z, z, z, t, tb);
 	} else {
 		LLVMValueRef oa = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[4], ""), "");
 		LLVMValueRef ob = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[4], got[5], ""), "");
 		LLVMValueRef oo = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[5], ""), "");
-		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, panel);
+		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
 	}
 	loop_end(&T, &lt);
 	llvm.LLVMBuildRetVoid(B);
@@ -1024,59 +1132,50 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
 }
 
+/* C = A @ B for one matrix (offsets oa, ob, oo): panels of B two vectors
+ * wide, on the thread pool when `plain` (the only matmul of its loop nest). */
 static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef panel_in)
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
+                     LLVMValueRef buf_in, LLVMValueRef tmp_in)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	LLVMTypeRef et = elem_t(G, n->dtype);
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	int vw = G->vbytes / dtype_size(n->dtype);
-	int mr = G->vbytes == 64 ? 6 : 4, nv = 2;
-	LLVMValueRef wide = ci64(G, nv * vw), narrow = ci64(G, vw);
-	LLVMValueRef nwide = llvm.LLVMBuildSDiv(B, Nn, wide, "");
-	LLVMValueRef n_wide = llvm.LLVMBuildMul(B, nwide, wide, "");
-	LLVMValueRef n_vec = llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, Nn, narrow, ""), narrow, "");
-	LLVMValueRef soff = ci64(G, F->plan->scratch);
-	LLVMValueRef panel = panel_in ? panel_in
-	                              : llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""),
-	                                                          llvm.LLVMPointerType(et, 0), "panel");
-	LLVMValueRef bbase = nptr(F, b);
-	(void)mr;
-
+	LLVMValueRef wide = ci64(G, 2 * vw);
+	LLVMValueRef npanels = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, Nn, ci64(G, 2 * vw - 1), ""), wide, "");
 	if (plain && G->threads_ok) {
 		/* the panels are independent: run them on the thread pool */
-		mm_pool(F, n, a, b, M, K, Nn, nwide, MM_PANELS, tb);
-	} else {
-		Loop lw;
-		LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), nwide);
-		mm_panel(F, n, a, bbase, panel, M, K, Nn, oa, ob, oo, jw, tb);
-		loop_end(F, &lw);
+		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed);
+		return;
 	}
+	/* the scratch area of the workspace: the panel, then the partial tile rows */
+	LLVMValueRef buf = buf_in, tmp = tmp_in;
+	if (!buf) {
+		LLVMValueRef soff = ci64(G, F->plan->scratch);
+		buf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "panel");
+		LLVMValueRef toff = llvm.LLVMBuildMul(B, K, wide, "");
+		tmp = llvm.LLVMBuildGEP2(B, et, buf, &toff, 1, "part");
+	}
+	Loop lw;
+	LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), npanels);
+	mm_panel(F, n, a, nptr(F, b), packed, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
+	loop_end(F, &lw);
+}
 
-	/* the columns after the panels, straight from B */
-	Loop li, lv, ls, lk;
-	LLVMValueRef i2 = loop_begin(F, &li, ci64(G, 0), M);
-	LLVMValueRef arow = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i2, K, ""), "");
-	LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i2, Nn, ""), "");
-	if (!tb) {
-		LLVMValueRef jv = loop_begin(F, &lv, llvm.LLVMBuildSDiv(B, n_wide, narrow, ""), llvm.LLVMBuildSDiv(B, n_vec, narrow, ""));
-		LLVMValueRef cj = llvm.LLVMBuildMul(B, jv, narrow, "");
-		mm_tile(F, n, a, 1, 1, vw, K, arow, bbase, Nn, llvm.LLVMBuildAdd(B, ob, cj, ""), orow, Nn, cj);
-		loop_end(F, &lv);
-	}
-	LLVMValueRef j = loop_begin(F, &ls, tb ? n_wide : n_vec, Nn);
-	LLVMValueRef accp = entry_alloca(F, et, "dot");
-	llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), accp);
-	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 0), K);
-	LLVMValueRef av = load_at(F, a, llvm.LLVMBuildAdd(B, arow, k, ""));
-	LLVMValueRef bvv = tb ? load_at(F, b, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, j, K, ""), k, ""))
-	                      : load_at(F, b, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, Nn, ""), j, ""), ""));
-	LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, accp, "");
-	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, cur, llvm.LLVMBuildFMul(B, av, bvv, ""), ""), accp);
-	loop_end(F, &lk);
-	store_at(F, n, llvm.LLVMBuildAdd(B, orow, j, ""), llvm.LLVMBuildLoad2(B, et, accp, ""));
-	loop_end(F, &ls);
-	loop_end(F, &li);
+/* The pre-packed copy of a matmul's right operand when it is a model's
+ * weight (libnestrt packs it on first use, nestrt_packed), else NULL at run
+ * time. Only for operands that may be weights: params and arguments. */
+static LLVMValueRef mm_prepacked(Fn *F, Node *n, Node *b, LLVMValueRef K, LLVMValueRef Nn, int tb)
+{
+	Gen *G = F->gen;
+	if (b->op != OP_PARAM && b->op != OP_INPUT)
+		return NULL;
+	int vw = G->vbytes / dtype_size(n->dtype);
+	LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
+	LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, b), G->i8p, ""), K, Nn, ci64(G, 2 * vw),
+	                      ci32(G, (tb ? 1 : 0) | (n->dtype == DT_F64 ? 2 : 0))};
+	return call(G, "nestrt_packed", G->i8p, at, av, 6);
 }
 
 /* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
@@ -1087,7 +1186,10 @@ static void k_matmul(Fn *F, Node *n)
 		/* A @ transpose(Bt): Bt's rows packed as panels, the same tiles */
 		Node *a = n->in[0], *bt = n->in[1]->in[0];
 		LLVMValueRef z = ci64(F->gen, 0);
-		mm_tiled(F, n, a, bt, dimv(F, a, 0), dimv(F, a, 1), dimv(F, bt, 0), z, z, z, !(F->v && F->v->ndyn), 1, NULL);
+		int plain = !(F->v && F->v->ndyn);
+		LLVMValueRef K = dimv(F, a, 1), Nn = dimv(F, bt, 0);
+		mm_tiled(F, n, a, bt, dimv(F, a, 0), K, Nn, z, z, z, plain, 1, plain ? mm_prepacked(F, n, bt, K, Nn, 1) : NULL,
+		         NULL, NULL);
 		return;
 	}
 	Gen *G = F->gen;
@@ -1125,7 +1227,7 @@ static void k_matmul(Fn *F, Node *n)
 		LLVMValueRef nb = ci64(G, 1);
 		for (int k = 0; k < batch; k++)
 			nb = llvm.LLVMBuildMul(B, nb, dimv(F, n, k), "");
-		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0);
+		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0, NULL);
 		return;
 	}
 	Loop bl[MAX_RANK];
@@ -1137,7 +1239,8 @@ static void k_matmul(Fn *F, Node *n)
 		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
 	}
 	if (fl && b->rank != 1) {
-		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, batch == 0 && !(F->v && F->v->ndyn), 0, NULL);
+		int plain = batch == 0 && !(F->v && F->v->ndyn);
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain, 0, plain ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
 		return;
@@ -1272,6 +1375,67 @@ static void k_argmax(Fn *F, Node *n)
 	loop_end(F, &lo);
 }
 
+/* ---- row reductions in vectors ---- */
+
+static LLVMValueRef splat(Gen *G, LLVMTypeRef vt, int vw, LLVMValueRef x)
+{
+	LLVMValueRef one = llvm.LLVMBuildInsertElement(G->B, llvm.LLVMGetUndef(vt), x, ci32(G, 0), "");
+	LLVMValueRef mask0 = llvm.LLVMConstNull(llvm.LLVMVectorType(G->i32, (unsigned)vw));
+	return llvm.LLVMBuildShuffleVector(G->B, one, llvm.LLVMGetUndef(vt), mask0, "");
+}
+
+enum { RED_SUM, RED_MAX, RED_SQDEV };
+
+/* The sum or the NaN-propagating maximum of x[base + k], k in [0, len)
+ * (RED_SQDEV: the sum of (x - mean)^2), a contiguous row. The loop
+ * vectoriser keeps an ordered float reduction scalar and LLVM-C before 18
+ * cannot set fast-math flags, so this loop is written in vectors: one partial
+ * result per lane (sums reassociated, as NumPy's pairwise sums are), folded
+ * at the end, then the tail element by element. */
+static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef len, int kind, LLVMValueRef mean)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = x->dtype;
+	int vw = G->vbytes / dtype_size(dt);
+	LLVMTypeRef t = elem_t(G, dt), vt = llvm.LLVMVectorType(t, (unsigned)vw);
+	LLVMValueRef init = fconst(G, dt, kind == RED_MAX ? -INFINITY : 0);
+	LLVMValueRef acc = entry_alloca(F, vt, "vacc"), sacc = entry_alloca(F, t, "sacc");
+	llvm.LLVMBuildStore(B, splat(G, vt, vw, init), acc);
+	LLVMValueRef vmean = kind == RED_SQDEV ? splat(G, vt, vw, mean) : NULL;
+	LLVMValueRef nvec = llvm.LLVMBuildSDiv(B, len, ci64(G, vw), "");
+	Loop lv, lt;
+	LLVMValueRef i = loop_begin(F, &lv, ci64(G, 0), nvec);
+	LLVMValueRef off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, i, ci64(G, vw), ""), "");
+	LLVMValueRef p = llvm.LLVMBuildGEP2(B, t, nptr(F, x), &off, 1, "");
+	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
+	llvm.LLVMSetAlignment(v, (unsigned)dtype_size(dt));
+	if (kind == RED_SQDEV) {
+		v = llvm.LLVMBuildFSub(B, v, vmean, "");
+		v = llvm.LLVMBuildFMul(B, v, v, "");
+	}
+	LLVMValueRef a = llvm.LLVMBuildLoad2(B, vt, acc, "");
+	llvm.LLVMBuildStore(B, kind == RED_MAX ? fmaxmin(G, a, v, 1) : llvm.LLVMBuildFAdd(B, a, v, ""), acc);
+	loop_end(F, &lv);
+	a = llvm.LLVMBuildLoad2(B, vt, acc, "");
+	LLVMValueRef r = llvm.LLVMBuildExtractElement(B, a, ci32(G, 0), "");
+	for (int l = 1; l < vw; l++) {
+		LLVMValueRef e = llvm.LLVMBuildExtractElement(B, a, ci32(G, l), "");
+		r = kind == RED_MAX ? fmaxmin(G, r, e, 1) : llvm.LLVMBuildFAdd(B, r, e, "");
+	}
+	llvm.LLVMBuildStore(B, r, sacc);
+	LLVMValueRef k = loop_begin(F, &lt, llvm.LLVMBuildMul(B, nvec, ci64(G, vw), ""), len);
+	LLVMValueRef e = load_at(F, x, llvm.LLVMBuildAdd(B, base, k, ""));
+	if (kind == RED_SQDEV) {
+		e = llvm.LLVMBuildFSub(B, e, mean, "");
+		e = llvm.LLVMBuildFMul(B, e, e, "");
+	}
+	LLVMValueRef c = llvm.LLVMBuildLoad2(B, t, sacc, "");
+	llvm.LLVMBuildStore(B, kind == RED_MAX ? fmaxmin(G, c, e, 1) : llvm.LLVMBuildFAdd(B, c, e, ""), sacc);
+	loop_end(F, &lt);
+	return llvm.LLVMBuildLoad2(B, t, sacc, "");
+}
+
 static void k_softmax(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -1286,25 +1450,36 @@ static void k_softmax(Fn *F, Node *n)
 	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
 	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
 	LLVMValueRef base = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
-	llvm.LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
-	LLVMValueRef k = loop_begin(F, &l1, ci64(G, 0), len);
-	LLVMValueRef off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
-	llvm.LLVMBuildStore(B, fmaxmin(G, llvm.LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
-	loop_end(F, &l1);
-	LLVMValueRef m = llvm.LLVMBuildLoad2(B, t, mx, "");
-	/* the exponentials first (a loop the vectoriser widens), their sum after
-	 * (a reduction it keeps in order) */
+	/* rows along the last axis are contiguous: reductions in vectors */
+	int rows = n->a[0] == x->rank - 1;
+	LLVMValueRef k, off, m;
+	if (rows) {
+		m = row_reduce(F, x, base, len, RED_MAX, NULL);
+	} else {
+		llvm.LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
+		k = loop_begin(F, &l1, ci64(G, 0), len);
+		off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+		llvm.LLVMBuildStore(B, fmaxmin(G, llvm.LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
+		loop_end(F, &l1);
+		m = llvm.LLVMBuildLoad2(B, t, mx, "");
+	}
+	/* the exponentials first (a loop the vectoriser widens), their sum after */
 	Loop l2s;
 	k = loop_begin(F, &l2, ci64(G, 0), len);
 	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
 	store_at(F, n, off, exp_fast(G, dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, "")));
 	loop_end(F, &l2);
-	llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
-	k = loop_begin(F, &l2s, ci64(G, 0), len);
-	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
-	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), load_at(F, n, off), ""), sum);
-	loop_end(F, &l2s);
-	LLVMValueRef s = llvm.LLVMBuildLoad2(B, t, sum, "");
+	LLVMValueRef s;
+	if (rows) {
+		s = row_reduce(F, n, base, len, RED_SUM, NULL);
+	} else {
+		llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
+		k = loop_begin(F, &l2s, ci64(G, 0), len);
+		off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), load_at(F, n, off), ""), sum);
+		loop_end(F, &l2s);
+		s = llvm.LLVMBuildLoad2(B, t, sum, "");
+	}
 	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
 	k = loop_begin(F, &l3, ci64(G, 0), len);
 	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
@@ -1330,24 +1505,14 @@ static void k_norm(Fn *F, Node *n)
 	for (int k = 0; k < x->rank - 1; k++)
 		rows = llvm.LLVMBuildMul(B, rows, dimv(F, x, k), "");
 	LLVMValueRef lenf = llvm.LLVMBuildSIToFP(B, len, t, "");
-	LLVMValueRef acc = entry_alloca(F, t, "acc");
-	Loop lr, l1, l2, l3;
+	Loop lr, l3;
 	LLVMValueRef r = loop_begin(F, &lr, ci64(G, 0), rows);
 	LLVMValueRef base = llvm.LLVMBuildMul(B, r, len, "");
 	LLVMValueRef mean = fconst(G, dt, 0);
-	if (ln) {
-		llvm.LLVMBuildStore(B, fconst(G, dt, 0), acc);
-		LLVMValueRef k = loop_begin(F, &l1, ci64(G, 0), len);
-		llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, acc, ""), load_at(F, x, llvm.LLVMBuildAdd(B, base, k, "")), ""), acc);
-		loop_end(F, &l1);
-		mean = llvm.LLVMBuildFDiv(B, llvm.LLVMBuildLoad2(B, t, acc, ""), lenf, "");
-	}
-	llvm.LLVMBuildStore(B, fconst(G, dt, 0), acc);
-	LLVMValueRef k = loop_begin(F, &l2, ci64(G, 0), len);
-	LLVMValueRef dv = llvm.LLVMBuildFSub(B, load_at(F, x, llvm.LLVMBuildAdd(B, base, k, "")), mean, "");
-	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, acc, ""), llvm.LLVMBuildFMul(B, dv, dv, ""), ""), acc);
-	loop_end(F, &l2);
-	LLVMValueRef var = llvm.LLVMBuildFDiv(B, llvm.LLVMBuildLoad2(B, t, acc, ""), lenf, "");
+	if (ln)
+		mean = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SUM, NULL), lenf, "");
+	LLVMValueRef var = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SQDEV, mean), lenf, "");
+	LLVMValueRef k;
 	LLVMValueRef inv = llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
 	                                 math1(G, "llvm.sqrt", dt, llvm.LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
 	k = loop_begin(F, &l3, ci64(G, 0), len);

@@ -156,7 +156,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		top += size;
 	}
 	/* scratch after the tensors: a packed panel of a matmul's right operand
-	 * (k rows of up to 32 f64 columns; codegen.c) */
+	 * (k rows of up to 32 f64 columns) and the tiles of its last, partial
+	 * panel (m rows of as many columns; codegen.c) */
 	int64_t panel = 0;
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
@@ -164,8 +165,9 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			continue;
 		Node *a = x->in[0];
 		int64_t k = max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
-		if (k * 32 * 8 > panel)
-			panel = k * 32 * 8;
+		int64_t m = a->rank < 2 ? 1 : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
+		if ((k + m) * 32 * 8 > panel)
+			panel = (k + m) * 32 * 8;
 	}
 	pl->scratch = top;
 	pl->ws_size = top + align64(panel);

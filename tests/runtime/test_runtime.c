@@ -1343,6 +1343,104 @@ static int single_file(const char *mode, const char *path)
 	return 0;
 }
 
+/* nestrt_packed: the panel layout, what is and is not packed, the cache and
+ * NESTRT_PREPACK=0. Two params: w f32[3, 5] and d f64[2, 3]. */
+static nestrt_model *packed_model(nestrt_weights **w)
+{
+	static const nestrt_param params[2] = {
+		{"w", NESTRT_F32, 2, {3, 5}},
+		{"d", NESTRT_F64, 2, {2, 3}},
+	};
+	static const nestrt_model_desc desc = {"packtest", params, 2, NULL, 0, 0, "test", NULL, 0};
+	static char image[512];
+	const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[0,60]},"
+	                  "\"d\":{\"dtype\":\"F64\",\"shape\":[2,3],\"data_offsets\":[64,112]}}";
+	size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+	uint64_t n = hl + pad;
+	memset(image, 0, sizeof image);
+	memcpy(image, &n, 8);
+	memcpy(image + 8, hdr, hl);
+	memset(image + 8 + hl, ' ', pad);
+	float wv[15];
+	double dv[6];
+	for (int i = 0; i < 15; i++)
+		wv[i] = (float)(i + 1);
+	for (int i = 0; i < 6; i++)
+		dv[i] = 0.5 * (i + 1);
+	memcpy(image + 8 + n, wv, sizeof wv);
+	memcpy(image + 8 + n + 64, dv, sizeof dv);
+	nestrt_error err = {{0}};
+	*w = nestrt_weights_from_memory(image, 8 + n + 112, "packtest", &err);
+	if (!CHECK(*w != NULL, "packtest weights: %s", err.message))
+		return NULL;
+	nestrt_model *m = nestrt_model_new(&desc, *w, &err);
+	CHECK(m != NULL, "packtest model: %s", err.message);
+	return m;
+}
+
+static void test_packed(void)
+{
+	unsetenv("NESTRT_PREPACK");
+	nestrt_weights *w;
+	nestrt_model *m = packed_model(&w);
+	if (!m) {
+		nestrt_weights_close(w);
+		return;
+	}
+	nestrt_ctx *ctx = nestrt_model_ctx(m);
+	const float *b = ctx->params[0];
+	/* B[3, 5] in panels of 4 columns: panel 0 holds columns 0-3 of each row,
+	 * panel 1 column 4 and three zeros */
+	const float *p = nestrt_packed(ctx, b, 3, 5, 4, 0);
+	static const float want[24] = {1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 5, 0, 0, 0, 10, 0, 0, 0, 15, 0, 0, 0};
+	int same = p != NULL;
+	for (int i = 0; same && i < 24; i++)
+		same = p[i] == want[i];
+	CHECK(same, "B[3, 5] packed in panels of 4");
+	CHECK(p && (uintptr_t)p % 64 == 0, "packed copy is 64-byte aligned");
+	CHECK(nestrt_packed(ctx, b, 3, 5, 4, 0) == p, "a second request gets the same copy");
+	/* the same param as Bt[3, 5] of B[5, 3]: k = 5, n = 3, panels of 2 */
+	const float *t = nestrt_packed(ctx, b, 5, 3, 2, NESTRT_PACK_TRANS);
+	static const float want_t[20] = {1, 6, 2, 7, 3, 8, 4, 9, 5, 10, 11, 0, 12, 0, 13, 0, 14, 0, 15, 0};
+	same = t != NULL && t != p;
+	for (int i = 0; same && i < 20; i++)
+		same = t[i] == want_t[i];
+	CHECK(same, "Bt[3, 5] packed as B[5, 3] in panels of 2");
+	/* only part of the param, as a [3, 4] view from its start: still its data */
+	const float *q = nestrt_packed(ctx, b, 3, 4, 4, 0);
+	CHECK(q && q[0] == 1 && q[3] == 4 && q[4] == 5 && q[8] == 9, "a [3, 4] prefix is packed with its own shape");
+	const double *d = nestrt_packed(ctx, ctx->params[1], 2, 3, 2, NESTRT_PACK_F64);
+	CHECK(d && d[0] == 0.5 && d[1] == 1.0 && d[2] == 2.0 && d[3] == 2.5 && d[4] == 1.5 && d[5] == 0 && d[6] == 3.0 &&
+	      d[7] == 0, "f64 param packed");
+	float local[15] = {0};
+	CHECK(nestrt_packed(ctx, local, 3, 5, 4, 0) == NULL, "not a param: NULL");
+	CHECK(nestrt_packed(ctx, b + 1, 2, 5, 4, 0) == NULL, "inside a param, not its start: NULL");
+	CHECK(nestrt_packed(ctx, b, 4, 5, 4, 0) == NULL, "more elements than the param holds: NULL");
+	CHECK(nestrt_packed(ctx, b, 3, 5, 4, NESTRT_PACK_F64) == NULL, "f32 param asked as f64: NULL");
+	CHECK(nestrt_packed(ctx, b, 0, 5, 4, 0) == NULL && nestrt_packed(ctx, b, 3, 5, 0, 0) == NULL, "empty or bad sizes: NULL");
+	nestrt_model_free(m);
+	nestrt_weights_close(w);
+
+	setenv("NESTRT_PREPACK", "0", 1);
+	m = packed_model(&w);
+	if (m)
+		CHECK(nestrt_packed(nestrt_model_ctx(m), nestrt_model_ctx(m)->params[0], 3, 5, 4, 0) == NULL,
+		      "NESTRT_PREPACK=0: nothing packed");
+	nestrt_model_free(m);
+	nestrt_weights_close(w);
+	unsetenv("NESTRT_PREPACK");
+
+	nestrt_error err = {{0}};
+	nestrt_ctx *bare = nestrt_ctx_new("bare", NULL, 0, 1, 0, &err);
+	float one[4] = {1, 2, 3, 4};
+	if (CHECK(bare != NULL, "ctx_new: %s", err.message)) {
+		bare->params[0] = one;
+		CHECK(nestrt_packed(bare, one, 2, 2, 2, 0) == NULL, "a context without a param table: NULL");
+	}
+	nestrt_ctx_free(bare);
+	CHECK(nestrt_packed(NULL, one, 2, 2, 2, 0) == NULL, "NULL context: NULL");
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -1376,6 +1474,7 @@ int main(int argc, char **argv)
 	test_npy_roundtrip();
 	test_npy_numpy();
 	test_npy_write_errors();
+	test_packed();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
 	if (system(cmd) != 0)
