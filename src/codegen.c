@@ -934,6 +934,56 @@ static int mm_rows_per_tile(Gen *G)
 	return G->vbytes == 64 ? 12 : 4;
 }
 
+/* The operand other than the chain's value of each op of a matmul's fused
+ * epilogue (plan.c), NULL for a unary op; returns how many ops. */
+static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other)
+{
+	int k = 0;
+	Node *prev = n;
+	for (int e = F->plan->epi_next[n->id]; e >= 0; e = F->plan->epi_next[e]) {
+		Node *x = F->g->nodes[e];
+		ops[k] = x;
+		other[k] = x->nin == 2 ? (x->in[0] == prev ? x->in[1] : x->in[0]) : NULL;
+		prev = x;
+		k++;
+	}
+	return k;
+}
+
+/* The epilogue on columns [cw, cw + ncols) of every row, in place: the
+ * panel's results are still in the cache. */
+static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef cw, LLVMValueRef ncols)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *ops[8], *other[8];
+	int k = mm_epilogue(F, n, ops, other);
+	if (!k)
+		return;
+	Loop li, lj;
+	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
+	LLVMValueRef row = llvm.LLVMBuildMul(B, i, Nn, "");
+	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), ncols);
+	LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, j, "");
+	LLVMValueRef off = llvm.LLVMBuildAdd(B, row, col, "");
+	LLVMValueRef v = load_at(F, n, off);
+	Node *prev = n;
+	for (int e = 0; e < k; e++) {
+		Node *x = ops[e], *o = other[e];
+		if (!o) {
+			v = unop(F, x->op, x->dtype, v);
+		} else {
+			LLVMValueRef at = o->rank == 0 ? ci64(G, 0) : o->rank == 1 || o->shape[0] == 1 ? col : off;
+			LLVMValueRef ov = o->op == OP_CONST && o->rank == 0 ? const_value(G, o) : load_at(F, o, at);
+			v = x->in[0] == prev ? binop(F, x->op, x->dtype, v, ov) : binop(F, x->op, x->dtype, ov, v);
+		}
+		prev = x;
+	}
+	store_at(F, n, off, v);
+	loop_end(F, &lj);
+	loop_end(F, &li);
+}
+
 /* One panel of B, columns jw*wide .. +wide, against every row of A: the
  * panel is the pre-packed copy when `packed` (a run-time pointer, NULL when
  * the runtime has none) points to one, else packed here into `buf` (B's rows
@@ -1052,6 +1102,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	loop_end(F, &li);
 	llvm.LLVMBuildBr(B, after);
 	llvm.LLVMPositionBuilderAtEnd(B, after);
+	mm_epilogue_apply(F, n, M, Nn, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 }
 
 /* A matmul as tasks of the runtime's thread pool: a function of this module
@@ -1072,14 +1123,21 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	int vw = G->vbytes / dtype_size(n->dtype);
-	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, 7);
+	/* then the other operands of the fused epilogue */
+	Node *ops[8], *other[8];
+	int nepi = what == MM_PANELS ? mm_epilogue(F, n, ops, other) : 0;
+	int nenv = 7 + nepi;
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
 	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
-	LLVMValueRef vals[7] = {
+	LLVMValueRef vals[7 + 8] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
 		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0),
 	};
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < nepi; i++)
+		vals[7 + i] = other[i] && other[i]->op != OP_CONST ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
+		                                                   : ci64(G, 0);
+	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
 	}
@@ -1096,11 +1154,14 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
 	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
 	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
-	LLVMValueRef got[7];
-	for (int i = 0; i < 7; i++) {
+	LLVMValueRef got[7 + 8];
+	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
 	}
+	for (int i = 0; i < nepi; i++)
+		if (other[i] && other[i]->op != OP_CONST)
+			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[7 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
 	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
 	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
 	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
@@ -2085,6 +2146,8 @@ static void emit_graph_body(Fn *F)
 		}
 		if (n->op == OP_CALL && i <= skip_until)
 			continue;
+		if (pl->fused_into[i] >= 0)
+			continue; /* applied by its matmul's tiles */
 		switch (n->op) {
 		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
 			break;

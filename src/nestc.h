@@ -591,6 +591,8 @@ typedef struct Plan {
 	int64_t scratch;    /* offset of the scratch area (a matmul's packed panel) */
 	int64_t sum_live;   /* the sum of every intermediate's size, for the report */
 	int *copy_out;      /* per output: 1 when the result must be copied into bufs[ninputs + j] */
+	int *epi_next;      /* per node: the next op of a matmul's fused epilogue, or -1 */
+	int *fused_into;    /* per node: the matmul whose tiles apply this op, or -1 */
 } Plan;
 
 /* Plan a graph's buffers: liveness-based reuse of workspace offsets. `maxshape`

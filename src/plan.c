@@ -37,6 +37,76 @@ int virtual_transpose(Graph *g, Node *t)
 	return users > 0;
 }
 
+/* Elementwise ops that a matmul's tiles can apply as they are stored. */
+static int epilogue_op(Op op)
+{
+	switch (op) {
+	case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH: case OP_SIGMOID:
+	case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF: case OP_ABS: case OP_SIN:
+	case OP_COS: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* The chains of elementwise ops fused into the matmul that produces their
+ * input (bias, activation, residual): from a 2-D float matmul, while the
+ * value has one reader, that reader is an elementwise op of the same shape
+ * and dtype, and its other operand (a scalar, a row of N, or an M x N
+ * tensor) is ready when the matmul runs. The chain shares the matmul's
+ * storage and is applied in place, panel by panel (codegen.c). */
+static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
+{
+	int n = g->nnodes;
+	for (int i = 0; i < n; i++)
+		pl->epi_next[i] = pl->fused_into[i] = -1;
+	if (dynamic)
+		return; /* a reuse_hash variant's sizes are run-time values: kept simple */
+	int *users = xcalloc((size_t)n + 1, sizeof(int));
+	int *is_out = xcalloc((size_t)n + 1, sizeof(int));
+	for (int i = 0; i < n; i++) {
+		Node *x = g->nodes[i];
+		for (int k = 0; k < x->nin; k++)
+			users[x->in[k]->id]++;
+	}
+	for (int j = 0; j < g->noutputs; j++)
+		is_out[g->outputs[j]->id] = 1;
+	for (int i = 0; i < n; i++) {
+		Node *m = g->nodes[i];
+		if (m->op != OP_MATMUL || !dtype_is_float(m->dtype) || m->rank != 2 || m->in[0]->rank != 2 ||
+		    m->in[1]->rank != 2)
+			continue;
+		Node *cur = m;
+		for (int len = 0; len < 8 && users[cur->id] == 1 && !is_out[cur->id]; len++) {
+			Node *e = NULL;
+			for (int j = cur->id + 1; j < n && !e; j++)
+				for (int k = 0; k < g->nodes[j]->nin; k++)
+					if (g->nodes[j]->in[k] == cur)
+						e = g->nodes[j];
+			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || e->rank != 2 || e->shape[0] != m->shape[0] ||
+			    e->shape[1] != m->shape[1])
+				break;
+			if (e->nin == 2) {
+				Node *o = e->in[0] == cur ? e->in[1] : e->in[0];
+				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[1]) ||
+				           (o->rank == 2 && (o->shape[0] == m->shape[0] || o->shape[0] == 1) &&
+				            o->shape[1] == m->shape[1]);
+				/* available when the matmul runs: computed before it, a param,
+				 * or a scalar constant (inlined) */
+				int ready = o->id < m->id || o->op == OP_PARAM || (o->op == OP_CONST && o->rank == 0);
+				if (o == cur || !ready || o->dtype != m->dtype || !fits)
+					break;
+			}
+			pl->epi_next[cur->id] = e->id;
+			pl->fused_into[e->id] = m->id;
+			cur = e;
+		}
+	}
+	free(users);
+	free(is_out);
+}
+
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 {
 	Arena *a = p->arena;
@@ -47,13 +117,17 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	pl->index = arena_alloc(a, (size_t)(n + 1) * sizeof(int64_t));
 	pl->offset = arena_alloc(a, (size_t)(n + 1) * sizeof(int64_t));
 	pl->copy_out = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(int));
+	pl->epi_next = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
+	pl->fused_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 
-	/* storage roots: a reshape shares its input's storage */
+	/* storage roots: a reshape shares its input's storage, a fused
+	 * elementwise op its matmul's */
 	int *root = xcalloc((size_t)n + 1, sizeof(int));
 	int *last = xcalloc((size_t)n + 1, sizeof(int));
+	plan_epilogues(g, pl, max_numel != NULL);
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
-		root[i] = x->op == OP_RESHAPE ? root[x->in[0]->id] : i;
+		root[i] = x->op == OP_RESHAPE ? root[x->in[0]->id] : pl->fused_into[i] >= 0 ? pl->fused_into[i] : i;
 		last[i] = i;
 	}
 	for (int i = 0; i < n; i++) {
@@ -78,7 +152,9 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		last[r] = n;
 		Op op = g->nodes[r]->op;
 		int computed = op != OP_INPUT && op != OP_PARAM && op != OP_CALL;
-		if (computed && r == o->id && out_of[r] < 0)
+		/* the last op of a matmul's epilogue: the matmul writes the output */
+		int end = r == o->id || pl->fused_into[o->id] == r;
+		if (computed && end && out_of[r] < 0)
 			out_of[r] = j;
 		else
 			pl->copy_out[j] = 1;
@@ -118,6 +194,11 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			pl->index[i] = root[i];
 			continue;
 		default:
+			if (pl->fused_into[i] >= 0) {
+				pl->kind[i] = BUF_ALIAS;
+				pl->index[i] = root[i];
+				continue;
+			}
 			break;
 		}
 		if (out_of[i] >= 0) {

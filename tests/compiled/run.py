@@ -1567,6 +1567,61 @@ def resnet_report():
     return single("resnet.report_variants_and_differs", fn)
 
 
+# ----------------------------------------------------------------------------- 5b. matmul kernels
+
+# Odd sizes (partial panels, every remainder of the row tiles), weights packed
+# once or as they go, a weight passed to a region and an activation in its
+# place, and elementwise chains fused into the matmul (bias as a row, a
+# [1, N] row, a scalar, a residual, unary ops, the chain's value on the
+# right of a subtraction or a division).
+SRC_MM = """
+const M = 23
+const K = 37
+const N = 45
+param w: f32[K, N]
+param b: f32[N]
+param wt: f32[N, K]
+param r: f32[1, N]
+
+@region
+fn lin(x: f32[T, K], w: f32[K, N], b: f32[N]) -> f32[T, N] {
+  return gelu_tanh(x @ w + b)
+}
+
+export fn forward(x: f32[M, K], res: f32[M, N], y: f32[K, N]) -> (f32[M, N], f32[M, N], f32[M, N], f32[M, N], f32[M, N], f32[M, N]) {
+  let a = lin(x, w, b)
+  let c = lin(x[0:M-1], y, b)
+  let d = res - (x @ transpose(wt, [1, 0])) * 0.5
+  let e = 2.0 / (1.0 + exp(x @ w + r)) + res
+  let f = relu(x @ y) * b
+  let g = sigmoid(x[0:1] @ w) + res
+  return a, concat([c, a[0:1]], axis=0), d, e, f, g
+}
+"""
+
+
+@check("kernels.matmul")
+def kernels_matmul():
+    def case(tag, sizes, env=None):
+        def fn():
+            src = SRC_MM
+            for k, v in sizes.items():
+                src = re.sub(r"const %s = \d+" % k, "const %s = %d" % (k, v), src)
+            m, k_, n = sizes.get("M", 23), sizes.get("K", 37), sizes.get("N", 45)
+            mdl = region_model(tag, src, rng_inputs(3, x=(m, k_), res=(m, n), y=(k_, n)))
+            out = os.path.join(mdl.d, "out")
+            mdl.build(out)
+            values_ok(mdl.check_compiled(out, env=env))
+        return fn
+    res = []
+    for tag, sizes in (("odd", {}), ("wide", {"M": 30, "K": 64, "N": 96}), ("one", {"M": 2, "K": 1, "N": 1}),
+                       ("tall", {"M": 131, "K": 5, "N": 33})):
+        res += single("kernels.matmul_%s" % tag, case("kernels.mm_" + tag, sizes))
+    env = dict(os.environ, NESTRT_PREPACK="0", NESTRT_NUM_THREADS="1")
+    res += single("kernels.matmul_no_prepack_one_thread", case("kernels.mm_noprepack", {}, env))
+    return res
+
+
 # ----------------------------------------------------------------------------- 6. two models
 
 
