@@ -19,7 +19,8 @@ the quick sections go on for more rounds within a time budget, up to 5 times as 
 so that the machine's drift hits all of them alike; each forward is timed inside its
 server (clock_gettime, process.hrtime, perf_counter_ns) and the median is quoted.
 K is chosen per server so that a turn lasts about TURN_S seconds. Between turns the
-driver sleeps PAUSE_S so that the previous runtime's spinning threads go idle.
+driver waits until the previous server uses no more CPU (its spinning threads have
+gone idle; OpenBLAS's spin for about 0.1 s).
 "cpu/wall" is the CPU time of the server process over the wall time of its turns
 (from /proc): how many cores it kept busy (spin-waiting counts). Under each table: how
 many cores other processes on the machine kept busy meanwhile (from /proc/stat).
@@ -46,6 +47,7 @@ TORCH_PY = os.environ.get("BENCH_TORCH_PYTHON", "/usr/bin/python3")   # Debian's
 TURN_S = 0.1                       # target length of one turn (K forwards)
 K_MAX = 10
 PAUSE_S = 0.02
+SETTLE_MAX_S = 0.5                 # longest wait for a server's threads to go idle after its turn
 START_TIMEOUT = 900
 RUN_TIMEOUT = 900
 
@@ -99,6 +101,22 @@ def cpu_seconds(pid):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def settle(pid):
+    """Waits, after a server's turn, until its threads stop using the CPU: thread
+    pools spin after their last loop (nestc's about 2 ms, OpenBLAS's about 0.1 s by
+    default), and a spinning pool would take a core from the next runtime. Polls the
+    process's CPU time every PAUSE_S (at least one clock tick) for at most SETTLE_MAX_S."""
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    end = time.perf_counter() + SETTLE_MAX_S
+    last = cpu_seconds(pid)
+    while True:
+        time.sleep(max(PAUSE_S, 2 * tick))
+        cur = cpu_seconds(pid)
+        if cur is None or last is None or cur - last < tick / 2 or time.perf_counter() > end:
+            return
+        last = cur
 
 
 def busy_seconds():
@@ -224,7 +242,7 @@ def measure(specs, rounds, budget=0.0):
                 srv.run(srv.k)
             except Unavailable as e:
                 res["error"] = "failed during the runs: %s" % e
-            time.sleep(PAUSE_S)
+            settle(srv.proc.pid)
     ours1 = [cpu_seconds(srv.proc.pid) for srv, _ in servers]
     busy1, me1, wall1 = busy_seconds(), sum(os.times()[:2]), time.perf_counter()
     background = None

@@ -231,6 +231,7 @@ typedef struct Fn {
 	LLVMValueRef ctx, bufs, dims, ws;
 	LLVMValueRef *ptr;       /* per node: typed pointer to its elements */
 	LLVMBasicBlockRef entry; /* allocas go here */
+	LLVMValueRef par_lo, par_hi; /* in a pool task: the range of the kernel's outermost loop */
 	int64_t ws_need;         /* own + callees */
 } Fn;
 
@@ -483,7 +484,10 @@ static void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MA
 	for (int j = 0; j < nops; j++)
 		off[j] = ci64(G, 0);
 	for (int k = 0; k < out->rank; k++) {
-		N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
+		if (k == 0 && F->par_lo)
+			N->idx[k] = loop_begin(F, &N->loops[k], F->par_lo, F->par_hi);
+		else
+			N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
 		for (int j = 0; j < nops; j++)
 			off[j] = llvm.LLVMBuildAdd(G->B, off[j], llvm.LLVMBuildMul(G->B, N->idx[k], st[j][k], ""), "");
 	}
@@ -834,7 +838,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	DType dt = n->dtype;
 	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
-	LLVMValueRef acc[MM_MAX_MR][2], cp[MM_MAX_MR][2];
+	LLVMValueRef acc[MM_MAX_MR][4], cp[MM_MAX_MR][4];
 	LLVMValueRef zv = llvm.LLVMConstNull(vt);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
@@ -853,7 +857,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	llvm.LLVMPositionBuilderAtEnd(B, head);
 	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
 	llvm.LLVMAddIncoming(k, &k0, &pre, 1);
-	LLVMValueRef phi[MM_MAX_MR][2];
+	LLVMValueRef phi[MM_MAX_MR][4];
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
 			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
@@ -861,7 +865,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		}
 	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, k1, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
-	LLVMValueRef bv[2], nacc[MM_MAX_MR][2];
+	LLVMValueRef bv[4], nacc[MM_MAX_MR][4];
 	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ldb, ""), bj, "");
 	for (int v = 0; v < nv; v++) {
 		LLVMValueRef off = llvm.LLVMBuildAdd(B, brow, ci64(G, v * vw), "");
@@ -924,14 +928,25 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	}
 }
 
-/* Rows of the register tile: on AVX-512, 12 rows by 32 columns (24
- * accumulators of its 32 registers: per k, 12 broadcasts and 2 loads feed 24
- * FMAs); 4 by 2 vectors elsewhere (16 registers). Blocking k so a panel's
- * slice stays in L1 measured slower at the GPT-2 shapes than running the
- * whole k with the panel in L2. */
-static int mm_rows_per_tile(Gen *G)
+/* The register tile of a matmul: mr rows by nv vectors. On AVX-512, 8 rows
+ * by 3 vectors (24 accumulators of its 32 registers; per k, 8 broadcasts and
+ * 3 loads feed 24 FMAs) measured best at the GPT-2 shapes; 12 by 2 (as many
+ * accumulators) when N is a multiple of 2 vectors but not of 3 and small
+ * enough that a partial panel would cost. 4 by 2 elsewhere (16 registers).
+ * Blocking k so a panel's slice stays in L1 measured slower at the GPT-2
+ * shapes than running the whole k with the panel in L2, with or without A
+ * packed. */
+static void mm_shape(Gen *G, Node *n, int *mr, int *nv)
 {
-	return G->vbytes == 64 ? 12 : 4;
+	int vw = G->vbytes / dtype_size(n->dtype);
+	int64_t N = n->rank ? n->shape[n->rank - 1] : 1;
+	if (G->vbytes != 64) {
+		*mr = 4, *nv = 2;
+	} else if (N > 0 && (N % (3 * vw) == 0 || N >= 1536)) {
+		*mr = 8, *nv = 3;
+	} else {
+		*mr = 12, *nv = 2;
+	}
 }
 
 /* The operand other than the chain's value of each op of a matmul's fused
@@ -997,7 +1012,8 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype);
-	int vw = G->vbytes / dtype_size(n->dtype), nv = 2, mr = mm_rows_per_tile(G);
+	int vw = G->vbytes / dtype_size(n->dtype), nv, mr;
+	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
 	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
@@ -1166,7 +1182,9 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
 	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
 	LLVMValueRef tpk = packed ? llvm.LLVMBuildIntToPtr(B, got[6], G->i8p, "packed") : NULL;
-	LLVMValueRef wide = ci64(G, 2 * vw);
+	int mr, nv;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef wide = ci64(G, nv * vw);
 	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], wide, ""), "panel");
 	llvm.LLVMSetAlignment(buf, 64);
 	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[3], wide, ""), "part");
@@ -1203,8 +1221,10 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	int vw = G->vbytes / dtype_size(n->dtype);
-	LLVMValueRef wide = ci64(G, 2 * vw);
-	LLVMValueRef npanels = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, Nn, ci64(G, 2 * vw - 1), ""), wide, "");
+	int mr, nv;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef wide = ci64(G, nv * vw);
+	LLVMValueRef npanels = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, Nn, ci64(G, nv * vw - 1), ""), wide, "");
 	if (plain && G->threads_ok) {
 		/* the panels are independent: run them on the thread pool */
 		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed);
@@ -1234,7 +1254,9 @@ static LLVMValueRef mm_prepacked(Fn *F, Node *n, Node *b, LLVMValueRef K, LLVMVa
 		return NULL;
 	int vw = G->vbytes / dtype_size(n->dtype);
 	LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
-	LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, b), G->i8p, ""), K, Nn, ci64(G, 2 * vw),
+	int mr, nv;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, b), G->i8p, ""), K, Nn, ci64(G, nv * vw),
 	                      ci32(G, (tb ? 1 : 0) | (n->dtype == DT_F64 ? 2 : 0))};
 	return call(G, "nestrt_packed", G->i8p, at, av, 6);
 }
@@ -1508,7 +1530,7 @@ static void k_softmax(Fn *F, Node *n)
 	axis_split(F, x, (int)n->a[0], &outer, &len, &inner);
 	LLVMValueRef mx = entry_alloca(F, t, "max"), sum = entry_alloca(F, t, "sum");
 	Loop lo, li, l1, l2, l3;
-	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
+	LLVMValueRef o = F->par_lo ? loop_begin(F, &lo, F->par_lo, F->par_hi) : loop_begin(F, &lo, ci64(G, 0), outer);
 	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
 	LLVMValueRef base = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
 	/* rows along the last axis are contiguous: reductions in vectors */
@@ -1567,7 +1589,7 @@ static void k_norm(Fn *F, Node *n)
 		rows = llvm.LLVMBuildMul(B, rows, dimv(F, x, k), "");
 	LLVMValueRef lenf = llvm.LLVMBuildSIToFP(B, len, t, "");
 	Loop lr, l3;
-	LLVMValueRef r = loop_begin(F, &lr, ci64(G, 0), rows);
+	LLVMValueRef r = F->par_lo ? loop_begin(F, &lr, F->par_lo, F->par_hi) : loop_begin(F, &lr, ci64(G, 0), rows);
 	LLVMValueRef base = llvm.LLVMBuildMul(B, r, len, "");
 	LLVMValueRef mean = fconst(G, dt, 0);
 	if (ln)
@@ -2082,6 +2104,90 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 	loop_end(F, &L);
 }
 
+/* ---- kernels on the thread pool ---- */
+
+/* The units of a kernel's outermost loop when it is worth splitting over the
+ * pool (0 if not): the rows of a row kernel, else axis 0 of the result. Only
+ * static shapes, and not inside a task already. */
+#define PAR_MIN_ELEMS 32768
+static int64_t par_units(Fn *F, Node *n)
+{
+	if (!F->gen->threads_ok || F->par_lo || (F->v && F->v->ndyn) || n->rank < 1)
+		return 0;
+	int64_t numel = shape_numel(n->rank, n->shape);
+	if (numel < PAR_MIN_ELEMS)
+		return 0;
+	int64_t units = n->shape[0];
+	if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM) {
+		units = numel / n->shape[n->rank - 1];
+	} else if (n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) {
+		units = 1;
+		for (int k = 0; k < n->a[0]; k++)
+			units *= n->shape[k];
+	}
+	return units >= 2 ? units : 0;
+}
+
+/* emit(n) as tasks of the pool, each over a range of the outermost loop's
+ * units; the operands' pointers travel in an i64 array. */
+static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int64_t ntasks = units < 16 ? units : 16;
+	int64_t chunk = (units + ntasks - 1) / ntasks;
+	ntasks = (units + chunk - 1) / chunk;
+	int nenv = 1 + n->nin;
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
+	LLVMValueRef env = entry_alloca(F, env_t, "parenv");
+	for (int i = 0; i < nenv; i++) {
+		Node *x = i ? n->in[i - 1] : n;
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
+	}
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	char name[64];
+	snprintf(name, sizeof name, "par.task.%d", G->ntask++);
+	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
+	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
+	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
+	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .v = F->v, .fn = task};
+	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
+	T.entry = llvm.LLVMAppendBasicBlockInContext(G->C, task, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
+	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
+	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
+	for (int i = 0; i < nenv; i++) {
+		Node *x = i ? n->in[i - 1] : n;
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		LLVMValueRef v = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+		T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, v, llvm.LLVMPointerType(elem_t(G, x->dtype), 0), "");
+	}
+	T.par_lo = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(task, 1), ci64(G, chunk), "");
+	LLVMValueRef hi = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(task, 2), ci64(G, chunk), "");
+	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, ci64(G, units), ""), hi, ci64(G, units), "");
+	llvm.LLVMBuildBr(B, start);
+	llvm.LLVMPositionBuilderAtEnd(B, start);
+	emit(&T, n);
+	llvm.LLVMBuildRetVoid(B);
+	free(T.ptr);
+	llvm.LLVMPositionBuilderAtEnd(B, saved);
+	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
+	LLVMValueRef pf_vals[3] = {ci64(G, ntasks), task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
+	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+}
+
+/* A kernel, on the pool when large enough. */
+static void kernel(Fn *F, Node *n, void (*emit)(Fn *, Node *))
+{
+	int64_t units = par_units(F, n);
+	if (units)
+		par_emit(F, n, units, emit);
+	else
+		emit(F, n);
+}
+
 static void emit_graph_body(Fn *F)
 {
 	Gen *G = F->gen;
@@ -2160,22 +2266,22 @@ static void emit_graph_body(Fn *F)
 		case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
 		case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE:
 		case OP_AND: case OP_OR: case OP_WHERE:
-			k_elementwise(F, n);
+			kernel(F, n, k_elementwise);
 			break;
 		case OP_MATMUL: k_matmul(F, n); break;
 		case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: k_reduce(F, n); break;
 		case OP_ARGMAX: k_argmax(F, n); break;
-		case OP_SOFTMAX: case OP_LOG_SOFTMAX: k_softmax(F, n); break;
-		case OP_LAYERNORM: case OP_RMSNORM: k_norm(F, n); break;
+		case OP_SOFTMAX: case OP_LOG_SOFTMAX: kernel(F, n, k_softmax); break;
+		case OP_LAYERNORM: case OP_RMSNORM: kernel(F, n, k_norm); break;
 		case OP_TRANSPOSE:
 			if (!virtual_transpose(g, n))
-				k_transpose(F, n);
+				kernel(F, n, k_transpose);
 			break;
 		case OP_CONCAT: k_concat(F, n); break;
-		case OP_SLICE: k_slice(F, n); break;
+		case OP_SLICE: kernel(F, n, k_slice); break;
 		case OP_EXPAND: k_expand(F, n); break;
 		case OP_GATHER: k_gather(F, n); break;
-		case OP_CAUSAL_MASK: k_causal_mask(F, n); break;
+		case OP_CAUSAL_MASK: kernel(F, n, k_causal_mask); break;
 		case OP_CONV2D: k_conv2d(F, n); break;
 		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;
 		case OP_CALL: emit_call(F, n); break;

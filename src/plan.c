@@ -247,8 +247,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		Node *a = x->in[0];
 		int64_t k = max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
 		int64_t m = a->rank < 2 ? 1 : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
-		if ((k + m) * 32 * 8 > panel)
-			panel = (k + m) * 32 * 8;
+		if ((k + m) * 64 * 8 > panel)
+			panel = (k + m) * 64 * 8;
 	}
 	pl->scratch = top;
 	pl->ws_size = top + align64(panel);

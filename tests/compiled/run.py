@@ -1615,11 +1615,40 @@ def kernels_matmul():
         return fn
     res = []
     for tag, sizes in (("odd", {}), ("wide", {"M": 30, "K": 64, "N": 96}), ("one", {"M": 2, "K": 1, "N": 1}),
-                       ("tall", {"M": 131, "K": 5, "N": 33})):
+                       ("tall", {"M": 131, "K": 5, "N": 33}), ("long", {"M": 13, "K": 20, "N": 1541})):
         res += single("kernels.matmul_%s" % tag, case("kernels.mm_" + tag, sizes))
     env = dict(os.environ, NESTRT_PREPACK="0", NESTRT_NUM_THREADS="1")
     res += single("kernels.matmul_no_prepack_one_thread", case("kernels.mm_noprepack", {}, env))
     return res
+
+
+# Kernels large enough (>= 32768 elements) to run on the thread pool, split
+# over their outermost loop: at 1, 2 and 3 threads against the interpreter.
+SRC_PAR = """
+export fn forward(x: f32[64, 96, 8], y: f32[96, 8], g: f32[8], b: f32[8], c: f32[4, 96, 96]) -> (f32[64, 96, 8], f32[64, 96, 8], f32[64, 96, 8], f32[64, 96, 8], f32[96, 64, 8], f32[63, 96, 8], f32[4, 96, 96]) {
+  let e = x * y + 1.0
+  let s = softmax(x, axis=1)
+  let t = softmax(x, axis=-1)
+  let n = layernorm(x, g, b)
+  let p = transpose(x, [1, 0, 2])
+  let q = x[1:64]
+  let m = softmax(causal_mask(c), axis=-1)
+  return e, s, t, n, p, q, m
+}
+"""
+
+
+@check("kernels.parallel")
+def kernels_parallel():
+    def case(threads):
+        def fn():
+            mdl = region_model("kernels.par%d" % threads, SRC_PAR,
+                               rng_inputs(4, x=(64, 96, 8), y=(96, 8), g=(8,), b=(8,), c=(4, 96, 96)))
+            out = os.path.join(mdl.d, "out")
+            mdl.build(out)
+            values_ok(mdl.check_compiled(out, env=dict(os.environ, NESTRT_NUM_THREADS=str(threads))))
+        return fn
+    return sum((single("kernels.parallel_%d_threads" % t, case(t)) for t in (1, 2, 3)), [])
 
 
 # ----------------------------------------------------------------------------- 6. two models
