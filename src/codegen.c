@@ -257,6 +257,8 @@ struct Gen {
 	int ntask;               /* task functions made in this module */
 };
 
+static void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v);
+
 /* ---- types and small helpers ---- */
 
 static LLVMTypeRef elem_t(Gen *G, DType dt)
@@ -1163,6 +1165,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	snprintf(name, sizeof name, "mm.task.%d", G->ntask++);
 	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
 	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
+	fn_attrs(G, task, F->v);
 	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
 	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .fn = task};
 	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
@@ -1646,8 +1649,91 @@ static LLVMValueRef in_range(Gen *G, LLVMValueRef v, LLVMValueRef hi)
 	return llvm.LLVMBuildICmp(G->B, LLVMIntULT, v, hi, "");
 }
 
+static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
+                     LLVMValueRef buf_in, LLVMValueRef tmp_in);
+
+/* conv2d as a matrix product per image (implicit GEMM): the patches of the
+ * image laid out as col[C*KH*KW, OH*OW] in the scratch area (im2col; a 1x1
+ * convolution of stride 1 without padding reads the image itself), then
+ * out[O, OH*OW] = w[O, C*KH*KW] @ col with the matmul's tiles, then the bias
+ * by rows. Static shapes, one group. */
+static void k_conv2d_gemm(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	int64_t C = x->shape[1], H = x->shape[2], W = x->shape[3];
+	int64_t O = n->shape[1], OH = n->shape[2], OW = n->shape[3], KH = w->shape[2], KW = w->shape[3];
+	int64_t sh = n->a[0], sw = n->a[1], ph = n->a[2], pw = n->a[3];
+	int64_t K = C * KH * KW, P = OH * OW;
+	int direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef col = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "col");
+	LLVMValueRef boff = ci64(G, direct ? 0 : K * P);
+	LLVMValueRef buf = llvm.LLVMBuildGEP2(B, et, col, &boff, 1, "panel");
+	LLVMValueRef toff = ci64(G, K * 64);
+	LLVMValueRef tmp = llvm.LLVMBuildGEP2(B, et, buf, &toff, 1, "part");
+	/* the patches and the result of one image, seen as matrices */
+	Node cm = {.op = OP_CONV2D, .dtype = n->dtype, .rank = 2, .shape = {K, P}, .id = F->g->nnodes};
+	Node om = *n;
+	om.rank = 2, om.shape[0] = O, om.shape[1] = P;
+	LLVMValueRef out0 = nptr(F, n);
+	Loop ln;
+	LLVMValueRef nn = loop_begin(F, &ln, ci64(G, 0), ci64(G, n->shape[0]));
+	LLVMValueRef xoff = llvm.LLVMBuildMul(B, nn, ci64(G, C * H * W), "");
+	if (direct) {
+		F->ptr[cm.id] = llvm.LLVMBuildGEP2(B, et, nptr(F, x), &xoff, 1, "");
+	} else {
+		Loop lr, loh, low;
+		LLVMValueRef r = loop_begin(F, &lr, ci64(G, 0), ci64(G, K));
+		LLVMValueRef c = llvm.LLVMBuildSDiv(B, r, ci64(G, KH * KW), "");
+		LLVMValueRef kh = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildSRem(B, r, ci64(G, KH * KW), ""), ci64(G, KW), "");
+		LLVMValueRef kw = llvm.LLVMBuildSRem(B, r, ci64(G, KW), "");
+		LLVMValueRef plane = llvm.LLVMBuildAdd(B, xoff, llvm.LLVMBuildMul(B, c, ci64(G, H * W), ""), "");
+		LLVMValueRef oh = loop_begin(F, &loh, ci64(G, 0), ci64(G, OH));
+		LLVMValueRef ih = llvm.LLVMBuildAdd(B, llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, oh, ci64(G, sh), ""), ci64(G, ph), ""), kh, "");
+		LLVMValueRef okh = in_range(G, ih, ci64(G, H));
+		LLVMValueRef drow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, r, ci64(G, P), ""), llvm.LLVMBuildMul(B, oh, ci64(G, OW), ""), "");
+		LLVMValueRef ow = loop_begin(F, &low, ci64(G, 0), ci64(G, OW));
+		LLVMValueRef iw = llvm.LLVMBuildAdd(B, llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, ow, ci64(G, sw), ""), ci64(G, pw), ""), kw, "");
+		LLVMValueRef ok = llvm.LLVMBuildAnd(B, okh, in_range(G, iw, ci64(G, W)), "");
+		/* out of the image: read element 0 of the plane, store a zero */
+		LLVMValueRef at = llvm.LLVMBuildAdd(B, plane, llvm.LLVMBuildSelect(B, ok, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, ih, ci64(G, W), ""), iw, ""), ci64(G, 0), ""), "");
+		LLVMValueRef v = llvm.LLVMBuildSelect(B, ok, load_at(F, x, at), fconst(G, n->dtype, 0), "");
+		LLVMValueRef dof = llvm.LLVMBuildAdd(B, drow, ow, "");
+		llvm.LLVMBuildStore(B, v, llvm.LLVMBuildGEP2(B, et, col, &dof, 1, ""));
+		loop_end(F, &low);
+		loop_end(F, &loh);
+		loop_end(F, &lr);
+		F->ptr[cm.id] = col;
+	}
+	LLVMValueRef ooff = llvm.LLVMBuildMul(B, nn, ci64(G, O * P), "");
+	F->ptr[n->id] = llvm.LLVMBuildGEP2(B, et, out0, &ooff, 1, "");
+	LLVMValueRef z = ci64(G, 0);
+	mm_tiled(F, &om, w, &cm, ci64(G, O), ci64(G, K), ci64(G, P), z, z, z, 1, 0, NULL, buf, tmp);
+	if (b) {
+		Loop lo, lp;
+		LLVMValueRef o = loop_begin(F, &lo, z, ci64(G, O));
+		LLVMValueRef bo = load_at(F, b, o);
+		LLVMValueRef p = loop_begin(F, &lp, z, ci64(G, P));
+		LLVMValueRef at = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, o, ci64(G, P), ""), p, "");
+		store_at(F, n, at, llvm.LLVMBuildFAdd(B, load_at(F, n, at), bo, ""));
+		loop_end(F, &lp);
+		loop_end(F, &lo);
+	}
+	F->ptr[n->id] = out0;
+	F->ptr[cm.id] = NULL;
+	loop_end(F, &ln);
+}
+
 static void k_conv2d(Fn *F, Node *n)
 {
+	if (dtype_is_float(n->dtype) && n->a[4] == 1 && !(F->v && F->v->ndyn)) {
+		k_conv2d_gemm(F, n);
+		return;
+	}
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	Node *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
@@ -2151,6 +2237,7 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 	snprintf(name, sizeof name, "par.task.%d", G->ntask++);
 	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
 	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
+	fn_attrs(G, task, F->v);
 	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
 	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .v = F->v, .fn = task};
 	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
@@ -2302,6 +2389,25 @@ static void emit_graph_body(Fn *F)
 	free(F->ptr);
 }
 
+/* Attributes of every function made here: nounwind, the region's fast-math
+ * option, and on AVX-512 targets loops vectorised with 512-bit vectors (LLVM
+ * prefers 256 bits on these CPUs for fear of lower clocks, but the matmul
+ * tiles use 512-bit registers anyway). */
+static void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v)
+{
+	unsigned nounwind = llvm.LLVMGetEnumAttributeKindForName("nounwind", 8);
+	llvm.LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, llvm.LLVMCreateEnumAttribute(G->C, nounwind, 0));
+	if (v && v->fast_math) {
+		const char *attrs[] = {"unsafe-fp-math", "no-nans-fp-math", "no-infs-fp-math", "no-signed-zeros-fp-math"};
+		for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+			llvm.LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+			                        llvm.LLVMCreateStringAttribute(G->C, attrs[i], (unsigned)strlen(attrs[i]), "true", 4));
+	}
+	if (G->vbytes == 64)
+		llvm.LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+		                        llvm.LLVMCreateStringAttribute(G->C, "prefer-vector-width", 19, "512", 3));
+}
+
 static LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int internal)
 {
 	Fn F = {.gen = G, .g = g, .v = v};
@@ -2313,16 +2419,7 @@ static LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name
 	F.bufs = llvm.LLVMGetParam(F.fn, 1);
 	F.dims = v && v->ndyn ? llvm.LLVMGetParam(F.fn, 2) : NULL;
 	F.ws = llvm.LLVMGetParam(F.fn, 3);
-	unsigned nounwind = llvm.LLVMGetEnumAttributeKindForName("nounwind", 8);
-	llvm.LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex, llvm.LLVMCreateEnumAttribute(G->C, nounwind, 0));
-	int opt = v ? v->opt_level : G->o->opt_level;
-	if (v && v->fast_math) {
-		const char *attrs[] = {"unsafe-fp-math", "no-nans-fp-math", "no-infs-fp-math", "no-signed-zeros-fp-math"};
-		for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
-			llvm.LLVMAddAttributeAtIndex(F.fn, LLVMAttributeFunctionIndex,
-			                        llvm.LLVMCreateStringAttribute(G->C, attrs[i], (unsigned)strlen(attrs[i]), "true", 4));
-	}
-	(void)opt;
+	fn_attrs(G, F.fn, v);
 	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(G->B);
 	F.entry = llvm.LLVMAppendBasicBlockInContext(G->C, F.fn, "entry");
 	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, F.fn, "start");

@@ -237,7 +237,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		top += size;
 	}
 	/* scratch after the tensors: a packed panel of a matmul's right operand
-	 * (k rows of up to 32 f64 columns) and the tiles of its last, partial
+	 * (k rows of up to 64 f32 or f64 columns) and the tiles of its last, partial
 	 * panel (m rows of as many columns; codegen.c) */
 	int64_t panel = 0;
 	for (int i = 0; i < n; i++) {
@@ -249,6 +249,18 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		int64_t m = a->rank < 2 ? 1 : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
 		if ((k + m) * 64 * 8 > panel)
 			panel = (k + m) * 64 * 8;
+	}
+	/* a convolution as a matmul (codegen.c): the patches of one image
+	 * (k = C*KH*KW rows of OH*OW), then the matmul's panel and partial tiles */
+	for (int i = 0; i < n && !max_numel; i++) {
+		Node *x = g->nodes[i];
+		if (x->op != OP_CONV2D || !dtype_is_float(x->dtype) || x->a[4] != 1)
+			continue;
+		Node *w = x->in[1];
+		int64_t k = w->shape[1] * w->shape[2] * w->shape[3], m = x->shape[1];
+		int64_t need = (k * x->shape[2] * x->shape[3] + (k + m) * 64) * 8;
+		if (need > panel)
+			panel = need;
 	}
 	pl->scratch = top;
 	pl->ws_size = top + align64(panel);
