@@ -907,6 +907,19 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 /* Rows [0, M) of one panel as register tiles: tiles of mr rows, then the
  * rest by 8, 4, 2 and 1 rows. Arguments as mm_tile's, with the rows' bases
  * (arow0, crow0) for row 0. */
+/* M and N of a matmul's result when they are compile-time constants, else -1. */
+static int64_t mm_static_m(Fn *F, Node *n, Node *a)
+{
+	if ((F->v && F->v->ndyn) || n->rank < 1)
+		return -1;
+	return n->rank >= 2 && a->rank != 1 ? n->shape[n->rank - 2] : 1;
+}
+
+static int64_t mm_static_n(Fn *F, Node *n)
+{
+	return (F->v && F->v->ndyn) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
+}
+
 static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef M, LLVMValueRef k0, LLVMValueRef k1,
                     LLVMValueRef lda, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
                     LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
@@ -914,11 +927,19 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	int sizes[5] = {mr, 8, 4, 2, 1};
+	/* with M known, only the tile heights it needs (less code to compile) */
+	int64_t Ms = mm_static_m(F, n, a), left = Ms;
 	LLVMValueRef done = ci64(G, 0);
 	for (int s = 0; s < 5; s++) {
 		int h = sizes[s];
 		if (s > 0 && h >= mr)
 			continue;
+		if (Ms >= 0) {
+			int64_t cnt = left / h;
+			left -= cnt * h;
+			if (cnt == 0)
+				continue;
+		}
 		LLVMValueRef cnt = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildSub(B, M, done, ""), ci64(G, h), "");
 		Loop lt;
 		LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), cnt);
@@ -1103,12 +1124,20 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	LLVMBasicBlockRef part = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "part");
 	LLVMBasicBlockRef after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "panelend");
 	llvm.LLVMBuildCondBr(B, full, whole, part);
-	/* a whole panel: straight into C */
+	/* a whole panel: straight into C (no code when N is known to have none) */
+	int64_t Ns = mm_static_n(F, n);
 	llvm.LLVMPositionBuilderAtEnd(B, whole);
-	mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
+	if (Ns < 0 || Ns >= nv * vw)
+		mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
 	llvm.LLVMBuildBr(B, after);
 	/* the last columns: into tmp, then the valid ones to C */
 	llvm.LLVMPositionBuilderAtEnd(B, part);
+	if (Ns >= 0 && Ns % (nv * vw) == 0) {
+		llvm.LLVMBuildBr(B, after);
+		llvm.LLVMPositionBuilderAtEnd(B, after);
+		mm_epilogue_apply(F, n, M, Nn, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
+		return;
+	}
 	mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
 	Loop li, lj;
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
