@@ -1919,25 +1919,9 @@ static int64_t graph_need(Gen *G, Graph *g);
 
 static Plan *plan_of(Gen *G, Graph *g, Variant *v)
 {
-	if (G->plans[g->id])
-		return G->plans[g->id];
-	int64_t *mx = NULL;
-	if (v && v->ndyn) {
-		/* a reuse_hash variant: size buffers for the largest call of its group */
-		mx = xcalloc((size_t)g->nnodes + 1, sizeof(int64_t));
-		for (int c = 0; c < v->calls.n; c++) {
-			Graph *cg = ((CallSite *)v->calls.v[c])->call->callee;
-			for (int i = 0; i < g->nnodes && i < cg->nnodes; i++) {
-				int64_t ne = shape_numel(cg->nodes[i]->rank, cg->nodes[i]->shape);
-				if (ne > mx[i])
-					mx[i] = ne;
-			}
-		}
-	}
-	Plan *pl = plan_graph(G->p, g, mx);
-	free(mx);
-	G->plans[g->id] = pl;
-	return pl;
+	if (!G->plans[g->id])
+		G->plans[g->id] = plan_variant(G->p, g, v);
+	return G->plans[g->id];
 }
 
 static int64_t graph_need(Gen *G, Graph *g)

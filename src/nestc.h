@@ -599,6 +599,9 @@ typedef struct Plan {
  * (or NULL) gives, for a reuse_hash variant, the largest size of each node
  * over its group. */
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel);
+/* The plan of a variant's graph (a reuse_hash variant's buffers sized for the
+ * largest call of its group), or of an entry's graph when v is NULL. */
+Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
 /* A transpose of a matrix that only matmuls read as their right operand: no
  * copy is made, the matmul reads the rows of its input. */
 int virtual_transpose(Graph *g, Node *t);

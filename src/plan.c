@@ -270,3 +270,23 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	free(out_of);
 	return pl;
 }
+
+Plan *plan_variant(Program *p, Graph *g, Variant *v)
+{
+	int64_t *mx = NULL;
+	if (v && v->ndyn) {
+		/* a reuse_hash variant: size buffers for the largest call of its group */
+		mx = xcalloc((size_t)g->nnodes + 1, sizeof(int64_t));
+		for (int c = 0; c < v->calls.n; c++) {
+			Graph *cg = ((CallSite *)v->calls.v[c])->call->callee;
+			for (int i = 0; i < g->nnodes && i < cg->nnodes; i++) {
+				int64_t ne = shape_numel(cg->nodes[i]->rank, cg->nodes[i]->shape);
+				if (ne > mx[i])
+					mx[i] = ne;
+			}
+		}
+	}
+	Plan *pl = plan_graph(p, g, mx);
+	free(mx);
+	return pl;
+}

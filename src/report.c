@@ -51,6 +51,17 @@ static double reuse_ratio(RegionTable *rt)
 	return rt->variants.n ? (double)compiled / (double)rt->variants.n : 0.0;
 }
 
+/* A variant's workspace from its buffer plan: the intermediates as placed
+ * (reused by liveness), their sum if none shared storage, and the kernels'
+ * scratch (packed panels, a convolution's patches). */
+typedef struct WsFigures { int64_t total, tensors, unshared, scratch; } WsFigures;
+
+static WsFigures ws_figures(RegionTable *rt, Variant *v)
+{
+	Plan *pl = plan_variant(rt->p, v->g, v);
+	return (WsFigures){pl->ws_size, pl->scratch, pl->sum_live, pl->ws_size - pl->scratch};
+}
+
 static void text_report(FILE *f, RegionTable *rt, const char *model)
 {
 	char buf[512], nm[256];
@@ -81,6 +92,9 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 			else if (v->code_bytes)
 				fprintf(f, ", %lld bytes of code, compiled in %.1f ms", (long long)v->code_bytes, v->compile_ms);
 			fputc('\n', f);
+			WsFigures ws = ws_figures(rt, v);
+			fprintf(f, "    workspace %lld bytes: intermediates %lld (%lld if none shared storage), scratch %lld\n",
+			        (long long)ws.total, (long long)ws.tensors, (long long)ws.unshared, (long long)ws.scratch);
 			if (v->has_hash)
 				fprintf(f, "    reuse_hash = %lld; %d run-time dim%s\n", (long long)v->hash, v->ndyn,
 				        v->ndyn == 1 ? "" : "s");
@@ -190,6 +204,11 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		json_object_set_new(o, "reuse_hash", v->has_hash ? json_integer(v->hash) : json_null());
 		json_object_set_new(o, "runtime_dims", json_integer(v->ndyn));
 		json_object_set_new(o, "calls", json_integer(variant_calls(v)));
+		WsFigures ws = ws_figures(rt, v);
+		json_object_set_new(o, "workspace_bytes", json_integer(ws.total));
+		json_object_set_new(o, "intermediate_bytes", json_integer(ws.tensors));
+		json_object_set_new(o, "intermediate_bytes_unshared", json_integer(ws.unshared));
+		json_object_set_new(o, "scratch_bytes", json_integer(ws.scratch));
 		json_array_append_new(variants, o);
 	}
 	json_object_set_new(root, "variants", variants);
