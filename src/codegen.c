@@ -166,7 +166,10 @@
 	X(LLVMBuildPtrToInt) \
 	X(LLVMBuildIntToPtr) \
 	X(LLVMBuildArrayAlloca) \
-	X(LLVMVoidTypeInContext)
+	X(LLVMVoidTypeInContext) \
+	X(LLVMLookupIntrinsicID) \
+	X(LLVMGetIntrinsicDeclaration) \
+	X(LLVMIntrinsicGetType)
 
 static struct {
 #define X(f) __typeof__(&f) f;
@@ -297,6 +300,19 @@ static LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef 
 	LLVMTypeRef ty = llvm.LLVMFunctionType(ret, args, (unsigned)n, 0);
 	LLVMValueRef f = get_fn(G, name, ty);
 	return llvm.LLVMBuildCall2(G->B, ty, f, vals, (unsigned)n, "");
+}
+
+/* A prefetch of the line at p into L2 (prefetcht1). The intrinsic's name is
+ * mangled with its pointer type, which differs between typed (LLVM 14) and
+ * opaque pointers (15 and later): LLVM declares it. */
+static void prefetch_l2(Gen *G, LLVMValueRef p)
+{
+	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
+	LLVMTypeRef pt = G->i8p;
+	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, &pt, 1);
+	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, &pt, 1);
+	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, 0), ci32(G, 2), ci32(G, 1)};
+	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
 }
 
 /* llvm.NAME.f32 / .f64 intrinsics and libm functions, unary */
@@ -831,8 +847,8 @@ static void k_concat(Fn *F, Node *n)
  * nodes). A's elements (rows lda apart from arow) are broadcast,
  * B's rows (ldb apart, from column bj) loaded as vectors into FMAs; the tile
  * is stored at C[crow + r*ldc + cj]. */
-static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef k0, LLVMValueRef k1,
-                    LLVMValueRef lda, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
+static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pfline,
+                    LLVMValueRef pflast, LLVMValueRef k0, LLVMValueRef k1, LLVMValueRef lda, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
                     LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj)
 {
 	Gen *G = F->gen;
@@ -889,6 +905,13 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 			nacc[r][v] = call(G, fma, vt, ts, vs, 3);
 		}
 	}
+	if (pf) {
+		/* one line of the next panel per k (clamped to its last line) */
+		LLVMValueRef line = llvm.LLVMBuildAdd(B, pfline, k, "");
+		line = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, line, pflast, ""), line, pflast, "");
+		LLVMValueRef off = llvm.LLVMBuildMul(B, line, ci64(G, 64), "");
+		prefetch_l2(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
+	}
 	LLVMValueRef kn = llvm.LLVMBuildAdd(B, k, ci64(G, 1), "");
 	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMBuildBr(B, head);
@@ -920,7 +943,7 @@ static int64_t mm_static_n(Fn *F, Node *n)
 	return (F->v && F->v->ndyn) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
 }
 
-static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef M, LLVMValueRef k0, LLVMValueRef k1,
+static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M, LLVMValueRef k0, LLVMValueRef k1,
                     LLVMValueRef lda, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
                     LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
 {
@@ -944,7 +967,10 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		Loop lt;
 		LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), cnt);
 		LLVMValueRef i = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, t, ci64(G, h), ""), "");
-		mm_tile(F, n, a, h, nv, vw, k0, k1, lda, llvm.LLVMBuildAdd(B, arow0, llvm.LLVMBuildMul(B, i, lda, ""), ""),
+		/* tile t prefetches lines t*K.. of the next panel: the first few
+		 * tiles fetch all of it while the rest compute */
+		LLVMValueRef pfline = pf ? llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, i, ci64(G, h), ""), lda, "") : NULL;
+		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, k0, k1, lda, llvm.LLVMBuildAdd(B, arow0, llvm.LLVMBuildMul(B, i, lda, ""), ""),
 		        panel, wide, ci64(G, 0), cbase, llvm.LLVMBuildAdd(B, crow0, llvm.LLVMBuildMul(B, i, ldc, ""), ""), ldc, cj);
 		loop_end(F, &lt);
 		done = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, cnt, ci64(G, h), ""), "");
@@ -1109,7 +1135,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		llvm.LLVMBuildBr(B, pdone);
 		llvm.LLVMPositionBuilderAtEnd(B, pdone);
 	}
-	LLVMValueRef panel = buf;
+	LLVMValueRef panel = buf, pf = NULL, pflast = NULL;
 	if (packed) {
 		LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
 		llvm.LLVMBuildBr(B, join);
@@ -1118,6 +1144,17 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		LLVMValueRef in[2] = {pk_ptr, buf};
 		LLVMBasicBlockRef bb[2] = {pk_yes, from};
 		llvm.LLVMAddIncoming(panel, in, bb, 2);
+		{
+			/* the next pre-packed panel, fetched into L2 while this one runs
+			 * (after the last panel, or packed here: this one's lines again,
+			 * in the cache already) */
+			LLVMValueRef plen = llvm.LLVMBuildMul(B, K, wide, "");
+			LLVMValueRef more = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSGT, llvm.LLVMBuildSub(B, Nn, cw, ""), wide, ""),
+			                                      llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), ""), "");
+			LLVMValueRef step = llvm.LLVMBuildSelect(B, more, plen, ci64(G, 0), "");
+			pf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, panel, &step, 1, ""), G->i8p, "");
+			pflast = llvm.LLVMBuildSub(B, llvm.LLVMBuildSDiv(B, llvm.LLVMBuildMul(B, plen, ci64(G, dtype_size(n->dtype)), ""), ci64(G, 64), ""), ci64(G, 1), "");
+		}
 	}
 
 	LLVMBasicBlockRef whole = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "whole");
@@ -1128,7 +1165,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	int64_t Ns = mm_static_n(F, n);
 	llvm.LLVMPositionBuilderAtEnd(B, whole);
 	if (Ns < 0 || Ns >= nv * vw)
-		mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
+		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, ci64(G, 0), K, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
 	llvm.LLVMBuildBr(B, after);
 	/* the last columns: into tmp, then the valid ones to C */
 	llvm.LLVMPositionBuilderAtEnd(B, part);
@@ -1138,7 +1175,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		mm_epilogue_apply(F, n, M, Nn, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 		return;
 	}
-	mm_rows(F, n, a, mr, nv, vw, M, ci64(G, 0), K, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
+	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, ci64(G, 0), K, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
 	Loop li, lj;
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
 	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), left);
@@ -1173,16 +1210,25 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	/* then the other operands of the fused epilogue */
 	Node *ops[8], *other[8];
 	int nepi = what == MM_PANELS ? mm_epilogue(F, n, ops, other) : 0;
-	int nenv = 7 + nepi;
+	int nenv = 8 + nepi;
 	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
 	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
-	LLVMValueRef vals[7 + 8] = {
+	/* a task of panels takes a run of them (3 runs a thread, as even as
+	 * can be), so that the next panel it prefetches is its own */
+	LLVMValueRef parts = ntasks;
+	if (what == MM_PANELS) {
+		LLVMValueRef nth = call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0);
+		parts = llvm.LLVMBuildMul(B, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3), "");
+		parts = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, parts, ntasks, ""), parts, ntasks, "");
+		ntasks = parts;
+	}
+	LLVMValueRef vals[8 + 8] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
-		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0),
+		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), parts,
 	};
 	for (int i = 0; i < nepi; i++)
-		vals[7 + i] = other[i] && other[i]->op != OP_CONST ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
+		vals[8 + i] = other[i] && other[i]->op != OP_CONST ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
 		                                                   : ci64(G, 0);
 	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
@@ -1202,14 +1248,14 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
 	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
 	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
-	LLVMValueRef got[7 + 8];
+	LLVMValueRef got[8 + 8];
 	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
 	}
 	for (int i = 0; i < nepi; i++)
 		if (other[i] && other[i]->op != OP_CONST)
-			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[7 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
+			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
 	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
 	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
 	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
@@ -1227,7 +1273,13 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
 	LLVMValueRef z = ci64(G, 0);
 	if (what == MM_PANELS) {
-		mm_panel(&T, n, a, T.ptr[b->id], tpk, buf, tmp, got[3], got[4], got[5], z, z, z, t, tb);
+		LLVMValueRef np = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, got[5], ci64(G, nv * vw - 1), ""), wide, "");
+		LLVMValueRef p0 = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildMul(B, t, np, ""), got[7], "");
+		LLVMValueRef p1 = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, t, ci64(G, 1), ""), np, ""), got[7], "");
+		Loop lp;
+		LLVMValueRef jw = loop_begin(&T, &lp, p0, p1);
+		mm_panel(&T, n, a, T.ptr[b->id], tpk, buf, tmp, got[3], got[4], got[5], z, z, z, jw, tb);
+		loop_end(&T, &lp);
 	} else {
 		LLVMValueRef oa = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[4], ""), "");
 		LLVMValueRef ob = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[4], got[5], ""), "");
