@@ -256,7 +256,6 @@ struct Gen {
 	Plan **plans;            /* per graph id; computed before any worker starts */
 	char *error;             /* a code generation failure, reported by the main thread */
 	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
-	int threads_ok;          /* large loops may run on the runtime's thread pool */
 	int ntask;               /* task functions made in this module */
 };
 
@@ -1309,7 +1308,7 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
 	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
 	LLVMValueRef npanels = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, Nn, ci64(G, nv * vw - 1), ""), wide, "");
-	if (plain && G->threads_ok) {
+	if (plain) {
 		/* the panels are independent: run them on the thread pool */
 		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed);
 		return;
@@ -1386,11 +1385,7 @@ static void k_matmul(Fn *F, Node *n)
 		ro = llvm.LLVMBuildMul(B, ro, dimv(F, n, k), "");
 	}
 	/* batched without broadcasting (attention's heads): one task per matrix */
-	int same_batch = fl && batch > 0 && a->rank == n->rank && b->rank == n->rank && !(F->v && F->v->ndyn) &&
-	                 G->threads_ok;
-	for (int k = 0; k < batch && same_batch; k++)
-		same_batch = a->shape[k] == n->shape[k] && b->shape[k] == n->shape[k];
-	if (same_batch) {
+	if (batch > 0 && matmul_pooled(n, F->v && F->v->ndyn)) {
 		LLVMValueRef nb = ci64(G, 1);
 		for (int k = 0; k < batch; k++)
 			nb = llvm.LLVMBuildMul(B, nb, dimv(F, n, k), "");
@@ -1752,10 +1747,6 @@ static void k_conv2d_gemm(Fn *F, Node *n)
 	int direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
 	LLVMValueRef soff = ci64(G, F->plan->scratch);
 	LLVMValueRef col = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "col");
-	LLVMValueRef boff = ci64(G, direct ? 0 : K * P);
-	LLVMValueRef buf = llvm.LLVMBuildGEP2(B, et, col, &boff, 1, "panel");
-	LLVMValueRef toff = ci64(G, K * 64);
-	LLVMValueRef tmp = llvm.LLVMBuildGEP2(B, et, buf, &toff, 1, "part");
 	/* the patches and the result of one image, seen as matrices */
 	Node cm = {.op = OP_CONV2D, .dtype = n->dtype, .rank = 2, .shape = {K, P}, .id = F->g->nnodes};
 	Node om = *n;
@@ -1793,7 +1784,7 @@ static void k_conv2d_gemm(Fn *F, Node *n)
 	LLVMValueRef ooff = llvm.LLVMBuildMul(B, nn, ci64(G, O * P), "");
 	F->ptr[n->id] = llvm.LLVMBuildGEP2(B, et, out0, &ooff, 1, "");
 	LLVMValueRef z = ci64(G, 0);
-	mm_tiled(F, &om, w, &cm, ci64(G, O), ci64(G, K), ci64(G, P), z, z, z, 1, 0, NULL, buf, tmp);
+	mm_tiled(F, &om, w, &cm, ci64(G, O), ci64(G, K), ci64(G, P), z, z, z, 1, 0, NULL, NULL, NULL);
 	if (b) {
 		Loop lo, lp;
 		LLVMValueRef o = loop_begin(F, &lo, z, ci64(G, O));
@@ -2263,7 +2254,7 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 #define PAR_MIN_ELEMS 32768
 static int64_t par_units(Fn *F, Node *n)
 {
-	if (!F->gen->threads_ok || F->par_lo || (F->v && F->v->ndyn) || n->rank < 1)
+	if (F->par_lo || (F->v && F->v->ndyn) || n->rank < 1)
 		return 0;
 	int64_t numel = shape_numel(n->rank, n->shape);
 	if (numel < PAR_MIN_ELEMS)
@@ -3001,7 +2992,6 @@ static void gen_init(Gen *G, Shared *sh)
 	G->triple = sh->triple;
 	/* register tiles are sized for the widest vectors the target has */
 	G->vbytes = strstr(sh->features, "+avx512f") ? 64 : strstr(sh->features, "+avx2") ? 32 : 16;
-	G->threads_ok = 1;
 	if (sh->o->cpu) {
 		const char *c = sh->cpu;
 		G->vbytes = strstr(c, "avx512") || strstr(c, "icelake") || strstr(c, "sapphirerapids") ||

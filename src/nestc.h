@@ -602,6 +602,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel);
 /* The plan of a variant's graph (a reuse_hash variant's buffers sized for the
  * largest call of its group), or of an entry's graph when v is NULL. */
 Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
+/* A float matmul whose panels (2-D) or matrices (a batch without
+ * broadcasting) run as pool tasks, with packing buffers of their own; the
+ * others pack into the scratch area of the workspace. */
+int matmul_pooled(Node *x, int dynamic);
 /* A transpose of a matrix that only matmuls read as their right operand: no
  * copy is made, the matmul reads the rows of its input. */
 int virtual_transpose(Graph *g, Node *t);

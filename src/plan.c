@@ -107,6 +107,22 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 	free(is_out);
 }
 
+int matmul_pooled(Node *x, int dynamic)
+{
+	Node *a = x->in[0], *b = x->in[1];
+	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dynamic || b->rank == 1)
+		return 0;
+	int batch = x->rank - (a->rank != 1) - 1;
+	if (batch == 0)
+		return 1;
+	if (a->rank != x->rank || b->rank != x->rank)
+		return 0;
+	for (int k = 0; k < batch; k++)
+		if (a->shape[k] != x->shape[k] || b->shape[k] != x->shape[k])
+			return 0;
+	return 1;
+}
+
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 {
 	Arena *a = p->arena;
@@ -242,7 +258,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	int64_t panel = 0;
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
-		if (x->op != OP_MATMUL || !dtype_is_float(x->dtype))
+		/* pool tasks pack on their own stacks */
+		if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || matmul_pooled(x, max_numel != NULL))
 			continue;
 		Node *a = x->in[0];
 		int64_t k = max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
@@ -251,14 +268,16 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			panel = (k + m) * 64 * 8;
 	}
 	/* a convolution as a matmul (codegen.c): the patches of one image
-	 * (k = C*KH*KW rows of OH*OW), then the matmul's panel and partial tiles */
+	 * (k = C*KH*KW rows of OH*OW); its panels run on the pool */
 	for (int i = 0; i < n && !max_numel; i++) {
 		Node *x = g->nodes[i];
 		if (x->op != OP_CONV2D || !dtype_is_float(x->dtype) || x->a[4] != 1)
 			continue;
 		Node *w = x->in[1];
-		int64_t k = w->shape[1] * w->shape[2] * w->shape[3], m = x->shape[1];
-		int64_t need = (k * x->shape[2] * x->shape[3] + (k + m) * 64) * 8;
+		if (w->shape[2] == 1 && w->shape[3] == 1 && x->a[0] == 1 && x->a[1] == 1 && x->a[2] == 0 && x->a[3] == 0)
+			continue; /* 1x1, stride 1, no padding: the image is the matrix */
+		int64_t k = w->shape[1] * w->shape[2] * w->shape[3];
+		int64_t need = k * x->shape[2] * x->shape[3] * 8;
 		if (need > panel)
 			panel = need;
 	}
