@@ -1013,9 +1013,20 @@ static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other)
 	return k;
 }
 
+/* A scalar of constants (plan.c), as LLVM constants fold it. */
+static LLVMValueRef const_scalar(Fn *F, Node *x)
+{
+	if (x->op == OP_CONST)
+		return const_value(F->gen, x);
+	if (x->nin == 1)
+		return unop(F, x->op, x->dtype, const_scalar(F, x->in[0]));
+	return binop(F, x->op, x->in[0]->dtype, const_scalar(F, x->in[0]), const_scalar(F, x->in[1]));
+}
+
 /* The epilogue on columns [cw, cw + ncols) of every row, in place: the
  * panel's results are still in the cache. */
-static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef cw, LLVMValueRef ncols)
+static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo, LLVMValueRef cw,
+                              LLVMValueRef ncols)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -1025,7 +1036,7 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 		return;
 	Loop li, lj;
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
-	LLVMValueRef row = llvm.LLVMBuildMul(B, i, Nn, "");
+	LLVMValueRef row = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), "");
 	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), ncols);
 	LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, j, "");
 	LLVMValueRef off = llvm.LLVMBuildAdd(B, row, col, "");
@@ -1033,11 +1044,15 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	Node *prev = n;
 	for (int e = 0; e < k; e++) {
 		Node *x = ops[e], *o = other[e];
-		if (!o) {
+		if (x->op == OP_CAUSAL_MASK) {
+			/* above the diagonal of each matrix */
+			LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, col, i, "");
+			v = llvm.LLVMBuildSelect(B, above, fconst(G, x->dtype, -INFINITY), v, "");
+		} else if (!o) {
 			v = unop(F, x->op, x->dtype, v);
 		} else {
-			LLVMValueRef at = o->rank == 0 ? ci64(G, 0) : o->rank == 1 || o->shape[0] == 1 ? col : off;
-			LLVMValueRef ov = o->op == OP_CONST && o->rank == 0 ? const_value(G, o) : load_at(F, o, at);
+			LLVMValueRef at = o->rank == 0 ? ci64(G, 0) : o->rank == 1 || (o->rank == 2 && o->shape[0] == 1) ? col : off;
+			LLVMValueRef ov = scalar_of_consts(o, 0) ? const_scalar(F, o) : load_at(F, o, at);
 			v = x->in[0] == prev ? binop(F, x->op, x->dtype, v, ov) : binop(F, x->op, x->dtype, ov, v);
 		}
 		prev = x;
@@ -1171,7 +1186,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	if (Ns >= 0 && Ns % (nv * vw) == 0) {
 		llvm.LLVMBuildBr(B, after);
 		llvm.LLVMPositionBuilderAtEnd(B, after);
-		mm_epilogue_apply(F, n, M, Nn, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
+		mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 		return;
 	}
 	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, ci64(G, 0), K, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
@@ -1185,7 +1200,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	loop_end(F, &li);
 	llvm.LLVMBuildBr(B, after);
 	llvm.LLVMPositionBuilderAtEnd(B, after);
-	mm_epilogue_apply(F, n, M, Nn, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
+	mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 }
 
 /* A matmul as tasks of the runtime's thread pool: a function of this module
@@ -1208,7 +1223,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	int vw = G->vbytes / dtype_size(n->dtype);
 	/* then the other operands of the fused epilogue */
 	Node *ops[8], *other[8];
-	int nepi = what == MM_PANELS ? mm_epilogue(F, n, ops, other) : 0;
+	int nepi = mm_epilogue(F, n, ops, other);
 	int nenv = 8 + nepi;
 	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
 	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
@@ -1227,7 +1242,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), parts,
 	};
 	for (int i = 0; i < nepi; i++)
-		vals[8 + i] = other[i] && other[i]->op != OP_CONST ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
+		vals[8 + i] = other[i] && !scalar_of_consts(other[i], 0) ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
 		                                                   : ci64(G, 0);
 	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
@@ -1253,7 +1268,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
 	}
 	for (int i = 0; i < nepi; i++)
-		if (other[i] && other[i]->op != OP_CONST)
+		if (other[i] && !scalar_of_consts(other[i], 0))
 			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
 	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
 	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");

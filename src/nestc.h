@@ -606,6 +606,9 @@ Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
  * broadcasting) run as pool tasks, with packing buffers of their own; the
  * others pack into the scratch area of the workspace. */
 int matmul_pooled(Node *x, int dynamic);
+/* A scalar computed from constants alone (rsqrt(64.0)): a matmul's epilogue
+ * computes it inline. */
+int scalar_of_consts(Node *x, int depth);
 /* A transpose of a matrix that only matmuls read as their right operand: no
  * copy is made, the matmul reads the rows of its input. */
 int virtual_transpose(Graph *g, Node *t);

@@ -44,17 +44,34 @@ static int epilogue_op(Op op)
 	case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH: case OP_SIGMOID:
 	case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF: case OP_ABS: case OP_SIN:
 	case OP_COS: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
+	case OP_CAUSAL_MASK:
 		return 1;
 	default:
 		return 0;
 	}
 }
 
+int scalar_of_consts(Node *x, int depth)
+{
+	if (x->rank != 0 || depth > 8)
+		return 0;
+	if (x->op == OP_CONST)
+		return 1;
+	if (!epilogue_op(x->op) || x->op == OP_CAUSAL_MASK)
+		return 0;
+	for (int k = 0; k < x->nin; k++)
+		if (!scalar_of_consts(x->in[k], depth + 1))
+			return 0;
+	return 1;
+}
+
 /* The chains of elementwise ops fused into the matmul that produces their
- * input (bias, activation, residual): from a 2-D float matmul, while the
- * value has one reader, that reader is an elementwise op of the same shape
- * and dtype, and its other operand (a scalar, a row of N, or an M x N
- * tensor) is ready when the matmul runs. The chain shares the matmul's
+ * input (bias, activation, residual; attention's scale and causal mask): from
+ * a 2-D float matmul or a batch of them on the pool, while the value has one
+ * reader, that reader is an elementwise op (or a causal mask) of the same
+ * shape and dtype, and its other operand (a scalar, a row of N, or a tensor
+ * of the result's shape; for 2-D also a [1, N] row) is ready when the matmul
+ * runs. The chain shares the matmul's
  * storage and is applied in place, panel by panel (codegen.c). */
 static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 {
@@ -74,9 +91,12 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		is_out[g->outputs[j]->id] = 1;
 	for (int i = 0; i < n; i++) {
 		Node *m = g->nodes[i];
-		if (m->op != OP_MATMUL || !dtype_is_float(m->dtype) || m->rank != 2 || m->in[0]->rank != 2 ||
-		    m->in[1]->rank != 2)
+		if (m->op != OP_MATMUL || !dtype_is_float(m->dtype))
 			continue;
+		int two = m->rank == 2 && m->in[0]->rank == 2 && m->in[1]->rank == 2;
+		if (!two && !(m->rank > 2 && matmul_pooled(m, 0)))
+			continue;
+		int r = m->rank;
 		Node *cur = m;
 		for (int len = 0; len < 8 && users[cur->id] == 1 && !is_out[cur->id]; len++) {
 			Node *e = NULL;
@@ -84,17 +104,17 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 				for (int k = 0; k < g->nodes[j]->nin; k++)
 					if (g->nodes[j]->in[k] == cur)
 						e = g->nodes[j];
-			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || e->rank != 2 || e->shape[0] != m->shape[0] ||
-			    e->shape[1] != m->shape[1])
+			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || e->rank != r ||
+			    memcmp(e->shape, m->shape, (size_t)r * sizeof m->shape[0]) != 0)
 				break;
 			if (e->nin == 2) {
 				Node *o = e->in[0] == cur ? e->in[1] : e->in[0];
-				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[1]) ||
-				           (o->rank == 2 && (o->shape[0] == m->shape[0] || o->shape[0] == 1) &&
-				            o->shape[1] == m->shape[1]);
+				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[r - 1]) ||
+				           (o->rank == r && memcmp(o->shape, m->shape, (size_t)r * sizeof m->shape[0]) == 0) ||
+				           (two && o->rank == 2 && o->shape[0] == 1 && o->shape[1] == m->shape[1]);
 				/* available when the matmul runs: computed before it, a param,
-				 * or a scalar constant (inlined) */
-				int ready = o->id < m->id || o->op == OP_PARAM || (o->op == OP_CONST && o->rank == 0);
+				 * or a scalar computed from constants (inlined) */
+				int ready = o->id < m->id || o->op == OP_PARAM || scalar_of_consts(o, 0);
 				if (o == cur || !ready || o->dtype != m->dtype || !fits)
 					break;
 			}
@@ -109,8 +129,10 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 
 int matmul_pooled(Node *x, int dynamic)
 {
+	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dynamic)
+		return 0;
 	Node *a = x->in[0], *b = x->in[1];
-	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dynamic || b->rank == 1)
+	if (b->rank == 1)
 		return 0;
 	int batch = x->rank - (a->rank != 1) - 1;
 	if (batch == 0)

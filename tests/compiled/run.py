@@ -1622,6 +1622,28 @@ def kernels_matmul():
     return res
 
 
+# Batched matmuls on the pool with a fused epilogue: attention's scale and
+# causal mask, a full-shape operand, a row, and a chain the mask ends.
+SRC_BMM = """
+export fn forward(q: f32[3, 9, 8], kt: f32[3, 8, 9], e: f32[3, 9, 9], r: f32[9]) -> (f32[3, 9, 9], f32[3, 9, 9], f32[3, 9, 9]) {
+  let a = softmax(causal_mask(q @ kt * 0.35), axis=-1)
+  let b = tanh(q @ kt) - e
+  let c = causal_mask(r + (q @ kt) / 2.0)
+  return a, b, c
+}
+"""
+
+
+@check("kernels.batched_epilogue")
+def kernels_batched_epilogue():
+    def fn():
+        mdl = region_model("kernels.bmm", SRC_BMM, rng_inputs(5, q=(3, 9, 8), kt=(3, 8, 9), e=(3, 9, 9), r=(9,)))
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        values_ok(mdl.check_compiled(out))
+    return single("kernels.batched_matmul_epilogue", fn)
+
+
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split
 # over their outermost loop: at 1, 2 and 3 threads against the interpreter.
 SRC_PAR = """
