@@ -736,27 +736,59 @@ static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
 
 /* ---- kernels, one per op ---- */
 
-static void k_elementwise(Fn *F, Node *n)
+/* The tensors an elementwise tree reads: the inputs of n and, through the
+ * ops made inline into it (plan.c), theirs. */
+static void ew_leaves(Fn *F, Node *n, Node **leaf, int *nleaf)
+{
+	for (int k = 0; k < n->nin; k++) {
+		Node *x = n->in[k];
+		if (F->plan->ew_into[x->id] == n->id)
+			ew_leaves(F, x, leaf, nleaf);
+		else
+			leaf[(*nleaf)++] = x;
+	}
+}
+
+/* The value of n at the loop's position: leaves are loaded (in the order
+ * ew_leaves lists them), inline ops computed. */
+static LLVMValueRef ew_value(Fn *F, Node *n, LLVMValueRef *off, int *next)
 {
 	Gen *G = F->gen;
-	LLVMValueRef st[4][MAX_RANK], off[4];
-	for (int j = 0; j < n->nin; j++)
-		strides(F, n->in[j], n->rank, n, st[j]);
-	strides(F, n, n->rank, NULL, st[n->nin]);
-	Nest N;
-	nest_begin(F, &N, n, n->nin + 1, st, off);
-	LLVMValueRef v;
-	if (n->op == OP_WHERE) {
-		LLVMValueRef c = to_i1(G, load_at(F, n->in[0], off[0]));
-		v = llvm.LLVMBuildSelect(G->B, c, load_at(F, n->in[1], off[1]), load_at(F, n->in[2], off[2]), "");
-	} else if (n->nin == 2) {
-		v = binop(F, n->op, n->in[0]->dtype, load_at(F, n->in[0], off[0]), load_at(F, n->in[1], off[1]));
-	} else if (n->op == OP_CAST) {
-		v = cast(F, load_at(F, n->in[0], off[0]), n->in[0]->dtype, n->dtype);
-	} else {
-		v = unop(F, n->op, n->dtype, load_at(F, n->in[0], off[0]));
+	LLVMValueRef in[3];
+	for (int k = 0; k < n->nin; k++) {
+		Node *x = n->in[k];
+		if (F->plan->ew_into[x->id] == n->id) {
+			in[k] = ew_value(F, x, off, next);
+		} else {
+			in[k] = load_at(F, x, off[*next]);
+			(*next)++;
+		}
 	}
-	store_at(F, n, off[n->nin], v);
+	if (n->op == OP_WHERE)
+		return llvm.LLVMBuildSelect(G->B, to_i1(G, in[0]), in[1], in[2], "");
+	if (n->nin == 2)
+		return binop(F, n->op, n->in[0]->dtype, in[0], in[1]);
+	if (n->op == OP_CAST)
+		return cast(F, in[0], n->in[0]->dtype, n->dtype);
+	return unop(F, n->op, n->dtype, in[0]);
+}
+
+/* An elementwise op with the ops made inline into it: one loop nest over
+ * its shape, each tensor read through its own (broadcast) strides. */
+static void k_elementwise(Fn *F, Node *n)
+{
+	Node *leaf[EW_LEAVES];
+	int nleaf = 0;
+	ew_leaves(F, n, leaf, &nleaf);
+	LLVMValueRef st[EW_LEAVES + 1][MAX_RANK], off[EW_LEAVES + 1];
+	for (int j = 0; j < nleaf; j++)
+		strides(F, leaf[j], n->rank, n, st[j]);
+	strides(F, n, n->rank, NULL, st[nleaf]);
+	Nest N;
+	nest_begin(F, &N, n, nleaf + 1, st, off);
+	int next = 0;
+	LLVMValueRef v = ew_value(F, n, off, &next);
+	store_at(F, n, off[nleaf], v);
 	nest_end(F, &N);
 }
 
@@ -2294,11 +2326,23 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 	int64_t ntasks = units < 16 ? units : 16;
 	int64_t chunk = (units + ntasks - 1) / ntasks;
 	ntasks = (units + chunk - 1) / chunk;
-	int nenv = 1 + n->nin;
+	/* the tensors the kernel reads: an elementwise tree's leaves */
+	Node *use[EW_LEAVES + 1];
+	int nuse = 1;
+	use[0] = n;
+	if (ew_op(n->op)) {
+		int nl = 0;
+		ew_leaves(F, n, use + 1, &nl);
+		nuse += nl;
+	} else {
+		for (int k = 0; k < n->nin; k++)
+			use[nuse++] = n->in[k];
+	}
+	int nenv = nuse;
 	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
 	LLVMValueRef env = entry_alloca(F, env_t, "parenv");
 	for (int i = 0; i < nenv; i++) {
-		Node *x = i ? n->in[i - 1] : n;
+		Node *x = use[i];
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		llvm.LLVMBuildStore(B, llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
 	}
@@ -2317,7 +2361,7 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
 	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
 	for (int i = 0; i < nenv; i++) {
-		Node *x = i ? n->in[i - 1] : n;
+		Node *x = use[i];
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
 		LLVMValueRef v = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
 		T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, v, llvm.LLVMPointerType(elem_t(G, x->dtype), 0), "");
@@ -2410,8 +2454,8 @@ static void emit_graph_body(Fn *F)
 		}
 		if (n->op == OP_CALL && i <= skip_until)
 			continue;
-		if (pl->fused_into[i] >= 0)
-			continue; /* applied by its matmul's tiles */
+		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0)
+			continue; /* applied by its matmul's tiles, or inline by its reader */
 		switch (n->op) {
 		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
 			break;

@@ -593,6 +593,7 @@ typedef struct Plan {
 	int *copy_out;      /* per output: 1 when the result must be copied into bufs[ninputs + j] */
 	int *epi_next;      /* per node: the next op of a matmul's fused epilogue, or -1 */
 	int *fused_into;    /* per node: the matmul whose tiles apply this op, or -1 */
+	int *ew_into;       /* per node: the elementwise op that computes it inline, or -1 */
 } Plan;
 
 /* Plan a graph's buffers: liveness-based reuse of workspace offsets. `maxshape`
@@ -606,6 +607,10 @@ Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
  * broadcasting) run as pool tasks, with packing buffers of their own; the
  * others pack into the scratch area of the workspace. */
 int matmul_pooled(Node *x, int dynamic);
+/* An op k_elementwise computes (unary, binary, where, cast), and the most
+ * tensors one loop of them reads when ops are made inline (plan.c). */
+int ew_op(Op op);
+#define EW_LEAVES 12
 /* A scalar computed from constants alone (rsqrt(64.0)): a matmul's epilogue
  * computes it inline. */
 int scalar_of_consts(Node *x, int depth);

@@ -127,6 +127,65 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 	free(is_out);
 }
 
+int ew_op(Op op)
+{
+	switch (op) {
+	case OP_NEG: case OP_NOT: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH: case OP_SIGMOID:
+	case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF: case OP_ABS: case OP_SIN: case OP_COS:
+	case OP_CAST: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
+	case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_AND: case OP_OR:
+	case OP_WHERE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Chains and trees of elementwise ops computed in one loop: an elementwise
+ * op whose value one elementwise op of the same shape reads (not a matmul's
+ * epilogue, not an output) is computed inline by that reader and has no
+ * storage. A tree reads at most EW_LEAVES tensors. */
+static void plan_elementwise(Graph *g, Plan *pl, int dynamic)
+{
+	int n = g->nnodes;
+	for (int i = 0; i < n; i++)
+		pl->ew_into[i] = -1;
+	if (dynamic)
+		return;
+	int *users = xcalloc((size_t)n + 1, sizeof(int));
+	int *is_out = xcalloc((size_t)n + 1, sizeof(int));
+	int *leaves = xcalloc((size_t)n + 1, sizeof(int));
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < g->nodes[i]->nin; k++)
+			users[g->nodes[i]->in[k]->id]++;
+	for (int j = 0; j < g->noutputs; j++)
+		is_out[g->outputs[j]->id] = 1;
+	for (int i = 0; i < n; i++) {
+		Node *c = g->nodes[i];
+		if (!ew_op(c->op) || pl->fused_into[i] >= 0)
+			continue;
+		/* inputs made inline here, while the tree stays small */
+		int count = 0;
+		for (int k = 0; k < c->nin; k++) {
+			Node *e = c->in[k];
+			int take = ew_op(e->op) && pl->fused_into[e->id] < 0 && pl->epi_next[e->id] < 0 && users[e->id] == 1 &&
+			           !is_out[e->id] && e->rank == c->rank &&
+			           memcmp(e->shape, c->shape, (size_t)c->rank * sizeof c->shape[0]) == 0 &&
+			           count + leaves[e->id] + (c->nin - k - 1) <= EW_LEAVES;
+			if (take) {
+				pl->ew_into[e->id] = i;
+				count += leaves[e->id];
+			} else {
+				count++;
+			}
+		}
+		leaves[i] = count;
+	}
+	free(users);
+	free(is_out);
+	free(leaves);
+}
+
 int matmul_pooled(Node *x, int dynamic)
 {
 	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dynamic)
@@ -157,19 +216,25 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	pl->copy_out = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(int));
 	pl->epi_next = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 	pl->fused_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
+	pl->ew_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 
 	/* storage roots: a reshape shares its input's storage, a fused
 	 * elementwise op its matmul's */
 	int *root = xcalloc((size_t)n + 1, sizeof(int));
 	int *last = xcalloc((size_t)n + 1, sizeof(int));
 	plan_epilogues(g, pl, max_numel != NULL);
+	plan_elementwise(g, pl, max_numel != NULL);
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
 		root[i] = x->op == OP_RESHAPE ? root[x->in[0]->id] : pl->fused_into[i] >= 0 ? pl->fused_into[i] : i;
 		last[i] = i;
 	}
-	for (int i = 0; i < n; i++) {
-		Node *x = g->nodes[i];
+	for (int i0 = 0; i0 < n; i0++) {
+		Node *x = g->nodes[i0];
+		/* an op made inline reads its inputs where its tree's root runs */
+		int i = i0;
+		while (pl->ew_into[i] >= 0)
+			i = pl->ew_into[i];
 		for (int k = 0; k < x->nin; k++) {
 			Node *in = x->in[k];
 			/* a matmul reads a virtual transpose's input itself */
@@ -232,6 +297,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			pl->index[i] = root[i];
 			continue;
 		default:
+			if (pl->ew_into[i] >= 0) {
+				pl->kind[i] = BUF_NONE; /* computed inline by its reader */
+				continue;
+			}
 			if (pl->fused_into[i] >= 0) {
 				pl->kind[i] = BUF_ALIAS;
 				pl->index[i] = root[i];

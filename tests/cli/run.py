@@ -215,26 +215,31 @@ def main():
 
         # the report's workspace figures, computed by hand: three f32[4, 16]
         # intermediates (256 bytes each) of which the third reuses the first's
-        # storage; the result goes to the caller. A 2-D matmul packs on the
+        # storage; the result goes to the caller. Elementwise ops in a chain
+        # are one loop and take no storage (the constant 1.0 takes a line). A 2-D matmul packs on the
         # pool (no scratch); a batched one with a broadcast weight packs in the
         # workspace: a panel of k rows and the partial tiles of m rows, 64
         # columns of 8 bytes.
         with open("ws.nest", "w") as f:
             f.write("param w: f32[16, 16]\n"
                     "@region\nfn chain(x: f32[4, 16]) -> f32[4, 16] {\n"
-                    "  let a = exp(x)\n  let b = tanh(a)\n  let c = exp(b)\n  return sigmoid(c)\n}\n"
+                    "  let a = softmax(x, axis=-1)\n  let b = softmax(a, axis=-1)\n  let c = softmax(b, axis=-1)\n"
+                    "  return softmax(c, axis=-1)\n}\n"
+                    "@region\nfn ew(x: f32[4, 16]) -> f32[4, 16] {\n"
+                    "  let a = exp(x)\n  let b = tanh(a) * x\n  let c = exp(b) + 1.0\n  return sigmoid(c)\n}\n"
                     "@region\nfn mm(x: f32[4, 16]) -> f32[4, 16] {\n  return exp(x) @ w\n}\n"
                     "@region\nfn bmm(x: f32[2, 4, 16]) -> f32[2, 4, 16] {\n  return exp(x) @ w\n}\n"
                     "export fn forward(x: f32[4, 16], y: f32[2, 4, 16]) -> (f32[4, 16], f32[2, 4, 16]) {\n"
-                    "  return mm(chain(x)), bmm(y)\n}\n")
+                    "  return mm(ew(chain(x))), bmm(y)\n}\n")
         r = run("report", "ws.nest", "--format=json")
         try:
             vs = {v["region"]: v for v in json.loads(r.stdout)["variants"]}
             got = {k: (vs[k]["workspace_bytes"], vs[k]["intermediate_bytes"], vs[k]["intermediate_bytes_unshared"],
-                       vs[k]["scratch_bytes"]) for k in ("chain", "mm", "bmm")}
+                       vs[k]["scratch_bytes"]) for k in ("chain", "ew", "mm", "bmm")}
         except (ValueError, KeyError) as e:
             got = "bad JSON: %s" % e
-        check("report: workspace figures by liveness", got == {"chain": (512, 512, 768, 0), "mm": (256, 256, 256, 0),
+        check("report: workspace figures by liveness", got == {"chain": (512, 512, 768, 0), "ew": (64, 64, 64, 0),
+                                                               "mm": (256, 256, 256, 0),
                                                                "bmm": (512 + 10240, 512, 512, 10240)}, got)
         r = run("report", "ws.nest")
         check("report: workspace line in text", r.returncode == 0 and

@@ -1622,6 +1622,33 @@ def kernels_matmul():
     return res
 
 
+# Elementwise trees computed in one loop: broadcasting leaves, where, a cast,
+# a value read twice (kept in storage), and a chain longer than one loop may
+# read (split).
+SRC_EW = """
+export fn forward(x: f32[6, 7], y: f32[7], z: f32[6, 1], m: bool[6, 7], i: i32[6, 7]) -> (f32[6, 7], f32[6, 7], f32[6, 7]) {
+  let a = where(m, exp(x) * y, tanh(x) - z) + f32(i) * 0.5
+  let b = sigmoid(a * a + x / (abs(y) + 1.0))
+  let c = x + y + z + x * y + x * z + y * z + x - y - z + x * 2.0 + y * 3.0 + z * 4.0 + x - sin(x) + cos(y) * z
+  return a, b, c
+}
+"""
+
+
+@check("kernels.elementwise_trees")
+def kernels_elementwise_trees():
+    def fn():
+        rng = np.random.default_rng(6)
+        ins = rng_inputs(6, x=(6, 7), y=(7,), z=(6, 1))
+        ins["m"] = rng.uniform(size=(6, 7)) < 0.5
+        ins["i"] = rng.integers(-5, 5, size=(6, 7)).astype(np.int32)
+        mdl = region_model("kernels.ew", SRC_EW, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        values_ok(mdl.check_compiled(out))
+    return single("kernels.elementwise_trees", fn)
+
+
 # Batched matmuls on the pool with a fused epilogue: attention's scale and
 # causal mask, a full-shape operand, a row, and a chain the mask ends.
 SRC_BMM = """
