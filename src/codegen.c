@@ -1246,6 +1246,64 @@ static void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValue
                      LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
                      LLVMValueRef buf_in, LLVMValueRef tmp_in);
 
+/* A function of this module that the pool runs as tasks (env, begin, end):
+ * `vals` (i64s) are stored in an array of the caller's frame, T is set up
+ * for the task's body with the builder at its start and the values loaded
+ * into got[]. task_end closes it and runs it on the pool. */
+typedef struct Task {
+	LLVMValueRef fn, env;
+	LLVMBasicBlockRef saved;
+} Task;
+
+static Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, LLVMValueRef *got)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Task t;
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nvals);
+	t.env = entry_alloca(F, env_t, "taskenv");
+	for (int i = 0; i < nvals; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, t.env, ix, 2, ""));
+	}
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	char name[64];
+	snprintf(name, sizeof name, "%s.task.%d", kind, G->ntask++);
+	t.fn = llvm.LLVMAddFunction(G->M, name, task_t);
+	llvm.LLVMSetLinkage(t.fn, LLVMInternalLinkage);
+	fn_attrs(G, t.fn, F->v);
+	t.saved = llvm.LLVMGetInsertBlock(B);
+	*T = (Fn){.gen = G, .g = F->g, .plan = F->plan, .v = F->v, .fn = t.fn};
+	T->ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
+	T->entry = llvm.LLVMAppendBasicBlockInContext(G->C, t.fn, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, t.fn, "start");
+	llvm.LLVMPositionBuilderAtEnd(B, T->entry);
+	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(t.fn, 0), llvm.LLVMPointerType(env_t, 0), "");
+	for (int i = 0; i < nvals; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+	}
+	/* allocas stay in the entry block, before this branch */
+	llvm.LLVMBuildBr(B, start);
+	llvm.LLVMPositionBuilderAtEnd(B, start);
+	return t;
+}
+
+static void task_end(Fn *F, Fn *T, Task *t, LLVMValueRef ntasks)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	llvm.LLVMBuildRetVoid(B);
+	free(T->ptr);
+	llvm.LLVMPositionBuilderAtEnd(B, t->saved);
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
+	LLVMValueRef pf_vals[3] = {ntasks, t->fn, llvm.LLVMBuildPointerCast(B, t->env, G->i8p, "")};
+	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+}
+
 static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
                     LLVMValueRef ntasks, int what, int tb, LLVMValueRef packed)
 {
@@ -1257,8 +1315,6 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	Node *ops[8], *other[8];
 	int nepi = mm_epilogue(F, n, ops, other);
 	int nenv = 8 + nepi;
-	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
-	LLVMValueRef env = entry_alloca(F, env_t, "mmenv");
 	/* a task of panels takes a run of them (3 runs a thread, as even as
 	 * can be), so that the next panel it prefetches is its own */
 	LLVMValueRef parts = ntasks;
@@ -1276,29 +1332,9 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	for (int i = 0; i < nepi; i++)
 		vals[8 + i] = other[i] && !scalar_of_consts(other[i], 0) ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
 		                                                   : ci64(G, 0);
-	for (int i = 0; i < nenv; i++) {
-		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
-	}
-	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
-	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
-	char name[64];
-	snprintf(name, sizeof name, "mm.task.%d", G->ntask++);
-	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
-	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
-	fn_attrs(G, task, F->v);
-	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
-	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .fn = task};
-	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
-	T.entry = llvm.LLVMAppendBasicBlockInContext(G->C, task, "entry");
-	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
-	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
-	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
+	Fn T;
 	LLVMValueRef got[8 + 8];
-	for (int i = 0; i < nenv; i++) {
-		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
-	}
+	Task tk = task_begin(F, &T, "mm", vals, nenv, got);
 	for (int i = 0; i < nepi; i++)
 		if (other[i] && !scalar_of_consts(other[i], 0))
 			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
@@ -1309,14 +1345,17 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	int mr, nv;
 	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
+	/* the packing buffers, sized at run time, on the task's stack (the
+	 * entry block, so that they are allocated once per task call) */
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
 	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], wide, ""), "panel");
 	llvm.LLVMSetAlignment(buf, 64);
 	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[3], wide, ""), "part");
 	llvm.LLVMSetAlignment(tmp, 64);
-	llvm.LLVMBuildBr(B, start);
-	llvm.LLVMPositionBuilderAtEnd(B, start);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
 	Loop lt;
-	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(task, 1), llvm.LLVMGetParam(task, 2));
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 	LLVMValueRef z = ci64(G, 0);
 	if (what == MM_PANELS) {
 		LLVMValueRef np = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, got[5], ci64(G, nv * vw - 1), ""), wide, "");
@@ -1333,12 +1372,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
 	}
 	loop_end(&T, &lt);
-	llvm.LLVMBuildRetVoid(B);
-	free(T.ptr);
-	llvm.LLVMPositionBuilderAtEnd(B, saved);
-	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
-	LLVMValueRef pf_vals[3] = {ntasks, task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
-	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+	task_end(F, &T, &tk, ntasks);
 }
 
 /* C = A @ B for one matrix (offsets oa, ob, oo): panels of B two vectors
@@ -1595,6 +1629,16 @@ static LLVMValueRef splat(Gen *G, LLVMTypeRef vt, int vw, LLVMValueRef x)
 
 enum { RED_SUM, RED_MAX, RED_SQDEV };
 
+/* acc folded with x ((x - mean)^2 for RED_SQDEV), vectors or scalars alike */
+static LLVMValueRef red_step(Gen *G, int kind, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef mean)
+{
+	if (kind == RED_SQDEV) {
+		x = llvm.LLVMBuildFSub(G->B, x, mean, "");
+		x = llvm.LLVMBuildFMul(G->B, x, x, "");
+	}
+	return kind == RED_MAX ? fmaxmin(G, acc, x, 1) : llvm.LLVMBuildFAdd(G->B, acc, x, "");
+}
+
 /* The sum or the NaN-propagating maximum of x[base + k], k in [0, len)
  * (RED_SQDEV: the sum of (x - mean)^2), a contiguous row. The loop
  * vectoriser keeps an ordered float reduction scalar and LLVM-C before 18
@@ -1619,28 +1663,20 @@ static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef l
 	LLVMValueRef p = llvm.LLVMBuildGEP2(B, t, nptr(F, x), &off, 1, "");
 	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
 	llvm.LLVMSetAlignment(v, (unsigned)dtype_size(dt));
-	if (kind == RED_SQDEV) {
-		v = llvm.LLVMBuildFSub(B, v, vmean, "");
-		v = llvm.LLVMBuildFMul(B, v, v, "");
-	}
 	LLVMValueRef a = llvm.LLVMBuildLoad2(B, vt, acc, "");
-	llvm.LLVMBuildStore(B, kind == RED_MAX ? fmaxmin(G, a, v, 1) : llvm.LLVMBuildFAdd(B, a, v, ""), acc);
+	llvm.LLVMBuildStore(B, red_step(G, kind, a, v, vmean), acc);
 	loop_end(F, &lv);
 	a = llvm.LLVMBuildLoad2(B, vt, acc, "");
 	LLVMValueRef r = llvm.LLVMBuildExtractElement(B, a, ci32(G, 0), "");
 	for (int l = 1; l < vw; l++) {
 		LLVMValueRef e = llvm.LLVMBuildExtractElement(B, a, ci32(G, l), "");
-		r = kind == RED_MAX ? fmaxmin(G, r, e, 1) : llvm.LLVMBuildFAdd(B, r, e, "");
+		r = red_step(G, kind == RED_SQDEV ? RED_SUM : kind, r, e, NULL);
 	}
 	llvm.LLVMBuildStore(B, r, sacc);
 	LLVMValueRef k = loop_begin(F, &lt, llvm.LLVMBuildMul(B, nvec, ci64(G, vw), ""), len);
 	LLVMValueRef e = load_at(F, x, llvm.LLVMBuildAdd(B, base, k, ""));
-	if (kind == RED_SQDEV) {
-		e = llvm.LLVMBuildFSub(B, e, mean, "");
-		e = llvm.LLVMBuildFMul(B, e, e, "");
-	}
 	LLVMValueRef c = llvm.LLVMBuildLoad2(B, t, sacc, "");
-	llvm.LLVMBuildStore(B, kind == RED_MAX ? fmaxmin(G, c, e, 1) : llvm.LLVMBuildFAdd(B, c, e, ""), sacc);
+	llvm.LLVMBuildStore(B, red_step(G, kind, c, e, mean), sacc);
 	loop_end(F, &lt);
 	return llvm.LLVMBuildLoad2(B, t, sacc, "");
 }
@@ -2338,46 +2374,18 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 		for (int k = 0; k < n->nin; k++)
 			use[nuse++] = n->in[k];
 	}
-	int nenv = nuse;
-	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
-	LLVMValueRef env = entry_alloca(F, env_t, "parenv");
-	for (int i = 0; i < nenv; i++) {
-		Node *x = use[i];
-		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		llvm.LLVMBuildStore(B, llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildGEP2(B, env_t, env, ix, 2, ""));
-	}
-	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
-	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
-	char name[64];
-	snprintf(name, sizeof name, "par.task.%d", G->ntask++);
-	LLVMValueRef task = llvm.LLVMAddFunction(G->M, name, task_t);
-	llvm.LLVMSetLinkage(task, LLVMInternalLinkage);
-	fn_attrs(G, task, F->v);
-	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(B);
-	Fn T = {.gen = G, .g = F->g, .plan = F->plan, .v = F->v, .fn = task};
-	T.ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
-	T.entry = llvm.LLVMAppendBasicBlockInContext(G->C, task, "entry");
-	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, task, "start");
-	llvm.LLVMPositionBuilderAtEnd(B, T.entry);
-	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(task, 0), llvm.LLVMPointerType(env_t, 0), "");
-	for (int i = 0; i < nenv; i++) {
-		Node *x = use[i];
-		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		LLVMValueRef v = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
-		T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, v, llvm.LLVMPointerType(elem_t(G, x->dtype), 0), "");
-	}
-	T.par_lo = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(task, 1), ci64(G, chunk), "");
-	LLVMValueRef hi = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(task, 2), ci64(G, chunk), "");
+	LLVMValueRef vals[EW_LEAVES + 1], got[EW_LEAVES + 1];
+	for (int i = 0; i < nuse; i++)
+		vals[i] = llvm.LLVMBuildPtrToInt(B, nptr(F, use[i]), G->i64, "");
+	Fn T;
+	Task tk = task_begin(F, &T, "par", vals, nuse, got);
+	for (int i = 0; i < nuse; i++)
+		T.ptr[use[i]->id] = llvm.LLVMBuildIntToPtr(B, got[i], llvm.LLVMPointerType(elem_t(G, use[i]->dtype), 0), "");
+	T.par_lo = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(tk.fn, 1), ci64(G, chunk), "");
+	LLVMValueRef hi = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(tk.fn, 2), ci64(G, chunk), "");
 	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, ci64(G, units), ""), hi, ci64(G, units), "");
-	llvm.LLVMBuildBr(B, start);
-	llvm.LLVMPositionBuilderAtEnd(B, start);
 	emit(&T, n);
-	llvm.LLVMBuildRetVoid(B);
-	free(T.ptr);
-	llvm.LLVMPositionBuilderAtEnd(B, saved);
-	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
-	LLVMValueRef pf_vals[3] = {ci64(G, ntasks), task, llvm.LLVMBuildPointerCast(B, env, G->i8p, "")};
-	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+	task_end(F, &T, &tk, ci64(G, ntasks));
 }
 
 /* A kernel, on the pool when large enough. */
