@@ -1602,7 +1602,7 @@ export fn forward(x: f32[M, K], res: f32[M, N], y: f32[K, N]) -> (f32[M, N], f32
 
 @check("kernels.matmul")
 def kernels_matmul():
-    def case(tag, sizes, env=None):
+    def case(tag, sizes, env=None, extra=()):
         def fn():
             src = SRC_MM
             for k, v in sizes.items():
@@ -1610,7 +1610,7 @@ def kernels_matmul():
             m, k_, n = sizes.get("M", 23), sizes.get("K", 37), sizes.get("N", 45)
             mdl = region_model(tag, src, rng_inputs(3, x=(m, k_), res=(m, n), y=(k_, n)))
             out = os.path.join(mdl.d, "out")
-            mdl.build(out)
+            mdl.build(out, *extra)
             values_ok(mdl.check_compiled(out, env=env))
         return fn
     res = []
@@ -1619,6 +1619,10 @@ def kernels_matmul():
         res += single("kernels.matmul_%s" % tag, case("kernels.mm_" + tag, sizes))
     env = dict(os.environ, NESTRT_PREPACK="0", NESTRT_NUM_THREADS="1")
     res += single("kernels.matmul_no_prepack_one_thread", case("kernels.mm_noprepack", {}, env))
+    # the narrower tiles: AVX2 (4 x 16) and SSE2 (4 x 8), which this machine also runs
+    if "avx2" in open("/proc/cpuinfo").read():
+        res += single("kernels.matmul_avx2_tiles", case("kernels.mm_avx2", {"M": 30, "N": 96}, extra=("--cpu", "haswell")))
+    res += single("kernels.matmul_sse2_tiles", case("kernels.mm_sse2", {"M": 30, "N": 50}, extra=("--cpu", "x86-64")))
     return res
 
 
