@@ -874,12 +874,12 @@ static void k_concat(Fn *F, Node *n)
 #define MM_MAX_MR 16
 
 /* One register tile of C = A @ B: mr rows by nv vectors of vw columns over
- * k in [k0, k1); the accumulators stay in registers for the whole k loop (phi
- * nodes). A's elements (rows lda apart from arow) are broadcast,
+ * k in [0, K); the accumulators stay in registers for the whole k loop (phi
+ * nodes). A's elements (rows K apart from arow) are broadcast,
  * B's rows (ldb apart, from column bj) loaded as vectors into FMAs; the tile
  * is stored at C[crow + r*ldc + cj]. */
 static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pfline,
-                    LLVMValueRef pflast, LLVMValueRef k0, LLVMValueRef k1, LLVMValueRef lda, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
+                    LLVMValueRef pflast, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
                     LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj)
 {
 	Gen *G = F->gen;
@@ -905,6 +905,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	llvm.LLVMBuildBr(B, head);
 	llvm.LLVMPositionBuilderAtEnd(B, head);
 	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
+	LLVMValueRef k0 = ci64(G, 0);
 	llvm.LLVMAddIncoming(k, &k0, &pre, 1);
 	LLVMValueRef phi[MM_MAX_MR][4];
 	for (int r = 0; r < mr; r++)
@@ -912,7 +913,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
 			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
 		}
-	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, k1, ""), body, done);
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	LLVMValueRef bv[4], nacc[MM_MAX_MR][4];
 	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ldb, ""), bj, "");
@@ -926,7 +927,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	for (int r = 0; r < mr; r++) {
-		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), lda, ""), ""), k, "");
+		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
 		LLVMValueRef sc = load_at(F, a, aoff);
 		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), sc, ci32(G, 0), "");
 		LLVMValueRef bc = llvm.LLVMBuildShuffleVector(B, one, llvm.LLVMGetUndef(vt), mask0, "");
@@ -974,8 +975,8 @@ static int64_t mm_static_n(Fn *F, Node *n)
 	return (F->v && F->v->ndyn) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
 }
 
-static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M, LLVMValueRef k0, LLVMValueRef k1,
-                    LLVMValueRef lda, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
+static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M,
+                    LLVMValueRef K, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
                     LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
 {
 	Gen *G = F->gen;
@@ -1000,8 +1001,8 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		LLVMValueRef i = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, t, ci64(G, h), ""), "");
 		/* tile t prefetches lines t*K.. of the next panel: the first few
 		 * tiles fetch all of it while the rest compute */
-		LLVMValueRef pfline = pf ? llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, i, ci64(G, h), ""), lda, "") : NULL;
-		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, k0, k1, lda, llvm.LLVMBuildAdd(B, arow0, llvm.LLVMBuildMul(B, i, lda, ""), ""),
+		LLVMValueRef pfline = pf ? llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, i, ci64(G, h), ""), K, "") : NULL;
+		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, K, llvm.LLVMBuildAdd(B, arow0, llvm.LLVMBuildMul(B, i, K, ""), ""),
 		        panel, wide, ci64(G, 0), cbase, llvm.LLVMBuildAdd(B, crow0, llvm.LLVMBuildMul(B, i, ldc, ""), ""), ldc, cj);
 		loop_end(F, &lt);
 		done = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, cnt, ci64(G, h), ""), "");
@@ -1211,7 +1212,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	int64_t Ns = mm_static_n(F, n);
 	llvm.LLVMPositionBuilderAtEnd(B, whole);
 	if (Ns < 0 || Ns >= nv * vw)
-		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, ci64(G, 0), K, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
+		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
 	llvm.LLVMBuildBr(B, after);
 	/* the last columns: into tmp, then the valid ones to C */
 	llvm.LLVMPositionBuilderAtEnd(B, part);
@@ -1221,7 +1222,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 		return;
 	}
-	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, ci64(G, 0), K, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
+	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
 	Loop li, lj;
 	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
 	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), left);
@@ -3366,16 +3367,7 @@ static void graph_text(Shared *sh, Graph *g, Buf *b)
 {
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		buf_printf(b, "%d %d %d [", n->op, n->dtype, n->rank);
-		for (int k = 0; k < n->rank; k++)
-			buf_printf(b, "%lld ", (long long)n->shape[k]);
-		buf_puts(b, "] (");
-		for (int k = 0; k < n->nin; k++)
-			buf_printf(b, "%d ", n->in[k]->id);
-		buf_puts(b, ")");
-		for (int k = 0; k < 16; k++)
-			if (n->a[k])
-				buf_printf(b, " a%d=%lld", k, (long long)n->a[k]);
+		node_text(b, n);
 		uint64_t bits;
 		memcpy(&bits, &n->fval, 8);
 		buf_printf(b, " f=%llx i=%lld", (unsigned long long)bits, (long long)n->ival);

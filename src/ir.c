@@ -82,6 +82,20 @@ int64_t shape_numel(int rank, const int64_t *shape)
 	return n;
 }
 
+void node_text(Buf *b, Node *n)
+{
+	buf_printf(b, "%d %d %d [", n->op, n->dtype, n->rank);
+	for (int k = 0; k < n->rank; k++)
+		buf_printf(b, "%lld ", (long long)n->shape[k]);
+	buf_puts(b, "] (");
+	for (int k = 0; k < n->nin; k++)
+		buf_printf(b, "%d ", n->in[k]->id);
+	buf_puts(b, ")");
+	for (int k = 0; k < 16; k++)
+		if (n->a[k])
+			buf_printf(b, " a%d=%lld", k, (long long)n->a[k]);
+}
+
 void shape_str(Buf *b, DType dt, int rank, const int64_t *shape)
 {
 	buf_puts(b, dtype_name(dt));

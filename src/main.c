@@ -72,6 +72,20 @@ static char *model_name(const char *path)
 }
 
 /* A report to stdout, or to a file written atomically. */
+/* "text", "json" or "dot" into *fmt; -1 for anything else. */
+static int report_format(const char *v, ReportFormat *fmt)
+{
+	if (!strcmp(v, "text"))
+		*fmt = REPORT_TEXT;
+	else if (!strcmp(v, "json"))
+		*fmt = REPORT_JSON;
+	else if (!strcmp(v, "dot"))
+		*fmt = REPORT_DOT;
+	else
+		return -1;
+	return 0;
+}
+
 static int write_report(RegionTable *rt, ReportFormat fmt, const char *model, const char *path)
 {
 	if (!path) {
@@ -342,13 +356,7 @@ int main(int argc, char **argv)
 		} else if (is_build && (!strcmp(a, "--report") || !strncmp(a, "--report=", 9))) {
 			want_report = 1;
 			v = a[8] == '=' ? a + 9 : "text";
-			if (!strcmp(v, "text"))
-				fmt = REPORT_TEXT;
-			else if (!strcmp(v, "json"))
-				fmt = REPORT_JSON;
-			else if (!strcmp(v, "dot"))
-				fmt = REPORT_DOT;
-			else {
+			if (report_format(v, &fmt) < 0) {
 				rc = usage_error("--report takes text, json or dot, not '%s'", v);
 				goto out;
 			}
@@ -356,13 +364,7 @@ int main(int argc, char **argv)
 			report_file = v;
 			want_report = 1;
 		} else if (is_report && (v = flag_value(argc, argv, &i, "--format", &missing))) {
-			if (!strcmp(v, "text"))
-				fmt = REPORT_TEXT;
-			else if (!strcmp(v, "json"))
-				fmt = REPORT_JSON;
-			else if (!strcmp(v, "dot"))
-				fmt = REPORT_DOT;
-			else {
+			if (report_format(v, &fmt) < 0) {
 				rc = usage_error("--format takes text, json or dot, not '%s'", v);
 				goto out;
 			}

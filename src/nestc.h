@@ -409,6 +409,9 @@ void node_add_input(Program *p, Node *n, Node *in);
 int64_t shape_numel(int rank, const int64_t *shape);
 void shape_str(Buf *b, DType dt, int rank, const int64_t *shape); /* "f32[16, 64]" */
 void ir_dump(FILE *f, Program *p);
+/* A node as text for fingerprints and cache keys: op, dtype, shape, the ids
+ * of its inputs and its non-zero attributes (no names, no constants). */
+void node_text(Buf *b, Node *n);
 
 /* ------------------------------------------------------------------ check.c */
 

@@ -108,16 +108,7 @@ static void serialise(RP *r, Graph *g, RegionInfo *ri, Buf *b)
 	}
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
-		buf_printf(b, "%d %d %d [", n->op, n->dtype, n->rank);
-		for (int k = 0; k < n->rank; k++)
-			buf_printf(b, "%lld ", (long long)n->shape[k]);
-		buf_puts(b, "] (");
-		for (int k = 0; k < n->nin; k++)
-			buf_printf(b, "%d ", n->in[k]->id);
-		buf_puts(b, ")");
-		for (int k = 0; k < 16; k++)
-			if (n->a[k])
-				buf_printf(b, " a%d=%lld", k, (long long)n->a[k]);
+		node_text(b, n);
 		if (n->op == OP_CONST || n->op == OP_FULL || n->op == OP_LAYERNORM || n->op == OP_RMSNORM) {
 			uint64_t bits;
 			memcpy(&bits, &n->fval, sizeof bits);
