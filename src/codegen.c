@@ -1316,13 +1316,16 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	Node *ops[8], *other[8];
 	int nepi = mm_epilogue(F, n, ops, other);
 	int nenv = 8 + nepi;
-	/* a task of panels takes a run of them (3 runs a thread, as even as
-	 * can be), so that the next panel it prefetches is its own */
+	/* with pre-packed panels a task takes a run of them (3 runs a thread,
+	 * as even as can be), so that the next panel it prefetches is its own;
+	 * else a panel a task, which balances the threads best */
 	LLVMValueRef parts = ntasks;
-	if (what == MM_PANELS) {
+	if (what == MM_PANELS && packed) {
 		LLVMValueRef nth = call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0);
-		parts = llvm.LLVMBuildMul(B, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3), "");
-		parts = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, parts, ntasks, ""), parts, ntasks, "");
+		LLVMValueRef runs = llvm.LLVMBuildMul(B, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3), "");
+		runs = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, runs, ntasks, ""), runs, ntasks, "");
+		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
+		parts = llvm.LLVMBuildSelect(B, have, runs, ntasks, "");
 		ntasks = parts;
 	}
 	LLVMValueRef vals[8 + 8] = {
