@@ -1,33 +1,37 @@
-/* ir.c - the tensor graph IR: construction and the --dump=ir text. */
+/* ir.c - the tensor graph IR: the table of ops (from ops.def), construction,
+ * the text of a node for fingerprints, and the --dump=ir text. */
 #include "nestc.h"
 
 #include <string.h>
 
-static const char *op_names[OP_COUNT] = {
-	[OP_INPUT] = "input", [OP_PARAM] = "param", [OP_CONST] = "const", [OP_FULL] = "full",
-	[OP_ARANGE] = "arange", [OP_NEG] = "neg", [OP_NOT] = "not", [OP_EXP] = "exp",
-	[OP_LOG] = "log", [OP_SQRT] = "sqrt", [OP_RSQRT] = "rsqrt", [OP_TANH] = "tanh",
-	[OP_SIGMOID] = "sigmoid", [OP_RELU] = "relu", [OP_GELU] = "gelu",
-	[OP_GELU_TANH] = "gelu_tanh", [OP_SILU] = "silu", [OP_ERF] = "erf", [OP_ABS] = "abs",
-	[OP_SIN] = "sin", [OP_COS] = "cos", [OP_CAST] = "cast", [OP_ADD] = "add",
-	[OP_SUB] = "sub", [OP_MUL] = "mul", [OP_DIV] = "div", [OP_MOD] = "mod", [OP_POW] = "pow",
-	[OP_MAX] = "maximum", [OP_MIN] = "minimum", [OP_EQ] = "eq", [OP_NE] = "ne",
-	[OP_LT] = "lt", [OP_LE] = "le", [OP_GT] = "gt", [OP_GE] = "ge", [OP_AND] = "and",
-	[OP_OR] = "or", [OP_WHERE] = "where", [OP_MATMUL] = "matmul", [OP_SUM] = "sum",
-	[OP_MEAN] = "mean", [OP_AMAX] = "amax", [OP_AMIN] = "amin", [OP_ARGMAX] = "argmax",
-	[OP_SOFTMAX] = "softmax", [OP_LOG_SOFTMAX] = "log_softmax",
-	[OP_LAYERNORM] = "layernorm", [OP_RMSNORM] = "rmsnorm", [OP_RESHAPE] = "reshape",
-	[OP_TRANSPOSE] = "transpose", [OP_CONCAT] = "concat", [OP_SLICE] = "slice",
-	[OP_EXPAND] = "expand", [OP_GATHER] = "gather", [OP_CAUSAL_MASK] = "causal_mask",
-	[OP_CONV2D] = "conv2d", [OP_MAXPOOL2D] = "max_pool2d", [OP_AVGPOOL2D] = "avg_pool2d",
-	[OP_GLOBAL_AVGPOOL2D] = "global_avg_pool2d", [OP_CALL] = "call", [OP_RESULT] = "result",
+const OpInfo op_info[OP_COUNT] = {
+#define OP(e, text, cls, lo, hi, attrs, flags, verb) [OP_##e] = {text, cls, lo, hi, attrs, flags, verb},
+#include "ops.def"
+#undef OP
 };
 
 const char *op_name(Op op)
 {
-	if ((int)op < 0 || op >= OP_COUNT || !op_names[op])
+	if ((int)op < 0 || op >= OP_COUNT)
 		ice("op_name: bad op %d", (int)op);
-	return op_names[op];
+	return op_info[op].name;
+}
+
+int op_elementwise(Op op)
+{
+	switch (op_info[op].cls) {
+	case OPC_UNARY: case OPC_CAST: case OPC_BINARY: case OPC_COMPARE: case OPC_LOGIC: case OPC_SELECT:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void node_check_inputs(const Node *n)
+{
+	const OpInfo *oi = &op_info[n->op];
+	if (n->nin < oi->min_in || (oi->max_in >= 0 && n->nin > oi->max_in))
+		ice("%s %%%d has %d inputs", oi->name, n->id, n->nin);
 }
 
 Graph *graph_new(Program *p, const char *name, Decl *fn)
@@ -120,51 +124,51 @@ static void dump_node(FILE *f, Program *p, Node *n)
 	buf_free(&b);
 	for (int i = 0; i < n->nin; i++)
 		fprintf(f, "%s%%%d", i ? ", " : " ", n->in[i]->id);
-	switch (n->op) {
-	case OP_INPUT:
+	switch (op_info[n->op].attrs) {
+	case OPA_INPUT:
 		fprintf(f, " #%lld", (long long)n->a[0]);
 		break;
-	case OP_PARAM:
+	case OPA_PARAM:
 		fprintf(f, " \"%s\"", p->params[n->a[0]].name);
 		break;
-	case OP_CONST:
-	case OP_FULL:
+	case OPA_VALUE:
 		if (dtype_is_float(n->dtype))
 			fprintf(f, " %.17g", n->fval);
 		else
 			fprintf(f, " %lld", (long long)n->ival);
 		break;
-	case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: case OP_ARGMAX:
+	case OPA_AXES:
 		fprintf(f, " axes=0x%llx keepdim=%lld", (unsigned long long)n->a[0], (long long)n->a[1]);
 		break;
-	case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_CONCAT:
+	case OPA_AXIS:
 		fprintf(f, " axis=%lld", (long long)n->a[0]);
 		break;
-	case OP_LAYERNORM: case OP_RMSNORM:
+	case OPA_EPS:
 		fprintf(f, " eps=%g", n->fval);
 		break;
-	case OP_TRANSPOSE:
-	case OP_SLICE: {
-		int r = n->op == OP_SLICE ? n->in[0]->rank : n->rank;
-		fprintf(f, " %s=[", n->op == OP_SLICE ? "start" : "perm");
+	case OPA_PERM:
+	case OPA_START: {
+		int start = op_info[n->op].attrs == OPA_START;
+		int r = start ? n->in[0]->rank : n->rank;
+		fprintf(f, " %s=[", start ? "start" : "perm");
 		for (int i = 0; i < r; i++)
 			fprintf(f, "%s%lld", i ? ", " : "", (long long)n->a[i]);
 		fputc(']', f);
 		break;
 	}
-	case OP_CONV2D:
+	case OPA_CONV:
 		fprintf(f, " stride=[%lld, %lld] padding=[%lld, %lld] groups=%lld", (long long)n->a[0],
 		        (long long)n->a[1], (long long)n->a[2], (long long)n->a[3], (long long)n->a[4]);
 		break;
-	case OP_MAXPOOL2D: case OP_AVGPOOL2D:
+	case OPA_POOL:
 		fprintf(f, " kernel=[%lld, %lld] stride=[%lld, %lld] padding=[%lld, %lld]",
 		        (long long)n->a[0], (long long)n->a[1], (long long)n->a[2], (long long)n->a[3],
 		        (long long)n->a[4], (long long)n->a[5]);
 		break;
-	case OP_RESULT:
+	case OPA_RESULT:
 		fprintf(f, " .%lld", (long long)n->a[0]);
 		break;
-	default:
+	case OPA_NONE:
 		break;
 	}
 	fputc('\n', f);

@@ -300,43 +300,46 @@ Module *parse_module(Arena *a, Diag *d, Source *src);
 
 /* ------------------------------------------------------------------ ir.c */
 
+/* The ops and their facts come from one table, src/ops.def. */
 typedef enum Op {
-	OP_INPUT,        /* graph input number a[0] */
-	OP_PARAM,        /* model parameter number a[0] (Program.params) */
-	OP_CONST,        /* 0-d constant: fval (float dtypes) or ival (int, bool) */
-	OP_FULL,         /* tensor of node shape filled with fval / ival */
-	OP_ARANGE,       /* 1-d, 0 .. shape[0]-1 */
-	/* unary elementwise: one input, same shape */
-	OP_NEG, OP_NOT, OP_EXP, OP_LOG, OP_SQRT, OP_RSQRT, OP_TANH, OP_SIGMOID,
-	OP_RELU, OP_GELU, OP_GELU_TANH, OP_SILU, OP_ERF, OP_ABS, OP_SIN, OP_COS,
-	OP_CAST,         /* to node dtype */
-	/* binary elementwise, NumPy broadcasting of both inputs to the node shape */
-	OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MAX, OP_MIN,
-	OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_AND, OP_OR,
-	OP_WHERE,        /* (cond, a, b), all broadcast to the node shape */
-	OP_MATMUL,       /* NumPy matmul; both inputs rank >= 1 */
-	/* reductions: a[0] = bitmask of reduced axes (input axes), a[1] = keepdim */
-	OP_SUM, OP_MEAN, OP_AMAX, OP_AMIN, OP_ARGMAX, /* ARGMAX: exactly one axis, i64 */
-	OP_SOFTMAX, OP_LOG_SOFTMAX, /* a[0] = axis (non-negative) */
-	OP_LAYERNORM,    /* (x, weight, bias) over the last axis; fval = eps */
-	OP_RMSNORM,      /* (x, weight) over the last axis; fval = eps */
-	OP_RESHAPE,      /* same element count, node shape */
-	OP_TRANSPOSE,    /* a[0..rank) = perm: out axis i is input axis perm[i] */
-	OP_CONCAT,       /* nin inputs along axis a[0] */
-	OP_SLICE,        /* out[i...] = in[a[k] + i_k ...]: a[k] = start on axis k, step 1 */
-	OP_EXPAND,       /* broadcast the input to the node shape */
-	OP_GATHER,       /* (table, idx): out = table[idx], shape idx.shape ++ table.shape[1:];
-	                    idx out of [0, table.shape[0]) is a run-time error */
-	OP_CAUSAL_MASK,  /* x with entries [.., i, j], j > i, set to -inf */
-	OP_CONV2D,       /* (x[N,C,H,W], w[O,C/g,KH,KW], b[O]); a[0..1] stride, a[2..3] padding, a[4] groups */
-	OP_MAXPOOL2D,    /* (x); a[0..1] kernel, a[2..3] stride, a[4..5] padding (pads with -inf) */
-	OP_AVGPOOL2D,    /* same attributes; padding counts as zeros in the average (PyTorch default) */
-	OP_GLOBAL_AVGPOOL2D, /* x[N,C,H,W] -> [N,C,1,1] */
-	OP_CALL,         /* region call: callee graph, inputs = callee inputs in order */
-	OP_RESULT,       /* output a[0] of the OP_CALL in in[0] */
+#define OP(e, text, cls, lo, hi, attrs, flags, verb) OP_##e,
+#include "ops.def"
+#undef OP
 	OP_COUNT
 } Op;
+
+/* Ops that the kernels treat alike. */
+typedef enum OpClass {
+	OPC_LEAF, OPC_UNARY, OPC_CAST, OPC_BINARY, OPC_COMPARE, OPC_LOGIC, OPC_SELECT,
+	OPC_MATMUL, OPC_REDUCE, OPC_ROW, OPC_NORM, OPC_MOVE, OPC_MASK, OPC_CONV, OPC_POOL,
+	OPC_CALL
+} OpClass;
+
+/* What a node's attributes (a[], fval, ival) hold: how --dump=ir prints them. */
+typedef enum OpAttrs {
+	OPA_NONE, OPA_INPUT, OPA_PARAM, OPA_VALUE, OPA_AXES, OPA_AXIS, OPA_EPS, OPA_PERM,
+	OPA_START, OPA_CONV, OPA_POOL, OPA_RESULT
+} OpAttrs;
+
+enum {
+	OPF_VALUE = 1,    /* fval/ival are part of the op's meaning (fingerprints) */
+	OPF_EPILOGUE = 2, /* a matmul's tiles can apply it as they store */
+};
+
+typedef struct OpInfo {
+	const char *name;   /* in dumps and messages */
+	OpClass cls;
+	int min_in, max_in; /* max_in -1: any number */
+	OpAttrs attrs;
+	int flags;
+	const char *verb;   /* "cannot %s A and B" */
+} OpInfo;
+
+extern const OpInfo op_info[OP_COUNT];
 const char *op_name(Op op);
+/* Computed one element at a time from the same element of each input
+ * (broadcast): unary ops, casts, binary ops, comparisons, logic, where. */
+int op_elementwise(Op op);
 
 typedef struct Graph Graph;
 typedef struct Node Node;
@@ -412,6 +415,8 @@ void ir_dump(FILE *f, Program *p);
 /* A node as text for fingerprints and cache keys: op, dtype, shape, the ids
  * of its inputs and its non-zero attributes (no names, no constants). */
 void node_text(Buf *b, Node *n);
+/* A compiler bug unless n has as many inputs as ops.def says. */
+void node_check_inputs(const Node *n);
 
 /* ------------------------------------------------------------------ check.c */
 

@@ -40,15 +40,7 @@ int virtual_transpose(Graph *g, Node *t)
 /* Elementwise ops that a matmul's tiles can apply as they are stored. */
 static int epilogue_op(Op op)
 {
-	switch (op) {
-	case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH: case OP_SIGMOID:
-	case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF: case OP_ABS: case OP_SIN:
-	case OP_COS: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MAX: case OP_MIN:
-	case OP_CAUSAL_MASK:
-		return 1;
-	default:
-		return 0;
-	}
+	return (op_info[op].flags & OPF_EPILOGUE) != 0;
 }
 
 int scalar_of_consts(Node *x, int depth)
@@ -129,16 +121,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 
 int ew_op(Op op)
 {
-	switch (op) {
-	case OP_NEG: case OP_NOT: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH: case OP_SIGMOID:
-	case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF: case OP_ABS: case OP_SIN: case OP_COS:
-	case OP_CAST: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
-	case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_AND: case OP_OR:
-	case OP_WHERE:
-		return 1;
-	default:
-		return 0;
-	}
+	return op_elementwise(op);
 }
 
 /* Chains and trees of elementwise ops computed in one loop: an elementwise

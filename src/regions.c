@@ -109,7 +109,7 @@ static void serialise(RP *r, Graph *g, RegionInfo *ri, Buf *b)
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		node_text(b, n);
-		if (n->op == OP_CONST || n->op == OP_FULL || n->op == OP_LAYERNORM || n->op == OP_RMSNORM) {
+		if (op_info[n->op].flags & OPF_VALUE) {
 			uint64_t bits;
 			memcpy(&bits, &n->fval, sizeof bits);
 			buf_printf(b, " f=%llx i=%lld", (unsigned long long)bits, (long long)n->ival);
