@@ -72,6 +72,9 @@ Tensor *tensor_copy(const Tensor *s);
 void fix_dtype(Tensor *t);
 /* Split t around one axis: outer x len x inner. */
 void axis_split(const Tensor *t, int axis, int64_t *outer, int64_t *len, int64_t *inner);
+/* Steps idx over the first `rank` axes of shape, the last fastest, and returns
+ * off moved with it by strides st (wrapping round to 0 after the last index). */
+int64_t index_next(int64_t *idx, int64_t off, const int64_t *st, const int64_t *shape, int rank);
 void copy_elems(Tensor *o, int64_t oo, const Tensor *x, int64_t xo, int64_t cnt);
 
 /* Walks an output shape row by row (rows of `inner` contiguous elements),

@@ -36,14 +36,7 @@ static void copy_rows(const Node *n, Tensor *o, const Tensor *x, int64_t base, c
 	int64_t idx[MAX_RANK] = {0};
 	for (int64_t r = 0; r < rows; r++) {
 		copy_elems(o, r * inner, x, base, inner);
-		for (int d = R - 2; d >= 0; d--) {
-			idx[d]++;
-			base += st[d];
-			if (idx[d] < n->shape[d])
-				break;
-			base -= st[d] * n->shape[d];
-			idx[d] = 0;
-		}
+		base = index_next(idx, base, st, n->shape, R - 1);
 	}
 }
 
@@ -90,14 +83,7 @@ Tensor *op_transpose(Node *n, Tensor *x)
 								o->i[ob + r * cols + c] = x->i[xo];
 						}
 				}
-			for (int d = R - 3; d >= 0; d--) {
-				idx[d]++;
-				base += st[d];
-				if (idx[d] < n->shape[d])
-					break;
-				base -= st[d] * n->shape[d];
-				idx[d] = 0;
-			}
+			base = index_next(idx, base, st, n->shape, R - 2);
 		}
 		return o;
 	}

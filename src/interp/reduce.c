@@ -87,14 +87,7 @@ Tensor *op_reduce(Node *n, Tensor *x)
 				ice("interp: reduction %s", op_name(op));
 			}
 		}
-		for (int d = rank - 2; d >= 0; d--) {
-			idx[d]++;
-			base += ost[d];
-			if (idx[d] < x->shape[d])
-				break;
-			base -= ost[d] * x->shape[d];
-			idx[d] = 0;
-		}
+		base = index_next(idx, base, ost, x->shape, rank - 1);
 	}
 	if (op == OP_MEAN)
 		for (int64_t k = 0; k < o->n; k++)

@@ -244,6 +244,19 @@ void biter_next(BIter *it)
 	}
 }
 
+int64_t index_next(int64_t *idx, int64_t off, const int64_t *st, const int64_t *shape, int rank)
+{
+	for (int d = rank - 1; d >= 0; d--) {
+		idx[d]++;
+		off += st[d];
+		if (idx[d] < shape[d])
+			break;
+		off -= st[d] * shape[d];
+		idx[d] = 0;
+	}
+	return off;
+}
+
 void axis_split(const Tensor *t, int axis, int64_t *outer, int64_t *len, int64_t *inner)
 {
 	if (axis < 0 || axis >= t->rank)
