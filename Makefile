@@ -23,8 +23,12 @@ LLVM_LIB = `$(LLVM_CONFIG) --libdir`/lib`$(LLVM_CONFIG) --libs | sed 's/^-l//'`.
 LDLIBS = $(JANSSON_LIBS) -lxxhash -ldl -lpthread -lm
 
 B = build
+# The reference interpreter, src/interp/: one object per kernel family.
+INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.o $(B)/interp_reduce.o \
+	$(B)/interp_movement.o $(B)/interp_conv.o $(B)/interp_graph.o
+INTERP_HDRS = src/nestc.h src/interp/interp.h
 OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(B)/codegen.o $(B)/interp.o $(B)/weights.o $(B)/npy.o $(B)/run.o \
+       $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(B)/codegen.o $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
@@ -63,8 +67,8 @@ check-asan: deps
 $(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/ast.o $(B)/diag.o
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
 		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
-$(B)/test_interp: tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o $(B)/util.o $(B)/ast.o $(B)/diag.o
-	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(B)/interp.o $(B)/ir.o \
+$(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o $(B)/ast.o $(B)/diag.o
+	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o \
 		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
@@ -163,8 +167,20 @@ $(B)/plan.o: src/plan.c src/nestc.h $(B)/stamp
 $(B)/codegen.o: src/codegen.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'` \
 		-DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -DNESTC_LLVM_LIB=\"$(LLVM_LIB)\" -c -o $@ src/codegen.c
-$(B)/interp.o: src/interp.c src/nestc.h $(B)/stamp
-	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp.c
+$(B)/interp_tensor.o: src/interp/tensor.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/tensor.c
+$(B)/interp_elementwise.o: src/interp/elementwise.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/elementwise.c
+$(B)/interp_matmul.o: src/interp/matmul.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/matmul.c
+$(B)/interp_reduce.o: src/interp/reduce.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/reduce.c
+$(B)/interp_movement.o: src/interp/movement.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/movement.c
+$(B)/interp_conv.o: src/interp/conv.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/conv.c
+$(B)/interp_graph.o: src/interp/graph.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/graph.c
 $(B)/npy.o: src/npy.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/npy.c
 $(B)/run.o: src/run.c src/nestc.h $(B)/stamp

@@ -665,7 +665,7 @@ typedef enum ReportFormat { REPORT_TEXT, REPORT_JSON, REPORT_DOT } ReportFormat;
 /* The region table as text, JSON (schema version 1) or Graphviz DOT. */
 void report_write(FILE *f, RegionTable *rt, ReportFormat fmt, const char *model);
 
-/* ------------------------------------------------------------------ interp.c */
+/* ------------------------------------------------------------------ interp/ (tensor.c, graph.c) */
 
 /* Interpreter tensors: floats are held as double (rounded to f32 after every op
  * when the dtype is f32), integers and bools as int64 (wrapped to i32 when i32). */
