@@ -10,7 +10,8 @@ directory, `NESTC run SRC --input NAME=IN.npy ... --output OUT.npy ...` is run, 
 output must have exactly the expected dtype and shape and:
 
   - float results: max|out - ref| <= tol * max(1, max|ref|) over the finite reference
-    entries (tol 1e-4 by default, 1e-6 for exactly rounded operations, smaller for f64),
+    entries (tol 1e-4 by default, 1e-6 for exactly rounded operations, 3e-7 for the f32 math
+    of elementwise_f32_tight, smaller for f64),
     and the non-finite entries (inf, -inf, nan) exactly where the reference, converted to
     the result dtype, has them;
   - integer and bool results: exactly equal.
@@ -469,6 +470,32 @@ export fn f(x: f32[12]) -> (f32[12], f32[12], f32[12], f32[12], f32[12], f32[12]
     O("erf", erf_ref(xl)), O("abs", np.abs(d(xl)), tol=EXACT),
     O("sin", np.sin(d(xl))), O("cos", np.cos(d(xl))),
     O("exp_overflow_to_inf", np.exp(d(xl) * np.float32(0.1).astype(np.float64))),
+])
+
+# The same functions at a tolerance of a few ulp (the interpreter computes in double and
+# rounds once): tight enough that a constant wrong in its fourth digit fails (gelu_tanh
+# with 0.044725 for 0.044715 is off by up to 6e-6 near |x| = 1.84). Also folded at compile
+# time on scalar literals.
+TIGHT = 3e-7
+xt = np.concatenate([np.linspace(-4, 4, 81), np.array([-1.84, -1.5, 1.5, 1.84])]).astype(np.float32)
+zt = np.zeros(1, np.float32)
+case("elementwise_f32_tight", """
+export fn f(x: f32[85], z: f32[1]) -> (f32[85], f32[85], f32[85], f32[85], f32[85], f32[85],
+    f32[1], f32[1], f32[1], f32[1], f32[1], f32[1]) {
+  return gelu_tanh(x), gelu(x), erf(x), silu(x), sigmoid(x), tanh(x),
+         z + gelu_tanh(-1.84), z + gelu(-1.84), z + erf(-1.84), z + silu(-1.84),
+         z + sigmoid(-1.84), z + tanh(-1.84)
+}
+""", dict(x=xt, z=zt), [
+    O("gelu_tanh", gelu_tanh_ref(xt), tol=TIGHT), O("gelu", gelu_ref(xt), tol=TIGHT),
+    O("erf", erf_ref(xt), tol=TIGHT), O("silu", d(xt) * sigmoid_ref(xt), tol=TIGHT),
+    O("sigmoid", sigmoid_ref(xt), tol=TIGHT), O("tanh", np.tanh(d(xt)), tol=TIGHT),
+    O("const_gelu_tanh", gelu_tanh_ref(np.array([-1.84])), tol=TIGHT),
+    O("const_gelu", gelu_ref(np.array([-1.84])), tol=TIGHT),
+    O("const_erf", erf_ref(np.array([-1.84])), tol=TIGHT),
+    O("const_silu", -1.84 * sigmoid_ref(np.array([-1.84])), tol=TIGHT),
+    O("const_sigmoid", sigmoid_ref(np.array([-1.84])), tol=TIGHT),
+    O("const_tanh", np.tanh(np.array([-1.84])), tol=TIGHT),
 ])
 
 x64 = np.concatenate([np.array([-40, -5, -1, 0, 1, 5, 40], np.float64),

@@ -28,7 +28,11 @@ random .safetensors weights (param names and shapes from `nestc check --dump=ir`
 features (structural sharing, globals in the fingerprint, reuse_hash with run-time dims,
 its groups and errors, max_reuse_entries and -Werror, three-level nesting, scalar
 specialisation, unknown options, --no-regions, loops of calls, dtypes and several
-results); GPT-2's object counts and report; ResNet's variants and "differs"; several
+results); the report's per-variant call counts (JSON, text, DOT), fingerprints (distinct for
+one op, constant dtype, constant or attribute changed, equal for renamed copies, golden
+values), options in the fingerprint of shared bodies, integer constants under reuse_hash;
+f32 elementwise math against NumPy at a few ulp; GPT-2's object counts and report
+(variant calls too); ResNet's variants and "differs"; several
 models in one program; export arguments named like C names of the header; failed builds
 leaving the output directory alone; --emit=llvm/asm (compiled and run) and archives;
 NESTRT_PROFILE. Every compiled entry is called twice and must give the same bits.
@@ -1464,6 +1468,431 @@ def region_opts():
     return single("region.options_values", fn)
 
 
+# ----------------------------------------------------------------------------- 3b. report figures and fingerprints
+# (issue #12: values the report shows, compared exactly, so that moving code between files
+# cannot change them unnoticed)
+
+
+def run_compiled(m, out, tag="np"):
+    """Runs the compiled entry of the build in `out` (no interpreter); returns its outputs."""
+    e = m.entry(out)
+    c = m.call(e, tag)
+    exe = compile_driver(m.d, [c], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                         name="driver_" + tag)
+    r = run([exe])
+    if r.returncode != 0:
+        raise Fail("compiled program: " + describe([exe], r))
+    return [np.load(p) for p in c.outputs]
+
+
+def report_json(m, *extra):
+    r = nestc("report", m.src, "--format=json", *defs(m.defines), *extra)
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        raise Fail("the JSON report does not parse: %s" % e)
+
+
+SRC_CALLS = """
+const D = 8
+param w: f32[D, D]
+
+@region
+fn inner(x: f32[T, D]) -> f32[T, D] {
+  return tanh(x @ w)
+}
+
+@region
+fn outer(x: f32[T, D]) -> f32[T, D] {
+  return inner(x) + inner(x * 0.5)
+}
+
+export fn forward(a: f32[4, D], b: f32[2, D]) -> (f32[4, D], f32[2, D]) {
+  let x = a
+  for i in 0..3 {
+    x = outer(x)
+  }
+  return outer(x) + inner(x), inner(b)
+}
+"""
+
+
+@check("report.variant_calls")
+def report_variant_calls():
+    # outer: 3 calls in a loop + 1 = 4 (2 call sites); inner: 2 sites inside outer (4 runs
+    # each) + 1 in forward = 9 calls of inner.0 (3 call sites), and inner(b) for inner.1.
+    # variants[].calls counts calls, not call sites.
+    want = {"outer.0": 4, "inner.0": 9, "inner.1": 1}
+
+    def json_calls():
+        m = region_model("report.calls", SRC_CALLS, rng_inputs(21, a=(4, 8), b=(2, 8)))
+        j = report_json(m)
+        got = {v["name"]: v["calls"] for v in j["variants"]}
+        if got != want:
+            raise Fail("JSON variants[].calls %s, expected %s" % (got, want))
+        regs = {r["name"]: r["calls"] for r in j["regions"]}
+        if regs != {"inner": 10, "outer": 4}:
+            raise Fail("JSON regions[].calls %s, expected {'inner': 10, 'outer': 4}" % regs)
+        sites = {}
+        for c in j["calls"]:
+            site = os.path.basename(c["site"])
+            sites[site] = sites.get(site, 0) + c["count"]
+        text = open(m.src).read()
+        exp = {}
+        for needle, n, count in (("outer(x)", 1, 3), ("outer(x)", 2, 1), ("inner(x)", 1, 4),
+                                 ("inner(x * 0.5)", 1, 4), ("inner(x)", 2, 1), ("inner(b)", 1, 1)):
+            l, c = line_of(text, needle, n)
+            exp["m.nest:%d:%d" % (l, c)] = count
+        if sites != exp:
+            raise Fail("JSON calls[] counts by site %s, expected %s" % (sites, exp))
+        tot = j["totals"]
+        if (tot["region_calls"], tot["unique_variants"], tot["inlined_calls"]) != (14, 3, 0):
+            raise Fail("JSON totals %s, expected 14 region calls, 3 unique variants, 0 inlined" % tot)
+
+    def text_calls():
+        m = region_model("report.calls_text", SRC_CALLS, {})
+        t = nestc("report", m.src).stdout
+        problems = []
+        for name, n in sorted(want.items()):
+            mm = re.search(r"^  variant %s  fingerprint [0-9a-f]{16}  (\d+) calls?$" % re.escape(name), t, re.M)
+            if not mm or int(mm.group(1)) != n:
+                problems.append("text: variant %s shows %s calls, expected %d"
+                                % (name, mm and mm.group(1), n))
+        for region, line in (("inner", "10 calls -> 2 variants"), ("outer", "4 calls -> 1 variant")):
+            blk = re.search(r"^region %s\b.*?(?=^region |^totals|\Z)" % region, t, re.M | re.S)
+            if not blk or ("\n  %s\n" % line) not in blk.group(0):
+                problems.append("text: no '%s' for region %s" % (line, region))
+        if "totals: 14 region calls, 3 unique variants, 0 inlined, reuse ratio 4.67" not in t:
+            problems.append("text: totals line missing or wrong")
+        dot = nestc("report", m.src, "--format=dot").stdout
+        for name, n in sorted(want.items()):
+            if '"%s" [label="%s\\n%d calls"];' % (name, name, n) not in dot:
+                problems.append("dot: no node %s with %d calls" % (name, n))
+        if problems:
+            raise Fail("; ".join(problems) + "\n    " + short(t, 40))
+
+    def values():
+        m = region_model("report.calls_values", SRC_CALLS, rng_inputs(21, a=(4, 8), b=(2, 8)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.outer.0.o", "m.inner.0.o", "m.inner.1.o"])
+        values_ok(m.check_compiled(out))
+
+    return (single("report.variant_calls_json", json_calls) + single("report.variant_calls_text", text_calls)
+            + single("report.variant_calls_values", values))
+
+
+SRC_FAST = """
+const D = 8
+param w: f32[D, D]
+
+@region
+fn plain(x: f32[T, D]) -> f32[T, D] {
+  return x + tanh(x @ w) * sigmoid(x)
+}
+
+@region(options = { fast_math: true })
+fn fast(x: f32[T, D]) -> f32[T, D] {
+  return x + tanh(x @ w) * sigmoid(x)
+}
+
+@region
+fn again(x: f32[T, D]) -> f32[T, D] {
+  return x + tanh(x @ w) * sigmoid(x)
+}
+
+export fn forward(a: f32[4, D]) -> (f32[4, D], f32[4, D], f32[4, D], f32[4, D]) {
+  return plain(a), fast(a), again(a), fast(a * 2.0)
+}
+"""
+
+
+@check("region.options_and_shared_bodies")
+def region_fast_shared():
+    # Three regions with one body: plain and again share a variant, fast (fast_math) must
+    # not: the options are part of the fingerprint.
+    def fn():
+        m = region_model("region.fast_shared", SRC_FAST, rng_inputs(22, a=(4, 8)))
+        j = report_json(m)
+        vs = {v["name"]: v for v in j["variants"]}
+        if sorted(vs) != ["fast.0", "plain.0"]:
+            raise Fail("variants %s, expected fast.0 and plain.0 (fast_math makes fast's code "
+                       "differ from plain's)" % sorted(vs))
+        if vs["fast.0"]["fingerprint"] == vs["plain.0"]["fingerprint"]:
+            raise Fail("fast.0 and plain.0 have the same fingerprint %s" % vs["fast.0"]["fingerprint"])
+        if (vs["plain.0"]["calls"], vs["fast.0"]["calls"]) != (2, 2):
+            raise Fail("calls plain.0 %s, fast.0 %s, expected 2 and 2"
+                       % (vs["plain.0"]["calls"], vs["fast.0"]["calls"]))
+        regs = {r["name"]: r for r in j["regions"]}
+        got = {n: (r["variants"], r["options"]["fast_math"]) for n, r in regs.items()}
+        want = {"plain": (["plain.0"], False), "fast": (["fast.0"], True), "again": (["plain.0"], False)}
+        if got != want:
+            raise Fail("regions (variants, fast_math) %s, expected %s" % (got, want))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.plain.0.o", "m.fast.0.o"])
+        values_ok(m.check_compiled(out, labels=["plain", "fast", "again", "fast2"]))
+    return single("region.options_and_shared_bodies", fn)
+
+
+SRC_SHIFT = """
+const D = 8
+
+@region(reuse_hash = 0)
+fn shift(x: i32[T, D], k: int) -> i32[T, D] {
+  return x * 3 + k
+}
+
+export fn forward(a: i32[4, D]) -> (i32[4, D], i32[4, D]) {
+  return shift(a, 2), shift(a, 3)
+}
+"""
+
+SRC_SHIFT_OK = """
+const D = 8
+
+@region(reuse_hash = k)
+fn shift(x: i32[T, D], k: int) -> i32[T, D] {
+  return x * 3 + k
+}
+
+export fn forward(a: i32[4, D], b: i32[6, D]) -> (i32[4, D], i32[6, D], i32[4, D], i32[6, D]) {
+  return shift(a, 2), shift(b, 2), shift(a, 3), shift(b, 3) - shift(b, 2)
+}
+"""
+
+
+def shift_inputs(seed, **shapes):
+    rng = np.random.default_rng(seed)
+    return {n: rng.integers(-1000, 1000, s).astype(np.int32) for n, s in shapes.items()}
+
+
+@check("region.reuse_hash_int_constants")
+def region_shift():
+    def grouped():
+        # reuse_hash = 0 groups shift(a, 2) with shift(a, 3): an integer constant cannot be
+        # taken at run time, so an error naming both calls, or (were it supported) the right
+        # values; never one variant adding the same constant twice.
+        ins = shift_inputs(23, a=(4, 8))
+        m = region_model("region.shift", SRC_SHIFT, ins)
+        out = os.path.join(m.d, "out")
+        r = m.build(out, ok=False)
+        if r.returncode == 0:
+            a = ins["a"].astype(np.int64)
+            got = run_compiled(m, out)
+            for k, g in zip((2, 3), got):
+                if g.dtype != np.int32 or not np.array_equal(g, (a * 3 + k).astype(np.int32)):
+                    raise Fail("shift(a, %d) computes %s, expected %s (objects %s)"
+                               % (k, g.ravel()[:4], (a * 3 + k).ravel()[:4], objects(out)))
+            return
+        text = open(m.src).read()
+        l1, c1 = line_of(text, "shift(a, 2)")
+        l2, c2 = line_of(text, "shift(a, 3)")
+        expect_build_error(m, out, [(l1, c1), (l2, c2)], ["shift", "constant"])
+
+    def separate():
+        # reuse_hash = k: one variant per constant, T taken at run time; values against NumPy
+        ins = shift_inputs(24, a=(4, 8), b=(6, 8))
+        m = region_model("region.shift_ok", SRC_SHIFT_OK, ins)
+        j = report_json(m)
+        vs = {v["name"]: (v["reuse_hash"], v["calls"], v["runtime_dims"] > 0) for v in j["variants"]}
+        if vs != {"shift.0": (2, 3, True), "shift.1": (3, 2, True)}:
+            raise Fail("variants (reuse_hash, calls, has run-time dims) %s, expected shift.0 (2, 3, "
+                       "True) and shift.1 (3, 2, True)" % vs)
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.shift.0.o", "m.shift.1.o"])
+        a, b = ins["a"].astype(np.int64), ins["b"].astype(np.int64)
+        want = [a * 3 + 2, b * 3 + 2, a * 3 + 3, (b * 3 + 3) - (b * 3 + 2)]
+        got = run_compiled(m, out)
+        for lab, g, w in zip(["a+2", "b+2", "a+3", "b+3-(b+2)"], got, want):
+            if g.dtype != np.int32 or not np.array_equal(g, w.astype(np.int32)):
+                raise Fail("%s: %s %s, expected %s" % (lab, g.dtype, g.ravel()[:6], w.ravel()[:6]))
+        values_ok(m.check_compiled(out))
+
+    return (single("region.reuse_hash_int_constants_grouped", grouped)
+            + single("region.reuse_hash_int_constants_separate", separate))
+
+
+SRC_FP = """
+const D = 8
+param w: f32[D, D]
+
+@region
+fn base(x: f32[4, D]) -> f32[4, D] {
+  return softmax(tanh(x @ w) * f32(i32(3)), axis=0)
+}
+
+@region
+fn same(y: f32[4, D]) -> f32[4, D] {
+  return softmax(tanh(y @ w) * f32(i32(3)), axis=0)
+}
+
+@region
+fn op(x: f32[4, D]) -> f32[4, D] {
+  return softmax(sigmoid(x @ w) * f32(i32(3)), axis=0)
+}
+
+@region
+fn cdtype(x: f32[4, D]) -> f32[4, D] {
+  return softmax(tanh(x @ w) * f32(i64(3)), axis=0)
+}
+
+@region
+fn attr(x: f32[4, D]) -> f32[4, D] {
+  return softmax(tanh(x @ w) * f32(i32(3)), axis=1)
+}
+
+@region
+fn cvalue(x: f32[4, D]) -> f32[4, D] {
+  return softmax(tanh(x @ w) * f32(i32(4)), axis=0)
+}
+
+export fn forward(a: f32[4, D]) -> (f32[4, D], f32[4, D], f32[4, D], f32[4, D], f32[4, D],
+                                    f32[4, D]) {
+  return base(a), same(a), op(a), cdtype(a), attr(a), cvalue(a)
+}
+"""
+
+# the same region as `base`, alone, under other names
+SRC_FP_ALONE = """
+const D = 8
+param w: f32[D, D]
+
+@region
+fn renamed(z: f32[4, D]) -> f32[4, D] {
+  return softmax(tanh(z @ w) * f32(i32(3)), axis=0)
+}
+
+export fn main(q: f32[4, D]) -> f32[4, D] {
+  return renamed(q)
+}
+"""
+
+# XXH3-128 of each variant's canonical text (src/regions.c serialise, src/ir.c node_text):
+# a change of these is a change of every compile-cache key.
+FP_GOLDEN = {
+    "base.0": "3c525e0968174a6ff0898d528d5d2c17",
+    "op.0": "afa195062c4914b40b1eb561a8c74f9e",
+    "cdtype.0": "8f377935f3540c0be73ea16db138143a",
+    "attr.0": "b7058258f62807dd59a1daf45a4beeb9",
+    "cvalue.0": "48c2cada3978bfb7bc354482761a7682",
+}
+# the variants of SRC_CALLS (a fingerprint covers the variants a region calls)
+FP_GOLDEN_CALLS = {
+    "inner.0": "963eba6622f373c4bc54ccc2f8253421",
+    "inner.1": "660d7664e13c12b10b610b6b5da3a045",
+    "outer.0": "09cc05280bf435ecebad93abcae2031c",
+}
+
+
+@check("region.fingerprints")
+def region_fingerprints():
+    def differ():
+        m = region_model("region.fp", SRC_FP, rng_inputs(25, a=(4, 8)))
+        j = report_json(m)
+        regs = {r["name"]: r["variants"] for r in j["regions"]}
+        want = {"base": ["base.0"], "same": ["base.0"], "op": ["op.0"], "cdtype": ["cdtype.0"],
+                "attr": ["attr.0"], "cvalue": ["cvalue.0"]}
+        if regs != want:
+            raise Fail("regions' variants %s, expected %s" % (regs, want))
+        fps = {v["name"]: v["fingerprint"] for v in j["variants"]}
+        if len(set(fps.values())) != len(fps):
+            raise Fail("fingerprints not distinct: %s" % fps)
+        for n, f in fps.items():
+            if not re.fullmatch(r"[0-9a-f]{32}", f):
+                raise Fail("fingerprint of %s is %r, not 32 hex digits" % (n, f))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o"] + ["m.%s.o" % v for v in FP_GOLDEN])
+        values_ok(m.check_compiled(out, labels=["base", "same", "op", "cdtype", "attr", "cvalue"]))
+
+    def identical():
+        a = report_json(region_model("region.fp_base", SRC_FP, {}))
+        b = report_json(region_model("region.fp_alone", SRC_FP_ALONE, {}, stem="other"))
+        fa = {v["name"]: v["fingerprint"] for v in a["variants"]}["base.0"]
+        fb = [v["fingerprint"] for v in b["variants"]]
+        if fb != [fa]:
+            raise Fail("the same region under other names (region, argument, model, entry) has "
+                       "fingerprints %s, expected [%s] as base.0" % (fb, fa))
+
+    def golden():
+        got = {v["name"]: v["fingerprint"] for v in report_json(region_model("region.fp_golden", SRC_FP, {}))["variants"]}
+        if got != FP_GOLDEN:
+            raise Fail("fingerprints %s, expected %s" % (got, FP_GOLDEN))
+        got = {v["name"]: v["fingerprint"]
+               for v in report_json(region_model("region.fp_golden2", SRC_CALLS, {}))["variants"]}
+        if got != FP_GOLDEN_CALLS:
+            raise Fail("fingerprints %s, expected %s" % (got, FP_GOLDEN_CALLS))
+        # the text report shows the first 16 hex digits
+        t = nestc("report", os.path.join(TMP, "region.fp_golden", "m.nest")).stdout
+        for name, f in FP_GOLDEN.items():
+            if "  variant %s  fingerprint %s  " % (name, f[:16]) not in t:
+                raise Fail("text report: no 'variant %s  fingerprint %s'" % (name, f[:16]))
+
+    return (single("region.fingerprints_differ", differ) + single("region.fingerprints_identical", identical)
+            + single("region.fingerprints_golden", golden))
+
+
+# Elementwise math in f32, compiled, against float64 NumPy at a tolerance of a few ulp:
+# tight enough that a constant wrong in its fourth digit (gelu_tanh's 0.044715 changes the
+# result by up to 6e-6) fails. x covers [-4, 4] densely, with a tail that is not a
+# multiple of the vector width.
+X_MATH = np.concatenate([np.linspace(-4, 4, 161), np.array([-1.84, -1.5, 1.5, 1.84, 0.0, -0.0])]).astype(np.float32)
+
+SRC_MATH = """
+const N = %d
+
+@region
+fn acts(x: f32[N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N]) {
+  return gelu_tanh(x), gelu(x), erf(x), silu(x), sigmoid(x), tanh(x)
+}
+
+export fn forward(x: f32[N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N],
+                                 f32[N], f32[N], f32[N], f32[N], f32[N], f32[N]) {
+  let a, b, c, d, e, f = acts(x)
+  return a, b, c, d, e, f, gelu_tanh(x), gelu(x), erf(x), silu(x), sigmoid(x), tanh(x)
+}
+""" % len(X_MATH)
+
+
+def math_refs(x):
+    x = x.astype(np.float64)
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    sig = 1.0 / (1.0 + np.exp(-x))
+    return [("gelu_tanh", 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))),
+            ("gelu", 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))), ("erf", erf(x)), ("silu", x * sig),
+            ("sigmoid", sig), ("tanh", np.tanh(x))]
+
+
+MATH_TOL = 1e-6   # |out - ref| <= MATH_TOL * max(1, |ref|), entry by entry
+
+
+@check("math.f32_tight")
+def math_f32_tight():
+    def fn():
+        m = region_model("math.f32", SRC_MATH, {"x": X_MATH})
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        got = run_compiled(m, out)
+        refs = math_refs(X_MATH)
+        bad = []
+        for k, g in enumerate(got):
+            name, ref = refs[k % len(refs)]
+            where = "region" if k < len(refs) else "entry"
+            if g.dtype != np.float32 or g.shape != ref.shape:
+                bad.append("%s (%s): %s%s" % (name, where, g.dtype, g.shape))
+                continue
+            err = np.abs(g.astype(np.float64) - ref) / np.maximum(1.0, np.abs(ref))
+            i = int(np.argmax(err))
+            if not err[i] <= MATH_TOL:
+                bad.append("%s (%s): error %.3g at x=%r (got %r, NumPy %r)"
+                           % (name, where, err[i], float(X_MATH[i]), float(g[i]), float(ref[i])))
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("math.f32_tight_vs_numpy", fn)
+
+
 # ----------------------------------------------------------------------------- 4. gpt2 counts
 
 
@@ -1512,6 +1941,13 @@ def gpt2_counts():
         if not a or len(a["variants"]) != 1 or a["calls"] != 12:
             problems.append("JSON report: attention %s, expected 1 variant and 12 calls"
                             % (a and {"variants": a["variants"], "calls": a["calls"]}))
+        vcalls = {v["name"]: v["calls"] for v in j.get("variants", [])}
+        if vcalls != {"block.0": 12, "attention.0": 12}:
+            problems.append("JSON variants[].calls %s, expected block.0 and attention.0 with 12 "
+                            "each" % vcalls)
+        for name in ("block.0", "attention.0"):
+            if not re.search(r"^  variant %s  fingerprint [0-9a-f]{16}  12 calls$" % re.escape(name), t, re.M):
+                problems.append("text report: no 'variant %s  fingerprint ...  12 calls'" % name)
         tot = j.get("totals", {})
         if tot.get("unique_variants") != 2 or tot.get("region_calls") != 24:
             problems.append("JSON totals %s, expected 24 region calls, 2 unique variants" % tot)
