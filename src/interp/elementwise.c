@@ -263,16 +263,11 @@ static void compare_i(Op op, int64_t *o, const int64_t *a, int64_t sa, const int
 	CMP_SWITCH(op, o, a, sa, b, sb, n)
 }
 
-static int is_compare(Op op)
-{
-	return op >= OP_EQ && op <= OP_GE;
-}
-
 Tensor *op_binary(Frame *fr, Node *n, Tensor *a, Tensor *b)
 {
 	if ((a->f != NULL) != (b->f != NULL))
 		ice("interp: %s %%%d mixes float and integer operands", op_name(n->op), n->id);
-	int cmp = is_compare(n->op);
+	int cmp = op_info[n->op].cls == OPC_COMPARE;
 	if (cmp ? is_float(n->dtype) : (a->f != NULL) != is_float(n->dtype))
 		ice("interp: %s %%%d has result dtype %d", op_name(n->op), n->id, (int)n->dtype);
 	Tensor *o = take_input(fr, n, 0);

@@ -13,12 +13,6 @@
 
 static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs);
 
-static void need_inputs(const Node *n, int lo, int hi)
-{
-	if (n->nin < lo || n->nin > hi)
-		ice("interp: %s %%%d has %d inputs", op_name(n->op), n->id, n->nin);
-}
-
 /* A graph input or param handed in by the caller: it must be what the node says. */
 static void check_given(const Node *n, const Tensor *t, const char *what)
 {
@@ -33,79 +27,56 @@ static void check_given(const Node *n, const Tensor *t, const char *what)
  * NULL after a run-time error has been reported. */
 static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 {
+	node_check_inputs(n);
+	switch (op_info[n->op].cls) {
+	case OPC_UNARY:
+		return op_unary(fr, n, in[0]);
+	case OPC_CAST:
+		return op_cast(fr, n, in[0]);
+	case OPC_BINARY: case OPC_COMPARE: case OPC_LOGIC:
+		return op_binary(fr, n, in[0], in[1]);
+	case OPC_SELECT:
+		return op_where(fr, n, in[0], in[1], in[2]);
+	case OPC_MATMUL:
+		return op_matmul(n, in[0], in[1], fr->val[n->in[1]->id].trans);
+	case OPC_ROW:
+		return op_softmax(fr, n, in[0]);
+	case OPC_NORM:
+		return op_norm(fr, n, in);
+	case OPC_CONV:
+		return op_conv2d(n, in);
+	default:
+		break;
+	}
 	switch (n->op) {
-	case OP_CONST:
-	case OP_FULL:
-		need_inputs(n, 0, 0);
+	case OP_CONST: case OP_FULL:
 		return op_fill(n);
 	case OP_ARANGE:
-		need_inputs(n, 0, 0);
 		return op_arange(n);
-	case OP_NEG: case OP_NOT: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT:
-	case OP_TANH: case OP_SIGMOID: case OP_RELU: case OP_GELU: case OP_GELU_TANH:
-	case OP_SILU: case OP_ERF: case OP_ABS: case OP_SIN: case OP_COS:
-		need_inputs(n, 1, 1);
-		return op_unary(fr, n, in[0]);
-	case OP_CAST:
-		need_inputs(n, 1, 1);
-		return op_cast(fr, n, in[0]);
-	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW:
-	case OP_MAX: case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT:
-	case OP_GE: case OP_AND: case OP_OR:
-		need_inputs(n, 2, 2);
-		return op_binary(fr, n, in[0], in[1]);
-	case OP_WHERE:
-		need_inputs(n, 3, 3);
-		return op_where(fr, n, in[0], in[1], in[2]);
-	case OP_MATMUL:
-		need_inputs(n, 2, 2);
-		return op_matmul(n, in[0], in[1], fr->val[n->in[1]->id].trans);
 	case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN:
-		need_inputs(n, 1, 1);
 		return op_reduce(n, in[0]);
 	case OP_ARGMAX:
-		need_inputs(n, 1, 1);
 		return op_argmax(n, in[0]);
-	case OP_SOFTMAX: case OP_LOG_SOFTMAX:
-		need_inputs(n, 1, 1);
-		return op_softmax(fr, n, in[0]);
-	case OP_LAYERNORM:
-		need_inputs(n, 3, 3);
-		return op_norm(fr, n, in);
-	case OP_RMSNORM:
-		need_inputs(n, 2, 2);
-		return op_norm(fr, n, in);
 	case OP_RESHAPE:
-		need_inputs(n, 1, 1);
 		return op_reshape(fr, n, in[0]);
 	case OP_TRANSPOSE:
-		need_inputs(n, 1, 1);
 		return op_transpose(n, in[0]);
 	case OP_CONCAT:
 		return op_concat(n, in);
 	case OP_SLICE:
-		need_inputs(n, 1, 1);
 		return op_slice(n, in[0]);
 	case OP_EXPAND:
-		need_inputs(n, 1, 1);
 		return op_expand(fr, n, in[0]);
 	case OP_GATHER:
-		need_inputs(n, 2, 2);
 		return op_gather(fr, n, in[0], in[1]);
 	case OP_CAUSAL_MASK:
-		need_inputs(n, 1, 1);
 		return op_causal_mask(fr, n, in[0]);
-	case OP_CONV2D:
-		need_inputs(n, 2, 3);
-		return op_conv2d(n, in);
 	case OP_MAXPOOL2D: case OP_AVGPOOL2D:
-		need_inputs(n, 1, 1);
 		return op_pool(n, in[0]);
 	case OP_GLOBAL_AVGPOOL2D:
-		need_inputs(n, 1, 1);
 		return op_global_avgpool(n, in[0]);
 	default:
-		ice("interp: unexpected op %d at %%%d", (int)n->op, n->id);
+		ice("interp: unexpected op %s at %%%d", op_name(n->op), n->id);
 	}
 }
 
