@@ -234,6 +234,8 @@ static int check_arity(LowerCtx *x, Args *a, int min, int max, const char *const
 	return 1;
 }
 
+/* ---- the builtins ---- */
+
 static int reduce_axes(LowerCtx *x, Args *a, Node *t, int64_t *mask, int dflt_all, int64_t dflt_axis)
 {
 	Value *v = opt_arg(a, "axis");

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+/* The tree of a param of type t named path: its dimensions are constant
+ * expressions (with a named type's parameters in x->te). */
 static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, int depth)
 {
 	if (depth > 64) {
@@ -129,7 +131,6 @@ static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, i
 	}
 	return NULL;
 }
-
 
 /* Params first: their names and shapes form the model's param table. */
 void lower_params(LowerCtx *x)
