@@ -27,8 +27,8 @@ B = build
 INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.o $(B)/interp_reduce.o \
 	$(B)/interp_movement.o $(B)/interp_conv.o $(B)/interp_graph.o
 INTERP_HDRS = src/nestc.h src/interp/interp.h
-OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(B)/codegen.o $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
+OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
+       $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(B)/codegen.o $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
@@ -64,12 +64,12 @@ check-asan: deps
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" sh tests/check.sh build-asan
 
-$(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/ast.o $(B)/diag.o
+$(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
-		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
-$(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o $(B)/ast.o $(B)/diag.o
+		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(LDLIBS)
+$(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o $(B)/dtype.o $(B)/diag.o
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o \
-		$(B)/util.o $(B)/ast.o $(B)/diag.o $(LDLIBS)
+		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(LDLIBS)
 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
@@ -149,12 +149,22 @@ $(B)/util.o: src/util.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/util.c
 $(B)/diag.o: src/diag.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/diag.c
+$(B)/dtype.o: src/dtype.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/dtype.c
 $(B)/ast.o: src/ast.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/ast.c
 $(B)/ir.o: src/ir.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/ir.c
+$(B)/values.o: src/values.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/values.c
+$(B)/eval.o: src/eval.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/eval.c
+$(B)/builtins.o: src/builtins.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/builtins.c
 $(B)/check.o: src/check.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/check.c
+$(B)/params.o: src/params.c src/nestc.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/params.c
 $(B)/lower.o: src/lower.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/lower.c
 $(B)/regions.o: src/regions.c src/nestc.h $(B)/stamp

@@ -4,28 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *dtype_names[DT_COUNT] = {"bool", "i32", "i64", "f32", "f64"};
-static const int dtype_sizes[DT_COUNT] = {1, 4, 8, 4, 8};
-
-const char *dtype_name(DType t)
-{
-	if ((int)t < 0 || t >= DT_COUNT)
-		ice("dtype_name: bad dtype %d", (int)t);
-	return dtype_names[t];
-}
-
-int dtype_size(DType t)
-{
-	if ((int)t < 0 || t >= DT_COUNT)
-		ice("dtype_size: bad dtype %d", (int)t);
-	return dtype_sizes[t];
-}
-
-int dtype_is_float(DType t)
-{
-	return t == DT_F32 || t == DT_F64;
-}
-
 const char *opr_text(int op)
 {
 	switch (op) {

@@ -1,59 +1,15 @@
-/* check.c - declarations: the global table, consts and -D overrides, types,
- * params and their weights-file names, and a name pass over every function body
- * (so a function that is never called still has its names checked). */
+/* check.c - declarations: the entries of the global table, consts and -D
+ * overrides, types, the types of params, region attributes, and a name pass over
+ * every function body (so a function that is never called still has its names
+ * checked). Constant expressions are evaluated by eval.c, below; lowering
+ * (lower.c, above) runs after this and never the other way round. */
 #include "nestc.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const builtins[] = {
-	"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
-	"erf", "abs", "sin", "cos", "pow", "maximum", "minimum", "where",
-	"f32", "f64", "i32", "i64", "bool",
-	"sum", "mean", "amax", "amin", "argmax", "softmax", "log_softmax",
-	"layernorm", "rmsnorm",
-	"reshape", "transpose", "concat", "split", "expand", "unsqueeze", "squeeze",
-	"arange", "zeros", "ones", "full", "causal_mask",
-	"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-	NULL,
-};
-
-int is_builtin(const char *name)
-{
-	for (int i = 0; builtins[i]; i++)
-		if (!strcmp(builtins[i], name))
-			return 1;
-	return 0;
-}
-
 /* ---- the global table ---- */
-
-static void hash_insert(Checker *c, int idx)
-{
-	uint64_t h = hash_str(c->globals[idx]->name);
-	int mask = c->hcap - 1;
-	for (int i = (int)(h & (uint64_t)mask);; i = (i + 1) & mask) {
-		if (!c->htab[i]) {
-			c->htab[i] = (uint64_t)idx + 1;
-			return;
-		}
-	}
-}
-
-Global *lookup_global(Checker *c, const char *name)
-{
-	if (!c->hcap)
-		return NULL;
-	uint64_t h = hash_str(name);
-	int mask = c->hcap - 1;
-	for (int i = (int)(h & (uint64_t)mask); c->htab[i]; i = (i + 1) & mask) {
-		Global *g = c->globals[c->htab[i] - 1];
-		if (!strcmp(g->name, name))
-			return g;
-	}
-	return NULL;
-}
 
 static const char *decl_what(DeclKind k)
 {
@@ -96,9 +52,7 @@ static void build_globals(Checker *c)
 		g->name = d->name;
 		g->decl = d;
 		g->kind = d->kind == D_CONST ? G_CONST : d->kind == D_TYPE ? G_TYPE : d->kind == D_PARAM ? G_PARAM : G_FN;
-		c->globals[c->nglobals] = g;
-		hash_insert(c, c->nglobals);
-		c->nglobals++;
+		global_add(c, g);
 	}
 }
 
@@ -514,7 +468,7 @@ static void check_fn(Checker *c, Decl *d)
 	free(np.names.v.v);
 }
 
-Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
+Checker *check_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
 {
 	Program *p = arena_alloc(a, sizeof *p);
 	p->arena = a;
@@ -534,8 +488,5 @@ Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
 		else if (c->globals[k]->kind == G_PARAM)
 			check_type_names(c, c->globals[k]->decl->type, NULL, 0);
 	}
-	lower_program(c);
-	if (d->nerrors)
-		return NULL;
-	return p;
+	return c;
 }

@@ -94,12 +94,14 @@ void error_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2,
 void warning_plain(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_free(Diag *d);
 
-/* ------------------------------------------------------------------ ast.c */
+/* ------------------------------------------------------------------ dtype.c */
 
 typedef enum DType { DT_BOOL, DT_I32, DT_I64, DT_F32, DT_F64, DT_COUNT } DType;
 const char *dtype_name(DType t);
 int dtype_size(DType t);
 int dtype_is_float(DType t);
+
+/* ------------------------------------------------------------------ ast.c */
 
 typedef struct Expr Expr;
 typedef struct TypeExpr TypeExpr;
@@ -418,17 +420,7 @@ void node_text(Buf *b, Node *n);
 /* A compiler bug unless n has as many inputs as ops.def says. */
 void node_check_inputs(const Node *n);
 
-/* ------------------------------------------------------------------ check.c */
-
-typedef struct Define {
-	const char *name;
-	const char *value;
-} Define;
-
-typedef struct CompileOptions {
-	Define *defines;
-	int ndefines;
-} CompileOptions;
+/* ------------------------------------------------------------------ values.c */
 
 /* The value of an expression while checking and lowering. Compile-time numbers
  * are exact; tensors are IR nodes of the graph being built. */
@@ -465,9 +457,90 @@ struct Value {
 	int n;
 };
 
+/* The one error value: nothing more is said about it. */
+extern Value value_err;
+#define VERR (&value_err)
+
+typedef struct Global Global;   /* eval.c */
+typedef struct Checker Checker; /* eval.c */
+
+typedef struct Scope Scope;
+struct Scope {
+	Scope *parent; /* NULL for a function's top scope */
+	Vec names;
+	Vec vals;
+};
+
+/* Type parameters while matching a value against Name(args): each parameter is a
+ * compile-time value, or a shape variable of the function not bound yet. */
+typedef struct TEnv {
+	const char **names;
+	Value **vals;        /* NULL where pending */
+	const char **pending;
+	int n;
+} TEnv;
+
+/* The state of evaluating expressions: of a constant expression for the checker
+ * (g, scope NULL), or of lowering a function body. */
+typedef struct LowerCtx LowerCtx;
+struct LowerCtx {
+	Checker *c;
+	Arena *a;
+	Diag *d;
+	Program *p;
+	Graph *g;          /* graph being built; NULL in constant expressions */
+	Scope *scope;      /* innermost scope; NULL in constant expressions */
+	Scope *fnscope;    /* the current function's top scope */
+	TEnv *te;          /* type parameters, while matching a named type */
+	int in_dim;        /* evaluating a dimension: division must be exact */
+	int quiet;         /* the function has a broken statement: no unknown-name errors */
+	Vec stack;         /* functions being lowered (Decl *), to reject recursion */
+	int64_t budget;    /* nodes and unrolled statements left before giving up */
+	int out_of_budget;
+	/* lowering's call of a user function, its arguments evaluated (lower.c);
+	 * only reached with a graph, so NULL for constant expressions */
+	Value *(*call_fn)(LowerCtx *x, Global *fn, Expr *call, Value **argv);
+};
+
+Value *value_new(LowerCtx *x, ValueKind k);
+Value *vint(LowerCtx *x, int64_t i);
+Value *vfloat(LowerCtx *x, double f);
+Value *vbool(LowerCtx *x, int b);
+Value *vtensor(LowerCtx *x, Node *n);
+int is_ct(Value *v); /* a compile-time int, float or bool */
+void scope_bind(LowerCtx *x, Scope *s, const char *name, Value *v);
+Value **scope_find(Scope *s, const char *name, Scope **where);
+int v_is_tensor(Value *v); /* a tensor node or a param leaf */
+void v_shape(LowerCtx *x, Value *v, DType *dt, int *rank, const int64_t **shape);
+/* The program whose params value_type_str describes. */
+void value_set_program(Program *p);
+void value_type_str(Buf *b, Value *v);
+/* Values, shapes and nodes as text for messages (in the arena). */
+const char *tystr(LowerCtx *x, Value *v);
+const char *shstr(LowerCtx *x, DType dt, int rank, const int64_t *shape);
+const char *nstr(LowerCtx *x, Node *n);
+/* One unit of the lowering budget; 0 (after one error) when it is spent. */
+int charge_budget(LowerCtx *x, Loc loc);
+Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc loc);
+/* The tensor a value stands for, or NULL (after an error unless quiet). */
+Node *as_tensor(LowerCtx *x, Value *v, Loc loc, const char *what);
+Node *const_node(LowerCtx *x, DType dt, Value *v, Loc loc);
+Node *unary_node(LowerCtx *x, Op op, DType dt, Node *in, Loc loc);
+Node *reshape_node(LowerCtx *x, Node *in, int rank, const int64_t *shape, Loc loc);
+/* NumPy broadcasting of two shapes; 0 and a message on a mismatch. */
+int broadcast_shapes(LowerCtx *x, Node *a, Node *b, int *rank, int64_t *shape, Op op, Loc loc);
+/* Both operands of op as tensors of one dtype; 0 after an error. */
+int binary_operands(LowerCtx *x, Op op, Value *va, Value *vb, Node **na, Node **nb, Loc loc);
+Value *emit_binary(LowerCtx *x, Op op, Value *va, Value *vb, Loc loc);
+Value *emit_matmul(LowerCtx *x, Value *va, Value *vb, Loc loc);
+int ct_int(LowerCtx *x, Value *v, Loc loc, const char *what, int64_t *out);
+int norm_axis(LowerCtx *x, int64_t axis, int rank, Loc loc, int *out);
+
+/* ------------------------------------------------------------------ eval.c */
+
 typedef enum GlobalKind { G_CONST, G_TYPE, G_PARAM, G_FN } GlobalKind;
 
-typedef struct Global {
+struct Global {
 	GlobalKind kind;
 	const char *name;
 	Decl *decl;
@@ -475,34 +548,78 @@ typedef struct Global {
 	int state;      /* G_CONST: 0 new, 1 evaluating (cycle check), 2 done */
 	PTree *ptree;   /* G_PARAM */
 	Vec specs;      /* G_FN: specialised region graphs (Graph *) */
-} Global;
+};
 
-typedef struct Checker {
+/* The global table and what checking hands to lowering. */
+struct Checker {
 	Arena *a;
 	Diag *d;
 	Module *m;
 	Program *p;
-	CompileOptions *opts;
+	struct CompileOptions *opts;
 	Global **globals;
 	int nglobals;
 	uint64_t *htab;   /* open addressing: index+1 into globals, 0 empty */
 	int hcap;
-} Checker;
+};
 
 Global *lookup_global(Checker *c, const char *name);
-int is_builtin(const char *name);
+/* Append to c->globals (sized by the caller) and to the hash table. */
+void global_add(Checker *c, Global *g);
+Value *eval_expr(LowerCtx *x, Expr *e);
+/* A name: a type parameter, a local, a global (consts evaluated on first use). */
+Value *lookup_name(LowerCtx *x, Expr *e);
+/* Evaluate a global const's expression (no locals, no tensors). */
+Value *eval_const_expr(Checker *c, Expr *e);
 
-/* Check declarations and names, then lower every export into the tensor graph IR
- * (lower.c). Returns NULL when there were errors (all reported through d). */
-Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts);
+/* ------------------------------------------------------------------ builtins.c */
+
+/* A builtin call's arguments, evaluated (eval.c). */
+typedef struct Args {
+	Expr *call;
+	const char *fname;
+	Value *pos[8];
+	Loc posloc[8];
+	int npos;
+	const char *names[8];
+	Value *named[8];
+	Loc namedloc[8];   /* the value */
+	Loc namekeyloc[8]; /* the name */
+	int nnamed;
+	int used[8];
+} Args;
+
+int is_builtin(const char *name);
+/* Positional argument pos of the builtin is a shape: evaluated as dimensions. */
+int builtin_dim_arg(const char *name, int pos);
+Value *call_builtin(LowerCtx *x, Args *a);
+
+/* ------------------------------------------------------------------ check.c */
+
+typedef struct Define {
+	const char *name;
+	const char *value;
+} Define;
+
+typedef struct CompileOptions {
+	Define *defines;
+	int ndefines;
+} CompileOptions;
+
+/* Check declarations and names; evaluate consts (with -D) and region
+ * attributes. Errors are reported through d; lowering follows (lower.c). */
+Checker *check_module(Arena *a, Diag *d, Module *m, CompileOptions *opts);
+
+/* ------------------------------------------------------------------ params.c */
+
+/* Build every param's tree and the model's param table (Program.params). */
+void lower_params(LowerCtx *x);
 
 /* ------------------------------------------------------------------ lower.c */
 
-/* Lower every exported function (and the region specialisations it reaches). */
-void lower_program(Checker *c);
-/* Evaluate a global const's expression (no locals, no tensors). */
-Value *eval_const_expr(Checker *c, Expr *e);
-void value_type_str(Buf *b, Value *v);
+/* Check declarations and names, then lower every export into the tensor graph IR.
+ * Returns NULL when there were errors (all reported through d). */
+Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts);
 
 /* ------------------------------------------------------------------ regions.c */
 

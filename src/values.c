@@ -1,0 +1,490 @@
+/* values.c - what lowering and the builtins share below them: Values and their
+ * constructors, scopes, Values and shapes as text for messages, making nodes
+ * (with the lowering budget), tensors from Values, NumPy broadcasting and the
+ * elementwise and matmul nodes of operators, and compile-time ints and axes. */
+#include "nestc.h"
+
+#include <string.h>
+
+Value value_err = {.kind = V_ERR};
+
+Value *value_new(LowerCtx *x, ValueKind k)
+{
+	Value *v = arena_alloc(x->a, sizeof *v);
+	v->kind = k;
+	return v;
+}
+
+Value *vint(LowerCtx *x, int64_t i)
+{
+	Value *v = value_new(x, V_INT);
+	v->i = i;
+	return v;
+}
+
+Value *vfloat(LowerCtx *x, double f)
+{
+	Value *v = value_new(x, V_FLOAT);
+	v->f = f;
+	return v;
+}
+
+Value *vbool(LowerCtx *x, int b)
+{
+	Value *v = value_new(x, V_BOOL);
+	v->i = b != 0;
+	return v;
+}
+
+Value *vtensor(LowerCtx *x, Node *n)
+{
+	Value *v = value_new(x, V_TENSOR);
+	v->node = n;
+	return v;
+}
+
+int is_ct(Value *v)
+{
+	return v->kind == V_INT || v->kind == V_FLOAT || v->kind == V_BOOL;
+}
+
+void scope_bind(LowerCtx *x, Scope *s, const char *name, Value *v)
+{
+	avec_push(x->a, &s->names, (void *)name);
+	avec_push(x->a, &s->vals, v);
+}
+
+Value **scope_find(Scope *s, const char *name, Scope **where)
+{
+	for (; s; s = s->parent)
+		for (int i = s->names.n - 1; i >= 0; i--)
+			if (!strcmp(s->names.v[i], name)) {
+				if (where)
+					*where = s;
+				return (Value **)&s->vals.v[i];
+			}
+	return NULL;
+}
+
+/* ---- printing values and types for messages ---- */
+
+static ParamInfo *leaf_info(LowerCtx *x, Value *v)
+{
+	return &x->p->params[v->pt->param];
+}
+
+int v_is_tensor(Value *v)
+{
+	return v->kind == V_TENSOR || (v->kind == V_PARAM && v->pt->kind == PT_LEAF);
+}
+
+void v_shape(LowerCtx *x, Value *v, DType *dt, int *rank, const int64_t **shape)
+{
+	if (v->kind == V_TENSOR) {
+		*dt = v->node->dtype;
+		*rank = v->node->rank;
+		*shape = v->node->shape;
+	} else {
+		ParamInfo *pi = leaf_info(x, v);
+		*dt = pi->dtype;
+		*rank = pi->rank;
+		*shape = pi->shape;
+	}
+}
+
+static Program *cur_prog; /* only for value_type_str of params; set while lowering */
+
+void value_set_program(Program *p)
+{
+	cur_prog = p;
+}
+
+static void ptree_str(Buf *b, PTree *t)
+{
+	switch (t->kind) {
+	case PT_LEAF: {
+		ParamInfo *pi = &cur_prog->params[t->param];
+		shape_str(b, pi->dtype, pi->rank, pi->shape);
+		break;
+	}
+	case PT_RECORD:
+		buf_putc(b, '{');
+		for (int i = 0; i < t->n; i++) {
+			buf_printf(b, "%s%s: ", i ? ", " : " ", t->names[i]);
+			ptree_str(b, t->kids[i]);
+		}
+		buf_puts(b, " }");
+		break;
+	case PT_ARRAY:
+		ptree_str(b, t->kids[0]);
+		buf_printf(b, "[%d]", t->n);
+		break;
+	}
+}
+
+void value_type_str(Buf *b, Value *v)
+{
+	switch (v->kind) {
+	case V_ERR: buf_puts(b, "<error>"); break;
+	case V_INT: buf_puts(b, "int"); break;
+	case V_FLOAT: buf_puts(b, "float"); break;
+	case V_BOOL: buf_puts(b, "bool"); break;
+	case V_STR: buf_puts(b, "a string"); break;
+	case V_TENSOR: shape_str(b, v->node->dtype, v->node->rank, v->node->shape); break;
+	case V_RECORD:
+		buf_putc(b, '{');
+		for (int i = 0; i < v->n; i++) {
+			buf_printf(b, "%s%s: ", i ? ", " : " ", v->names[i]);
+			value_type_str(b, v->items[i]);
+		}
+		buf_puts(b, " }");
+		break;
+	case V_ARRAY:
+		if (v->n)
+			value_type_str(b, v->items[0]);
+		buf_printf(b, "[%d]", v->n);
+		break;
+	case V_LIST:
+	case V_TUPLE:
+		buf_puts(b, v->kind == V_LIST ? "[" : "(");
+		for (int i = 0; i < v->n; i++) {
+			if (i)
+				buf_puts(b, ", ");
+			value_type_str(b, v->items[i]);
+		}
+		buf_puts(b, v->kind == V_LIST ? "]" : ")");
+		break;
+	case V_PARAM:
+		ptree_str(b, v->pt);
+		break;
+	}
+}
+
+/* A short-lived description for a message; the arena keeps it alive. */
+const char *tystr(LowerCtx *x, Value *v)
+{
+	Buf b = {0};
+	value_type_str(&b, v);
+	char *s = arena_strdup(x->a, b.s ? b.s : "");
+	buf_free(&b);
+	return s;
+}
+
+const char *shstr(LowerCtx *x, DType dt, int rank, const int64_t *shape)
+{
+	Buf b = {0};
+	shape_str(&b, dt, rank, shape);
+	char *s = arena_strdup(x->a, b.s);
+	buf_free(&b);
+	return s;
+}
+
+const char *nstr(LowerCtx *x, Node *n)
+{
+	return shstr(x, n->dtype, n->rank, n->shape);
+}
+
+/* ---- nodes ---- */
+
+int charge_budget(LowerCtx *x, Loc loc)
+{
+	if (--x->budget >= 0)
+		return 1;
+	if (!x->out_of_budget)
+		error_at(x->d, loc, "the model is too large to lower (more than 50 million operations after unrolling)");
+	x->out_of_budget = 1;
+	return 0;
+}
+
+Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc loc)
+{
+	charge_budget(x, loc);
+	return node_new(x->p, x->g, op, dt, rank, shape, loc);
+}
+
+static Node *param_node(LowerCtx *x, int idx, Loc loc)
+{
+	Graph *g = x->g;
+	if (!g->param_nodes)
+		g->param_nodes = arena_alloc(x->a, (size_t)(x->p->nparams + 1) * sizeof(Node *));
+	if (!g->param_nodes[idx]) {
+		ParamInfo *pi = &x->p->params[idx];
+		Node *n = mk_node(x, OP_PARAM, pi->dtype, pi->rank, pi->shape, loc);
+		n->a[0] = idx;
+		g->param_nodes[idx] = n;
+	}
+	return g->param_nodes[idx];
+}
+
+/* The tensor a value stands for, or NULL (after an error unless quiet). */
+Node *as_tensor(LowerCtx *x, Value *v, Loc loc, const char *what)
+{
+	if (v->kind == V_TENSOR)
+		return v->node;
+	if (v->kind == V_PARAM && v->pt->kind == PT_LEAF) {
+		if (!x->g) {
+			error_at(x->d, loc, "a param is not a compile-time value");
+			return NULL;
+		}
+		return param_node(x, v->pt->param, loc);
+	}
+	if (v->kind != V_ERR)
+		error_at(x->d, loc, "%s must be a tensor, not %s", what, tystr(x, v));
+	return NULL;
+}
+
+Node *const_node(LowerCtx *x, DType dt, Value *v, Loc loc)
+{
+	Node *n = mk_node(x, OP_CONST, dt, 0, NULL, loc);
+	if (dtype_is_float(dt)) {
+		n->fval = v->kind == V_FLOAT ? v->f : (double)v->i;
+	} else if (dt == DT_BOOL) {
+		n->ival = v->kind == V_FLOAT ? v->f != 0 : v->i != 0;
+	} else {
+		n->ival = v->i;
+		if (dt == DT_I32)
+			n->ival = (int32_t)(uint32_t)v->i;
+	}
+	return n;
+}
+
+Node *unary_node(LowerCtx *x, Op op, DType dt, Node *in, Loc loc)
+{
+	Node *n = mk_node(x, op, dt, in->rank, in->shape, loc);
+	node_add_input(x->p, n, in);
+	return n;
+}
+
+Node *reshape_node(LowerCtx *x, Node *in, int rank, const int64_t *shape, Loc loc)
+{
+	if (in->rank == rank && !memcmp(in->shape, shape, (size_t)rank * sizeof(int64_t)))
+		return in;
+	Node *n = mk_node(x, OP_RESHAPE, in->dtype, rank, shape, loc);
+	node_add_input(x->p, n, in);
+	return n;
+}
+
+/* ---- broadcasting and elementwise ops ---- */
+
+static const char *op_verb(Op op)
+{
+	switch (op) {
+	case OP_ADD: return "add";
+	case OP_SUB: return "subtract";
+	case OP_MUL: return "multiply";
+	case OP_DIV: return "divide";
+	case OP_MOD: return "take the remainder of";
+	case OP_POW: return "raise";
+	case OP_MAX: return "take the maximum of";
+	case OP_MIN: return "take the minimum of";
+	case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return "compare";
+	case OP_AND: case OP_OR: return "combine";
+	case OP_WHERE: return "select between";
+	default: return "combine";
+	}
+}
+
+/* NumPy broadcasting of two shapes; 0 and a message on a mismatch. */
+int broadcast_shapes(LowerCtx *x, Node *a, Node *b, int *rank, int64_t *shape, Op op, Loc loc)
+{
+	int r = a->rank > b->rank ? a->rank : b->rank;
+	for (int i = 0; i < r; i++) {
+		int ia = i - (r - a->rank), ib = i - (r - b->rank);
+		int64_t da = ia >= 0 ? a->shape[ia] : 1;
+		int64_t db = ib >= 0 ? b->shape[ib] : 1;
+		if (da != db && da != 1 && db != 1) {
+			error_at(x->d, loc, "cannot %s %s and %s: axis %d is %lld vs %lld", op_verb(op), nstr(x, a),
+			         nstr(x, b), i, (long long)da, (long long)db);
+			return 0;
+		}
+		shape[i] = da == 1 ? db : da;
+	}
+	*rank = r;
+	return 1;
+}
+
+/* Make both operands tensors: a compile-time number takes the other side's dtype. */
+int binary_operands(LowerCtx *x, Op op, Value *va, Value *vb, Node **na, Node **nb, Loc loc)
+{
+	*na = *nb = NULL;
+	if (va->kind == V_ERR || vb->kind == V_ERR)
+		return 0;
+	int ta = v_is_tensor(va), tb = v_is_tensor(vb);
+	if (ta)
+		*na = as_tensor(x, va, loc, "operand");
+	if (tb)
+		*nb = as_tensor(x, vb, loc, "operand");
+	if ((ta && !*na) || (tb && !*nb))
+		return 0;
+	for (int side = 0; side < 2; side++) {
+		Value *cv = side ? vb : va;
+		Node *other = side ? *na : *nb;
+		Node **dst = side ? nb : na;
+		if (*dst)
+			continue;
+		if (!is_ct(cv)) {
+			error_at(x->d, loc, "cannot %s %s and %s", op_verb(op), tystr(x, va), tystr(x, vb));
+			return 0;
+		}
+		DType dt = other->dtype;
+		if (cv->kind == V_FLOAT && !dtype_is_float(dt)) {
+			error_at(x->d, loc, "cannot %s %s and the float %g: the tensor is %s (convert it with f32(...))",
+			         op_verb(op), nstr(x, other), cv->f, dtype_name(dt));
+			return 0;
+		}
+		if (cv->kind == V_BOOL && dt != DT_BOOL) {
+			error_at(x->d, loc, "cannot %s %s and a bool", op_verb(op), nstr(x, other));
+			return 0;
+		}
+		if (cv->kind != V_BOOL && dt == DT_BOOL) {
+			error_at(x->d, loc, "cannot %s %s and a number", op_verb(op), nstr(x, other));
+			return 0;
+		}
+		*dst = const_node(x, dt, cv, loc);
+	}
+	if ((*na)->dtype != (*nb)->dtype) {
+		error_at(x->d, loc, "cannot %s %s and %s: the dtypes differ (convert one with %s(...))", op_verb(op),
+		         nstr(x, *na), nstr(x, *nb), dtype_name((*na)->dtype));
+		return 0;
+	}
+	return 1;
+}
+
+Value *emit_binary(LowerCtx *x, Op op, Value *va, Value *vb, Loc loc)
+{
+	Node *a, *b;
+	if (!binary_operands(x, op, va, vb, &a, &b, loc))
+		return VERR;
+	DType dt = a->dtype;
+	switch (op) {
+	case OP_AND: case OP_OR:
+		if (dt != DT_BOOL) {
+			error_at(x->d, loc, "'%s' needs bool tensors, not %s", op == OP_AND ? "&&" : "||", nstr(x, a));
+			return VERR;
+		}
+		break;
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_MAX: case OP_MIN:
+	case OP_LT: case OP_LE: case OP_GT: case OP_GE:
+		if (dt == DT_BOOL) {
+			error_at(x->d, loc, "cannot %s bool tensors (convert them with i32(...) first)", op_verb(op));
+			return VERR;
+		}
+		break;
+	case OP_POW:
+		if (!dtype_is_float(dt)) {
+			error_at(x->d, loc, "pow needs a float dtype, not %s", nstr(x, a));
+			return VERR;
+		}
+		break;
+	default:
+		break;
+	}
+	int rank;
+	int64_t shape[MAX_RANK];
+	if (!broadcast_shapes(x, a, b, &rank, shape, op, loc))
+		return VERR;
+	int cmp = op == OP_EQ || op == OP_NE || op == OP_LT || op == OP_LE || op == OP_GT || op == OP_GE;
+	Node *n = mk_node(x, op, cmp ? DT_BOOL : dt, rank, shape, loc);
+	node_add_input(x->p, n, a);
+	node_add_input(x->p, n, b);
+	return vtensor(x, n);
+}
+
+Value *emit_matmul(LowerCtx *x, Value *va, Value *vb, Loc loc)
+{
+	if (va->kind == V_ERR || vb->kind == V_ERR)
+		return VERR;
+	if (!v_is_tensor(va) || !v_is_tensor(vb)) {
+		error_at(x->d, loc, "'@' needs two tensors, not %s and %s", tystr(x, va), tystr(x, vb));
+		return VERR;
+	}
+	Node *a = as_tensor(x, va, loc, "operand"), *b = as_tensor(x, vb, loc, "operand");
+	if (!a || !b)
+		return VERR;
+	if (a->rank == 0 || b->rank == 0) {
+		error_at(x->d, loc, "cannot multiply %s and %s as matrices: '@' needs at least one axis on each side",
+		         nstr(x, a), nstr(x, b));
+		return VERR;
+	}
+	if (a->dtype != b->dtype) {
+		error_at(x->d, loc, "cannot multiply %s and %s as matrices: the dtypes differ", nstr(x, a), nstr(x, b));
+		return VERR;
+	}
+	if (a->dtype == DT_BOOL) {
+		error_at(x->d, loc, "cannot multiply bool tensors as matrices");
+		return VERR;
+	}
+	/* NumPy matmul: 1-d operands get a unit axis that is dropped afterwards */
+	int64_t as[MAX_RANK + 1], bs[MAX_RANK + 1];
+	int ar = a->rank, br = b->rank;
+	if (ar == 1) {
+		as[0] = 1;
+		as[1] = a->shape[0];
+		ar = 2;
+	} else {
+		memcpy(as, a->shape, (size_t)ar * sizeof(int64_t));
+	}
+	if (br == 1) {
+		bs[0] = b->shape[0];
+		bs[1] = 1;
+		br = 2;
+	} else {
+		memcpy(bs, b->shape, (size_t)br * sizeof(int64_t));
+	}
+	if (as[ar - 1] != bs[br - 2]) {
+		error_at(x->d, loc, "cannot multiply %s and %s as matrices: inner dimensions %lld and %lld differ",
+		         nstr(x, a), nstr(x, b), (long long)as[ar - 1], (long long)bs[br - 2]);
+		return VERR;
+	}
+	int batch = (ar > br ? ar : br) - 2;
+	int64_t shape[MAX_RANK + 2];
+	for (int i = 0; i < batch; i++) {
+		int ia = i - (batch - (ar - 2)), ib = i - (batch - (br - 2));
+		int64_t da = ia >= 0 ? as[ia] : 1, db = ib >= 0 ? bs[ib] : 1;
+		if (da != db && da != 1 && db != 1) {
+			error_at(x->d, loc, "cannot multiply %s and %s as matrices: batch axis %d is %lld vs %lld",
+			         nstr(x, a), nstr(x, b), i, (long long)da, (long long)db);
+			return VERR;
+		}
+		shape[i] = da == 1 ? db : da;
+	}
+	int r = batch;
+	if (a->rank != 1)
+		shape[r++] = as[ar - 2];
+	if (b->rank != 1)
+		shape[r++] = bs[br - 1];
+	if (r > MAX_RANK) {
+		error_at(x->d, loc, "result has more than %d axes", MAX_RANK);
+		return VERR;
+	}
+	Node *n = mk_node(x, OP_MATMUL, a->dtype, r, shape, loc);
+	node_add_input(x->p, n, a);
+	node_add_input(x->p, n, b);
+	return vtensor(x, n);
+}
+
+/* ---- compile-time ints and axes ---- */
+
+/* A compile-time int, or 0 after an error. */
+int ct_int(LowerCtx *x, Value *v, Loc loc, const char *what, int64_t *out)
+{
+	if (v->kind == V_INT) {
+		*out = v->i;
+		return 1;
+	}
+	if (v->kind != V_ERR)
+		error_at(x->d, loc, "%s must be a compile-time integer, not %s", what, tystr(x, v));
+	return 0;
+}
+
+/* An axis in [-rank, rank) as a non-negative one, or 0 after an error. */
+int norm_axis(LowerCtx *x, int64_t axis, int rank, Loc loc, int *out)
+{
+	if (axis < -rank || axis >= rank || rank == 0) {
+		error_at(x->d, loc, "axis %lld is out of range for a tensor of rank %d", (long long)axis, rank);
+		return 0;
+	}
+	*out = (int)(axis < 0 ? axis + rank : axis);
+	return 1;
+}
+
