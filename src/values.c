@@ -268,20 +268,7 @@ Node *reshape_node(LowerCtx *x, Node *in, int rank, const int64_t *shape, Loc lo
 
 static const char *op_verb(Op op)
 {
-	switch (op) {
-	case OP_ADD: return "add";
-	case OP_SUB: return "subtract";
-	case OP_MUL: return "multiply";
-	case OP_DIV: return "divide";
-	case OP_MOD: return "take the remainder of";
-	case OP_POW: return "raise";
-	case OP_MAX: return "take the maximum of";
-	case OP_MIN: return "take the minimum of";
-	case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return "compare";
-	case OP_AND: case OP_OR: return "combine";
-	case OP_WHERE: return "select between";
-	default: return "combine";
-	}
+	return op_info[op].verb ? op_info[op].verb : "combine";
 }
 
 /* NumPy broadcasting of two shapes; 0 and a message on a mismatch. */
