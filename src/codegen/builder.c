@@ -106,11 +106,16 @@ LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi)
 void loop_end(Fn *F, Loop *L)
 {
 	Gen *G = F->gen;
-	LLVMValueRef next = llvm.LLVMBuildAdd(G->B, L->i, ci64(G, 1), "");
+	LLVMValueRef next = iadd(G, L->i, ci64(G, 1));
 	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(G->B);
 	llvm.LLVMBuildBr(G->B, L->head);
 	llvm.LLVMAddIncoming(L->i, &next, &cur, 1);
 	llvm.LLVMPositionBuilderAtEnd(G->B, L->exit);
+}
+
+LLVMValueRef loop_to(Fn *F, Loop *L, LLVMValueRef hi)
+{
+	return loop_begin(F, L, ci64(F->gen, 0), hi);
 }
 
 /* a conditional block: returns the block to continue in after `cond` */
@@ -149,6 +154,38 @@ LLVMValueRef entry_alloca(Fn *F, LLVMTypeRef t, const char *name)
 	return a;
 }
 
+/* ---- index arithmetic on i64 values: kernels read like the sums they emit ---- */
+
+LLVMValueRef iadd(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildAdd(G->B, a, b, "");
+}
+
+LLVMValueRef isub(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildSub(G->B, a, b, "");
+}
+
+LLVMValueRef imul(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildMul(G->B, a, b, "");
+}
+
+LLVMValueRef idiv(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildSDiv(G->B, a, b, "");
+}
+
+LLVMValueRef irem(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildSRem(G->B, a, b, "");
+}
+
+LLVMValueRef elem_off(Gen *G, LLVMValueRef base, LLVMValueRef i, LLVMValueRef stride)
+{
+	return iadd(G, base, imul(G, i, stride));
+}
+
 /* ---- dimensions: constants, or run-time values of a reuse_hash variant ---- */
 
 static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
@@ -181,7 +218,7 @@ LLVMValueRef numelv(Fn *F, Node *n)
 {
 	LLVMValueRef v = ci64(F->gen, 1);
 	for (int k = 0; k < n->rank; k++)
-		v = llvm.LLVMBuildMul(F->gen->B, v, dimv(F, n, k), "");
+		v = imul(F->gen, v, dimv(F, n, k));
 	return v;
 }
 
@@ -199,7 +236,7 @@ void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef *st)
 		}
 		int bcast = n->shape[ik] == 1 && out && out->shape[k] != 1;
 		st[k] = bcast ? ci64(G, 0) : s;
-		s = llvm.LLVMBuildMul(G->B, s, dimv(F, n, ik), "");
+		s = imul(G, s, dimv(F, n, ik));
 	}
 }
 
@@ -260,7 +297,7 @@ void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK]
 		else
 			N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
 		for (int j = 0; j < nops; j++)
-			off[j] = llvm.LLVMBuildAdd(G->B, off[j], llvm.LLVMBuildMul(G->B, N->idx[k], st[j][k], ""), "");
+			off[j] = elem_off(G, off[j], N->idx[k], st[j][k]);
 	}
 }
 

@@ -249,6 +249,8 @@ LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LLVMValue
 /* for (i = lo; i < hi; i++): loop_begin returns i; the body follows it */
 LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi);
 void loop_end(Fn *F, Loop *L);
+/* for (i = 0; i < hi; i++) */
+LLVMValueRef loop_to(Fn *F, Loop *L, LLVMValueRef hi);
 /* if (cond) { ... }: if_begin returns the block if_end continues in */
 LLVMBasicBlockRef if_begin(Fn *F, LLVMValueRef cond);
 void if_end(Fn *F, LLVMBasicBlockRef join);
@@ -256,6 +258,15 @@ void if_end(Fn *F, LLVMBasicBlockRef join);
 LLVMValueRef in_range(Gen *G, LLVMValueRef v, LLVMValueRef hi);
 /* an alloca in the function's entry block, whatever block is being built */
 LLVMValueRef entry_alloca(Fn *F, LLVMTypeRef t, const char *name);
+
+/* Index arithmetic on i64 values (signed division and remainder), and
+ * elem_off: base + i * stride, the offset of element i along an axis. */
+LLVMValueRef iadd(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef isub(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef imul(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef idiv(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef irem(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef elem_off(Gen *G, LLVMValueRef base, LLVMValueRef i, LLVMValueRef stride);
 
 /* A node's dimension, attribute and element count: constants, or loaded from
  * the dims argument for a reuse_hash variant. */

@@ -246,13 +246,13 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 	LLVMValueRef off = ci64(G, F->plan->ws_size);
 	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
 	Loop L;
-	LLVMValueRef k = loop_begin(F, &L, ci64(G, 0), ci64(G, n - 1));
+	LLVMValueRef k = loop_to(F, &L, ci64(G, n - 1));
 	for (int a = 0; a < m; a++) {
 		LLVMValueRef v;
 		if (a == pos) {
 			v = llvm.LLVMBuildLoad2(B, G->i8p, cur, "");
 		} else {
-			LLVMValueRef e = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ci64(G, m), ""), ci64(G, a), "");
+			LLVMValueRef e = iadd(G, imul(G, k, ci64(G, m)), ci64(G, a));
 			LLVMValueRef ix[2] = {ci64(G, 0), e};
 			LLVMValueRef pi = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, pt, ptab, ix, 2, ""), "");
 			LLVMValueRef pe = llvm.LLVMBuildSExt(B, pi, G->i64, "");
@@ -334,8 +334,8 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 	Task tk = task_begin(F, &T, "par", vals, nuse, got);
 	for (int i = 0; i < nuse; i++)
 		T.ptr[use[i]->id] = llvm.LLVMBuildIntToPtr(B, got[i], llvm.LLVMPointerType(elem_t(G, use[i]->dtype), 0), "");
-	T.par_lo = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(tk.fn, 1), ci64(G, chunk), "");
-	LLVMValueRef hi = llvm.LLVMBuildMul(B, llvm.LLVMGetParam(tk.fn, 2), ci64(G, chunk), "");
+	T.par_lo = imul(G, llvm.LLVMGetParam(tk.fn, 1), ci64(G, chunk));
+	LLVMValueRef hi = imul(G, llvm.LLVMGetParam(tk.fn, 2), ci64(G, chunk));
 	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, ci64(G, units), ""), hi, ci64(G, units), "");
 	emit(&T, n);
 	task_end(F, &T, &tk, ci64(G, ntasks));
@@ -456,7 +456,7 @@ static void emit_graph_body(Fn *F)
 		if (!pl->copy_out[j])
 			continue;
 		Node *o = g->outputs[j];
-		LLVMValueRef bytes = llvm.LLVMBuildMul(B, numelv(F, o), ci64(G, dtype_size(o->dtype)), "");
+		LLVMValueRef bytes = imul(G, numelv(F, o), ci64(G, dtype_size(o->dtype)));
 		memcpy_bytes(F, buf_ptr(F, g->ninputs + j), nptr(F, o), bytes);
 	}
 	llvm.LLVMBuildRet(B, ci32(G, 0));

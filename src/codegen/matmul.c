@@ -40,8 +40,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	LLVMValueRef zv = llvm.LLVMConstNull(vt);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef off = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, crow, llvm.LLVMBuildMul(B, ci64(G, r), ldc, ""), ""),
-			                                     llvm.LLVMBuildAdd(B, cj, ci64(G, v * vw), ""), "");
+			LLVMValueRef off = iadd(G, elem_off(G, crow, ci64(G, r), ldc), iadd(G, cj, ci64(G, v * vw)));
 			cp[r][v] = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, cbase, &off, 1, ""), vpt, "");
 		}
 	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
@@ -65,9 +64,9 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	LLVMValueRef bv[4], nacc[MM_MAX_MR][4];
-	LLVMValueRef brow = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k, ldb, ""), bj, "");
+	LLVMValueRef brow = iadd(G, imul(G, k, ldb), bj);
 	for (int v = 0; v < nv; v++) {
-		LLVMValueRef off = llvm.LLVMBuildAdd(B, brow, ci64(G, v * vw), "");
+		LLVMValueRef off = iadd(G, brow, ci64(G, v * vw));
 		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, bbase, &off, 1, "");
 		bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
 		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
@@ -76,7 +75,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	for (int r = 0; r < mr; r++) {
-		LLVMValueRef aoff = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, arow, llvm.LLVMBuildMul(B, ci64(G, r), K, ""), ""), k, "");
+		LLVMValueRef aoff = iadd(G, elem_off(G, arow, ci64(G, r), K), k);
 		LLVMValueRef sc = load_at(F, a, aoff);
 		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), sc, ci32(G, 0), "");
 		LLVMValueRef bc = llvm.LLVMBuildShuffleVector(B, one, llvm.LLVMGetUndef(vt), mask0, "");
@@ -88,12 +87,12 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	}
 	if (pf) {
 		/* one line of the next panel per k (clamped to its last line) */
-		LLVMValueRef line = llvm.LLVMBuildAdd(B, pfline, k, "");
+		LLVMValueRef line = iadd(G, pfline, k);
 		line = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, line, pflast, ""), line, pflast, "");
-		LLVMValueRef off = llvm.LLVMBuildMul(B, line, ci64(G, 64), "");
+		LLVMValueRef off = imul(G, line, ci64(G, 64));
 		prefetch_l2(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
 	}
-	LLVMValueRef kn = llvm.LLVMBuildAdd(B, k, ci64(G, 1), "");
+	LLVMValueRef kn = iadd(G, k, ci64(G, 1));
 	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMBuildBr(B, head);
 	llvm.LLVMAddIncoming(k, &kn, &end, 1);
@@ -129,7 +128,6 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
                     LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
 {
 	Gen *G = F->gen;
-	LLVMBuilderRef B = G->B;
 	int sizes[5] = {mr, 8, 4, 2, 1};
 	/* with M known, only the tile heights it needs (less code to compile) */
 	int64_t Ms = mm_static_m(F, n, a), left = Ms;
@@ -144,17 +142,17 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 			if (cnt == 0)
 				continue;
 		}
-		LLVMValueRef cnt = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildSub(B, M, done, ""), ci64(G, h), "");
+		LLVMValueRef cnt = idiv(G, isub(G, M, done), ci64(G, h));
 		Loop lt;
-		LLVMValueRef t = loop_begin(F, &lt, ci64(G, 0), cnt);
-		LLVMValueRef i = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, t, ci64(G, h), ""), "");
+		LLVMValueRef t = loop_to(F, &lt, cnt);
+		LLVMValueRef i = elem_off(G, done, t, ci64(G, h));
 		/* tile t prefetches lines t*K.. of the next panel: the first few
 		 * tiles fetch all of it while the rest compute */
-		LLVMValueRef pfline = pf ? llvm.LLVMBuildMul(B, llvm.LLVMBuildSDiv(B, i, ci64(G, h), ""), K, "") : NULL;
-		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, K, llvm.LLVMBuildAdd(B, arow0, llvm.LLVMBuildMul(B, i, K, ""), ""),
-		        panel, wide, ci64(G, 0), cbase, llvm.LLVMBuildAdd(B, crow0, llvm.LLVMBuildMul(B, i, ldc, ""), ""), ldc, cj);
+		LLVMValueRef pfline = pf ? imul(G, idiv(G, i, ci64(G, h)), K) : NULL;
+		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, K, elem_off(G, arow0, i, K),
+		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj);
 		loop_end(F, &lt);
-		done = llvm.LLVMBuildAdd(B, done, llvm.LLVMBuildMul(B, cnt, ci64(G, h), ""), "");
+		done = elem_off(G, done, cnt, ci64(G, h));
 	}
 }
 
@@ -217,11 +215,11 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	if (!k)
 		return;
 	Loop li, lj;
-	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
-	LLVMValueRef row = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), "");
-	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), ncols);
-	LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, j, "");
-	LLVMValueRef off = llvm.LLVMBuildAdd(B, row, col, "");
+	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef row = elem_off(G, oo, i, Nn);
+	LLVMValueRef j = loop_to(F, &lj, ncols);
+	LLVMValueRef col = iadd(G, cw, j);
+	LLVMValueRef off = iadd(G, row, col);
 	LLVMValueRef v = load_at(F, n, off);
 	Node *prev = n;
 	for (int e = 0; e < k; e++) {
@@ -263,10 +261,10 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
 	LLVMValueRef zero = fconst(G, n->dtype, 0);
-	LLVMValueRef cw = llvm.LLVMBuildMul(B, jw, wide, "");
-	LLVMValueRef left = llvm.LLVMBuildSub(B, Nn, cw, "");
+	LLVMValueRef cw = imul(G, jw, wide);
+	LLVMValueRef left = isub(G, Nn, cw);
 	LLVMValueRef full = llvm.LLVMBuildICmp(B, LLVMIntSGE, left, wide, "");
-	LLVMValueRef lastcol = llvm.LLVMBuildSub(B, Nn, ci64(G, 1), "");
+	LLVMValueRef lastcol = isub(G, Nn, ci64(G, 1));
 
 	LLVMBasicBlockRef pk_yes = NULL, pk_no = NULL, join = NULL;
 	LLVMValueRef pk_ptr = NULL;
@@ -277,7 +275,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
 		llvm.LLVMBuildCondBr(B, have, pk_yes, pk_no);
 		llvm.LLVMPositionBuilderAtEnd(B, pk_yes);
-		LLVMValueRef off = llvm.LLVMBuildMul(B, cw, K, "");
+		LLVMValueRef off = imul(G, cw, K);
 		pk_ptr = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildPointerCast(B, packed, llvm.LLVMPointerType(et, 0), ""), &off, 1, "");
 		llvm.LLVMBuildBr(B, join);
 		llvm.LLVMPositionBuilderAtEnd(B, pk_no);
@@ -286,14 +284,14 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	if (tb) {
 		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's
 		 * columns, read along k (contiguous); beyond N, zeros. */
-		LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), wide);
-		LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, c, "");
+		LLVMValueRef c = loop_to(F, &lc, wide);
+		LLVMValueRef col = iadd(G, cw, c);
 		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
-		LLVMValueRef row = llvm.LLVMBuildMul(B, llvm.LLVMBuildSelect(B, in, col, lastcol, ""), K, "");
-		LLVMValueRef kk = loop_begin(F, &lk, ci64(G, 0), K);
-		LLVMValueRef so = llvm.LLVMBuildAdd(B, row, kk, "");
+		LLVMValueRef row = imul(G, llvm.LLVMBuildSelect(B, in, col, lastcol, ""), K);
+		LLVMValueRef kk = loop_to(F, &lk, K);
+		LLVMValueRef so = iadd(G, row, kk);
 		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
-		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, kk, wide, ""), c, "");
+		LLVMValueRef dof = iadd(G, imul(G, kk, wide), c);
 		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
 		loop_end(F, &lk);
 		loop_end(F, &lc);
@@ -304,27 +302,25 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		LLVMBasicBlockRef pdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packdone");
 		llvm.LLVMBuildCondBr(B, full, vec, sca);
 		llvm.LLVMPositionBuilderAtEnd(B, vec);
-		LLVMValueRef kp = loop_begin(F, &lp, ci64(G, 0), K);
+		LLVMValueRef kp = loop_to(F, &lp, K);
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, kp, Nn, ""), ""),
-			                                    llvm.LLVMBuildAdd(B, cw, ci64(G, v * vw), ""), "");
+			LLVMValueRef so = iadd(G, elem_off(G, ob, kp, Nn), iadd(G, cw, ci64(G, v * vw)));
 			LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), vpt, ""), "");
 			llvm.LLVMSetAlignment(x, (unsigned)dtype_size(n->dtype));
-			LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, kp, wide, ""), ci64(G, v * vw), "");
+			LLVMValueRef dof = iadd(G, imul(G, kp, wide), ci64(G, v * vw));
 			LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""), vpt, ""));
 			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(n->dtype));
 		}
 		loop_end(F, &lp);
 		llvm.LLVMBuildBr(B, pdone);
 		llvm.LLVMPositionBuilderAtEnd(B, sca);
-		LLVMValueRef k2 = loop_begin(F, &lk, ci64(G, 0), K);
-		LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), wide);
-		LLVMValueRef col = llvm.LLVMBuildAdd(B, cw, c, "");
+		LLVMValueRef k2 = loop_to(F, &lk, K);
+		LLVMValueRef c = loop_to(F, &lc, wide);
+		LLVMValueRef col = iadd(G, cw, c);
 		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
-		LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, k2, Nn, ""), ""),
-		                                    llvm.LLVMBuildSelect(B, in, col, lastcol, ""), "");
+		LLVMValueRef so = iadd(G, elem_off(G, ob, k2, Nn), llvm.LLVMBuildSelect(B, in, col, lastcol, ""));
 		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
-		LLVMValueRef dof = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, k2, wide, ""), c, "");
+		LLVMValueRef dof = iadd(G, imul(G, k2, wide), c);
 		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
 		loop_end(F, &lc);
 		loop_end(F, &lk);
@@ -344,12 +340,12 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 			/* the next pre-packed panel, fetched into L2 while this one runs
 			 * (after the last panel, or packed here: this one's lines again,
 			 * in the cache already) */
-			LLVMValueRef plen = llvm.LLVMBuildMul(B, K, wide, "");
-			LLVMValueRef more = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSGT, llvm.LLVMBuildSub(B, Nn, cw, ""), wide, ""),
+			LLVMValueRef plen = imul(G, K, wide);
+			LLVMValueRef more = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSGT, isub(G, Nn, cw), wide, ""),
 			                                      llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), ""), "");
 			LLVMValueRef step = llvm.LLVMBuildSelect(B, more, plen, ci64(G, 0), "");
 			pf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, panel, &step, 1, ""), G->i8p, "");
-			pflast = llvm.LLVMBuildSub(B, llvm.LLVMBuildSDiv(B, llvm.LLVMBuildMul(B, plen, ci64(G, dtype_size(n->dtype)), ""), ci64(G, 64), ""), ci64(G, 1), "");
+			pflast = isub(G, idiv(G, imul(G, plen, ci64(G, dtype_size(n->dtype))), ci64(G, 64)), ci64(G, 1));
 		}
 	}
 
@@ -373,11 +369,11 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	}
 	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
 	Loop li, lj;
-	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
-	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), left);
-	LLVMValueRef so = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, i, wide, ""), j, "");
+	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef j = loop_to(F, &lj, left);
+	LLVMValueRef so = iadd(G, imul(G, i, wide), j);
 	LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, tmp, &so, 1, ""), "");
-	store_at(F, n, llvm.LLVMBuildAdd(B, llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), ""), llvm.LLVMBuildAdd(B, cw, j, ""), ""), x);
+	store_at(F, n, iadd(G, elem_off(G, oo, i, Nn), iadd(G, cw, j)), x);
 	loop_end(F, &lj);
 	loop_end(F, &li);
 	llvm.LLVMBuildBr(B, after);
@@ -409,7 +405,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	LLVMValueRef parts = ntasks;
 	if (what == MM_PANELS && packed) {
 		LLVMValueRef nth = call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0);
-		LLVMValueRef runs = llvm.LLVMBuildMul(B, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3), "");
+		LLVMValueRef runs = imul(G, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3));
 		runs = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, runs, ntasks, ""), runs, ntasks, "");
 		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
 		parts = llvm.LLVMBuildSelect(B, have, runs, ntasks, "");
@@ -440,26 +436,26 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	 * entry block, so that they are allocated once per task call) */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[4], wide, ""), "panel");
+	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, imul(G, got[4], wide), "panel");
 	llvm.LLVMSetAlignment(buf, 64);
-	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildMul(B, got[3], wide, ""), "part");
+	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, imul(G, got[3], wide), "part");
 	llvm.LLVMSetAlignment(tmp, 64);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	Loop lt;
 	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 	LLVMValueRef z = ci64(G, 0);
 	if (what == MM_PANELS) {
-		LLVMValueRef np = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, got[5], ci64(G, nv * vw - 1), ""), wide, "");
-		LLVMValueRef p0 = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildMul(B, t, np, ""), got[7], "");
-		LLVMValueRef p1 = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildAdd(B, t, ci64(G, 1), ""), np, ""), got[7], "");
+		LLVMValueRef np = idiv(G, iadd(G, got[5], ci64(G, nv * vw - 1)), wide);
+		LLVMValueRef p0 = idiv(G, imul(G, t, np), got[7]);
+		LLVMValueRef p1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), np), got[7]);
 		Loop lp;
 		LLVMValueRef jw = loop_begin(&T, &lp, p0, p1);
 		mm_panel(&T, n, a, T.ptr[b->id], tpk, buf, tmp, got[3], got[4], got[5], z, z, z, jw, tb);
 		loop_end(&T, &lp);
 	} else {
-		LLVMValueRef oa = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[4], ""), "");
-		LLVMValueRef ob = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[4], got[5], ""), "");
-		LLVMValueRef oo = llvm.LLVMBuildMul(B, t, llvm.LLVMBuildMul(B, got[3], got[5], ""), "");
+		LLVMValueRef oa = imul(G, t, imul(G, got[3], got[4]));
+		LLVMValueRef ob = imul(G, t, imul(G, got[4], got[5]));
+		LLVMValueRef oo = imul(G, t, imul(G, got[3], got[5]));
 		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
 	}
 	loop_end(&T, &lt);
@@ -479,7 +475,7 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	int mr, nv;
 	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
-	LLVMValueRef npanels = llvm.LLVMBuildSDiv(B, llvm.LLVMBuildAdd(B, Nn, ci64(G, nv * vw - 1), ""), wide, "");
+	LLVMValueRef npanels = idiv(G, iadd(G, Nn, ci64(G, nv * vw - 1)), wide);
 	if (plain) {
 		/* the panels are independent: run them on the thread pool */
 		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed);
@@ -490,11 +486,11 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	if (!buf) {
 		LLVMValueRef soff = ci64(G, F->plan->scratch);
 		buf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "panel");
-		LLVMValueRef toff = llvm.LLVMBuildMul(B, K, wide, "");
+		LLVMValueRef toff = imul(G, K, wide);
 		tmp = llvm.LLVMBuildGEP2(B, et, buf, &toff, 1, "part");
 	}
 	Loop lw;
-	LLVMValueRef jw = loop_begin(F, &lw, ci64(G, 0), npanels);
+	LLVMValueRef jw = loop_to(F, &lw, npanels);
 	mm_panel(F, n, a, nptr(F, b), packed, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
 	loop_end(F, &lw);
 }
@@ -541,7 +537,7 @@ void k_matmul(Fn *F, Node *n)
 	int batch = n->rank - (a->rank != 1) - (b->rank != 1);
 	/* batch strides (elements) of a, b and the result */
 	LLVMValueRef sa[MAX_RANK], sb[MAX_RANK], so[MAX_RANK];
-	LLVMValueRef mat_a = llvm.LLVMBuildMul(B, M, K, ""), mat_b = llvm.LLVMBuildMul(B, K, Nn, ""), mat_o = llvm.LLVMBuildMul(B, M, Nn, "");
+	LLVMValueRef mat_a = imul(G, M, K), mat_b = imul(G, K, Nn), mat_o = imul(G, M, Nn);
 	LLVMValueRef ra = mat_a, rb = mat_b, ro = mat_o;
 	for (int k = batch - 1; k >= 0; k--) {
 		int ia = k - (batch - (a->rank - 2)), ib = k - (batch - (b->rank - 2));
@@ -551,26 +547,26 @@ void k_matmul(Fn *F, Node *n)
 		sb[k] = (ib >= 0 && b->rank > 2 && !(db == 1 && n->shape[k] != 1)) ? rb : ci64(G, 0);
 		so[k] = ro;
 		if (ia >= 0 && a->rank > 2)
-			ra = llvm.LLVMBuildMul(B, ra, dimv(F, a, ia), "");
+			ra = imul(G, ra, dimv(F, a, ia));
 		if (ib >= 0 && b->rank > 2)
-			rb = llvm.LLVMBuildMul(B, rb, dimv(F, b, ib), "");
-		ro = llvm.LLVMBuildMul(B, ro, dimv(F, n, k), "");
+			rb = imul(G, rb, dimv(F, b, ib));
+		ro = imul(G, ro, dimv(F, n, k));
 	}
 	/* batched without broadcasting (attention's heads): one task per matrix */
 	if (batch > 0 && matmul_pooled(n, F->v && F->v->ndyn)) {
 		LLVMValueRef nb = ci64(G, 1);
 		for (int k = 0; k < batch; k++)
-			nb = llvm.LLVMBuildMul(B, nb, dimv(F, n, k), "");
+			nb = imul(G, nb, dimv(F, n, k));
 		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0, NULL);
 		return;
 	}
 	Loop bl[MAX_RANK];
 	LLVMValueRef oa = ci64(G, 0), ob = ci64(G, 0), oo = ci64(G, 0);
 	for (int k = 0; k < batch; k++) {
-		LLVMValueRef i = loop_begin(F, &bl[k], ci64(G, 0), dimv(F, n, k));
-		oa = llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildMul(B, i, sa[k], ""), "");
-		ob = llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, i, sb[k], ""), "");
-		oo = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, so[k], ""), "");
+		LLVMValueRef i = loop_to(F, &bl[k], dimv(F, n, k));
+		oa = elem_off(G, oa, i, sa[k]);
+		ob = elem_off(G, ob, i, sb[k]);
+		oo = elem_off(G, oo, i, so[k]);
 	}
 	if (fl && b->rank != 1) {
 		int plain = batch == 0 && !(F->v && F->v->ndyn);
@@ -581,20 +577,20 @@ void k_matmul(Fn *F, Node *n)
 	}
 	LLVMValueRef zero = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
 	Loop li, lz, lk, lj;
-	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), M);
-	LLVMValueRef orow = llvm.LLVMBuildAdd(B, oo, llvm.LLVMBuildMul(B, i, Nn, ""), "");
-	LLVMValueRef z = loop_begin(F, &lz, ci64(G, 0), Nn);
-	store_at(F, n, llvm.LLVMBuildAdd(B, orow, z, ""), zero);
+	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef orow = elem_off(G, oo, i, Nn);
+	LLVMValueRef z = loop_to(F, &lz, Nn);
+	store_at(F, n, iadd(G, orow, z), zero);
 	loop_end(F, &lz);
-	LLVMValueRef kk = loop_begin(F, &lk, ci64(G, 0), K);
-	LLVMValueRef aik = load_at(F, a, llvm.LLVMBuildAdd(B, oa, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, i, K, ""), kk, ""), ""));
-	LLVMValueRef brow = llvm.LLVMBuildAdd(B, ob, llvm.LLVMBuildMul(B, kk, Nn, ""), "");
-	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), Nn);
-	LLVMValueRef oidx = llvm.LLVMBuildAdd(B, orow, j, "");
-	LLVMValueRef prod = fl ? llvm.LLVMBuildFMul(B, aik, load_at(F, b, llvm.LLVMBuildAdd(B, brow, j, "")), "")
-	                       : llvm.LLVMBuildMul(B, aik, load_at(F, b, llvm.LLVMBuildAdd(B, brow, j, "")), "");
+	LLVMValueRef kk = loop_to(F, &lk, K);
+	LLVMValueRef aik = load_at(F, a, iadd(G, oa, iadd(G, imul(G, i, K), kk)));
+	LLVMValueRef brow = elem_off(G, ob, kk, Nn);
+	LLVMValueRef j = loop_to(F, &lj, Nn);
+	LLVMValueRef oidx = iadd(G, orow, j);
+	LLVMValueRef prod = fl ? llvm.LLVMBuildFMul(B, aik, load_at(F, b, iadd(G, brow, j)), "")
+	                       : imul(G, aik, load_at(F, b, iadd(G, brow, j)));
 	LLVMValueRef acc = load_at(F, n, oidx);
-	store_at(F, n, oidx, fl ? llvm.LLVMBuildFAdd(B, acc, prod, "") : llvm.LLVMBuildAdd(B, acc, prod, ""));
+	store_at(F, n, oidx, fl ? llvm.LLVMBuildFAdd(B, acc, prod, "") : iadd(G, acc, prod));
 	loop_end(F, &lj);
 	loop_end(F, &lk);
 	loop_end(F, &li);

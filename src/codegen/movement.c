@@ -9,7 +9,7 @@ void k_fill(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
 	Loop L;
-	LLVMValueRef i = loop_begin(F, &L, ci64(G, 0), numelv(F, n));
+	LLVMValueRef i = loop_to(F, &L, numelv(F, n));
 	LLVMValueRef v = n->op == OP_ARANGE ? i : const_value(G, n);
 	store_at(F, n, i, v);
 	loop_end(F, &L);
@@ -22,7 +22,7 @@ static void k_copy_strided(Fn *F, Node *n, Node *src, LLVMValueRef *sst, LLVMVal
 	strides(F, n, n->rank, NULL, st[1]);
 	Nest N;
 	nest_begin(F, &N, n, 2, st, off);
-	LLVMValueRef o = base ? llvm.LLVMBuildAdd(F->gen->B, off[0], base, "") : off[0];
+	LLVMValueRef o = base ? iadd(F->gen, off[0], base) : off[0];
 	store_at(F, n, off[1], load_at(F, src, o));
 	nest_end(F, &N);
 }
@@ -45,7 +45,7 @@ void k_slice(Fn *F, Node *n)
 	strides(F, x, x->rank, NULL, xs);
 	LLVMValueRef base = ci64(G, 0);
 	for (int k = 0; k < x->rank; k++)
-		base = llvm.LLVMBuildAdd(G->B, base, llvm.LLVMBuildMul(G->B, attrv(F, n, k), xs[k], ""), "");
+		base = elem_off(G, base, attrv(F, n, k), xs[k]);
 	k_copy_strided(F, n, x, xs, base);
 }
 
@@ -70,10 +70,10 @@ void k_concat(Fn *F, Node *n)
 		memcpy(st[1], os, sizeof os);
 		Nest N;
 		nest_begin(F, &N, x, 2, st, off);
-		LLVMValueRef o = llvm.LLVMBuildAdd(G->B, off[1], llvm.LLVMBuildMul(G->B, at, os[ax], ""), "");
+		LLVMValueRef o = elem_off(G, off[1], at, os[ax]);
 		store_at(F, n, o, load_at(F, x, off[0]));
 		nest_end(F, &N);
-		at = llvm.LLVMBuildAdd(G->B, at, dimv(F, x, ax), "");
+		at = iadd(G, at, dimv(F, x, ax));
 	}
 }
 
@@ -85,11 +85,11 @@ void k_gather(Fn *F, Node *n)
 	LLVMValueRef rows = dimv(F, tab, 0);
 	LLVMValueRef row = ci64(G, 1);
 	for (int k = 1; k < tab->rank; k++)
-		row = llvm.LLVMBuildMul(B, row, dimv(F, tab, k), "");
+		row = imul(G, row, dimv(F, tab, k));
 	/* every index is checked before any row is written: a failed call leaves
 	 * its result untouched */
 	Loop lc, li, lj;
-	LLVMValueRef c = loop_begin(F, &lc, ci64(G, 0), numelv(F, idx));
+	LLVMValueRef c = loop_to(F, &lc, numelv(F, idx));
 	LLVMValueRef cv = load_at(F, idx, c);
 	if (idx->dtype == DT_I32)
 		cv = llvm.LLVMBuildSExt(B, cv, G->i64, "");
@@ -105,7 +105,7 @@ void k_gather(Fn *F, Node *n)
 	}
 	llvm.LLVMPositionBuilderAtEnd(B, cok);
 	loop_end(F, &lc);
-	LLVMValueRef i = loop_begin(F, &li, ci64(G, 0), numelv(F, idx));
+	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
 	LLVMValueRef v = load_at(F, idx, i);
 	if (idx->dtype == DT_I32)
 		v = llvm.LLVMBuildSExt(B, v, G->i64, "");
@@ -119,9 +119,9 @@ void k_gather(Fn *F, Node *n)
 	LLVMValueRef st = call(G, "nestrt_gather_oob", G->i32, at, av, 3);
 	llvm.LLVMBuildRet(B, st);
 	llvm.LLVMPositionBuilderAtEnd(B, okb);
-	LLVMValueRef src = llvm.LLVMBuildMul(B, v, row, ""), dst = llvm.LLVMBuildMul(B, i, row, "");
-	LLVMValueRef j = loop_begin(F, &lj, ci64(G, 0), row);
-	store_at(F, n, llvm.LLVMBuildAdd(B, dst, j, ""), load_at(F, tab, llvm.LLVMBuildAdd(B, src, j, "")));
+	LLVMValueRef src = imul(G, v, row), dst = imul(G, i, row);
+	LLVMValueRef j = loop_to(F, &lj, row);
+	store_at(F, n, iadd(G, dst, j), load_at(F, tab, iadd(G, src, j)));
 	loop_end(F, &lj);
 	loop_end(F, &li);
 }

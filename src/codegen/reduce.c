@@ -24,7 +24,7 @@ void k_reduce(Fn *F, Node *n)
 	else
 		init = llvm.LLVMConstInt(G->i64, n->op == OP_AMAX ? (unsigned long long)INT64_MIN : INT64_MAX, 0);
 	Loop L;
-	LLVMValueRef i = loop_begin(F, &L, ci64(G, 0), numelv(F, n));
+	LLVMValueRef i = loop_to(F, &L, numelv(F, n));
 	store_at(F, n, i, init);
 	loop_end(F, &L);
 	/* output strides on the input's axes: 0 on the reduced ones */
@@ -36,14 +36,14 @@ void k_reduce(Fn *F, Node *n)
 			st[1][k] = ci64(G, 0);
 		} else {
 			st[1][k] = s;
-			s = llvm.LLVMBuildMul(B, s, dimv(F, x, k), "");
+			s = imul(G, s, dimv(F, x, k));
 		}
 	}
 	Nest N;
 	nest_begin(F, &N, x, 2, st, off);
 	LLVMValueRef acc = load_at(F, n, off[1]), v = load_at(F, x, off[0]), r;
 	if (n->op == OP_SUM || n->op == OP_MEAN)
-		r = fl ? llvm.LLVMBuildFAdd(B, acc, v, "") : llvm.LLVMBuildAdd(B, acc, v, "");
+		r = fl ? llvm.LLVMBuildFAdd(B, acc, v, "") : iadd(G, acc, v);
 	else
 		r = fl ? fmaxmin(G, acc, v, n->op == OP_AMAX) : imaxmin(G, acc, v, n->op == OP_AMAX);
 	store_at(F, n, off[1], r);
@@ -52,10 +52,10 @@ void k_reduce(Fn *F, Node *n)
 		LLVMValueRef cnt = ci64(G, 1);
 		for (int k = 0; k < x->rank; k++)
 			if (mask & ((int64_t)1 << k))
-				cnt = llvm.LLVMBuildMul(B, cnt, dimv(F, x, k), "");
+				cnt = imul(G, cnt, dimv(F, x, k));
 		LLVMValueRef c = llvm.LLVMBuildSIToFP(B, cnt, elem_t(G, dt), "");
 		Loop L2;
-		LLVMValueRef j = loop_begin(F, &L2, ci64(G, 0), numelv(F, n));
+		LLVMValueRef j = loop_to(F, &L2, numelv(F, n));
 		store_at(F, n, j, llvm.LLVMBuildFDiv(B, load_at(F, n, j), c, ""));
 		loop_end(F, &L2);
 	}
@@ -68,9 +68,9 @@ static void axis_split(Fn *F, Node *x, int ax, LLVMValueRef *outer, LLVMValueRef
 	*outer = ci64(G, 1);
 	*inner = ci64(G, 1);
 	for (int k = 0; k < ax; k++)
-		*outer = llvm.LLVMBuildMul(G->B, *outer, dimv(F, x, k), "");
+		*outer = imul(G, *outer, dimv(F, x, k));
 	for (int k = ax + 1; k < x->rank; k++)
-		*inner = llvm.LLVMBuildMul(G->B, *inner, dimv(F, x, k), "");
+		*inner = imul(G, *inner, dimv(F, x, k));
 	*len = dimv(F, x, ax);
 }
 
@@ -86,13 +86,13 @@ void k_argmax(Fn *F, Node *n)
 	LLVMValueRef best = entry_alloca(F, elem_t(G, x->dtype), "best");
 	LLVMValueRef besti = entry_alloca(F, G->i64, "besti");
 	Loop lo, li, lk;
-	LLVMValueRef o = loop_begin(F, &lo, ci64(G, 0), outer);
-	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
-	LLVMValueRef base = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
+	LLVMValueRef o = loop_to(F, &lo, outer);
+	LLVMValueRef in = loop_to(F, &li, inner);
+	LLVMValueRef base = iadd(G, imul(G, imul(G, o, len), inner), in);
 	llvm.LLVMBuildStore(B, load_at(F, x, base), best);
 	llvm.LLVMBuildStore(B, ci64(G, 0), besti);
 	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 1), len);
-	LLVMValueRef v = load_at(F, x, llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), ""));
+	LLVMValueRef v = load_at(F, x, elem_off(G, base, k, inner));
 	LLVMValueRef cur = llvm.LLVMBuildLoad2(B, elem_t(G, x->dtype), best, "");
 	LLVMValueRef take;
 	if (fl) {
@@ -107,7 +107,7 @@ void k_argmax(Fn *F, Node *n)
 	llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, take, v, cur, ""), best);
 	llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, take, k, llvm.LLVMBuildLoad2(B, G->i64, besti, ""), ""), besti);
 	loop_end(F, &lk);
-	store_at(F, n, llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, o, inner, ""), in, ""), llvm.LLVMBuildLoad2(B, G->i64, besti, ""));
+	store_at(F, n, iadd(G, imul(G, o, inner), in), llvm.LLVMBuildLoad2(B, G->i64, besti, ""));
 	loop_end(F, &li);
 	loop_end(F, &lo);
 }
@@ -143,10 +143,10 @@ static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef l
 	LLVMValueRef acc = entry_alloca(F, vt, "vacc"), sacc = entry_alloca(F, t, "sacc");
 	llvm.LLVMBuildStore(B, splat(G, vt, vw, init), acc);
 	LLVMValueRef vmean = kind == RED_SQDEV ? splat(G, vt, vw, mean) : NULL;
-	LLVMValueRef nvec = llvm.LLVMBuildSDiv(B, len, ci64(G, vw), "");
+	LLVMValueRef nvec = idiv(G, len, ci64(G, vw));
 	Loop lv, lt;
-	LLVMValueRef i = loop_begin(F, &lv, ci64(G, 0), nvec);
-	LLVMValueRef off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, i, ci64(G, vw), ""), "");
+	LLVMValueRef i = loop_to(F, &lv, nvec);
+	LLVMValueRef off = elem_off(G, base, i, ci64(G, vw));
 	LLVMValueRef p = llvm.LLVMBuildGEP2(B, t, nptr(F, x), &off, 1, "");
 	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
 	llvm.LLVMSetAlignment(v, (unsigned)dtype_size(dt));
@@ -160,8 +160,8 @@ static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef l
 		r = red_step(G, kind == RED_SQDEV ? RED_SUM : kind, r, e, NULL);
 	}
 	llvm.LLVMBuildStore(B, r, sacc);
-	LLVMValueRef k = loop_begin(F, &lt, llvm.LLVMBuildMul(B, nvec, ci64(G, vw), ""), len);
-	LLVMValueRef e = load_at(F, x, llvm.LLVMBuildAdd(B, base, k, ""));
+	LLVMValueRef k = loop_begin(F, &lt, imul(G, nvec, ci64(G, vw)), len);
+	LLVMValueRef e = load_at(F, x, iadd(G, base, k));
 	LLVMValueRef c = llvm.LLVMBuildLoad2(B, t, sacc, "");
 	llvm.LLVMBuildStore(B, red_step(G, kind, c, e, mean), sacc);
 	loop_end(F, &lt);
@@ -179,9 +179,9 @@ void k_softmax(Fn *F, Node *n)
 	axis_split(F, x, (int)n->a[0], &outer, &len, &inner);
 	LLVMValueRef mx = entry_alloca(F, t, "max"), sum = entry_alloca(F, t, "sum");
 	Loop lo, li, l1, l2, l3;
-	LLVMValueRef o = F->par_lo ? loop_begin(F, &lo, F->par_lo, F->par_hi) : loop_begin(F, &lo, ci64(G, 0), outer);
-	LLVMValueRef in = loop_begin(F, &li, ci64(G, 0), inner);
-	LLVMValueRef base = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, llvm.LLVMBuildMul(B, o, len, ""), inner, ""), in, "");
+	LLVMValueRef o = F->par_lo ? loop_begin(F, &lo, F->par_lo, F->par_hi) : loop_to(F, &lo, outer);
+	LLVMValueRef in = loop_to(F, &li, inner);
+	LLVMValueRef base = iadd(G, imul(G, imul(G, o, len), inner), in);
 	/* rows along the last axis are contiguous: reductions in vectors */
 	int rows = n->a[0] == x->rank - 1;
 	LLVMValueRef k, off, m;
@@ -189,16 +189,16 @@ void k_softmax(Fn *F, Node *n)
 		m = row_reduce(F, x, base, len, RED_MAX, NULL);
 	} else {
 		llvm.LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
-		k = loop_begin(F, &l1, ci64(G, 0), len);
-		off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+		k = loop_to(F, &l1, len);
+		off = elem_off(G, base, k, inner);
 		llvm.LLVMBuildStore(B, fmaxmin(G, llvm.LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
 		loop_end(F, &l1);
 		m = llvm.LLVMBuildLoad2(B, t, mx, "");
 	}
 	/* the exponentials first (a loop the vectoriser widens), their sum after */
 	Loop l2s;
-	k = loop_begin(F, &l2, ci64(G, 0), len);
-	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+	k = loop_to(F, &l2, len);
+	off = elem_off(G, base, k, inner);
 	store_at(F, n, off, exp_fast(G, dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, "")));
 	loop_end(F, &l2);
 	LLVMValueRef s;
@@ -206,15 +206,15 @@ void k_softmax(Fn *F, Node *n)
 		s = row_reduce(F, n, base, len, RED_SUM, NULL);
 	} else {
 		llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
-		k = loop_begin(F, &l2s, ci64(G, 0), len);
-		off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+		k = loop_to(F, &l2s, len);
+		off = elem_off(G, base, k, inner);
 		llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), load_at(F, n, off), ""), sum);
 		loop_end(F, &l2s);
 		s = llvm.LLVMBuildLoad2(B, t, sum, "");
 	}
 	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
-	k = loop_begin(F, &l3, ci64(G, 0), len);
-	off = llvm.LLVMBuildAdd(B, base, llvm.LLVMBuildMul(B, k, inner, ""), "");
+	k = loop_to(F, &l3, len);
+	off = elem_off(G, base, k, inner);
 	if (n->op == OP_SOFTMAX)
 		store_at(F, n, off, llvm.LLVMBuildFDiv(B, load_at(F, n, off), s, ""));
 	else
@@ -235,11 +235,11 @@ void k_norm(Fn *F, Node *n)
 	LLVMValueRef len = dimv(F, x, x->rank - 1);
 	LLVMValueRef rows = ci64(G, 1);
 	for (int k = 0; k < x->rank - 1; k++)
-		rows = llvm.LLVMBuildMul(B, rows, dimv(F, x, k), "");
+		rows = imul(G, rows, dimv(F, x, k));
 	LLVMValueRef lenf = llvm.LLVMBuildSIToFP(B, len, t, "");
 	Loop lr, l3;
-	LLVMValueRef r = F->par_lo ? loop_begin(F, &lr, F->par_lo, F->par_hi) : loop_begin(F, &lr, ci64(G, 0), rows);
-	LLVMValueRef base = llvm.LLVMBuildMul(B, r, len, "");
+	LLVMValueRef r = F->par_lo ? loop_begin(F, &lr, F->par_lo, F->par_hi) : loop_to(F, &lr, rows);
+	LLVMValueRef base = imul(G, r, len);
 	LLVMValueRef mean = fconst(G, dt, 0);
 	if (ln)
 		mean = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SUM, NULL), lenf, "");
@@ -247,8 +247,8 @@ void k_norm(Fn *F, Node *n)
 	LLVMValueRef k;
 	LLVMValueRef inv = llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
 	                                 math1(G, "llvm.sqrt", dt, llvm.LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
-	k = loop_begin(F, &l3, ci64(G, 0), len);
-	LLVMValueRef off = llvm.LLVMBuildAdd(B, base, k, "");
+	k = loop_to(F, &l3, len);
+	LLVMValueRef off = iadd(G, base, k);
 	LLVMValueRef y = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFSub(B, load_at(F, x, off), mean, ""), inv, "");
 	y = llvm.LLVMBuildFMul(B, y, load_at(F, n->in[1], k), "");
 	if (ln)
