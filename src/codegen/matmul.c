@@ -71,14 +71,12 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
 		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
 	}
-	LLVMValueRef mask0 = llvm.LLVMConstNull(llvm.LLVMVectorType(G->i32, (unsigned)vw));
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	for (int r = 0; r < mr; r++) {
 		LLVMValueRef aoff = iadd(G, elem_off(G, arow, ci64(G, r), K), k);
 		LLVMValueRef sc = load_at(F, a, aoff);
-		LLVMValueRef one = llvm.LLVMBuildInsertElement(B, llvm.LLVMGetUndef(vt), sc, ci32(G, 0), "");
-		LLVMValueRef bc = llvm.LLVMBuildShuffleVector(B, one, llvm.LLVMGetUndef(vt), mask0, "");
+		LLVMValueRef bc = splat(G, vt, vw, sc);
 		for (int v = 0; v < nv; v++) {
 			LLVMTypeRef ts[3] = {vt, vt, vt};
 			LLVMValueRef vs[3] = {bc, bv[v], phi[r][v]};
