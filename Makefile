@@ -23,9 +23,10 @@ LLVM_LIB = `$(LLVM_CONFIG) --libdir`/lib`$(LLVM_CONFIG) --libs | sed 's/^-l//'`.
 LDLIBS = $(JANSSON_LIBS) -lxxhash -ldl -lpthread -lm
 
 B = build
+# The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
-          $(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
-          $(B)/cg_cache.o $(B)/cg_build.o
+	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
+	$(B)/cg_cache.o $(B)/cg_build.o
 OBJS = $(B)/util.o $(B)/diag.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/check.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(CG_OBJS) $(B)/interp.o $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- archives: the System V / GNU ar format with a symbol index ---- */
-
 static void ar_member(Buf *b, const char *name, const char *data, size_t len)
 {
 	char hdr[61];

@@ -134,7 +134,7 @@ char *host_id(void)
 	return xasprintf("host-%s-%016llx", u.machine, (unsigned long long)h);
 }
 
-/* ---- the build: jobs, workers, the persistent cache, outputs ---- */
+/* ---- jobs ---- */
 
 static LLVMCodeGenOptLevel cg_level(int opt)
 {

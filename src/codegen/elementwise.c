@@ -224,7 +224,7 @@ static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
 	return call(G, name, tt, &ft, &x, 1);
 }
 
-/* ---- kernels, one per op ---- */
+/* ---- the elementwise kernel ---- */
 
 /* The tensors an elementwise tree reads: the inputs of n and, through the
  * ops made inline into it (plan.c), theirs. */

@@ -171,6 +171,9 @@ int llvm_load(char *err, size_t n);
 
 /* ------------------------------------------------------------------ builder.c */
 
+/* The code generator's state: Gen per worker thread (its LLVM context and
+ * module), Fn per function being built. Set up by build.c, read by all. */
+
 /* offsets of nestrt_ctx fields used by generated code (runtime/nestrt.h) */
 enum { CTX_PARAMS = 0 };
 

@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-/* ---- functions ---- */
+/* ---- workspace, calls and call chains ---- */
 
 Plan *plan_of(Gen *G, Graph *g, Variant *v)
 {
