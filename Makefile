@@ -18,17 +18,22 @@ XCFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Isrc -Ibuild
 JANSSON_CFLAGS = `pkg-config --cflags jansson`
 JANSSON_LIBS = `pkg-config --libs jansson`
 LLVM_CFLAGS = `$(LLVM_CONFIG) --cflags`
-# libLLVM is loaded with dlopen when code is generated (src/codegen.c): its path.
+# libLLVM is loaded with dlopen when code is generated (src/codegen/llvm.c): its path.
 LLVM_LIB = `$(LLVM_CONFIG) --libdir`/lib`$(LLVM_CONFIG) --libs | sed 's/^-l//'`.so
 LDLIBS = $(JANSSON_LIBS) -lxxhash -ldl -lpthread -lm
 
 B = build
+# The code generator, src/codegen/: one object per concern.
+CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
+	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
+	$(B)/cg_cache.o $(B)/cg_build.o
 # The reference interpreter, src/interp/: one object per kernel family.
 INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.o $(B)/interp_reduce.o \
 	$(B)/interp_movement.o $(B)/interp_conv.o $(B)/interp_graph.o
 INTERP_HDRS = src/nestc.h src/interp/interp.h
 OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o $(B)/report.o $(B)/plan.o $(B)/codegen.o $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
+       $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
+       $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
@@ -174,9 +179,34 @@ $(B)/report.o: src/report.c src/nestc.h $(B)/stamp
 $(B)/plan.o: src/plan.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/plan.c
 # LLVM's headers want _GNU_SOURCE and the C99 limit macros; keep our own -std.
-$(B)/codegen.o: src/codegen.c src/nestc.h $(B)/stamp
-	$(CC) $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'` \
-		-DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -DNESTC_LLVM_LIB=\"$(LLVM_LIB)\" -c -o $@ src/codegen.c
+CG_CFLAGS = $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'`
+CG_HDRS = src/codegen/gen.h src/nestc.h $(B)/stamp
+$(B)/cg_llvm.o: src/codegen/llvm.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -DNESTC_LLVM_LIB=\"$(LLVM_LIB)\" -c -o $@ src/codegen/llvm.c
+$(B)/cg_builder.o: src/codegen/builder.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/builder.c
+$(B)/cg_elementwise.o: src/codegen/elementwise.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/elementwise.c
+$(B)/cg_movement.o: src/codegen/movement.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/movement.c
+$(B)/cg_matmul.o: src/codegen/matmul.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/matmul.c
+$(B)/cg_reduce.o: src/codegen/reduce.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/reduce.c
+$(B)/cg_conv.o: src/codegen/conv.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/conv.c
+$(B)/cg_graph.o: src/codegen/graph.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/graph.c
+$(B)/cg_header.o: src/codegen/header.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/header.c
+$(B)/cg_model.o: src/codegen/model.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/model.c
+$(B)/cg_archive.o: src/codegen/archive.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/archive.c
+$(B)/cg_cache.o: src/codegen/cache.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -c -o $@ src/codegen/cache.c
+$(B)/cg_build.o: src/codegen/build.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/build.c
 $(B)/interp_tensor.o: src/interp/tensor.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/tensor.c
 $(B)/interp_elementwise.o: src/interp/elementwise.c $(INTERP_HDRS) $(B)/stamp

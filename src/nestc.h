@@ -743,7 +743,7 @@ int scalar_of_consts(Node *x, int depth);
  * copy is made, the matmul reads the rows of its input. */
 int virtual_transpose(Graph *g, Node *t);
 
-/* ------------------------------------------------------------------ codegen.c */
+/* ------------------------------------------------------- codegen/build.c, cache.c */
 
 typedef enum EmitKind { EMIT_OBJ, EMIT_ASM, EMIT_LLVM } EmitKind;
 

@@ -1,50 +1,65 @@
 #!/bin/sh
-# Layering check: for the object files given, print every pair that reference each
-# other (each uses a symbol the other defines, by nm's defined and undefined
-# symbols), with the symbols of each direction, and exit 1 if there is one.
+# Layering check: the files of one program must depend on each other in one
+# direction only (a phase below never calls a phase above). For the object
+# files given, every use of a symbol that another object defines (nm's U
+# against its global kinds T, D, B, R, ...) is an edge; a loop of any length
+# is printed with the symbols that make each edge, and the exit status is 1.
 #   sh tests/layers.sh build/*.o
-# Files of one program should call each other in one direction only: a phase
-# below never calls a phase above.
-set -e
 if [ $# -lt 2 ]; then
-	echo "usage: sh tests/layers.sh OBJECT..." >&2
+	echo "usage: sh tests/layers.sh OBJECT OBJECT..." >&2
 	exit 2
 fi
+NM=${NM:-nm}
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT INT TERM
-# one line a symbol: OBJECT D|U NAME (D: defined with external linkage)
 for o in "$@"; do
-	nm "$o" | awk -v o="$(basename "$o")" '
-		NF == 2 && $1 == "U" { print o, "U", $2 }
-		NF == 3 && $2 ~ /^[A-TV-Z]$/ { print o, "D", $3 }'
-done > "$tmp"
+	"$NM" -g "$o" | awk -v o="$(basename "$o")" '
+		NF == 2 && $1 == "U" { print "U", o, $2 }
+		NF == 3 && $2 ~ /^[A-TV-Z]$/ { print "D", o, $3 }'
+done > "$tmp" || exit 2
+# Edges "user definer symbols", then a depth-first search for a back edge.
 awk '
-	$2 == "D" { def[$3] = $1 }
-	$2 == "U" { use[NR] = $1 " " $3 }
+	$1 == "D" { def[$3] = $2; next }
+	{
+		d = def[$3]
+		if (d == "" || d == $2)
+			next
+		k = $2 SUBSEP d
+		if (!(k in syms)) {
+			syms[k] = $3
+			succ[$2] = succ[$2] " " d
+		} else if (length(syms[k]) < 60)
+			syms[k] = syms[k] " " $3
+		node[$2] = node[d] = 1
+	}
+	function visit(v,    n, s, i, w, j, cyc) {
+		state[v] = 1
+		stack[++depth] = v
+		n = split(succ[v], s, " ")
+		for (i = 1; i <= n; i++) {
+			w = s[i]
+			if (state[w] == 1 && !found) {
+				found = 1
+				for (j = depth; j >= 1 && stack[j] != w; j--)
+					;
+				cyc = ""
+				for (; j <= depth; j++) {
+					nxt = j < depth ? stack[j + 1] : w
+					printf "  %s uses %s of %s\n", stack[j], syms[stack[j] SUBSEP nxt], nxt
+					cyc = cyc stack[j] " -> "
+				}
+				print "loop: " cyc w
+			} else if (!state[w])
+				visit(w)
+		}
+		depth--
+		state[v] = 2
+	}
 	END {
-		for (k in use) {
-			split(use[k], f, " ")
-			d = def[f[2]]
-			if (d == "" || d == f[1])
-				continue
-			e = f[1] SUBSEP d
-			if (!(e in syms))
-				syms[e] = f[2]
-			else if (index(" " syms[e] " ", " " f[2] " ") == 0)
-				syms[e] = syms[e] " " f[2]
-		}
-		n = 0
-		for (e in syms) {
-			split(e, p, SUBSEP)
-			r = p[2] SUBSEP p[1]
-			if (p[1] < p[2] && (r in syms)) {
-				printf "%s <-> %s\n  %s uses %s\n  %s uses %s\n", p[1], p[2], p[1], syms[e], p[2], syms[r]
-				n++
-			}
-		}
-		if (n)
-			printf "%d pair%s of objects reference each other\n", n, n == 1 ? "" : "s"
-		else
-			print "no two objects reference each other"
-		exit n ? 1 : 0
+		for (v in node)
+			if (!state[v] && !found)
+				visit(v)
+		if (found)
+			exit 1
+		print "no loop between the objects"
 	}' "$tmp"

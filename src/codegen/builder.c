@@ -1,0 +1,378 @@
+/* builder.c - the small pieces every kernel is built from: types and
+ * constants, calls, loops and conditional blocks, dimensions and strides
+ * (constants, or run-time values of a reuse_hash variant), element pointers,
+ * loads and stores, index arithmetic, and functions the thread pool runs as
+ * tasks. */
+#include "gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- types and constants ---- */
+
+LLVMTypeRef elem_t(Gen *G, DType dt)
+{
+	switch (dt) {
+	case DT_BOOL: return G->i8;
+	case DT_I32: return G->i32;
+	case DT_I64: return G->i64;
+	case DT_F32: return G->f32;
+	case DT_F64: return G->f64;
+	default: break;
+	}
+	ice("elem_t: dtype %d", dt);
+}
+
+LLVMValueRef ci64(Gen *G, int64_t v)
+{
+	return llvm.LLVMConstInt(G->i64, (unsigned long long)v, 1);
+}
+
+LLVMValueRef ci32(Gen *G, int v)
+{
+	return llvm.LLVMConstInt(G->i32, (unsigned long long)(int64_t)v, 1);
+}
+
+LLVMValueRef fconst(Gen *G, DType dt, double v)
+{
+	return llvm.LLVMConstReal(elem_t(G, dt), v);
+}
+
+LLVMValueRef splat(Gen *G, LLVMTypeRef vt, int vw, LLVMValueRef x)
+{
+	LLVMValueRef one = llvm.LLVMBuildInsertElement(G->B, llvm.LLVMGetUndef(vt), x, ci32(G, 0), "");
+	LLVMValueRef mask0 = llvm.LLVMConstNull(llvm.LLVMVectorType(G->i32, (unsigned)vw));
+	return llvm.LLVMBuildShuffleVector(G->B, one, llvm.LLVMGetUndef(vt), mask0, "");
+}
+
+/* ---- calls ---- */
+
+LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty)
+{
+	LLVMValueRef f = llvm.LLVMGetNamedFunction(G->M, name);
+	if (!f)
+		f = llvm.LLVMAddFunction(G->M, name, ty);
+	return f;
+}
+
+LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, LLVMValueRef *vals, int n)
+{
+	LLVMTypeRef ty = llvm.LLVMFunctionType(ret, args, (unsigned)n, 0);
+	LLVMValueRef f = get_fn(G, name, ty);
+	return llvm.LLVMBuildCall2(G->B, ty, f, vals, (unsigned)n, "");
+}
+
+/* llvm.NAME.f32 / .f64 intrinsics and libm functions, unary */
+LLVMValueRef math1(Gen *G, const char *base, DType dt, LLVMValueRef x)
+{
+	char name[64];
+	LLVMTypeRef t = elem_t(G, dt);
+	if (!strncmp(base, "llvm.", 5))
+		snprintf(name, sizeof name, "%s.%s", base, dt == DT_F32 ? "f32" : "f64");
+	else
+		snprintf(name, sizeof name, "%s%s", base, dt == DT_F32 ? "f" : "");
+	return call(G, name, t, &t, &x, 1);
+}
+
+LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LLVMValueRef y)
+{
+	char name[64];
+	LLVMTypeRef t = elem_t(G, dt);
+	LLVMTypeRef ts[2] = {t, t};
+	LLVMValueRef vs[2] = {x, y};
+	snprintf(name, sizeof name, "%s.%s", base, dt == DT_F32 ? "f32" : "f64");
+	return call(G, name, t, ts, vs, 2);
+}
+
+/* ---- loops and conditional blocks ---- */
+
+LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(G->B);
+	L->head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "loop");
+	L->body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "body");
+	L->exit = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "done");
+	llvm.LLVMBuildBr(G->B, L->head);
+	llvm.LLVMPositionBuilderAtEnd(G->B, L->head);
+	L->i = llvm.LLVMBuildPhi(G->B, G->i64, "i");
+	llvm.LLVMAddIncoming(L->i, &lo, &pre, 1);
+	LLVMValueRef c = llvm.LLVMBuildICmp(G->B, LLVMIntSLT, L->i, hi, "");
+	llvm.LLVMBuildCondBr(G->B, c, L->body, L->exit);
+	llvm.LLVMPositionBuilderAtEnd(G->B, L->body);
+	return L->i;
+}
+
+void loop_end(Fn *F, Loop *L)
+{
+	Gen *G = F->gen;
+	LLVMValueRef next = iadd(G, L->i, ci64(G, 1));
+	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(G->B);
+	llvm.LLVMBuildBr(G->B, L->head);
+	llvm.LLVMAddIncoming(L->i, &next, &cur, 1);
+	llvm.LLVMPositionBuilderAtEnd(G->B, L->exit);
+}
+
+LLVMValueRef loop_to(Fn *F, Loop *L, LLVMValueRef hi)
+{
+	return loop_begin(F, L, ci64(F->gen, 0), hi);
+}
+
+/* a conditional block: returns the block to continue in after `cond` */
+LLVMBasicBlockRef if_begin(Fn *F, LLVMValueRef cond)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef then = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "then");
+	LLVMBasicBlockRef join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "join");
+	llvm.LLVMBuildCondBr(G->B, cond, then, join);
+	llvm.LLVMPositionBuilderAtEnd(G->B, then);
+	return join;
+}
+
+void if_end(Fn *F, LLVMBasicBlockRef join)
+{
+	llvm.LLVMBuildBr(F->gen->B, join);
+	llvm.LLVMPositionBuilderAtEnd(F->gen->B, join);
+}
+
+LLVMValueRef in_range(Gen *G, LLVMValueRef v, LLVMValueRef hi)
+{
+	return llvm.LLVMBuildICmp(G->B, LLVMIntULT, v, hi, "");
+}
+
+LLVMValueRef entry_alloca(Fn *F, LLVMTypeRef t, const char *name)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(G->B);
+	LLVMValueRef first = llvm.LLVMGetFirstInstruction(F->entry);
+	if (first)
+		llvm.LLVMPositionBuilderBefore(G->B, first);
+	else
+		llvm.LLVMPositionBuilderAtEnd(G->B, F->entry);
+	LLVMValueRef a = llvm.LLVMBuildAlloca(G->B, t, name);
+	llvm.LLVMPositionBuilderAtEnd(G->B, cur);
+	return a;
+}
+
+/* ---- index arithmetic on i64 values: kernels read like the sums they emit ---- */
+
+LLVMValueRef iadd(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildAdd(G->B, a, b, "");
+}
+
+LLVMValueRef isub(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildSub(G->B, a, b, "");
+}
+
+LLVMValueRef imul(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildMul(G->B, a, b, "");
+}
+
+LLVMValueRef idiv(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildSDiv(G->B, a, b, "");
+}
+
+LLVMValueRef irem(Gen *G, LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMBuildSRem(G->B, a, b, "");
+}
+
+LLVMValueRef elem_off(Gen *G, LLVMValueRef base, LLVMValueRef i, LLVMValueRef stride)
+{
+	return iadd(G, base, imul(G, i, stride));
+}
+
+/* ---- dimensions: constants, or run-time values of a reuse_hash variant ---- */
+
+static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
+{
+	Variant *v = F->v;
+	if (v && v->ndyn && F->dims)
+		for (int k = 0; k < v->ndyn; k++)
+			if (v->dyn[k].node == n->id && v->dyn[k].field == field) {
+				Gen *G = F->gen;
+				LLVMValueRef idx = ci64(G, k);
+				LLVMValueRef pp = llvm.LLVMBuildGEP2(G->B, G->i64, F->dims, &idx, 1, "");
+				return llvm.LLVMBuildLoad2(G->B, G->i64, pp, "dim");
+			}
+	return NULL;
+}
+
+LLVMValueRef dimv(Fn *F, Node *n, int axis)
+{
+	LLVMValueRef v = dyn_field(F, n, axis);
+	return v ? v : ci64(F->gen, n->shape[axis]);
+}
+
+LLVMValueRef attrv(Fn *F, Node *n, int k)
+{
+	LLVMValueRef v = dyn_field(F, n, 16 + k);
+	return v ? v : ci64(F->gen, n->a[k]);
+}
+
+LLVMValueRef numelv(Fn *F, Node *n)
+{
+	LLVMValueRef v = ci64(F->gen, 1);
+	for (int k = 0; k < n->rank; k++)
+		v = imul(F->gen, v, dimv(F, n, k));
+	return v;
+}
+
+/* row-major strides of n; with `bcast_to_rank`, aligned right to that rank with
+ * 0 for broadcast (size-1 or missing) axes */
+void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef *st)
+{
+	Gen *G = F->gen;
+	LLVMValueRef s = ci64(G, 1);
+	for (int k = out_rank - 1; k >= 0; k--) {
+		int ik = k - (out_rank - n->rank);
+		if (ik < 0) {
+			st[k] = ci64(G, 0);
+			continue;
+		}
+		int bcast = n->shape[ik] == 1 && out && out->shape[k] != 1;
+		st[k] = bcast ? ci64(G, 0) : s;
+		s = imul(G, s, dimv(F, n, ik));
+	}
+}
+
+/* ---- elements: pointers, loads and stores, loop nests ---- */
+
+static LLVMValueRef param_ptr(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMBasicBlockRef cur = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(F->entry));
+	/* ctx->params is the first field of nestrt_ctx */
+	LLVMValueRef pp = llvm.LLVMBuildPointerCast(B, F->ctx, llvm.LLVMPointerType(G->i8pp, 0), "");
+	LLVMValueRef params = llvm.LLVMBuildLoad2(B, G->i8pp, pp, "params");
+	LLVMValueRef idx = ci64(G, F->plan->index[n->id]);
+	LLVMValueRef raw = llvm.LLVMBuildLoad2(B, G->i8p, llvm.LLVMBuildGEP2(B, G->i8p, params, &idx, 1, ""), "");
+	LLVMValueRef p = llvm.LLVMBuildPointerCast(B, raw, llvm.LLVMPointerType(elem_t(G, n->dtype), 0), "");
+	llvm.LLVMPositionBuilderAtEnd(B, cur);
+	return p;
+}
+
+/* The typed pointer to a node's elements; params are loaded on first use, in
+ * the entry block, so that a param only a rolled call chain reads costs no code. */
+LLVMValueRef nptr(Fn *F, Node *n)
+{
+	if (!F->ptr[n->id] && n->op == OP_PARAM)
+		F->ptr[n->id] = param_ptr(F, n);
+	if (!F->ptr[n->id])
+		ice("codegen: node %%%d (%s) has no storage", n->id, op_name(n->op));
+	return F->ptr[n->id];
+}
+
+LLVMValueRef load_at(Fn *F, Node *n, LLVMValueRef off)
+{
+	Gen *G = F->gen;
+	LLVMTypeRef t = elem_t(G, n->dtype);
+	LLVMValueRef p = llvm.LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
+	return llvm.LLVMBuildLoad2(G->B, t, p, "");
+}
+
+void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v)
+{
+	Gen *G = F->gen;
+	LLVMTypeRef t = elem_t(G, n->dtype);
+	LLVMValueRef p = llvm.LLVMBuildGEP2(G->B, t, nptr(F, n), &off, 1, "");
+	llvm.LLVMBuildStore(G->B, v, p);
+}
+
+void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off)
+{
+	Gen *G = F->gen;
+	N->rank = out->rank;
+	for (int j = 0; j < nops; j++)
+		off[j] = ci64(G, 0);
+	for (int k = 0; k < out->rank; k++) {
+		if (k == 0 && F->par_lo)
+			N->idx[k] = loop_begin(F, &N->loops[k], F->par_lo, F->par_hi);
+		else
+			N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
+		for (int j = 0; j < nops; j++)
+			off[j] = elem_off(G, off[j], N->idx[k], st[j][k]);
+	}
+}
+
+void nest_end(Fn *F, Nest *N)
+{
+	for (int k = N->rank - 1; k >= 0; k--)
+		loop_end(F, &N->loops[k]);
+}
+
+/* ---- functions and pool tasks ---- */
+
+/* Attributes of every function made here: nounwind, the region's fast-math
+ * option, and on AVX-512 targets loops vectorised with 512-bit vectors (LLVM
+ * prefers 256 bits on these CPUs for fear of lower clocks, but the matmul
+ * tiles use 512-bit registers anyway). */
+void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v)
+{
+	unsigned nounwind = llvm.LLVMGetEnumAttributeKindForName("nounwind", 8);
+	llvm.LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, llvm.LLVMCreateEnumAttribute(G->C, nounwind, 0));
+	if (v && v->fast_math) {
+		const char *attrs[] = {"unsafe-fp-math", "no-nans-fp-math", "no-infs-fp-math", "no-signed-zeros-fp-math"};
+		for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++)
+			llvm.LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+			                        llvm.LLVMCreateStringAttribute(G->C, attrs[i], (unsigned)strlen(attrs[i]), "true", 4));
+	}
+	if (G->vbytes == 64)
+		llvm.LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+		                        llvm.LLVMCreateStringAttribute(G->C, "prefer-vector-width", 19, "512", 3));
+}
+
+Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, LLVMValueRef *got)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Task t;
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nvals);
+	t.env = entry_alloca(F, env_t, "taskenv");
+	for (int i = 0; i < nvals; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, t.env, ix, 2, ""));
+	}
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	char name[64];
+	snprintf(name, sizeof name, "%s.task.%d", kind, G->ntask++);
+	t.fn = llvm.LLVMAddFunction(G->M, name, task_t);
+	llvm.LLVMSetLinkage(t.fn, LLVMInternalLinkage);
+	fn_attrs(G, t.fn, F->v);
+	t.saved = llvm.LLVMGetInsertBlock(B);
+	*T = (Fn){.gen = G, .g = F->g, .plan = F->plan, .v = F->v, .fn = t.fn};
+	T->ptr = xcalloc((size_t)F->g->nnodes + 1, sizeof(LLVMValueRef));
+	T->entry = llvm.LLVMAppendBasicBlockInContext(G->C, t.fn, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, t.fn, "start");
+	llvm.LLVMPositionBuilderAtEnd(B, T->entry);
+	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(t.fn, 0), llvm.LLVMPointerType(env_t, 0), "");
+	for (int i = 0; i < nvals; i++) {
+		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+	}
+	/* allocas stay in the entry block, before this branch */
+	llvm.LLVMBuildBr(B, start);
+	llvm.LLVMPositionBuilderAtEnd(B, start);
+	return t;
+}
+
+void task_end(Fn *F, Fn *T, Task *t, LLVMValueRef ntasks)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	llvm.LLVMBuildRetVoid(B);
+	free(T->ptr);
+	llvm.LLVMPositionBuilderAtEnd(B, t->saved);
+	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
+	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
+	LLVMTypeRef pf_args[3] = {G->i64, llvm.LLVMPointerType(task_t, 0), G->i8p};
+	LLVMValueRef pf_vals[3] = {ntasks, t->fn, llvm.LLVMBuildPointerCast(B, t->env, G->i8p, "")};
+	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
+}

@@ -1,0 +1,290 @@
+/* elementwise.c - scalar operations (arithmetic with NumPy's meaning,
+ * fast exp and tanh, casts) and the elementwise kernel: an op with the ops
+ * plan.c made inline into it, as one loop nest. */
+#include "gen.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- scalar operations ---- */
+
+static LLVMValueRef to_i1(Gen *G, LLVMValueRef b8)
+{
+	return llvm.LLVMBuildICmp(G->B, LLVMIntNE, b8, llvm.LLVMConstInt(G->i8, 0, 0), "");
+}
+
+static LLVMValueRef from_i1(Gen *G, LLVMValueRef b1)
+{
+	return llvm.LLVMBuildZExt(G->B, b1, G->i8, "");
+}
+
+/* maximum/minimum propagating NaN, as NumPy's maximum does */
+LLVMValueRef fmaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
+{
+	LLVMValueRef c = llvm.LLVMBuildFCmp(G->B, is_max ? LLVMRealOGT : LLVMRealOLT, a, b, "");
+	LLVMValueRef r = llvm.LLVMBuildSelect(G->B, c, a, b, "");
+	r = llvm.LLVMBuildSelect(G->B, llvm.LLVMBuildFCmp(G->B, LLVMRealUNO, a, a, ""), a, r, "");
+	return llvm.LLVMBuildSelect(G->B, llvm.LLVMBuildFCmp(G->B, LLVMRealUNO, b, b, ""), b, r, "");
+}
+
+LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
+{
+	LLVMValueRef c = llvm.LLVMBuildICmp(G->B, is_max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
+	return llvm.LLVMBuildSelect(G->B, c, a, b, "");
+}
+
+/* exp for f32 as plain arithmetic that the loop vectoriser can widen (a libm
+ * call per element is most of a transformer's time otherwise): Cephes' range
+ * reduction to [-ln2/2, ln2/2], a degree-6 polynomial, and the power of two
+ * put into the exponent bits. Relative error about 2e-7; NaN, +-inf and
+ * underflow keep their meaning. f64 keeps libm's exp. */
+LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x)
+{
+	if (dt != DT_F32)
+		return math1(G, "llvm.exp", dt, x);
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef hi = fconst(G, dt, 88.3762626647949), lo = fconst(G, dt, -88.3762626647949);
+	LLVMValueRef xc = math2(G, "llvm.minnum", dt, math2(G, "llvm.maxnum", dt, x, lo), hi);
+	LLVMValueRef n = math1(G, "llvm.floor", dt,
+	                       llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, xc, fconst(G, dt, 1.44269504088896341), ""),
+	                                          fconst(G, dt, 0.5), ""));
+	LLVMValueRef r = llvm.LLVMBuildFSub(B, xc, llvm.LLVMBuildFMul(B, n, fconst(G, dt, 0.693359375), ""), "");
+	r = llvm.LLVMBuildFSub(B, r, llvm.LLVMBuildFMul(B, n, fconst(G, dt, -2.12194440e-4), ""), "");
+	static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
+	                           1.6666665459E-1, 5.0000001201E-1};
+	LLVMValueRef p = fconst(G, dt, c[0]);
+	for (int i = 1; i < 6; i++)
+		p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, r, ""), fconst(G, dt, c[i]), "");
+	p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildFMul(B, r, r, ""), ""), r, ""),
+	                       fconst(G, dt, 1), "");
+	/* 2^n: n + 127 in the exponent field */
+	LLVMValueRef ni = llvm.LLVMBuildFPToSI(B, n, G->i32, "");
+	LLVMValueRef bits = llvm.LLVMBuildShl(B, llvm.LLVMBuildAdd(B, ni, ci32(G, 127), ""), ci32(G, 23), "");
+	LLVMValueRef e = llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildBitCast(B, bits, G->f32, ""), "");
+	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), fconst(G, dt, 0), e, "");
+	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), fconst(G, dt, INFINITY), e, "");
+	return llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, e, "");
+}
+
+/* tanh(x) = 1 - 2 / (exp(2x) + 1), through exp_fast for f32 */
+static LLVMValueRef tanh_fast(Gen *G, DType dt, LLVMValueRef x)
+{
+	if (dt != DT_F32)
+		return math1(G, "tanh", dt, x);
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef e = exp_fast(G, dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 2), ""));
+	LLVMValueRef t = llvm.LLVMBuildFSub(B, fconst(G, dt, 1),
+	                                    llvm.LLVMBuildFDiv(B, fconst(G, dt, 2), llvm.LLVMBuildFAdd(B, e, fconst(G, dt, 1), ""), ""), "");
+	/* small |x|: x itself is closer than the difference of two near-equal numbers */
+	LLVMValueRef small = llvm.LLVMBuildFCmp(B, LLVMRealOLT, math1(G, "llvm.fabs", dt, x), fconst(G, dt, 1e-4), "");
+	return llvm.LLVMBuildSelect(B, small, x, t, "");
+}
+
+LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int fl = dtype_is_float(dt);
+	LLVMTypeRef t = elem_t(G, dt);
+	switch (op) {
+	case OP_ADD: return fl ? llvm.LLVMBuildFAdd(B, a, b, "") : llvm.LLVMBuildAdd(B, a, b, "");
+	case OP_SUB: return fl ? llvm.LLVMBuildFSub(B, a, b, "") : llvm.LLVMBuildSub(B, a, b, "");
+	case OP_MUL: return fl ? llvm.LLVMBuildFMul(B, a, b, "") : llvm.LLVMBuildMul(B, a, b, "");
+	case OP_DIV:
+	case OP_MOD: {
+		if (fl) {
+			if (op == OP_DIV)
+				return llvm.LLVMBuildFDiv(B, a, b, "");
+			/* NumPy: the remainder takes the sign of the divisor */
+			LLVMValueRef r = llvm.LLVMBuildFRem(B, a, b, "");
+			LLVMValueRef zero = llvm.LLVMConstReal(t, 0);
+			LLVMValueRef nz = llvm.LLVMBuildFCmp(B, LLVMRealONE, r, zero, "");
+			LLVMValueRef sr = llvm.LLVMBuildFCmp(B, LLVMRealOLT, r, zero, "");
+			LLVMValueRef sb = llvm.LLVMBuildFCmp(B, LLVMRealOLT, b, zero, "");
+			LLVMValueRef fix = llvm.LLVMBuildAnd(B, nz, llvm.LLVMBuildXor(B, sr, sb, ""), "");
+			return llvm.LLVMBuildSelect(B, fix, llvm.LLVMBuildFAdd(B, r, b, ""), r, "");
+		}
+		/* floor division and modulo; x/0 and x%0 give 0; MIN/-1 wraps; no trap */
+		LLVMValueRef zero = llvm.LLVMConstInt(t, 0, 0), one = llvm.LLVMConstInt(t, 1, 0);
+		LLVMValueRef minv = llvm.LLVMConstInt(t, dt == DT_I32 ? (unsigned long long)(uint32_t)INT32_MIN
+		                                                 : (unsigned long long)INT64_MIN, 0);
+		LLVMValueRef bz = llvm.LLVMBuildICmp(B, LLVMIntEQ, b, zero, "");
+		LLVMValueRef ovf = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, a, minv, ""),
+		                                llvm.LLVMBuildICmp(B, LLVMIntEQ, b, llvm.LLVMConstAllOnes(t), ""), "");
+		LLVMValueRef safe = llvm.LLVMBuildSelect(B, llvm.LLVMBuildOr(B, bz, ovf, ""), one, b, "");
+		LLVMValueRef q = llvm.LLVMBuildSDiv(B, a, safe, "");
+		LLVMValueRef r = llvm.LLVMBuildSRem(B, a, safe, "");
+		LLVMValueRef adj = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntNE, r, zero, ""),
+		                                llvm.LLVMBuildXor(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, r, zero, ""),
+		                                             llvm.LLVMBuildICmp(B, LLVMIntSLT, safe, zero, ""), ""), "");
+		if (op == OP_DIV) {
+			q = llvm.LLVMBuildSelect(B, adj, llvm.LLVMBuildSub(B, q, one, ""), q, "");
+			q = llvm.LLVMBuildSelect(B, ovf, minv, q, "");
+			return llvm.LLVMBuildSelect(B, bz, zero, q, "");
+		}
+		r = llvm.LLVMBuildSelect(B, adj, llvm.LLVMBuildAdd(B, r, safe, ""), r, "");
+		r = llvm.LLVMBuildSelect(B, ovf, zero, r, "");
+		return llvm.LLVMBuildSelect(B, bz, zero, r, "");
+	}
+	case OP_POW: return math2(G, "llvm.pow", dt, a, b);
+	case OP_MAX: return fl ? fmaxmin(G, a, b, 1) : imaxmin(G, a, b, 1);
+	case OP_MIN: return fl ? fmaxmin(G, a, b, 0) : imaxmin(G, a, b, 0);
+	case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: {
+		LLVMValueRef c;
+		if (fl) {
+			static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+			c = llvm.LLVMBuildFCmp(B, fp[op - OP_EQ], a, b, "");
+		} else {
+			static const LLVMIntPredicate ip[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+			c = llvm.LLVMBuildICmp(B, ip[op - OP_EQ], a, b, "");
+		}
+		return from_i1(G, c);
+	}
+	case OP_AND: return llvm.LLVMBuildAnd(B, a, b, "");
+	case OP_OR: return llvm.LLVMBuildOr(B, a, b, "");
+	default: break;
+	}
+	ice("binop: %s", op_name(op));
+}
+
+LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int fl = dtype_is_float(dt);
+	switch (op) {
+	case OP_NEG: return fl ? llvm.LLVMBuildFNeg(B, x, "") : llvm.LLVMBuildNeg(B, x, "");
+	case OP_NOT: return llvm.LLVMBuildXor(B, x, llvm.LLVMConstInt(G->i8, 1, 0), "");
+	case OP_EXP: return exp_fast(G, dt, x);
+	case OP_LOG: return math1(G, "llvm.log", dt, x);
+	case OP_SQRT: return math1(G, "llvm.sqrt", dt, x);
+	case OP_RSQRT: return llvm.LLVMBuildFDiv(B, fconst(G, dt, 1), math1(G, "llvm.sqrt", dt, x), "");
+	case OP_TANH: return tanh_fast(G, dt, x);
+	case OP_SIGMOID:
+		return llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
+		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), exp_fast(G, dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
+	case OP_RELU:
+		if (fl) {
+			/* max(x, 0) that keeps NaN, like the interpreter */
+			LLVMValueRef c = llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, fconst(G, dt, 0), "");
+			return llvm.LLVMBuildSelect(B, c, fconst(G, dt, 0), x, "");
+		}
+		return imaxmin(G, x, llvm.LLVMConstInt(elem_t(G, dt), 0, 0), 1);
+	case OP_GELU: {
+		LLVMValueRef e = math1(G, "erf", dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 0.70710678118654752440), ""));
+		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), e, ""), "");
+	}
+	case OP_GELU_TANH: {
+		LLVMValueRef x3 = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, x, x, ""), x, "");
+		LLVMValueRef in = llvm.LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
+		                                llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
+		LLVMValueRef t = tanh_fast(G, dt, in);
+		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
+	}
+	case OP_SILU:
+		return llvm.LLVMBuildFDiv(B, x,
+		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), exp_fast(G, dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");
+	case OP_ERF: return math1(G, "erf", dt, x);
+	case OP_ABS:
+		if (fl)
+			return math1(G, "llvm.fabs", dt, x);
+		return llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, x, llvm.LLVMConstInt(elem_t(G, dt), 0, 0), ""),
+		                       llvm.LLVMBuildNeg(B, x, ""), x, "");
+	case OP_SIN: return math1(G, "llvm.sin", dt, x);
+	case OP_COS: return math1(G, "llvm.cos", dt, x);
+	default: break;
+	}
+	ice("unop: %s", op_name(op));
+}
+
+static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef tt = elem_t(G, to);
+	if (from == to)
+		return x;
+	if (to == DT_BOOL) {
+		LLVMValueRef c = dtype_is_float(from) ? llvm.LLVMBuildFCmp(B, LLVMRealUNE, x, llvm.LLVMConstReal(elem_t(G, from), 0), "")
+		                                      : llvm.LLVMBuildICmp(B, LLVMIntNE, x, llvm.LLVMConstInt(elem_t(G, from), 0, 0), "");
+		return from_i1(G, c);
+	}
+	if (from == DT_BOOL)
+		return dtype_is_float(to) ? llvm.LLVMBuildUIToFP(B, x, tt, "") : llvm.LLVMBuildZExt(B, x, tt, "");
+	if (dtype_is_float(from) && dtype_is_float(to))
+		return to == DT_F32 ? llvm.LLVMBuildFPTrunc(B, x, tt, "") : llvm.LLVMBuildFPExt(B, x, tt, "");
+	if (!dtype_is_float(from) && !dtype_is_float(to))
+		return to == DT_I32 ? llvm.LLVMBuildTrunc(B, x, tt, "") : llvm.LLVMBuildSExt(B, x, tt, "");
+	if (!dtype_is_float(from))
+		return llvm.LLVMBuildSIToFP(B, x, tt, "");
+	/* float to int: truncate toward zero, saturating, NaN to 0 (no undefined behaviour) */
+	char name[64];
+	snprintf(name, sizeof name, "llvm.fptosi.sat.%s.%s", to == DT_I32 ? "i32" : "i64", from == DT_F32 ? "f32" : "f64");
+	LLVMTypeRef ft = elem_t(G, from);
+	return call(G, name, tt, &ft, &x, 1);
+}
+
+/* ---- the elementwise kernel ---- */
+
+/* The tensors an elementwise tree reads: the inputs of n and, through the
+ * ops made inline into it (plan.c), theirs. */
+void ew_leaves(Fn *F, Node *n, Node **leaf, int *nleaf)
+{
+	for (int k = 0; k < n->nin; k++) {
+		Node *x = n->in[k];
+		if (F->plan->ew_into[x->id] == n->id)
+			ew_leaves(F, x, leaf, nleaf);
+		else
+			leaf[(*nleaf)++] = x;
+	}
+}
+
+/* The value of n at the loop's position: leaves are loaded (in the order
+ * ew_leaves lists them), inline ops computed. */
+static LLVMValueRef ew_value(Fn *F, Node *n, LLVMValueRef *off, int *next)
+{
+	Gen *G = F->gen;
+	LLVMValueRef in[3];
+	for (int k = 0; k < n->nin; k++) {
+		Node *x = n->in[k];
+		if (F->plan->ew_into[x->id] == n->id) {
+			in[k] = ew_value(F, x, off, next);
+		} else {
+			in[k] = load_at(F, x, off[*next]);
+			(*next)++;
+		}
+	}
+	if (n->op == OP_WHERE)
+		return llvm.LLVMBuildSelect(G->B, to_i1(G, in[0]), in[1], in[2], "");
+	if (n->nin == 2)
+		return binop(F, n->op, n->in[0]->dtype, in[0], in[1]);
+	if (n->op == OP_CAST)
+		return cast(F, in[0], n->in[0]->dtype, n->dtype);
+	return unop(F, n->op, n->dtype, in[0]);
+}
+
+/* An elementwise op with the ops made inline into it: one loop nest over
+ * its shape, each tensor read through its own (broadcast) strides. */
+void k_elementwise(Fn *F, Node *n)
+{
+	Node *leaf[EW_LEAVES];
+	int nleaf = 0;
+	ew_leaves(F, n, leaf, &nleaf);
+	LLVMValueRef st[EW_LEAVES + 1][MAX_RANK], off[EW_LEAVES + 1];
+	for (int j = 0; j < nleaf; j++)
+		strides(F, leaf[j], n->rank, n, st[j]);
+	strides(F, n, n->rank, NULL, st[nleaf]);
+	Nest N;
+	nest_begin(F, &N, n, nleaf + 1, st, off);
+	int next = 0;
+	LLVMValueRef v = ew_value(F, n, off, &next);
+	store_at(F, n, off[nleaf], v);
+	nest_end(F, &N);
+}
+
+LLVMValueRef const_value(Gen *G, Node *n)
+{
+	if (dtype_is_float(n->dtype))
+		return llvm.LLVMConstReal(elem_t(G, n->dtype), n->fval);
+	return llvm.LLVMConstInt(elem_t(G, n->dtype), (unsigned long long)n->ival, 1);
+}

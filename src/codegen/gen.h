@@ -1,0 +1,413 @@
+/* gen.h - the internal header of src/codegen/, LLVM-C code generation. Only
+ * these files see LLVM's types: the code generator's state (Gen, Fn), loops,
+ * pool tasks, the build's jobs and the table of LLVM-C functions loaded with
+ * dlopen. Sectioned by owning file, like nestc.h; the files depend on each
+ * other one way, in this order: llvm, builder, the kernels (elementwise,
+ * movement, matmul, reduce, conv), graph, then header, model, archive, cache
+ * and build. */
+#ifndef NESTC_CODEGEN_GEN_H
+#define NESTC_CODEGEN_GEN_H
+
+#include "nestc.h"
+
+#include <pthread.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Object.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+/* ------------------------------------------------------------------ llvm.c */
+
+/* Every LLVM-C function the code generator uses, called through the table
+ * `llvm` (typed from the headers themselves) once llvm_load has filled it. */
+#define LLVM_API(X) \
+	X(LLVMAddAttributeAtIndex) \
+	X(LLVMAddFunction) \
+	X(LLVMAddGlobal) \
+	X(LLVMAddIncoming) \
+	X(LLVMAppendBasicBlockInContext) \
+	X(LLVMArrayType) \
+	X(LLVMBuildAdd) \
+	X(LLVMBuildAlloca) \
+	X(LLVMBuildAnd) \
+	X(LLVMBuildBr) \
+	X(LLVMBuildCall2) \
+	X(LLVMBuildCondBr) \
+	X(LLVMBuildFAdd) \
+	X(LLVMBuildFCmp) \
+	X(LLVMBuildFDiv) \
+	X(LLVMBuildFMul) \
+	X(LLVMBuildFNeg) \
+	X(LLVMBuildFPExt) \
+	X(LLVMBuildFPTrunc) \
+	X(LLVMBuildFRem) \
+	X(LLVMBuildFSub) \
+	X(LLVMBuildGEP2) \
+	X(LLVMBuildICmp) \
+	X(LLVMBuildLoad2) \
+	X(LLVMBuildMul) \
+	X(LLVMBuildNeg) \
+	X(LLVMBuildNot) \
+	X(LLVMBuildOr) \
+	X(LLVMBuildPhi) \
+	X(LLVMBuildPointerCast) \
+	X(LLVMBuildRet) \
+	X(LLVMBuildRetVoid) \
+	X(LLVMBuildSDiv) \
+	X(LLVMBuildSExt) \
+	X(LLVMBuildSIToFP) \
+	X(LLVMBuildSRem) \
+	X(LLVMBuildSelect) \
+	X(LLVMBuildStore) \
+	X(LLVMBuildSub) \
+	X(LLVMBuildTrunc) \
+	X(LLVMBuildUIToFP) \
+	X(LLVMBuildXor) \
+	X(LLVMBuildZExt) \
+	X(LLVMConstAllOnes) \
+	X(LLVMConstArray) \
+	X(LLVMConstGEP2) \
+	X(LLVMConstInt) \
+	X(LLVMConstNamedStruct) \
+	X(LLVMConstPointerCast) \
+	X(LLVMConstPointerNull) \
+	X(LLVMConstReal) \
+	X(LLVMConstStringInContext) \
+	X(LLVMContextCreate) \
+	X(LLVMContextDispose) \
+	X(LLVMCopyStringRepOfTargetData) \
+	X(LLVMCreateBinary) \
+	X(LLVMCreateBuilderInContext) \
+	X(LLVMCreateEnumAttribute) \
+	X(LLVMCreateMemoryBufferWithMemoryRangeCopy) \
+	X(LLVMCreatePassBuilderOptions) \
+	X(LLVMCreateStringAttribute) \
+	X(LLVMCreateTargetDataLayout) \
+	X(LLVMCreateTargetMachine) \
+	X(LLVMDisposeBinary) \
+	X(LLVMDisposeBuilder) \
+	X(LLVMDisposeMemoryBuffer) \
+	X(LLVMDisposeMessage) \
+	X(LLVMDisposeModule) \
+	X(LLVMDisposePassBuilderOptions) \
+	X(LLVMDisposeSectionIterator) \
+	X(LLVMDisposeTargetData) \
+	X(LLVMDisposeTargetMachine) \
+	X(LLVMDoubleTypeInContext) \
+	X(LLVMFloatTypeInContext) \
+	X(LLVMFunctionType) \
+	X(LLVMGetBufferSize) \
+	X(LLVMGetBufferStart) \
+	X(LLVMGetDefaultTargetTriple) \
+	X(LLVMGetEnumAttributeKindForName) \
+	X(LLVMGetErrorMessage) \
+	X(LLVMGetFirstInstruction) \
+	X(LLVMGetHostCPUFeatures) \
+	X(LLVMGetHostCPUName) \
+	X(LLVMGetInsertBlock) \
+	X(LLVMGetLastInstruction) \
+	X(LLVMGetNamedFunction) \
+	X(LLVMGetNamedGlobal) \
+	X(LLVMGetParam) \
+	X(LLVMGetSectionName) \
+	X(LLVMGetSectionSize) \
+	X(LLVMGetTargetFromTriple) \
+	X(LLVMInt1TypeInContext) \
+	X(LLVMInt32TypeInContext) \
+	X(LLVMInt64TypeInContext) \
+	X(LLVMInt8TypeInContext) \
+	X(LLVMModuleCreateWithNameInContext) \
+	X(LLVMMoveToNextSection) \
+	X(LLVMObjectFileCopySectionIterator) \
+	X(LLVMObjectFileIsSectionIteratorAtEnd) \
+	X(LLVMPassBuilderOptionsSetLoopVectorization) \
+	X(LLVMPassBuilderOptionsSetSLPVectorization) \
+	X(LLVMPointerType) \
+	X(LLVMPositionBuilderAtEnd) \
+	X(LLVMPositionBuilderBefore) \
+	X(LLVMPrintModuleToString) \
+	X(LLVMRunPasses) \
+	X(LLVMSetAlignment) \
+	X(LLVMSetDataLayout) \
+	X(LLVMSetGlobalConstant) \
+	X(LLVMSetInitializer) \
+	X(LLVMSetLinkage) \
+	X(LLVMSetTarget) \
+	X(LLVMSetUnnamedAddress) \
+	X(LLVMStructTypeInContext) \
+	X(LLVMTargetMachineEmitToMemoryBuffer) \
+	X(LLVMVerifyModule) \
+	X(LLVMVectorType) \
+	X(LLVMConstNull) \
+	X(LLVMGetUndef) \
+	X(LLVMBuildInsertElement) \
+	X(LLVMBuildShuffleVector) \
+	X(LLVMBuildExtractElement) \
+	X(LLVMConstVector) \
+	X(LLVMTypeOf) \
+	X(LLVMBuildFPToSI) \
+	X(LLVMBuildShl) \
+	X(LLVMBuildBitCast) \
+	X(LLVMBuildPtrToInt) \
+	X(LLVMBuildIntToPtr) \
+	X(LLVMBuildArrayAlloca) \
+	X(LLVMVoidTypeInContext) \
+	X(LLVMLookupIntrinsicID) \
+	X(LLVMGetIntrinsicDeclaration) \
+	X(LLVMIntrinsicGetType)
+
+struct LLVMApi {
+#define X(f) __typeof__(&f) f;
+	LLVM_API(X)
+#undef X
+};
+extern struct LLVMApi llvm;
+
+/* Load libLLVM (once): 0, or -1 with the reason in err. */
+int llvm_load(char *err, size_t n);
+
+/* ------------------------------------------------------------------ builder.c */
+
+/* The code generator's state: Gen per worker thread (its LLVM context and
+ * module), Fn per function being built. Set up by build.c, read by all. */
+
+/* offsets of nestrt_ctx fields used by generated code (runtime/nestrt.h) */
+enum { CTX_PARAMS = 0 };
+
+typedef struct Gen Gen;
+
+typedef struct Fn {
+	Gen *gen;
+	Graph *g;
+	Plan *plan;
+	Variant *v;              /* the variant compiled here, for its run-time dims */
+	LLVMValueRef fn;
+	LLVMValueRef ctx, bufs, dims, ws;
+	LLVMValueRef *ptr;       /* per node: typed pointer to its elements */
+	LLVMBasicBlockRef entry; /* allocas go here */
+	LLVMValueRef par_lo, par_hi; /* in a pool task: the range of the kernel's outermost loop */
+	int64_t ws_need;         /* own + callees */
+} Fn;
+
+struct Gen {
+	Program *p;
+	RegionTable *rt;
+	Diag *d;
+	BuildOptions *o;
+	LLVMContextRef C;
+	LLVMModuleRef M;
+	LLVMBuilderRef B;
+	LLVMTargetMachineRef tm;
+	char *triple;
+	char *layout;
+	LLVMTypeRef i1, i8, i32, i64, f32, f64, vd, i8p, i8pp, i64p;
+	LLVMTypeRef fn_t;        /* the variant signature */
+	int ninline;             /* private copies made in this module */
+	int64_t *need;           /* per graph id: workspace bytes, own + callees (-1 unknown) */
+	Plan **plans;            /* per graph id; computed before any worker starts */
+	char *error;             /* a code generation failure, reported by the main thread */
+	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
+	int ntask;               /* task functions made in this module */
+};
+
+typedef struct Loop {
+	LLVMBasicBlockRef head, body, exit;
+	LLVMValueRef i;
+} Loop;
+
+/* Nested loops over `out`'s shape; off[j] is the running element offset of
+ * operand j given its strides. The callback body runs innermost. */
+typedef struct Nest {
+	int rank;
+	Loop loops[MAX_RANK];
+	LLVMValueRef idx[MAX_RANK];
+} Nest;
+
+/* A function of this module that the pool runs as tasks (env, begin, end):
+ * `vals` (i64s) are stored in an array of the caller's frame, T is set up
+ * for the task's body with the builder at its start and the values loaded
+ * into got[]. task_end closes it and runs it on the pool. */
+typedef struct Task {
+	LLVMValueRef fn, env;
+	LLVMBasicBlockRef saved;
+} Task;
+
+LLVMTypeRef elem_t(Gen *G, DType dt);
+LLVMValueRef ci64(Gen *G, int64_t v);
+LLVMValueRef ci32(Gen *G, int v);
+LLVMValueRef fconst(Gen *G, DType dt, double v);
+/* x in every lane of a vector of type vt (vw lanes) */
+LLVMValueRef splat(Gen *G, LLVMTypeRef vt, int vw, LLVMValueRef x);
+
+/* A call of the function `name` of this module, declared on first use. */
+LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty);
+LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, LLVMValueRef *vals, int n);
+/* llvm.NAME.f32/.f64 intrinsics and libm functions of one or two arguments */
+LLVMValueRef math1(Gen *G, const char *base, DType dt, LLVMValueRef x);
+LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LLVMValueRef y);
+
+/* for (i = lo; i < hi; i++): loop_begin returns i; the body follows it */
+LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi);
+void loop_end(Fn *F, Loop *L);
+/* for (i = 0; i < hi; i++) */
+LLVMValueRef loop_to(Fn *F, Loop *L, LLVMValueRef hi);
+/* if (cond) { ... }: if_begin returns the block if_end continues in */
+LLVMBasicBlockRef if_begin(Fn *F, LLVMValueRef cond);
+void if_end(Fn *F, LLVMBasicBlockRef join);
+/* 0 <= v < hi, as one unsigned comparison */
+LLVMValueRef in_range(Gen *G, LLVMValueRef v, LLVMValueRef hi);
+/* an alloca in the function's entry block, whatever block is being built */
+LLVMValueRef entry_alloca(Fn *F, LLVMTypeRef t, const char *name);
+
+/* Index arithmetic on i64 values (signed division and remainder), and
+ * elem_off: base + i * stride, the offset of element i along an axis. */
+LLVMValueRef iadd(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef isub(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef imul(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef idiv(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef irem(Gen *G, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef elem_off(Gen *G, LLVMValueRef base, LLVMValueRef i, LLVMValueRef stride);
+
+/* A node's dimension, attribute and element count: constants, or loaded from
+ * the dims argument for a reuse_hash variant. */
+LLVMValueRef dimv(Fn *F, Node *n, int axis);
+LLVMValueRef attrv(Fn *F, Node *n, int k);
+LLVMValueRef numelv(Fn *F, Node *n);
+void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef *st);
+
+/* the typed pointer to a node's elements, and element `off` of it */
+LLVMValueRef nptr(Fn *F, Node *n);
+LLVMValueRef load_at(Fn *F, Node *n, LLVMValueRef off);
+void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v);
+void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off);
+void nest_end(Fn *F, Nest *N);
+
+void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v);
+Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, LLVMValueRef *got);
+void task_end(Fn *F, Fn *T, Task *t, LLVMValueRef ntasks);
+
+/* ------------------------------------------------------------------ elementwise.c */
+
+/* maximum and minimum (floats: NaN wins, as NumPy's maximum) */
+LLVMValueRef fmaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max);
+LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max);
+LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x);
+LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x);
+/* an OP_CONST, OP_FULL or OP_ARANGE node's value */
+LLVMValueRef const_value(Gen *G, Node *n);
+void ew_leaves(Fn *F, Node *n, Node **leaf, int *nleaf);
+void k_elementwise(Fn *F, Node *n);
+
+/* ------------------------------------------------------------------ movement.c */
+
+void k_fill(Fn *F, Node *n);
+void k_transpose(Fn *F, Node *n);
+void k_slice(Fn *F, Node *n);
+void k_expand(Fn *F, Node *n);
+void k_concat(Fn *F, Node *n);
+void k_gather(Fn *F, Node *n);
+void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
+
+/* ------------------------------------------------------------------ matmul.c */
+
+/* C = A @ B for one matrix at element offsets oa, ob, oo (conv2d's too) */
+void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+              LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
+              LLVMValueRef buf_in, LLVMValueRef tmp_in);
+void k_matmul(Fn *F, Node *n);
+
+/* ------------------------------------------------------------------ reduce.c */
+
+void k_reduce(Fn *F, Node *n);
+void k_argmax(Fn *F, Node *n);
+void k_softmax(Fn *F, Node *n);
+void k_norm(Fn *F, Node *n);
+void k_causal_mask(Fn *F, Node *n);
+
+/* ------------------------------------------------------------------ conv.c */
+
+void k_conv2d(Fn *F, Node *n);
+void k_pool(Fn *F, Node *n);
+
+/* ------------------------------------------------------------------ graph.c */
+
+/* The plan of a graph (made once), and its workspace: own plus callees'. */
+Plan *plan_of(Gen *G, Graph *g, Variant *v);
+int64_t graph_need(Gen *G, Graph *g);
+/* Graph g as the function `name` of the current module. */
+LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int internal);
+
+/* ------------------------------------------------------------------ header.c */
+
+void header_text(Program *p, BuildOptions *o, Buf *b, const char *name);
+
+/* ------------------------------------------------------------------ model.c */
+
+void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_static, int64_t ws_own);
+void embedded_new(Gen *G, const char *name);
+void weights_module(Gen *G, const char *name, const void *image, size_t len);
+
+/* ------------------------------------------------------------------ archive.c */
+
+typedef struct OutFile {
+	char *path;      /* final name */
+	char *data;
+	size_t len;
+} OutFile;
+
+void write_archive(Buf *out, OutFile *files, int n, Vec *syms);
+
+/* ------------------------------------------------------------------ build.c */
+
+enum { JOB_VARIANT, JOB_MODEL, JOB_WEIGHTS };
+
+typedef struct Job {
+	int kind;
+	Variant *v;
+	char sym[300];      /* the function a variant defines */
+	char mod[300];      /* module and file stem: NAME.REGION.K */
+	char label[300];    /* for progress: block.0, model, weights */
+	uint8_t key[16];    /* persistent cache key */
+	char *data;         /* the object (or .s/.ll text) */
+	size_t len;
+	int64_t code_bytes;
+	double ms;
+	int cached, selected;
+	Vec syms;           /* global symbols it defines, for the archive index */
+} Job;
+
+typedef struct Shared {
+	Program *p;
+	RegionTable *rt;
+	BuildOptions *o;
+	const char *name;
+	char *ident;        /* the target in cache keys: --target/--cpu, or host_id() */
+	char *triple, *cpu, *features;
+	LLVMTargetRef target;
+	Plan **plans;
+	int64_t *need;
+	int64_t ws_static;  /* entries' own storage plus their inlined callees */
+	int64_t ws_own;     /* the largest entry's own storage; variants add theirs at run time */
+	Job *jobs;
+	int njobs;
+	int *order;         /* jobs by estimated cost, largest first (LPT) */
+	int next, ndone, ntodo;
+	pthread_mutex_t mu;
+	char *error;        /* the first failure */
+	const void *weights_image;
+	size_t weights_len;
+} Shared;
+
+/* ------------------------------------------------------------------ cache.c */
+
+/* 1 and the entry's bytes on a hit; a corrupt entry is removed and misses. */
+int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, int64_t *code_bytes);
+void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len, int64_t code_bytes);
+/* j->key from everything the job's code depends on */
+void job_key(Shared *sh, Job *j);
+
+#endif

@@ -1,0 +1,491 @@
+/* graph.c - emitting a graph as a function. Every function has the signature
+ *     int f(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+ * bufs holding the inputs then the outputs; dims the run-time dimensions of a
+ * reuse_hash variant; ws the workspace (this graph's intermediates first, the
+ * callees' after them). Region calls go through nestrt_call and the dispatch
+ * table; calls over max_reuse_entries (or with --no-regions) get a private copy
+ * of the callee's code in the caller's module. Chains of calls become loops,
+ * large kernels tasks of the thread pool. */
+#include "gen.h"
+
+#include <stdlib.h>
+
+/* ---- workspace, calls and call chains ---- */
+
+Plan *plan_of(Gen *G, Graph *g, Variant *v)
+{
+	if (!G->plans[g->id])
+		G->plans[g->id] = plan_variant(G->p, g, v);
+	return G->plans[g->id];
+}
+
+int64_t graph_need(Gen *G, Graph *g)
+{
+	if (G->need[g->id] >= 0)
+		return G->need[g->id];
+	CallSite *site = NULL;
+	Variant *v = NULL;
+	for (int i = 0; i < G->rt->variants.n && !v; i++) {
+		Variant *vv = G->rt->variants.v[i];
+		for (int c = 0; c < vv->calls.n; c++) {
+			site = vv->calls.v[c];
+			if (site->call->callee == g)
+				v = vv;
+		}
+	}
+	Plan *pl = plan_of(G, v ? v->g : g, v);
+	int64_t callees = 0;
+	Graph *body = v ? v->g : g;
+	for (int i = 0; i < body->nnodes; i++) {
+		Node *n = body->nodes[i];
+		if (n->op != OP_CALL)
+			continue;
+		CallSite *cs = callsite_of(G->rt, n);
+		int64_t c = graph_need(G, cs && cs->v ? cs->v->g : n->callee);
+		if (c > callees)
+			callees = c;
+	}
+	G->need[g->id] = pl->ws_size + callees;
+	return G->need[g->id];
+}
+
+static void emit_call(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Graph *callee = n->callee;
+	CallSite *cs = callsite_of(G->rt, n);
+	int nres = callee->noutputs;
+	int total = n->nin + nres;
+	LLVMTypeRef arr_t = llvm.LLVMArrayType(G->i8p, (unsigned)(total ? total : 1));
+	LLVMValueRef arr = entry_alloca(F, arr_t, "args");
+	int k = 0;
+	for (int i = 0; i < n->nin; i++, k++) {
+		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
+		LLVMValueRef slot = llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildPointerCast(B, nptr(F, n->in[i]), G->i8p, ""), slot);
+	}
+	/* results: the OP_RESULT nodes that read this call */
+	for (int r = 0; r < nres; r++, k++) {
+		LLVMValueRef p = NULL;
+		for (int i = n->id + 1; i < F->g->nnodes && !p; i++) {
+			Node *m = F->g->nodes[i];
+			if (m->op == OP_RESULT && m->in[0] == n && m->a[0] == r)
+				p = nptr(F, m);
+		}
+		if (!p)
+			p = llvm.LLVMConstPointerNull(G->i8p); /* unused result: the callee must not write it */
+		LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, k)};
+		LLVMValueRef slot = llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, "");
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildPointerCast(B, p, G->i8p, ""), slot);
+	}
+	LLVMValueRef idx0[2] = {ci32(G, 0), ci32(G, 0)};
+	LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, idx0, 2, "");
+	LLVMValueRef off = ci64(G, F->plan->ws_size);
+	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+	LLVMValueRef dims = llvm.LLVMConstPointerNull(G->i64p);
+	LLVMValueRef st;
+	if (cs && cs->v) {
+		if (cs->v->ndyn && cs->dyn_map && F->dims) {
+			/* inside shared code: the inner dims follow the caller's own */
+			LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
+			LLVMValueRef arr2 = entry_alloca(F, dt, "dims");
+			for (int i = 0; i < cs->v->ndyn; i++) {
+				LLVMValueRef val;
+				if (cs->dyn_map[i] >= 0) {
+					LLVMValueRef ix = ci64(G, cs->dyn_map[i]);
+					val = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, G->i64, F->dims, &ix, 1, ""), "");
+				} else {
+					val = ci64(G, cs->dyn_values[i]);
+				}
+				LLVMValueRef ix2[2] = {ci32(G, 0), ci32(G, i)};
+				llvm.LLVMBuildStore(B, val, llvm.LLVMBuildGEP2(B, dt, arr2, ix2, 2, ""));
+			}
+			dims = llvm.LLVMBuildGEP2(B, dt, arr2, idx0, 2, "");
+		} else if (cs->v->ndyn) {
+			/* this call's own values of the variant's run-time dims */
+			LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
+			LLVMValueRef *vals = xmalloc((size_t)cs->v->ndyn * sizeof(LLVMValueRef));
+			for (int i = 0; i < cs->v->ndyn; i++)
+				vals[i] = ci64(G, cs->dyn_values[i]);
+			LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, dt, "dims");
+			llvm.LLVMSetInitializer(gv, llvm.LLVMConstArray(G->i64, vals, (unsigned)cs->v->ndyn));
+			llvm.LLVMSetGlobalConstant(gv, 1);
+			llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+			free(vals);
+			dims = llvm.LLVMBuildGEP2(B, dt, gv, idx0, 2, "");
+		}
+		LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
+		LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, dims, ws};
+		st = call(G, "nestrt_call", G->i32, at, av, 5);
+	} else {
+		/* over max_reuse_entries or --no-regions: a private copy of the callee */
+		char name[64];
+		snprintf(name, sizeof name, "inline.%s.%d", callee->name, G->ninline++);
+		LLVMValueRef f = emit_function(G, callee, NULL, name, 1);
+		LLVMValueRef av[4] = {F->ctx, bufs, dims, ws};
+		st = llvm.LLVMBuildCall2(B, G->fn_t, f, av, 4, "");
+	}
+	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
+	LLVMBasicBlockRef failb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "callfail");
+	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "callok");
+	llvm.LLVMBuildCondBr(B, bad, failb, okb);
+	llvm.LLVMPositionBuilderAtEnd(B, failb);
+	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMPositionBuilderAtEnd(B, okb);
+}
+
+static LLVMValueRef buf_ptr(Fn *F, int index)
+{
+	Gen *G = F->gen;
+	LLVMValueRef idx = ci64(G, index);
+	LLVMValueRef pp = llvm.LLVMBuildGEP2(G->B, G->i8p, F->bufs, &idx, 1, "");
+	return llvm.LLVMBuildLoad2(G->B, G->i8p, pp, "");
+}
+
+/* A chain of calls of one variant, each taking the previous one's result and
+ * otherwise only params (x = block(x, h[i]) unrolled): returns its length and
+ * the position of the chained argument. Such a chain is emitted as a loop over
+ * a table of param indices, so code size stays the same whatever the depth. */
+static int call_chain(Fn *F, int i, int *chain_pos, int **users)
+{
+	Gen *G = F->gen;
+	Graph *g = F->g;
+	Node *c1 = g->nodes[i];
+	CallSite *cs1 = callsite_of(G->rt, c1);
+	if (!cs1 || !cs1->v || cs1->v->ndyn || c1->callee->noutputs != 1)
+		return 1;
+	int n = 1, pos = -1;
+	Node *prev = c1;
+	for (int j = i + 1; j < g->nnodes; j++) {
+		Node *m = g->nodes[j];
+		if (m->op == OP_PARAM || (m->op == OP_RESULT && m->in[0] == prev))
+			continue;
+		if (m->op != OP_CALL)
+			break;
+		CallSite *cs = callsite_of(G->rt, m);
+		if (!cs || cs->v != cs1->v || m->nin != c1->nin)
+			break;
+		/* the previous result, used only here, and params for everything else */
+		Node *res = NULL;
+		for (int k = j - 1; k > prev->id; k--)
+			if (g->nodes[k]->op == OP_RESULT && g->nodes[k]->in[0] == prev)
+				res = g->nodes[k];
+		if (!res || users[res->id][0] != 1 || F->plan->kind[res->id] != BUF_WS)
+			break;
+		int p = -1, ok = 1;
+		for (int k = 0; k < m->nin && ok; k++) {
+			if (m->in[k] == res)
+				p = p < 0 ? k : -2;
+			else if (m->in[k]->op != OP_PARAM)
+				ok = 0;
+		}
+		if (!ok || p < 0 || (pos >= 0 && p != pos))
+			break;
+		for (int k = 0; k < c1->nin; k++)
+			if (k != p && c1->in[k]->op != OP_PARAM)
+				ok = 0;
+		if (!ok)
+			break;
+		pos = p;
+		n++;
+		prev = m;
+	}
+	*chain_pos = pos;
+	return n;
+}
+
+/* Calls 0..n-2 of a chain starting at node i, as one loop; the last call is
+ * left to emit_call. */
+static void emit_chain(Fn *F, int i, int n, int pos)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Graph *g = F->g;
+	Node *c1 = g->nodes[i];
+	CallSite *cs = callsite_of(G->rt, c1);
+	int m = c1->nin;
+	/* per call: the param index of each argument, and the offset of its result */
+	LLVMValueRef *pidx = xcalloc((size_t)(n - 1) * (size_t)m + 1, sizeof(LLVMValueRef));
+	LLVMValueRef *roff = xcalloc((size_t)n + 1, sizeof(LLVMValueRef));
+	Node *cn = c1;
+	for (int k = 0; k < n - 1; k++) {
+		for (int a = 0; a < m; a++)
+			pidx[k * m + a] = ci32(G, a == pos ? -1 : (int)cn->in[a]->a[0]);
+		Node *res = NULL, *next = NULL;
+		for (int j = cn->id + 1; j < g->nnodes && !next; j++) {
+			Node *x = g->nodes[j];
+			if (x->op == OP_RESULT && x->in[0] == cn)
+				res = x;
+			if (x->op == OP_CALL)
+				next = x;
+		}
+		roff[k] = ci64(G, F->plan->offset[res->id]);
+		cn = next;
+	}
+	LLVMTypeRef pt = llvm.LLVMArrayType(G->i32, (unsigned)((n - 1) * m));
+	LLVMValueRef ptab = llvm.LLVMAddGlobal(G->M, pt, "chain.params");
+	llvm.LLVMSetInitializer(ptab, llvm.LLVMConstArray(G->i32, pidx, (unsigned)((n - 1) * m)));
+	llvm.LLVMSetGlobalConstant(ptab, 1);
+	llvm.LLVMSetLinkage(ptab, LLVMPrivateLinkage);
+	LLVMTypeRef ot = llvm.LLVMArrayType(G->i64, (unsigned)(n - 1));
+	LLVMValueRef otab = llvm.LLVMAddGlobal(G->M, ot, "chain.results");
+	llvm.LLVMSetInitializer(otab, llvm.LLVMConstArray(G->i64, roff, (unsigned)(n - 1)));
+	llvm.LLVMSetGlobalConstant(otab, 1);
+	llvm.LLVMSetLinkage(otab, LLVMPrivateLinkage);
+	free(pidx);
+	free(roff);
+
+	LLVMTypeRef arr_t = llvm.LLVMArrayType(G->i8p, (unsigned)m + 1);
+	LLVMValueRef arr = entry_alloca(F, arr_t, "chainargs");
+	LLVMValueRef cur = entry_alloca(F, G->i8p, "chainin");
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildPointerCast(B, nptr(F, c1->in[pos]), G->i8p, ""), cur);
+	LLVMValueRef pp = llvm.LLVMBuildPointerCast(B, F->ctx, llvm.LLVMPointerType(G->i8pp, 0), "");
+	LLVMValueRef params = llvm.LLVMBuildLoad2(B, G->i8pp, pp, "params");
+	LLVMValueRef z = ci32(G, 0);
+	LLVMValueRef off = ci64(G, F->plan->ws_size);
+	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+	Loop L;
+	LLVMValueRef k = loop_to(F, &L, ci64(G, n - 1));
+	for (int a = 0; a < m; a++) {
+		LLVMValueRef v;
+		if (a == pos) {
+			v = llvm.LLVMBuildLoad2(B, G->i8p, cur, "");
+		} else {
+			LLVMValueRef e = iadd(G, imul(G, k, ci64(G, m)), ci64(G, a));
+			LLVMValueRef ix[2] = {ci64(G, 0), e};
+			LLVMValueRef pi = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, pt, ptab, ix, 2, ""), "");
+			LLVMValueRef pe = llvm.LLVMBuildSExt(B, pi, G->i64, "");
+			v = llvm.LLVMBuildLoad2(B, G->i8p, llvm.LLVMBuildGEP2(B, G->i8p, params, &pe, 1, ""), "");
+		}
+		LLVMValueRef ix[2] = {z, ci32(G, a)};
+		llvm.LLVMBuildStore(B, v, llvm.LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
+	}
+	LLVMValueRef ox[2] = {ci64(G, 0), k};
+	LLVMValueRef ro = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, ot, otab, ox, 2, ""), "");
+	LLVMValueRef out = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &ro, 1, "");
+	LLVMValueRef ix[2] = {z, ci32(G, m)};
+	llvm.LLVMBuildStore(B, out, llvm.LLVMBuildGEP2(B, arr_t, arr, ix, 2, ""));
+	LLVMValueRef ix0[2] = {z, z};
+	LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, ix0, 2, "");
+	LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
+	LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, llvm.LLVMConstPointerNull(G->i64p), ws};
+	LLVMValueRef st = call(G, "nestrt_call", G->i32, at, av, 5);
+	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntNE, st, ci32(G, 0), "");
+	LLVMBasicBlockRef failb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "chainfail");
+	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "chainok");
+	llvm.LLVMBuildCondBr(B, bad, failb, okb);
+	llvm.LLVMPositionBuilderAtEnd(B, failb);
+	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMPositionBuilderAtEnd(B, okb);
+	llvm.LLVMBuildStore(B, out, cur);
+	loop_end(F, &L);
+}
+
+/* ---- kernels on the thread pool ---- */
+
+/* The units of a kernel's outermost loop when it is worth splitting over the
+ * pool (0 if not): the rows of a row kernel, else axis 0 of the result. Only
+ * static shapes, and not inside a task already. */
+#define PAR_MIN_ELEMS 32768
+static int64_t par_units(Fn *F, Node *n)
+{
+	if (F->par_lo || (F->v && F->v->ndyn) || n->rank < 1)
+		return 0;
+	int64_t numel = shape_numel(n->rank, n->shape);
+	if (numel < PAR_MIN_ELEMS)
+		return 0;
+	int64_t units = n->shape[0];
+	if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM) {
+		units = numel / n->shape[n->rank - 1];
+	} else if (n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) {
+		units = 1;
+		for (int k = 0; k < n->a[0]; k++)
+			units *= n->shape[k];
+	}
+	return units >= 2 ? units : 0;
+}
+
+/* emit(n) as tasks of the pool, each over a range of the outermost loop's
+ * units; the operands' pointers travel in an i64 array. */
+static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int64_t ntasks = units < 16 ? units : 16;
+	int64_t chunk = (units + ntasks - 1) / ntasks;
+	ntasks = (units + chunk - 1) / chunk;
+	/* the tensors the kernel reads: an elementwise tree's leaves */
+	Node *use[EW_LEAVES + 1];
+	int nuse = 1;
+	use[0] = n;
+	if (ew_op(n->op)) {
+		int nl = 0;
+		ew_leaves(F, n, use + 1, &nl);
+		nuse += nl;
+	} else {
+		for (int k = 0; k < n->nin; k++)
+			use[nuse++] = n->in[k];
+	}
+	LLVMValueRef vals[EW_LEAVES + 1], got[EW_LEAVES + 1];
+	for (int i = 0; i < nuse; i++)
+		vals[i] = llvm.LLVMBuildPtrToInt(B, nptr(F, use[i]), G->i64, "");
+	Fn T;
+	Task tk = task_begin(F, &T, "par", vals, nuse, got);
+	for (int i = 0; i < nuse; i++)
+		T.ptr[use[i]->id] = llvm.LLVMBuildIntToPtr(B, got[i], llvm.LLVMPointerType(elem_t(G, use[i]->dtype), 0), "");
+	T.par_lo = imul(G, llvm.LLVMGetParam(tk.fn, 1), ci64(G, chunk));
+	LLVMValueRef hi = imul(G, llvm.LLVMGetParam(tk.fn, 2), ci64(G, chunk));
+	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, ci64(G, units), ""), hi, ci64(G, units), "");
+	emit(&T, n);
+	task_end(F, &T, &tk, ci64(G, ntasks));
+}
+
+/* A kernel, on the pool when large enough. */
+static void kernel(Fn *F, Node *n, void (*emit)(Fn *, Node *))
+{
+	int64_t units = par_units(F, n);
+	if (units)
+		par_emit(F, n, units, emit);
+	else
+		emit(F, n);
+}
+
+static void emit_graph_body(Fn *F)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Graph *g = F->g;
+	Plan *pl = F->plan;
+	F->ptr = xcalloc((size_t)g->nnodes + 1, sizeof(LLVMValueRef));
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		LLVMTypeRef pt = llvm.LLVMPointerType(elem_t(G, n->op == OP_CALL ? DT_F32 : n->dtype), 0);
+		LLVMValueRef raw = NULL;
+		switch (pl->kind[i]) {
+		case BUF_NONE:
+			break;
+		case BUF_INPUT:
+			raw = buf_ptr(F, (int)pl->index[i]);
+			break;
+		case BUF_OUTPUT:
+			raw = buf_ptr(F, g->ninputs + (int)pl->index[i]);
+			break;
+		case BUF_PARAM:
+			break; /* loaded on first use: nptr */
+		case BUF_WS: {
+			LLVMValueRef off = ci64(G, pl->offset[i]);
+			raw = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
+			break;
+		}
+		case BUF_ALIAS:
+			raw = nptr(F, g->nodes[pl->index[i]]);
+			break;
+		}
+		if (raw)
+			F->ptr[i] = llvm.LLVMBuildPointerCast(B, raw, pt, "");
+	}
+	/* users of each node, for call chains */
+	int **users = xcalloc((size_t)g->nnodes + 1, sizeof(int *));
+	int *ucount = xcalloc((size_t)g->nnodes + 1, sizeof(int));
+	for (int i = 0; i < g->nnodes; i++)
+		for (int k = 0; k < g->nodes[i]->nin; k++)
+			ucount[g->nodes[i]->in[k]->id]++;
+	for (int j = 0; j < g->noutputs; j++)
+		ucount[g->outputs[j]->id] += 2;
+	for (int i = 0; i < g->nnodes; i++)
+		users[i] = &ucount[i];
+	int skip_until = -1; /* calls of a chain already emitted as a loop */
+	/* every pointer is known before any kernel: a call writes its results
+	 * into the storage of the OP_RESULT nodes that follow it */
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		if (n->op == OP_CALL && i > skip_until) {
+			int pos, len = call_chain(F, i, &pos, users);
+			if (len >= 3) {
+				emit_chain(F, i, len, pos);
+				/* the chain's last call is emitted as usual below */
+				int seen = 0;
+				for (int j = i; j < g->nnodes; j++)
+					if (g->nodes[j]->op == OP_CALL && ++seen == len) {
+						skip_until = j - 1;
+						break;
+					}
+			}
+		}
+		if (n->op == OP_CALL && i <= skip_until)
+			continue;
+		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0)
+			continue; /* applied by its matmul's tiles, or inline by its reader */
+		switch (n->op) {
+		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
+			break;
+		case OP_CONST: case OP_FULL: case OP_ARANGE:
+			k_fill(F, n);
+			break;
+		case OP_NEG: case OP_NOT: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH:
+		case OP_SIGMOID: case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF:
+		case OP_ABS: case OP_SIN: case OP_COS: case OP_CAST:
+		case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
+		case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE:
+		case OP_AND: case OP_OR: case OP_WHERE:
+			kernel(F, n, k_elementwise);
+			break;
+		case OP_MATMUL: k_matmul(F, n); break;
+		case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: k_reduce(F, n); break;
+		case OP_ARGMAX: k_argmax(F, n); break;
+		case OP_SOFTMAX: case OP_LOG_SOFTMAX: kernel(F, n, k_softmax); break;
+		case OP_LAYERNORM: case OP_RMSNORM: kernel(F, n, k_norm); break;
+		case OP_TRANSPOSE:
+			if (!virtual_transpose(g, n))
+				kernel(F, n, k_transpose);
+			break;
+		case OP_CONCAT: k_concat(F, n); break;
+		case OP_SLICE: kernel(F, n, k_slice); break;
+		case OP_EXPAND: k_expand(F, n); break;
+		case OP_GATHER: k_gather(F, n); break;
+		case OP_CAUSAL_MASK: kernel(F, n, k_causal_mask); break;
+		case OP_CONV2D: k_conv2d(F, n); break;
+		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;
+		case OP_CALL: emit_call(F, n); break;
+		case OP_COUNT: ice("emit: bad op");
+		}
+	}
+	/* results that are inputs, params, reshapes of them, or repeated */
+	for (int j = 0; j < g->noutputs; j++) {
+		if (!pl->copy_out[j])
+			continue;
+		Node *o = g->outputs[j];
+		LLVMValueRef bytes = imul(G, numelv(F, o), ci64(G, dtype_size(o->dtype)));
+		memcpy_bytes(F, buf_ptr(F, g->ninputs + j), nptr(F, o), bytes);
+	}
+	llvm.LLVMBuildRet(B, ci32(G, 0));
+	free(users);
+	free(ucount);
+	free(F->ptr);
+}
+
+LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int internal)
+{
+	Fn F = {.gen = G, .g = g, .v = v};
+	F.plan = plan_of(G, g, v);
+	F.fn = llvm.LLVMAddFunction(G->M, name, G->fn_t);
+	if (internal)
+		llvm.LLVMSetLinkage(F.fn, LLVMInternalLinkage);
+	F.ctx = llvm.LLVMGetParam(F.fn, 0);
+	F.bufs = llvm.LLVMGetParam(F.fn, 1);
+	F.dims = v && v->ndyn ? llvm.LLVMGetParam(F.fn, 2) : NULL;
+	F.ws = llvm.LLVMGetParam(F.fn, 3);
+	fn_attrs(G, F.fn, v);
+	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(G->B);
+	F.entry = llvm.LLVMAppendBasicBlockInContext(G->C, F.fn, "entry");
+	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, F.fn, "start");
+	llvm.LLVMPositionBuilderAtEnd(G->B, F.entry);
+	llvm.LLVMBuildBr(G->B, start);
+	llvm.LLVMPositionBuilderAtEnd(G->B, start);
+	/* allocas are put before the branch of the entry block */
+	emit_graph_body(&F);
+	if (saved)
+		llvm.LLVMPositionBuilderAtEnd(G->B, saved);
+	return F.fn;
+}

@@ -1,0 +1,597 @@
+/* matmul.c - matrix products: register tiles of FMAs over packed panels of
+ * B, the rows of a panel, pre-packed weights, the fused epilogue, matmuls as
+ * tasks of the thread pool (panels or a batch's matrices), and the plain
+ * loops for integers and vectors. */
+#include "gen.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* A prefetch of the line at p into L2 (prefetcht1). The intrinsic's name is
+ * mangled with its pointer type, which differs between typed (LLVM 14) and
+ * opaque pointers (15 and later): LLVM declares it. */
+static void prefetch_l2(Gen *G, LLVMValueRef p)
+{
+	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
+	LLVMTypeRef pt = G->i8p;
+	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, &pt, 1);
+	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, &pt, 1);
+	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, 0), ci32(G, 2), ci32(G, 1)};
+	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
+}
+
+#define MM_MAX_MR 16
+
+/* One register tile of C = A @ B: mr rows by nv vectors of vw columns over
+ * k in [0, K); the accumulators stay in registers for the whole k loop (phi
+ * nodes). A's elements (rows K apart from arow) are broadcast,
+ * B's rows (ldb apart, from column bj) loaded as vectors into FMAs; the tile
+ * is stored at C[crow + r*ldc + cj]. */
+static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pfline,
+                    LLVMValueRef pflast, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
+                    LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef acc[MM_MAX_MR][4], cp[MM_MAX_MR][4];
+	LLVMValueRef zv = llvm.LLVMConstNull(vt);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = iadd(G, elem_off(G, crow, ci64(G, r), ldc), iadd(G, cj, ci64(G, v * vw)));
+			cp[r][v] = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, cbase, &off, 1, ""), vpt, "");
+		}
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			acc[r][v] = zv;
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
+	LLVMValueRef k0 = ci64(G, 0);
+	llvm.LLVMAddIncoming(k, &k0, &pre, 1);
+	LLVMValueRef phi[MM_MAX_MR][4];
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
+		}
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	LLVMValueRef bv[4], nacc[MM_MAX_MR][4];
+	LLVMValueRef brow = iadd(G, imul(G, k, ldb), bj);
+	for (int v = 0; v < nv; v++) {
+		LLVMValueRef off = iadd(G, brow, ci64(G, v * vw));
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, bbase, &off, 1, "");
+		bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
+		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
+	}
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	for (int r = 0; r < mr; r++) {
+		LLVMValueRef aoff = iadd(G, elem_off(G, arow, ci64(G, r), K), k);
+		LLVMValueRef sc = load_at(F, a, aoff);
+		LLVMValueRef bc = splat(G, vt, vw, sc);
+		for (int v = 0; v < nv; v++) {
+			LLVMTypeRef ts[3] = {vt, vt, vt};
+			LLVMValueRef vs[3] = {bc, bv[v], phi[r][v]};
+			nacc[r][v] = call(G, fma, vt, ts, vs, 3);
+		}
+	}
+	if (pf) {
+		/* one line of the next panel per k (clamped to its last line) */
+		LLVMValueRef line = iadd(G, pfline, k);
+		line = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, line, pflast, ""), line, pflast, "");
+		LLVMValueRef off = imul(G, line, ci64(G, 64));
+		prefetch_l2(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
+	}
+	LLVMValueRef kn = iadd(G, k, ci64(G, 1));
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(k, &kn, &end, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			llvm.LLVMAddIncoming(phi[r][v], &nacc[r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef st = llvm.LLVMBuildStore(B, phi[r][v], cp[r][v]);
+			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
+		}
+}
+
+/* Rows [0, M) of one panel as register tiles: tiles of mr rows, then the
+ * rest by 8, 4, 2 and 1 rows. Arguments as mm_tile's, with the rows' bases
+ * (arow0, crow0) for row 0. */
+/* M and N of a matmul's result when they are compile-time constants, else -1. */
+static int64_t mm_static_m(Fn *F, Node *n, Node *a)
+{
+	if ((F->v && F->v->ndyn) || n->rank < 1)
+		return -1;
+	return n->rank >= 2 && a->rank != 1 ? n->shape[n->rank - 2] : 1;
+}
+
+static int64_t mm_static_n(Fn *F, Node *n)
+{
+	return (F->v && F->v->ndyn) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
+}
+
+static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M,
+                    LLVMValueRef K, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
+                    LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
+{
+	Gen *G = F->gen;
+	int sizes[5] = {mr, 8, 4, 2, 1};
+	/* with M known, only the tile heights it needs (less code to compile) */
+	int64_t Ms = mm_static_m(F, n, a), left = Ms;
+	LLVMValueRef done = ci64(G, 0);
+	for (int s = 0; s < 5; s++) {
+		int h = sizes[s];
+		if (s > 0 && h >= mr)
+			continue;
+		if (Ms >= 0) {
+			int64_t cnt = left / h;
+			left -= cnt * h;
+			if (cnt == 0)
+				continue;
+		}
+		LLVMValueRef cnt = idiv(G, isub(G, M, done), ci64(G, h));
+		Loop lt;
+		LLVMValueRef t = loop_to(F, &lt, cnt);
+		LLVMValueRef i = elem_off(G, done, t, ci64(G, h));
+		/* tile t prefetches lines t*K.. of the next panel: the first few
+		 * tiles fetch all of it while the rest compute */
+		LLVMValueRef pfline = pf ? imul(G, idiv(G, i, ci64(G, h)), K) : NULL;
+		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, K, elem_off(G, arow0, i, K),
+		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj);
+		loop_end(F, &lt);
+		done = elem_off(G, done, cnt, ci64(G, h));
+	}
+}
+
+/* The register tile of a matmul: mr rows by nv vectors. On AVX-512, 8 rows
+ * by 3 vectors (24 accumulators of its 32 registers; per k, 8 broadcasts and
+ * 3 loads feed 24 FMAs) measured best at the GPT-2 shapes; 12 by 2 (as many
+ * accumulators) when N is a multiple of 2 vectors but not of 3 and small
+ * enough that a partial panel would cost. 4 by 2 elsewhere (16 registers).
+ * Blocking k so a panel's slice stays in L1 measured slower at the GPT-2
+ * shapes than running the whole k with the panel in L2, with or without A
+ * packed. */
+static void mm_shape(Gen *G, Node *n, int *mr, int *nv)
+{
+	int vw = G->vbytes / dtype_size(n->dtype);
+	int64_t N = n->rank ? n->shape[n->rank - 1] : 1;
+	if (G->vbytes != 64) {
+		*mr = 4, *nv = 2;
+	} else if (N > 0 && (N % (3 * vw) == 0 || N >= 1536)) {
+		*mr = 8, *nv = 3;
+	} else {
+		*mr = 12, *nv = 2;
+	}
+}
+
+/* The operand other than the chain's value of each op of a matmul's fused
+ * epilogue (plan.c), NULL for a unary op; returns how many ops. */
+static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other)
+{
+	int k = 0;
+	Node *prev = n;
+	for (int e = F->plan->epi_next[n->id]; e >= 0; e = F->plan->epi_next[e]) {
+		Node *x = F->g->nodes[e];
+		ops[k] = x;
+		other[k] = x->nin == 2 ? (x->in[0] == prev ? x->in[1] : x->in[0]) : NULL;
+		prev = x;
+		k++;
+	}
+	return k;
+}
+
+/* A scalar of constants (plan.c), as LLVM constants fold it. */
+static LLVMValueRef const_scalar(Fn *F, Node *x)
+{
+	if (x->op == OP_CONST)
+		return const_value(F->gen, x);
+	if (x->nin == 1)
+		return unop(F, x->op, x->dtype, const_scalar(F, x->in[0]));
+	return binop(F, x->op, x->in[0]->dtype, const_scalar(F, x->in[0]), const_scalar(F, x->in[1]));
+}
+
+/* The epilogue on columns [cw, cw + ncols) of every row, in place: the
+ * panel's results are still in the cache. */
+static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo, LLVMValueRef cw,
+                              LLVMValueRef ncols)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *ops[8], *other[8];
+	int k = mm_epilogue(F, n, ops, other);
+	if (!k)
+		return;
+	Loop li, lj;
+	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef row = elem_off(G, oo, i, Nn);
+	LLVMValueRef j = loop_to(F, &lj, ncols);
+	LLVMValueRef col = iadd(G, cw, j);
+	LLVMValueRef off = iadd(G, row, col);
+	LLVMValueRef v = load_at(F, n, off);
+	Node *prev = n;
+	for (int e = 0; e < k; e++) {
+		Node *x = ops[e], *o = other[e];
+		if (x->op == OP_CAUSAL_MASK) {
+			/* above the diagonal of each matrix */
+			LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, col, i, "");
+			v = llvm.LLVMBuildSelect(B, above, fconst(G, x->dtype, -INFINITY), v, "");
+		} else if (!o) {
+			v = unop(F, x->op, x->dtype, v);
+		} else {
+			LLVMValueRef at = o->rank == 0 ? ci64(G, 0) : o->rank == 1 || (o->rank == 2 && o->shape[0] == 1) ? col : off;
+			LLVMValueRef ov = scalar_of_consts(o, 0) ? const_scalar(F, o) : load_at(F, o, at);
+			v = x->in[0] == prev ? binop(F, x->op, x->dtype, v, ov) : binop(F, x->op, x->dtype, ov, v);
+		}
+		prev = x;
+	}
+	store_at(F, n, off, v);
+	loop_end(F, &lj);
+	loop_end(F, &li);
+}
+
+/* One panel of B, columns jw*wide .. +wide, against every row of A: the
+ * panel is the pre-packed copy when `packed` (a run-time pointer, NULL when
+ * the runtime has none) points to one, else packed here into `buf` (B's rows
+ * are far apart in memory and alias in the cache). A last, partial panel is
+ * packed with zeros beyond N, its tiles go to `tmp` (M rows of wide columns)
+ * and the valid columns are copied to C. */
+static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef packed, LLVMValueRef buf,
+                     LLVMValueRef tmp, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn, LLVMValueRef oa,
+                     LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype);
+	int vw = G->vbytes / dtype_size(n->dtype), nv, mr;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef wide = ci64(G, nv * vw);
+	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	LLVMTypeRef vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef zero = fconst(G, n->dtype, 0);
+	LLVMValueRef cw = imul(G, jw, wide);
+	LLVMValueRef left = isub(G, Nn, cw);
+	LLVMValueRef full = llvm.LLVMBuildICmp(B, LLVMIntSGE, left, wide, "");
+	LLVMValueRef lastcol = isub(G, Nn, ci64(G, 1));
+
+	LLVMBasicBlockRef pk_yes = NULL, pk_no = NULL, join = NULL;
+	LLVMValueRef pk_ptr = NULL;
+	if (packed) {
+		pk_yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "prepacked");
+		pk_no = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "pack");
+		join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packed");
+		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
+		llvm.LLVMBuildCondBr(B, have, pk_yes, pk_no);
+		llvm.LLVMPositionBuilderAtEnd(B, pk_yes);
+		LLVMValueRef off = imul(G, cw, K);
+		pk_ptr = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildPointerCast(B, packed, llvm.LLVMPointerType(et, 0), ""), &off, 1, "");
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, pk_no);
+	}
+	Loop lp, lc, lk;
+	if (tb) {
+		/* B given transposed, Bt[N, K]: its rows cw.. become the panel's
+		 * columns, read along k (contiguous); beyond N, zeros. */
+		LLVMValueRef c = loop_to(F, &lc, wide);
+		LLVMValueRef col = iadd(G, cw, c);
+		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
+		LLVMValueRef row = imul(G, llvm.LLVMBuildSelect(B, in, col, lastcol, ""), K);
+		LLVMValueRef kk = loop_to(F, &lk, K);
+		LLVMValueRef so = iadd(G, row, kk);
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
+		LLVMValueRef dof = iadd(G, imul(G, kk, wide), c);
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
+		loop_end(F, &lk);
+		loop_end(F, &lc);
+	} else {
+		/* B[:, cw:cw+wide] by vectors when whole, else element by element */
+		LLVMBasicBlockRef vec = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packvec");
+		LLVMBasicBlockRef sca = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packone");
+		LLVMBasicBlockRef pdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "packdone");
+		llvm.LLVMBuildCondBr(B, full, vec, sca);
+		llvm.LLVMPositionBuilderAtEnd(B, vec);
+		LLVMValueRef kp = loop_to(F, &lp, K);
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef so = iadd(G, elem_off(G, ob, kp, Nn), iadd(G, cw, ci64(G, v * vw)));
+			LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), vpt, ""), "");
+			llvm.LLVMSetAlignment(x, (unsigned)dtype_size(n->dtype));
+			LLVMValueRef dof = iadd(G, imul(G, kp, wide), ci64(G, v * vw));
+			LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""), vpt, ""));
+			llvm.LLVMSetAlignment(st, (unsigned)dtype_size(n->dtype));
+		}
+		loop_end(F, &lp);
+		llvm.LLVMBuildBr(B, pdone);
+		llvm.LLVMPositionBuilderAtEnd(B, sca);
+		LLVMValueRef k2 = loop_to(F, &lk, K);
+		LLVMValueRef c = loop_to(F, &lc, wide);
+		LLVMValueRef col = iadd(G, cw, c);
+		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
+		LLVMValueRef so = iadd(G, elem_off(G, ob, k2, Nn), llvm.LLVMBuildSelect(B, in, col, lastcol, ""));
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
+		LLVMValueRef dof = iadd(G, imul(G, k2, wide), c);
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
+		loop_end(F, &lc);
+		loop_end(F, &lk);
+		llvm.LLVMBuildBr(B, pdone);
+		llvm.LLVMPositionBuilderAtEnd(B, pdone);
+	}
+	LLVMValueRef panel = buf, pf = NULL, pflast = NULL;
+	if (packed) {
+		LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, join);
+		panel = llvm.LLVMBuildPhi(B, llvm.LLVMPointerType(et, 0), "panel");
+		LLVMValueRef in[2] = {pk_ptr, buf};
+		LLVMBasicBlockRef bb[2] = {pk_yes, from};
+		llvm.LLVMAddIncoming(panel, in, bb, 2);
+		{
+			/* the next pre-packed panel, fetched into L2 while this one runs
+			 * (after the last panel, or packed here: this one's lines again,
+			 * in the cache already) */
+			LLVMValueRef plen = imul(G, K, wide);
+			LLVMValueRef more = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSGT, isub(G, Nn, cw), wide, ""),
+			                                      llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), ""), "");
+			LLVMValueRef step = llvm.LLVMBuildSelect(B, more, plen, ci64(G, 0), "");
+			pf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, panel, &step, 1, ""), G->i8p, "");
+			pflast = isub(G, idiv(G, imul(G, plen, ci64(G, dtype_size(n->dtype))), ci64(G, 64)), ci64(G, 1));
+		}
+	}
+
+	LLVMBasicBlockRef whole = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "whole");
+	LLVMBasicBlockRef part = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "part");
+	LLVMBasicBlockRef after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "panelend");
+	llvm.LLVMBuildCondBr(B, full, whole, part);
+	/* a whole panel: straight into C (no code when N is known to have none) */
+	int64_t Ns = mm_static_n(F, n);
+	llvm.LLVMPositionBuilderAtEnd(B, whole);
+	if (Ns < 0 || Ns >= nv * vw)
+		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
+	llvm.LLVMBuildBr(B, after);
+	/* the last columns: into tmp, then the valid ones to C */
+	llvm.LLVMPositionBuilderAtEnd(B, part);
+	if (Ns >= 0 && Ns % (nv * vw) == 0) {
+		llvm.LLVMBuildBr(B, after);
+		llvm.LLVMPositionBuilderAtEnd(B, after);
+		mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
+		return;
+	}
+	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
+	Loop li, lj;
+	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef j = loop_to(F, &lj, left);
+	LLVMValueRef so = iadd(G, imul(G, i, wide), j);
+	LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, tmp, &so, 1, ""), "");
+	store_at(F, n, iadd(G, elem_off(G, oo, i, Nn), iadd(G, cw, j)), x);
+	loop_end(F, &lj);
+	loop_end(F, &li);
+	llvm.LLVMBuildBr(B, after);
+	llvm.LLVMPositionBuilderAtEnd(B, after);
+	mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
+}
+
+/* A matmul as tasks of the runtime's thread pool: a function of this module
+ * runs tasks [begin, end) with its packing buffers on its own stack; the
+ * operands and sizes travel in an i64 array (a, b, c, M, K, N, packed). A
+ * task is a panel of B's columns (MM_PANELS) or one matrix of a batch
+ * (MM_BATCH). */
+enum { MM_PANELS, MM_BATCH };
+
+static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                    LLVMValueRef ntasks, int what, int tb, LLVMValueRef packed)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	int vw = G->vbytes / dtype_size(n->dtype);
+	/* then the other operands of the fused epilogue */
+	Node *ops[8], *other[8];
+	int nepi = mm_epilogue(F, n, ops, other);
+	int nenv = 8 + nepi;
+	/* with pre-packed panels a task takes a run of them (3 runs a thread,
+	 * as even as can be), so that the next panel it prefetches is its own;
+	 * else a panel a task, which balances the threads best */
+	LLVMValueRef parts = ntasks;
+	if (what == MM_PANELS && packed) {
+		LLVMValueRef nth = call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0);
+		LLVMValueRef runs = imul(G, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3));
+		runs = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, runs, ntasks, ""), runs, ntasks, "");
+		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
+		parts = llvm.LLVMBuildSelect(B, have, runs, ntasks, "");
+		ntasks = parts;
+	}
+	LLVMValueRef vals[8 + 8] = {
+		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
+		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
+		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), parts,
+	};
+	for (int i = 0; i < nepi; i++)
+		vals[8 + i] = other[i] && !scalar_of_consts(other[i], 0) ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
+		                                                   : ci64(G, 0);
+	Fn T;
+	LLVMValueRef got[8 + 8];
+	Task tk = task_begin(F, &T, "mm", vals, nenv, got);
+	for (int i = 0; i < nepi; i++)
+		if (other[i] && !scalar_of_consts(other[i], 0))
+			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
+	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
+	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
+	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
+	LLVMValueRef tpk = packed ? llvm.LLVMBuildIntToPtr(B, got[6], G->i8p, "packed") : NULL;
+	int mr, nv;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef wide = ci64(G, nv * vw);
+	/* the packing buffers, sized at run time, on the task's stack (the
+	 * entry block, so that they are allocated once per task call) */
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, imul(G, got[4], wide), "panel");
+	llvm.LLVMSetAlignment(buf, 64);
+	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, imul(G, got[3], wide), "part");
+	llvm.LLVMSetAlignment(tmp, 64);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	Loop lt;
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef z = ci64(G, 0);
+	if (what == MM_PANELS) {
+		LLVMValueRef np = idiv(G, iadd(G, got[5], ci64(G, nv * vw - 1)), wide);
+		LLVMValueRef p0 = idiv(G, imul(G, t, np), got[7]);
+		LLVMValueRef p1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), np), got[7]);
+		Loop lp;
+		LLVMValueRef jw = loop_begin(&T, &lp, p0, p1);
+		mm_panel(&T, n, a, T.ptr[b->id], tpk, buf, tmp, got[3], got[4], got[5], z, z, z, jw, tb);
+		loop_end(&T, &lp);
+	} else {
+		LLVMValueRef oa = imul(G, t, imul(G, got[3], got[4]));
+		LLVMValueRef ob = imul(G, t, imul(G, got[4], got[5]));
+		LLVMValueRef oo = imul(G, t, imul(G, got[3], got[5]));
+		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
+	}
+	loop_end(&T, &lt);
+	task_end(F, &T, &tk, ntasks);
+}
+
+/* C = A @ B for one matrix (offsets oa, ob, oo): panels of B two vectors
+ * wide, on the thread pool when `plain` (the only matmul of its loop nest). */
+void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
+                     LLVMValueRef buf_in, LLVMValueRef tmp_in)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	int vw = G->vbytes / dtype_size(n->dtype);
+	int mr, nv;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef wide = ci64(G, nv * vw);
+	LLVMValueRef npanels = idiv(G, iadd(G, Nn, ci64(G, nv * vw - 1)), wide);
+	if (plain) {
+		/* the panels are independent: run them on the thread pool */
+		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed);
+		return;
+	}
+	/* the scratch area of the workspace: the panel, then the partial tile rows */
+	LLVMValueRef buf = buf_in, tmp = tmp_in;
+	if (!buf) {
+		LLVMValueRef soff = ci64(G, F->plan->scratch);
+		buf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "panel");
+		LLVMValueRef toff = imul(G, K, wide);
+		tmp = llvm.LLVMBuildGEP2(B, et, buf, &toff, 1, "part");
+	}
+	Loop lw;
+	LLVMValueRef jw = loop_to(F, &lw, npanels);
+	mm_panel(F, n, a, nptr(F, b), packed, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
+	loop_end(F, &lw);
+}
+
+/* The pre-packed copy of a matmul's right operand when it is a model's
+ * weight (libnestrt packs it on first use, nestrt_packed), else NULL at run
+ * time. Only for operands that may be weights: params and arguments. */
+static LLVMValueRef mm_prepacked(Fn *F, Node *n, Node *b, LLVMValueRef K, LLVMValueRef Nn, int tb)
+{
+	Gen *G = F->gen;
+	if (b->op != OP_PARAM && b->op != OP_INPUT)
+		return NULL;
+	int vw = G->vbytes / dtype_size(n->dtype);
+	LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
+	int mr, nv;
+	mm_shape(G, n, &mr, &nv);
+	LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, b), G->i8p, ""), K, Nn, ci64(G, nv * vw),
+	                      ci32(G, (tb ? 1 : 0) | (n->dtype == DT_F64 ? 2 : 0))};
+	return call(G, "nestrt_packed", G->i8p, at, av, 6);
+}
+
+/* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
+ * along contiguous rows of b and of the result */
+void k_matmul(Fn *F, Node *n)
+{
+	if (dtype_is_float(n->dtype) && virtual_transpose(F->g, n->in[1])) {
+		/* A @ transpose(Bt): Bt's rows packed as panels, the same tiles */
+		Node *a = n->in[0], *bt = n->in[1]->in[0];
+		LLVMValueRef z = ci64(F->gen, 0);
+		int plain = !(F->v && F->v->ndyn);
+		LLVMValueRef K = dimv(F, a, 1), Nn = dimv(F, bt, 0);
+		mm_tiled(F, n, a, bt, dimv(F, a, 0), K, Nn, z, z, z, plain, 1, plain ? mm_prepacked(F, n, bt, K, Nn, 1) : NULL,
+		         NULL, NULL);
+		return;
+	}
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *a = n->in[0], *b = n->in[1];
+	DType dt = n->dtype;
+	int fl = dtype_is_float(dt);
+	LLVMValueRef M = a->rank == 1 ? ci64(G, 1) : dimv(F, a, a->rank - 2);
+	LLVMValueRef K = dimv(F, a, a->rank - 1);
+	LLVMValueRef Nn = b->rank == 1 ? ci64(G, 1) : dimv(F, b, b->rank - 1);
+	int batch = n->rank - (a->rank != 1) - (b->rank != 1);
+	/* batch strides (elements) of a, b and the result */
+	LLVMValueRef sa[MAX_RANK], sb[MAX_RANK], so[MAX_RANK];
+	LLVMValueRef mat_a = imul(G, M, K), mat_b = imul(G, K, Nn), mat_o = imul(G, M, Nn);
+	LLVMValueRef ra = mat_a, rb = mat_b, ro = mat_o;
+	for (int k = batch - 1; k >= 0; k--) {
+		int ia = k - (batch - (a->rank - 2)), ib = k - (batch - (b->rank - 2));
+		int64_t da = ia >= 0 && a->rank > 2 ? a->shape[ia] : 1;
+		int64_t db = ib >= 0 && b->rank > 2 ? b->shape[ib] : 1;
+		sa[k] = (ia >= 0 && a->rank > 2 && !(da == 1 && n->shape[k] != 1)) ? ra : ci64(G, 0);
+		sb[k] = (ib >= 0 && b->rank > 2 && !(db == 1 && n->shape[k] != 1)) ? rb : ci64(G, 0);
+		so[k] = ro;
+		if (ia >= 0 && a->rank > 2)
+			ra = imul(G, ra, dimv(F, a, ia));
+		if (ib >= 0 && b->rank > 2)
+			rb = imul(G, rb, dimv(F, b, ib));
+		ro = imul(G, ro, dimv(F, n, k));
+	}
+	/* batched without broadcasting (attention's heads): one task per matrix */
+	if (batch > 0 && matmul_pooled(n, F->v && F->v->ndyn)) {
+		LLVMValueRef nb = ci64(G, 1);
+		for (int k = 0; k < batch; k++)
+			nb = imul(G, nb, dimv(F, n, k));
+		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0, NULL);
+		return;
+	}
+	Loop bl[MAX_RANK];
+	LLVMValueRef oa = ci64(G, 0), ob = ci64(G, 0), oo = ci64(G, 0);
+	for (int k = 0; k < batch; k++) {
+		LLVMValueRef i = loop_to(F, &bl[k], dimv(F, n, k));
+		oa = elem_off(G, oa, i, sa[k]);
+		ob = elem_off(G, ob, i, sb[k]);
+		oo = elem_off(G, oo, i, so[k]);
+	}
+	if (fl && b->rank != 1) {
+		int plain = batch == 0 && !(F->v && F->v->ndyn);
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain, 0, plain ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
+		for (int k = batch - 1; k >= 0; k--)
+			loop_end(F, &bl[k]);
+		return;
+	}
+	LLVMValueRef zero = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
+	Loop li, lz, lk, lj;
+	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef orow = elem_off(G, oo, i, Nn);
+	LLVMValueRef z = loop_to(F, &lz, Nn);
+	store_at(F, n, iadd(G, orow, z), zero);
+	loop_end(F, &lz);
+	LLVMValueRef kk = loop_to(F, &lk, K);
+	LLVMValueRef aik = load_at(F, a, iadd(G, oa, iadd(G, imul(G, i, K), kk)));
+	LLVMValueRef brow = elem_off(G, ob, kk, Nn);
+	LLVMValueRef j = loop_to(F, &lj, Nn);
+	LLVMValueRef oidx = iadd(G, orow, j);
+	LLVMValueRef prod = fl ? llvm.LLVMBuildFMul(B, aik, load_at(F, b, iadd(G, brow, j)), "")
+	                       : imul(G, aik, load_at(F, b, iadd(G, brow, j)));
+	LLVMValueRef acc = load_at(F, n, oidx);
+	store_at(F, n, oidx, fl ? llvm.LLVMBuildFAdd(B, acc, prod, "") : iadd(G, acc, prod));
+	loop_end(F, &lj);
+	loop_end(F, &lk);
+	loop_end(F, &li);
+	for (int k = batch - 1; k >= 0; k--)
+		loop_end(F, &bl[k]);
+}

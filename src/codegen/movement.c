@@ -1,0 +1,137 @@
+/* movement.c - kernels that move elements without arithmetic: fill and
+ * arange, strided copies (transpose, slice, expand), concat, gather and
+ * memmove. */
+#include "gen.h"
+
+#include <string.h>
+
+void k_fill(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	Loop L;
+	LLVMValueRef i = loop_to(F, &L, numelv(F, n));
+	LLVMValueRef v = n->op == OP_ARANGE ? i : const_value(G, n);
+	store_at(F, n, i, v);
+	loop_end(F, &L);
+}
+
+static void k_copy_strided(Fn *F, Node *n, Node *src, LLVMValueRef *sst, LLVMValueRef base)
+{
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	memcpy(st[0], sst, sizeof st[0]);
+	strides(F, n, n->rank, NULL, st[1]);
+	Nest N;
+	nest_begin(F, &N, n, 2, st, off);
+	LLVMValueRef o = base ? iadd(F->gen, off[0], base) : off[0];
+	store_at(F, n, off[1], load_at(F, src, o));
+	nest_end(F, &N);
+}
+
+void k_transpose(Fn *F, Node *n)
+{
+	Node *x = n->in[0];
+	LLVMValueRef xs[MAX_RANK], st[MAX_RANK];
+	strides(F, x, x->rank, NULL, xs);
+	for (int k = 0; k < n->rank; k++)
+		st[k] = xs[n->a[k]];
+	k_copy_strided(F, n, x, st, NULL);
+}
+
+void k_slice(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	Node *x = n->in[0];
+	LLVMValueRef xs[MAX_RANK];
+	strides(F, x, x->rank, NULL, xs);
+	LLVMValueRef base = ci64(G, 0);
+	for (int k = 0; k < x->rank; k++)
+		base = elem_off(G, base, attrv(F, n, k), xs[k]);
+	k_copy_strided(F, n, x, xs, base);
+}
+
+void k_expand(Fn *F, Node *n)
+{
+	LLVMValueRef st[MAX_RANK];
+	strides(F, n->in[0], n->rank, n, st);
+	k_copy_strided(F, n, n->in[0], st, NULL);
+}
+
+void k_concat(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	int ax = (int)n->a[0];
+	LLVMValueRef os[MAX_RANK];
+	strides(F, n, n->rank, NULL, os);
+	LLVMValueRef at = ci64(G, 0);
+	for (int j = 0; j < n->nin; j++) {
+		Node *x = n->in[j];
+		LLVMValueRef st[2][MAX_RANK], off[2];
+		strides(F, x, x->rank, NULL, st[0]);
+		memcpy(st[1], os, sizeof os);
+		Nest N;
+		nest_begin(F, &N, x, 2, st, off);
+		LLVMValueRef o = elem_off(G, off[1], at, os[ax]);
+		store_at(F, n, o, load_at(F, x, off[0]));
+		nest_end(F, &N);
+		at = iadd(G, at, dimv(F, x, ax));
+	}
+}
+
+void k_gather(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *tab = n->in[0], *idx = n->in[1];
+	LLVMValueRef rows = dimv(F, tab, 0);
+	LLVMValueRef row = ci64(G, 1);
+	for (int k = 1; k < tab->rank; k++)
+		row = imul(G, row, dimv(F, tab, k));
+	/* every index is checked before any row is written: a failed call leaves
+	 * its result untouched */
+	Loop lc, li, lj;
+	LLVMValueRef c = loop_to(F, &lc, numelv(F, idx));
+	LLVMValueRef cv = load_at(F, idx, c);
+	if (idx->dtype == DT_I32)
+		cv = llvm.LLVMBuildSExt(B, cv, G->i64, "");
+	LLVMValueRef cbad = llvm.LLVMBuildICmp(B, LLVMIntUGE, cv, rows, "");
+	LLVMBasicBlockRef cok = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexok");
+	LLVMBasicBlockRef cfail = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexbad");
+	llvm.LLVMBuildCondBr(B, cbad, cfail, cok);
+	llvm.LLVMPositionBuilderAtEnd(B, cfail);
+	{
+		LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
+		LLVMValueRef av[3] = {F->ctx, cv, rows};
+		llvm.LLVMBuildRet(B, call(G, "nestrt_gather_oob", G->i32, at, av, 3));
+	}
+	llvm.LLVMPositionBuilderAtEnd(B, cok);
+	loop_end(F, &lc);
+	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
+	LLVMValueRef v = load_at(F, idx, i);
+	if (idx->dtype == DT_I32)
+		v = llvm.LLVMBuildSExt(B, v, G->i64, "");
+	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntUGE, v, rows, "");
+	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "inrange");
+	LLVMBasicBlockRef badb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "outofrange");
+	llvm.LLVMBuildCondBr(B, bad, badb, okb);
+	llvm.LLVMPositionBuilderAtEnd(B, badb);
+	LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
+	LLVMValueRef av[3] = {F->ctx, v, rows};
+	LLVMValueRef st = call(G, "nestrt_gather_oob", G->i32, at, av, 3);
+	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMPositionBuilderAtEnd(B, okb);
+	LLVMValueRef src = imul(G, v, row), dst = imul(G, i, row);
+	LLVMValueRef j = loop_to(F, &lj, row);
+	store_at(F, n, iadd(G, dst, j), load_at(F, tab, iadd(G, src, j)));
+	loop_end(F, &lj);
+	loop_end(F, &li);
+}
+
+void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
+{
+	Gen *G = F->gen;
+	LLVMValueRef d8 = llvm.LLVMBuildPointerCast(G->B, dst, G->i8p, "");
+	LLVMValueRef s8 = llvm.LLVMBuildPointerCast(G->B, src, G->i8p, "");
+	LLVMTypeRef at[3] = {G->i8p, G->i8p, G->i64};
+	LLVMValueRef av[3] = {d8, s8, bytes};
+	call(G, "memmove", G->i8p, at, av, 3);
+}

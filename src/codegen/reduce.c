@@ -1,0 +1,274 @@
+/* reduce.c - reductions over axes (sum, mean, amax, amin), argmax, and the
+ * row kernels: softmax and log_softmax, layernorm and rmsnorm, with rows
+ * reduced in vectors; and the causal mask. */
+#include "gen.h"
+
+#include <math.h>
+
+/* sum mean amax amin over an axis mask: initialise, then fold every input element */
+void k_reduce(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = x->dtype;
+	int fl = dtype_is_float(dt);
+	int64_t mask = n->a[0];
+	LLVMValueRef init;
+	if (n->op == OP_SUM || n->op == OP_MEAN)
+		init = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
+	else if (fl)
+		init = fconst(G, dt, n->op == OP_AMAX ? -INFINITY : INFINITY);
+	else if (dt == DT_I32)
+		init = llvm.LLVMConstInt(G->i32, n->op == OP_AMAX ? (unsigned long long)(uint32_t)INT32_MIN : INT32_MAX, 0);
+	else
+		init = llvm.LLVMConstInt(G->i64, n->op == OP_AMAX ? (unsigned long long)INT64_MIN : INT64_MAX, 0);
+	Loop L;
+	LLVMValueRef i = loop_to(F, &L, numelv(F, n));
+	store_at(F, n, i, init);
+	loop_end(F, &L);
+	/* output strides on the input's axes: 0 on the reduced ones */
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	strides(F, x, x->rank, NULL, st[0]);
+	LLVMValueRef s = ci64(G, 1);
+	for (int k = x->rank - 1; k >= 0; k--) {
+		if (mask & ((int64_t)1 << k)) {
+			st[1][k] = ci64(G, 0);
+		} else {
+			st[1][k] = s;
+			s = imul(G, s, dimv(F, x, k));
+		}
+	}
+	Nest N;
+	nest_begin(F, &N, x, 2, st, off);
+	LLVMValueRef acc = load_at(F, n, off[1]), v = load_at(F, x, off[0]), r;
+	if (n->op == OP_SUM || n->op == OP_MEAN)
+		r = fl ? llvm.LLVMBuildFAdd(B, acc, v, "") : iadd(G, acc, v);
+	else
+		r = fl ? fmaxmin(G, acc, v, n->op == OP_AMAX) : imaxmin(G, acc, v, n->op == OP_AMAX);
+	store_at(F, n, off[1], r);
+	nest_end(F, &N);
+	if (n->op == OP_MEAN) {
+		LLVMValueRef cnt = ci64(G, 1);
+		for (int k = 0; k < x->rank; k++)
+			if (mask & ((int64_t)1 << k))
+				cnt = imul(G, cnt, dimv(F, x, k));
+		LLVMValueRef c = llvm.LLVMBuildSIToFP(B, cnt, elem_t(G, dt), "");
+		Loop L2;
+		LLVMValueRef j = loop_to(F, &L2, numelv(F, n));
+		store_at(F, n, j, llvm.LLVMBuildFDiv(B, load_at(F, n, j), c, ""));
+		loop_end(F, &L2);
+	}
+}
+
+/* Views an axis of x as [outer, len, inner]. */
+static void axis_split(Fn *F, Node *x, int ax, LLVMValueRef *outer, LLVMValueRef *len, LLVMValueRef *inner)
+{
+	Gen *G = F->gen;
+	*outer = ci64(G, 1);
+	*inner = ci64(G, 1);
+	for (int k = 0; k < ax; k++)
+		*outer = imul(G, *outer, dimv(F, x, k));
+	for (int k = ax + 1; k < x->rank; k++)
+		*inner = imul(G, *inner, dimv(F, x, k));
+	*len = dimv(F, x, ax);
+}
+
+void k_argmax(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	int ax = __builtin_ctzll((unsigned long long)n->a[0]);
+	int fl = dtype_is_float(x->dtype);
+	LLVMValueRef outer, len, inner;
+	axis_split(F, x, ax, &outer, &len, &inner);
+	LLVMValueRef best = entry_alloca(F, elem_t(G, x->dtype), "best");
+	LLVMValueRef besti = entry_alloca(F, G->i64, "besti");
+	Loop lo, li, lk;
+	LLVMValueRef o = loop_to(F, &lo, outer);
+	LLVMValueRef in = loop_to(F, &li, inner);
+	LLVMValueRef base = iadd(G, imul(G, imul(G, o, len), inner), in);
+	llvm.LLVMBuildStore(B, load_at(F, x, base), best);
+	llvm.LLVMBuildStore(B, ci64(G, 0), besti);
+	LLVMValueRef k = loop_begin(F, &lk, ci64(G, 1), len);
+	LLVMValueRef v = load_at(F, x, elem_off(G, base, k, inner));
+	LLVMValueRef cur = llvm.LLVMBuildLoad2(B, elem_t(G, x->dtype), best, "");
+	LLVMValueRef take;
+	if (fl) {
+		/* the first NaN wins, else the first maximum */
+		LLVMValueRef curnan = llvm.LLVMBuildFCmp(B, LLVMRealUNO, cur, cur, "");
+		LLVMValueRef vnan = llvm.LLVMBuildFCmp(B, LLVMRealUNO, v, v, "");
+		LLVMValueRef gt = llvm.LLVMBuildFCmp(B, LLVMRealOGT, v, cur, "");
+		take = llvm.LLVMBuildAnd(B, llvm.LLVMBuildNot(B, curnan, ""), llvm.LLVMBuildOr(B, vnan, gt, ""), "");
+	} else {
+		take = llvm.LLVMBuildICmp(B, LLVMIntSGT, v, cur, "");
+	}
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, take, v, cur, ""), best);
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, take, k, llvm.LLVMBuildLoad2(B, G->i64, besti, ""), ""), besti);
+	loop_end(F, &lk);
+	store_at(F, n, iadd(G, imul(G, o, inner), in), llvm.LLVMBuildLoad2(B, G->i64, besti, ""));
+	loop_end(F, &li);
+	loop_end(F, &lo);
+}
+
+/* ---- row reductions in vectors ---- */
+
+enum { RED_SUM, RED_MAX, RED_SQDEV };
+
+/* acc folded with x ((x - mean)^2 for RED_SQDEV), vectors or scalars alike */
+static LLVMValueRef red_step(Gen *G, int kind, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef mean)
+{
+	if (kind == RED_SQDEV) {
+		x = llvm.LLVMBuildFSub(G->B, x, mean, "");
+		x = llvm.LLVMBuildFMul(G->B, x, x, "");
+	}
+	return kind == RED_MAX ? fmaxmin(G, acc, x, 1) : llvm.LLVMBuildFAdd(G->B, acc, x, "");
+}
+
+/* The sum or the NaN-propagating maximum of x[base + k], k in [0, len)
+ * (RED_SQDEV: the sum of (x - mean)^2), a contiguous row. The loop
+ * vectoriser keeps an ordered float reduction scalar and LLVM-C before 18
+ * cannot set fast-math flags, so this loop is written in vectors: one partial
+ * result per lane (sums reassociated, as NumPy's pairwise sums are), folded
+ * at the end, then the tail element by element. */
+static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef len, int kind, LLVMValueRef mean)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = x->dtype;
+	int vw = G->vbytes / dtype_size(dt);
+	LLVMTypeRef t = elem_t(G, dt), vt = llvm.LLVMVectorType(t, (unsigned)vw);
+	LLVMValueRef init = fconst(G, dt, kind == RED_MAX ? -INFINITY : 0);
+	LLVMValueRef acc = entry_alloca(F, vt, "vacc"), sacc = entry_alloca(F, t, "sacc");
+	llvm.LLVMBuildStore(B, splat(G, vt, vw, init), acc);
+	LLVMValueRef vmean = kind == RED_SQDEV ? splat(G, vt, vw, mean) : NULL;
+	LLVMValueRef nvec = idiv(G, len, ci64(G, vw));
+	Loop lv, lt;
+	LLVMValueRef i = loop_to(F, &lv, nvec);
+	LLVMValueRef off = elem_off(G, base, i, ci64(G, vw));
+	LLVMValueRef p = llvm.LLVMBuildGEP2(B, t, nptr(F, x), &off, 1, "");
+	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
+	llvm.LLVMSetAlignment(v, (unsigned)dtype_size(dt));
+	LLVMValueRef a = llvm.LLVMBuildLoad2(B, vt, acc, "");
+	llvm.LLVMBuildStore(B, red_step(G, kind, a, v, vmean), acc);
+	loop_end(F, &lv);
+	a = llvm.LLVMBuildLoad2(B, vt, acc, "");
+	LLVMValueRef r = llvm.LLVMBuildExtractElement(B, a, ci32(G, 0), "");
+	for (int l = 1; l < vw; l++) {
+		LLVMValueRef e = llvm.LLVMBuildExtractElement(B, a, ci32(G, l), "");
+		r = red_step(G, kind == RED_SQDEV ? RED_SUM : kind, r, e, NULL);
+	}
+	llvm.LLVMBuildStore(B, r, sacc);
+	LLVMValueRef k = loop_begin(F, &lt, imul(G, nvec, ci64(G, vw)), len);
+	LLVMValueRef e = load_at(F, x, iadd(G, base, k));
+	LLVMValueRef c = llvm.LLVMBuildLoad2(B, t, sacc, "");
+	llvm.LLVMBuildStore(B, red_step(G, kind, c, e, mean), sacc);
+	loop_end(F, &lt);
+	return llvm.LLVMBuildLoad2(B, t, sacc, "");
+}
+
+void k_softmax(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	LLVMValueRef outer, len, inner;
+	axis_split(F, x, (int)n->a[0], &outer, &len, &inner);
+	LLVMValueRef mx = entry_alloca(F, t, "max"), sum = entry_alloca(F, t, "sum");
+	Loop lo, li, l1, l2, l3;
+	LLVMValueRef o = F->par_lo ? loop_begin(F, &lo, F->par_lo, F->par_hi) : loop_to(F, &lo, outer);
+	LLVMValueRef in = loop_to(F, &li, inner);
+	LLVMValueRef base = iadd(G, imul(G, imul(G, o, len), inner), in);
+	/* rows along the last axis are contiguous: reductions in vectors */
+	int rows = n->a[0] == x->rank - 1;
+	LLVMValueRef k, off, m;
+	if (rows) {
+		m = row_reduce(F, x, base, len, RED_MAX, NULL);
+	} else {
+		llvm.LLVMBuildStore(B, fconst(G, dt, -INFINITY), mx);
+		k = loop_to(F, &l1, len);
+		off = elem_off(G, base, k, inner);
+		llvm.LLVMBuildStore(B, fmaxmin(G, llvm.LLVMBuildLoad2(B, t, mx, ""), load_at(F, x, off), 1), mx);
+		loop_end(F, &l1);
+		m = llvm.LLVMBuildLoad2(B, t, mx, "");
+	}
+	/* the exponentials first (a loop the vectoriser widens), their sum after */
+	Loop l2s;
+	k = loop_to(F, &l2, len);
+	off = elem_off(G, base, k, inner);
+	store_at(F, n, off, exp_fast(G, dt, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, "")));
+	loop_end(F, &l2);
+	LLVMValueRef s;
+	if (rows) {
+		s = row_reduce(F, n, base, len, RED_SUM, NULL);
+	} else {
+		llvm.LLVMBuildStore(B, fconst(G, dt, 0), sum);
+		k = loop_to(F, &l2s, len);
+		off = elem_off(G, base, k, inner);
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, t, sum, ""), load_at(F, n, off), ""), sum);
+		loop_end(F, &l2s);
+		s = llvm.LLVMBuildLoad2(B, t, sum, "");
+	}
+	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
+	k = loop_to(F, &l3, len);
+	off = elem_off(G, base, k, inner);
+	if (n->op == OP_SOFTMAX)
+		store_at(F, n, off, llvm.LLVMBuildFDiv(B, load_at(F, n, off), s, ""));
+	else
+		store_at(F, n, off, llvm.LLVMBuildFSub(B, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""), ls, ""));
+	loop_end(F, &l3);
+	loop_end(F, &li);
+	loop_end(F, &lo);
+}
+
+void k_norm(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	int ln = n->op == OP_LAYERNORM;
+	LLVMValueRef len = dimv(F, x, x->rank - 1);
+	LLVMValueRef rows = ci64(G, 1);
+	for (int k = 0; k < x->rank - 1; k++)
+		rows = imul(G, rows, dimv(F, x, k));
+	LLVMValueRef lenf = llvm.LLVMBuildSIToFP(B, len, t, "");
+	Loop lr, l3;
+	LLVMValueRef r = F->par_lo ? loop_begin(F, &lr, F->par_lo, F->par_hi) : loop_to(F, &lr, rows);
+	LLVMValueRef base = imul(G, r, len);
+	LLVMValueRef mean = fconst(G, dt, 0);
+	if (ln)
+		mean = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SUM, NULL), lenf, "");
+	LLVMValueRef var = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SQDEV, mean), lenf, "");
+	LLVMValueRef k;
+	LLVMValueRef inv = llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
+	                                 math1(G, "llvm.sqrt", dt, llvm.LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
+	k = loop_to(F, &l3, len);
+	LLVMValueRef off = iadd(G, base, k);
+	LLVMValueRef y = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFSub(B, load_at(F, x, off), mean, ""), inv, "");
+	y = llvm.LLVMBuildFMul(B, y, load_at(F, n->in[1], k), "");
+	if (ln)
+		y = llvm.LLVMBuildFAdd(B, y, load_at(F, n->in[2], k), "");
+	store_at(F, n, off, y);
+	loop_end(F, &l3);
+	loop_end(F, &lr);
+}
+
+void k_causal_mask(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	strides(F, n->in[0], n->rank, NULL, st[0]);
+	strides(F, n, n->rank, NULL, st[1]);
+	Nest N;
+	nest_begin(F, &N, n, 2, st, off);
+	LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, N.idx[n->rank - 1], N.idx[n->rank - 2], "");
+	LLVMValueRef v = llvm.LLVMBuildSelect(B, above, fconst(G, n->dtype, -INFINITY), load_at(F, n->in[0], off[0]), "");
+	store_at(F, n, off[1], v);
+	nest_end(F, &N);
+}
