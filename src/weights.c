@@ -76,9 +76,9 @@ WTensor *weights_find(Weights *w, const char *name)
 
 void weights_close(Weights *w)
 {
-	if (!w)
-		return;
-	nestrt_weights_close(w->rt);
-	free(w->t);
-	free(w);
+	if (w) {
+		nestrt_weights_close(w->rt); /* NULL is fine */
+		free(w->t);
+		free(w);
+	}
 }
