@@ -35,6 +35,9 @@ OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $
        $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
        $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
+# The runtime's file readers (and its .npy header writer) serve nestc too: one
+# reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
+RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_npy.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 
@@ -69,9 +72,9 @@ check-asan: deps
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" sh tests/check.sh build-asan
 
-$(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o
+$(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
-		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(LDLIBS)
+		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS) $(LDLIBS)
 $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o $(B)/dtype.o $(B)/diag.o
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o \
 		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(LDLIBS)
@@ -129,8 +132,8 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man3/nestrt.3
 	rm -f $(DESTDIR)$(INCLUDEDIR)/nestrt.h $(DESTDIR)$(LIBDIR)/libnestrt.a $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
 
-$(B)/nestc: $(OBJS)
-	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
+$(B)/nestc: $(OBJS) $(RT_IO_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(RT_IO_OBJS) $(LDLIBS)
 
 $(B)/stamp:
 	mkdir -p $(B)
@@ -148,8 +151,8 @@ $(B)/parse.o: $(B)/parse.c $(B)/lex.h src/nestc.h
 $(B)/lex.o: $(B)/lex.c $(B)/parse.h src/nestc.h
 	$(CC) $(XCFLAGS) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -c -o $@ $(B)/lex.c
 
-$(B)/weights.o: src/weights.c src/nestc.h $(B)/stamp
-	$(CC) $(XCFLAGS) $(CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/weights.c
+$(B)/weights.o: src/weights.c src/nestc.h $(RT_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -c -o $@ src/weights.c
 $(B)/util.o: src/util.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/util.c
 $(B)/diag.o: src/diag.c src/nestc.h $(B)/stamp
@@ -221,8 +224,8 @@ $(B)/interp_conv.o: src/interp/conv.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/conv.c
 $(B)/interp_graph.o: src/interp/graph.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/graph.c
-$(B)/npy.o: src/npy.c src/nestc.h $(B)/stamp
-	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/npy.c
+$(B)/npy.o: src/npy.c src/nestc.h $(RT_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -c -o $@ src/npy.c
 $(B)/run.o: src/run.c src/nestc.h $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/run.c
 $(B)/main.o: src/main.c src/nestc.h $(B)/stamp

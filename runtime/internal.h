@@ -1,7 +1,8 @@
-/* internal.h - shared by the runtime's own files; not installed.
- * Every external symbol here starts with nestrt__ and is hidden from a shared
- * build, so the static library adds nothing to a program's namespace but the
- * public nestrt_ API. */
+/* internal.h - shared by the runtime's own files, and by the compiler's thin
+ * adapters over the runtime's file readers (src/weights.c, src/npy.c); not
+ * installed. Every external symbol here starts with nestrt__ and is hidden
+ * from a shared build, so the static library adds nothing to a program's
+ * namespace but the public nestrt_ API. */
 #ifndef NESTRT_INTERNAL_H
 #define NESTRT_INTERNAL_H
 
@@ -9,14 +10,6 @@
  * every runtime .c includes this before any system header. */
 #if !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _POSIX_C_SOURCE 200809L
-/* The pre-packed weights of a context (pack.c) and what they need from it
- * (dispatch.c): the param table bound to it by nestrt_model_new. */
-typedef struct nestrt__packs nestrt__packs;
-NESTRT_HIDDEN nestrt__packs **nestrt__ctx_packs(nestrt_ctx *ctx);
-NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
-NESTRT_HIDDEN const nestrt_param *nestrt__ctx_params(nestrt_ctx *ctx, int *nparams);
-NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
-
 #endif
 
 #include "nestrt.h"
@@ -46,5 +39,13 @@ NESTRT_HIDDEN nestrt__packs **nestrt__ctx_packs(nestrt_ctx *ctx);
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
 NESTRT_HIDDEN const nestrt_param *nestrt__ctx_params(nestrt_ctx *ctx, int *nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
+
+/* The .npy header (magic to newline) numpy.save writes for an array of this
+ * dtype and shape, into h (npy.c): nestrt_npy_write puts it before the data
+ * in a file, nestc's npy_encode in memory. Returns its length, a multiple of
+ * 64 and at most NESTRT__NPY_HEADER_MAX, or -1 for a dtype or rank .npy
+ * files of ours cannot hold. */
+#define NESTRT__NPY_HEADER_MAX 512
+NESTRT_HIDDEN int nestrt__npy_header(char h[NESTRT__NPY_HEADER_MAX], int dtype, int rank, const int64_t *shape);
 
 #endif

@@ -4,7 +4,8 @@
  * (2 bytes little-endian in 1.0, 4 bytes in 2.0 and 3.0), the header (a Python
  * dict literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
  * padded with spaces and a newline), then the raw C-order data.
- * Ported from nestc's src/npy.c. */
+ * The one .npy reader and writer: nestc's `run` reads its inputs and writes
+ * its outputs through these too (src/npy.c adapts them). */
 #include "internal.h"
 
 #include <errno.h>
@@ -424,6 +425,36 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+int nestrt__npy_header(char h[NESTRT__NPY_HEADER_MAX], int dtype, int rank, const int64_t *shape)
+{
+	const char *descr = descr_of(dtype);
+	if (!descr || rank < 0 || rank > NESTRT_MAX_RANK || (rank > 0 && !shape))
+		return -1;
+	/* The header numpy.save writes (format.py, numpy >= 1.24): keys sorted, each
+	 * followed by ", ", the shape tuple as Python's repr, then spaces so that the
+	 * first axis could grow to 21 digits in place, then padding to a multiple
+	 * of 64 bytes including the magic and length, then a newline. Matching it
+	 * byte for byte makes our files indistinguishable from numpy's. With rank
+	 * at most 8 the header is always well under 64 KiB: version 1.0. */
+	int k = snprintf(h, NESTRT__NPY_HEADER_MAX,
+	                 "\x93NUMPY\x01%c..{'descr': '%s', 'fortran_order': False, 'shape': (", 0, descr);
+	for (int i = 0; i < rank; i++)
+		k += snprintf(h + k, NESTRT__NPY_HEADER_MAX - (size_t)k, "%s%lld", i ? ", " : "",
+		              (long long)shape[i]);
+	k += snprintf(h + k, NESTRT__NPY_HEADER_MAX - (size_t)k, "%s", rank == 1 ? ",), }" : "), }");
+	if (rank > 0)
+		for (int i = snprintf(NULL, 0, "%lld", (long long)shape[0]); i < 21; i++)
+			h[k++] = ' ';
+	/* 10 bytes of preamble, the dict, spaces, the newline: a multiple of 64,
+	 * with numpy's 1 to 64 spaces (64 when no padding is needed). */
+	size_t total = (size_t)k + 1 + (64 - ((size_t)k + 1) % 64);
+	memset(h + k, ' ', total - (size_t)k);
+	h[total - 1] = '\n';
+	h[8] = (char)((total - 10) & 0xff);
+	h[9] = (char)((total - 10) >> 8);
+	return (int)total;
+}
+
 int nestrt_npy_write(const char *path, int dtype, int rank, const int64_t *shape, const void *data,
                      nestrt_error *err)
 {
@@ -445,28 +476,8 @@ int nestrt_npy_write(const char *path, int dtype, int rank, const int64_t *shape
 	if (nbytes && !data)
 		return nestrt__seterr(err, "%s: no data", path);
 
-	/* The header numpy.save writes (format.py, numpy >= 1.24): keys sorted, each
-	 * followed by ", ", the shape tuple as Python's repr, then spaces so that the
-	 * first axis could grow to 21 digits in place, then padding to a multiple
-	 * of 64 bytes including the magic and length, then a newline. Matching it
-	 * byte for byte makes our files indistinguishable from numpy's. With rank
-	 * at most 8 the header is always well under 64 KiB: version 1.0. */
-	char h[512];
-	int k = snprintf(h, sizeof h, "\x93NUMPY\x01%c..{'descr': '%s', 'fortran_order': False, 'shape': (", 0,
-	                 descr);
-	for (int i = 0; i < rank; i++)
-		k += snprintf(h + k, sizeof h - (size_t)k, "%s%lld", i ? ", " : "", (long long)shape[i]);
-	k += snprintf(h + k, sizeof h - (size_t)k, "%s", rank == 1 ? ",), }" : "), }");
-	if (rank > 0)
-		for (int i = snprintf(NULL, 0, "%lld", (long long)shape[0]); i < 21; i++)
-			h[k++] = ' ';
-	/* 10 bytes of preamble, the dict, spaces, the newline: a multiple of 64,
-	 * with numpy's 1 to 64 spaces (64 when no padding is needed). */
-	size_t total = (size_t)k + 1 + (64 - ((size_t)k + 1) % 64);
-	memset(h + k, ' ', total - (size_t)k);
-	h[total - 1] = '\n';
-	h[8] = (char)((total - 10) & 0xff);
-	h[9] = (char)((total - 10) >> 8);
+	char h[NESTRT__NPY_HEADER_MAX];
+	size_t total = (size_t)nestrt__npy_header(h, dtype, rank, shape);
 
 	/* A device or FIFO (/dev/stdout) cannot be replaced by a rename: write it directly. */
 	struct stat st;

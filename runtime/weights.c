@@ -6,7 +6,9 @@
  * relative to the start of the data section. The whole file is mapped
  * read-only and every entry is checked before anything points into the map,
  * so a hostile file can make nestrt_weights_open fail but never read out of
- * bounds. The checks follow the reference reader (and nestc's src/weights.c). */
+ * bounds. The checks follow the reference reader. This is the one
+ * safetensors reader: nestc opens weights through it too (src/weights.c
+ * adapts it to the compiler's types). */
 #include "json.h"
 
 #include <errno.h>

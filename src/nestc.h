@@ -809,14 +809,15 @@ int interp_run(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **
 
 /* ------------------------------------------------------------------ weights.c */
 
-/* A .safetensors file, memory-mapped. Every tensor entry is validated at open. */
+/* A .safetensors file, opened and validated by the runtime's reader
+ * (runtime/weights.c); these are views of its tensors, sorted by name. */
 typedef struct WTensor {
 	const char *name;
 	const char *dtype_str; /* as in the file: "F32", "BF16", ... */
 	int dtype;          /* a DType, or -1 for a valid dtype nestc has no tensors of */
 	int rank;
 	int64_t shape[MAX_RANK];
-	const void *data;
+	const void *data;   /* in the mapping, possibly unaligned */
 	size_t nbytes;
 	int used;
 } WTensor;
@@ -825,17 +826,20 @@ typedef struct Weights {
 	const char *path;
 	WTensor *t;
 	int n;
-	void *map;
-	size_t mapsize;
+	struct nestrt_weights *rt; /* owns the names, the dtype strings and the mapping */
 } Weights;
 
 /* NULL on error, with the reason ("header length 123 exceeds file size 100") in err. */
 Weights *weights_open(const char *path, char *err, size_t errlen);
 WTensor *weights_find(Weights *w, const char *name);
 void weights_close(Weights *w);
+/* The reason in a runtime error about path: its message without "PATH: ". */
+struct nestrt_error;
+void rt_reason(char *err, size_t errlen, const char *path, const struct nestrt_error *e);
 
 /* ------------------------------------------------------------------ npy.c */
 
+/* .npy files through the runtime's reader and header writer (runtime/npy.c). */
 typedef struct NpyArray {
 	DType dtype;
 	int rank;
@@ -847,7 +851,7 @@ typedef struct NpyArray {
 /* 0 on success; -1 with a reason in err ("fortran_order arrays are not supported"). */
 int npy_read(const char *path, NpyArray *out, char *err, size_t errlen);
 void npy_free(NpyArray *a);
-/* Serialise to memory (v1.0 header, or v2.0 when needed); caller frees *out. */
+/* Serialise to memory (numpy.save's v1.0 header); caller frees *out. */
 void npy_encode(DType dt, int rank, const int64_t *shape, const void *data, char **out, size_t *outlen);
 
 /* ------------------------------------------------------------------ run.c */

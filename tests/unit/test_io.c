@@ -1,4 +1,6 @@
-/* test_io.c - unit tests of weights.c (safetensors) and npy.c.
+/* test_io.c - unit tests of weights.c (safetensors) and npy.c: nestc's
+ * adapters over the runtime's readers and .npy header writer, so every case
+ * here checks those through the types and reasons nestc uses.
  *
  *   test_io                      run every test; last line "N passed, M failed"
  *   test_io --open-weights FILE  open FILE as safetensors: prints OK or FILE: REASON
@@ -656,6 +658,33 @@ static void test_safetensors(T *t)
 	CHECK(t, !w && strstr(err, "not a regular file"), "directory: %s", err);
 }
 
+/* Reasons come without the path (the callers print it), however odd the
+ * path: the runtime's messages start with "PATH: ", newlines made spaces. */
+static void test_reasons(T *t)
+{
+	char *dir = tpath(t, "odd\ndir: x");
+	if (!CHECK(t, mkdir(dir, 0777) == 0, "mkdir %s", dir)) {
+		free(dir);
+		return;
+	}
+	char *wp = xasprintf("%s/w.safetensors", dir), *np = xasprintf("%s/a.npy", dir);
+	char err[512];
+	write_bytes(wp, "abc", 3);
+	Weights *w = weights_open(wp, err, sizeof err);
+	CHECK(t, !w && strcmp(err, "file is too short (3 bytes) for a safetensors header") == 0,
+	      "odd path, weights: '%s'", err);
+	weights_close(w);
+	write_bytes(np, "\x93NUM", 4);
+	NpyArray a;
+	int r = npy_read(np, &a, err, sizeof err);
+	CHECK(t, r < 0 && strcmp(err, "not a .npy file (bad magic)") == 0, "odd path, npy: '%s'", err);
+	if (r == 0)
+		npy_free(&a);
+	free(wp);
+	free(np);
+	free(dir);
+}
+
 /* ------------------------------------------------------------ main */
 
 static int one_file(int weights, const char *path)
@@ -717,6 +746,7 @@ int main(int argc, char **argv)
 	test_npy_numpy(&t);
 	test_npy_numpy_reads_ours(&t);
 	test_safetensors(&t);
+	test_reasons(&t);
 	rm_rf(t.dir);
 	printf("%d passed, %d failed\n", t.pass, t.fail);
 	return t.fail ? 1 : 0;
