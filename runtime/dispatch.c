@@ -26,17 +26,9 @@ _Static_assert(sizeof(nestrt_ctx) == 336, "nestrt_ctx layout");
 
 #define WS_ALIGN 64
 
-/* The public context and what only this file sees. pub comes first, so a
+/* The context with the runtime's own fields (internal.h). pub comes first, so a
  * nestrt_ctx * is a Ctx *. */
-typedef struct Ctx {
-	nestrt_ctx pub;
-	uint64_t top_nanos;        /* time in outermost calls (profile total) */
-	int printed;               /* the profile went out already */
-	struct Ctx *prev, *next;   /* live profiled contexts, for atexit */
-	const nestrt_param *ptab;  /* the bound params' table (nestrt_model_new) */
-	int nptab;
-	nestrt__packs *packs;      /* pre-packed weights (pack.c) */
-} Ctx;
+typedef nestrt__ctx Ctx;
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static Ctx *live;
@@ -240,21 +232,10 @@ void nestrt_ctx_free(nestrt_ctx *x)
 	free(c);
 }
 
-nestrt__packs **nestrt__ctx_packs(nestrt_ctx *x)
-{
-	return x ? &((Ctx *)x)->packs : NULL;
-}
-
 void nestrt__ctx_set_params(nestrt_ctx *x, const nestrt_param *params, int nparams)
 {
 	((Ctx *)x)->ptab = params;
 	((Ctx *)x)->nptab = nparams;
-}
-
-const nestrt_param *nestrt__ctx_params(nestrt_ctx *x, int *nparams)
-{
-	*nparams = ((Ctx *)x)->nptab;
-	return ((Ctx *)x)->ptab;
 }
 
 /* ------------------------------------------------------------ calls */

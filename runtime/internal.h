@@ -15,6 +15,7 @@
 #include "nestrt.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define NESTRT_HIDDEN __attribute__((visibility("hidden")))
@@ -32,12 +33,20 @@ NESTRT_HIDDEN void nestrt__type_text(char *buf, size_t len, const char *lower, i
 #define NESTRT__SHOWN 160
 NESTRT_HIDDEN const char *nestrt__shown(char buf[NESTRT__SHOWN], const char *s, size_t n);
 
-/* The pre-packed weights of a context (pack.c) and what they need from it
- * (dispatch.c): the param table bound to it by nestrt_model_new. */
+/* A context as the runtime sees it (dispatch.c makes it): the public part
+ * that generated code reads, the profile's list, and what pre-packing
+ * (pack.c) reads from it, so that pack.c needs no call into dispatch.c. */
 typedef struct nestrt__packs nestrt__packs;
-NESTRT_HIDDEN nestrt__packs **nestrt__ctx_packs(nestrt_ctx *ctx);
+typedef struct nestrt__ctx {
+	nestrt_ctx pub;
+	uint64_t top_nanos;               /* time in outermost calls (profile total) */
+	int printed;                      /* the profile went out already */
+	struct nestrt__ctx *prev, *next;  /* live profiled contexts, for atexit */
+	const nestrt_param *ptab;         /* the bound params' table (nestrt_model_new) */
+	int nptab;
+	nestrt__packs *packs;             /* pre-packed weights (pack.c) */
+} nestrt__ctx;
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
-NESTRT_HIDDEN const nestrt_param *nestrt__ctx_params(nestrt_ctx *ctx, int *nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
 
 /* The .npy header (magic to newline) numpy.save writes for an array of this

@@ -67,9 +67,10 @@ static void *pack(const void *src, int64_t k, int64_t n, int64_t wide, int flags
 
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags)
 {
-	nestrt__packs **pp = nestrt__ctx_packs(ctx);
-	if (!pp || !b || k <= 0 || n <= 0 || wide <= 0)
+	if (!ctx || !b || k <= 0 || n <= 0 || wide <= 0)
 		return NULL;
+	nestrt__ctx *c = (nestrt__ctx *)ctx;
+	nestrt__packs **pp = &c->packs;
 	if (!*pp) {
 		*pp = calloc(1, sizeof **pp);
 		if (!*pp)
@@ -86,8 +87,8 @@ const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, 
 			return x->data;
 	}
 	/* only the start of a bound param, and only as much of it as it holds */
-	int nparams;
-	const nestrt_param *params = nestrt__ctx_params(ctx, &nparams);
+	int nparams = c->nptab;
+	const nestrt_param *params = c->ptab;
 	int found = 0;
 	for (int i = 0; i < nparams && !found; i++)
 		found = ctx->params[i] == b && nestrt_dtype_size(params[i].dtype) == (flags & NESTRT_PACK_F64 ? 8u : 4u) &&

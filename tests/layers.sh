@@ -17,8 +17,9 @@ for o in "$@"; do
 		NF == 2 && $1 == "U" { print "U", o, $2 }
 		NF == 3 && $2 ~ /^[A-TV-Z]$/ { print "D", o, $3 }'
 done > "$tmp" || exit 2
-# Edges "user definer symbols", then a depth-first search for a back edge.
-awk '
+# Definitions first (sorted, D before U), then edges "user -> definer" with
+# their symbols, then a depth-first search for a back edge.
+sort "$tmp" | awk '
 	$1 == "D" { def[$3] = $2; next }
 	{
 		d = def[$3]
@@ -62,4 +63,4 @@ awk '
 		if (found)
 			exit 1
 		print "no loop between the objects"
-	}' "$tmp"
+	}'
