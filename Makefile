@@ -23,6 +23,8 @@ LLVM_LIB = `$(LLVM_CONFIG) --libdir`/lib`$(LLVM_CONFIG) --libs | sed 's/^-l//'`.
 LDLIBS = $(JANSSON_LIBS) -lxxhash -ldl -lpthread -lm
 
 B = build
+# The compiler's internal header and the table of ops it includes.
+HDRS = src/nestc.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
 	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
@@ -30,7 +32,7 @@ CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movemen
 # The reference interpreter, src/interp/: one object per kernel family.
 INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.o $(B)/interp_reduce.o \
 	$(B)/interp_movement.o $(B)/interp_conv.o $(B)/interp_graph.o
-INTERP_HDRS = src/nestc.h src/interp/interp.h
+INTERP_HDRS = $(HDRS) src/interp/interp.h
 OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
        $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
@@ -62,7 +64,10 @@ demo: all
 	@cat $(DEMO)/report.txt
 
 check: all $(B)/test_io $(B)/test_interp $(B)/test_runtime
-	@sh tests/check.sh $(B)
+	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)
+
+check-run:
+	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)
 
 # The whole suite again, built with AddressSanitizer and UBSan.
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -70,7 +75,7 @@ check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
 		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" sh tests/check.sh build-asan
+		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
 
 $(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
@@ -146,44 +151,44 @@ $(B)/lex.c $(B)/lex.h: grammar/nest.l $(B)/stamp
 	flex --header-file=$(B)/lex.h -o $(B)/lex.c grammar/nest.l
 
 # Generated scanner and parser: their own warnings are not ours to fix.
-$(B)/parse.o: $(B)/parse.c $(B)/lex.h src/nestc.h
+$(B)/parse.o: $(B)/parse.c $(B)/lex.h $(HDRS)
 	$(CC) $(XCFLAGS) $(CFLAGS) -Wno-unused-function -c -o $@ $(B)/parse.c
-$(B)/lex.o: $(B)/lex.c $(B)/parse.h src/nestc.h
+$(B)/lex.o: $(B)/lex.c $(B)/parse.h $(HDRS)
 	$(CC) $(XCFLAGS) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -c -o $@ $(B)/lex.c
 
-$(B)/weights.o: src/weights.c src/nestc.h $(RT_HDRS) $(B)/stamp
+$(B)/weights.o: src/weights.c $(HDRS) $(RT_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -c -o $@ src/weights.c
-$(B)/util.o: src/util.c src/nestc.h $(B)/stamp
+$(B)/util.o: src/util.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/util.c
-$(B)/diag.o: src/diag.c src/nestc.h $(B)/stamp
+$(B)/diag.o: src/diag.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/diag.c
-$(B)/dtype.o: src/dtype.c src/nestc.h $(B)/stamp
+$(B)/dtype.o: src/dtype.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/dtype.c
-$(B)/ast.o: src/ast.c src/nestc.h $(B)/stamp
+$(B)/ast.o: src/ast.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/ast.c
-$(B)/ir.o: src/ir.c src/nestc.h $(B)/stamp
+$(B)/ir.o: src/ir.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/ir.c
-$(B)/values.o: src/values.c src/nestc.h $(B)/stamp
+$(B)/values.o: src/values.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/values.c
-$(B)/eval.o: src/eval.c src/nestc.h $(B)/stamp
+$(B)/eval.o: src/eval.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/eval.c
-$(B)/builtins.o: src/builtins.c src/nestc.h $(B)/stamp
+$(B)/builtins.o: src/builtins.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/builtins.c
-$(B)/check.o: src/check.c src/nestc.h $(B)/stamp
+$(B)/check.o: src/check.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/check.c
-$(B)/params.o: src/params.c src/nestc.h $(B)/stamp
+$(B)/params.o: src/params.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/params.c
-$(B)/lower.o: src/lower.c src/nestc.h $(B)/stamp
+$(B)/lower.o: src/lower.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/lower.c
-$(B)/regions.o: src/regions.c src/nestc.h $(B)/stamp
+$(B)/regions.o: src/regions.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/regions.c
-$(B)/report.o: src/report.c src/nestc.h $(B)/stamp
+$(B)/report.o: src/report.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/report.c
-$(B)/plan.o: src/plan.c src/nestc.h $(B)/stamp
+$(B)/plan.o: src/plan.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/plan.c
 # LLVM's headers want _GNU_SOURCE and the C99 limit macros; keep our own -std.
 CG_CFLAGS = $(XCFLAGS) $(CFLAGS) `$(LLVM_CONFIG) --includedir | sed 's/^/-I/'`
-CG_HDRS = src/codegen/gen.h src/nestc.h $(B)/stamp
+CG_HDRS = src/codegen/gen.h $(HDRS) $(B)/stamp
 $(B)/cg_llvm.o: src/codegen/llvm.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -DNESTC_LLVM_LIB=\"$(LLVM_LIB)\" -c -o $@ src/codegen/llvm.c
 $(B)/cg_builder.o: src/codegen/builder.c $(CG_HDRS)
@@ -224,14 +229,14 @@ $(B)/interp_conv.o: src/interp/conv.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/conv.c
 $(B)/interp_graph.o: src/interp/graph.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/graph.c
-$(B)/npy.o: src/npy.c src/nestc.h $(RT_HDRS) $(B)/stamp
+$(B)/npy.o: src/npy.c $(HDRS) $(RT_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -c -o $@ src/npy.c
-$(B)/run.o: src/run.c src/nestc.h $(B)/stamp
+$(B)/run.o: src/run.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/run.c
-$(B)/main.o: src/main.c src/nestc.h $(B)/stamp
+$(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/main.c
 
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps demo check check-asan bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-run check-asan bench bench-compile install uninstall clean

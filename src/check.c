@@ -123,7 +123,7 @@ static void check_consts(Checker *c)
 		g->state = 2;
 		if (v->kind != V_ERR && v->kind != V_INT && v->kind != V_FLOAT && v->kind != V_BOOL) {
 			Buf b = {0};
-			value_type_str(&b, v);
+			value_type_str(&b, c->p, v);
 			error_at(c->d, g->decl->value->loc, "const '%s' must be an int, a float or a bool, not %s", g->name, b.s);
 			buf_free(&b);
 			g->value = arena_alloc(c->a, sizeof(Value));

@@ -617,6 +617,5 @@ Value *eval_expr(LowerCtx *x, Expr *e)
 Value *eval_const_expr(Checker *c, Expr *e)
 {
 	LowerCtx x = {.c = c, .a = c->a, .d = c->d, .p = c->p, .budget = 1000000};
-	value_set_program(c->p);
 	return eval_expr(&x, e);
 }

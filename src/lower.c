@@ -375,7 +375,7 @@ static void sig_str(LowerCtx *x, Buf *b, Value *v)
 		}
 		/* fall through */
 	default:
-		value_type_str(b, v);
+		value_type_str(b, x->p, v);
 		break;
 	}
 }
@@ -767,7 +767,6 @@ static void lower_program(Checker *c)
 {
 	LowerCtx x = {.c = c, .a = c->a, .d = c->d, .p = c->p, .budget = 50000000};
 	x.call_fn = call_function;
-	value_set_program(c->p);
 	lower_params(&x);
 	int nexports = 0;
 	for (int k = 0; k < c->nglobals; k++) {

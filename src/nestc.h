@@ -512,9 +512,8 @@ void scope_bind(LowerCtx *x, Scope *s, const char *name, Value *v);
 Value **scope_find(Scope *s, const char *name, Scope **where);
 int v_is_tensor(Value *v); /* a tensor node or a param leaf */
 void v_shape(LowerCtx *x, Value *v, DType *dt, int *rank, const int64_t **shape);
-/* The program whose params value_type_str describes. */
-void value_set_program(Program *p);
-void value_type_str(Buf *b, Value *v);
+/* A value's type as messages show it; p gives the types of params. */
+void value_type_str(Buf *b, const Program *p, Value *v);
 /* Values, shapes and nodes as text for messages (in the arena). */
 const char *tystr(LowerCtx *x, Value *v);
 const char *shstr(LowerCtx *x, DType dt, int rank, const int64_t *shape);
@@ -732,9 +731,8 @@ Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
  * broadcasting) run as pool tasks, with packing buffers of their own; the
  * others pack into the scratch area of the workspace. */
 int matmul_pooled(Node *x, int dynamic);
-/* An op k_elementwise computes (unary, binary, where, cast), and the most
- * tensors one loop of them reads when ops are made inline (plan.c). */
-int ew_op(Op op);
+/* The most tensors one loop of elementwise ops (op_elementwise) reads when
+ * ops are made inline (plan.c). */
 #define EW_LEAVES 12
 /* A scalar computed from constants alone (rsqrt(64.0)): a matmul's epilogue
  * computes it inline. */

@@ -119,10 +119,6 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 	free(is_out);
 }
 
-int ew_op(Op op)
-{
-	return op_elementwise(op);
-}
 
 /* Chains and trees of elementwise ops computed in one loop: an elementwise
  * op whose value one elementwise op of the same shape reads (not a matmul's
@@ -145,13 +141,13 @@ static void plan_elementwise(Graph *g, Plan *pl, int dynamic)
 		is_out[g->outputs[j]->id] = 1;
 	for (int i = 0; i < n; i++) {
 		Node *c = g->nodes[i];
-		if (!ew_op(c->op) || pl->fused_into[i] >= 0)
+		if (!op_elementwise(c->op) || pl->fused_into[i] >= 0)
 			continue;
 		/* inputs made inline here, while the tree stays small */
 		int count = 0;
 		for (int k = 0; k < c->nin; k++) {
 			Node *e = c->in[k];
-			int take = ew_op(e->op) && pl->fused_into[e->id] < 0 && pl->epi_next[e->id] < 0 && users[e->id] == 1 &&
+			int take = op_elementwise(e->op) && pl->fused_into[e->id] < 0 && pl->epi_next[e->id] < 0 && users[e->id] == 1 &&
 			           !is_out[e->id] && e->rank == c->rank &&
 			           memcmp(e->shape, c->shape, (size_t)c->rank * sizeof c->shape[0]) == 0 &&
 			           count + leaves[e->id] + (c->nin - k - 1) <= EW_LEAVES;

@@ -92,18 +92,11 @@ void v_shape(LowerCtx *x, Value *v, DType *dt, int *rank, const int64_t **shape)
 	}
 }
 
-static Program *cur_prog; /* only for value_type_str of params; set while lowering */
-
-void value_set_program(Program *p)
-{
-	cur_prog = p;
-}
-
-static void ptree_str(Buf *b, PTree *t)
+static void ptree_str(Buf *b, const Program *p, PTree *t)
 {
 	switch (t->kind) {
 	case PT_LEAF: {
-		ParamInfo *pi = &cur_prog->params[t->param];
+		const ParamInfo *pi = &p->params[t->param];
 		shape_str(b, pi->dtype, pi->rank, pi->shape);
 		break;
 	}
@@ -111,18 +104,18 @@ static void ptree_str(Buf *b, PTree *t)
 		buf_putc(b, '{');
 		for (int i = 0; i < t->n; i++) {
 			buf_printf(b, "%s%s: ", i ? ", " : " ", t->names[i]);
-			ptree_str(b, t->kids[i]);
+			ptree_str(b, p, t->kids[i]);
 		}
 		buf_puts(b, " }");
 		break;
 	case PT_ARRAY:
-		ptree_str(b, t->kids[0]);
+		ptree_str(b, p, t->kids[0]);
 		buf_printf(b, "[%d]", t->n);
 		break;
 	}
 }
 
-void value_type_str(Buf *b, Value *v)
+void value_type_str(Buf *b, const Program *p, Value *v)
 {
 	switch (v->kind) {
 	case V_ERR: buf_puts(b, "<error>"); break;
@@ -135,13 +128,13 @@ void value_type_str(Buf *b, Value *v)
 		buf_putc(b, '{');
 		for (int i = 0; i < v->n; i++) {
 			buf_printf(b, "%s%s: ", i ? ", " : " ", v->names[i]);
-			value_type_str(b, v->items[i]);
+			value_type_str(b, p, v->items[i]);
 		}
 		buf_puts(b, " }");
 		break;
 	case V_ARRAY:
 		if (v->n)
-			value_type_str(b, v->items[0]);
+			value_type_str(b, p, v->items[0]);
 		buf_printf(b, "[%d]", v->n);
 		break;
 	case V_LIST:
@@ -150,12 +143,12 @@ void value_type_str(Buf *b, Value *v)
 		for (int i = 0; i < v->n; i++) {
 			if (i)
 				buf_puts(b, ", ");
-			value_type_str(b, v->items[i]);
+			value_type_str(b, p, v->items[i]);
 		}
 		buf_puts(b, v->kind == V_LIST ? "]" : ")");
 		break;
 	case V_PARAM:
-		ptree_str(b, v->pt);
+		ptree_str(b, p, v->pt);
 		break;
 	}
 }
@@ -164,7 +157,7 @@ void value_type_str(Buf *b, Value *v)
 const char *tystr(LowerCtx *x, Value *v)
 {
 	Buf b = {0};
-	value_type_str(&b, v);
+	value_type_str(&b, x->p, v);
 	char *s = arena_strdup(x->a, b.s ? b.s : "");
 	buf_free(&b);
 	return s;

@@ -319,7 +319,7 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 	Node *use[EW_LEAVES + 1];
 	int nuse = 1;
 	use[0] = n;
-	if (ew_op(n->op)) {
+	if (op_elementwise(n->op)) {
 		int nl = 0;
 		ew_leaves(F, n, use + 1, &nl);
 		nuse += nl;

@@ -48,10 +48,10 @@ Tensor *tensor_new(DType dt, int rank, const int64_t *shape)
 
 void tensor_free(Tensor *t)
 {
-	if (!t)
-		return;
-	free(t->f);
-	free(t->i);
+	if (t) {
+		free(t->f);
+		free(t->i);
+	}
 	free(t);
 }
 
