@@ -61,7 +61,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SAMPLES = os.path.join(ROOT, "samples")
 RUNTIME = os.path.join(ROOT, "runtime")
-TIMEOUT = 120          # seconds for one subprocess
+# seconds for one subprocess: a hang, not a slow machine, should fail a test, and
+# a sanitizer build (make check-asan) compiles several times slower
+TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
 CC = os.environ.get("CC", "cc")
 # flags a program linked with this libnestrt needs (the sanitizers, under make check-asan)
 LINK_FLAGS = os.environ.get("NESTC_TEST_LDFLAGS", "").split()
