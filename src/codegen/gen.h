@@ -333,6 +333,12 @@ void k_causal_mask(Fn *F, Node *n);
 void k_conv2d(Fn *F, Node *n);
 void k_pool(Fn *F, Node *n);
 
+/* ------------------------------------------------------------------ index.c */
+
+void k_take_along(Fn *F, Node *n);
+void k_topk(Fn *F, Node *n);
+void k_cumsum(Fn *F, Node *n);
+
 /* ------------------------------------------------------------------ graph.c */
 
 /* The plan of a graph (made once), and its workspace: own plus callees'. */

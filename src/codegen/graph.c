@@ -448,6 +448,9 @@ static void emit_graph_body(Fn *F)
 		case OP_CONV2D: k_conv2d(F, n); break;
 		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;
 		case OP_CALL: emit_call(F, n); break;
+		case OP_TAKE_ALONG: k_take_along(F, n); break;
+		case OP_TOPK: case OP_TOPK_MIN: k_topk(F, n); break;
+		case OP_CUMSUM: k_cumsum(F, n); break;
 		case OP_COUNT: ice("emit: bad op");
 		}
 	}

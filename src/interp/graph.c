@@ -75,6 +75,12 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 		return op_pool(n, in[0]);
 	case OP_GLOBAL_AVGPOOL2D:
 		return op_global_avgpool(n, in[0]);
+	case OP_TAKE_ALONG:
+		return op_take_along(fr, n, in[0], in[1]);
+	case OP_TOPK: case OP_TOPK_MIN:
+		return op_topk(n, in[0]);
+	case OP_CUMSUM:
+		return op_cumsum(n, in[0]);
 	default:
 		ice("interp: unexpected op %s at %%%d", op_name(n->op), n->id);
 	}

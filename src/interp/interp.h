@@ -161,4 +161,9 @@ Tensor *op_conv2d(Node *n, Tensor **in);
 Tensor *op_pool(Node *n, Tensor *x);
 Tensor *op_global_avgpool(Node *n, Tensor *x);
 
+/* index.c */
+Tensor *op_take_along(Frame *fr, Node *n, Tensor *x, Tensor *idx);
+Tensor *op_topk(Node *n, Tensor *x);
+Tensor *op_cumsum(Node *n, Tensor *x);
+
 #endif

@@ -1002,6 +1002,169 @@ export fn f(a: f64[3, 4], b: f64[4, 5], w: f64[4], c: f64[4], x: f64[1, 2, 5, 5]
     O("pow", np.abs(fa) ** fbias, "f64"),
 ])
 
+# --- topk, take_along_axis, cumsum (PyTorch / NumPy semantics, issue #10) ----------------
+
+
+def topk_ref(x, k, axis=-1, largest=True):
+    """torch.topk's positions by an explicit ordering: value (NaN above every number),
+    then the lower position first on ties; not np.argsort's own tie rule."""
+    x = np.asarray(x)
+    xm = np.moveaxis(x, norm_axis(axis, x.ndim), -1)
+    out = np.zeros(xm.shape[:-1] + (k,), dtype=np.int64)
+    for idx in np.ndindex(*xm.shape[:-1]):
+        row = [float(v) for v in xm[idx]]
+        def key(j):
+            v = row[j]
+            nan = math.isnan(v)
+            if largest:
+                return (0 if nan else 1, 0.0 if nan else -v, j)
+            return (1 if nan else 0, 0.0 if nan else v, j)
+        out[idx] = sorted(range(len(row)), key=key)[:k]
+    return np.moveaxis(out, -1, norm_axis(axis, x.ndim))
+
+
+def take_ref(x, i, axis):
+    """numpy.take_along_axis written out: out[..., j, ...] = x[..., i[..., j, ...], ...],
+    with size-1 axes of x and i broadcast."""
+    x, i = np.asarray(x), np.asarray(i)
+    axis = norm_axis(axis, x.ndim)
+    shape = [i.shape[d] if d == axis else max(x.shape[d], i.shape[d]) for d in range(x.ndim)]
+    out = np.zeros(shape, dtype=x.dtype)
+    for at in np.ndindex(*shape):
+        ia = tuple(0 if i.shape[d] == 1 else at[d] for d in range(x.ndim))
+        xa = [0 if x.shape[d] == 1 else at[d] for d in range(x.ndim)]
+        xa[axis] = int(i[ia])
+        out[at] = x[tuple(xa)]
+    return out
+
+
+def cumsum_ref(x, axis):
+    """A running sum along axis, one rounding (or int32 wrap) per step in x's dtype."""
+    x = np.asarray(x)
+    xm = np.moveaxis(x, norm_axis(axis, x.ndim), 0)
+    out = np.empty_like(xm)
+    acc = np.zeros(xm.shape[1:], dtype=x.dtype)
+    with np.errstate(over="ignore"):
+        for j in range(xm.shape[0]):
+            acc = (acc + xm[j]).astype(x.dtype)
+            out[j] = acc
+    return np.moveaxis(out, 0, norm_axis(axis, x.ndim))
+
+
+tk_a = randn((5, 37))
+tk_b = randn((6, 5, 3))
+tk_c = randn((4, 9, 2))
+tk_t = ints((3, 11), 0, 3)                     # many ties
+tk_n = randn((2, 8))
+tk_n[0, [1, 5]] = np.nan
+tk_n[0, 2] = np.inf
+tk_n[1, [0, 3, 6]] = np.nan
+tk_n[1, 4] = -np.inf
+tk_f = rng.uniform(-1, 1, (3, 6))
+tk_f[1, :] = 0.25                              # a row of equal values
+case("topk", """
+export fn f(a: f32[5, 37], b: f32[6, 5, 3], c: f32[4, 9, 2], t: i32[3, 11], n: f32[2, 8], g: f64[3, 6]) -> (
+    f32[5, 4], i64[5, 4], f32[6, 5, 3], i64[6, 5, 3], f32[1, 9, 2], i64[1, 9, 2], i32[3, 6], i64[3, 6],
+        i32[3, 5], i64[3, 5], f32[2, 5], i64[2, 5], f32[2, 5], i64[2, 5], f64[3, 6], i64[3, 6],
+        f32[4, 2, 2], i64[4, 2, 2]) {
+  let v1, i1 = topk(a, 4)
+  let v2, i2 = topk(b, 5, axis=1, largest=false)
+  let v3, i3 = topk(c, 1, 0)
+  let v4, i4 = topk(t, 6, axis=-1)
+  let v5, i5 = topk(t, k=5, largest=false, sorted=false)
+  let v6, i6 = topk(n, 5)
+  let v7, i7 = topk(n, 5, largest=false)
+  let v8, i8 = topk(g, 6, axis=1)
+  let v9, i9 = topk(c, 2, axis=-2)
+  return v1, i1, v2, i2, v3, i3, v4, i4, v5, i5, v6, i6, v7, i7, v8, i8, v9, i9
+}
+""", dict(a=tk_a, b=tk_b, c=tk_c, t=tk_t, n=tk_n, g=tk_f), [
+    O("largest_last_axis", take_ref(tk_a, topk_ref(tk_a, 4), 1), tol=0.0),
+    O("largest_last_axis_idx", topk_ref(tk_a, 4), "i64"),
+    O("smallest_mid_axis_k_eq_len", take_ref(tk_b, topk_ref(tk_b, 5, 1, False), 1), tol=0.0),
+    O("smallest_mid_axis_k_eq_len_idx", topk_ref(tk_b, 5, 1, False), "i64"),
+    O("k1_axis0", take_ref(tk_c, topk_ref(tk_c, 1, 0), 0), tol=0.0),
+    O("k1_axis0_idx", topk_ref(tk_c, 1, 0), "i64"),
+    O("ties_i32", take_ref(tk_t, topk_ref(tk_t, 6), 1), "i32"),
+    O("ties_i32_lower_index_first", topk_ref(tk_t, 6), "i64"),
+    O("ties_i32_smallest", take_ref(tk_t, topk_ref(tk_t, 5, largest=False), 1), "i32"),
+    O("ties_i32_smallest_idx", topk_ref(tk_t, 5, largest=False), "i64"),
+    O("nan_inf_largest", take_ref(tk_n, topk_ref(tk_n, 5), 1), tol=0.0),
+    O("nan_inf_largest_idx", topk_ref(tk_n, 5), "i64"),
+    O("nan_inf_smallest", take_ref(tk_n, topk_ref(tk_n, 5, largest=False), 1), tol=0.0),
+    O("nan_inf_smallest_idx", topk_ref(tk_n, 5, largest=False), "i64"),
+    O("f64_equal_row", take_ref(tk_f, topk_ref(tk_f, 6), 1), "f64", tol=0.0),
+    O("f64_equal_row_idx", topk_ref(tk_f, 6), "i64"),
+    O("neg_axis_k2", take_ref(tk_c, topk_ref(tk_c, 2, 1), 1), tol=0.0),
+    O("neg_axis_k2_idx", topk_ref(tk_c, 2, 1), "i64"),
+])
+
+# mixture-of-experts routing: the top 2 of 8 experts per token, weights renormalised
+moe = randn((16, 8))
+moe_p = softmax_ref(moe)
+moe_i = topk_ref(moe_p, 2)
+moe_w = take_ref(moe_p, moe_i, 1)
+case("topk_moe_routing", """
+export fn f(logits: f32[16, 8]) -> (f32[16, 2], i64[16, 2]) {
+  let w, e = topk(softmax(logits), 2)
+  return w / sum(w, axis=-1, keepdim=true), e
+}
+""", dict(logits=moe), [
+    O("weights", moe_w / moe_w.sum(-1, keepdims=True), tol=1e-5), O("experts", moe_i, "i64"),
+])
+
+ta_x = randn((5, 7))
+ta_i = ints((5, 3), 0, 6, np.int64)
+ta_y = randn((4, 6, 3))
+ta_j = ints((4, 2, 3), 0, 5, np.int32)
+ta_k = ints((4, 6, 2), 0, 2, np.int32)
+ta_l = ints((3, 6, 3), 0, 3, np.int64)
+ta_b = randn((1, 6))
+ta_bi = ints((4, 3), 0, 5, np.int64)
+ta_c = randn((4, 6, 5))
+ta_ci = ints((4, 2, 1), 0, 5, np.int32)
+ta_n = ints((3, 5), -100, 100, np.int32)
+ta_ni = ints((3, 9), 0, 4, np.int32)
+case("take_along_axis", """
+export fn f(x: f32[5, 7], i: i64[5, 3], y: f32[4, 6, 3], j: i32[4, 2, 3], k: i32[4, 6, 2], l: i64[3, 6, 3],
+            b: f32[1, 6], bi: i64[4, 3], c: f32[4, 6, 5], ci: i32[4, 2, 1], n: i32[3, 5], ni: i32[3, 9]) -> (
+    f32[5, 3], f32[4, 2, 3], f32[4, 6, 2], f32[3, 6, 3], f32[4, 3], f32[4, 2, 5], i32[3, 9], f32[5, 3]) {
+  return take_along_axis(x, i, 1), take_along_axis(y, j, axis=1), take_along_axis(y, k, -1),
+         take_along_axis(y, l, 0), take_along_axis(b, bi, 1), take_along_axis(c, ci, 1),
+         take_along_axis(n, ni, -1), take_along_axis(x, i, 1) * 2.0
+}
+""", dict(x=ta_x, i=ta_i, y=ta_y, j=ta_j, k=ta_k, l=ta_l, b=ta_b, bi=ta_bi, c=ta_c, ci=ta_ci,
+          n=ta_n, ni=ta_ni), [
+    O("last_axis_i64", take_ref(ta_x, ta_i, 1), tol=0.0),
+    O("mid_axis_i32", take_ref(ta_y, ta_j, 1), tol=0.0),
+    O("neg_axis_rank3", take_ref(ta_y, ta_k, -1), tol=0.0),
+    O("axis0_rank3", take_ref(ta_y, ta_l, 0), tol=0.0),
+    O("broadcast_x_rows", take_ref(ta_b, ta_bi, 1), tol=0.0),
+    O("broadcast_index_last", take_ref(ta_c, ta_ci, 1), tol=0.0),
+    O("i32_values", take_ref(ta_n, ta_ni, -1), "i32"),
+    O("then_mul", d(take_ref(ta_x, ta_i, 1)) * 2.0, tol=EXACT),
+])
+
+cs_a = randn((5, 9))
+cs_b = randn((3, 4, 7))
+cs_i = ints((4, 5), -(2 ** 30), 2 ** 30)      # i32 sums wrap, as torch's with dtype kept
+cs_l = ints((3, 6), -(2 ** 40), 2 ** 40, np.int64)
+cs_f = rng.uniform(-1, 1, (7, 3))
+case("cumsum", """
+export fn f(a: f32[5, 9], b: f32[3, 4, 7], i: i32[4, 5], l: i64[3, 6], g: f64[7, 3]) -> (
+    f32[5, 9], f32[5, 9], f32[3, 4, 7], f32[3, 4, 7], f32[3, 4, 7], f32[3, 4, 7], i32[4, 5], i32[4, 5],
+        i64[3, 6], f64[7, 3]) {
+  return cumsum(a, 1), cumsum(a, axis=0), cumsum(b, 0), cumsum(b, 1), cumsum(b, 2), cumsum(b, -1),
+         cumsum(i, 1), cumsum(i, 0), cumsum(l, -1), cumsum(g, 0)
+}
+""", dict(a=cs_a, b=cs_b, i=cs_i, l=cs_l, g=cs_f), [
+    O("f32_axis1", cumsum_ref(cs_a, 1), tol=1e-5), O("f32_axis0", cumsum_ref(cs_a, 0), tol=1e-5),
+    O("rank3_axis0", cumsum_ref(cs_b, 0), tol=1e-5), O("rank3_axis1", cumsum_ref(cs_b, 1), tol=1e-5),
+    O("rank3_axis2", cumsum_ref(cs_b, 2), tol=1e-5), O("rank3_neg_axis", cumsum_ref(cs_b, -1), tol=1e-5),
+    O("i32_wraps_axis1", cumsum_ref(cs_i, 1), "i32"), O("i32_axis0", cumsum_ref(cs_i, 0), "i32"),
+    O("i64", cumsum_ref(cs_l, -1), "i64"), O("f64_axis0", cumsum_ref(cs_f, 0), "f64"),
+])
+
 
 # ----------------------------------------------------------------------------- running
 

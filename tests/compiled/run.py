@@ -2303,6 +2303,126 @@ def emit():
     return res
 
 
+# ----------------------------------------------------------------------------- indexing and scans
+
+
+INDEX_SRC = """
+const T = 1
+const E = 1
+const K = 1
+const R = 1
+const L = 1
+
+@region
+fn route(logits: f32[T, E]) -> (f32[T, K], i64[T, K]) {
+  let w, e = topk(softmax(logits), K)
+  return w / sum(w, axis=-1, keepdim=true), e
+}
+
+export fn forward(x: f32[T, E], r: f32[R, L], i: i32[R, 3], q: i64[2, L], c: f32[5, 3, 33], n: i32[6, 17]) -> (
+    f32[T, K], i64[T, K], f32[R, 8], i64[R, 8], f32[3, L], i64[3, L], f32[R, 3], f32[2, L],
+        f32[5, 3, 33], f32[5, 3, 33], f32[5, 3, 33], i32[6, 17]) {
+  let w, e = route(x)
+  let v1, i1 = topk(r, 8)
+  let v2, i2 = topk(r, 3, axis=0, largest=false)
+  return w, e, v1, i1, v2, i2, take_along_axis(r, i, 1), take_along_axis(r, q, axis=0),
+         cumsum(c, 0), cumsum(c, 1), cumsum(c, -1), cumsum(n, 1)
+}
+"""
+
+
+def close(got, ref, what, rtol=1e-5):
+    """None when got has ref's dtype and shape and is within rtol * max|ref| (integers:
+    equal), else a message."""
+    ref = np.asarray(ref)
+    if got.dtype != ref.dtype or got.shape != ref.shape:
+        return "%s: %s%s, expected %s%s" % (what, got.dtype, list(got.shape), ref.dtype, list(ref.shape))
+    if ref.dtype.kind in "iu":
+        return None if np.array_equal(got, ref) else "%s: %d entries differ" % (what, int((got != ref).sum()))
+    err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return None if err <= rtol * scale else "%s: max abs err %.3g > %g * %.3g" % (what, err, rtol, scale)
+
+
+@check("index.numpy")
+def index_numpy():
+    """Compiled topk, take_along_axis and cumsum straight against NumPy references (the
+    builtin cases compare compiled code with the interpreter)."""
+    def fn():
+        bi = load_builtins()
+        cfg = {"T": 13, "E": 8, "K": 2, "R": 7, "L": 1999}
+        g = np.random.default_rng(31)
+        ins = {"x": g.standard_normal((13, 8)).astype(np.float32),
+               "r": g.standard_normal((7, 1999)).astype(np.float32),
+               "i": g.integers(0, 1999, (7, 3)).astype(np.int32),
+               "q": g.integers(0, 7, (2, 1999)).astype(np.int64),
+               "c": g.standard_normal((5, 3, 33)).astype(np.float32),
+               "n": g.integers(-2 ** 30, 2 ** 30, (6, 17)).astype(np.int32)}
+        ins["r"][2, 100:140] = 3.5    # ties among the largest
+        m = region_model("index.numpy", INDEX_SRC, ins, cfg)
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        got = run_compiled(m, out)
+        x, r, c = ins["x"], ins["r"], ins["c"]
+        p = bi.softmax_ref(x)
+        e = bi.topk_ref(p, 2)
+        w = bi.take_ref(p, e, 1)
+        i1 = bi.topk_ref(r, 8)
+        i2 = bi.topk_ref(r, 3, 0, largest=False)
+        refs = [("moe_weights", (w / w.sum(-1, keepdims=True)).astype(np.float32)), ("moe_experts", e),
+                ("top8_values", bi.take_ref(r, i1, 1)), ("top8_indices", i1),
+                ("bottom3_axis0_values", bi.take_ref(r, i2, 0)), ("bottom3_axis0_indices", i2),
+                ("take_i32", bi.take_ref(r, ins["i"], 1)), ("take_i64_axis0", bi.take_ref(r, ins["q"], 0)),
+                ("cumsum_axis0", np.cumsum(c, 0)), ("cumsum_axis1", np.cumsum(c, 1)),
+                ("cumsum_last", np.cumsum(c, -1)), ("cumsum_i32", bi.cumsum_ref(ins["n"], 1))]
+        values_ok([(n, close(gv, rv, n)) for (n, rv), gv in zip(refs, got)])
+    return single("index.compiled_against_numpy", fn)
+
+
+TAKE_OOB_SRC = """
+export fn forward(x: f32[4, 7], i: i32[4, 2]) -> (f32[4, 2], f32[4, 7]) {
+  return take_along_axis(x, i, 1), x * 2.0
+}
+"""
+
+
+@check("index.take_along_axis_out_of_range")
+def take_oob():
+    """An index out of range: `nestc run` fails with the source position, the compiled
+    entry returns -1 with the same message and writes no output."""
+    def case(tag, bad, shown):
+        def fn():
+            i = np.array([[0, 6], [1, 1], [2, 3], [4, 5]], np.int32)
+            i[2, 1] = bad
+            m = region_model("index.oob_%s" % tag, TAKE_OOB_SRC,
+                             {"x": np.ones((4, 7), np.float32), "i": i})
+            msg = "take_along_axis index %d out of range [0, 7) on axis 1" % shown
+            line, col = line_of(TAKE_OOB_SRC.lstrip("\n"), "take_along_axis(")
+            ref = os.path.join(m.d, "ref.npy")
+            r = nestc("run", m.src, "--input", "x=" + m.inputs["x"], "--input", "i=" + m.inputs["i"],
+                      "--output", ref, "--output", ref + "2", ok=False)
+            want = "%s:%d:%d: error: %s" % (m.src, line, col, msg)
+            problems = []
+            if r.returncode != 1 or want not in r.stderr:
+                problems.append("nestc run: exit %d, expected 1 and %r" % (r.returncode, want))
+            if os.path.exists(ref):
+                problems.append("nestc run wrote an output")
+            out = os.path.join(m.d, "out")
+            m.build(out)
+            call = m.call(m.entry(out), "got")
+            exe = compile_driver(m.d, [call], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))))
+            r = run([exe])
+            if r.returncode != 1 or msg not in r.stderr:
+                problems.append("compiled: exit %d, expected 1 and %r" % (r.returncode, msg))
+            if "driver:" in r.stderr or any(os.path.exists(p) for p in call.outputs):
+                problems.append("compiled: an output was written")
+            if problems:
+                raise Fail("; ".join(problems) + " [stderr: %s]" % short(r.stderr, 3))
+        return fn
+    return single("index.take_oob_too_large", case("big", 7, 7)) + \
+        single("index.take_oob_negative", case("neg", -1, -1))
+
+
 # ----------------------------------------------------------------------------- 9. profile
 
 
