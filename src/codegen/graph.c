@@ -303,6 +303,8 @@ static int64_t par_units(Fn *F, Node *n)
 		for (int k = 0; k < n->a[0]; k++)
 			units *= n->shape[k];
 	}
+	if (n->op == OP_GROUPNORM) /* rows of [N, G, R] */
+		units = n->shape[0] * n->shape[1];
 	return units >= 2 ? units : 0;
 }
 
@@ -448,6 +450,7 @@ static void emit_graph_body(Fn *F)
 		case OP_CONV2D: k_conv2d(F, n); break;
 		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;
 		case OP_CALL: emit_call(F, n); break;
+		case OP_GROUPNORM: kernel(F, n, k_group_norm); break;
 		case OP_COUNT: ice("emit: bad op");
 		}
 	}
