@@ -940,10 +940,10 @@ static Value *b_pool(LowerCtx *x, Args *a, Op op)
  * ranks are reshaped to [rows, in] and back, which costs nothing. */
 static Value *b_linear(LowerCtx *x, Args *a)
 {
-	static const char *const allowed[] = {"bias", NULL};
+	static const char *const allowed[] = {"weight", "bias", NULL};
 	if (!check_arity(x, a, 2, 3, allowed))
 		return VERR;
-	Node *t = tensor_arg(x, a, 0, NULL), *w = tensor_arg(x, a, 1, NULL);
+	Node *t = tensor_arg(x, a, 0, NULL), *w = tensor_arg(x, a, 1, "weight");
 	if (!float_tensor(x, a, t) || !w)
 		return VERR;
 	if (t->rank < 1) {
@@ -952,7 +952,7 @@ static Value *b_linear(LowerCtx *x, Args *a)
 	}
 	int64_t in = t->shape[t->rank - 1];
 	if (w->rank != 2 || w->dtype != t->dtype || w->shape[1] != in) {
-		error_at(x->d, a->posloc[1], "linear() of %s needs a weight of %s[out, %lld], not %s", nstr(x, t),
+		error_at(x->d, arg_loc(a, 1, "weight"), "linear() of %s needs a weight of %s[out, %lld], not %s", nstr(x, t),
 		         dtype_name(t->dtype), (long long)in, nstr(x, w));
 		return VERR;
 	}
