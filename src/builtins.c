@@ -29,6 +29,22 @@ int is_builtin(const char *name)
 	return 0;
 }
 
+/* Builtins added after models were written with functions of the same names
+ * (`fn linear` in samples/mlp.nest): a model's own top-level definition of
+ * one of these takes its place instead of being an error. */
+static const char *const shadowable[] = {
+	"linear", "flatten", "group_norm", /* issue #10 */
+	NULL,
+};
+
+int builtin_shadowable(const char *name)
+{
+	for (int i = 0; shadowable[i]; i++)
+		if (!strcmp(shadowable[i], name))
+			return 1;
+	return 0;
+}
+
 /* Shape lists are dimensions: their divisions must be exact. */
 int builtin_dim_arg(const char *name, int pos)
 {

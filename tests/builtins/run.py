@@ -781,6 +781,18 @@ export fn f(x: f32[2, 6, 5, 7], y: f32[3, 8, 9], z: f32[5, 12], w: f32[12], b: f
     O("rank2", group_norm_ref(gz, 4, gw, gb), tol=NN_TOL),
     O("rank2_positional_eps", group_norm_ref(gz, 12, gw, gb, 1e-3), tol=NN_TOL),
 ])
+# a model's own fn linear (written before the builtin, as samples/mlp.nest's) takes
+# its place: here [in, out] weights, not the builtin's [out, in]
+sx, sw = nn_randn((3, 4)), nn_randn((4, 6))
+case("nn_own_linear_shadows", """
+fn linear(x: f32[N, I], w: f32[I, O]) -> f32[N, O] {
+  return x @ w
+}
+
+export fn f(x: f32[3, 4], w: f32[4, 6]) -> f32[3, 6] {
+  return linear(x, w)
+}
+""", dict(x=sx, w=sw), [O("own_fn", d(sx) @ d(sw), tol=NN_TOL)])
 go = (100 + nn_randn((2, 4, 3, 5))).astype(np.float32)
 gd = nn_randn((3, 10, 3, 3), np.float64) * 3 - 1
 gdw, gdb = nn_randn((10,), np.float64), nn_randn((10,), np.float64)
