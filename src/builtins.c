@@ -18,6 +18,7 @@ static const char *const builtins[] = {
 	"arange", "zeros", "ones", "full", "causal_mask",
 	"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
 	"topk", "take_along_axis", "cumsum",
+	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
 	NULL,
 };
 
@@ -25,6 +26,22 @@ int is_builtin(const char *name)
 {
 	for (int i = 0; builtins[i]; i++)
 		if (!strcmp(builtins[i], name))
+			return 1;
+	return 0;
+}
+
+/* Builtins added after models were written with functions of the same names
+ * (`fn linear` in samples/mlp.nest): a model's own top-level definition of
+ * one of these takes its place instead of being an error. */
+static const char *const shadowable[] = {
+	"linear", "flatten", "group_norm", /* issue #10 */
+	NULL,
+};
+
+int builtin_shadowable(const char *name)
+{
+	for (int i = 0; shadowable[i]; i++)
+		if (!strcmp(shadowable[i], name))
 			return 1;
 	return 0;
 }
@@ -1056,6 +1073,155 @@ static Value *b_cumsum(LowerCtx *x, Args *a)
 	return vtensor(x, n);
 }
 
+/* ---- PyTorch's nn layers (issue #10): linear, flatten, group_norm ---- */
+
+/* linear(x, weight[out, in], bias[out]): x @ transpose(weight, [1, 0]) + bias,
+ * the nodes the hand-written form makes, so that the matmul reads the
+ * transposed weight from its rows (plan.c, virtual_transpose), packs it and
+ * applies the bias as its epilogue. Those need a 2-D left operand: other
+ * ranks are reshaped to [rows, in] and back, which costs nothing. */
+static Value *b_linear(LowerCtx *x, Args *a)
+{
+	static const char *const allowed[] = {"weight", "bias", NULL};
+	if (!check_arity(x, a, 2, 3, allowed))
+		return VERR;
+	Node *t = tensor_arg(x, a, 0, NULL), *w = tensor_arg(x, a, 1, "weight");
+	if (!float_tensor(x, a, t) || !w)
+		return VERR;
+	if (t->rank < 1) {
+		error_at(x->d, a->posloc[0], "linear() needs x with at least one axis, not %s", nstr(x, t));
+		return VERR;
+	}
+	int64_t in = t->shape[t->rank - 1];
+	if (w->rank != 2 || w->dtype != t->dtype || w->shape[1] != in) {
+		error_at(x->d, arg_loc(a, 1, "weight"), "linear() of %s needs a weight of %s[out, %lld], not %s", nstr(x, t),
+		         dtype_name(t->dtype), (long long)in, nstr(x, w));
+		return VERR;
+	}
+	int64_t out = w->shape[0];
+	Node *x2 = t;
+	if (t->rank != 2)
+		x2 = reshape_node(x, t, 2, (int64_t[]){shape_numel(t->rank - 1, t->shape), in}, a->call->loc);
+	Node *wt = mk_node(x, OP_TRANSPOSE, w->dtype, 2, (int64_t[]){in, out}, a->call->loc);
+	node_add_input(x->p, wt, w);
+	wt->a[0] = 1;
+	wt->a[1] = 0;
+	Value *y = emit_matmul(x, vtensor(x, x2), vtensor(x, wt), a->call->loc);
+	Loc bloc;
+	Value *bv = arg_at(a, 2, "bias", &bloc);
+	if (y->kind != V_ERR && bv) {
+		Node *b = as_tensor(x, bv, bloc, "the bias of linear()");
+		if (!b)
+			return VERR;
+		if (b->rank != 1 || b->shape[0] != out || b->dtype != t->dtype) {
+			error_at(x->d, bloc, "linear() with a weight of %s needs a bias of %s, not %s", nstr(x, w),
+			         shstr(x, t->dtype, 1, &out), nstr(x, b));
+			return VERR;
+		}
+		y = emit_binary(x, OP_ADD, y, vtensor(x, b), a->call->loc);
+	}
+	if (y->kind == V_ERR || t->rank == 2)
+		return y;
+	int64_t s[MAX_RANK];
+	memcpy(s, t->shape, sizeof s);
+	s[t->rank - 1] = out;
+	return vtensor(x, reshape_node(x, y->node, t->rank, s, a->call->loc));
+}
+
+/* flatten(x, start_dim=0, end_dim=-1): axes start_dim..end_dim as one; a 0-d
+ * tensor becomes 1-d, as in PyTorch. */
+static Value *b_flatten(LowerCtx *x, Args *a)
+{
+	static const char *const allowed[] = {"start_dim", "end_dim", NULL};
+	if (!check_arity(x, a, 1, 3, allowed))
+		return VERR;
+	Node *t = tensor_arg(x, a, 0, NULL);
+	if (!t)
+		return VERR;
+	int64_t sd, ed;
+	int s0, e0, r = t->rank ? t->rank : 1;
+	if (!int_opt(x, a, 1, "start_dim", 0, &sd) || !norm_axis(x, sd, r, arg_loc(a, 1, "start_dim"), &s0) ||
+	    !int_opt(x, a, 2, "end_dim", -1, &ed) || !norm_axis(x, ed, r, arg_loc(a, 2, "end_dim"), &e0))
+		return VERR;
+	if (s0 > e0) {
+		error_at(x->d, arg_loc(a, 1, "start_dim"), "flatten() of %s: start_dim %d is after end_dim %d", nstr(x, t),
+		         s0, e0);
+		return VERR;
+	}
+	if (t->rank == 0)
+		return vtensor(x, reshape_node(x, t, 1, (int64_t[]){1}, a->call->loc));
+	int64_t s[MAX_RANK];
+	int n = 0;
+	for (int i = 0; i < s0; i++)
+		s[n++] = t->shape[i];
+	s[n++] = shape_numel(e0 - s0 + 1, t->shape + s0);
+	for (int i = e0 + 1; i < t->rank; i++)
+		s[n++] = t->shape[i];
+	return vtensor(x, reshape_node(x, t, n, s, a->call->loc));
+}
+
+/* group_norm(x[N, C, *], num_groups, weight[C], bias[C], eps=1e-5), as
+ * PyTorch's: one OP_GROUPNORM row kernel over x viewed as [N, G, C/G * rest]
+ * (statistics of each row in vectors, then the per-channel affine), between
+ * two free reshapes. */
+static Value *b_group_norm(LowerCtx *x, Args *a)
+{
+	static const char *const allowed[] = {"num_groups", "weight", "bias", "eps", NULL};
+	if (!check_arity(x, a, 4, 5, allowed))
+		return VERR;
+	Node *t = tensor_arg(x, a, 0, NULL);
+	if (!float_tensor(x, a, t))
+		return VERR;
+	if (t->rank < 2) {
+		error_at(x->d, a->posloc[0], "group_norm() needs x as %s[N, C, ...], not %s", dtype_name(t->dtype), nstr(x, t));
+		return VERR;
+	}
+	int64_t c = t->shape[1], groups;
+	Loc gloc;
+	Value *gv = arg_at(a, 1, "num_groups", &gloc);
+	if (!gv) {
+		error_at(x->d, a->call->loc, "group_norm() needs num_groups");
+		return VERR;
+	}
+	if (!ct_int(x, gv, gloc, "num_groups of group_norm()", &groups))
+		return VERR;
+	if (groups < 1 || c % groups) {
+		error_at(x->d, gloc, "group_norm(): %lld groups do not divide the %lld channels of %s", (long long)groups,
+		         (long long)c, nstr(x, t));
+		return VERR;
+	}
+	Node *in[3] = {NULL};
+	static const char *const names[3] = {NULL, "weight", "bias"};
+	for (int i = 1; i < 3; i++) {
+		in[i] = tensor_arg(x, a, i + 1, names[i]);
+		if (!in[i])
+			return VERR;
+		if (in[i]->rank != 1 || in[i]->shape[0] != c || in[i]->dtype != t->dtype) {
+			error_at(x->d, arg_loc(a, i + 1, names[i]), "group_norm() of %s needs a %s of %s, not %s", nstr(x, t),
+			         names[i], shstr(x, t->dtype, 1, &c), nstr(x, in[i]));
+			return VERR;
+		}
+	}
+	double eps;
+	if (!float_opt(x, a, 4, "eps", 1e-5, &eps))
+		return VERR;
+	int64_t rows[3] = {t->shape[0], groups, shape_numel(t->rank - 1, t->shape + 1) / groups};
+	in[0] = reshape_node(x, t, 3, rows, a->call->loc);
+	Node *n = mk_node(x, OP_GROUPNORM, t->dtype, 3, rows, a->call->loc);
+	for (int i = 0; i < 3; i++)
+		node_add_input(x->p, n, in[i]);
+	n->fval = eps;
+	return vtensor(x, reshape_node(x, n, t->rank, t->shape, a->call->loc));
+}
+
+static Value *nn_builtin(LowerCtx *x, Args *a)
+{
+	if (!strcmp(a->fname, "linear")) return b_linear(x, a);
+	if (!strcmp(a->fname, "flatten")) return b_flatten(x, a);
+	if (!strcmp(a->fname, "group_norm")) return b_group_norm(x, a);
+	return NULL;
+}
+
 Value *call_builtin(LowerCtx *x, Args *a)
 {
 	/* tensor builtins need a graph; the compile-time ones are handled inside */
@@ -1106,6 +1272,9 @@ Value *call_builtin(LowerCtx *x, Args *a)
 	if (!strcmp(a->fname, "topk")) return b_topk(x, a);
 	if (!strcmp(a->fname, "take_along_axis")) return b_take_along_axis(x, a);
 	if (!strcmp(a->fname, "cumsum")) return b_cumsum(x, a);
+	Value *nn = nn_builtin(x, a);
+	if (nn)
+		return nn;
 	ice("builtin %s has no lowering", a->fname);
 }
 

@@ -40,7 +40,7 @@ static void build_globals(Checker *c)
 			         decl_what(prev->decl->kind), line);
 			continue;
 		}
-		if (is_builtin(d->name)) {
+		if (is_builtin(d->name) && !builtin_shadowable(d->name)) {
 			error_at(c->d, d->name_loc, "'%s' is the name of a builtin function", d->name);
 			continue;
 		}

@@ -589,6 +589,8 @@ typedef struct Args {
 } Args;
 
 int is_builtin(const char *name);
+/* A builtin that a model's own top-level definition may take the place of. */
+int builtin_shadowable(const char *name);
 /* Positional argument pos of the builtin is a shape: evaluated as dimensions. */
 int builtin_dim_arg(const char *name, int pos);
 Value *call_builtin(LowerCtx *x, Args *a);

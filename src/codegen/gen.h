@@ -326,6 +326,7 @@ void k_reduce(Fn *F, Node *n);
 void k_argmax(Fn *F, Node *n);
 void k_softmax(Fn *F, Node *n);
 void k_norm(Fn *F, Node *n);
+void k_group_norm(Fn *F, Node *n); /* issue #10 */
 void k_causal_mask(Fn *F, Node *n);
 
 /* ------------------------------------------------------------------ conv.c */

@@ -303,6 +303,8 @@ static int64_t par_units(Fn *F, Node *n)
 		for (int k = 0; k < n->a[0]; k++)
 			units *= n->shape[k];
 	}
+	if (n->op == OP_GROUPNORM) /* rows of [N, G, R] */
+		units = n->shape[0] * n->shape[1];
 	return units >= 2 ? units : 0;
 }
 
@@ -451,6 +453,7 @@ static void emit_graph_body(Fn *F)
 		case OP_TAKE_ALONG: k_take_along(F, n); break;
 		case OP_TOPK: case OP_TOPK_MIN: k_topk(F, n); break;
 		case OP_CUMSUM: k_cumsum(F, n); break;
+		case OP_GROUPNORM: kernel(F, n, k_group_norm); break;
 		case OP_COUNT: ice("emit: bad op");
 		}
 	}

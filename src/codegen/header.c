@@ -1,8 +1,9 @@
 /* header.c - the C header of a model: its type, new/free, the workspace
- * size and one function per entry point, with the element counts of the
- * arguments. */
+ * size and one function per entry point, with the element counts, ranks
+ * and dims of its arguments and results. */
 #include "gen.h"
 
+#include <limits.h>
 #include <string.h>
 
 static char *c_type(DType dt)
@@ -32,6 +33,23 @@ static const char *c_param(const char *name, char *buf, size_t n)
 		clash = !strcmp(reserved[i], name);
 	snprintf(buf, n, "%s%s", name, clash ? "_" : "");
 	return buf;
+}
+
+/* MODEL_ENTRY_ARG_SUFFIX in capitals for argument k of an entry, or for
+ * result k - ninputs (OUT, or OUT0, OUT1, ... when there are several). */
+static void arg_macro(char *up, size_t n, const char *name, Entry *en, int k, const char *suffix)
+{
+	Graph *g = en->g;
+	char pn[300];
+	if (k < g->ninputs)
+		snprintf(up, n, "%s_%s_%s_%s", name, en->name, c_param(g->input_names[k], pn, sizeof pn), suffix);
+	else if (g->noutputs == 1)
+		snprintf(up, n, "%s_%s_OUT_%s", name, en->name, suffix);
+	else
+		snprintf(up, n, "%s_%s_OUT%d_%s", name, en->name, k - g->ninputs, suffix);
+	for (char *c = up; *c; c++)
+		if (*c >= 'a' && *c <= 'z')
+			*c = (char)(*c - 'a' + 'A');
 }
 
 void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
@@ -72,29 +90,38 @@ void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 			buf_free(&s);
 		}
 		buf_puts(b, "\n   Returns 0, or -1 after a run-time error (nestrt_model_error(m) says which). */\n");
-		/* element counts, to size buffers */
-		buf_puts(b, "enum {");
-		for (int i = 0; i < g->ninputs; i++) {
-			char up[512], pn[300];
-			snprintf(up, sizeof up, "%s_%s_%s_NUMEL", name, en->name, c_param(g->input_names[i], pn, sizeof pn));
-			for (char *c = up; *c; c++)
-				if (*c >= 'a' && *c <= 'z')
-					*c = (char)(*c - 'a' + 'A');
-			buf_printf(b, "%s %s = %lld", i ? "," : "", up, (long long)shape_numel(g->inputs[i]->rank, g->inputs[i]->shape));
-		}
-		for (int j = 0; j < g->noutputs; j++) {
+		/* element counts, to size buffers: enum constants as before where
+		 * they fit an int (an enum constant must), INT64_C macros where not;
+		 * then every rank and dim */
+		int nt = g->ninputs + g->noutputs, in_enum = 0;
+		for (int k = 0; k < nt; k++) {
+			Node *v = k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs];
+			int64_t numel = shape_numel(v->rank, v->shape);
+			if (numel > INT_MAX)
+				continue;
 			char up[512];
-			if (g->noutputs == 1)
-				snprintf(up, sizeof up, "%s_%s_OUT_NUMEL", name, en->name);
-			else
-				snprintf(up, sizeof up, "%s_%s_OUT%d_NUMEL", name, en->name, j);
-			for (char *c = up; *c; c++)
-				if (*c >= 'a' && *c <= 'z')
-					*c = (char)(*c - 'a' + 'A');
-			buf_printf(b, "%s %s = %lld", g->ninputs + j ? "," : "", up,
-			           (long long)shape_numel(g->outputs[j]->rank, g->outputs[j]->shape));
+			arg_macro(up, sizeof up, name, en, k, "NUMEL");
+			buf_printf(b, "%s %s = %lld", in_enum++ ? "," : "enum {", up, (long long)numel);
 		}
-		buf_puts(b, " };\n");
+		if (in_enum)
+			buf_puts(b, " };\n");
+		for (int k = 0; k < nt; k++) {
+			Node *v = k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs];
+			char up[512];
+			int64_t numel = shape_numel(v->rank, v->shape);
+			if (numel > INT_MAX) {
+				arg_macro(up, sizeof up, name, en, k, "NUMEL");
+				buf_printf(b, "#define %s INT64_C(%lld)\n", up, (long long)numel);
+			}
+			arg_macro(up, sizeof up, name, en, k, "RANK");
+			buf_printf(b, "#define %s %d\n", up, v->rank);
+			for (int i = 0; i < v->rank; i++) {
+				char suf[16];
+				snprintf(suf, sizeof suf, "DIM%d", i);
+				arg_macro(up, sizeof up, name, en, k, suf);
+				buf_printf(b, "#define %s INT64_C(%lld)\n", up, (long long)v->shape[i]);
+			}
+		}
 		buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
 		for (int i = 0; i < g->ninputs; i++) {
 			char pn[300];

@@ -272,3 +272,41 @@ void k_causal_mask(Fn *F, Node *n)
 	store_at(F, n, off[1], v);
 	nest_end(F, &N);
 }
+
+/* group_norm over x viewed as [N, G, R] (builtins.c): the row's mean and
+ * variance reduced in vectors as layernorm's, then per channel of the group
+ * one scale and shift over its R / (C/G) contiguous elements (a loop the
+ * vectoriser widens). Rows split over the pool as layernorm's. */
+void k_group_norm(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef t = elem_t(G, dt);
+	LLVMValueRef groups = dimv(F, x, 1), len = dimv(F, x, 2);
+	LLVMValueRef cpg = idiv(G, dimv(F, n->in[1], 0), groups);
+	LLVMValueRef per = idiv(G, len, cpg); /* elements per channel */
+	LLVMValueRef rows = imul(G, dimv(F, x, 0), groups);
+	LLVMValueRef lenf = llvm.LLVMBuildSIToFP(B, len, t, "");
+	Loop lr, lc, ls;
+	LLVMValueRef r = F->par_lo ? loop_begin(F, &lr, F->par_lo, F->par_hi) : loop_to(F, &lr, rows);
+	LLVMValueRef base = imul(G, r, len);
+	LLVMValueRef mean = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SUM, NULL), lenf, "");
+	LLVMValueRef var = llvm.LLVMBuildFDiv(B, row_reduce(F, x, base, len, RED_SQDEV, mean), lenf, "");
+	LLVMValueRef inv = llvm.LLVMBuildFDiv(B, fconst(G, dt, 1),
+	                                      math1(G, "llvm.sqrt", dt, llvm.LLVMBuildFAdd(B, var, fconst(G, dt, n->fval), "")), "");
+	LLVMValueRef ch0 = imul(G, llvm.LLVMBuildSRem(B, r, groups, ""), cpg);
+	LLVMValueRef c = loop_to(F, &lc, cpg);
+	LLVMValueRef ch = iadd(G, ch0, c);
+	LLVMValueRef scale = llvm.LLVMBuildFMul(B, inv, load_at(F, n->in[1], ch), "");
+	LLVMValueRef shift = load_at(F, n->in[2], ch);
+	LLVMValueRef cbase = iadd(G, base, imul(G, c, per));
+	LLVMValueRef s = loop_to(F, &ls, per);
+	LLVMValueRef off = iadd(G, cbase, s);
+	LLVMValueRef y = llvm.LLVMBuildFSub(B, load_at(F, x, off), mean, "");
+	store_at(F, n, off, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, y, scale, ""), shift, ""));
+	loop_end(F, &ls);
+	loop_end(F, &lc);
+	loop_end(F, &lr);
+}

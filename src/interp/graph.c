@@ -28,6 +28,8 @@ static void check_given(const Node *n, const Tensor *t, const char *what)
 static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 {
 	node_check_inputs(n);
+	if (n->op == OP_GROUPNORM) /* an OPC_NORM with its own kernel */
+		return op_group_norm(fr, n, in);
 	switch (op_info[n->op].cls) {
 	case OPC_UNARY:
 		return op_unary(fr, n, in[0]);

@@ -145,6 +145,7 @@ Tensor *op_reduce(Node *n, Tensor *x);
 Tensor *op_argmax(Node *n, Tensor *x);
 Tensor *op_softmax(Frame *fr, Node *n, Tensor *x);
 Tensor *op_norm(Frame *fr, Node *n, Tensor **in);
+Tensor *op_group_norm(Frame *fr, Node *n, Tensor **in); /* issue #10 */
 
 /* movement.c */
 Tensor *op_reshape(Frame *fr, Node *n, Tensor *x);

@@ -217,3 +217,41 @@ Tensor *op_norm(Frame *fr, Node *n, Tensor **in)
 	fix_dtype(o);
 	return o;
 }
+
+/* group_norm over x viewed as [N, G, R] (builtins.c): each row of R is
+ * normalised with its mean and biased variance, then element k of group g
+ * is scaled and shifted by channel g * C/G + k / (R / (C/G)). */
+Tensor *op_group_norm(Frame *fr, Node *n, Tensor **in)
+{
+	Tensor *x = in[0], *w = in[1], *b = in[2];
+	need_float(n, x);
+	need_shape(x, n, op_name(n->op));
+	if (x->rank != 3 || !w->f || !b->f || w->n != b->n || !x->shape[1] || w->n % x->shape[1])
+		ice("interp: group_norm %%%d: shapes", n->id);
+	int64_t G = x->shape[1], R = x->shape[2], rows = x->shape[0] * G, cpg = w->n / G;
+	int64_t S = cpg ? R / cpg : 0; /* elements per channel */
+	if (S * cpg != R)
+		ice("interp: group_norm %%%d: %lld elements per group for %lld channels", n->id, (long long)R, (long long)cpg);
+	Tensor *o = take_input(fr, n, 0);
+	if (!o)
+		o = new_out(n);
+	for (int64_t r = 0; r < rows; r++) {
+		const double *xr = x->f + r * R;
+		double *orow = o->f + r * R;
+		double mean = 0, var = 0;
+		for (int64_t k = 0; k < R; k++)
+			mean += xr[k];
+		mean /= (double)R;
+		for (int64_t k = 0; k < R; k++)
+			var += (xr[k] - mean) * (xr[k] - mean);
+		var /= (double)R; /* biased, like PyTorch */
+		double inv = 1.0 / sqrt(var + n->fval);
+		for (int64_t c = 0; c < cpg; c++) {
+			int64_t ch = r % G * cpg + c;
+			for (int64_t s = 0; s < S; s++)
+				orow[c * S + s] = (xr[c * S + s] - mean) * inv * w->f[ch] + b->f[ch];
+		}
+	}
+	fix_dtype(o);
+	return o;
+}

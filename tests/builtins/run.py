@@ -701,6 +701,110 @@ export fn f(x: f32[4, 64], w: f32[64], b: f32[64]) -> f32[4, 64] {
 }
 """, dict(x=no, w=now, b=nob), [O("mean_100_std_1", layernorm_ref(no, now, nob))])
 
+# --- PyTorch's nn layers (issue #10): linear, flatten, group_norm -----------------------
+# Their own generator, so that the data of the cases after them stays as it was.
+
+nn_rng = np.random.default_rng(1010)
+
+
+def nn_randn(shape, dtype=np.float32):
+    return nn_rng.standard_normal(shape).astype(dtype)
+
+
+def linear_ref(x, w, b=None):
+    y = d(x) @ d(w).T
+    return y if b is None else y + d(b)
+
+
+def group_norm_ref(x, groups, w, b, eps=1e-5):
+    x = d(x)
+    xr = x.reshape(x.shape[0], groups, -1)
+    mu = xr.mean(axis=-1, keepdims=True)
+    var = ((xr - mu) ** 2).mean(axis=-1, keepdims=True)  # biased, as PyTorch
+    y = ((xr - mu) / np.sqrt(var + eps)).reshape(x.shape)
+    per_channel = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    return y * d(w).reshape(per_channel) + d(b).reshape(per_channel)
+
+
+NN_TOL = 1e-5
+lx2, lx3, lx1, lx4 = nn_randn((4, 8)), nn_randn((3, 5, 8)), nn_randn((8,)), nn_randn((2, 3, 1, 8))
+lw, lb = nn_randn((5, 8)), nn_randn((5,))
+case("nn_linear", """
+export fn f(x: f32[4, 8], y: f32[3, 5, 8], z: f32[8], v: f32[2, 3, 1, 8], w: f32[5, 8], b: f32[5]) -> (f32[4, 5], f32[3, 5, 5], f32[5], f32[2, 3, 1, 5], f32[4, 5], f32[3, 5, 5]) {
+  return linear(x, w, b), linear(y, w, b), linear(z, w), linear(v, w, bias=b), linear(x, w),
+         linear(y, weight=w, bias=b)
+}
+""", dict(x=lx2, y=lx3, z=lx1, v=lx4, w=lw, b=lb), [
+    O("rank2_bias", linear_ref(lx2, lw, lb), tol=NN_TOL), O("rank3_bias", linear_ref(lx3, lw, lb), tol=NN_TOL),
+    O("rank1_no_bias", linear_ref(lx1, lw), tol=NN_TOL), O("rank4_named_bias", linear_ref(lx4, lw, lb), tol=NN_TOL),
+    O("rank2_no_bias", linear_ref(lx2, lw), tol=NN_TOL), O("rank3_named", linear_ref(lx3, lw, lb), tol=NN_TOL),
+])
+ld, ldw, ldb = nn_randn((7, 3, 11), np.float64), nn_randn((13, 11), np.float64), nn_randn((13,), np.float64)
+case("nn_linear_f64", """
+export fn f(x: f64[7, 3, 11], w: f64[13, 11], b: f64[13]) -> f64[7, 3, 13] {
+  return linear(x, w, b)
+}
+""", dict(x=ld, w=ldw, b=ldb), [O("rank3_odd", linear_ref(ld, ldw, ldb), "f64")])
+
+fx = nn_randn((2, 3, 4, 5))
+fi = nn_rng.integers(-9, 9, (2, 3, 4)).astype(np.int32)
+case("nn_flatten", """
+export fn f(x: f32[2, 3, 4, 5], i: i32[2, 3, 4], s: f32[]) -> (f32[120], f32[2, 60], f32[2, 12, 5], f32[2, 3, 20],
+                                                                f32[2, 3, 4, 5], i32[2, 12], f32[1], f32[6, 4, 5]) {
+  return flatten(x), flatten(x, 1), flatten(x, 1, 2), flatten(x, start_dim=-2), flatten(x, 2, 2),
+         flatten(i, end_dim=-1, start_dim=1), flatten(s), flatten(x, 0, -3)
+}
+""", dict(x=fx, i=fi, s=np.float32(2.5)), [
+    O("all", fx.reshape(120), tol=EXACT), O("from_1", fx.reshape(2, 60), tol=EXACT),
+    O("1_to_2", fx.reshape(2, 12, 5), tol=EXACT), O("negative_start", fx.reshape(2, 3, 20), tol=EXACT),
+    O("one_axis", fx, tol=EXACT), O("i32_named", fi.reshape(2, 12), "i32"),
+    O("scalar", np.array([2.5]), tol=EXACT), O("negative_end", fx.reshape(6, 4, 5), tol=EXACT),
+])
+
+gx = nn_randn((2, 6, 5, 7)) * 2 + 0.5
+gx[1, 2:4] = 0.25                              # one group constant: the result is the bias
+gy = nn_randn((3, 8, 9))
+gz = nn_randn((5, 12))
+gw, gb = 1 + 0.1 * nn_randn((12,)), 0.1 * nn_randn((12,))
+case("nn_group_norm", """
+export fn f(x: f32[2, 6, 5, 7], y: f32[3, 8, 9], z: f32[5, 12], w: f32[12], b: f32[12]) -> (f32[2, 6, 5, 7], f32[2, 6, 5, 7], f32[2, 6, 5, 7], f32[3, 8, 9], f32[5, 12], f32[5, 12]) {
+  let w6 = w[0:6]
+  let b6 = b[0:6]
+  return group_norm(x, 3, w6, b6), group_norm(x, 1, w6, b6, eps=0.1), group_norm(x, 6, w6, b6),
+         group_norm(y, num_groups=4, weight=w[0:8], bias=b[0:8]), group_norm(z, 4, w, b), group_norm(z, 12, w, b, 1e-3)
+}
+""", dict(x=gx, y=gy, z=gz, w=gw, b=gb), [
+    O("c6_g3_5x7", group_norm_ref(gx, 3, gw[:6], gb[:6]), tol=NN_TOL),
+    O("one_group_eps", group_norm_ref(gx, 1, gw[:6], gb[:6], 0.1), tol=NN_TOL),
+    O("instance", group_norm_ref(gx, 6, gw[:6], gb[:6]), tol=NN_TOL),
+    O("rank3_named", group_norm_ref(gy, 4, gw[:8], gb[:8]), tol=NN_TOL),
+    O("rank2", group_norm_ref(gz, 4, gw, gb), tol=NN_TOL),
+    O("rank2_positional_eps", group_norm_ref(gz, 12, gw, gb, 1e-3), tol=NN_TOL),
+])
+# a model's own fn linear (written before the builtin, as samples/mlp.nest's) takes
+# its place: here [in, out] weights, not the builtin's [out, in]
+sx, sw = nn_randn((3, 4)), nn_randn((4, 6))
+case("nn_own_linear_shadows", """
+fn linear(x: f32[N, I], w: f32[I, O]) -> f32[N, O] {
+  return x @ w
+}
+
+export fn f(x: f32[3, 4], w: f32[4, 6]) -> f32[3, 6] {
+  return linear(x, w)
+}
+""", dict(x=sx, w=sw), [O("own_fn", d(sx) @ d(sw), tol=NN_TOL)])
+go = (100 + nn_randn((2, 4, 3, 5))).astype(np.float32)
+gd = nn_randn((3, 10, 3, 3), np.float64) * 3 - 1
+gdw, gdb = nn_randn((10,), np.float64), nn_randn((10,), np.float64)
+case("nn_group_norm_offset_f64", """
+export fn f(x: f32[2, 4, 3, 5], w: f32[4], b: f32[4], y: f64[3, 10, 3, 3], v: f64[10], c: f64[10]) -> (f32[2, 4, 3, 5], f64[3, 10, 3, 3]) {
+  return group_norm(x, 2, w, b), group_norm(y, 5, v, c)
+}
+""", dict(x=go, w=np.ones(4, np.float32), b=np.zeros(4, np.float32), y=gd, v=gdw, c=gdb), [
+    O("mean_100_std_1", group_norm_ref(go, 2, np.ones(4), np.zeros(4)), tol=NN_TOL),
+    O("f64_c10_g5_3x3", group_norm_ref(gd, 5, gdw, gdb), "f64"),
+])
+
 # --- shape ----------------------------------------------------------------------------
 
 hx = uni((2, 3, 4))

@@ -2458,6 +2458,190 @@ def profile():
     return single("profile.gpt2_L2_call_counts", fn)
 
 
+# ----------------------------------------------------------------------------- 9b. nn layers (issue #10)
+
+# linear, flatten and group_norm compiled, against NumPy (the references of
+# tests/builtins/run.py) at 1e-5 of max|ref|, with the weights as params (packed
+# panels, the bias as the matmul's epilogue); the large size runs group_norm's
+# rows on the pool at 1 and 3 threads.
+SRC_NN = """
+const N = 2
+const C = 6
+const G = 3
+const H = 5
+const W = 7
+const B = 3
+const T = 5
+const I = 37
+const O = 45
+param fc: { weight: f32[O, I], bias: f32[O] }
+param gn: { weight: f32[C], bias: f32[C] }
+
+export fn forward(x: f32[N, C, H, W], t: f32[B, T, I], u: f32[T, I]) -> (f32[N, C, H, W], f32[B, T, O], f32[T, O], f32[N, C * H * W]) {
+  return group_norm(x, G, gn.weight, gn.bias), linear(t, fc.weight, fc.bias), linear(u, fc.weight), flatten(x, 1)
+}
+"""
+
+
+@check("nn.layers")
+def nn_layers():
+    bi = load_builtins()
+
+    def case(tag, sizes, threads=None):
+        def fn():
+            src = SRC_NN
+            for k, v in sizes.items():
+                src = re.sub(r"const %s = \d+" % k, "const %s = %d" % (k, v), src)
+            z = dict((k, int(re.search(r"const %s = (\d+)" % k, src).group(1))) for k in "NCGHWBTIO")
+            rng = np.random.default_rng(11)
+            x = (rng.standard_normal((z["N"], z["C"], z["H"], z["W"])) * 2 + 0.5).astype(np.float32)
+            t = rng.standard_normal((z["B"], z["T"], z["I"])).astype(np.float32)
+            u = rng.standard_normal((z["T"], z["I"])).astype(np.float32)
+            fw = rng.uniform(-0.2, 0.2, (z["O"], z["I"])).astype(np.float32)
+            fb = rng.uniform(-0.5, 0.5, z["O"]).astype(np.float32)
+            gw = (1 + 0.1 * rng.standard_normal(z["C"])).astype(np.float32)
+            gb = (0.1 * rng.standard_normal(z["C"])).astype(np.float32)
+            d = tmpdir(tag)
+            wpath = os.path.join(d, "w.safetensors")
+            write_safetensors(wpath, [("fc.weight", fw), ("fc.bias", fb), ("gn.weight", gw), ("gn.bias", gb)])
+            m = Model(d, write(os.path.join(d, "nn.nest"), src), None, {"x": x, "t": t, "u": u}, weights=wpath)
+            out = os.path.join(d, "out")
+            m.build(out)
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads)) if threads else None
+            e = m.entry(out)
+            c = m.call(e, "np")
+            exe = compile_driver(d, [c], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))), name="nn")
+            r = run([exe], env=env)
+            if r.returncode != 0:
+                raise Fail("compiled program: " + describe([exe], r))
+            refs = [bi.group_norm_ref(x, z["G"], gw, gb), bi.linear_ref(t, fw, fb), bi.linear_ref(u, fw),
+                    x.reshape(z["N"], -1)]
+            bad = []
+            for lab, p, ref in zip(("group_norm", "linear", "linear_no_bias", "flatten"), c.outputs, refs):
+                got = np.load(p).astype(np.float64)
+                if got.shape != ref.shape:
+                    bad.append("%s: shape %s, expected %s" % (lab, got.shape, ref.shape))
+                    continue
+                err = float(np.max(np.abs(got - ref)))
+                if not err <= 1e-5 * max(1.0, float(np.max(np.abs(ref)))):
+                    bad.append("%s: max abs err %.3g" % (lab, err))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    big = {"N": 2, "C": 64, "G": 32, "H": 16, "W": 17, "B": 2, "T": 33, "I": 96, "O": 130}
+    res = single("nn.layers_odd", case("nn.odd", {}))
+    res += single("nn.layers_one_group", case("nn.one", {"G": 1, "C": 4, "H": 3, "W": 1, "I": 1, "O": 1}))
+    res += single("nn.layers_pool_1_thread", case("nn.big1", big, 1))
+    res += single("nn.layers_pool_3_threads", case("nn.big3", big, 3))
+    return res
+
+
+# linear() makes the graph the hand-written form makes (so it takes the same
+# fast path), for a 2-D x exactly, for other ranks between two reshapes.
+SRC_LIN = """
+param w: f32[45, 37]
+param b: f32[45]
+export fn forward(x: f32[23, 37], y: f32[3, 5, 37]) -> (f32[23, 45], f32[3, 5, 45]) {
+  return %s
+}
+"""
+
+
+@check("nn.linear_ir")
+def nn_linear_ir():
+    def fn():
+        d = tmpdir("nn.linear_ir")
+        dumps = []
+        for k, body in enumerate(("linear(x, w, b), linear(y, w, b)",
+                                  "x @ transpose(w, [1, 0]) + b, "
+                                  "reshape(reshape(y, [15, 37]) @ transpose(w, [1, 0]) + b, [3, 5, 45])")):
+            src = write(os.path.join(d, "l%d.nest" % k), SRC_LIN % body)
+            dumps.append(nestc("check", src, "--dump=ir").stdout)
+        if dumps[0] != dumps[1] or "matmul f32[23, 45]" not in dumps[0]:
+            raise Fail("linear() IR differs from the hand-written form:\n%s\nvs\n%s" % tuple(dumps))
+    return single("nn.linear_same_ir_as_hand_written", fn)
+
+
+# The header's ranks and dims (and counts) as constants a C program can use at
+# compile time: static assertions on their values and types, buffers sized by
+# them; a count over INT_MAX is an INT64_C macro, not an enum constant.
+SRC_HDIMS = """
+export fn forward(x: f32[3, 5], k: i32[7]) -> (f32[5, 3], i32[7], f32[]) {
+  return transpose(x, [1, 0]) * 2.0, k + 1, sum(x)
+}
+"""
+
+HDIMS_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "hd.h"
+#define IS_I64(e) _Generic((e), int64_t: 1, default: 0)
+_Static_assert(HD_FORWARD_X_RANK == 2 && HD_FORWARD_X_DIM0 == 3 && HD_FORWARD_X_DIM1 == 5, "x");
+_Static_assert(HD_FORWARD_K_RANK == 1 && HD_FORWARD_K_DIM0 == 7 && HD_FORWARD_K_NUMEL == 7, "k");
+_Static_assert(HD_FORWARD_OUT0_RANK == 2 && HD_FORWARD_OUT0_DIM0 == 5 && HD_FORWARD_OUT0_DIM1 == 3, "out0");
+_Static_assert(HD_FORWARD_OUT1_RANK == 1 && HD_FORWARD_OUT1_DIM0 == 7, "out1");
+_Static_assert(HD_FORWARD_OUT2_RANK == 0 && HD_FORWARD_OUT2_NUMEL == 1, "out2");
+_Static_assert(HD_FORWARD_X_NUMEL == HD_FORWARD_X_DIM0 * HD_FORWARD_X_DIM1, "numel");
+_Static_assert(IS_I64(HD_FORWARD_X_DIM0) && IS_I64(HD_FORWARD_OUT1_DIM0), "dims are int64_t");
+_Static_assert(IS_I64(BIG_FORWARD_X_NUMEL) && BIG_FORWARD_X_NUMEL == INT64_C(2147483648), "big numel");
+_Static_assert(BIG_FORWARD_X_DIM0 * BIG_FORWARD_X_DIM1 == BIG_FORWARD_X_NUMEL, "big dims");
+_Static_assert(BIG_FORWARD_OUT_NUMEL == INT64_C(1), "small numel beside a large one");
+
+static float out0[HD_FORWARD_OUT0_DIM0][HD_FORWARD_OUT0_DIM1];
+
+int main(void)
+{
+	nestrt_error err;
+	hd *m = hd_new(NULL, &err);
+	if (!m)
+		return 2;
+	float *x = malloc(HD_FORWARD_X_DIM0 * HD_FORWARD_X_DIM1 * sizeof *x);
+	int32_t k[HD_FORWARD_K_DIM0], out1[HD_FORWARD_OUT1_NUMEL];
+	float out2;
+	for (int64_t i = 0; i < HD_FORWARD_X_DIM0; i++)
+		for (int64_t j = 0; j < HD_FORWARD_X_DIM1; j++)
+			x[i * HD_FORWARD_X_DIM1 + j] = (float)(i * 10 + j);
+	for (int64_t i = 0; i < HD_FORWARD_K_DIM0; i++)
+		k[i] = (int32_t)i;
+	if (hd_forward(m, x, k, &out0[0][0], out1, &out2))
+		return 3;
+	for (int64_t i = 0; i < HD_FORWARD_OUT0_DIM0; i++)
+		for (int64_t j = 0; j < HD_FORWARD_OUT0_DIM1; j++)
+			if (out0[i][j] != 2.0f * (float)(j * 10 + i))
+				return 4;
+	printf("%d %d %g\n", out1[0], out1[HD_FORWARD_OUT1_DIM0 - 1], out2);
+	free(x);
+	hd_free(m);
+	return 0;
+}
+"""
+
+
+@check("header.dims")
+def header_dims():
+    def fn():
+        d = tmpdir("header.dims")
+        out = os.path.join(d, "out")
+        nestc("build", write(os.path.join(d, "hd.nest"), SRC_HDIMS), "-o", out)
+        big = write(os.path.join(d, "big.nest"), "export fn forward(x: f32[65536, 32768]) -> f32[] {\n"
+                                                  "  return amax(x)\n}\n")
+        nestc("build", big, "-o", out)
+        h = open(os.path.join(out, "big.h")).read()
+        if "#define BIG_FORWARD_X_NUMEL INT64_C(2147483648)" not in h or "enum { BIG_FORWARD_OUT_NUMEL = 1 };" not in h:
+            raise Fail("big.h: the counts are not as expected:\n" + h)
+        src = write(os.path.join(d, "main.c"), HDIMS_C.replace('#include "hd.h"', '#include "hd.h"\n#include "big.h"'))
+        exe = os.path.join(d, "main")
+        cmd = [CC, "-std=c11", "-pedantic-errors", "-Wall", "-Werror", "-I" + RUNTIME, "-I" + out, src,
+               os.path.join(out, "hd.o"), LIBNESTRT, "-lm", "-lpthread", "-o", exe] + LINK_FLAGS
+        r = run(cmd)
+        if r.returncode != 0:
+            raise Fail("the program does not compile: " + describe(cmd, r))
+        r = run([exe])
+        if r.returncode != 0 or r.stdout.strip() != "1 7 %g" % sum(i * 10 + j for i in range(3) for j in range(5)):
+            raise Fail("program: " + describe([exe], r))
+    return single("header.dims", fn)
+
+
 # ----------------------------------------------------------------------------- main
 
 
