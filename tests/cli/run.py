@@ -101,6 +101,15 @@ def main():
         check("no --output prints a summary", r.returncode == 0 and r.stdout.startswith("forward: f32[16, 256] min="),
               r.stdout + r.stderr)
 
+        # a result with NaN: min, max and mean all say nan (as NumPy's), with the count
+        with open("nan.nest", "w") as f:
+            f.write("export fn f(x: f32[6]) -> f32[6] {\n  return log(x)\n}\n")
+        np.save("xn.npy", np.array([1, -1, 2, -3, 4, 5], np.float32))
+        r = run("run", "nan.nest", "--input", "x=xn.npy")
+        check("summary of a result with NaN", r.returncode == 0 and
+              r.stdout == "f: f32[6] min=nan max=nan mean=nan nans=2 [0, nan, 0.693147, nan, ...]\n",
+              r.stdout + r.stderr)
+
         with open("m.nest", "w") as f:
             f.write(MODEL)
         x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
