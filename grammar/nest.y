@@ -38,10 +38,37 @@ int nest_lex(NEST_STYPE *lval, Loc *lloc, yyscan_t scanner);
 	} while (0)
 #define NEST_LOCATION_PRINT(File, Loc) ((void)0)
 
+/* Does the next line (after blank and comment lines) begin with "->"? A result
+ * type put on the line after the parameters is a common slip under the
+ * statement-end rule: the newline after ')' ends the signature. */
+static int next_line_begins_with_arrow(const Source *src, int32_t off)
+{
+	if (!src || off < 0 || (size_t)off > src->len)
+		return 0;
+	const char *t = src->text + off, *end = src->text + src->len;
+	while (t < end && *t != '\n')
+		t++;
+	while (t < end) {
+		while (t < end && (*t == ' ' || *t == '\t' || *t == '\r' || *t == '\n'))
+			t++;
+		if (t < end && *t == '#') {
+			while (t < end && *t != '\n')
+				t++;
+			continue;
+		}
+		break;
+	}
+	return end - t >= 2 && t[0] == '-' && t[1] == '>';
+}
+
 static void nest_error(Loc *loc, yyscan_t scanner, ParseState *ps, const char *msg)
 {
 	(void)scanner;
-	error_at(ps->d, *loc, "%s", msg);
+	if (strstr(msg, "unexpected end of statement") && next_line_begins_with_arrow(ps->src, loc->off))
+		error_at(ps->d, *loc, "%s (a newline after ')' ends the signature: put the '->' "
+		         "that begins the next line at the end of this one)", msg);
+	else
+		error_at(ps->d, *loc, "%s", msg);
 }
 
 static Vec *vnew(ParseState *ps)

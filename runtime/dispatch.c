@@ -280,6 +280,16 @@ int nestrt_gather_oob(nestrt_ctx *x, int64_t index, int64_t limit)
 	return nestrt_fail(x, m);
 }
 
+int nestrt_gather_oob_at(nestrt_ctx *x, int64_t index, int64_t limit, const char *where)
+{
+	if (!where || !*where)
+		return nestrt_gather_oob(x, index, limit);
+	char m[256];
+	snprintf(m, sizeof m, "%s: gather index %lld out of range [0, %lld)", where, (long long)index,
+	         (long long)limit);
+	return nestrt_fail(x, m);
+}
+
 void nestrt_clear_error(nestrt_ctx *x)
 {
 	__atomic_store_n(&x->err_code, 0, __ATOMIC_RELEASE);

@@ -132,6 +132,9 @@ int nestrt_call(nestrt_ctx *ctx, int slot, void **bufs, const int64_t *dims, cha
  * unless an error is already recorded: the first error wins. */
 int nestrt_fail(nestrt_ctx *ctx, const char *message);
 int nestrt_gather_oob(nestrt_ctx *ctx, int64_t index, int64_t limit);  /* message "gather index 300 out of range [0, 256)" */
+/* Added: the same message after the indexing's place in the source, WHERE
+ * ("m.nest:7:10: gather index 300 out of range [0, 256)"); compiled code calls this. */
+int nestrt_gather_oob_at(nestrt_ctx *ctx, int64_t index, int64_t limit, const char *where);
 #define NESTRT_ERR_RUNTIME 1
 /* Added: forget a recorded error (err_code 0, empty message). */
 void nestrt_clear_error(nestrt_ctx *ctx);

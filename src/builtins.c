@@ -438,6 +438,34 @@ static Value *b_binary_fn(LowerCtx *x, Args *a, Op op)
 	return emit_binary(x, op, p, q, a->call->loc);
 }
 
+/* where(c, a, b) with two compile-time numbers: no tensor lends them its dtype, so
+ * two ints are i32, an int and a float (or two floats) f32, two bools bool. */
+static int where_numbers(LowerCtx *x, Args *a, Node **p, Node **q)
+{
+	Value *u = a->pos[1], *v = a->pos[2];
+	DType dt;
+	if (u->kind == V_BOOL || v->kind == V_BOOL) {
+		if (u->kind != v->kind) {
+			error_at(x->d, a->call->loc, "where() cannot choose between a bool and a number");
+			return 0;
+		}
+		dt = DT_BOOL;
+	} else if (u->kind == V_FLOAT || v->kind == V_FLOAT) {
+		dt = DT_F32;
+	} else {
+		for (int i = 1; i <= 2; i++)
+			if (a->pos[i]->i < INT32_MIN || a->pos[i]->i > INT32_MAX) {
+				error_at(x->d, a->posloc[i], "%lld does not fit in i32, the dtype of where() between two integers (convert one with i64(...))",
+				         (long long)a->pos[i]->i);
+				return 0;
+			}
+		dt = DT_I32;
+	}
+	*p = const_node(x, dt, u, a->posloc[1]);
+	*q = const_node(x, dt, v, a->posloc[2]);
+	return 1;
+}
+
 static Value *b_where(LowerCtx *x, Args *a)
 {
 	if (!check_arity(x, a, 3, 3, NULL))
@@ -450,7 +478,10 @@ static Value *b_where(LowerCtx *x, Args *a)
 		return VERR;
 	}
 	Node *p, *q;
-	if (!binary_operands(x, OP_WHERE, a->pos[1], a->pos[2], &p, &q, a->call->loc))
+	if (is_ct(a->pos[1]) && is_ct(a->pos[2])) {
+		if (!where_numbers(x, a, &p, &q))
+			return VERR;
+	} else if (!binary_operands(x, OP_WHERE, a->pos[1], a->pos[2], &p, &q, a->call->loc))
 		return VERR;
 	int r1, r2;
 	int64_t s1[MAX_RANK], s2[MAX_RANK];

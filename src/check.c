@@ -84,20 +84,11 @@ static Value *parse_define_value(Checker *c, const char *s)
 	return NULL;
 }
 
-static const char *kind_word(ValueKind k)
-{
-	switch (k) {
-	case V_INT: return "an int";
-	case V_FLOAT: return "a float";
-	case V_BOOL: return "a bool";
-	default: return "not a number";
-	}
-}
-
 static void check_consts(Checker *c)
 {
-	/* -D first: an override replaces the value, but must name a const of a fitting kind */
-	Value **over = arena_alloc(c->a, (size_t)(c->nglobals + 1) * sizeof(Value *));
+	/* -D first: an override must name a const, and replaces its value as soon as the
+	 * declared value is known (const_take_override), before any const computed
+	 * from it is evaluated */
 	for (int i = 0; i < c->opts->ndefines; i++) {
 		Define *df = &c->opts->defines[i];
 		Global *g = lookup_global(c, df->name);
@@ -110,44 +101,28 @@ static void check_consts(Checker *c)
 			error_plain(c->d, "-D %s=%s: '%s' is not an int, a float or a bool", df->name, df->value, df->value);
 			continue;
 		}
-		for (int k = 0; k < c->nglobals; k++)
-			if (c->globals[k] == g)
-				over[k] = v;
+		g->over = v;
 	}
 	for (int k = 0; k < c->nglobals; k++) {
 		Global *g = c->globals[k];
 		if (g->kind != G_CONST)
 			continue;
-		Value *v = g->state == 2 ? g->value : eval_const_expr(c, g->decl->value);
-		g->value = v;
-		g->state = 2;
+		if (g->state != 2) {
+			/* consts it uses are evaluated (and overridden) on the way, in lookup_name */
+			Value *v = eval_const_expr(c, g->decl->value);
+			if (g->state != 2) {
+				g->value = v;
+				g->state = 2;
+				const_take_override(c, g);
+			}
+		}
+		Value *v = g->value;
 		if (v->kind != V_ERR && v->kind != V_INT && v->kind != V_FLOAT && v->kind != V_BOOL) {
 			Buf b = {0};
 			value_type_str(&b, c->p, v);
 			error_at(c->d, g->decl->value->loc, "const '%s' must be an int, a float or a bool, not %s", g->name, b.s);
 			buf_free(&b);
 			g->value = arena_alloc(c->a, sizeof(Value));
-		}
-	}
-	for (int k = 0; k < c->nglobals; k++) {
-		Global *g = c->globals[k];
-		Value *v = over[k];
-		if (!v)
-			continue;
-		ValueKind want = g->value->kind;
-		if (want == V_ERR) {
-			g->value = v;
-			continue;
-		}
-		if (want == v->kind || (want == V_FLOAT && v->kind == V_INT)) {
-			if (want == V_FLOAT && v->kind == V_INT) {
-				v->kind = V_FLOAT;
-				v->f = (double)v->i;
-			}
-			g->value = v;
-		} else {
-			error_plain(c->d, "-D %s: const '%s' is %s, and the value given is %s", g->name, g->name,
-			            kind_word(want), kind_word(v->kind));
 		}
 	}
 }

@@ -193,6 +193,7 @@ Value *lookup_name(LowerCtx *x, Expr *e)
 				sub.in_dim = 0;
 				g->value = eval_expr(&sub, g->decl->value);
 				g->state = 2;
+				const_take_override(x->c, g);
 			}
 			return g->value;
 		case G_PARAM:
@@ -613,6 +614,39 @@ Value *eval_expr(LowerCtx *x, Expr *e)
 	ice("eval: expression kind %d", e->kind);
 }
 
+
+static const char *override_kind_word(ValueKind k)
+{
+	switch (k) {
+	case V_INT: return "an int";
+	case V_FLOAT: return "a float";
+	case V_BOOL: return "a bool";
+	default: return "not a number";
+	}
+}
+
+void const_take_override(Checker *c, Global *g)
+{
+	Value *v = g->over;
+	if (!v)
+		return;
+	g->over = NULL;
+	ValueKind want = g->value->kind;
+	if (want == V_ERR) {
+		g->value = v;
+		return;
+	}
+	if (want == v->kind || (want == V_FLOAT && v->kind == V_INT)) {
+		if (want == V_FLOAT && v->kind == V_INT) {
+			v->kind = V_FLOAT;
+			v->f = (double)v->i;
+		}
+		g->value = v;
+	} else {
+		error_plain(c->d, "-D %s: const '%s' is %s, and the value given is %s", g->name, g->name,
+		            override_kind_word(want), override_kind_word(v->kind));
+	}
+}
 
 Value *eval_const_expr(Checker *c, Expr *e)
 {

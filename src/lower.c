@@ -380,6 +380,70 @@ static void sig_str(LowerCtx *x, Buf *b, Value *v)
 	}
 }
 
+/* A long record type, cut short for a note: nested records as {...}, the
+ * first fields only. */
+#define NOTE_FIELDS 3
+static void short_ptree_str(Buf *b, const Program *p, PTree *t, int depth)
+{
+	if (t->kind == PT_ARRAY) {
+		short_ptree_str(b, p, t->kids[0], depth);
+		buf_printf(b, "[%d]", t->n);
+	} else if (t->kind == PT_RECORD && depth > 0) {
+		buf_puts(b, "{...}");
+	} else if (t->kind == PT_RECORD) {
+		buf_putc(b, '{');
+		for (int i = 0; i < t->n && i < NOTE_FIELDS; i++) {
+			buf_printf(b, "%s%s: ", i ? ", " : " ", t->names[i]);
+			short_ptree_str(b, p, t->kids[i], depth + 1);
+		}
+		buf_puts(b, t->n > NOTE_FIELDS ? ", ... }" : " }");
+	} else {
+		const ParamInfo *pi = &p->params[t->param];
+		shape_str(b, pi->dtype, pi->rank, pi->shape);
+	}
+}
+
+static void short_value_str(LowerCtx *x, Buf *b, Value *v, int depth)
+{
+	if (v->kind == V_PARAM) {
+		short_ptree_str(b, x->p, v->pt, depth);
+	} else if (v->kind == V_ARRAY && v->n) {
+		short_value_str(x, b, v->items[0], depth);
+		buf_printf(b, "[%d]", v->n);
+	} else if (v->kind == V_RECORD && depth > 0) {
+		buf_puts(b, "{...}");
+	} else if (v->kind == V_RECORD) {
+		buf_putc(b, '{');
+		for (int i = 0; i < v->n && i < NOTE_FIELDS; i++) {
+			buf_printf(b, "%s%s: ", i ? ", " : " ", v->names[i]);
+			short_value_str(x, b, v->items[i], depth + 1);
+		}
+		buf_puts(b, v->n > NOTE_FIELDS ? ", ... }" : " }");
+	} else {
+		sig_str(x, b, v);
+	}
+}
+
+/* An argument in the note under an error in a call: its type in full when
+ * short, else the name of its declared type as written (Block, Linear(D, F)),
+ * else the record cut short; a whole model's type would bury the error. */
+static void note_arg_str(LowerCtx *x, Buf *b, FnArg *fa, Value *v)
+{
+	Buf full = {0};
+	sig_str(x, &full, v);
+	const Source *src = x->d->src;
+	TypeExpr *t = fa->type;
+	if (full.len <= 80) {
+		buf_puts(b, full.s ? full.s : "");
+	} else if (t && t->kind == T_NAMED && src && t->loc.off >= 0 && t->loc.end > t->loc.off &&
+	           (size_t)t->loc.end <= src->len) {
+		buf_printf(b, "%.*s", (int)(t->loc.end - t->loc.off), src->text + t->loc.off);
+	} else {
+		short_value_str(x, b, v, 0);
+	}
+	buf_free(&full);
+}
+
 /* Flatten the tensor leaves of a matched argument, in field order. */
 static void collect_leaves(LowerCtx *x, Value *v, const char *path, Vec *vals, Vec *names)
 {
@@ -654,7 +718,7 @@ done:
 				buf_puts(&sig, "; ");
 			buf_printf(&sig, "%s: ", fn->fargs[i].name);
 			if (bound[i])
-				sig_str(x, &sig, bound[i]);
+				note_arg_str(x, &sig, &fn->fargs[i], bound[i]);
 		}
 		note_at(x->d, call->loc, "in this call of '%s' (%s)", fn->name, sig.s ? sig.s : "");
 		buf_free(&sig);

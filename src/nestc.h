@@ -545,6 +545,7 @@ struct Global {
 	Decl *decl;
 	Value *value;   /* G_CONST once evaluated */
 	int state;      /* G_CONST: 0 new, 1 evaluating (cycle check), 2 done */
+	Value *over;    /* G_CONST: the -D value, taken once the const is evaluated */
 	PTree *ptree;   /* G_PARAM */
 	Vec specs;      /* G_FN: specialised region graphs (Graph *) */
 };
@@ -570,6 +571,10 @@ Value *eval_expr(LowerCtx *x, Expr *e);
 Value *lookup_name(LowerCtx *x, Expr *e);
 /* Evaluate a global const's expression (no locals, no tensors). */
 Value *eval_const_expr(Checker *c, Expr *e);
+/* Once const g's declared value is known, put its -D override (g->over) in its
+ * place, or report an override of the wrong kind. Called as each const is
+ * evaluated, so consts computed from it see the override. */
+void const_take_override(Checker *c, Global *g);
 
 /* ------------------------------------------------------------------ builtins.c */
 

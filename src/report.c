@@ -62,6 +62,57 @@ static WsFigures ws_figures(RegionTable *rt, Variant *v)
 	return (WsFigures){pl->ws_size, pl->scratch, pl->sum_live, pl->ws_size - pl->scratch};
 }
 
+/* The variant whose code holds graph g (a region's specialised body), or NULL
+ * for an entry or code compiled inline. */
+static Variant *caller_variant(RegionTable *rt, Graph *g)
+{
+	for (int k = 0; k < rt->calls.n; k++) {
+		CallSite *o = rt->calls.v[k];
+		if (o->call->callee == g && o->v)
+			return o->v;
+	}
+	return NULL;
+}
+
+/* After "in CALLER": which of the caller's variants the line's calls are in,
+ * when the caller is a region of several variants (else the same call site
+ * shows twice with nothing to tell the lines apart). */
+static void caller_variants_str(RegionTable *rt, RegionInfo *ri, int i, char *out, size_t size)
+{
+	CallSite *cs = ri->calls.v[i];
+	out[0] = 0;
+	RegionInfo *cr = NULL;
+	for (int r = 0; r < rt->nregions; r++)
+		if (rt->regions[r]->fn == cs->caller->fn)
+			cr = rt->regions[r];
+	if (!cr || cr->variants.n < 2)
+		return;
+	Variant *seen[64];
+	int nseen = 0;
+	for (int k = i; k < ri->calls.n; k++) {
+		CallSite *o = ri->calls.v[k];
+		if (o->call->loc.off != cs->call->loc.off || o->v != cs->v || o->inlined != cs->inlined ||
+		    o->caller->fn != cs->caller->fn)
+			continue;
+		Variant *cv = caller_variant(rt, o->caller);
+		int dup = !cv;
+		for (int j = 0; j < nseen && !dup; j++)
+			dup = seen[j] == cv;
+		if (!dup && nseen < 64)
+			seen[nseen++] = cv;
+	}
+	if (!nseen)
+		return;
+	size_t len = (size_t)snprintf(out, size, " (variant%s ", nseen > 1 ? "s" : "");
+	for (int j = 0; j < nseen && len < size; j++) {
+		char nm[256];
+		variant_name(seen[j], nm, sizeof nm);
+		len += (size_t)snprintf(out + len, size - len, "%s%s", j ? ", " : "", nm);
+	}
+	if (len < size)
+		snprintf(out + len, size - len, ")");
+}
+
 static void text_report(FILE *f, RegionTable *rt, const char *model)
 {
 	char buf[512], nm[256];
@@ -122,13 +173,15 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 				}
 			}
 			loc_str(rt, cs->call->loc, buf, sizeof buf);
+			char cvs[1024];
+			caller_variants_str(rt, ri, i, cvs, sizeof cvs);
 			if (cs->inlined) {
-				fprintf(f, "  call %s in %s: %lld inlined (%s)\n", buf, cs->caller->name, (long long)n,
+				fprintf(f, "  call %s in %s%s: %lld inlined (%s)\n", buf, cs->caller->name, cvs, (long long)n,
 				        rt->no_regions ? "--no-regions" : "over max_reuse_entries");
 				continue;
 			}
 			variant_name(cs->v, nm, sizeof nm);
-			fprintf(f, "  call %s in %s: %lld -> %s", buf, cs->caller->name, (long long)n, nm);
+			fprintf(f, "  call %s in %s%s: %lld -> %s", buf, cs->caller->name, cvs, (long long)n, nm);
 			if (news)
 				fprintf(f, " (%lld new, %lld reused)", (long long)news, (long long)(n - news));
 			else
@@ -221,6 +274,14 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		loc_str(rt, cs->call->loc, buf, sizeof buf);
 		json_object_set_new(o, "site", json_string(buf));
 		json_object_set_new(o, "caller", json_string(cs->caller->name));
+		{
+			/* added: the caller's variant, to tell apart the calls of one site in
+			 * a region of several variants */
+			Variant *cv = caller_variant(rt, cs->caller);
+			if (cv)
+				variant_name(cv, nm, sizeof nm);
+			json_object_set_new(o, "caller_variant", cv ? json_string(nm) : json_null());
+		}
 		if (cs->v) {
 			variant_name(cs->v, nm, sizeof nm);
 			json_object_set_new(o, "variant", json_string(nm));

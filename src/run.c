@@ -47,15 +47,24 @@ static void summary(const char *name, Tensor *t)
 	buf_free(&b);
 	if (t->n > 0) {
 		double mn = INFINITY, mx = -INFINITY, sum = 0;
+		int64_t nans = 0;
 		for (int64_t i = 0; i < t->n; i++) {
 			double v = dtype_is_float(t->dtype) ? t->f[i] : (double)t->i[i];
+			nans += isnan(v);
 			mn = v < mn ? v : mn;
 			mx = v > mx ? v : mx;
 			sum += v;
 		}
-		printf(" min=%.6g max=%.6g mean=%.6g [", mn, mx, sum / (double)t->n);
+		if (nans)
+			/* NumPy's min, max and mean of an array with a NaN are all NaN; the
+			 * comparisons above skipped them, so say it plainly with the count */
+			printf(" min=nan max=nan mean=nan nans=%lld [", (long long)nans);
+		else
+			printf(" min=%.6g max=%.6g mean=%.6g [", mn, mx, sum / (double)t->n);
 		for (int64_t i = 0; i < t->n && i < 4; i++) {
-			if (dtype_is_float(t->dtype))
+			if (dtype_is_float(t->dtype) && isnan(t->f[i]))
+				printf("%snan", i ? ", " : ""); /* never "-nan": the sign of a NaN means nothing */
+			else if (dtype_is_float(t->dtype))
 				printf("%s%.6g", i ? ", " : "", t->f[i]);
 			else
 				printf("%s%lld", i ? ", " : "", (long long)t->i[i]);

@@ -209,6 +209,12 @@ static void graph_text(Shared *sh, Graph *g, Buf *b)
 		uint64_t bits;
 		memcpy(&bits, &n->fval, 8);
 		buf_printf(b, " f=%llx i=%lld", (unsigned long long)bits, (long long)n->ival);
+		if (n->op == OP_GATHER && sh->p->src && sh->p->src->line_start) {
+			/* its run-time error names its place in the source (k_gather) */
+			int line, col;
+			source_linecol(sh->p->src, n->loc.off, &line, &col);
+			buf_printf(b, " at %s:%d:%d", sh->p->src->path, line, col);
+		}
 		if (n->op == OP_CALL) {
 			CallSite *cs = callsite_of(sh->rt, n);
 			if (cs && cs->v) {

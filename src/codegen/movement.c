@@ -77,6 +77,37 @@ void k_concat(Fn *F, Node *n)
 	}
 }
 
+/* "FILE:LINE:COL" of node n in the model's source, as a private C string of
+ * the module: run-time errors name the indexing that failed, as the
+ * interpreter does. The cache key holds it too (graph_text in cache.c). */
+static LLVMValueRef source_where(Gen *G, Node *n)
+{
+	const Source *src = G->p->src;
+	char where[512] = "";
+	if (src && src->line_start && n->loc.off >= 0 && (size_t)n->loc.off <= src->len) {
+		int line, col;
+		source_linecol(src, n->loc.off, &line, &col);
+		snprintf(where, sizeof where, "%s:%d:%d", src->path, line, col);
+	}
+	size_t len = strlen(where);
+	LLVMValueRef init = llvm.LLVMConstStringInContext(G->C, where, (unsigned)len, 0);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, (unsigned)len + 1), "where");
+	llvm.LLVMSetInitializer(gv, init);
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	llvm.LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+	return llvm.LLVMConstPointerCast(gv, G->i8p);
+}
+
+/* Record "WHERE: gather index V out of range [0, ROWS)" and return its -1. */
+static LLVMValueRef gather_oob(Fn *F, Node *n, LLVMValueRef v, LLVMValueRef rows)
+{
+	Gen *G = F->gen;
+	LLVMTypeRef at[4] = {G->i8p, G->i64, G->i64, G->i8p};
+	LLVMValueRef av[4] = {F->ctx, v, rows, source_where(G, n)};
+	return call(G, "nestrt_gather_oob_at", G->i32, at, av, 4);
+}
+
 void k_gather(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -98,11 +129,7 @@ void k_gather(Fn *F, Node *n)
 	LLVMBasicBlockRef cfail = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexbad");
 	llvm.LLVMBuildCondBr(B, cbad, cfail, cok);
 	llvm.LLVMPositionBuilderAtEnd(B, cfail);
-	{
-		LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
-		LLVMValueRef av[3] = {F->ctx, cv, rows};
-		llvm.LLVMBuildRet(B, call(G, "nestrt_gather_oob", G->i32, at, av, 3));
-	}
+	llvm.LLVMBuildRet(B, gather_oob(F, n, cv, rows));
 	llvm.LLVMPositionBuilderAtEnd(B, cok);
 	loop_end(F, &lc);
 	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
@@ -114,10 +141,7 @@ void k_gather(Fn *F, Node *n)
 	LLVMBasicBlockRef badb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "outofrange");
 	llvm.LLVMBuildCondBr(B, bad, badb, okb);
 	llvm.LLVMPositionBuilderAtEnd(B, badb);
-	LLVMTypeRef at[3] = {G->i8p, G->i64, G->i64};
-	LLVMValueRef av[3] = {F->ctx, v, rows};
-	LLVMValueRef st = call(G, "nestrt_gather_oob", G->i32, at, av, 3);
-	llvm.LLVMBuildRet(B, st);
+	llvm.LLVMBuildRet(B, gather_oob(F, n, v, rows));
 	llvm.LLVMPositionBuilderAtEnd(B, okb);
 	LLVMValueRef src = imul(G, v, row), dst = imul(G, i, row);
 	LLVMValueRef j = loop_to(F, &lj, row);

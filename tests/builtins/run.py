@@ -563,6 +563,20 @@ export fn f(a: f32[3, 4], b: f32[4], n: f32[3, 4], c: bool[3, 4], v: bool[4], k:
     O("maximum_literal", np.maximum(d(wn), 0.0), tol=EXACT),
 ])
 
+# where() between two numbers (issue #10: it crashed the lowering): two ints give i32,
+# an int and a float f32, and the result then meets tensors as usual
+case("where_two_numbers", """
+export fn f(x: f32[3, 4], i: i32[3, 4]) -> (f32[3, 4], i32[3, 4], f32[3, 4], i32[3, 4]) {
+  return x + where(x > 0.0, 0.0, 1.0), i * where(i > 0, 0, 1), where(i < 0, 2, 0.5),
+         where(i == 0, 7, -3)
+}
+""", dict(x=wn, i=wi), [
+    O("where_floats", d(wn) + np.where(d(wn) > 0, 0.0, 1.0), tol=EXACT),
+    O("where_ints", wi * np.where(wi > 0, 0, 1).astype(np.int32), "i32"),
+    O("where_int_and_float", np.where(wi < 0, 2.0, 0.5), tol=EXACT),
+    O("where_ints_alone", np.where(wi == 0, 7, -3).astype(np.int32), "i32"),
+])
+
 # --- casts ----------------------------------------------------------------------------
 
 cx = np.array([-2.7, -2.5, -1.0, -0.5, -0.0, 0.0, 0.3, 0.5, 1.9, 2.5, 100.7, -100.7],

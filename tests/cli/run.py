@@ -101,6 +101,15 @@ def main():
         check("no --output prints a summary", r.returncode == 0 and r.stdout.startswith("forward: f32[16, 256] min="),
               r.stdout + r.stderr)
 
+        # a result with NaN: min, max and mean all say nan (as NumPy's), with the count
+        with open("nan.nest", "w") as f:
+            f.write("export fn f(x: f32[6]) -> f32[6] {\n  return log(x)\n}\n")
+        np.save("xn.npy", np.array([1, -1, 2, -3, 4, 5], np.float32))
+        r = run("run", "nan.nest", "--input", "x=xn.npy")
+        check("summary of a result with NaN", r.returncode == 0 and
+              r.stdout == "f: f32[6] min=nan max=nan mean=nan nans=2 [0, nan, 0.693147, nan, ...]\n",
+              r.stdout + r.stderr)
+
         with open("m.nest", "w") as f:
             f.write(MODEL)
         x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
@@ -244,6 +253,29 @@ def main():
         r = run("report", "ws.nest")
         check("report: workspace line in text", r.returncode == 0 and
               "workspace 512 bytes: intermediates 512 (768 if none shared storage), scratch 0" in r.stdout, r.stdout)
+
+        # a call site inside a region of two variants: each line names the caller's variant
+        with open("nested.nest", "w") as f:
+            f.write("@region\nfn inner(x: f32[N]) -> f32[N] {\n  return x * 2.0\n}\n"
+                    "@region\nfn outer(x: f32[N]) -> f32[N] {\n  return inner(x) + 1.0\n}\n"
+                    "export fn forward(a: f32[4], b: f32[8]) -> f32[4] {\n"
+                    "  let c = outer(b)\n  return outer(a) + outer(a)\n}\n")
+        r = run("report", "nested.nest")
+        check("report: the caller's variant on each line of a call site",
+              "call nested.nest:7:10 in outer (variant outer.0): 1 -> inner.0 (1 new, 0 reused)\n" in r.stdout and
+              "call nested.nest:7:10 in outer (variant outer.1): 2 -> inner.1 (1 new, 1 reused)\n" in r.stdout and
+              "call nested.nest:10:11 in forward: 1 -> outer.0" in r.stdout, r.stdout)
+        r = run("report", "nested.nest", "--format=json")
+        try:
+            got = sorted((c["region"], c["caller"], c["caller_variant"], c["variant"])
+                         for c in json.loads(r.stdout)["calls"])
+        except (ValueError, KeyError) as e:
+            got = "bad JSON: %s" % e
+        check("report: JSON caller_variant", got == [("inner", "outer", "outer.0", "inner.0"),
+                                                     ("inner", "outer", "outer.1", "inner.1"),
+                                                     ("outer", "forward", None, "outer.0"),
+                                                     ("outer", "forward", None, "outer.1"),
+                                                     ("outer", "forward", None, "outer.1")], got)
 
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)

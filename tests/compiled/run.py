@@ -2642,6 +2642,50 @@ def header_dims():
     return single("header.dims", fn)
 
 
+SRC_GATHER_WHERE = """
+param t: f32[4, 3]
+
+@region
+fn pick(a: f32[3, 3], j: i32[2]) -> f32[2, 3] {
+  return a[j] * 2.0
+}
+
+export fn forward(i: i32[3], j: i32[2]) -> f32[2, 3] {
+  let a = t[i]
+  return pick(a, j)
+}
+"""
+
+
+@check("gather_error_names_the_indexing")
+def gather_error_where():
+    """A gather out of range in compiled code names the indexing's FILE:LINE:COL, as the
+    interpreter does: one in the entry, one in a region."""
+    def fn():
+        problems = []
+        for tag, i, j, needle in (("entry", [0, 5, 1], [0, 1], "t[i]"), ("region", [0, 1, 2], [1, 3], "a[j]")):
+            m = region_model("gather_where." + tag, SRC_GATHER_WHERE,
+                             {"i": np.array(i, np.int32), "j": np.array(j, np.int32)})
+            out = os.path.join(m.d, "out")
+            m.build(out)
+            e = m.entry(out)
+            exe = compile_driver(m.d, [m.call(e, "got")], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))))
+            r = run([exe])
+            line, col = line_of(open(m.src).read(), needle)
+            bad, rows = (5, 4) if tag == "entry" else (3, 3)
+            want = "%s:%d:%d: gather index %d out of range [0, %d)" % (m.src, line, col, bad, rows)
+            if r.returncode != 1 or want not in r.stderr:
+                problems.append("%s: exit %d, expected 1 and '%s' [stderr: %s]" % (tag, r.returncode, want,
+                                                                                   short(r.stderr, 3)))
+            ref = run([NESTC, "run", m.src, "--weights", m.weights] +
+                      sum((["--input", "%s=%s" % kv] for kv in m.inputs.items()), []))
+            if "%s:%d:%d: error: gather index %d" % (m.src, line, col, bad) not in ref.stderr:
+                problems.append("%s: the interpreter names another place [stderr: %s]" % (tag, short(ref.stderr, 3)))
+        if problems:
+            raise Fail("; ".join(problems))
+    return single("gather_error_names_the_indexing", fn)
+
+
 # ----------------------------------------------------------------------------- main
 
 

@@ -16,6 +16,8 @@ Expectations, written in the test file:
   # Error(LINE:COL): MSG      (a line of its own) for lines that cannot carry a comment;
   # Warning(LINE:COL): MSG    `(LINE)` alone leaves the column free
   # Expect-plain: MSG         a diagnostic without a position: `nestc: error: MSG`
+  # Note(LINE): MSG           (a line of its own) a note `FILE:LINE:COL: note: MSG` must be
+                              printed too (other notes stay free)
   # Expect-plain-warning: MSG the same: `nestc: warning: MSG`
 
 In an expected message `$FILE` stands for the test file's path as given to nestc.
@@ -24,7 +26,7 @@ A line may carry several expectations: `x  # Error: A  # Error@9: B`.
 
 The test passes when
   - every expected diagnostic is printed (stderr) and no other error or warning is;
-    (notes are allowed and not matched);
+    (notes are allowed, and matched only against `# Note(LINE):` expectations);
   - each positioned diagnostic is followed by the source line (`%5d | TEXT`, TEXT the
     file's line, tabs kept) and a caret line (`      | ` then the same whitespace as the
     source up to the column, `^`, then `~` no further than the end of the line);
@@ -55,6 +57,7 @@ ARGS_LINE = re.compile(r"^\s*#\s*Args:(.*)$")
 OK_LINE = re.compile(r"^\s*#\s*Ok\s*$")
 PLAIN_LINE = re.compile(r"^\s*#\s*Expect-plain(-warning)?:[ \t]*(.*?)\s*$")
 COMMENT_ONLY = re.compile(r"^\s*#")
+NOTE_OWNLINE = re.compile(r"^\s*#\s*Note\((\d+)\):[ \t]*(.*?)\s*$")
 
 DIAG_OUT = re.compile(r"^(.*):(\d+):(\d+): (error|warning|note): (.*)$")
 PLAIN_OUT = re.compile(r"^nestc: (error|warning): (.*)$")
@@ -122,6 +125,11 @@ def parse_test(path):
     if not ok and not expects and not plains:
         problems.append("no expectations (write '# Ok' for a file that must compile)")
     return args, ok, expects, plains, problems, lines
+
+
+def parse_notes(lines):
+    """The `# Note(LINE): MSG` expectations: a list of (line, msg)."""
+    return [(int(m.group(1)), m.group(2)) for m in (NOTE_OWNLINE.match(t.rstrip("\r")) for t in lines) if m]
 
 
 def check_caret(srclines, line, col, out, i, problems, what):
@@ -209,6 +217,7 @@ def run_test(nestc, path):
     if out and out[-1] == "":
         out.pop()
     diags, plain_out, summary = [], [], None
+    notes_out = []
     i = 0
     while i < len(out):
         text = out[i]
@@ -218,6 +227,8 @@ def run_test(nestc, path):
             what = "%s:%d:%d" % (kind, line, col)
             if kind != "note":
                 diags.append((kind, line, col, msg))
+            else:
+                notes_out.append((line, msg))
             i = check_caret(srclines, line, col, out, i + 1, reasons, what)
             continue
         m = PLAIN_OUT.match(text)
@@ -249,6 +260,12 @@ def run_test(nestc, path):
             reasons.append("missing %s%s" % (e, hint))
     for kind, line, col, msg in left:
         reasons.append("unexpected %s at %d:%d: %s" % (kind, line, col, msg))
+
+    for line, msg in parse_notes(srclines):
+        if (line, msg.replace("$FILE", path)) not in notes_out:
+            near = [m for l, m in notes_out if l == line]
+            reasons.append("missing note at %d: %s%s" % (line, msg, " (on that line: %s)" % "; ".join(near)
+                                                         if near else ""))
 
     pleft = list(plain_out)
     for kind, msg, n in plains:

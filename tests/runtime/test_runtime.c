@@ -858,6 +858,10 @@ static void test_dispatch(void)
 	CHECK(nestrt_gather_oob(ctx, -1, 50257) == -1 && strcmp(ctx->err_message, "gather index -1 out of range [0, 50257)") == 0,
 	      "gather -1: '%s'", ctx->err_message);
 	nestrt_clear_error(ctx);
+	CHECK(nestrt_gather_oob_at(ctx, 7, 4, "m.nest:3:10") == -1 &&
+	      strcmp(ctx->err_message, "m.nest:3:10: gather index 7 out of range [0, 4)") == 0,
+	      "gather_oob_at names the place: '%s'", ctx->err_message);
+	nestrt_clear_error(ctx);
 	CHECK(nestrt_call(ctx, 4, bufs, dims, ctx->ws) == -1 && strcmp(ctx->err_message, "dispatch slot 4 out of range [0, 4)") == 0,
 	      "bad slot: '%s'", ctx->err_message);
 	nestrt_clear_error(ctx);
