@@ -3,7 +3,7 @@
  *
  * Build and run (from the repository root):
  *   cc -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE -Wall -Wextra -Wno-unused-parameter \
- *      -Isrc -o build/test_interp tests/unit/test_interp.c src/interp/[a-z]*.c src/ir.c src/ast.c \
+ *      -Isrc -o build/test_interp tests/unit/test_interp.c src/interp/[a-z]*.c src/ir.c src/dtype.c \
  *      src/diag.c src/util.c -lm && build/test_interp
  */
 #include "nestc.h"
