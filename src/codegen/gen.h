@@ -333,6 +333,11 @@ void k_causal_mask(Fn *F, Node *n);
 void k_conv2d(Fn *F, Node *n);
 void k_pool(Fn *F, Node *n);
 
+/* ------------------------------------------------------------------ upsample.c */
+
+void k_conv_transpose2d(Fn *F, Node *n);
+void k_resize(Fn *F, Node *n);
+
 /* ------------------------------------------------------------------ graph.c */
 
 /* The plan of a graph (made once), and its workspace: own plus callees'. */

@@ -44,6 +44,8 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 	case OPC_NORM:
 		return op_norm(fr, n, in);
 	case OPC_CONV:
+		if (n->op == OP_CONV_TRANSPOSE2D)
+			return op_conv_transpose2d(n, in);
 		return op_conv2d(n, in);
 	default:
 		break;
@@ -75,6 +77,8 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 		return op_pool(n, in[0]);
 	case OP_GLOBAL_AVGPOOL2D:
 		return op_global_avgpool(n, in[0]);
+	case OP_RESIZE_NEAREST: case OP_RESIZE_BILINEAR:
+		return op_resize(n, in[0]);
 	default:
 		ice("interp: unexpected op %s at %%%d", op_name(n->op), n->id);
 	}

@@ -161,4 +161,8 @@ Tensor *op_conv2d(Node *n, Tensor **in);
 Tensor *op_pool(Node *n, Tensor *x);
 Tensor *op_global_avgpool(Node *n, Tensor *x);
 
+/* upsample.c */
+Tensor *op_conv_transpose2d(Node *n, Tensor **in);
+Tensor *op_resize(Node *n, Tensor *x);
+
 #endif
