@@ -1197,6 +1197,17 @@ export fn f(x: f32[2, 3, 5, 7], z: f64[1, 2, 4, 5]) -> (f32[2, 3, 8, 11], f32[2,
     O("f64_align_corners", interp_ref(ix64, (7, 9), mode="bilinear", align=True), "f64"),
     O("scale_pair", interp_ref(ix, sf=(2.5, 1.2), mode="bilinear"), tol=R5),
 ])
+# Large enough (32768 output elements, 2 images) for compiled code to split the images
+# among the thread pool's tasks.
+lx = uu((2, 4, 32, 32))
+case("i10_interpolate_pooled", """
+export fn f(x: f32[2, 4, 32, 32]) -> (f32[2, 4, 64, 64], f32[2, 4, 64, 64]) {
+  return interpolate(x, size=64, mode="bilinear"), interpolate(x, scale_factor=2)
+}
+""", dict(x=lx), [
+    O("bilinear", interp_ref(lx, 64, mode="bilinear"), tol=R5),
+    O("nearest", interp_ref(lx, sf=2), tol=0.0),
+])
 # Hand-worked values, independent of the coordinate code above: 2 -> 4 pixels.
 hx = np.array([[[[0.0, 4.0]]]], dtype=np.float32)
 case("i10_interpolate_known_values", """
