@@ -29,11 +29,11 @@ HDRS = src/nestc.h src/ops.def
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
 	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
 	$(B)/cg_cache.o $(B)/cg_build.o \
-	$(B)/cg_index.o
+	$(B)/cg_index.o $(B)/cg_upsample.o
 # The reference interpreter, src/interp/: one object per kernel family.
 INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.o $(B)/interp_reduce.o \
 	$(B)/interp_movement.o $(B)/interp_conv.o $(B)/interp_graph.o \
-	$(B)/interp_index.o
+	$(B)/interp_index.o $(B)/interp_upsample.o
 INTERP_HDRS = $(HDRS) src/interp/interp.h
 OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
@@ -231,6 +231,10 @@ $(B)/interp_conv.o: src/interp/conv.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/conv.c
 $(B)/interp_graph.o: src/interp/graph.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/graph.c
+$(B)/interp_upsample.o: src/interp/upsample.c $(INTERP_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/upsample.c
+$(B)/cg_upsample.o: src/codegen/upsample.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/upsample.c
 $(B)/interp_index.o: src/interp/index.c $(INTERP_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/interp/index.c
 $(B)/cg_index.o: src/codegen/index.c $(CG_HDRS)

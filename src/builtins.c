@@ -19,6 +19,7 @@ static const char *const builtins[] = {
 	"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
 	"topk", "take_along_axis", "cumsum",
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
+	"conv_transpose2d", "interpolate",
 	NULL,
 };
 
@@ -877,18 +878,18 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p)
 
 static Value *b_conv2d(LowerCtx *x, Args *a)
 {
-	static const char *const allowed[] = {"stride", "padding", "groups", NULL};
-	if (!check_arity(x, a, 2, 6, allowed))
+	static const char *const allowed[] = {"stride", "padding", "groups", "dilation", NULL};
+	if (!check_arity(x, a, 2, 7, allowed))
 		return VERR;
 	Node *t = tensor_arg(x, a, 0, NULL), *w = tensor_arg(x, a, 1, NULL), *b = NULL;
 	if (!float_tensor(x, a, t) || !w)
 		return VERR;
 	if (a->npos >= 3 && !(b = tensor_arg(x, a, 2, NULL)))
 		return VERR;
-	/* positional: conv2d(x, w, b, stride, padding, groups) */
-	int64_t stride[2], pad[2], groups;
+	/* positional: conv2d(x, w, b, stride, padding, groups, dilation) */
+	int64_t stride[2], pad[2], groups, dil[2];
 	if (!pair_opt(x, a, 3, "stride", 1, stride, 1) || !pair_opt(x, a, 4, "padding", 0, pad, 0) ||
-	    !int_opt(x, a, 5, "groups", 1, &groups))
+	    !int_opt(x, a, 5, "groups", 1, &groups) || !pair_opt(x, a, 6, "dilation", 1, dil, 1))
 		return VERR;
 	if (t->rank != 4 || w->rank != 4 || w->dtype != t->dtype) {
 		error_at(x->d, a->call->loc, "conv2d() needs x as %s[N, C, H, W] and w as %s[O, C/groups, KH, KW], not %s and %s",
@@ -905,11 +906,13 @@ static Value *b_conv2d(LowerCtx *x, Args *a)
 		         nstr(x, b));
 		return VERR;
 	}
-	int64_t shape[4] = {t->shape[0], w->shape[0], pool_out(t->shape[2], w->shape[2], stride[0], pad[0]),
-	                    pool_out(t->shape[3], w->shape[3], stride[1], pad[1])};
-	if (t->shape[2] + 2 * pad[0] < w->shape[2] || t->shape[3] + 2 * pad[1] < w->shape[3]) {
-		error_at(x->d, a->call->loc, "conv2d(): the kernel %lldx%lld is larger than the padded input of %s",
-		         (long long)w->shape[2], (long long)w->shape[3], nstr(x, t));
+	/* the extent of the dilated kernel */
+	int64_t kh = dil[0] * (w->shape[2] - 1) + 1, kw = dil[1] * (w->shape[3] - 1) + 1;
+	int64_t shape[4] = {t->shape[0], w->shape[0], pool_out(t->shape[2], kh, stride[0], pad[0]),
+	                    pool_out(t->shape[3], kw, stride[1], pad[1])};
+	if (t->shape[2] + 2 * pad[0] < kh || t->shape[3] + 2 * pad[1] < kw) {
+		error_at(x->d, a->call->loc, "conv2d(): the %skernel %lldx%lld is larger than the padded input of %s",
+		         kh != w->shape[2] || kw != w->shape[3] ? "dilated " : "", (long long)kh, (long long)kw, nstr(x, t));
 		return VERR;
 	}
 	Node *r = mk_node(x, OP_CONV2D, t->dtype, 4, shape, a->call->loc);
@@ -922,6 +925,10 @@ static Value *b_conv2d(LowerCtx *x, Args *a)
 	r->a[2] = pad[0];
 	r->a[3] = pad[1];
 	r->a[4] = groups;
+	if (dil[0] != 1 || dil[1] != 1) { /* none stays 0: the fingerprints of models without it */
+		r->a[5] = dil[0];
+		r->a[6] = dil[1];
+	}
 	return vtensor(x, r);
 }
 
@@ -1253,6 +1260,172 @@ static Value *nn_builtin(LowerCtx *x, Args *a)
 	return NULL;
 }
 
+/* ---- i10conv: transposed convolution and interpolation (PyTorch's) ---- */
+
+static Value *b_conv_transpose2d(LowerCtx *x, Args *a)
+{
+	static const char *const allowed[] = {"stride", "padding", "output_padding", "groups", "dilation", NULL};
+	if (!check_arity(x, a, 2, 8, allowed))
+		return VERR;
+	Node *t = tensor_arg(x, a, 0, NULL), *w = tensor_arg(x, a, 1, NULL), *b = NULL;
+	if (!float_tensor(x, a, t) || !w)
+		return VERR;
+	if (a->npos >= 3 && !(b = tensor_arg(x, a, 2, NULL)))
+		return VERR;
+	/* positional as PyTorch's: (x, w, b, stride, padding, output_padding, groups, dilation) */
+	int64_t s[2], p[2], op[2], groups, dil[2];
+	if (!pair_opt(x, a, 3, "stride", 1, s, 1) || !pair_opt(x, a, 4, "padding", 0, p, 0) ||
+	    !pair_opt(x, a, 5, "output_padding", 0, op, 0) || !int_opt(x, a, 6, "groups", 1, &groups) ||
+	    !pair_opt(x, a, 7, "dilation", 1, dil, 1))
+		return VERR;
+	if (t->rank != 4 || w->rank != 4 || w->dtype != t->dtype) {
+		error_at(x->d, a->call->loc,
+		         "conv_transpose2d() needs x as %s[N, C, H, W] and w as %s[C, O/groups, KH, KW], not %s and %s",
+		         dtype_name(t->dtype), dtype_name(t->dtype), nstr(x, t), nstr(x, w));
+		return VERR;
+	}
+	if (groups < 1 || t->shape[1] % groups || w->shape[0] != t->shape[1]) {
+		error_at(x->d, a->call->loc, "conv_transpose2d(): %s does not fit %s with groups=%lld (channels %lld, weight has %lld)",
+		         nstr(x, w), nstr(x, t), (long long)groups, (long long)t->shape[1], (long long)w->shape[0]);
+		return VERR;
+	}
+	int64_t O = w->shape[1] * groups;
+	if (b && (b->rank != 1 || b->shape[0] != O || b->dtype != t->dtype)) {
+		error_at(x->d, a->posloc[2], "conv_transpose2d(): the bias must be %s, not %s", shstr(x, t->dtype, 1, &O),
+		         nstr(x, b));
+		return VERR;
+	}
+	for (int k = 0; k < 2; k++)
+		if (op[k] >= s[k] && op[k] >= dil[k]) {
+			error_at(x->d, arg_loc(a, 5, "output_padding"),
+			         "conv_transpose2d(): output_padding must be smaller than either stride or dilation");
+			return VERR;
+		}
+	int64_t shape[4] = {t->shape[0], O, 0, 0};
+	for (int k = 0; k < 2; k++)
+		shape[2 + k] = (t->shape[2 + k] - 1) * s[k] - 2 * p[k] + dil[k] * (w->shape[2 + k] - 1) + op[k] + 1;
+	if (shape[2] < 1 || shape[3] < 1) {
+		error_at(x->d, a->call->loc, "conv_transpose2d(): the padding leaves no output of %s (%lldx%lld)", nstr(x, t),
+		         (long long)shape[2], (long long)shape[3]);
+		return VERR;
+	}
+	Node *r = mk_node(x, OP_CONV_TRANSPOSE2D, t->dtype, 4, shape, a->call->loc);
+	node_add_input(x->p, r, t);
+	node_add_input(x->p, r, w);
+	if (b)
+		node_add_input(x->p, r, b);
+	int64_t attrs[9] = {s[0], s[1], p[0], p[1], groups, dil[0], dil[1], op[0], op[1]};
+	memcpy(r->a, attrs, sizeof attrs);
+	return vtensor(x, r);
+}
+
+/* scale_factor: a positive number or [h, w] of them */
+static int scale_pair(LowerCtx *x, Value *v, Loc loc, double out[2])
+{
+	int n = v->kind == V_LIST ? v->n : 1;
+	for (int i = 0; i < n; i++) {
+		Value *e = v->kind == V_LIST ? v->items[i] : v;
+		if (e->kind == V_ERR)
+			return 0;
+		if ((e->kind != V_INT && e->kind != V_FLOAT) || n > 2) {
+			error_at(x->d, loc, "scale_factor of interpolate() must be a number or [h, w] of numbers");
+			return 0;
+		}
+		out[i] = e->kind == V_FLOAT ? e->f : (double)e->i;
+		if (!(out[i] > 0)) {
+			error_at(x->d, loc, "scale_factor of interpolate() must be positive");
+			return 0;
+		}
+	}
+	if (n < 1) {
+		error_at(x->d, loc, "scale_factor of interpolate() must be a number or [h, w] of numbers");
+		return 0;
+	}
+	if (n == 1)
+		out[1] = out[0];
+	return 1;
+}
+
+static Value *b_interpolate(LowerCtx *x, Args *a)
+{
+	static const char *const allowed[] = {"size", "scale_factor", "mode", "align_corners", NULL};
+	if (!check_arity(x, a, 1, 5, allowed))
+		return VERR;
+	Node *t = tensor_arg(x, a, 0, NULL);
+	if (!float_tensor(x, a, t))
+		return VERR;
+	if (t->rank != 4) {
+		error_at(x->d, a->call->loc, "interpolate() needs %s[N, C, H, W], not %s", dtype_name(t->dtype), nstr(x, t));
+		return VERR;
+	}
+	/* positional as PyTorch's: (x, size, scale_factor, mode, align_corners) */
+	Loc sloc, floc, mloc, aloc;
+	Value *sv = arg_at(a, 1, "size", &sloc), *fv = arg_at(a, 2, "scale_factor", &floc);
+	Value *mv = arg_at(a, 3, "mode", &mloc), *av = arg_at(a, 4, "align_corners", &aloc);
+	if (!sv == !fv) {
+		error_at(x->d, a->call->loc, "interpolate() needs either size or scale_factor%s", sv ? ", not both" : "");
+		return VERR;
+	}
+	int bilinear = 0;
+	if (mv) {
+		if (mv->kind != V_STR || (strcmp(mv->s, "nearest") && strcmp(mv->s, "bilinear"))) {
+			if (mv->kind == V_STR)
+				error_at(x->d, mloc, "mode of interpolate() must be \"nearest\" or \"bilinear\", not \"%s\"", mv->s);
+			else if (mv->kind != V_ERR)
+				error_at(x->d, mloc, "mode of interpolate() must be the string \"nearest\" or \"bilinear\"");
+			return VERR;
+		}
+		bilinear = !strcmp(mv->s, "bilinear");
+	}
+	int align = 0;
+	if (av) {
+		if (av->kind != V_BOOL) {
+			if (av->kind != V_ERR)
+				error_at(x->d, aloc, "align_corners of interpolate() must be true or false");
+			return VERR;
+		}
+		if (!bilinear) { /* as PyTorch: it means nothing for nearest */
+			error_at(x->d, aloc, "align_corners of interpolate() can only be given with mode=\"bilinear\"");
+			return VERR;
+		}
+		align = (int)av->i;
+	}
+	int64_t out[2];
+	double sf[2] = {0, 0};
+	if (sv) {
+		if (!pair_opt(x, a, 1, "size", 1, out, 1))
+			return VERR;
+	} else {
+		if (!scale_pair(x, fv, floc, sf))
+			return VERR;
+		for (int k = 0; k < 2; k++) {
+			out[k] = (int64_t)floor((double)t->shape[2 + k] * sf[k]);
+			if (out[k] < 1) {
+				error_at(x->d, floc, "interpolate(): scale_factor %g leaves no output of %s", sf[k], nstr(x, t));
+				return VERR;
+			}
+		}
+	}
+	int64_t shape[4] = {t->shape[0], t->shape[1], out[0], out[1]};
+	Node *r = mk_node(x, bilinear ? OP_RESIZE_BILINEAR : OP_RESIZE_NEAREST, t->dtype, 4, shape, a->call->loc);
+	node_add_input(x->p, r, t);
+	r->a[0] = align;
+	/* PyTorch's coordinate scale: float arithmetic except bilinear on f64 */
+	int dbl = bilinear && t->dtype == DT_F64;
+	for (int k = 0; k < 2; k++) {
+		int64_t in = t->shape[2 + k];
+		double sc;
+		if (align)
+			sc = out[k] > 1 ? (dbl ? (double)(in - 1) / (double)(out[k] - 1) : (float)(in - 1) / (float)(out[k] - 1)) : 0;
+		else if (sf[k] > 0)
+			sc = dbl ? 1.0 / sf[k] : (float)(1.0 / sf[k]);
+		else
+			sc = dbl ? (double)in / (double)out[k] : (float)in / (float)out[k];
+		r->a[1 + k] = resize_scale_bits(sc);
+	}
+	return vtensor(x, r);
+}
+
 Value *call_builtin(LowerCtx *x, Args *a)
 {
 	/* tensor builtins need a graph; the compile-time ones are handled inside */
@@ -1303,6 +1476,8 @@ Value *call_builtin(LowerCtx *x, Args *a)
 	if (!strcmp(a->fname, "topk")) return b_topk(x, a);
 	if (!strcmp(a->fname, "take_along_axis")) return b_take_along_axis(x, a);
 	if (!strcmp(a->fname, "cumsum")) return b_cumsum(x, a);
+	if (!strcmp(a->fname, "conv_transpose2d")) return b_conv_transpose2d(x, a);
+	if (!strcmp(a->fname, "interpolate")) return b_interpolate(x, a);
 	Value *nn = nn_builtin(x, a);
 	if (nn)
 		return nn;

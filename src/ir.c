@@ -34,6 +34,27 @@ void node_check_inputs(const Node *n)
 		ice("%s %%%d has %d inputs", oi->name, n->id, n->nin);
 }
 
+int64_t conv_dilation(const Node *n, int k)
+{
+	return n->a[5 + k] ? n->a[5 + k] : 1;
+}
+
+/* A double's bits in an integer attribute: a[] is all integers, and the
+ * region pass compares and fingerprints it like any other. */
+int64_t resize_scale_bits(double scale)
+{
+	int64_t b;
+	memcpy(&b, &scale, sizeof b);
+	return b;
+}
+
+double resize_scale(const Node *n, int k)
+{
+	double s;
+	memcpy(&s, &n->a[1 + k], sizeof s);
+	return s;
+}
+
 Graph *graph_new(Program *p, const char *name, Decl *fn)
 {
 	Graph *g = arena_alloc(p->arena, sizeof *g);
@@ -159,6 +180,18 @@ static void dump_node(FILE *f, Program *p, Node *n)
 	case OPA_CONV:
 		fprintf(f, " stride=[%lld, %lld] padding=[%lld, %lld] groups=%lld", (long long)n->a[0],
 		        (long long)n->a[1], (long long)n->a[2], (long long)n->a[3], (long long)n->a[4]);
+		if (n->a[5] || n->a[6])
+			fprintf(f, " dilation=[%lld, %lld]", (long long)n->a[5], (long long)n->a[6]);
+		break;
+	case OPA_CONVT:
+		fprintf(f, " stride=[%lld, %lld] padding=[%lld, %lld] groups=%lld dilation=[%lld, %lld] output_padding=[%lld, %lld]",
+		        (long long)n->a[0], (long long)n->a[1], (long long)n->a[2], (long long)n->a[3],
+		        (long long)n->a[4], (long long)n->a[5], (long long)n->a[6], (long long)n->a[7],
+		        (long long)n->a[8]);
+		break;
+	case OPA_RESIZE:
+		fprintf(f, " scale=[%.9g, %.9g]%s", resize_scale(n, 0), resize_scale(n, 1),
+		        n->a[0] ? " align_corners" : "");
 		break;
 	case OPA_POOL:
 		fprintf(f, " kernel=[%lld, %lld] stride=[%lld, %lld] padding=[%lld, %lld]",

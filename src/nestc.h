@@ -320,7 +320,8 @@ typedef enum OpClass {
 /* What a node's attributes (a[], fval, ival) hold: how --dump=ir prints them. */
 typedef enum OpAttrs {
 	OPA_NONE, OPA_INPUT, OPA_PARAM, OPA_VALUE, OPA_AXES, OPA_AXIS, OPA_EPS, OPA_PERM,
-	OPA_START, OPA_CONV, OPA_POOL, OPA_RESULT
+	OPA_START, OPA_CONV, OPA_POOL, OPA_RESULT,
+	OPA_CONVT, OPA_RESIZE /* i10conv */
 } OpAttrs;
 
 enum {
@@ -419,6 +420,11 @@ void ir_dump(FILE *f, Program *p);
 void node_text(Buf *b, Node *n);
 /* A compiler bug unless n has as many inputs as ops.def says. */
 void node_check_inputs(const Node *n);
+/* conv2d's and conv_transpose2d's dilation along axis k (0: H, 1: W), 1 when unset. */
+int64_t conv_dilation(const Node *n, int k);
+/* A resize node's coordinate scale along axis k (0: H, 1: W), from its bits in a[1 + k]. */
+double resize_scale(const Node *n, int k);
+int64_t resize_scale_bits(double scale);
 
 /* ------------------------------------------------------------------ values.c */
 

@@ -351,6 +351,19 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		if (need > panel)
 			panel = need;
 	}
+	/* conv_transpose2d as matmuls (codegen/upsample.c): every group's
+	 * weights transposed, C*Og*KH*KW, then the product of one image and
+	 * group, Og*KH*KW rows of H*W */
+	for (int i = 0; i < n && !max_numel; i++) {
+		Node *x = g->nodes[i];
+		if (x->op != OP_CONV_TRANSPOSE2D)
+			continue;
+		Node *w = x->in[1];
+		int64_t m = w->shape[1] * w->shape[2] * w->shape[3];
+		int64_t need = (w->shape[0] + x->in[0]->shape[2] * x->in[0]->shape[3]) * m * 8;
+		if (need > panel)
+			panel = need;
+	}
 	pl->scratch = top;
 	pl->ws_size = top + align64(panel);
 	free(blocks);

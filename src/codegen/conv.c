@@ -5,6 +5,28 @@
 
 #include <math.h>
 
+/* Is attribute k of n taken at run time (a reuse_hash variant)? */
+static int attr_dynamic(Fn *F, Node *n, int k)
+{
+	for (int i = 0; F->v && i < F->v->ndyn; i++)
+		if (F->v->dyn[i].node == n->id && F->v->dyn[i].field == 16 + k)
+			return 1;
+	return 0;
+}
+
+/* The input offset of kernel position k along axis ax (0: H, 1: W): k times
+ * the dilation; k itself without one, so that the code of convolutions
+ * without dilation stays as it was. */
+static LLVMValueRef dilated(Fn *F, Node *n, int ax, LLVMValueRef k)
+{
+	Gen *G = F->gen;
+	if (!n->a[5 + ax] && !attr_dynamic(F, n, 5 + ax))
+		return k;
+	LLVMValueRef d = attrv(F, n, 5 + ax), z = ci64(G, 0);
+	d = llvm.LLVMBuildSelect(G->B, llvm.LLVMBuildICmp(G->B, LLVMIntEQ, d, z, ""), ci64(G, 1), d, ""); /* 0: none */
+	return imul(G, k, d);
+}
+
 /* conv2d as a matrix product per image (implicit GEMM): the patches of the
  * image laid out as col[C*KH*KW, OH*OW] in the scratch area (im2col; a 1x1
  * convolution of stride 1 without padding reads the image itself), then
@@ -41,11 +63,11 @@ static void k_conv2d_gemm(Fn *F, Node *n)
 		LLVMValueRef kw = irem(G, r, ci64(G, KW));
 		LLVMValueRef plane = elem_off(G, xoff, c, ci64(G, H * W));
 		LLVMValueRef oh = loop_to(F, &loh, ci64(G, OH));
-		LLVMValueRef ih = iadd(G, isub(G, imul(G, oh, ci64(G, sh)), ci64(G, ph)), kh);
+		LLVMValueRef ih = iadd(G, isub(G, imul(G, oh, ci64(G, sh)), ci64(G, ph)), dilated(F, n, 0, kh));
 		LLVMValueRef okh = in_range(G, ih, ci64(G, H));
 		LLVMValueRef drow = iadd(G, imul(G, r, ci64(G, P)), imul(G, oh, ci64(G, OW)));
 		LLVMValueRef ow = loop_to(F, &low, ci64(G, OW));
-		LLVMValueRef iw = iadd(G, isub(G, imul(G, ow, ci64(G, sw)), ci64(G, pw)), kw);
+		LLVMValueRef iw = iadd(G, isub(G, imul(G, ow, ci64(G, sw)), ci64(G, pw)), dilated(F, n, 1, kw));
 		LLVMValueRef ok = llvm.LLVMBuildAnd(B, okh, in_range(G, iw, ci64(G, W)), "");
 		/* out of the image: read element 0 of the plane, store a zero */
 		LLVMValueRef at = iadd(G, plane, llvm.LLVMBuildSelect(B, ok, iadd(G, imul(G, ih, ci64(G, W)), iw), ci64(G, 0), ""));
@@ -103,10 +125,10 @@ void k_conv2d(Fn *F, Node *n)
 	llvm.LLVMBuildStore(B, b ? load_at(F, b, o) : fconst(G, dt, 0), acc);
 	LLVMValueRef c = loop_to(F, &lc, Cg);
 	LLVMValueRef kh = loop_to(F, &lkh, KH);
-	LLVMValueRef ih = iadd(G, isub(G, imul(G, oh, sh), ph), kh);
+	LLVMValueRef ih = iadd(G, isub(G, imul(G, oh, sh), ph), dilated(F, n, 0, kh));
 	LLVMBasicBlockRef j1 = if_begin(F, in_range(G, ih, H));
 	LLVMValueRef kw = loop_to(F, &lkw, KW);
-	LLVMValueRef iw = iadd(G, isub(G, imul(G, ow, sw), pw), kw);
+	LLVMValueRef iw = iadd(G, isub(G, imul(G, ow, sw), pw), dilated(F, n, 1, kw));
 	LLVMBasicBlockRef j2 = if_begin(F, in_range(G, iw, W));
 	LLVMValueRef xi = iadd(G, imul(G, nn, C), iadd(G, cbase, c));
 	xi = iadd(G, imul(G, iadd(G, imul(G, xi, H), ih), W), iw);

@@ -340,6 +340,11 @@ void k_take_along(Fn *F, Node *n);
 void k_topk(Fn *F, Node *n);
 void k_cumsum(Fn *F, Node *n);
 
+/* ------------------------------------------------------------------ upsample.c */
+
+void k_conv_transpose2d(Fn *F, Node *n);
+void k_resize(Fn *F, Node *n);
+
 /* ------------------------------------------------------------------ graph.c */
 
 /* The plan of a graph (made once), and its workspace: own plus callees'. */

@@ -20,7 +20,7 @@ typedef struct ConvDims {
 	int64_t H, W, OH, OW, sh, sw, ph, pw;
 } ConvDims;
 
-/* One kernel tap (kh, kw): output plane += weight * the input plane it sees,
+/* One kernel tap at input offset (kh, kw) (dilated): output plane += weight * the input plane it sees,
  * over just the output positions whose input lies inside (no padding tests in
  * the inner loop). */
 static void conv_tap(const ConvDims *d, Tensor *o, int64_t ob, const Tensor *x, int64_t xb,
@@ -50,6 +50,7 @@ Tensor *op_conv2d(Node *n, Tensor **in)
 {
 	Tensor *x = in[0], *w = in[1], *b = n->nin >= 3 ? in[2] : NULL;
 	int64_t sh = n->a[0], sw = n->a[1], ph = n->a[2], pw = n->a[3], G = n->a[4];
+	int64_t dh = conv_dilation(n, 0), dw = conv_dilation(n, 1);
 	if (x->rank != 4 || w->rank != 4 || n->rank != 4 || sh < 1 || sw < 1 || ph < 0 || pw < 0 ||
 	    G < 1)
 		ice("interp: conv2d %%%d: attributes", n->id);
@@ -58,8 +59,8 @@ Tensor *op_conv2d(Node *n, Tensor **in)
 	int64_t OH = n->shape[2], OW = n->shape[3];
 	int fl = is_float(n->dtype);
 	if (Cg * G != C || O % G || n->shape[0] != N || n->shape[1] != O ||
-	    OH != (H + 2 * ph - KH) / sh + 1 || OW != (W + 2 * pw - KW) / sw + 1 || OH < 0 ||
-	    OW < 0 || (x->f != NULL) != fl || (w->f != NULL) != fl ||
+	    OH != (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1 || OW != (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1 ||
+	    OH < 0 || OW < 0 || (x->f != NULL) != fl || (w->f != NULL) != fl ||
 	    (b && (b->n != O || (b->f != NULL) != fl)))
 		ice("interp: conv2d %%%d: shapes", n->id);
 	Tensor *o = new_out(n);
@@ -79,7 +80,7 @@ Tensor *op_conv2d(Node *n, Tensor **in)
 			int64_t wb = (oc * Cg + c) * KH * KW;
 			for (int64_t kh = 0; kh < KH; kh++)
 				for (int64_t kw = 0; kw < KW; kw++)
-					conv_tap(&d, o, ob, x, xb, w, wb + kh * KW + kw, kh, kw);
+					conv_tap(&d, o, ob, x, xb, w, wb + kh * KW + kw, kh * dh, kw * dw);
 		}
 	}
 	fix_dtype(o);

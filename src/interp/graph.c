@@ -46,6 +46,8 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 	case OPC_NORM:
 		return op_norm(fr, n, in);
 	case OPC_CONV:
+		if (n->op == OP_CONV_TRANSPOSE2D)
+			return op_conv_transpose2d(n, in);
 		return op_conv2d(n, in);
 	default:
 		break;
@@ -77,6 +79,8 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 		return op_pool(n, in[0]);
 	case OP_GLOBAL_AVGPOOL2D:
 		return op_global_avgpool(n, in[0]);
+	case OP_RESIZE_NEAREST: case OP_RESIZE_BILINEAR:
+		return op_resize(n, in[0]);
 	case OP_TAKE_ALONG:
 		return op_take_along(fr, n, in[0], in[1]);
 	case OP_TOPK: case OP_TOPK_MIN:

@@ -167,4 +167,8 @@ Tensor *op_take_along(Frame *fr, Node *n, Tensor *x, Tensor *idx);
 Tensor *op_topk(Node *n, Tensor *x);
 Tensor *op_cumsum(Node *n, Tensor *x);
 
+/* upsample.c */
+Tensor *op_conv_transpose2d(Node *n, Tensor **in);
+Tensor *op_resize(Node *n, Tensor *x);
+
 #endif

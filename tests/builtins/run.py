@@ -1284,6 +1284,225 @@ export fn f(a: f32[5, 9], b: f32[3, 4, 7], i: i32[4, 5], l: i64[3, 6], g: f64[7,
 ])
 
 
+# --- dilated and transposed convolution, interpolation (issue #10) -------------------
+# Their own generator, so that the inputs of the cases above stay as they were.
+
+urng = np.random.default_rng(1010)
+
+
+def uu(shape, dtype=np.float32):
+    return urng.uniform(-1, 1, size=shape).astype(dtype)
+
+
+def conv2d_dil_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Direct loop over output positions; the kernel's taps dilation apart."""
+    x, w = d(x), d(w)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    oh, ow = (h + 2 * ph - eh) // sh + 1, (wd + 2 * pw - ew) // sw + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow))
+    for oc in range(o):
+        g = oc // og
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg:(g + 1) * cg, i * sh:i * sh + eh:dh, j * sw:j * sw + ew:dw]
+                out[:, oc, i, j] = np.einsum("nchw,chw->n", patch, w[oc])
+    if b is not None:
+        out += d(b)[None, :, None, None]
+    return out
+
+
+def conv_transpose2d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The gradient of conv2d with respect to its input: every input pixel scatters the
+    kernel, weighted by it, into a full-size buffer, which is then cropped by the padding."""
+    x, w = d(x), d(w)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    (sh, sw), (ph, pw) = pair(stride), pair(padding)
+    (oph, opw), (dh, dw) = pair(output_padding), pair(dilation)
+    cg = c // groups
+    full = np.zeros((n, og * groups, (h - 1) * sh + dh * (kh - 1) + 1 + oph,
+                     (wd - 1) * sw + dw * (kw - 1) + 1 + opw))
+    for g in range(groups):
+        xs, ws = x[:, g * cg:(g + 1) * cg], w[g * cg:(g + 1) * cg]
+        for i in range(h):
+            for j in range(wd):
+                for a in range(kh):
+                    for e in range(kw):
+                        full[:, g * og:(g + 1) * og, i * sh + a * dh, j * sw + e * dw] += \
+                            xs[:, :, i, j] @ ws[:, :, a, e]
+    oh = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1
+    ow = (wd - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+    out = full[:, :, ph:ph + oh, pw:pw + ow]
+    if b is not None:
+        out = out + d(b)[None, :, None, None]
+    return out
+
+
+def nearest_src(n_in, n_out, sf=None):
+    """PyTorch's legacy nearest: equal and double sizes are special cases, else
+    floor(i * scale) in float32, scale = 1/scale_factor when given, else in/out."""
+    i = np.arange(n_out)
+    if n_out == n_in:
+        return i
+    if n_out == 2 * n_in:
+        return i >> 1
+    sc = np.float32(1.0 / sf) if sf else np.float32(n_in) / np.float32(n_out)
+    return np.minimum(np.floor(i.astype(np.float32) * sc).astype(np.int64), n_in - 1)
+
+
+def linear_src(n_in, n_out, align, sf=None, ft=np.float32):
+    """PyTorch's bilinear source positions along one axis, in its arithmetic type ft:
+    align_corners maps the corner pixels onto each other, else pixel centres (clamped at
+    0); returns the two input positions and the weight of the second."""
+    if align:
+        sc = ft(n_in - 1) / ft(n_out - 1) if n_out > 1 else ft(0)
+    else:
+        sc = ft(1.0 / sf) if sf else ft(n_in) / ft(n_out)
+    i = np.arange(n_out).astype(ft)
+    real = sc * i if align else np.maximum(sc * (i + ft(0.5)) - ft(0.5), ft(0))
+    i0 = np.minimum(np.floor(real).astype(np.int64), n_in - 1)
+    lam = np.clip(real - i0.astype(ft), 0, 1).astype(np.float64)
+    return i0, np.where(i0 < n_in - 1, i0 + 1, i0), lam
+
+
+def interp_ref(x, size=None, sf=None, mode="nearest", align=False):
+    x = np.asarray(x)
+    h, w = x.shape[2:]
+    sfh, sfw = (sf, sf) if not isinstance(sf, (list, tuple)) else sf
+    oh, ow = pair(size) if size is not None else (int(math.floor(h * sfh)), int(math.floor(w * sfw)))
+    xd = d(x)
+    if mode == "nearest":
+        return xd[:, :, nearest_src(h, oh, sfh if size is None else None)][
+            :, :, :, nearest_src(w, ow, sfw if size is None else None)]
+    ft = np.float64 if x.dtype == np.float64 else np.float32
+    h0, h1, lh = linear_src(h, oh, align, sfh if size is None else None, ft)
+    w0, w1, lw = linear_src(w, ow, align, sfw if size is None else None, ft)
+    lh, lw = lh[:, None], lw[None, :]
+    top = (1 - lw) * xd[:, :, h0][:, :, :, w0] + lw * xd[:, :, h0][:, :, :, w1]
+    bot = (1 - lw) * xd[:, :, h1][:, :, :, w0] + lw * xd[:, :, h1][:, :, :, w1]
+    return (1 - lh) * top + lh * bot
+
+
+R5 = 1e-5   # these cases: 1e-5 relative to the largest reference value
+dx, dwt, dwb = uu((2, 3, 9, 8)), uu((4, 3, 3, 2)), uu((4,))
+dw5 = uu((5, 3, 3, 3))
+dgx, dgw, ddw, ddb = uu((1, 4, 7, 7)), uu((6, 2, 3, 3)), uu((4, 1, 3, 3)), uu((4,))
+case("i10_conv2d_dilation", """
+export fn f(x: f32[2, 3, 9, 8], w: f32[4, 3, 3, 2], b: f32[4], w5: f32[5, 3, 3, 3], gx: f32[1, 4, 7, 7],
+            gw: f32[6, 2, 3, 3], dw: f32[4, 1, 3, 3], db: f32[4]) -> (f32[2, 5, 5, 4], f32[2, 4, 5, 5], f32[1, 6, 7, 7], f32[1, 4, 7, 7], f32[2, 3, 9, 8], f32[2, 4, 7, 7]) {
+  return conv2d(x, w5, dilation=2), conv2d(x, w, b, stride=2, padding=2, dilation=[2, 3]),
+         conv2d(gx, gw, padding=3, groups=2, dilation=3), conv2d(gx, dw, db, 1, 2, 4, 2),
+         conv2d(x, w5[0:3, :, 1:2, 1:2], dilation=3), conv2d(x, w, b, dilation=[1, 1])
+}
+""", dict(x=dx, w=dwt, b=dwb, w5=dw5, gx=dgx, gw=dgw, dw=ddw, db=ddb), [
+    O("dilation2", conv2d_dil_ref(dx, dw5, None, 1, 0, 2), tol=R5),
+    O("stride_padding_rect_dilation", conv2d_dil_ref(dx, dwt, dwb, 2, 2, (2, 3)), tol=R5),
+    O("groups2_dilation3", conv2d_dil_ref(dgx, dgw, None, 1, 3, 3, 2), tol=R5),
+    O("depthwise_positional_dilation", conv2d_dil_ref(dgx, ddw, ddb, 1, 2, 2, 4), tol=R5),
+    O("1x1_dilation3", conv2d_dil_ref(dx, dw5[0:3, :, 1:2, 1:2], None, 1, 0, 3), tol=R5),
+    O("dilation1_is_conv2d", conv2d_ref(dx, dwt, dwb), tol=R5),
+])
+
+tx, tw, tb = uu((2, 4, 5, 6)), uu((4, 3, 3, 2)), uu((6,))
+tx2, tw2 = uu((1, 3, 4, 4)), uu((3, 2, 3, 3))
+tx3, tw3, tb3 = uu((2, 3, 7, 5)), uu((3, 5, 4, 3)), uu((5,))
+tdw = uu((3, 1, 3, 3))
+tx64, tw64 = urng.uniform(-1, 1, (1, 2, 3, 4)), urng.uniform(-1, 1, (2, 3, 2, 3))
+case("i10_conv_transpose2d", """
+export fn f(x: f32[2, 4, 5, 6], w: f32[4, 3, 3, 2], b: f32[6], x2: f32[1, 3, 4, 4], w2: f32[3, 2, 3, 3],
+            x3: f32[2, 3, 7, 5], w3: f32[3, 5, 4, 3], b3: f32[5], dw: f32[3, 1, 3, 3], x64: f64[1, 2, 3, 4],
+            w64: f64[2, 3, 2, 3]) -> (f32[2, 6, 12, 11], f32[1, 2, 6, 6], f32[2, 5, 22, 11], f32[2, 3, 7, 9], f32[2, 6, 12, 11],
+        f64[1, 3, 7, 8], f32[1, 2, 2, 2]) {
+  return conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=[2, 1]),
+         conv_transpose2d(x2, w2),
+         conv_transpose2d(x3, w3, b3, stride=[3, 2], padding=[2, 1], output_padding=[1, 0], dilation=2),
+         conv_transpose2d(x3, dw, stride=[1, 2], padding=1, groups=3),
+         conv_transpose2d(x, w, b, 2, 1, 1, 2, [2, 1]),
+         conv_transpose2d(x64, w64, stride=2, padding=[0, 1], output_padding=1),
+         conv_transpose2d(x2, w2, padding=2)
+}
+""", dict(x=tx, w=tw, b=tb, x2=tx2, w2=tw2, x3=tx3, w3=tw3, b3=tb3, dw=tdw, x64=tx64, w64=tw64), [
+    O("stride_pad_outpad_groups_dilation", conv_transpose2d_ref(tx, tw, tb, 2, 1, 1, 2, (2, 1)), tol=R5),
+    O("defaults", conv_transpose2d_ref(tx2, tw2), tol=R5),
+    O("odd_rect_stride_dilation", conv_transpose2d_ref(tx3, tw3, tb3, (3, 2), (2, 1), (1, 0), 1, 2), tol=R5),
+    O("depthwise_groups3", conv_transpose2d_ref(tx3, tdw, None, (1, 2), 1, 0, 3), tol=R5),
+    O("positional_as_pytorch", conv_transpose2d_ref(tx, tw, tb, 2, 1, 1, 2, (2, 1)), tol=R5),
+    O("f64", conv_transpose2d_ref(tx64, tw64, None, 2, (0, 1), 1), "f64"),
+    O("padding_shrinks", conv_transpose2d_ref(tx2, tw2, None, 1, 2), tol=R5),
+])
+
+ix, ix10, ix64 = uu((2, 3, 5, 7)), uu((1, 2, 26, 6)), urng.uniform(-1, 1, (1, 2, 4, 5))
+case("i10_interpolate_nearest", """
+export fn f(x: f32[2, 3, 5, 7], y: f32[1, 2, 26, 6]) -> (f32[2, 3, 8, 3], f32[2, 3, 10, 14], f32[2, 3, 7, 14], f32[2, 3, 5, 7], f32[2, 3, 2, 3], f32[1, 2, 22, 4],
+        f32[2, 3, 11, 16]) {
+  return interpolate(x, size=[8, 3]), interpolate(x, scale_factor=2), interpolate(x, scale_factor=[1.5, 2.1]),
+         interpolate(x, [5, 7]), interpolate(x, scale_factor=0.5, mode="nearest"), interpolate(y, size=[22, 4]),
+         interpolate(x, scale_factor=2.3)
+}
+""", dict(x=ix, y=ix10), [
+    O("size_odd", interp_ref(ix, (8, 3)), tol=0.0),
+    O("scale2", interp_ref(ix, sf=2), tol=0.0),
+    O("scale_pair_double_width_special_case", interp_ref(ix, sf=(1.5, 2.1)), tol=0.0),
+    O("same_size_positional", interp_ref(ix, (5, 7)), tol=0.0),
+    O("downsample_half", interp_ref(ix, sf=0.5), tol=0.0),
+    # 26 -> 22 rows: floor(i * 26/22) in float32 is one less than in exact arithmetic
+    # at some i, and PyTorch computes it in float32
+    O("float32_scale_rounding", interp_ref(ix10, (22, 4)), tol=0.0),
+    O("scale_2_3", interp_ref(ix, sf=2.3), tol=0.0),
+])
+case("i10_interpolate_bilinear", """
+export fn f(x: f32[2, 3, 5, 7], z: f64[1, 2, 4, 5]) -> (f32[2, 3, 8, 11], f32[2, 3, 8, 11], f32[2, 3, 8, 11], f32[2, 3, 3, 4], f32[2, 3, 3, 4], f32[2, 3, 1, 1],
+        f32[2, 3, 1, 1], f64[1, 2, 7, 9], f64[1, 2, 7, 9], f32[2, 3, 12, 8]) {
+  return interpolate(x, size=[8, 11], mode="bilinear"), interpolate(x, size=[8, 11], mode="bilinear", align_corners=true),
+         interpolate(x, scale_factor=1.7, mode="bilinear"), interpolate(x, size=[3, 4], mode="bilinear"),
+         interpolate(x, [3, 4], mode="bilinear", align_corners=true), interpolate(x, size=1, mode="bilinear", align_corners=true),
+         interpolate(x, size=1, mode="bilinear"), interpolate(z, size=[7, 9], mode="bilinear"),
+         interpolate(z, size=[7, 9], mode="bilinear", align_corners=true),
+         interpolate(x, scale_factor=[2.5, 1.2], mode="bilinear", align_corners=false)
+}
+""", dict(x=ix, z=ix64), [
+    O("up_half_pixel", interp_ref(ix, (8, 11), mode="bilinear"), tol=R5),
+    O("up_align_corners", interp_ref(ix, (8, 11), mode="bilinear", align=True), tol=R5),
+    O("scale_factor_uses_its_inverse", interp_ref(ix, sf=1.7, mode="bilinear"), tol=R5),
+    O("down_half_pixel", interp_ref(ix, (3, 4), mode="bilinear"), tol=R5),
+    O("down_align_corners", interp_ref(ix, (3, 4), mode="bilinear", align=True), tol=R5),
+    O("to_1x1_align_corners", interp_ref(ix, 1, mode="bilinear", align=True), tol=R5),
+    O("to_1x1_half_pixel", interp_ref(ix, 1, mode="bilinear"), tol=R5),
+    O("f64", interp_ref(ix64, (7, 9), mode="bilinear"), "f64"),
+    O("f64_align_corners", interp_ref(ix64, (7, 9), mode="bilinear", align=True), "f64"),
+    O("scale_pair", interp_ref(ix, sf=(2.5, 1.2), mode="bilinear"), tol=R5),
+])
+# Large enough (32768 output elements, 2 images) for compiled code to split the images
+# among the thread pool's tasks.
+lx = uu((2, 4, 32, 32))
+case("i10_interpolate_pooled", """
+export fn f(x: f32[2, 4, 32, 32]) -> (f32[2, 4, 64, 64], f32[2, 4, 64, 64]) {
+  return interpolate(x, size=64, mode="bilinear"), interpolate(x, scale_factor=2)
+}
+""", dict(x=lx), [
+    O("bilinear", interp_ref(lx, 64, mode="bilinear"), tol=R5),
+    O("nearest", interp_ref(lx, sf=2), tol=0.0),
+])
+# Hand-worked values, independent of the coordinate code above: 2 -> 4 pixels.
+hx = np.array([[[[0.0, 4.0]]]], dtype=np.float32)
+case("i10_interpolate_known_values", """
+export fn f(x: f32[1, 1, 1, 2]) -> (f32[1, 1, 1, 4], f32[1, 1, 1, 4], f32[1, 1, 1, 4]) {
+  return interpolate(x, size=[1, 4], mode="bilinear"), interpolate(x, size=[1, 4], mode="bilinear", align_corners=true),
+         interpolate(x, size=[1, 4])
+}
+""", dict(x=hx), [
+    O("half_pixel", [[[[0.0, 1.0, 3.0, 4.0]]]], tol=R5),
+    O("align_corners", [[[[0.0, 4.0 / 3, 8.0 / 3, 4.0]]]], tol=R5),
+    O("nearest", [[[[0.0, 0.0, 4.0, 4.0]]]], tol=0.0),
+])
+
+
 # ----------------------------------------------------------------------------- running
 
 

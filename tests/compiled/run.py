@@ -1895,6 +1895,62 @@ def math_f32_tight():
     return single("math.f32_tight_vs_numpy", fn)
 
 
+# ----------------------------------------------------------------------------- 3c. upsampling (issue #10)
+
+
+def upsample_numpy_case(c):
+    """Compiled code against the NumPy references of a builtins case, with the case's own
+    tolerance (1e-5 relative): the comparison with the interpreter alone allows 1e-4."""
+    bi = load_builtins()
+    m = region_model("upsample." + c.name, c.src, dict(c.inputs), stem=c.name)
+    out = os.path.join(m.d, "out")
+    m.build(out)
+    got = run_compiled(m, out)
+    return [("upsample.numpy.%s.%s" % (c.name, o.label), bi.compare(o, g)) for o, g in zip(c.outs, got)]
+
+
+def upsample_numpy_checks():
+    for c in load_builtins().CASES:
+        if c.name.startswith("i10_"):
+            CHECKS.append(("upsample.numpy.%s" % c.name, (lambda c=c: upsample_numpy_case(c))))
+
+
+upsample_numpy_checks()
+
+SRC_UPSAMPLE_DYN = """
+@region(reuse_hash = 0)
+fn up(x: f32[1, 4, H, W], w: f32[4, 3, 3, 3], b: f32[6], s: int) -> (f32[1, 6, 2 * H, 2 * W], f32[1, 4, 2 * H, 3 * W], f32[1, 4, 2 * H + 1, 2 * W - 1], f32[1, 4, H, W]) {
+  let wg = conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=1)
+  let near = interpolate(x, size=[2 * H, 3 * W])
+  let bil = interpolate(x, size=[2 * H + 1, 2 * W - 1], mode="bilinear", align_corners=s > 1)
+  let dil = conv2d(x, w[0:4, 0:1, :, :], padding=s, groups=4, dilation=s)
+  return wg, near, bil, dil
+}
+
+export fn forward(a: f32[1, 4, 5, 3], b: f32[1, 4, 4, 6], w: f32[4, 3, 3, 3], bias: f32[6]) -> (f32[1, 6, 10, 6], f32[1, 4, 10, 9], f32[1, 4, 11, 5], f32[1, 4, 5, 3],
+        f32[1, 6, 8, 12], f32[1, 4, 8, 18], f32[1, 4, 9, 11], f32[1, 4, 4, 6]) {
+  let p, q, r, t = up(a, w, bias, 1)
+  let e, f, g, h = up(b, w, bias, 2)
+  return p, q, r, t, e, f, g, h
+}
+"""
+
+
+@check("upsample.reuse_hash_runtime_dims")
+def upsample_dyn():
+    # One shared variant for two image sizes (and dilation, align_corners taken at run
+    # time): the direct loops of conv_transpose2d and conv2d and the resize kernels with
+    # every dimension and attribute loaded at run time.
+    def fn():
+        m = region_model("upsample.dyn", SRC_UPSAMPLE_DYN,
+                         rng_inputs(11, a=(1, 4, 5, 3), b=(1, 4, 4, 6), w=(4, 3, 3, 3), bias=(6,)))
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.up.0.o"])
+        values_ok(m.check_compiled(out))
+    return single("upsample.reuse_hash_runtime_dims", fn)
+
+
 # ----------------------------------------------------------------------------- 4. gpt2 counts
 
 
