@@ -294,6 +294,7 @@ struct LexState {
 	int32_t pos;   /* byte offset of the next character */
 	int depth;     /* ( and [ nesting: newlines inside are ignored */
 	int can_end;   /* the last token can end a statement */
+	int last;      /* the last token: after an operand, ".0" is a numbered field */
 };
 
 /* Parse a whole file. Syntax errors are reported through d; the returned module
