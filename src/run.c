@@ -39,6 +39,21 @@ void random_fill(Tensor *t, const char *name, uint64_t seed)
 	}
 }
 
+void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed)
+{
+	if (!pi->positive || !dtype_is_float(t->dtype)) {
+		random_fill(t, pi->name, seed);
+		return;
+	}
+	/* a variance: uniform in [0.5, 1.5), near 1 as a trained batch norm's, never
+	 * negative (NaN) nor near 0 (huge scales) */
+	uint64_t s = seed ^ hash_str(pi->name);
+	for (int64_t i = 0; i < t->n; i++) {
+		double v = 0.5 + (double)(next_rand(&s) >> 11) * (1.0 / 9007199254740992.0);
+		t->f[i] = t->dtype == DT_F32 ? (double)(float)v : v;
+	}
+}
+
 static void summary(const char *name, Tensor *t)
 {
 	Buf b = {0};
@@ -172,7 +187,7 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 		for (int i = 0; i < p->nparams; i++) {
 			ParamInfo *pi = &p->params[i];
 			params[i] = tensor_new(pi->dtype, pi->rank, pi->shape);
-			random_fill(params[i], pi->name, o->seed);
+			random_fill_param(params[i], pi, o->seed);
 		}
 	} else if (p->nparams > 0) {
 		error_plain(d, "the model has %d param tensor%s: give --weights FILE.safetensors or --random-weights SEED",
@@ -317,7 +332,7 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
 		Tensor *t = tensor_new(pi->dtype, pi->rank, pi->shape);
-		random_fill(t, pi->name, seed);
+		random_fill_param(t, pi, seed);
 		tensor_to_bytes(t, data);
 		data += (size_t)t->n * (size_t)dtype_size(pi->dtype);
 		tensor_free(t);

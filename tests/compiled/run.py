@@ -2111,6 +2111,67 @@ def kernels_batched_epilogue():
     return single("kernels.batched_matmul_epilogue", fn)
 
 
+# batch_norm in compiled code against NumPy directly (not the interpreter), at
+# 1e-5 relative: NCHW with odd sizes, rank 2, rank 3, and after a convolution in a
+# region with a relu, where x * scale + shift + relu is one elementwise loop.
+SRC_BN = """
+@region
+fn conv_bn(x: f32[N, C, Y, X], w: f32[O, C, 3, 3], s: f32[4, O]) -> f32[N, O, Y, X] {
+  return relu(batch_norm(conv2d(x, w, padding=1), s[0], s[1], s[2], s[3]))
+}
+
+export fn forward(x: f32[2, 5, 7, 9], s5: f32[4, 5], y: f32[3, 6], s6: f32[4, 6], z: f32[2, 3, 33],
+                  s3: f32[4, 3], w: f32[6, 5, 3, 3]) ->
+    (f32[2, 5, 7, 9], f32[3, 6], f32[2, 3, 33], f32[2, 6, 7, 9]) {
+  return batch_norm(x, s5[0], s5[1], s5[2], s5[3]), batch_norm(y, s6[0], s6[1], s6[2], s6[3], eps=1e-3),
+         batch_norm(z, s3[0], s3[1], s3[2], s3[3], eps=0.5), conv_bn(x, w, s6)
+}
+"""
+
+
+def bn_np(x, s, eps=1e-5):
+    x, s = x.astype(np.float64), s.astype(np.float64)
+    sh = (1, -1) + (1,) * (x.ndim - 2)
+    m, v, w, b = (s[i].reshape(sh) for i in range(4))
+    return (x - m) / np.sqrt(v + eps) * w + b
+
+
+def conv_np(x, w):
+    """3x3, padding 1, stride 1, by shifted windows."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, hh, ww = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], hh, ww))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,oc->nohw", xp[:, :, i:i + hh, j:j + ww], w[:, :, i, j])
+    return out
+
+
+@check("kernels.batch_norm")
+def kernels_batch_norm():
+    def fn():
+        rng = np.random.default_rng(11)
+        ins = rng_inputs(11, x=(2, 5, 7, 9), y=(3, 6), z=(2, 3, 33), w=(6, 5, 3, 3))
+        for n, c in (("s5", 5), ("s6", 6), ("s3", 3)):
+            s = rng.uniform(-1, 1, (4, c)).astype(np.float32)
+            s[1] = rng.uniform(1e-4, 2.0, c)      # variances, one tiny: eps matters
+            s[1, 0] = 1e-6
+            ins[n] = s
+        mdl = region_model("kernels.bn", SRC_BN, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        got = run_compiled(mdl, out)
+        refs = [bn_np(ins["x"], ins["s5"]), bn_np(ins["y"], ins["s6"], 1e-3), bn_np(ins["z"], ins["s3"], 0.5),
+                np.maximum(bn_np(conv_np(ins["x"], ins["w"]), ins["s6"]), 0)]
+        for k, (g, r) in enumerate(zip(got, refs)):
+            err = float(np.max(np.abs(g.astype(np.float64) - r)))
+            if g.shape != r.shape or not err <= 1e-5 * max(1.0, float(np.max(np.abs(r)))):
+                raise Fail("result %d: shape %s vs %s, max abs err %.3g, max|ref| %.3g" %
+                           (k, g.shape, r.shape, err, float(np.max(np.abs(r)))))
+    return single("kernels.batch_norm", fn)
+
+
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split
 # over their outermost loop: at 1, 2 and 3 threads against the interpreter.
 SRC_PAR = """
