@@ -122,6 +122,15 @@ static char *shape_text(DType dt, int rank, const int64_t *shape)
 	return b.s;
 }
 
+/* PyTorch's batch-norm step counter: training state that inference never reads,
+ * present in every checkpoint of a model with batch norm; not worth a warning. */
+static int batch_counter(const char *name)
+{
+	static const char suffix[] = "num_batches_tracked";
+	size_t n = strlen(name), k = sizeof suffix - 1;
+	return n >= k && !strcmp(name + n - k, suffix) && (n == k || name[n - k - 1] == '.');
+}
+
 /* Bind every param from the weights file; 0 after errors. */
 static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 {
@@ -155,7 +164,7 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 		free(want);
 	}
 	for (int i = 0; i < w->n; i++)
-		if (!w->t[i].used)
+		if (!w->t[i].used && !batch_counter(w->t[i].name))
 			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
 	return ok;
 }

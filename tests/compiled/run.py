@@ -829,6 +829,97 @@ for _n, _c in ODD:
     CHECKS.append(("sample.%s_odd" % _n, sample_case(_n, _c, "sample.%s_odd" % _n)))
 
 
+# samples/resnet18.nest, torchvision's names and batch norms: compiled code and the
+# interpreter against the NumPy ResNet-18 of tests/models/run.py at 1e-4, on a
+# checkpoint that also holds torchvision's num_batches_tracked counters (ignored,
+# without a warning); and on nestc's random weights, whose variances must be
+# drawn positive (else NaN).
+
+
+def load_models():
+    path = os.path.join(ROOT, "tests", "models", "run.py")
+    spec = importlib.util.spec_from_file_location("nest_model_refs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def close_to(got, ref, what, rtol=1e-4):
+    err = float(np.max(np.abs(got.astype(np.float64) - ref))) if np.all(np.isfinite(got)) else float("inf")
+    scale = float(np.max(np.abs(ref)))
+    if got.shape != ref.shape or not err <= rtol * scale:
+        raise Fail("%s: shape %s vs %s, max abs err %.3g > %g * max|ref| %.3g" %
+                   (what, got.shape, ref.shape, err, rtol, scale))
+
+
+def resnet18_case(tag, cfg, seed):
+    def fn():
+        mod = load_models()
+        weights, inputs = mod.make_case("resnet18", cfg, mod.resnet18_params, mod.resnet18_inputs, seed)
+        counters = [(n[:-len("running_var")] + "num_batches_tracked", np.array(100, np.int64))
+                    for n, _ in weights if n.endswith(".running_var")]
+        d = tmpdir(tag)
+        wpath = os.path.join(d, "torchvision.safetensors")
+        write_safetensors(wpath, weights + counters)
+        src = os.path.join(SAMPLES, "resnet18.nest")
+        m = Model(d, src, cfg, inputs, weights=wpath)
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        W, I = mod.as64(weights, inputs)
+        ref = mod.resnet18_ref(cfg, W, I)
+        close_to(run_compiled(m, out)[0], ref, "compiled")
+        opath = os.path.join(d, "interp.npy")
+        r = nestc("run", src, *defs(cfg), "--weights", wpath, "--input", "x=" + m.inputs["x"], "--output", opath)
+        if r.stderr.strip():
+            raise Fail("nestc run printed: %s" % short(r.stderr, 3))
+        close_to(np.load(opath), ref, "nestc run")
+    return lambda: single(tag, fn)
+
+
+CHECKS.append(("sample.resnet18", resnet18_case("sample.resnet18", {"BATCH": 2, "IMG": 32, "CLASSES": 1000}, 31)))
+CHECKS.append(("sample.resnet18_odd", resnet18_case("sample.resnet18_odd", {"BATCH": 1, "IMG": 40, "CLASSES": 10}, 32)))
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    dt = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8"}
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+                             dtype=dt[v["dtype"]]).reshape(v["shape"])
+            for k, v in hdr.items() if k != "__metadata__"}
+
+
+@check("sample.resnet18_random")
+def resnet18_random():
+    def fn():
+        cfg = {"BATCH": 1, "IMG": 32, "CLASSES": 10}
+        d = tmpdir("sample.resnet18_random")
+        src = os.path.join(SAMPLES, "resnet18.nest")
+        wpath = os.path.join(d, "random.safetensors")
+        nestc("weights", src, *defs(cfg), "--random-weights", "5", "-o", wpath)
+        w = read_safetensors(wpath)
+        var = {k: a for k, a in w.items() if k.endswith(".running_var")}
+        if len(var) != 20 or not all(np.all(a > 0) for a in var.values()):
+            raise Fail("running_var: %d tensors, min %s" % (len(var), min(float(a.min()) for a in var.values())))
+        # the other 1-d params stay symmetric around zero
+        if not min(float(a.min()) for k, a in w.items() if k.endswith(".running_mean")) < 0:
+            raise Fail("running_mean drawn positive too")
+        m = Model(d, src, cfg, sample_inputs("resnet", {"BATCH": 1, "IMG": 32}, 3), weights=wpath)
+        out = os.path.join(d, "out")
+        m.build(out)
+        got = run_compiled(m, out)[0]
+        if not np.all(np.isfinite(got)):
+            raise Fail("compiled output on random weights is not finite")
+        opath = os.path.join(d, "interp.npy")
+        nestc("run", src, *defs(cfg), "--random-weights", "5", "--input", "x=" + m.inputs["x"], "--output", opath)
+        interp = np.load(opath)
+        if not np.all(np.isfinite(interp)):
+            raise Fail("nestc run --random-weights output is not finite")
+        close_to(got, interp.astype(np.float64), "compiled vs nestc run --random-weights")
+    return single("sample.resnet18_random", fn)
+
+
 # ----------------------------------------------------------------------------- 3. regions
 
 
