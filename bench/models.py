@@ -7,6 +7,9 @@ files every runtime of bench/run.py reads: written once, the same for all of the
                                        DIR/ref.npy (logits of the model in float64)
   models.py resnet DIR IMG C0 CLASSES  DIR/weights.safetensors, DIR/x.npy (f32[1, 3, IMG, IMG]),
                                        DIR/ref.npy (float64)
+  models.py resnet18 DIR IMG           DIR/weights.safetensors (torchvision's state dict,
+                                       num_batches_tracked included), DIR/x.npy,
+                                       DIR/model.onnx (opset 14, static shapes), DIR/ref.npy
   models.py matmul DIR M N K           DIR/a.npy, DIR/b.npy, DIR/ref.npy (float64)
 
 GPT2 matches samples/gpt2.nest exactly: HF parameter names (wte.weight, wpe.weight,
@@ -14,6 +17,8 @@ h.N.ln_1.weight, h.N.attn.c_attn.weight [D, 3D] in Conv1D layout, ..., ln_f.bias
 LayerNorm eps 1e-5, scores scaled by rsqrt(D/H) then causally masked with -inf,
 gelu_tanh, and the LM head tied to wte (logits = x @ wte.weight.T). ResNet18 matches
 samples/resnet.nest: torchvision's names, batch norm folded into conv biases.
+ResNet18BN matches samples/resnet18.nest: torchvision's resnet18 module tree
+(written out here, no torchvision) with its batch norms, in eval mode.
 Weights are random with a fixed seed. The .safetensors writer is our own (JSON
 header padded to 8 bytes, tensors in name order, little-endian F32).
 """
@@ -39,8 +44,10 @@ def save_safetensors(path, tensors):
     """tensors: {name: float32 ndarray}."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name], dtype="<f4")
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        integer = np.asarray(tensors[name]).dtype.kind in "iu"    # num_batches_tracked
+        a = np.ascontiguousarray(tensors[name], dtype="<i8" if integer else "<f4")
+        header[name] = {"dtype": "I64" if integer else "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
         blobs.append(a)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -64,9 +71,10 @@ def load_safetensors(path):
     for name, e in header.items():
         if name == "__metadata__":
             continue
-        assert e["dtype"] == "F32", (name, e["dtype"])
+        assert e["dtype"] in ("F32", "I64"), (name, e["dtype"])
         b, end = e["data_offsets"]
-        out[name] = np.frombuffer(data[base + b:base + end], dtype="<f4").reshape(e["shape"]).copy()
+        dt = "<f4" if e["dtype"] == "F32" else "<i8"
+        out[name] = np.frombuffer(data[base + b:base + end], dtype=dt).reshape(e["shape"]).copy()
     return out
 
 
@@ -227,6 +235,66 @@ if torch is not None:
                     p.copy_(std * torch.randn(p.shape, generator=g))
 
 
+    # ---------------------------------------------- ResNet-18 with batch norm
+
+    class BasicBlock(nn.Module):
+        """torchvision's BasicBlock: conv1, bn1, conv2, bn2, downsample = Sequential(conv, bn)."""
+        def __init__(self, i, o, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(i, o, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(o)
+            self.conv2 = nn.Conv2d(o, o, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(o)
+            self.downsample = None
+            if stride != 1 or i != o:
+                self.downsample = nn.Sequential(nn.Conv2d(i, o, 1, stride, bias=False), nn.BatchNorm2d(o))
+
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            h = self.bn2(self.conv2(h))
+            return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+    class ResNet18BN(nn.Module):
+        """torchvision.models.resnet18: its state dict names (conv1.weight, bn1.running_var,
+        layer2.0.downsample.1.weight, ..., fc.bias) come from this module tree."""
+        def __init__(self, classes=1000):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            w = [64, 128, 256, 512]
+            for s in range(4):
+                i = w[max(s - 1, 0)]
+                self.add_module("layer%d" % (s + 1), nn.Sequential(BasicBlock(i, w[s], 1 if s == 0 else 2),
+                                                                   BasicBlock(w[s], w[s], 1)))
+            self.avgpool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(512, classes)
+
+        def forward(self, x):
+            x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    def resnet18_init(model, seed):
+        """He-normal convolutions (the second of each block halved, so the residual sum
+        stays in range), batch-norm statistics that matter: means around 0, variances
+        in [0.5, 1.5), scales around 1; num_batches_tracked as after some training."""
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, t in model.state_dict().items():
+                if name.endswith("num_batches_tracked"):
+                    t.fill_(1000)
+                elif name.endswith("running_var"):
+                    t.copy_(0.5 + torch.rand(t.shape, generator=g))
+                elif name.endswith("running_mean") or name.endswith(".bias"):
+                    t.copy_(0.1 * torch.randn(t.shape, generator=g))
+                elif t.dim() == 1:
+                    t.copy_(1.0 + 0.1 * torch.randn(t.shape, generator=g))
+                else:
+                    std = math.sqrt(2.0 / t[0].numel()) * (0.5 if name.endswith("conv2.weight") else 1.0)
+                    t.copy_(std * torch.randn(t.shape, generator=g))
+
+
 def gpt2_files(d, L, D, H, V, CTX, S, seed=1):
     torch.manual_seed(seed)
     model = GPT2(L, D, H, V, CTX, S).eval()
@@ -262,6 +330,26 @@ def resnet_files(d, IMG, C0, CLASSES, seed=1):
     save_npy(os.path.join(d, "ref.npy"), ref)
 
 
+def resnet18_files(d, IMG, seed=1):
+    torch.manual_seed(seed)
+    model = ResNet18BN().eval()
+    resnet18_init(model, seed)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    save_safetensors(os.path.join(d, "weights.safetensors"), state)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 3, IMG, IMG)).astype(np.float32)
+    save_npy(os.path.join(d, "x.npy"), x)
+    with torch.no_grad():
+        ref = model.double()(torch.from_numpy(x).double()).numpy()
+    save_npy(os.path.join(d, "ref.npy"), ref)
+    model.float()
+    tmp = os.path.join(d, "model.tmp.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.from_numpy(x),), tmp, opset_version=14, input_names=["x"],
+                          output_names=["logits"], do_constant_folding=True)
+    os.replace(tmp, os.path.join(d, "model.onnx"))
+
+
 def matmul_files(d, M, N, K, seed=1):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K)).astype(np.float32)
@@ -276,7 +364,8 @@ def main():
     os.makedirs(d, exist_ok=True)
     if kind != "matmul" and torch is None:
         sys.exit("models.py: PyTorch is not installed")
-    {"gpt2": gpt2_files, "resnet": resnet_files, "matmul": matmul_files}[kind](d, *args)
+    {"gpt2": gpt2_files, "resnet": resnet_files, "resnet18": resnet18_files,
+     "matmul": matmul_files}[kind](d, *args)
 
 
 if __name__ == "__main__":

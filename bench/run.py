@@ -2,7 +2,7 @@
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
 Run: run.py NESTC [--rounds N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
-     SECTION: gpt2-shape, gpt2-small, matmul, resnet (all by default); PEER: ort, torch, sgemm
+     SECTION: gpt2-shape, gpt2-small, matmul, resnet, resnet18 (all by default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
 "unavailable: reason" and skipped): ONNX Runtime (onnxruntime-node in bench/.node),
@@ -55,6 +55,7 @@ GPT2_SHAPE = dict(L=4, D=256, H=4, V=1024, CTX=1024, S=64)
 GPT2_SMALL = dict(L=12, D=768, H=12, V=50257, CTX=1024, S=128)
 MATMULS = [(128, 768, 768), (128, 2304, 768), (128, 3072, 768), (128, 768, 3072), (1024, 1024, 1024)]
 RESNET = dict(IMG=64, C0=64, CLASSES=1000)
+RESNET18 = dict(IMG=224, BATCH=1)    # samples/resnet18.nest, torchvision's ImageNet ResNet-18
 
 
 def log(msg):
@@ -621,6 +622,45 @@ class Bench:
         self.model_table(res, flop, self.reference(d), base="PyTorch eager")
         background_note(bg)
 
+    def resnet18(self):
+        """samples/resnet18.nest, batch norms unfolded, against ONNX Runtime and PyTorch
+        on torchvision's state dict (bench/models.py ResNet18BN, exported to ONNX)."""
+        cfg = RESNET18
+        flop = resnet_flop(cfg["IMG"], 64, 1000)
+        print("\n## samples/resnet18.nest (torchvision ResNet-18 with batch norm): 1x3x%dx%d image "
+              "(%.3g GFLOP per forward)\n" % (cfg["IMG"], cfg["IMG"], flop / 1e9))
+        d = os.path.join(self.work, "resnet18-%d" % cfg["IMG"])
+        src = os.path.join(ROOT, "samples", "resnet18.nest")
+        try:
+            self.files("resnet18", d, [cfg["IMG"]], src, cfg)
+        except Unavailable as e:
+            print("unavailable: the model files: %s" % e)
+            return
+        w, x, onnx = (os.path.join(d, f) for f in ("weights.safetensors", "x.npy", "model.onnx"))
+        try:
+            harness = self.nestc_build(src, cfg, os.path.join(d, "nestc"), "resnet18")
+            nerr = None
+        except Unavailable as e:
+            nerr = "nestc: %s" % e
+        specs = []
+        for t in (1, 2):
+            out = lambda name: os.path.join(d, "%s-%d.npy" % (name, t))
+            lg = lambda name: os.path.join(d, "%s-%d.log" % (name, t))
+            specs.append(dict(label="nestc", threads=t, error=nerr, out=out("nestc"), log=lg("nestc"),
+                              env=self.nestc_env(t), cmd=None if nerr else [harness, w, out("nestc"), "3", x]))
+            oenv = self.base_env()
+            oenv["NODE_PATH"] = self.node_path
+            oerr = self.why_not.get("ort") or (None if os.path.exists(onnx) else "no ONNX file (PyTorch exports it)")
+            specs.append(dict(label="ONNX Runtime", threads=t, error=oerr, out=out("ort"), log=lg("ort"), env=oenv,
+                              cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), out("ort"), "3", x]))
+            specs.append(dict(label="PyTorch eager", threads=t, error=self.why_not.get("torch"), out=out("torch"),
+                              log=lg("torch"), env=self.torch_env(t),
+                              cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t), out("torch"), "3",
+                                   "resnet18", w, x]))
+        res, bg = measure(specs, self.rounds, budget=self.budget(0))
+        self.model_table(res, flop, self.reference(d), base="ONNX Runtime")
+        background_note(bg)
+
 
 def gpt2_flop(L, D, H, V, CTX, S):
     per_layer = 2 * S * D * (3 * D) + 2 * S * S * D * 2 + 2 * S * D * D + 2 * S * D * (4 * D) * 2
@@ -646,7 +686,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("nestc")
     ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
-    ap.add_argument("--only", default="gpt2-shape,gpt2-small,matmul,resnet")
+    ap.add_argument("--only", default="gpt2-shape,gpt2-small,matmul,resnet,resnet18")
     ap.add_argument("--skip", default="", help="peers to leave out: ort,torch,sgemm")
     ap.add_argument("--work", help="folder for models and builds (default: NESTC's folder/bench)")
     ap.add_argument("--peak1", type=float, default=175.0, help="FMA peak GFLOP/s at 1 thread")
@@ -656,7 +696,7 @@ def main():
     bad = set(p for p in args.skip.split(",") if p) - {"ort", "torch", "sgemm"}
     if bad:
         ap.error("unknown peer(s) for --skip: %s" % ", ".join(sorted(bad)))
-    unknown = set(sections) - {"gpt2-shape", "gpt2-small", "matmul", "resnet"}
+    unknown = set(sections) - {"gpt2-shape", "gpt2-small", "matmul", "resnet", "resnet18"}
     if unknown:
         ap.error("unknown section(s): %s" % ", ".join(sorted(unknown)))
     t0 = time.time()
@@ -691,6 +731,8 @@ def main():
             b.matmul()
         elif sec == "resnet":
             b.resnet()
+        elif sec == "resnet18":
+            b.resnet18()
         sys.stdout.flush()
     print("\n(benchmark took %.0f s)" % (time.time() - t0))
 

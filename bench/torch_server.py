@@ -3,6 +3,7 @@
 
 Usage: torch_server.py THREADS OUT.npy WARMUP gpt2 WEIGHTS L D H V CTX S TOKENS.npy
        torch_server.py THREADS OUT.npy WARMUP resnet WEIGHTS C0 CLASSES X.npy
+       torch_server.py THREADS OUT.npy WARMUP resnet18 WEIGHTS X.npy
 Sets torch.set_num_threads(THREADS) (the caller sets OPENBLAS_NUM_THREADS,
 OPENBLAS_CORETYPE and OMP_WAIT_POLICY=PASSIVE in the environment), runs once under
 torch.inference_mode() and writes the output to OUT.npy (f32, flat), runs WARMUP more
@@ -52,6 +53,10 @@ def main():
         model = models.ResNet18(C0, CLASSES)
         model.load_hf_state(weights)
         x = torch.from_numpy(np.load(sys.argv[8]))
+    elif kind == "resnet18":
+        model = models.ResNet18BN()
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        x = torch.from_numpy(np.load(sys.argv[6]))
     else:
         sys.exit("torch_server: unknown model " + kind)
     model.eval()

@@ -272,6 +272,7 @@ fields1:
 
 field:
 	IDENT ':' type                      { $$ = mk_field_decl(A, @1, $1, $3); }
+	| INT ':' type                      { $$ = mk_field_decl(A, @1, arena_printf(A, "%lld", (long long)$1), $3); }
 	;
 
 sep:
@@ -346,6 +347,7 @@ postfix:
 	primary                             { $$ = $1; }
 	| postfix '(' call_args ')'         { $$ = mk_call(A, @$, $1, $3); }
 	| postfix '.' IDENT                 { $$ = mk_field(A, @$, $1, $3, @3); }
+	| postfix '.' INT                   { $$ = mk_field(A, @$, $1, arena_printf(A, "%lld", (long long)$3), @3); }
 	| postfix '[' index_args ']'        { $$ = mk_index(A, @$, $1, $3); }
 	;
 
@@ -372,6 +374,8 @@ rec_fields:
 rec_fields1:
 	IDENT ':' expr                      { $$ = vadd(ps, NULL, mk_named(A, @1, $1, $3)); }
 	| rec_fields1 sep IDENT ':' expr    { $$ = vadd(ps, $1, mk_named(A, @3, $3, $5)); }
+	| INT ':' expr                      { $$ = vadd(ps, NULL, mk_named(A, @1, arena_printf(A, "%lld", (long long)$1), $3)); }
+	| rec_fields1 sep INT ':' expr      { $$ = vadd(ps, $1, mk_named(A, @3, arena_printf(A, "%lld", (long long)$3), $5)); }
 	;
 
 call_args:

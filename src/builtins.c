@@ -19,7 +19,7 @@ static const char *const builtins[] = {
 	"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
 	"topk", "take_along_axis", "cumsum",
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
-	"conv_transpose2d", "interpolate",
+	"conv_transpose2d", "interpolate", "batch_norm",
 	NULL,
 };
 
@@ -549,6 +549,63 @@ static Value *b_norm(LowerCtx *x, Args *a, Op op)
 		node_add_input(x->p, n, in[i]);
 	n->fval = eps;
 	return vtensor(x, n);
+}
+
+/* batch_norm(x, running_mean, running_var, weight, bias, eps=1e-5): PyTorch's
+ * F.batch_norm(..., training=False) over axis 1. No op of its own: the [C]
+ * statistics fold into one scale and one shift per channel, and x * scale + shift
+ * is an elementwise chain that the planner runs as one loop over x. */
+static Value *b_batch_norm(LowerCtx *x, Args *a)
+{
+	static const char *const allowed[] = {"eps", NULL};
+	static const char *const what[5] = {NULL, "running_mean", "running_var", "weight", "bias"};
+	if (!check_arity(x, a, 5, 6, allowed))
+		return VERR;
+	Node *t = tensor_arg(x, a, 0, NULL);
+	if (!float_tensor(x, a, t))
+		return VERR;
+	if (t->rank < 2) {
+		error_at(x->d, a->posloc[0], "batch_norm() needs x of at least two axes [N, C, ...], not %s", nstr(x, t));
+		return VERR;
+	}
+	int64_t c = t->shape[1];
+	Node *in[5] = {t};
+	for (int i = 1; i < 5; i++) {
+		in[i] = tensor_arg(x, a, i, NULL);
+		if (!in[i])
+			return VERR;
+		if (in[i]->rank != 1 || in[i]->shape[0] != c || in[i]->dtype != t->dtype) {
+			error_at(x->d, a->posloc[i], "batch_norm() of %s needs a %s of %s, not %s", nstr(x, t), what[i],
+			         shstr(x, t->dtype, 1, &c), nstr(x, in[i]));
+			return VERR;
+		}
+	}
+	double eps;
+	if (!float_opt(x, a, 5, "eps", 1e-5, &eps))
+		return VERR;
+	if (!(eps >= 0)) {
+		error_at(x->d, arg_loc(a, 5, "eps"), "eps of batch_norm() must not be negative");
+		return VERR;
+	}
+	/* random weights draw this param positive (params.c) */
+	avec_push(x->a, &x->p->variance_nodes, in[2]);
+	Loc loc = a->call->loc;
+	Value *var_eps = emit_binary(x, OP_ADD, vtensor(x, in[2]), vfloat(x, eps), loc);
+	if (var_eps->kind == V_ERR)
+		return VERR;
+	Node *inv = unary_node(x, OP_RSQRT, t->dtype, var_eps->node, loc);
+	Value *scale = emit_binary(x, OP_MUL, vtensor(x, in[3]), vtensor(x, inv), loc);
+	Value *shift = emit_binary(x, OP_SUB, vtensor(x, in[4]), emit_binary(x, OP_MUL, vtensor(x, in[1]), scale, loc), loc);
+	if (shift->kind == V_ERR)
+		return VERR;
+	/* [C] -> [C, 1, ...]: broadcasts over the axes after the channel's */
+	int64_t cs[MAX_RANK];
+	cs[0] = c;
+	for (int i = 1; i < t->rank - 1; i++)
+		cs[i] = 1;
+	Node *sc = reshape_node(x, scale->node, t->rank - 1, cs, loc);
+	Node *sh = reshape_node(x, shift->node, t->rank - 1, cs, loc);
+	return emit_binary(x, OP_ADD, emit_binary(x, OP_MUL, vtensor(x, t), vtensor(x, sc), loc), vtensor(x, sh), loc);
 }
 
 static Value *b_reshape(LowerCtx *x, Args *a)
@@ -1478,6 +1535,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 	if (!strcmp(a->fname, "cumsum")) return b_cumsum(x, a);
 	if (!strcmp(a->fname, "conv_transpose2d")) return b_conv_transpose2d(x, a);
 	if (!strcmp(a->fname, "interpolate")) return b_interpolate(x, a);
+	if (!strcmp(a->fname, "batch_norm")) return b_batch_norm(x, a);
 	Value *nn = nn_builtin(x, a);
 	if (nn)
 		return nn;

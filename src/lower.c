@@ -840,6 +840,7 @@ static void lower_program(Checker *c)
 			lower_export(&x, g);
 		}
 	}
+	mark_variance_params(c->p);
 	if (nexports == 0 && c->d->nerrors == 0)
 		warning_plain(c->d, "%s: no exported function: nothing to run or compile (mark an entry point 'export fn')",
 		              c->d->src->path);

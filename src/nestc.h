@@ -294,6 +294,7 @@ struct LexState {
 	int32_t pos;   /* byte offset of the next character */
 	int depth;     /* ( and [ nesting: newlines inside are ignored */
 	int can_end;   /* the last token can end a statement */
+	int last;      /* the last token: after an operand, ".0" is a numbered field */
 };
 
 /* Parse a whole file. Syntax errors are reported through d; the returned module
@@ -390,6 +391,7 @@ typedef struct ParamInfo {
 	int rank;
 	int64_t shape[MAX_RANK];
 	Loc loc;            /* the param declaration */
+	int positive;       /* reaches batch_norm's running_var: random weights draw it positive */
 } ParamInfo;
 
 typedef struct Entry {
@@ -407,6 +409,7 @@ typedef struct Program {
 	Entry *entries;
 	int nentries;
 	Vec graphs;         /* every graph: entries and region specialisations */
+	Vec variance_nodes; /* batch_norm's running_var inputs (params.c marks their params) */
 } Program;
 
 Graph *graph_new(Program *p, const char *name, Decl *fn);
@@ -626,6 +629,8 @@ Checker *check_module(Arena *a, Diag *d, Module *m, CompileOptions *opts);
 
 /* Build every param's tree and the model's param table (Program.params). */
 void lower_params(LowerCtx *x);
+/* After lowering: mark the params that reach batch_norm's running_var (ParamInfo.positive). */
+void mark_variance_params(Program *p);
 
 /* ------------------------------------------------------------------ lower.c */
 
@@ -883,5 +888,7 @@ int run_program(Program *p, Diag *d, RunOptions *o);
 /* nestc weights: write every param, filled by random_fill, as .safetensors. */
 int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path);
 void random_fill(Tensor *t, const char *name, uint64_t seed);
+/* random_fill for param i: a variance (ParamInfo.positive) is drawn in [0.5, 1.5). */
+void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed);
 
 #endif

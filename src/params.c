@@ -151,3 +151,49 @@ void lower_params(LowerCtx *x)
 				break;
 			}
 }
+
+/* The graph that holds node n. */
+static Graph *graph_of(Program *p, Node *n)
+{
+	for (int i = 0; i < p->graphs.n; i++) {
+		Graph *g = p->graphs.v[i];
+		if (n->id < g->nnodes && g->nodes[n->id] == n)
+			return g;
+	}
+	return NULL;
+}
+
+/* Mark the params whose values reach node n: directly, through reshapes and
+ * other moves, and from a region's input to every call's argument. */
+static void mark_positive(Program *p, Node *n, int depth)
+{
+	if (depth > 64)
+		return;
+	if (n->op == OP_PARAM) {
+		p->params[n->a[0]].positive = 1;
+		return;
+	}
+	if ((op_info[n->op].cls == OPC_MOVE || n->op == OP_CAST) && n->nin == 1) {
+		mark_positive(p, n->in[0], depth + 1);
+		return;
+	}
+	Graph *g = n->op == OP_INPUT ? graph_of(p, n) : NULL;
+	if (!g || !g->is_region)
+		return;
+	for (int i = 0; i < p->graphs.n; i++) {
+		Graph *h = p->graphs.v[i];
+		for (int k = 0; k < h->nnodes; k++) {
+			Node *m = h->nodes[k];
+			if (m->op == OP_CALL && m->callee == g && n->a[0] < m->nin)
+				mark_positive(p, m->in[n->a[0]], depth + 1);
+		}
+	}
+}
+
+/* A variance drawn negative makes batch_norm's rsqrt NaN: random weights
+ * (run.c) draw the params that reach a running_var positive. */
+void mark_variance_params(Program *p)
+{
+	for (int i = 0; i < p->variance_nodes.n; i++)
+		mark_positive(p, p->variance_nodes.v[i], 0);
+}

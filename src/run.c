@@ -39,6 +39,21 @@ void random_fill(Tensor *t, const char *name, uint64_t seed)
 	}
 }
 
+void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed)
+{
+	if (!pi->positive || !dtype_is_float(t->dtype)) {
+		random_fill(t, pi->name, seed);
+		return;
+	}
+	/* a variance: uniform in [0.5, 1.5), near 1 as a trained batch norm's, never
+	 * negative (NaN) nor near 0 (huge scales) */
+	uint64_t s = seed ^ hash_str(pi->name);
+	for (int64_t i = 0; i < t->n; i++) {
+		double v = 0.5 + (double)(next_rand(&s) >> 11) * (1.0 / 9007199254740992.0);
+		t->f[i] = t->dtype == DT_F32 ? (double)(float)v : v;
+	}
+}
+
 static void summary(const char *name, Tensor *t)
 {
 	Buf b = {0};
@@ -116,6 +131,15 @@ static char *shape_text(DType dt, int rank, const int64_t *shape)
 	return b.s;
 }
 
+/* PyTorch's batch-norm step counter: training state that inference never reads,
+ * present in every checkpoint of a model with batch norm; not worth a warning. */
+static int batch_counter(const char *name)
+{
+	static const char suffix[] = "num_batches_tracked";
+	size_t n = strlen(name), k = sizeof suffix - 1;
+	return n >= k && !strcmp(name + n - k, suffix) && (n == k || name[n - k - 1] == '.');
+}
+
 /* Bind every param from the weights file; 0 after errors. */
 static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 {
@@ -149,7 +173,7 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 		free(want);
 	}
 	for (int i = 0; i < w->n; i++)
-		if (!w->t[i].used)
+		if (!w->t[i].used && !batch_counter(w->t[i].name))
 			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
 	return ok;
 }
@@ -181,7 +205,7 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 		for (int i = 0; i < p->nparams; i++) {
 			ParamInfo *pi = &p->params[i];
 			params[i] = tensor_new(pi->dtype, pi->rank, pi->shape);
-			random_fill(params[i], pi->name, o->seed);
+			random_fill_param(params[i], pi, o->seed);
 		}
 	} else if (p->nparams > 0) {
 		error_plain(d, "the model has %d param tensor%s: give --weights FILE.safetensors or --random-weights SEED",
@@ -326,7 +350,7 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
 		Tensor *t = tensor_new(pi->dtype, pi->rank, pi->shape);
-		random_fill(t, pi->name, seed);
+		random_fill_param(t, pi, seed);
 		tensor_to_bytes(t, data);
 		data += (size_t)t->n * (size_t)dtype_size(pi->dtype);
 		tensor_free(t);

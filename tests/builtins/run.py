@@ -819,6 +819,39 @@ export fn f(x: f32[2, 4, 3, 5], w: f32[4], b: f32[4], y: f64[3, 10, 3, 3], v: f6
     O("f64_c10_g5_3x3", group_norm_ref(gd, 5, gdw, gdb), "f64"),
 ])
 
+
+def batch_norm_ref(x, mean, var, w, b, eps=1e-5):
+    """F.batch_norm(training=False) over axis 1, straight from the formula in float64."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    r = lambda v: d(v).reshape(shape)
+    return (d(x) - r(mean)) / np.sqrt(r(var) + eps) * r(w) + r(b)
+
+
+def bn_stats(c):
+    """running_mean, running_var (positive, some tiny so eps matters), weight, bias."""
+    var = uni((c,), 0.05, 3.0)
+    var[0] = 1e-6
+    return uni((c,), -1, 1), var, uni((c,), 0.5, 1.5), uni((c,), -0.5, 0.5)
+
+
+bx4, bx2, bx3 = randn((2, 3, 5, 7)) * 2 + 0.3, randn((3, 4)), randn((1, 5, 9)) * 3
+bs3, bs4, bs5 = bn_stats(3), bn_stats(4), bn_stats(5)
+case("batch_norm", """
+export fn f(x: f32[2, 3, 5, 7], m3: f32[3], v3: f32[3], w3: f32[3], b3: f32[3],
+            y: f32[3, 4], m4: f32[4], v4: f32[4], w4: f32[4], b4: f32[4],
+            z: f32[1, 5, 9], m5: f32[5], v5: f32[5], w5: f32[5], b5: f32[5]) ->
+    (f32[2, 3, 5, 7], f32[2, 3, 5, 7], f32[3, 4], f32[1, 5, 9]) {
+  return batch_norm(x, m3, v3, w3, b3), batch_norm(x, m3, v3, w3, b3, eps=1e-3),
+         batch_norm(y, m4, v4, w4, b4), relu(batch_norm(z, m5, v5, w5, b5, 0.1))
+}
+""", dict(x=bx4, m3=bs3[0], v3=bs3[1], w3=bs3[2], b3=bs3[3], y=bx2, m4=bs4[0], v4=bs4[1],
+          w4=bs4[2], b4=bs4[3], z=bx3, m5=bs5[0], v5=bs5[1], w5=bs5[2], b5=bs5[3]), [
+    O("batch_norm_nchw_odd", batch_norm_ref(bx4, *bs3), tol=1e-5),
+    O("batch_norm_eps", batch_norm_ref(bx4, *bs3, eps=1e-3), tol=1e-5),
+    O("batch_norm_rank2", batch_norm_ref(bx2, *bs4), tol=1e-5),
+    O("batch_norm_rank3_relu", np.maximum(batch_norm_ref(bx3, *bs5, eps=0.1), 0), tol=1e-5),
+])
+
 # --- shape ----------------------------------------------------------------------------
 
 hx = uni((2, 3, 4))

@@ -831,6 +831,97 @@ for _n, _c in ODD:
     CHECKS.append(("sample.%s_odd" % _n, sample_case(_n, _c, "sample.%s_odd" % _n)))
 
 
+# samples/resnet18.nest, torchvision's names and batch norms: compiled code and the
+# interpreter against the NumPy ResNet-18 of tests/models/run.py at 1e-4, on a
+# checkpoint that also holds torchvision's num_batches_tracked counters (ignored,
+# without a warning); and on nestc's random weights, whose variances must be
+# drawn positive (else NaN).
+
+
+def load_models():
+    path = os.path.join(ROOT, "tests", "models", "run.py")
+    spec = importlib.util.spec_from_file_location("nest_model_refs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def close_to(got, ref, what, rtol=1e-4):
+    err = float(np.max(np.abs(got.astype(np.float64) - ref))) if np.all(np.isfinite(got)) else float("inf")
+    scale = float(np.max(np.abs(ref)))
+    if got.shape != ref.shape or not err <= rtol * scale:
+        raise Fail("%s: shape %s vs %s, max abs err %.3g > %g * max|ref| %.3g" %
+                   (what, got.shape, ref.shape, err, rtol, scale))
+
+
+def resnet18_case(tag, cfg, seed):
+    def fn():
+        mod = load_models()
+        weights, inputs = mod.make_case("resnet18", cfg, mod.resnet18_params, mod.resnet18_inputs, seed)
+        counters = [(n[:-len("running_var")] + "num_batches_tracked", np.array(100, np.int64))
+                    for n, _ in weights if n.endswith(".running_var")]
+        d = tmpdir(tag)
+        wpath = os.path.join(d, "torchvision.safetensors")
+        write_safetensors(wpath, weights + counters)
+        src = os.path.join(SAMPLES, "resnet18.nest")
+        m = Model(d, src, cfg, inputs, weights=wpath)
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        W, I = mod.as64(weights, inputs)
+        ref = mod.resnet18_ref(cfg, W, I)
+        close_to(run_compiled(m, out)[0], ref, "compiled")
+        opath = os.path.join(d, "interp.npy")
+        r = nestc("run", src, *defs(cfg), "--weights", wpath, "--input", "x=" + m.inputs["x"], "--output", opath)
+        if r.stderr.strip():
+            raise Fail("nestc run printed: %s" % short(r.stderr, 3))
+        close_to(np.load(opath), ref, "nestc run")
+    return lambda: single(tag, fn)
+
+
+CHECKS.append(("sample.resnet18", resnet18_case("sample.resnet18", {"BATCH": 2, "IMG": 32, "CLASSES": 1000}, 31)))
+CHECKS.append(("sample.resnet18_odd", resnet18_case("sample.resnet18_odd", {"BATCH": 1, "IMG": 40, "CLASSES": 10}, 32)))
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    dt = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8"}
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+                             dtype=dt[v["dtype"]]).reshape(v["shape"])
+            for k, v in hdr.items() if k != "__metadata__"}
+
+
+@check("sample.resnet18_random")
+def resnet18_random():
+    def fn():
+        cfg = {"BATCH": 1, "IMG": 32, "CLASSES": 10}
+        d = tmpdir("sample.resnet18_random")
+        src = os.path.join(SAMPLES, "resnet18.nest")
+        wpath = os.path.join(d, "random.safetensors")
+        nestc("weights", src, *defs(cfg), "--random-weights", "5", "-o", wpath)
+        w = read_safetensors(wpath)
+        var = {k: a for k, a in w.items() if k.endswith(".running_var")}
+        if len(var) != 20 or not all(np.all(a > 0) for a in var.values()):
+            raise Fail("running_var: %d tensors, min %s" % (len(var), min(float(a.min()) for a in var.values())))
+        # the other 1-d params stay symmetric around zero
+        if not min(float(a.min()) for k, a in w.items() if k.endswith(".running_mean")) < 0:
+            raise Fail("running_mean drawn positive too")
+        m = Model(d, src, cfg, sample_inputs("resnet", {"BATCH": 1, "IMG": 32}, 3), weights=wpath)
+        out = os.path.join(d, "out")
+        m.build(out)
+        got = run_compiled(m, out)[0]
+        if not np.all(np.isfinite(got)):
+            raise Fail("compiled output on random weights is not finite")
+        opath = os.path.join(d, "interp.npy")
+        nestc("run", src, *defs(cfg), "--random-weights", "5", "--input", "x=" + m.inputs["x"], "--output", opath)
+        interp = np.load(opath)
+        if not np.all(np.isfinite(interp)):
+            raise Fail("nestc run --random-weights output is not finite")
+        close_to(got, interp.astype(np.float64), "compiled vs nestc run --random-weights")
+    return single("sample.resnet18_random", fn)
+
+
 # ----------------------------------------------------------------------------- 3. regions
 
 
@@ -2167,6 +2258,67 @@ def kernels_batched_epilogue():
         mdl.build(out)
         values_ok(mdl.check_compiled(out))
     return single("kernels.batched_matmul_epilogue", fn)
+
+
+# batch_norm in compiled code against NumPy directly (not the interpreter), at
+# 1e-5 relative: NCHW with odd sizes, rank 2, rank 3, and after a convolution in a
+# region with a relu, where x * scale + shift + relu is one elementwise loop.
+SRC_BN = """
+@region
+fn conv_bn(x: f32[N, C, Y, X], w: f32[O, C, 3, 3], s: f32[4, O]) -> f32[N, O, Y, X] {
+  return relu(batch_norm(conv2d(x, w, padding=1), s[0], s[1], s[2], s[3]))
+}
+
+export fn forward(x: f32[2, 5, 7, 9], s5: f32[4, 5], y: f32[3, 6], s6: f32[4, 6], z: f32[2, 3, 33],
+                  s3: f32[4, 3], w: f32[6, 5, 3, 3]) ->
+    (f32[2, 5, 7, 9], f32[3, 6], f32[2, 3, 33], f32[2, 6, 7, 9]) {
+  return batch_norm(x, s5[0], s5[1], s5[2], s5[3]), batch_norm(y, s6[0], s6[1], s6[2], s6[3], eps=1e-3),
+         batch_norm(z, s3[0], s3[1], s3[2], s3[3], eps=0.5), conv_bn(x, w, s6)
+}
+"""
+
+
+def bn_np(x, s, eps=1e-5):
+    x, s = x.astype(np.float64), s.astype(np.float64)
+    sh = (1, -1) + (1,) * (x.ndim - 2)
+    m, v, w, b = (s[i].reshape(sh) for i in range(4))
+    return (x - m) / np.sqrt(v + eps) * w + b
+
+
+def conv_np(x, w):
+    """3x3, padding 1, stride 1, by shifted windows."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, hh, ww = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], hh, ww))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,oc->nohw", xp[:, :, i:i + hh, j:j + ww], w[:, :, i, j])
+    return out
+
+
+@check("kernels.batch_norm")
+def kernels_batch_norm():
+    def fn():
+        rng = np.random.default_rng(11)
+        ins = rng_inputs(11, x=(2, 5, 7, 9), y=(3, 6), z=(2, 3, 33), w=(6, 5, 3, 3))
+        for n, c in (("s5", 5), ("s6", 6), ("s3", 3)):
+            s = rng.uniform(-1, 1, (4, c)).astype(np.float32)
+            s[1] = rng.uniform(1e-4, 2.0, c)      # variances, one tiny: eps matters
+            s[1, 0] = 1e-6
+            ins[n] = s
+        mdl = region_model("kernels.bn", SRC_BN, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        got = run_compiled(mdl, out)
+        refs = [bn_np(ins["x"], ins["s5"]), bn_np(ins["y"], ins["s6"], 1e-3), bn_np(ins["z"], ins["s3"], 0.5),
+                np.maximum(bn_np(conv_np(ins["x"], ins["w"]), ins["s6"]), 0)]
+        for k, (g, r) in enumerate(zip(got, refs)):
+            err = float(np.max(np.abs(g.astype(np.float64) - r)))
+            if g.shape != r.shape or not err <= 1e-5 * max(1.0, float(np.max(np.abs(r)))):
+                raise Fail("result %d: shape %s vs %s, max abs err %.3g, max|ref| %.3g" %
+                           (k, g.shape, r.shape, err, float(np.max(np.abs(r)))))
+    return single("kernels.batch_norm", fn)
 
 
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split

@@ -339,6 +339,65 @@ def resnet_ref(c, W, inp):
     return pooled @ W["fc.weight"].T + W["fc.bias"]
 
 
+# ----------------------------------------------------------------------------- resnet18
+
+# samples/resnet18.nest: torchvision's layout and names, batch norm in inference form.
+RESNET18_CFG = {"BATCH": 2, "IMG": 32, "CLASSES": 1000}
+RESNET18_C0 = 64   # the model's default, not overridden
+
+
+def batch_norm(x, mean, var, w, b, eps=1e-5):
+    sh = (1, -1, 1, 1)
+    return (x - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + eps) * w.reshape(sh) + b.reshape(sh)
+
+
+def _bn(name, c):
+    # running_var: 1 + 0.1 N, positive as a variance is
+    return [(name + ".weight", (c,), "scale", 0), (name + ".bias", (c,), "bias", 0),
+            (name + ".running_mean", (c,), "bias", 0), (name + ".running_var", (c,), "scale", 0)]
+
+
+def _cbn(block, o, i, k, conv="conv", bn="bn", n=""):
+    return [("%s.%s%s.weight" % (block, conv, n), (o, i, k, k), "he", i * k * k)] + _bn("%s.%s%s" % (block, bn, n), o)
+
+
+def resnet18_params(c):
+    C0 = RESNET18_C0
+    p = [("conv1.weight", (C0, 3, 7, 7), "he", 3 * 49)] + _bn("bn1", C0)
+    for s in range(1, 5):
+        co = C0 * 2 ** (s - 1)
+        for b in range(2):
+            ci = co // 2 if (s > 1 and b == 0) else co
+            blk = "layer%d.%d" % (s, b)
+            p += _cbn(blk, co, ci, 3, n="1") + _cbn(blk, co, co, 3, n="2")
+            if ci != co:
+                p += _cbn(blk, co, ci, 1, "downsample.0", "downsample.1")
+    p += [("fc.weight", (c["CLASSES"], 8 * C0), "w", 8 * C0), ("fc.bias", (c["CLASSES"],), "bias", 0)]
+    return p
+
+
+def resnet18_inputs(c, rng):
+    return {"x": rng.standard_normal((c["BATCH"], 3, c["IMG"], c["IMG"])).astype(np.float32)}
+
+
+def resnet18_ref(c, W, inp):
+    """torchvision's ResNet-18 forward in eval mode, from its definition."""
+    zero = np.zeros(1)
+    cv = lambda x, n, s, p: conv2d(x, W[n + ".weight"], zero, s, p)
+    bn = lambda x, n: batch_norm(x, W[n + ".running_mean"], W[n + ".running_var"], W[n + ".weight"], W[n + ".bias"])
+    h = max_pool2d(relu(bn(cv(inp["x"], "conv1", 2, 3), "bn1")), 3, 2, 1)
+    for s in range(1, 5):
+        for b in range(2):
+            n = "layer%d.%d" % (s, b)
+            stride = 2 if (s > 1 and b == 0) else 1
+            y = relu(bn(cv(h, n + ".conv1", stride, 1), n + ".bn1"))
+            y = bn(cv(y, n + ".conv2", 1, 1), n + ".bn2")
+            short = bn(cv(h, n + ".downsample.0", stride, 0), n + ".downsample.1") if stride == 2 else h
+            h = relu(y + short)
+    pooled = h.mean(axis=(2, 3))   # adaptive average pooling to 1x1
+    return pooled @ W["fc.weight"].T + W["fc.bias"]
+
+
 # ----------------------------------------------------------------------------- driver
 
 MODELS = [
@@ -347,6 +406,7 @@ MODELS = [
     ("mlp", "mlp.nest", MLP_CFG, mlp_params, mlp_inputs, mlp_ref),
     ("llama", "llama.nest", LLAMA_CFG, llama_params, llama_inputs, llama_ref),
     ("resnet", "resnet.nest", RESNET_CFG, resnet_params, resnet_inputs, resnet_ref),
+    ("resnet18", "resnet18.nest", RESNET18_CFG, resnet18_params, resnet18_inputs, resnet18_ref),
 ]
 
 
