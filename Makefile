@@ -36,7 +36,7 @@ INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.
 	$(B)/interp_index.o $(B)/interp_upsample.o
 INTERP_HDRS = $(HDRS) src/interp/interp.h
 OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/values.o $(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
+       $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
        $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
@@ -176,6 +176,12 @@ $(B)/eval.o: src/eval.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/eval.c
 $(B)/builtins.o: src/builtins.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/builtins.c
+$(B)/args.o: src/args.c $(HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/args.c
+$(B)/builtins_nn.o: src/builtins_nn.c $(HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/builtins_nn.c
+$(B)/builtins_index.o: src/builtins_index.c $(HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/builtins_index.c
 $(B)/check.o: src/check.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/check.c
 $(B)/params.o: src/params.c $(HDRS) $(B)/stamp

@@ -585,7 +585,7 @@ Value *eval_const_expr(Checker *c, Expr *e);
  * evaluated, so consts computed from it see the override. */
 void const_take_override(Checker *c, Global *g);
 
-/* ------------------------------------------------------------------ builtins.c */
+/* ------------------------------------------------------------------ args.c */
 
 /* A builtin call's arguments, evaluated (eval.c). */
 typedef struct Args {
@@ -601,6 +601,34 @@ typedef struct Args {
 	int nnamed;
 	int used[8];
 } Args;
+
+/* Between min and max arguments, names only from allowed (NULL-terminated). */
+int check_arity(LowerCtx *x, Args *a, int min, int max, const char *const *allowed);
+/* The named argument (marked used), or NULL; its location. */
+Value *opt_arg(Args *a, const char *name);
+Loc opt_loc(Args *a, const char *name);
+/* Argument i by position, or by name when name is not NULL; NULL if absent. */
+Value *arg_at(Args *a, int i, const char *name, Loc *loc);
+Loc arg_loc(Args *a, int pos, const char *name);
+/* Argument i as a tensor node (a number becomes a constant); NULL after a message. */
+Node *tensor_arg(LowerCtx *x, Args *a, int i, const char *name);
+int float_tensor(LowerCtx *x, Args *a, Node *n);
+/* Optional arguments with defaults: 0 after a message. */
+int int_opt(LowerCtx *x, Args *a, int pos, const char *name, int64_t dflt, int64_t *out);
+int bool_opt(LowerCtx *x, Args *a, const char *name, int dflt, int *out);
+int float_opt(LowerCtx *x, Args *a, int pos, const char *name, double dflt, double *out);
+/* A list of at most max integers (or one, if allow_scalar) into out[*n]. */
+int int_list(LowerCtx *x, Value *v, Loc loc, const char *what, int64_t *out, int max, int *n, int allow_scalar);
+/* An int or a pair of ints (both dflt when absent); positive: each > 0. */
+int pair_opt(LowerCtx *x, Args *a, int pos, const char *name, int64_t dflt, int64_t out[2], int positive);
+
+/* ------------------------------------------------------------------ builtins_nn.c, builtins_index.c */
+
+/* The builtin of that file named a->fname, or NULL if it has none of that name. */
+Value *layer_builtin(LowerCtx *x, Args *a);
+Value *index_builtin(LowerCtx *x, Args *a);
+
+/* ------------------------------------------------------------------ builtins.c */
 
 int is_builtin(const char *name);
 /* A builtin that a model's own top-level definition may take the place of. */
