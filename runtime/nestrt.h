@@ -187,6 +187,14 @@ typedef struct nestrt_model_desc {
 	const char *version;         /* nestc's version */
 	const int64_t *const *slot_ws; /* per slot: the workspace its variant needs (in its own object) */
 	int64_t ws_own;              /* the entry points' own storage, before a variant's */
+	/* Pack plans: what compiled matmuls will ask nestrt_packed for, so that
+	 * weights are packed when the instance is created. Each is a count, then
+	 * records of six int64 {kind, src, ...} (src >= 0: the function's input,
+	 * < 0: param -(src + 1)): kind 1 {k, n, wide, flags} a pre-packed matmul
+	 * operand, 2 {slot, arg, site} passed as argument arg of the variant in
+	 * slot at call site site, 3 read in some other way. NULL: none. */
+	const int64_t *const *slot_packs; /* per slot (in the variant's object) */
+	const int64_t *packs;        /* the entry points' own */
 } nestrt_model_desc;
 /* The workspace a model instance allocates: max(ws_size, ws_own + the largest slot_ws). */
 size_t nestrt_model_workspace_size(const nestrt_model_desc *d);
@@ -197,8 +205,14 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 /* The same with weights embedded in the program (nestc build --embed-weights). */
 nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err);
 void nestrt_model_free(nestrt_model *m);
-/* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m). */
+/* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m).
+ * Any number of threads may run entry points of one instance at once: each
+ * call has a workspace and an error of its own (see nestrt(3)). */
 int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs);
+/* The same after checking that none of the nbufs pointers is NULL ("NAME:
+ * argument 2 is NULL"): what the generated NAME_ENTRY functions call. */
+int nestrt_model_call(nestrt_model *m, nestrt_fn entry, void **bufs, int nbufs, const char *name);
+/* Why this thread's last call of an entry point of m failed, or NULL. */
 const char *nestrt_model_error(const nestrt_model *m);
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m);
 
