@@ -79,6 +79,14 @@ check-asan: deps
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
 
+# libnestrt built with ThreadSanitizer, and tests/runtime/test_threads.c (one
+# instance called from eight threads, fork during calls) linked with it.
+TSAN_FLAGS = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+check-tsan: all
+	@$(MAKE) --no-print-directory B=build-tsan CFLAGS="$(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" build-tsan/libnestrt.a
+	@NESTC_TEST_LDFLAGS="-fsanitize=thread" TSAN_OPTIONS=halt_on_error=1:exitcode=66:die_after_fork=0 \
+		/usr/bin/python3 tests/runtime/run_threads.py $(B)/nestc build-tsan/libnestrt.a
+
 $(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
 		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS) $(LDLIBS)
@@ -245,4 +253,4 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps demo check check-run check-asan bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-run check-asan check-tsan bench bench-compile install uninstall clean

@@ -208,7 +208,12 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	__atomic_store_n(&finished, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&ctr, (gen & 0xffffffffu) << 32, __ATOMIC_RELEASE);
 	__atomic_store_n(&generation, gen, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&work);
+	/* wake only as many sleeping workers as there are tasks for */
+	if (n >= nthreads)
+		pthread_cond_broadcast(&work);
+	else
+		for (int64_t i = 1; i < n; i++)
+			pthread_cond_signal(&work);
 	pthread_mutex_unlock(&mu);
 	run_chunks(gen, fn, env, n);
 	/* wait for the tasks others claimed, not for workers that never woke */
