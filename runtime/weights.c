@@ -998,14 +998,12 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 			nestrt_parallel_for((q->n + q->wide - 1) / q->wide, pack_task, &j);
 			*p = (WPack){t, q->k, q->n, q->wide, q->flags, dst, w->packs};
 			w->packs = p;
+			/* drop what only the packed copies need at once, so that the
+			 * peak is the weights plus one copy, not plus all of them */
+			if (t)
+				release(w, t);
 		}
 		q->data = p->data;
-	}
-	/* then drop what only the packed copies need */
-	for (int i = 0; i < nreq && rc == 0; i++) {
-		Tensor *t = tensor_at(w, data[req[i].param]);
-		if (t)
-			release(w, t);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return rc;
