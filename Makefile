@@ -41,7 +41,7 @@ OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $
        $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
-RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_npy.o
+RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_npy.o $(B)/rt_pool.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 
@@ -78,6 +78,14 @@ check-asan: deps
 		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
+
+# libnestrt built with ThreadSanitizer, and tests/runtime/test_threads.c (one
+# instance called from eight threads, fork during calls) linked with it.
+TSAN_FLAGS = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+check-tsan: all
+	@$(MAKE) --no-print-directory B=build-tsan CFLAGS="$(TSAN_FLAGS)" LDFLAGS="$(TSAN_FLAGS)" build-tsan/libnestrt.a
+	@NESTC_TEST_LDFLAGS="-fsanitize=thread" TSAN_OPTIONS=halt_on_error=1:exitcode=66:die_after_fork=0 \
+		/usr/bin/python3 tests/runtime/run_threads.py $(B)/nestc build-tsan/libnestrt.a
 
 $(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
@@ -255,4 +263,4 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps demo check check-run check-asan bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-run check-asan check-tsan bench bench-compile install uninstall clean

@@ -232,6 +232,40 @@ void nestrt_ctx_free(nestrt_ctx *x)
 	free(c);
 }
 
+nestrt_ctx *nestrt__ctx_clone(nestrt_ctx *parent, nestrt_error *err)
+{
+	Ctx *c = calloc(1, sizeof *c);
+	size_t ws = parent->ws_size, alloc = ws ? (ws + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : WS_ALIGN;
+	char *mem = c ? aligned_alloc(WS_ALIGN, alloc) : NULL;
+	if (!mem) {
+		free(c);
+		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes",
+		               parent->model ? parent->model : "model", ws);
+		return NULL;
+	}
+	memset(mem, 0, alloc);
+	/* the same params, table and counters; a workspace and error of its own */
+	c->pub.params = parent->params;
+	c->pub.slots = parent->slots;
+	c->pub.nslots = parent->nslots;
+	c->pub.calls = parent->calls;
+	c->pub.nanos = parent->nanos;
+	c->pub.profile = parent->profile;
+	c->pub.model = parent->model;
+	c->pub.ws = mem;
+	c->pub.ws_size = ws;
+	c->parent = (Ctx *)parent;
+	return &c->pub;
+}
+
+void nestrt__ctx_clone_free(nestrt_ctx *x)
+{
+	if (!x)
+		return;
+	free(x->ws);
+	free(x);
+}
+
 void nestrt__ctx_set_params(nestrt_ctx *x, const nestrt_param *params, int nparams)
 {
 	((Ctx *)x)->ptab = params;
@@ -258,8 +292,10 @@ int nestrt_call(nestrt_ctx *x, int slot, void **bufs, const int64_t *dims, char 
 	call_depth--;
 	uint64_t dt = now_nanos() - t0;
 	__atomic_fetch_add(&x->nanos[slot], dt, __ATOMIC_RELAXED);
-	if (call_depth == 0)
-		__atomic_fetch_add(&((Ctx *)x)->top_nanos, dt, __ATOMIC_RELAXED);
+	if (call_depth == 0) {
+		Ctx *c = (Ctx *)x;
+		__atomic_fetch_add(&(c->parent ? c->parent : c)->top_nanos, dt, __ATOMIC_RELAXED);
+	}
 	return r;
 }
 

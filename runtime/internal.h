@@ -44,8 +44,36 @@ typedef struct nestrt__ctx {
 	struct nestrt__ctx *prev, *next;  /* live profiled contexts, for atexit */
 	const nestrt_param *ptab;         /* the bound params' table (nestrt_model_new) */
 	int nptab;
-	nestrt__packs *packs;             /* pre-packed weights (pack.c) */
+	nestrt__packs *packs;             /* pre-packed weights (pack.c), read-only after creation */
+	struct nestrt__ctx *parent;       /* a call's own context (model.c): the instance's */
 } nestrt__ctx;
+/* A call's context: the instance's public part with a workspace of its own,
+ * counting into the instance's counters (dispatch.c). */
+NESTRT_HIDDEN nestrt_ctx *nestrt__ctx_clone(nestrt_ctx *parent, nestrt_error *err);
+NESTRT_HIDDEN void nestrt__ctx_clone_free(nestrt_ctx *ctx);
+
+/* ---- pre-packing at creation (pack.c, weights.c) ---- */
+typedef struct nestrt__packreq {
+	int param;                 /* index into the model's params */
+	int64_t k, n, wide;
+	int flags;
+	const void *data;          /* filled by nestrt__weights_pack */
+} nestrt__packreq;
+/* Follow the model's pack plans and make its copies; sets the context's
+ * lookup table. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err);
+NESTRT_HIDDEN size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags);
+NESTRT_HIDDEN void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags,
+                                       int64_t p0, int64_t p1);
+NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int64_t n, int64_t wide, int flags);
+/* The weights' side: find or make the copy of each request (param data[i]
+ * bound from w), shared by every instance over w; note which params are read
+ * unpacked (direct, nparams flags), and drop the unpacked form of weights
+ * that no instance reads unpacked. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
+                                       const unsigned char *direct, int nparams, nestrt_error *err);
+/* Instances hold a reference to their weights (weights.c). */
+NESTRT_HIDDEN void nestrt__weights_ref(nestrt_weights *w);
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
 

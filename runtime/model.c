@@ -1,20 +1,43 @@
 /* model.c - a compiled model's instance: the descriptor nestc emits (param
- * table, dispatch table, workspace size) bound to weights, and the call of an
- * entry point. */
+ * table, dispatch table, workspace size, pack plans) bound to weights, and
+ * the call of an entry point.
+ *
+ * An instance may be called from many threads at once. Everything the calls
+ * share is read-only after creation (params, packed weights, the dispatch
+ * table) or atomic (the counters); what a call writes, its workspace and its
+ * error, is its own: the instance's context when it is free (a call from one
+ * thread at a time never uses another), else a context of its own, taken
+ * from the instance's spares or made and kept there for the next time. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define NSPARE 64   /* call contexts kept for reuse; more callers at once make and free their own */
+
 struct nestrt_model {
 	const nestrt_model_desc *desc;
 	nestrt_ctx *ctx;
-	nestrt_weights *owned;   /* embedded weights, closed with the model */
+	nestrt_weights *w;       /* referenced while the instance lives */
+	uint64_t id;             /* names the instance in a thread's last error */
+	int busy;                /* ctx is in a call */
+	nestrt_ctx *spare[NSPARE];
 };
+
+/* The last error of this thread's last call: per thread, since calls of one
+ * instance from several threads fail or succeed on their own. */
+static _Thread_local struct {
+	uint64_t model;          /* id of the instance, 0 for none */
+	int failed;
+	char message[sizeof(nestrt_error)];
+} last;
+static uint64_t next_id = 1;
 
 size_t nestrt_model_workspace_size(const nestrt_model_desc *d)
 {
+	if (!d)
+		return 0;
 	int64_t most = 0;
 	for (int i = 0; i < d->nslots; i++)
 		if (d->slot_ws && d->slot_ws[i] && *d->slot_ws[i] > most)
@@ -26,17 +49,16 @@ size_t nestrt_model_workspace_size(const nestrt_model_desc *d)
 nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err)
 {
 	if (!d) {
-		if (err)
-			snprintf(err->message, sizeof err->message, "nestrt_model_new: no model");
+		nestrt__seterr(err, "nestrt_model_new: no model");
 		return NULL;
 	}
 	nestrt_model *m = calloc(1, sizeof *m);
 	if (!m) {
-		if (err)
-			snprintf(err->message, sizeof err->message, "%s: out of memory", d->name);
+		nestrt__seterr(err, "%s: out of memory", d->name);
 		return NULL;
 	}
 	m->desc = d;
+	m->id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
 	m->ctx = nestrt_ctx_new(d->name, d->slots, d->nslots, d->nparams, nestrt_model_workspace_size(d), err);
 	if (!m->ctx) {
 		free(m);
@@ -48,6 +70,14 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 		return NULL;
 	}
 	nestrt__ctx_set_params(m->ctx, d->params, d->nparams);
+	/* the weights' packed copies, made now rather than in a call */
+	if (nestrt__packs_make(d, m->ctx, w, err) < 0) {
+		nestrt_ctx_free(m->ctx);
+		free(m);
+		return NULL;
+	}
+	nestrt__weights_ref(w);
+	m->w = w;
 	return m;
 }
 
@@ -59,11 +89,7 @@ nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *
 	if (!w)
 		return NULL;
 	nestrt_model *m = nestrt_model_new(d, w, err);
-	if (!m) {
-		nestrt_weights_close(w);
-		return NULL;
-	}
-	m->owned = w;
+	nestrt_weights_close(w); /* the instance holds them */
 	return m;
 }
 
@@ -71,23 +97,89 @@ void nestrt_model_free(nestrt_model *m)
 {
 	if (!m)
 		return;
+	for (int i = 0; i < NSPARE; i++)
+		nestrt__ctx_clone_free(m->spare[i]);
 	nestrt_ctx_free(m->ctx);
-	nestrt_weights_close(m->owned);
+	nestrt_weights_close(m->w);
 	free(m);
+}
+
+/* Record this thread's outcome of a call of m (0: none). */
+static int outcome(uint64_t id, const char *message)
+{
+	last.model = id;
+	last.failed = message != NULL;
+	if (message)
+		snprintf(last.message, sizeof last.message, "%s", message);
+	return message ? -1 : 0;
+}
+
+static nestrt_ctx *take(nestrt_model *m, nestrt_error *err)
+{
+	int free_ = 0;
+	if (__atomic_compare_exchange_n(&m->busy, &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return m->ctx;
+	for (int i = 0; i < NSPARE; i++) {
+		if (!__atomic_load_n(&m->spare[i], __ATOMIC_RELAXED))
+			continue;
+		nestrt_ctx *c = __atomic_exchange_n(&m->spare[i], NULL, __ATOMIC_ACQUIRE);
+		if (c)
+			return c;
+	}
+	return nestrt__ctx_clone(m->ctx, err);
+}
+
+static void give_back(nestrt_model *m, nestrt_ctx *c)
+{
+	if (c == m->ctx) {
+		__atomic_store_n(&m->busy, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	for (int i = 0; i < NSPARE; i++) {
+		nestrt_ctx *none = NULL;
+		if (__atomic_compare_exchange_n(&m->spare[i], &none, c, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return;
+	}
+	nestrt__ctx_clone_free(c);
 }
 
 int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs)
 {
-	nestrt_clear_error(m->ctx);
-	int rc = entry(m->ctx, bufs, NULL, m->ctx->ws);
-	if (rc != 0 && !m->ctx->err_code)
-		nestrt_fail(m->ctx, "run-time error");
+	if (!m)
+		return outcome(0, "nestrt_model_run: no model (NULL)");
+	if (!entry || !bufs)
+		return outcome(m->id, !entry ? "nestrt_model_run: no entry point (NULL)"
+		                             : "nestrt_model_run: no arguments (NULL)");
+	nestrt_error err;
+	nestrt_ctx *c = take(m, &err);
+	if (!c)
+		return outcome(m->id, err.message);
+	nestrt_clear_error(c);
+	int rc = entry(c, bufs, NULL, c->ws);
+	if (rc != 0 && !c->err_code)
+		nestrt_fail(c, "run-time error");
+	outcome(m->id, rc ? c->err_message : NULL);
+	give_back(m, c);
 	return rc ? -1 : 0;
+}
+
+int nestrt_model_call(nestrt_model *m, nestrt_fn entry, void **bufs, int nbufs, const char *name)
+{
+	if (!m)
+		return outcome(0, "nestrt_model_run: no model (NULL)");
+	for (int i = 0; i < nbufs; i++)
+		if (!bufs[i]) {
+			char msg[256];
+			snprintf(msg, sizeof msg, "%s: argument %d is NULL", name ? name : "nestrt_model_call", i + 1);
+			return outcome(m->id, msg);
+		}
+	return nestrt_model_run(m, entry, bufs);
 }
 
 const char *nestrt_model_error(const nestrt_model *m)
 {
-	return m && m->ctx->err_code ? m->ctx->err_message : NULL;
+	uint64_t id = m ? m->id : 0;
+	return last.model == id && last.failed ? last.message : NULL;
 }
 
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m)

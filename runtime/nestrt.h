@@ -7,10 +7,12 @@
  * a one-line, NUL-terminated reason (no trailing newline). Messages about a file
  * start with its path: "gpt2.safetensors: header length 4096 exceeds file size 120".
  *
- * Thread safety: nestrt_call, nestrt_fail and nestrt_gather_oob may be called
- * from several threads at once on one context (counters are updated
- * atomically; the first failure wins). Opening, binding and closing weights and
- * creating and freeing contexts are not to be run concurrently on one object. */
+ * Thread safety: the entry points of one model instance may run in any
+ * number of threads at once (each call has its own workspace and error).
+ * nestrt_call, nestrt_fail and nestrt_gather_oob may be called from several
+ * threads at once on one context (counters are updated atomically; the first
+ * failure wins). Opening, binding and closing weights and creating and
+ * freeing contexts are not to be run concurrently on one object. */
 #ifndef NESTRT_H
 #define NESTRT_H
 
@@ -32,8 +34,9 @@ typedef struct nestrt_error { char message[512]; } nestrt_error;   /* NUL-termin
 
 typedef struct nestrt_weights nestrt_weights;
 
-/* Map a .safetensors file read-only and validate all of it before anything
- * points into the mapping: the 8-byte little-endian header length, the header
+/* Read a .safetensors file into owned memory (NESTRT_MMAP=1: map it; the file
+ * must then stay unchanged) and validate all of it before anything points into
+ * it; a path that is not a regular file (a FIFO) is refused without blocking: the 8-byte little-endian header length, the header
  * (strict JSON: UTF-8, no duplicate keys, nesting at most 64 deep, only spaces
  * or other JSON whitespace after the object), each entry's dtype, shape and
  * data_offsets (in range, matching dtype x shape, no overlaps). A malformed
@@ -170,10 +173,11 @@ int nestrt_num_threads(void);
  * A compiled matrix product whose right operand B (k x n, or n x k when
  * NESTRT_PACK_TRANS) is one of the context's bound params asks for it in the
  * kernels' layout: panels of `wide` columns, each k rows of `wide` contiguous
- * elements, zero past column n. The copy is made on first use and kept until
- * the context is freed. NULL when b is not the start of a bound param of at
- * least k*n elements of that size, when memory runs out, or when the
- * environment variable NESTRT_PREPACK is "0"; the caller then packs as it goes. */
+ * elements, zero past column n. The copies are made when the instance is
+ * created (from the desc's pack plans), shared by the instances over the same
+ * weights and kept with them. NULL when there is no such copy (b is not the
+ * start of a bound param the plans ask for in this shape, or the environment
+ * variable NESTRT_PREPACK was "0"); the caller then packs as it goes. */
 enum { NESTRT_PACK_TRANS = 1, NESTRT_PACK_F64 = 2 };
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags);
 
@@ -190,6 +194,14 @@ typedef struct nestrt_model_desc {
 	const char *version;         /* nestc's version */
 	const int64_t *const *slot_ws; /* per slot: the workspace its variant needs (in its own object) */
 	int64_t ws_own;              /* the entry points' own storage, before a variant's */
+	/* Pack plans: what compiled matmuls will ask nestrt_packed for, so that
+	 * weights are packed when the instance is created. Each is a count, then
+	 * records of six int64 {kind, src, ...} (src >= 0: the function's input,
+	 * < 0: param -(src + 1)): kind 1 {k, n, wide, flags} a pre-packed matmul
+	 * operand, 2 {slot, arg, site} passed as argument arg of the variant in
+	 * slot at call site site, 3 read in some other way. NULL: none. */
+	const int64_t *const *slot_packs; /* per slot (in the variant's object) */
+	const int64_t *packs;        /* the entry points' own */
 } nestrt_model_desc;
 /* The workspace a model instance allocates: max(ws_size, ws_own + the largest slot_ws). */
 size_t nestrt_model_workspace_size(const nestrt_model_desc *d);
@@ -200,8 +212,14 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 /* The same with weights embedded in the program (nestc build --embed-weights). */
 nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err);
 void nestrt_model_free(nestrt_model *m);
-/* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m). */
+/* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m).
+ * Any number of threads may run entry points of one instance at once: each
+ * call has a workspace and an error of its own (see nestrt(3)). */
 int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs);
+/* The same after checking that none of the nbufs pointers is NULL ("NAME:
+ * argument 2 is NULL"): what the generated NAME_ENTRY functions call. */
+int nestrt_model_call(nestrt_model *m, nestrt_fn entry, void **bufs, int nbufs, const char *name);
+/* Why this thread's last call of an entry point of m failed, or NULL. */
 const char *nestrt_model_error(const nestrt_model *m);
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m);
 

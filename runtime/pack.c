@@ -1,27 +1,33 @@
-/* pack.c - weights packed once for compiled matrix products.
+/* pack.c - weights packed for compiled matrix products, once, when a model
+ * instance is created.
  *
  * A matmul's right operand that is a model weight is the same matrix at every
  * run, so the panel layout the kernels read (panels of `wide` columns, each
  * k rows of `wide` contiguous elements, zeros past the last column) is made
- * on first use and kept with the context. Compiled code asks with the pointer
- * it was given; anything that is not the start of one of the context's bound
- * params (an activation, a slice) gets NULL and is packed panel by panel as
- * the product runs. NESTRT_PREPACK=0 turns this off (the copy costs as much
- * memory again as the weights it packs). */
+ * ahead of time. nestc emits a pack plan per variant and for the entry points
+ * (nestrt_model_desc.slot_packs, .packs): what each matmul will ask for, by
+ * input or param, and which inputs are read in other ways. Creating an
+ * instance follows the plan from the entry points through every call,
+ * gathers the (param, k, n, wide, flags) requests and has the weights make
+ * the copies (weights.c keeps them, shared by every instance over the same
+ * weights, and drops the unpacked form of a weight nothing reads unpacked).
+ * Calls only look copies up: nothing is packed inside a call, so instances
+ * may be called from many threads at once. A request the plan did not
+ * foresee gets NULL and is packed panel by panel as the product runs.
+ * NESTRT_PREPACK=0 turns this off. */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct nestrt__packs {
-	int n, cap;
-	int off;               /* NESTRT_PREPACK=0 */
+	int n;
 	struct pack {
 		const void *src;
 		int64_t k, n, wide;
 		int flags;
-		void *data;        /* NULL: packing failed (no memory); do not try again */
-	} *v;
+		const void *data;
+	} v[];
 };
 
 static int64_t param_numel(const nestrt_param *p)
@@ -32,88 +38,165 @@ static int64_t param_numel(const nestrt_param *p)
 	return e;
 }
 
-static void *pack(const void *src, int64_t k, int64_t n, int64_t wide, int flags)
-{
-	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
-	int64_t panels = (n + wide - 1) / wide;
-	if (k <= 0 || panels <= 0 || (uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide)
-		return NULL;
-	size_t bytes = (size_t)panels * (size_t)k * (size_t)wide * es;
-	bytes = (bytes + 63) / 64 * 64;
-	char *dst = aligned_alloc(64, bytes);
-	if (!dst)
-		return NULL;
-	const char *s = src;
-	for (int64_t p = 0; p < panels; p++) {
-		char *panel = dst + (size_t)(p * k * wide) * es;
-		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
-		if (cols < wide)
-			for (int64_t i = 0; i < k; i++)
-				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);
-		if (flags & NESTRT_PACK_TRANS) {
-			/* Bt[n, k]: row c of Bt is column c of the panel */
-			for (int64_t c = 0; c < cols; c++) {
-				const char *row = s + (size_t)((p * wide + c) * k) * es;
-				for (int64_t i = 0; i < k; i++)
-					memcpy(panel + (size_t)(i * wide + c) * es, row + (size_t)i * es, es);
-			}
-		} else {
-			for (int64_t i = 0; i < k; i++)
-				memcpy(panel + (size_t)(i * wide) * es, s + (size_t)(i * n + p * wide) * es, (size_t)cols * es);
-		}
-	}
-	return dst;
-}
-
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags)
 {
 	if (!ctx || !b || k <= 0 || n <= 0 || wide <= 0)
 		return NULL;
 	nestrt__ctx *c = (nestrt__ctx *)ctx;
-	nestrt__packs **pp = &c->packs;
-	if (!*pp) {
-		*pp = calloc(1, sizeof **pp);
-		if (!*pp)
-			return NULL;
-		const char *e = getenv("NESTRT_PREPACK");
-		(*pp)->off = e && strcmp(e, "0") == 0;
-	}
-	nestrt__packs *P = *pp;
-	if (P->off)
+	if (c->parent)
+		c = c->parent;
+	const nestrt__packs *P = c->packs;
+	if (!P)
 		return NULL;
 	for (int i = 0; i < P->n; i++) {
-		struct pack *x = &P->v[i];
+		const struct pack *x = &P->v[i];
 		if (x->src == b && x->k == k && x->n == n && x->wide == wide && x->flags == flags)
 			return x->data;
 	}
-	/* only the start of a bound param, and only as much of it as it holds */
-	int nparams = c->nptab;
-	const nestrt_param *params = c->ptab;
-	int found = 0;
-	for (int i = 0; i < nparams && !found; i++)
-		found = ctx->params[i] == b && nestrt_dtype_size(params[i].dtype) == (flags & NESTRT_PACK_F64 ? 8u : 4u) &&
-		        param_numel(&params[i]) / k >= n;
-	if (!found)
-		return NULL;
-	if (P->n == P->cap) {
-		int cap = P->cap ? 2 * P->cap : 16;
-		struct pack *v = realloc(P->v, (size_t)cap * sizeof *v);
-		if (!v)
-			return NULL;
-		P->v = v;
-		P->cap = cap;
-	}
-	struct pack *x = &P->v[P->n++];
-	*x = (struct pack){b, k, n, wide, flags, pack(b, k, n, wide, flags)};
-	return x->data;
+	return NULL;
 }
 
 void nestrt__packs_free(nestrt__packs *P)
 {
-	if (!P)
+	free(P); /* the copies belong to the weights */
+}
+
+/* ---- following the plans ---- */
+
+typedef struct Walk {
+	const nestrt_model_desc *d;
+	nestrt__packreq *req;
+	int nreq, cap;
+	unsigned char *direct;   /* per param: read unpacked */
+	int oom;
+} Walk;
+
+static void add_req(Walk *W, int p, const int64_t *r)
+{
+	const nestrt_param *pp = &W->d->params[p];
+	int64_t k = r[2], n = r[3], wide = r[4];
+	int flags = (int)r[5] & (NESTRT_PACK_TRANS | NESTRT_PACK_F64);
+	/* only as much of the param as it holds, of its element size */
+	if (k <= 0 || n <= 0 || wide <= 0 || nestrt_dtype_size(pp->dtype) != (flags & NESTRT_PACK_F64 ? 8u : 4u) ||
+	    param_numel(pp) / k < n)
 		return;
-	for (int i = 0; i < P->n; i++)
-		free(P->v[i].data);
-	free(P->v);
-	free(P);
+	for (int i = 0; i < W->nreq; i++) {
+		nestrt__packreq *q = &W->req[i];
+		if (q->param == p && q->k == k && q->n == n && q->wide == wide && q->flags == flags)
+			return;
+	}
+	if (W->nreq == W->cap) {
+		int cap = W->cap ? 2 * W->cap : 32;
+		nestrt__packreq *v = realloc(W->req, (size_t)cap * sizeof *v);
+		if (!v) {
+			W->oom = 1;
+			return;
+		}
+		W->req = v;
+		W->cap = cap;
+	}
+	W->req[W->nreq++] = (nestrt__packreq){p, k, n, wide, flags, NULL};
+}
+
+/* Follow plan, whose input i is param map[i] (-1: not a param), nmap of them. */
+static void walk(Walk *W, const int64_t *plan, const int *map, int nmap, int depth)
+{
+	if (!plan || depth > 64 || W->oom)
+		return;
+	int64_t nrec = plan[0];
+	const int64_t *r0 = plan + 1;
+	for (int64_t i = 0; i < nrec; i++) {
+		const int64_t *r = r0 + 6 * i;
+		int64_t src = r[1];
+		int p = src < 0 ? (-src - 1 < W->d->nparams ? (int)(-src - 1) : -1) : src < nmap ? map[src] : -1;
+		if (r[0] == 1 && p >= 0)
+			add_req(W, p, r);
+		else if (r[0] == 3 && p >= 0)
+			W->direct[p] = 1;
+	}
+	/* calls: each site once, with the params it passes */
+	for (int64_t i = 0; i < nrec; i++) {
+		const int64_t *r = r0 + 6 * i;
+		if (r[0] != 2)
+			continue;
+		int64_t site = r[4], slot = r[2];
+		int first = 1, nargs = 0;
+		for (int64_t j = 0; j < nrec && first; j++)
+			if (j < i && r0[6 * j] == 2 && r0[6 * j + 4] == site)
+				first = 0;
+		if (!first)
+			continue;
+		if (slot < 0 || slot >= W->d->nslots || !W->d->slot_packs || !W->d->slot_packs[slot]) {
+			/* a callee without a plan may read what it gets in any way */
+			for (int64_t j = i; j < nrec; j++) {
+				const int64_t *q = r0 + 6 * j;
+				int64_t s = q[1];
+				int p = s < 0 ? (-s - 1 < W->d->nparams ? (int)(-s - 1) : -1) : s < nmap ? map[s] : -1;
+				if (q[0] == 2 && q[4] == site && p >= 0)
+					W->direct[p] = 1;
+			}
+			continue;
+		}
+		for (int64_t j = i; j < nrec; j++)
+			if (r0[6 * j] == 2 && r0[6 * j + 4] == site && r0[6 * j + 3] >= nargs)
+				nargs = (int)r0[6 * j + 3] + 1;
+		if (nargs > 4096)
+			continue;
+		int *cmap = malloc((size_t)(nargs ? nargs : 1) * sizeof *cmap);
+		if (!cmap) {
+			W->oom = 1;
+			return;
+		}
+		for (int a = 0; a < nargs; a++)
+			cmap[a] = -1;
+		for (int64_t j = i; j < nrec; j++) {
+			const int64_t *q = r0 + 6 * j;
+			if (q[0] != 2 || q[4] != site || q[3] < 0)
+				continue;
+			int64_t s = q[1];
+			cmap[q[3]] = s < 0 ? (-s - 1 < W->d->nparams ? (int)(-s - 1) : -1) : s < nmap ? map[s] : -1;
+		}
+		walk(W, W->d->slot_packs[slot], cmap, nargs, depth + 1);
+		free(cmap);
+	}
+}
+
+int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err)
+{
+	nestrt__ctx *c = (nestrt__ctx *)ctx;
+	const char *e = getenv("NESTRT_PREPACK");
+	if ((e && strcmp(e, "0") == 0) || !d->packs || d->nparams == 0 || !w)
+		return 0;
+	Walk W = {.d = d};
+	W.direct = calloc((size_t)d->nparams, 1);
+	if (!W.direct)
+		return nestrt__seterr(err, "%s: out of memory", d->name);
+	walk(&W, d->packs, NULL, 0, 0);
+	int rc = 0;
+	if (W.oom) {
+		rc = nestrt__seterr(err, "%s: out of memory", d->name);
+		goto done;
+	}
+	if (W.nreq == 0)
+		goto done;
+	/* the weights make (or find) every copy */
+	if (nestrt__weights_pack(w, ctx->params, W.req, W.nreq, W.direct, d->nparams, err) < 0) {
+		rc = -1;
+		goto done;
+	}
+	nestrt__packs *P = malloc(sizeof *P + (size_t)W.nreq * sizeof P->v[0]);
+	if (!P) {
+		rc = nestrt__seterr(err, "%s: out of memory", d->name);
+		goto done;
+	}
+	P->n = W.nreq;
+	for (int i = 0; i < W.nreq; i++) {
+		nestrt__packreq *q = &W.req[i];
+		P->v[i] = (struct pack){ctx->params[q->param], q->k, q->n, q->wide, q->flags, q->data};
+	}
+	c->packs = P;
+done:
+	free(W.req);
+	free(W.direct);
+	return rc;
 }

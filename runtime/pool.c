@@ -1,9 +1,13 @@
 /* pool.c - the thread pool that runs compiled code's parallel loops.
  * NESTRT_NUM_THREADS sets its size (default: the cores this process may use);
  * the thread that calls nestrt_parallel_for works too. One loop runs at a
- * time; a loop started from inside another runs inline. */
+ * time; a loop started from inside another runs inline. Idle workers poll
+ * for the next loop a while only when there are no more threads than cores.
+ * A fork() waits for the loop under way, and the child starts a pool of its
+ * own when it first needs one (pthread_atfork). */
 #include "internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -25,6 +29,9 @@ static int64_t job_n;
 static uint64_t ctr;
 static int64_t finished;        /* tasks of the current loop that have run */
 static _Thread_local int in_task;
+static int spin = 1;            /* threads <= cores: idle workers poll before sleeping */
+static int want = 1;            /* the size asked for (NESTRT_NUM_THREADS or the cores) */
+static int restart;             /* in a forked child: no workers yet */
 
 static void run_chunks(uint64_t gen, nestrt_task fn, void *env, int64_t n)
 {
@@ -64,7 +71,7 @@ static void *worker(void *arg)
 	uint64_t seen = 0;
 	for (;;) {
 		uint64_t t0 = now_ns();
-		for (int i = 0; __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) {
+		for (int i = 0; spin && __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) {
 			if ((i & 255) == 255 && now_ns() - t0 > SPIN_NANOS)
 				break;
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,18 +100,34 @@ static int cores(void)
 	return n > 0 ? (int)n : 1;
 }
 
-static void start(void)
+/* NESTRT_NUM_THREADS: a whole number from 1 (at most 256); anything else is
+ * reported once and the default used. */
+static int threads_wanted(void)
 {
+	int def = cores();
 	const char *env = getenv("NESTRT_NUM_THREADS");
-	int n = env && atoi(env) > 0 ? atoi(env) : cores();
-	if (n > 256)
-		n = 256;
+	if (!env)
+		return def;
+	char *end;
+	errno = 0;
+	long n = strtol(env, &end, 10);
+	if (end == env || *end || errno || n < 1) {
+		char shown[NESTRT__SHOWN];
+		fprintf(stderr, "nestrt: NESTRT_NUM_THREADS=%s is not a positive whole number; using %d threads\n",
+		        nestrt__shown(shown, env, strlen(env)), def);
+		return def;
+	}
+	return n > 256 ? 256 : (int)n;
+}
+
+static void start_workers(void)
+{
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	/* kernels keep packed panels of a matrix on their stack */
 	pthread_attr_setstacksize(&attr, 16u << 20);
 	int started = 1;
-	for (int i = 1; i < n; i++) {
+	for (int i = 1; i < want; i++) {
 		pthread_t t;
 		if (pthread_create(&t, &attr, worker, NULL) != 0)
 			break;
@@ -113,6 +136,43 @@ static void start(void)
 	}
 	pthread_attr_destroy(&attr);
 	nthreads = started;
+}
+
+/* fork(): the parent waits for the loop under way and holds the pool's locks
+ * across the fork, so that the child gets them free and consistent; the
+ * child has none of the workers, and starts its own on its first loop. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&submit);
+	pthread_mutex_lock(&mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&submit);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&submit);
+	/* the parent's sleeping workers are not here to be woken */
+	pthread_cond_init(&work, NULL);
+	pthread_cond_init(&done_cv, NULL);
+	nthreads = 1;
+	restart = want > 1;
+	generation = 0;
+	ctr = 0;
+	finished = 0;
+}
+
+static void start(void)
+{
+	want = threads_wanted();
+	spin = want <= cores();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	start_workers();
 }
 
 int nestrt_num_threads(void)
@@ -126,6 +186,15 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	if (n <= 0)
 		return;
 	pthread_once(&once, start);
+	if (__atomic_load_n(&restart, __ATOMIC_ACQUIRE) && !in_task) {
+		/* a forked child's first loop: its own workers */
+		pthread_mutex_lock(&submit);
+		if (restart) {
+			start_workers();
+			__atomic_store_n(&restart, 0, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&submit);
+	}
 	if (n == 1 || nthreads == 1 || in_task || n > 0x7fffffff) {
 		fn(env, 0, n);
 		return;
@@ -139,11 +208,16 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	__atomic_store_n(&finished, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&ctr, (gen & 0xffffffffu) << 32, __ATOMIC_RELEASE);
 	__atomic_store_n(&generation, gen, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&work);
+	/* wake only as many sleeping workers as there are tasks for */
+	if (n >= nthreads)
+		pthread_cond_broadcast(&work);
+	else
+		for (int64_t i = 1; i < n; i++)
+			pthread_cond_signal(&work);
 	pthread_mutex_unlock(&mu);
 	run_chunks(gen, fn, env, n);
 	/* wait for the tasks others claimed, not for workers that never woke */
-	for (int i = 0; __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < n && i < 4096; i++) {
+	for (int i = 0; spin && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < n && i < 4096; i++) {
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
 #endif

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -63,14 +64,29 @@ typedef struct Tensor {
 	uint64_t begin, end;          /* in the data section */
 	const unsigned char *data;    /* in the mapping */
 	void *copy;                   /* aligned copy, made by bind when data is not */
+	int direct;                   /* some instance reads it unpacked (pack.c's plans) */
+	int released;                 /* its whole pages were given back: only its packed copies hold it */
 } Tensor;
+
+/* A packed copy (pack.c's layout), shared by every instance over the weights. */
+typedef struct WPack {
+	Tensor *t;
+	int64_t k, n, wide;
+	int flags;
+	void *data;
+	struct WPack *next;
+} WPack;
 
 struct nestrt_weights {
 	char *path;
-	void *map;
+	void *map;                    /* the file's bytes: read into owned memory, or mapped */
 	size_t mapsize;
+	int mapped;                   /* NESTRT_MMAP=1: map is the file itself */
 	Tensor *t;
 	size_t n;
+	int refs;                     /* the caller's, and one per instance */
+	pthread_mutex_t mu;           /* packs, direct and released */
+	WPack *packs;
 };
 
 /* A valid pointer for tensors with no elements: aligned for any dtype. */
@@ -484,9 +500,84 @@ fail:
 
 static int load_image(nestrt_weights *w, const void *image, size_t size, const char *path, nestrt_error *err);
 
-nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
+static nestrt_weights *new_weights(void)
 {
 	nestrt_weights *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	w->refs = 1;
+	pthread_mutex_init(&w->mu, NULL);
+	return w;
+}
+
+/* Reading the file in parallel: the page cache copies at memory speed on
+ * every core. */
+#define READ_CHUNK ((size_t)16 << 20)
+typedef struct ReadJob {
+	int fd;
+	unsigned char *buf;
+	size_t size;
+	int err;            /* errno of the first failure, or -1 for a short file */
+} ReadJob;
+
+static void read_chunks(void *env, int64_t begin, int64_t end)
+{
+	ReadJob *j = env;
+	for (int64_t c = begin; c < end; c++) {
+		size_t off = (size_t)c * READ_CHUNK;
+		size_t len = j->size - off < READ_CHUNK ? j->size - off : READ_CHUNK;
+		while (len > 0) {
+			ssize_t r = pread(j->fd, j->buf + off, len, (off_t)off);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				int e = r < 0 ? errno : -1, zero = 0;
+				__atomic_compare_exchange_n(&j->err, &zero, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+				return;
+			}
+			off += (size_t)r;
+			len -= (size_t)r;
+		}
+	}
+}
+
+/* The whole file in memory of our own (anonymous pages, so that instances can
+ * give back the pages of weights they only read packed), or with
+ * NESTRT_MMAP=1 the file mapped, as before. NULL with err set. */
+static void *file_bytes(int fd, size_t size, const char *path, int mapped, nestrt_error *err)
+{
+	if (mapped) {
+		void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED) {
+			nestrt__seterr(err, "%s: cannot map: %s", path, strerror(errno));
+			return NULL;
+		}
+		return map;
+	}
+	unsigned char *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
+		nestrt__seterr(err, "%s: cannot allocate %zu bytes for the weights: %s", path, size, strerror(errno));
+		return NULL;
+	}
+#ifdef MADV_HUGEPAGE
+	madvise(buf, size, MADV_HUGEPAGE); /* fewer page faults; a hint */
+#endif
+	ReadJob j = {fd, buf, size, 0};
+	nestrt_parallel_for((int64_t)((size + READ_CHUNK - 1) / READ_CHUNK), read_chunks, &j);
+	if (j.err) {
+		if (j.err < 0)
+			nestrt__seterr(err, "%s: file shrank while it was read", path);
+		else
+			nestrt__seterr(err, "%s: cannot read: %s", path, strerror(j.err));
+		munmap(buf, size);
+		return NULL;
+	}
+	return buf;
+}
+
+nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
+{
+	nestrt_weights *w = new_weights();
 	if (!w) {
 		nestrt__seterr(err, "%s: out of memory", path ? path : "(no weights)");
 		return NULL;
@@ -494,7 +585,7 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 	if (!path) {
 		w->path = strdup("(no weights)");
 		if (!w->path) {
-			free(w);
+			nestrt_weights_close(w);
 			nestrt__seterr(err, "(no weights): out of memory");
 			return NULL;
 		}
@@ -502,11 +593,13 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 	}
 	w->path = strdup(path);
 	if (!w->path) {
-		free(w);
+		nestrt_weights_close(w);
 		nestrt__seterr(err, "%s: out of memory", path);
 		return NULL;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO or device is refused below instead of blocking
+	 * the open; it changes nothing for a regular file */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		nestrt__seterr(err, "%s: cannot open: %s", path, strerror(errno));
 		goto fail;
@@ -539,13 +632,12 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 		goto fail;
 	}
 	size_t size = (size_t)st.st_size;
-	void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	int e = errno;
-	close(fd); /* the mapping keeps the file alive */
-	if (map == MAP_FAILED) {
-		nestrt__seterr(err, "%s: cannot map: %s", path, strerror(e));
+	const char *mm = getenv("NESTRT_MMAP");
+	w->mapped = mm && strcmp(mm, "1") == 0;
+	void *map = file_bytes(fd, size, path, w->mapped, err);
+	close(fd); /* read, or kept alive by the mapping */
+	if (!map)
 		goto fail;
-	}
 	w->map = map;
 	w->mapsize = size;
 	if (load_image(w, map, size, path, err) < 0)
@@ -579,9 +671,9 @@ static int load_image(nestrt_weights *w, const void *image, size_t size, const c
 nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err)
 {
 	const char *nm = name ? name : "(embedded weights)";
-	nestrt_weights *w = calloc(1, sizeof *w);
+	nestrt_weights *w = new_weights();
 	if (!w || !(w->path = strdup(nm))) {
-		free(w);
+		nestrt_weights_close(w);
 		nestrt__seterr(err, "%s: out of memory", nm);
 		return NULL;
 	}
@@ -593,10 +685,23 @@ nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const
 	return w;
 }
 
+void nestrt__weights_ref(nestrt_weights *w)
+{
+	if (w)
+		__atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
+}
+
 void nestrt_weights_close(nestrt_weights *w)
 {
-	if (!w)
+	/* the last of the caller and the instances over w frees it */
+	if (!w || __atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
+	for (WPack *p = w->packs, *next; p; p = next) {
+		next = p->next;
+		free(p->data);
+		free(p);
+	}
+	pthread_mutex_destroy(&w->mu);
 	free_tensors(w->t, w->n);
 	if (w->map)
 		munmap(w->map, w->mapsize);
@@ -686,6 +791,8 @@ int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int npara
 
 /* ------------------------------------------------------------ inspection */
 
+static void restore(nestrt_weights *w, Tensor *t);
+
 int nestrt_weights_count(const nestrt_weights *w)
 {
 	return w ? (int)w->n : 0;
@@ -711,9 +818,193 @@ int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, cons
 	}
 	if (file_dtype)
 		*file_dtype = t->st->name;
-	if (data)
+	if (data) {
+		/* a weight dropped for its packed copies goes back in place, and
+		 * stays: the caller reads it */
+		nestrt_weights *mw = (nestrt_weights *)w;
+		pthread_mutex_lock(&mw->mu);
+		restore(mw, &mw->t[i]);
+		mw->t[i].direct = 1;
+		pthread_mutex_unlock(&mw->mu);
 		*data = t->end > t->begin ? (const void *)t->data : (const void *)empty_data;
+	}
 	if (nbytes)
 		*nbytes = (size_t)(t->end - t->begin);
 	return 0;
+}
+
+/* ------------------------------------------------------------ packed copies */
+
+/* The panel layout (nestrt_packed in nestrt.h); pack.c asks for copies,
+ * weights.c makes and keeps them. */
+size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags)
+{
+	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
+	int64_t panels = (n + wide - 1) / wide;
+	if (k <= 0 || n <= 0 || wide <= 0 || (uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide / 2)
+		return 0;
+	size_t bytes = (size_t)panels * (size_t)k * (size_t)wide * es;
+	return (bytes + 63) / 64 * 64;
+}
+
+/* Panels p0..p1-1 of src into dst (laid out for all of them). */
+void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags, int64_t p0,
+                         int64_t p1)
+{
+	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
+	const char *s = src;
+	for (int64_t p = p0; p < p1; p++) {
+		char *panel = (char *)dst + (size_t)(p * k * wide) * es;
+		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
+		if (cols < wide)
+			for (int64_t i = 0; i < k; i++)
+				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);
+		if (flags & NESTRT_PACK_TRANS) {
+			/* Bt[n, k]: row c of Bt is column c of the panel */
+			for (int64_t c = 0; c < cols; c++) {
+				const char *row = s + (size_t)((p * wide + c) * k) * es;
+				for (int64_t i = 0; i < k; i++)
+					memcpy(panel + (size_t)(i * wide + c) * es, row + (size_t)i * es, es);
+			}
+		} else {
+			for (int64_t i = 0; i < k; i++)
+				memcpy(panel + (size_t)(i * wide) * es, s + (size_t)(i * n + p * wide) * es, (size_t)cols * es);
+		}
+	}
+}
+
+/* The inverse: the k*n elements of a packed copy back in their own order
+ * (weights.c restores a dropped weight from it). */
+void nestrt__unpack(void *dst, const void *packed, int64_t k, int64_t n, int64_t wide, int flags)
+{
+	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
+	const char *src = packed;
+	char *d = dst;
+	for (int64_t p = 0; p * wide < n; p++) {
+		const char *panel = src + (size_t)(p * k * wide) * es;
+		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
+		if (flags & NESTRT_PACK_TRANS) {
+			for (int64_t c = 0; c < cols; c++)
+				for (int64_t i = 0; i < k; i++)
+					memcpy(d + (size_t)((p * wide + c) * k + i) * es, panel + (size_t)(i * wide + c) * es, es);
+		} else {
+			for (int64_t i = 0; i < k; i++)
+				memcpy(d + (size_t)(i * n + p * wide) * es, panel + (size_t)(i * wide) * es, (size_t)cols * es);
+		}
+	}
+}
+
+/* The tensor whose bound data is p (tensor_data's answer), or NULL. */
+static Tensor *tensor_at(nestrt_weights *w, const void *p)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		if (t->end > t->begin && (t->copy ? t->copy == p : (const void *)t->data == p))
+			return t;
+	}
+	return NULL;
+}
+
+static size_t page_size(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	return pg > 0 ? (size_t)pg : 4096;
+}
+
+/* A packed copy of all of t, from which it can be restored. */
+static WPack *whole_pack(nestrt_weights *w, Tensor *t)
+{
+	for (WPack *p = w->packs; p; p = p->next)
+		if (p->t == t && (uint64_t)(p->k * p->n) * (uint64_t)t->st->size == t->end - t->begin)
+			return p;
+	return NULL;
+}
+
+/* Put a released tensor's elements back in place, from a packed copy (the
+ * file is not read again: it may have changed). Under w->mu. */
+static void restore(nestrt_weights *w, Tensor *t)
+{
+	if (!t->released)
+		return;
+	t->released = 0;
+	if (w->mapped)
+		return; /* the pages come back from the file */
+	WPack *p = whole_pack(w, t);
+	nestrt__unpack((void *)t->data, p->data, p->k, p->n, p->wide, p->flags);
+}
+
+/* Give back the pages that hold only t's bytes. Only for the file's bytes
+ * (not an embedded image, not an aligned copy), and only when a packed copy
+ * holds all of it. Under w->mu. */
+static void release(nestrt_weights *w, Tensor *t)
+{
+	if (t->released || t->direct || t->copy || !w->map || !whole_pack(w, t))
+		return;
+	size_t pg = page_size();
+	uintptr_t b = ((uintptr_t)t->data + pg - 1) / pg * pg;
+	uintptr_t e = ((uintptr_t)t->data + (size_t)(t->end - t->begin)) / pg * pg;
+	if (e <= b)
+		return;
+	if (madvise((void *)b, e - b, MADV_DONTNEED) == 0)
+		t->released = 1;
+}
+
+typedef struct PackJob {
+	void *dst;
+	const void *src;
+	int64_t k, n, wide;
+	int flags;
+} PackJob;
+
+static void pack_task(void *env, int64_t begin, int64_t end)
+{
+	PackJob *j = env;
+	nestrt__pack_panels(j->dst, j->src, j->k, j->n, j->wide, j->flags, begin, end);
+}
+
+int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
+                         const unsigned char *direct, int nparams, nestrt_error *err)
+{
+	int rc = 0;
+	pthread_mutex_lock(&w->mu);
+	/* weights read unpacked: back in place first, and never dropped */
+	for (int i = 0; i < nparams; i++) {
+		Tensor *t = direct[i] ? tensor_at(w, data[i]) : NULL;
+		if (t) {
+			restore(w, t);
+			t->direct = 1;
+		}
+	}
+	for (int i = 0; i < nreq && rc == 0; i++) {
+		nestrt__packreq *q = &req[i];
+		Tensor *t = tensor_at(w, data[q->param]);
+		WPack *p = NULL;
+		for (WPack *x = w->packs; x && t && !p; x = x->next)
+			if (x->t == t && x->k == q->k && x->n == q->n && x->wide == q->wide && x->flags == q->flags)
+				p = x;
+		if (!p) {
+			size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
+			p = calloc(1, sizeof *p);
+			void *dst = bytes ? aligned_alloc(64, bytes) : NULL;
+			if (!p || !dst) {
+				free(p);
+				free(dst);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+				break;
+			}
+			if (t)
+				restore(w, t);
+			PackJob j = {dst, data[q->param], q->k, q->n, q->wide, q->flags};
+			nestrt_parallel_for((q->n + q->wide - 1) / q->wide, pack_task, &j);
+			*p = (WPack){t, q->k, q->n, q->wide, q->flags, dst, w->packs};
+			w->packs = p;
+			/* drop what only the packed copies need at once, so that the
+			 * peak is the weights plus one copy, not plus all of them */
+			if (t)
+				release(w, t);
+		}
+		q->data = p->data;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return rc;
 }

@@ -206,6 +206,13 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 		LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, G->i64, ws);
 		llvm.LLVMSetInitializer(gv, ci64(G, sh->need[j->v->g->id]));
 		llvm.LLVMSetGlobalConstant(gv, 1);
+		/* what its matmuls ask libnestrt to pre-pack (matmul.c) */
+		int64_t *plan = NULL;
+		int plen = 0;
+		pack_plan(G, j->v->g, j->v, 0, &plan, &plen);
+		snprintf(ws, sizeof ws, "%s_packs", j->sym);
+		pack_plan_global(G, plan, plen, ws, 0);
+		free(plan);
 		rc = gen_module_end(G, j->v->opt_level, &f, &j->code_bytes);
 	} else if (j->kind == JOB_MODEL) {
 		model_module(G, sh->name, NULL, sh->ws_static, sh->ws_own);
@@ -294,6 +301,7 @@ static void make_jobs(Shared *sh)
 		snprintf(j->label, sizeof j->label, "%s.%d", v->region, v->k);
 		vec_push(&j->syms, xstrdup(j->sym));
 		vec_push(&j->syms, xasprintf("%s_ws", j->sym));
+		vec_push(&j->syms, xasprintf("%s_packs", j->sym));
 	}
 	Job *m = &sh->jobs[sh->njobs++];
 	m->kind = JOB_MODEL;

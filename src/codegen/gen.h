@@ -319,6 +319,10 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
               LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
               LLVMValueRef buf_in, LLVMValueRef tmp_in);
 void k_matmul(Fn *F, Node *n);
+/* The pack plan of a graph (what libnestrt packs at model creation, issue
+ * #14), appended to *plan (*len int64s), and as a constant global. */
+void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len);
+LLVMValueRef pack_plan_global(Gen *G, const int64_t *plan, int len, const char *sym, int private);
 
 /* ------------------------------------------------------------------ reduce.c */
 

@@ -595,3 +595,169 @@ void k_matmul(Fn *F, Node *n)
 	for (int k = batch - 1; k >= 0; k--)
 		loop_end(F, &bl[k]);
 }
+
+/* ---- the pack plan: what nestrt_packed will be asked for (issue #14) ----
+ *
+ * libnestrt packs weights when a model instance is created, never inside a
+ * call, so it must know beforehand which (weight, k, n, wide, flags) compiled
+ * matmuls ask it for, and which weights are also read as they are (those keep
+ * their unpacked copy; the others lose it). Each variant's object and the
+ * model object carry that as a table of int64: a count, then records of six
+ *     PACK_REC  src k n wide flags    a prepacked matmul operand
+ *     CALL_REC  src slot arg site 0   src is argument `arg` of the variant in `slot`
+ *     READ_REC  src 0 0 0 0           src is read some other way
+ * where src >= 0 is the graph's input number and src < 0 param -(src + 1).
+ * The decisions below mirror k_matmul and mm_prepacked exactly; a request the
+ * plan missed still works (nestrt_packed returns NULL: packed as it goes). */
+enum { PACK_REC = 1, CALL_REC = 2, READ_REC = 3 };
+#define SRC_NONE INT64_MIN
+
+typedef struct PlanOut {
+	int64_t *v;
+	int n, cap;   /* int64s, records of 6 */
+	int64_t sites;
+} PlanOut;
+
+static void plan_rec(PlanOut *o, int64_t kind, int64_t src, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+	if (o->n + 6 > o->cap) {
+		o->cap = o->cap ? 2 * o->cap : 64;
+		o->v = xrealloc(o->v, (size_t)o->cap * sizeof *o->v);
+	}
+	int64_t r[6] = {kind, src, a, b, c, d};
+	for (int i = 0; i < 6; i++)
+		o->v[o->n++] = r[i];
+}
+
+/* The source a node stands for in this graph, or SRC_NONE. */
+static int64_t plan_src(Node *s, const int64_t *map, int entry)
+{
+	if (s->op == OP_PARAM)
+		return -(s->a[0] + 1);
+	if (s->op == OP_INPUT && !entry)
+		return map ? map[s->a[0]] : s->a[0];
+	return SRC_NONE;
+}
+
+/* Is x (a matmul reading b as its right operand, through a virtual transpose
+ * when tb) one that asks for b pre-packed? Then its request into rec. */
+static int plan_mm(Gen *G, Node *x, Node *b, int tb, int dyn, int64_t rec[4])
+{
+	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dyn)
+		return 0;
+	Node *a = x->in[0];
+	int64_t K, N;
+	if (tb) {
+		K = a->shape[1];
+		N = b->shape[0];
+	} else {
+		int batch = x->rank - (a->rank != 1) - (b->rank != 1);
+		if (b->rank == 1 || batch != 0)
+			return 0;
+		K = a->shape[a->rank - 1];
+		N = b->shape[b->rank - 1];
+	}
+	int mr, nv;
+	mm_shape(G, x, &mr, &nv);
+	rec[0] = K;
+	rec[1] = N;
+	rec[2] = nv * (G->vbytes / dtype_size(x->dtype));
+	rec[3] = (tb ? 1 : 0) | (x->dtype == DT_F64 ? 2 : 0);
+	return 1;
+}
+
+static void pack_plan_graph(Gen *G, Graph *g, int dyn, const int64_t *map, int entry, PlanOut *o, int depth)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *s = g->nodes[i];
+		int64_t src = plan_src(s, map, entry);
+		if (src == SRC_NONE)
+			continue;
+		int read = 0;
+		for (int j = 0; j < g->noutputs; j++)
+			read |= g->outputs[j] == s;
+		for (int u = i + 1; u < g->nnodes; u++) {
+			Node *x = g->nodes[u];
+			for (int k = 0; k < x->nin; k++) {
+				if (x->in[k] != s)
+					continue;
+				int64_t rec[4];
+				CallSite *cs = x->op == OP_CALL ? callsite_of(G->rt, x) : NULL;
+				if (x->op == OP_CALL && cs && cs->v) {
+					plan_rec(o, CALL_REC, src, cs->v->id, k, (int64_t)(uintptr_t)x, 0);
+				} else if (x->op == OP_CALL) {
+					/* inlined: the callee's own plan, over our sources (below) */
+				} else if (k == 1 && x->in[0] != s && plan_mm(G, x, s, 0, dyn, rec)) {
+					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
+				} else if (virtual_transpose(g, x)) {
+					/* every user is a matmul reading it as B (plan.c) */
+					for (int w = u + 1; w < g->nnodes; w++)
+						if (g->nodes[w]->op == OP_MATMUL && g->nodes[w]->in[1] == x) {
+							if (plan_mm(G, g->nodes[w], s, 1, dyn, rec))
+								plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
+							else
+								read = 1;
+						}
+				} else {
+					read = 1;
+				}
+			}
+		}
+		if (read)
+			plan_rec(o, READ_REC, src, 0, 0, 0, 0);
+	}
+	/* inlined calls: their code is a copy inside ours, reading our sources */
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *x = g->nodes[i];
+		CallSite *cs = x->op == OP_CALL ? callsite_of(G->rt, x) : NULL;
+		if (x->op != OP_CALL || (cs && cs->v) || depth > 64)
+			continue;
+		int64_t *cmap = xcalloc((size_t)x->callee->ninputs + 1, sizeof *cmap);
+		for (int j = 0; j < x->callee->ninputs; j++)
+			cmap[j] = j < x->nin ? plan_src(x->in[j], map, entry) : SRC_NONE;
+		/* params read inside the callee stay params; its inputs map to ours */
+		pack_plan_graph(G, x->callee, 0, cmap, 0, o, depth + 1);
+		free(cmap);
+	}
+}
+
+/* The pack plan of graph g (a variant's, or with entry set an entry
+ * point's, whose inputs are the caller's data and never weights), appended
+ * to the records in *plan (*len int64s). Call sites are numbered per table. */
+void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len)
+{
+	PlanOut o = {*plan, *len, *len, 0};
+	pack_plan_graph(G, g, v && v->ndyn, NULL, entry, &o, 0);
+	/* call sites as small numbers, in order of first appearance */
+	for (int i = 0; i < o.n; i += 6) {
+		if (o.v[i] != CALL_REC || o.v[i + 4] < 0)
+			continue;
+		int64_t key = o.v[i + 4], id = -(++o.sites);
+		for (int j = i; j < o.n; j += 6)
+			if (o.v[j] == CALL_REC && o.v[j + 4] == key)
+				o.v[j + 4] = id;
+	}
+	for (int i = 0; i < o.n; i += 6)
+		if (o.v[i] == CALL_REC)
+			o.v[i + 4] = -o.v[i + 4] - 1;
+	*plan = o.v;
+	*len = o.n;
+}
+
+/* The plan as a constant global of the module: its record count, then the
+ * records. */
+LLVMValueRef pack_plan_global(Gen *G, const int64_t *plan, int len, const char *sym, int private)
+{
+	LLVMValueRef *vals = xcalloc((size_t)len + 1, sizeof(LLVMValueRef));
+	vals[0] = ci64(G, len / 6);
+	for (int i = 0; i < len; i++)
+		vals[i + 1] = ci64(G, plan[i]);
+	LLVMTypeRef t = llvm.LLVMArrayType(G->i64, (unsigned)len + 1);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, t, sym);
+	llvm.LLVMSetInitializer(gv, llvm.LLVMConstArray(G->i64, vals, (unsigned)len + 1));
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	if (private)
+		llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	free(vals);
+	return gv;
+}

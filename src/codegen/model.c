@@ -91,10 +91,31 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 	llvm.LLVMSetGlobalConstant(ntab, 1);
 	llvm.LLVMSetLinkage(ntab, LLVMPrivateLinkage);
 	free(needs);
-	LLVMTypeRef df[9] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p, G->i8p, G->i64};
-	LLVMTypeRef desc_t = llvm.LLVMStructTypeInContext(G->C, df, 9, 0);
+	/* the pack plans (matmul.c): each variant's in its own object, like its
+	 * workspace, and the entry points' own here */
+	LLVMValueRef *plans = xcalloc((size_t)nv + 1, sizeof(LLVMValueRef));
+	for (int i = 0; i < nv; i++) {
+		Variant *v = G->rt->variants.v[i];
+		char sym[300];
+		snprintf(sym, sizeof sym, "%s__%s_%d_packs", name, v->region, v->k);
+		LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i64, 0), sym);
+		plans[i] = llvm.LLVMConstPointerCast(gv, G->i8p);
+	}
+	LLVMValueRef pktab = llvm.LLVMAddGlobal(G->M, ntab_t, "plans");
+	llvm.LLVMSetInitializer(pktab, llvm.LLVMConstArray(G->i8p, plans, (unsigned)nv));
+	llvm.LLVMSetGlobalConstant(pktab, 1);
+	llvm.LLVMSetLinkage(pktab, LLVMPrivateLinkage);
+	free(plans);
+	int64_t *eplan = NULL;
+	int eplen = 0;
+	for (int e = 0; e < p->nentries; e++)
+		pack_plan(G, p->entries[e].g, NULL, 1, &eplan, &eplen);
+	LLVMValueRef eplan_gv = pack_plan_global(G, eplan, eplen, "entry_packs", 1);
+	free(eplan);
+	LLVMTypeRef df[11] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p, G->i8p, G->i64, G->i8p, G->i8p};
+	LLVMTypeRef desc_t = llvm.LLVMStructTypeInContext(G->C, df, 11, 0);
 	LLVMValueRef z2[2] = {ci32(G, 0), ci32(G, 0)};
-	LLVMValueRef dv[9] = {
+	LLVMValueRef dv[11] = {
 		cstr(G, name),
 		llvm.LLVMConstPointerCast(p->nparams ? llvm.LLVMConstGEP2(ptab_t, ptab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
 		ci32(G, p->nparams),
@@ -104,11 +125,13 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 		cstr(G, NESTC_VERSION),
 		llvm.LLVMConstPointerCast(nv ? llvm.LLVMConstGEP2(ntab_t, ntab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
 		ci64(G, ws_own),
+		llvm.LLVMConstPointerCast(nv ? llvm.LLVMConstGEP2(ntab_t, pktab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
+		llvm.LLVMConstPointerCast(eplan_gv, G->i8p),
 	};
 	char dname[256];
 	snprintf(dname, sizeof dname, "%s__desc", name);
 	LLVMValueRef desc = llvm.LLVMAddGlobal(G->M, desc_t, dname);
-	llvm.LLVMSetInitializer(desc, llvm.LLVMConstNamedStruct(desc_t, dv, 9));
+	llvm.LLVMSetInitializer(desc, llvm.LLVMConstNamedStruct(desc_t, dv, 11));
 	llvm.LLVMSetGlobalConstant(desc, 1);
 	llvm.LLVMSetLinkage(desc, LLVMPrivateLinkage);
 	LLVMValueRef desc8 = llvm.LLVMConstPointerCast(desc, G->i8p);
@@ -156,9 +179,10 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 			llvm.LLVMBuildStore(B, llvm.LLVMGetParam(f, (unsigned)i + 1), llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, ""));
 		}
 		LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, z2, 2, "");
-		LLVMTypeRef rt[3] = {G->i8p, fnp, G->i8pp};
-		LLVMValueRef rv[3] = {llvm.LLVMGetParam(f, 0), entry_fns[e], bufs};
-		llvm.LLVMBuildRet(B, call(G, "nestrt_model_run", G->i32, rt, rv, 3));
+		/* nestrt_model_call checks the model and every pointer for NULL */
+		LLVMTypeRef rt[5] = {G->i8p, fnp, G->i8pp, G->i32, G->i8p};
+		LLVMValueRef rv[5] = {llvm.LLVMGetParam(f, 0), entry_fns[e], bufs, ci32(G, n), cstr(G, fname)};
+		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call", G->i32, rt, rv, 5));
 		free(at);
 	}
 	free(entry_fns);

@@ -1348,20 +1348,32 @@ static int single_file(const char *mode, const char *path)
 }
 
 /* nestrt_packed: the panel layout, what is and is not packed, the cache and
- * NESTRT_PREPACK=0. Two params: w f32[3, 5] and d f64[2, 3]. */
-static nestrt_model *packed_model(nestrt_weights **w)
+ * NESTRT_PREPACK=0. Two params: w f32[3, 5] and d f64[2, 3]. The pack plans
+ * ask for w three ways from the entry points, and for d from the variant in
+ * slot 0, to which the entry points pass d as argument 0: everything is
+ * packed when the instance is created, nothing later. */
+static const int64_t slot0_plan[] = {1, 1, 0, 2, 3, 2, NESTRT_PACK_F64};
+static const int64_t *const slot_plans[1] = {slot0_plan};
+static const int64_t entry_plan[] = {4,
+	1, -1, 3, 5, 4, 0,
+	1, -1, 5, 3, 2, NESTRT_PACK_TRANS,
+	1, -1, 3, 4, 4, 0,
+	2, -2, 0, 0, 0, 0};
+static const nestrt_param packtest_params[2] = {
+	{"w", NESTRT_F32, 2, {3, 5}},
+	{"d", NESTRT_F64, 2, {2, 3}},
+};
+static const nestrt_slot packtest_slots[1] = {{"v.0", NULL}};
+static const nestrt_model_desc packtest_desc = {"packtest", packtest_params, 2, packtest_slots, 1, 0, "test", NULL, 0,
+                                                slot_plans, entry_plan};
+
+static size_t packtest_image(char *image)
 {
-	static const nestrt_param params[2] = {
-		{"w", NESTRT_F32, 2, {3, 5}},
-		{"d", NESTRT_F64, 2, {2, 3}},
-	};
-	static const nestrt_model_desc desc = {"packtest", params, 2, NULL, 0, 0, "test", NULL, 0};
-	static char image[512];
 	const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[0,60]},"
 	                  "\"d\":{\"dtype\":\"F64\",\"shape\":[2,3],\"data_offsets\":[64,112]}}";
 	size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
 	uint64_t n = hl + pad;
-	memset(image, 0, sizeof image);
+	memset(image, 0, 512);
 	memcpy(image, &n, 8);
 	memcpy(image + 8, hdr, hl);
 	memset(image + 8 + hl, ' ', pad);
@@ -1373,11 +1385,18 @@ static nestrt_model *packed_model(nestrt_weights **w)
 		dv[i] = 0.5 * (i + 1);
 	memcpy(image + 8 + n, wv, sizeof wv);
 	memcpy(image + 8 + n + 64, dv, sizeof dv);
+	return 8 + n + 112;
+}
+
+static nestrt_model *packed_model(nestrt_weights **w)
+{
+	static char image[512];
+	size_t size = packtest_image(image);
 	nestrt_error err = {{0}};
-	*w = nestrt_weights_from_memory(image, 8 + n + 112, "packtest", &err);
+	*w = nestrt_weights_from_memory(image, size, "packtest", &err);
 	if (!CHECK(*w != NULL, "packtest weights: %s", err.message))
 		return NULL;
-	nestrt_model *m = nestrt_model_new(&desc, *w, &err);
+	nestrt_model *m = nestrt_model_new(&packtest_desc, *w, &err);
 	CHECK(m != NULL, "packtest model: %s", err.message);
 	return m;
 }
@@ -1415,15 +1434,24 @@ static void test_packed(void)
 	CHECK(q && q[0] == 1 && q[3] == 4 && q[4] == 5 && q[8] == 9, "a [3, 4] prefix is packed with its own shape");
 	const double *d = nestrt_packed(ctx, ctx->params[1], 2, 3, 2, NESTRT_PACK_F64);
 	CHECK(d && d[0] == 0.5 && d[1] == 1.0 && d[2] == 2.0 && d[3] == 2.5 && d[4] == 1.5 && d[5] == 0 && d[6] == 3.0 &&
-	      d[7] == 0, "f64 param packed");
+	      d[7] == 0, "f64 param passed to a variant packed by the variant's plan");
+	CHECK(nestrt_packed(ctx, b, 3, 5, 8, 0) == NULL, "a request no plan made: NULL (nothing packed in a call)");
 	float local[15] = {0};
 	CHECK(nestrt_packed(ctx, local, 3, 5, 4, 0) == NULL, "not a param: NULL");
 	CHECK(nestrt_packed(ctx, b + 1, 2, 5, 4, 0) == NULL, "inside a param, not its start: NULL");
-	CHECK(nestrt_packed(ctx, b, 4, 5, 4, 0) == NULL, "more elements than the param holds: NULL");
 	CHECK(nestrt_packed(ctx, b, 3, 5, 4, NESTRT_PACK_F64) == NULL, "f32 param asked as f64: NULL");
 	CHECK(nestrt_packed(ctx, b, 0, 5, 4, 0) == NULL && nestrt_packed(ctx, b, 3, 5, 0, 0) == NULL, "empty or bad sizes: NULL");
-	nestrt_model_free(m);
+	/* a second instance over the same weights shares the copies */
+	nestrt_error err = {{0}};
+	nestrt_model *m2 = nestrt_model_new(&packtest_desc, w, &err);
+	if (CHECK(m2 != NULL, "second instance: %s", err.message))
+		CHECK(nestrt_packed(nestrt_model_ctx(m2), nestrt_model_ctx(m2)->params[0], 3, 5, 4, 0) == p,
+		      "two instances over one weights share one packed copy");
+	/* the weights may be closed before the instances: they hold them */
 	nestrt_weights_close(w);
+	CHECK(nestrt_packed(ctx, b, 3, 5, 4, 0) == p && p[20] == 15, "weights closed first: the instance keeps them");
+	nestrt_model_free(m);
+	nestrt_model_free(m2);
 
 	setenv("NESTRT_PREPACK", "0", 1);
 	m = packed_model(&w);
@@ -1434,7 +1462,6 @@ static void test_packed(void)
 	nestrt_weights_close(w);
 	unsetenv("NESTRT_PREPACK");
 
-	nestrt_error err = {{0}};
 	nestrt_ctx *bare = nestrt_ctx_new("bare", NULL, 0, 1, 0, &err);
 	float one[4] = {1, 2, 3, 4};
 	if (CHECK(bare != NULL, "ctx_new: %s", err.message)) {
@@ -1443,6 +1470,55 @@ static void test_packed(void)
 	}
 	nestrt_ctx_free(bare);
 	CHECK(nestrt_packed(NULL, one, 2, 2, 2, 0) == NULL, "NULL context: NULL");
+}
+
+/* A weight only read packed loses its unpacked pages (a big one: whole
+ * pages), and gets them back when something reads it unpacked. */
+static void test_packed_release(void)
+{
+	/* w f32[1024, 1024] (4 MiB) at offset 0 of the data */
+	const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1024,1024],\"data_offsets\":[0,4194304]}}";
+	size_t hl = strlen(hdr), pad = (64 - (8 + hl) % 64) % 64;
+	uint64_t n = hl + pad;
+	char *path = fmt("%s/big.safetensors", dir);
+	FILE *f = fopen(path, "wb");
+	if (!CHECK(f != NULL, "create %s", path)) {
+		free(path);
+		return;
+	}
+	fwrite(&n, 8, 1, f);
+	fwrite(hdr, 1, hl, f);
+	for (size_t i = 0; i < pad; i++)
+		fputc(' ', f);
+	for (int i = 0; i < 1024 * 1024; i++) {
+		float v = (float)(i % 1000) * 0.25f;
+		fwrite(&v, 4, 1, f);
+	}
+	fclose(f);
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
+	static const int64_t plan[] = {1, 1, -1, 1024, 1024, 48, 0};
+	static const nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan};
+	nestrt_error err = {{0}};
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+	if (CHECK(m != NULL, "big model: %s", err.message)) {
+		const float *b = nestrt_model_ctx(m)->params[0];
+		const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
+		CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f, "packed at creation");
+		/* the pages of the unpacked form are given back: they read as zeros */
+		CHECK(b[2048] == 0 && b[4096] == 0, "the unpacked form of a weight only read packed is dropped");
+		const void *data;
+		nestrt_weights_info(w, 0, NULL, NULL, &data, NULL);
+		const float *u = data;
+		int same = 1;
+		for (int i = 0; same && i < 1024 * 1024; i++)
+			same = u[i] == (float)(i % 1000) * 0.25f;
+		CHECK(same, "nestrt_weights_info restores it from the packed copy");
+	}
+	nestrt_model_free(m);
+	nestrt_weights_close(w);
+	unlink(path);
+	free(path);
 }
 
 int main(int argc, char **argv)
@@ -1479,6 +1555,7 @@ int main(int argc, char **argv)
 	test_npy_numpy();
 	test_npy_write_errors();
 	test_packed();
+	test_packed_release();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
 	if (system(cmd) != 0)

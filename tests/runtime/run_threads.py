@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""run_threads.py NESTC [LIBNESTRT] - build samples/gpt2.nest small with NESTC,
+write random weights, link tests/runtime/test_threads.c with the objects and
+LIBNESTRT (default: libnestrt.a beside NESTC), run it and pass on its output
+(last line "N passed, N failed") and exit status.
+
+$CC compiles (default cc); $NESTC_TEST_LDFLAGS are added to its flags (the
+sanitizers: make check-asan, make check-tsan), and then the timing test is
+left out: a sanitized pool is too slow to time."""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SMALL = "-D L=2 -D D=64 -D H=4 -D V=256 -D CTX=64 -D S=16".split()
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.stderr.write(__doc__)
+        return 2
+    nestc = os.path.abspath(sys.argv[1])
+    lib = os.path.abspath(sys.argv[2]) if len(sys.argv) == 3 else os.path.join(os.path.dirname(nestc), "libnestrt.a")
+    flags = os.environ.get("NESTC_TEST_LDFLAGS", "").split()
+    cc = os.environ.get("CC", "cc")
+    model = os.path.join(ROOT, "samples", "gpt2.nest")
+    with tempfile.TemporaryDirectory(prefix="nestrt-threads.") as d:
+        out = os.path.join(d, "out")
+        weights = os.path.join(d, "gpt2.safetensors")
+        steps = [
+            [nestc, "build", model] + SMALL + ["--no-cache", "-o", out],
+            [nestc, "weights", model] + SMALL + ["--random-weights", "1", "-o", weights],
+        ]
+        for cmd in steps:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                print(" ".join(cmd) + ":\n" + r.stdout + r.stderr)
+                print("0 passed, 1 failed")
+                return 1
+        objs = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".o"))
+        exe = os.path.join(d, "test_threads")
+        cmd = [cc, "-O1", "-g", "-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + out] + flags + [
+            "-o", exe, os.path.join(HERE, "test_threads.c")] + objs + [lib, "-lm", "-lpthread"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(" ".join(cmd) + ":\n" + r.stdout + r.stderr)
+            print("0 passed, 1 failed")
+            return 1
+        args = [exe, weights] + (["--no-timing"] if flags else [])
+        r = subprocess.run(args, capture_output=True, text=True, timeout=900, env=dict(os.environ, TMPDIR=d))
+        sys.stdout.write(r.stdout)
+        if r.stderr:
+            sys.stdout.write(r.stderr)
+        if r.returncode != 0 and "failed" not in r.stdout.strip().split("\n")[-1]:
+            print("test_threads exited with status %d" % r.returncode)
+            print("0 passed, 1 failed")
+            return 1
+        return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
