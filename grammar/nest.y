@@ -411,6 +411,13 @@ opt_expr:
 Module *parse_module(Arena *a, Diag *d, Source *src)
 {
 	ParseState ps = {.a = a, .d = d, .src = src};
+	if (src->nul_off >= 0) {
+		/* not a text file: one message, where it stops being one */
+		error_at(d, (Loc){src->nul_off, src->nul_off + 1}, "a NUL byte (not a text file?)");
+		Module *m = arena_alloc(a, sizeof *m);
+		m->src = src;
+		return m;
+	}
 	struct LexState ls = {.arena = a, .diag = d};
 	yyscan_t scanner;
 	if (nest_lex_init_extra(&ls, &scanner))

@@ -784,6 +784,12 @@ static void lower_export(LowerCtx *x, Global *gfn)
 				ok = 0;
 			}
 		}
+		if (!check_shape_size(x, t->dtype, t->ndims, shape, t->loc)) {
+			/* said at the type: not again at each node computed from it */
+			x->p->size_reported = 1;
+			ok = 0;
+			continue;
+		}
 		Node *in = mk_node(x, OP_INPUT, t->dtype, t->ndims, shape, fa->loc);
 		in->a[0] = i;
 		g->inputs[i] = in;

@@ -71,6 +71,7 @@ typedef struct Source {
 	size_t len;
 	int32_t *line_start; /* byte offset of each line, built once */
 	int nlines;
+	int32_t nul_off; /* the first NUL byte of the file (now a blank), or -1 */
 } Source;
 
 typedef struct Diag {
@@ -406,12 +407,22 @@ typedef struct Program {
 	Entry *entries;
 	int nentries;
 	Vec graphs;         /* every graph: entries and region specialisations */
+	int64_t bytes;      /* the size of every node's tensor, summed (mk_node) */
+	int size_reported;  /* a tensor too large was reported: say it once */
 } Program;
 
 Graph *graph_new(Program *p, const char *name, Decl *fn);
 Node *node_new(Program *p, Graph *g, Op op, DType dt, int rank, const int64_t *shape, Loc loc);
 void node_add_input(Program *p, Node *n, Node *in);
+/* The element count; INT64_MAX when it does not fit an int64_t. */
 int64_t shape_numel(int rank, const int64_t *shape);
+/* 0 when a tensor of this shape has fewer than 2^63 elements and bytes (or
+ * none), 1 when its element count does not fit an int64_t, 2 when its size
+ * in bytes does not. */
+int shape_size_error(DType dt, int rank, const int64_t *shape);
+/* The most bytes all the tensors of a program may take together, so that
+ * workspace sizes and offsets, sums of them, stay far from overflow. */
+#define PROGRAM_MAX_BYTES ((int64_t)1 << 62)
 void shape_str(Buf *b, DType dt, int rank, const int64_t *shape); /* "f32[16, 64]" */
 void ir_dump(FILE *f, Program *p);
 /* A node as text for fingerprints and cache keys: op, dtype, shape, the ids
@@ -520,6 +531,9 @@ const char *shstr(LowerCtx *x, DType dt, int rank, const int64_t *shape);
 const char *nstr(LowerCtx *x, Node *n);
 /* One unit of the lowering budget; 0 (after one error) when it is spent. */
 int charge_budget(LowerCtx *x, Loc loc);
+/* 0 after a located error when a tensor of this shape would have 2^63
+ * elements or bytes or more. */
+int check_shape_size(LowerCtx *x, DType dt, int rank, const int64_t *shape, Loc loc);
 Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc loc);
 /* The tensor a value stands for, or NULL (after an error unless quiet). */
 Node *as_tensor(LowerCtx *x, Value *v, Loc loc, const char *what);

@@ -277,8 +277,20 @@ def main():
                                                      ("outer", "forward", None, "outer.1"),
                                                      ("outer", "forward", None, "outer.1")], got)
 
+        limits_issue14()
+
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
+
+
+def limits_issue14():
+    """Extreme inputs (issue #14): a located error and exit 1, never a crash."""
+    with open("nul.nest", "wb") as f:
+        f.write(b"const A = 1\nconst B\0 = 2\n")
+    r = run("check", "nul.nest")
+    lines = r.stderr.split("\n")
+    check("a NUL byte: located error", r.returncode == 1 and lines[0] == "nul.nest:2:8: error: a NUL byte (not a text file?)"
+          and lines[1] == "    2 | const B  = 2" and lines[2] == "      |        ^", r.stderr)
 
 
 if __name__ == "__main__":
