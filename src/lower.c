@@ -56,7 +56,18 @@ static void bind_let(LowerCtx *x, Stmt *s, Value *v)
 	}
 }
 
+static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res);
+
+/* Bodies nest (for loops, calls of functions): counted with expressions. */
 static void lower_stmts(LowerCtx *x, Stmt **body, int n, FnResult *res)
+{
+	if (n == 0 || !nesting_enter(x, body[0]->loc))
+		return;
+	lower_stmts1(x, body, n, res);
+	nesting_leave(x);
+}
+
+static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res)
 {
 	for (int i = 0; i < n && !x->out_of_budget; i++) {
 		Stmt *s = body[i];

@@ -141,6 +141,7 @@ struct Expr {
 	const char **names; /* E_RECORD field names */
 	Loc *locs;          /* E_RECORD field name locations */
 	int nargs;
+	int depth;          /* the height of its tree, at most MAX_EXPR_DEPTH (grammar/nest.y) */
 };
 
 typedef enum TypeKind {
@@ -288,6 +289,15 @@ void expr_dump(Buf *b, Expr *e);
 
 /* ------------------------------------------------------------------ parse.c (grammar/) */
 
+/* Limits on nesting, so that every recursive pass over the tree (the name
+ * pass, eval, lowering, dumps) stays far from the end of the stack, also
+ * under ASan: an expression's tree is at most MAX_EXPR_DEPTH high (a longer
+ * chain, x + x + ... or x[0:4][0:4]..., is a located error), brackets of any
+ * kind nest at most MAX_NEST deep, and bison's stack holds YYMAXDEPTH
+ * entries (a longer run of prefix operators, - - - x, is the same error). */
+#define MAX_EXPR_DEPTH 1000
+#define MAX_NEST 256
+
 /* The lexer's state (grammar/nest.l), passed to it as flex's extra data. */
 struct LexState {
 	Arena *arena;
@@ -295,6 +305,8 @@ struct LexState {
 	int32_t pos;   /* byte offset of the next character */
 	int depth;     /* ( and [ nesting: newlines inside are ignored */
 	int can_end;   /* the last token can end a statement */
+	int nest;      /* (, [ and { nesting, for MAX_NEST */
+	int stop;      /* too deep: the error is said, the file ends here */
 };
 
 /* Parse a whole file. Syntax errors are reported through d; the returned module
@@ -575,12 +587,22 @@ struct Checker {
 	int nglobals;
 	uint64_t *htab;   /* open addressing: index+1 into globals, 0 empty */
 	int hcap;
+	int nesting;      /* expressions and statements being evaluated, through
+	                     consts and calls of functions (nesting_enter) */
+	int nesting_said;
 };
 
 Global *lookup_global(Checker *c, const char *name);
 /* Append to c->globals (sized by the caller) and to the hash table. */
 void global_add(Checker *c, Global *g);
 Value *eval_expr(LowerCtx *x, Expr *e);
+/* Evaluation recurses through expressions, the consts they use and the
+ * bodies of the functions they call: at most MAX_NESTING levels in all, so
+ * that the stack lasts (also under ASan). 0 after a located error (said
+ * once); else the caller calls nesting_leave when done. */
+#define MAX_NESTING 4000
+int nesting_enter(LowerCtx *x, Loc loc);
+void nesting_leave(LowerCtx *x);
 /* A name: a type parameter, a local, a global (consts evaluated on first use). */
 Value *lookup_name(LowerCtx *x, Expr *e);
 /* Evaluate a global const's expression (no locals, no tensors). */
