@@ -12,7 +12,8 @@
 
 /* ------------------------------------------------------------------ util.c */
 
-/* x* wrappers die on out-of-memory: there is nothing useful to do then. */
+/* x* wrappers exit with status 1 on out-of-memory ("nestc: error: out of
+ * memory (N bytes)"): there is nothing useful to do then. */
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);

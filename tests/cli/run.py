@@ -327,6 +327,28 @@ def limits_issue14():
     r = run("check", "long.nest")
     check("20000 statements compile", r.returncode == 0 and not r.stderr, r.stderr[-600:])
 
+    # tensors too large for the interpreter or memory: located errors / a message, exit 1
+    with open("big.nest", "w") as f:
+        f.write("param w: f32[1152921504606846976]\nexport fn forward(x: f32[4]) -> f32[4] {\n  return x\n}\n")
+    for cmd in (["run", "big.nest", "--random-weights", "1"], ["weights", "big.nest", "--random-weights", "1", "-o", "w.st"]):
+        r = run(*cmd)
+        check(cmd[0] + ": param too large for the interpreter", r.returncode == 1 and r.stderr.startswith(
+              "big.nest:1:7: error: param 'w' (f32[1152921504606846976]) is too large for the interpreter") and
+              not os.path.exists("w.st"), r.stderr)
+    with open("bigx.nest", "w") as f:
+        f.write("export fn forward(x: f32[1152921504606846976]) -> f32[1152921504606846976] {\n  return x\n}\n")
+    r = run("run", "bigx.nest")
+    check("run: a node too large for the interpreter", r.returncode == 1 and r.stderr.startswith(
+          "bigx.nest:1:19: error: f32[1152921504606846976] is too large for the interpreter"), r.stderr)
+    if "ASAN_OPTIONS" not in os.environ:  # ASan reserves more address space than the limit
+        import resource
+        with open("oom.nest", "w") as f:
+            f.write("param w: f32[1099511627776]\nexport fn forward(x: f32[4]) -> f32[4] {\n  return x\n}\n")
+        r = subprocess.run([NESTC, "run", "oom.nest", "--random-weights", "1"], capture_output=True, text=True,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 32, 1 << 32)))
+        check("out of memory: a message, exit 1", r.returncode == 1 and
+              r.stderr.startswith("nestc: error: out of memory (") and "bytes)" in r.stderr, r.stderr)
+
     # every target LLVM knows: objects for it, or a message; never LLVM's abort
     built = subprocess.run(["llvm-config", "--targets-built"], capture_output=True, text=True).stdout.split()
     with open("t.nest", "w") as f:
