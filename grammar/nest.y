@@ -17,11 +17,19 @@ typedef struct ParseState {
 	Source *src;
 	Vec decls;
 	int stmt_error; /* a statement of the current function did not parse */
+	struct LexState *ls;
+	int deep_said;  /* an expression too deep was reported in this declaration */
 } ParseState;
 }
 
 %code provides {
 int nest_lex(NEST_STYPE *lval, Loc *lloc, yyscan_t scanner);
+}
+
+%code top {
+/* bison's stacks (see MAX_NEST in src/nestc.h): enough for MAX_NEST brackets
+ * with the operators between them, and a bound on runs of prefix operators */
+#define YYMAXDEPTH 10000
 }
 
 %code {
@@ -64,11 +72,42 @@ static int next_line_begins_with_arrow(const Source *src, int32_t off)
 static void nest_error(Loc *loc, yyscan_t scanner, ParseState *ps, const char *msg)
 {
 	(void)scanner;
+	if (ps->ls->stop)
+		return; /* the lexer said why the file ends early */
+	if (!strcmp(msg, "memory exhausted")) {
+		/* bison's stack is full (YYMAXDEPTH): a long run of prefix operators */
+		error_at(ps->d, *loc, "expression nested too deeply (more than %d levels)", MAX_EXPR_DEPTH);
+		return;
+	}
 	if (strstr(msg, "unexpected end of statement") && next_line_begins_with_arrow(ps->src, loc->off))
 		error_at(ps->d, *loc, "%s (a newline after ')' ends the signature: put the '->' "
 		         "that begins the next line at the end of this one)", msg);
 	else
 		error_at(ps->d, *loc, "%s", msg);
+}
+
+/* An expression with its children: its height, limited to MAX_EXPR_DEPTH so
+ * that no pass after the parser recurses deeper. Past it, one error per
+ * declaration, and the expression becomes a 0 (its function is marked
+ * broken: no unknown-name errors about what was cut off). */
+static Expr *deep(ParseState *ps, Expr *e)
+{
+	int h = 0;
+	if (e->a && e->a->depth > h)
+		h = e->a->depth;
+	if (e->b && e->b->depth > h)
+		h = e->b->depth;
+	for (int i = 0; i < e->nargs; i++)
+		if (e->args[i] && e->args[i]->depth > h)
+			h = e->args[i]->depth;
+	e->depth = h + 1;
+	if (e->depth <= MAX_EXPR_DEPTH)
+		return e;
+	if (!ps->deep_said)
+		error_at(ps->d, e->loc, "expression nested too deeply (more than %d levels)", MAX_EXPR_DEPTH);
+	ps->deep_said = 1;
+	ps->stmt_error = 1;
+	return mk_int(ps->a, e->loc, 0);
 }
 
 static Vec *vnew(ParseState *ps)
@@ -145,8 +184,8 @@ file:
 
 decls_opt:
 	%empty                              { $$ = NULL; }
-	| decls_opt decl terms_opt          { if ($2) avec_push(A, &ps->decls, $2); $$ = NULL; }
-	| decls_opt error terms             { $$ = NULL; }
+	| decls_opt decl terms_opt          { if ($2) avec_push(A, &ps->decls, $2); $$ = NULL; ps->deep_said = 0; }
+	| decls_opt error terms             { $$ = NULL; ps->deep_said = 0; }
 	;
 
 terms_opt:
@@ -325,30 +364,30 @@ exprs:
 
 expr:
 	postfix                             { $$ = $1; }
-	| expr OROR expr                    { $$ = mk_binary(A, @2, OPR_OR, $1, $3); }
-	| expr ANDAND expr                  { $$ = mk_binary(A, @2, OPR_AND, $1, $3); }
-	| expr EQEQ expr                    { $$ = mk_binary(A, @2, OPR_EQ, $1, $3); }
-	| expr NOTEQ expr                   { $$ = mk_binary(A, @2, OPR_NE, $1, $3); }
-	| expr '<' expr                     { $$ = mk_binary(A, @2, OPR_LT, $1, $3); }
-	| expr LE expr                      { $$ = mk_binary(A, @2, OPR_LE, $1, $3); }
-	| expr '>' expr                     { $$ = mk_binary(A, @2, OPR_GT, $1, $3); }
-	| expr GE expr                      { $$ = mk_binary(A, @2, OPR_GE, $1, $3); }
-	| expr '+' expr                     { $$ = mk_binary(A, @2, OPR_ADD, $1, $3); }
-	| expr '-' expr                     { $$ = mk_binary(A, @2, OPR_SUB, $1, $3); }
-	| expr '*' expr                     { $$ = mk_binary(A, @2, OPR_MUL, $1, $3); }
-	| expr '/' expr                     { $$ = mk_binary(A, @2, OPR_DIV, $1, $3); }
-	| expr '%' expr                     { $$ = mk_binary(A, @2, OPR_MOD, $1, $3); }
-	| expr '@' expr                     { $$ = mk_binary(A, @2, OPR_MATMUL, $1, $3); }
-	| '-' expr %prec UNARY              { $$ = mk_unary(A, @$, OPR_NEG, $2); }
-	| '!' expr %prec UNARY              { $$ = mk_unary(A, @$, OPR_NOT, $2); }
+	| expr OROR expr                    { $$ = deep(ps, mk_binary(A, @2, OPR_OR, $1, $3)); }
+	| expr ANDAND expr                  { $$ = deep(ps, mk_binary(A, @2, OPR_AND, $1, $3)); }
+	| expr EQEQ expr                    { $$ = deep(ps, mk_binary(A, @2, OPR_EQ, $1, $3)); }
+	| expr NOTEQ expr                   { $$ = deep(ps, mk_binary(A, @2, OPR_NE, $1, $3)); }
+	| expr '<' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_LT, $1, $3)); }
+	| expr LE expr                      { $$ = deep(ps, mk_binary(A, @2, OPR_LE, $1, $3)); }
+	| expr '>' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_GT, $1, $3)); }
+	| expr GE expr                      { $$ = deep(ps, mk_binary(A, @2, OPR_GE, $1, $3)); }
+	| expr '+' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_ADD, $1, $3)); }
+	| expr '-' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_SUB, $1, $3)); }
+	| expr '*' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_MUL, $1, $3)); }
+	| expr '/' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_DIV, $1, $3)); }
+	| expr '%' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_MOD, $1, $3)); }
+	| expr '@' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_MATMUL, $1, $3)); }
+	| '-' expr %prec UNARY              { $$ = deep(ps, mk_unary(A, @$, OPR_NEG, $2)); }
+	| '!' expr %prec UNARY              { $$ = deep(ps, mk_unary(A, @$, OPR_NOT, $2)); }
 	;
 
 postfix:
 	primary                             { $$ = $1; }
-	| postfix '(' call_args ')'         { $$ = mk_call(A, @$, $1, $3); }
-	| postfix '.' IDENT                 { $$ = mk_field(A, @$, $1, $3, @3); }
-	| postfix '.' INT                   { $$ = mk_field(A, @$, $1, arena_printf(A, "%lld", (long long)$3), @3); }
-	| postfix '[' index_args ']'        { $$ = mk_index(A, @$, $1, $3); }
+	| postfix '(' call_args ')'         { $$ = deep(ps, mk_call(A, @$, $1, $3)); }
+	| postfix '.' IDENT                 { $$ = deep(ps, mk_field(A, @$, $1, $3, @3)); }
+	| postfix '.' INT                   { $$ = deep(ps, mk_field(A, @$, $1, arena_printf(A, "%lld", (long long)$3), @3)); }
+	| postfix '[' index_args ']'        { $$ = deep(ps, mk_index(A, @$, $1, $3)); }
 	;
 
 primary:
@@ -360,10 +399,10 @@ primary:
 	| FALSE                             { $$ = mk_bool(A, @$, 0); }
 	| INF                               { $$ = mk_float(A, @$, __builtin_inf()); }
 	| PI                                { $$ = mk_float(A, @$, 3.14159265358979323846); }
-	| DTYPE '(' call_args ')'           { $$ = mk_call(A, @$, mk_name(A, @1, dtype_name($1)), $3); }
+	| DTYPE '(' call_args ')'           { $$ = deep(ps, mk_call(A, @$, mk_name(A, @1, dtype_name($1)), $3)); }
 	| '(' expr ')'                      { $$ = $2; }
-	| '[' exprs ']'                     { $$ = mk_list(A, @$, $2); }
-	| '{' rec_fields '}'                { $$ = mk_record(A, @$, $2); }
+	| '[' exprs ']'                     { $$ = deep(ps, mk_list(A, @$, $2)); }
+	| '{' rec_fields '}'                { $$ = deep(ps, mk_record(A, @$, $2)); }
 	;
 
 rec_fields:
@@ -372,10 +411,10 @@ rec_fields:
 	;
 
 rec_fields1:
-	IDENT ':' expr                      { $$ = vadd(ps, NULL, mk_named(A, @1, $1, $3)); }
-	| rec_fields1 sep IDENT ':' expr    { $$ = vadd(ps, $1, mk_named(A, @3, $3, $5)); }
-	| INT ':' expr                      { $$ = vadd(ps, NULL, mk_named(A, @1, arena_printf(A, "%lld", (long long)$1), $3)); }
-	| rec_fields1 sep INT ':' expr      { $$ = vadd(ps, $1, mk_named(A, @3, arena_printf(A, "%lld", (long long)$3), $5)); }
+	IDENT ':' expr                      { $$ = vadd(ps, NULL, deep(ps, mk_named(A, @1, $1, $3))); }
+	| rec_fields1 sep IDENT ':' expr    { $$ = vadd(ps, $1, deep(ps, mk_named(A, @3, $3, $5))); }
+	| INT ':' expr                      { $$ = vadd(ps, NULL, deep(ps, mk_named(A, @1, arena_printf(A, "%lld", (long long)$1), $3))); }
+	| rec_fields1 sep INT ':' expr      { $$ = vadd(ps, $1, deep(ps, mk_named(A, @3, arena_printf(A, "%lld", (long long)$3), $5))); }
 	;
 
 call_args:
@@ -390,7 +429,7 @@ call_args1:
 
 call_arg:
 	expr                                { $$ = $1; }
-	| IDENT '=' expr                    { $$ = mk_named(A, @1, $1, $3); }
+	| IDENT '=' expr                    { $$ = deep(ps, mk_named(A, @1, $1, $3)); }
 	;
 
 index_args:
@@ -400,7 +439,7 @@ index_args:
 
 index_arg:
 	expr                                { $$ = $1; }
-	| opt_expr ':' opt_expr             { $$ = mk_slice(A, @$, $1, $3); }
+	| opt_expr ':' opt_expr             { $$ = deep(ps, mk_slice(A, @$, $1, $3)); }
 	;
 
 opt_expr:
@@ -415,7 +454,15 @@ opt_expr:
 Module *parse_module(Arena *a, Diag *d, Source *src)
 {
 	ParseState ps = {.a = a, .d = d, .src = src};
+	if (src->nul_off >= 0) {
+		/* not a text file: one message, where it stops being one */
+		error_at(d, (Loc){src->nul_off, src->nul_off + 1}, "a NUL byte (not a text file?)");
+		Module *m = arena_alloc(a, sizeof *m);
+		m->src = src;
+		return m;
+	}
 	struct LexState ls = {.arena = a, .diag = d};
+	ps.ls = &ls;
 	yyscan_t scanner;
 	if (nest_lex_init_extra(&ls, &scanner))
 		ice("cannot create the scanner");

@@ -74,6 +74,11 @@ static Value *parse_define_value(Checker *c, const char *s)
 		v->i = iv;
 		return v;
 	}
+	if (*s && !*end && errno == ERANGE) {
+		/* digits alone: an integer, too large; not a float that happens to parse */
+		v->kind = V_ERR;
+		return v;
+	}
 	errno = 0;
 	double fv = strtod(s, &end);
 	if (*s && !*end && errno == 0) {
@@ -99,6 +104,11 @@ static void check_consts(Checker *c)
 		Value *v = parse_define_value(c, df->value);
 		if (!v) {
 			error_plain(c->d, "-D %s=%s: '%s' is not an int, a float or a bool", df->name, df->value, df->value);
+			continue;
+		}
+		if (v->kind == V_ERR) {
+			error_plain(c->d, "-D %s=%s: %s is too large for an integer (64 bits)", df->name, df->value,
+			            df->value);
 			continue;
 		}
 		g->over = v;

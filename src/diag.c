@@ -28,6 +28,7 @@ Source *source_from_string(const char *path, const char *text)
 	s->path = xstrdup(path);
 	s->len = strlen(text);
 	s->text = xstrdup(text);
+	s->nul_off = -1;
 	build_line_map(s);
 	return s;
 }
@@ -59,15 +60,18 @@ Source *source_load(const char *path, char *err, size_t errlen)
 		buf_free(&b);
 		return NULL;
 	}
-	if (memchr(b.s ? b.s : "", 0, b.len)) {
-		snprintf(err, errlen, "%s: file contains a NUL byte (not a text file?)", path);
-		buf_free(&b);
-		return NULL;
-	}
 	Source *s = xcalloc(1, sizeof *s);
 	s->path = xstrdup(path);
 	s->text = b.s ? b.s : xstrdup("");
 	s->len = b.len;
+	/* A NUL byte is reported where it is (parse_module): blanked here, so
+	 * that the text stays one C string and its line prints whole. */
+	s->nul_off = -1;
+	for (char *z = s->text; (z = memchr(z, 0, s->len - (size_t)(z - s->text))) != NULL; z++) {
+		if (s->nul_off < 0)
+			s->nul_off = (int32_t)(z - s->text);
+		*z = ' ';
+	}
 	build_line_map(s);
 	return s;
 }

@@ -479,7 +479,38 @@ static Value *call_builtin_expr(LowerCtx *x, const char *name, Expr *call)
 
 /* ---- expressions ---- */
 
+int nesting_enter(LowerCtx *x, Loc loc)
+{
+	Checker *c = x->c;
+	if (c->nesting >= MAX_NESTING) {
+		if (!c->nesting_said)
+			error_at(x->d, loc, "nested too deeply (more than %d levels of expressions, statements, "
+			         "consts and calls)", MAX_NESTING);
+		c->nesting_said = 1;
+		x->out_of_budget = 1; /* as when the budget is spent: lowering stops, quietly */
+		return 0;
+	}
+	c->nesting++;
+	return 1;
+}
+
+void nesting_leave(LowerCtx *x)
+{
+	x->c->nesting--;
+}
+
+static Value *eval_expr1(LowerCtx *x, Expr *e);
+
 Value *eval_expr(LowerCtx *x, Expr *e)
+{
+	if (!nesting_enter(x, e->loc))
+		return VERR;
+	Value *v = eval_expr1(x, e);
+	nesting_leave(x);
+	return v;
+}
+
+static Value *eval_expr1(LowerCtx *x, Expr *e)
 {
 	switch (e->kind) {
 	case E_INT: return vint(x, e->ival);

@@ -101,10 +101,30 @@ void node_add_input(Program *p, Node *n, Node *in)
 
 int64_t shape_numel(int rank, const int64_t *shape)
 {
+	/* saturating: a count that does not fit is INT64_MAX, never a wrapped
+	 * value (shape_size_error reports such shapes where they are made) */
 	int64_t n = 1;
 	for (int i = 0; i < rank; i++)
-		n *= shape[i];
+		if (shape[i] == 0)
+			return 0;
+	for (int i = 0; i < rank; i++)
+		if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n))
+			return INT64_MAX;
 	return n;
+}
+
+int shape_size_error(DType dt, int rank, const int64_t *shape)
+{
+	int64_t n = 1, bytes;
+	for (int i = 0; i < rank; i++)
+		if (shape[i] == 0)
+			return 0; /* an empty tensor, whatever its other dimensions */
+	for (int i = 0; i < rank; i++)
+		if (__builtin_mul_overflow(n, shape[i], &n))
+			return 1;
+	if (__builtin_mul_overflow(n, (int64_t)dtype_size(dt), &bytes))
+		return 2;
+	return 0;
 }
 
 void node_text(Buf *b, Node *n)

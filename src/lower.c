@@ -56,7 +56,18 @@ static void bind_let(LowerCtx *x, Stmt *s, Value *v)
 	}
 }
 
+static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res);
+
+/* Bodies nest (for loops, calls of functions): counted with expressions. */
 static void lower_stmts(LowerCtx *x, Stmt **body, int n, FnResult *res)
+{
+	if (n == 0 || !nesting_enter(x, body[0]->loc))
+		return;
+	lower_stmts1(x, body, n, res);
+	nesting_leave(x);
+}
+
+static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res)
 {
 	for (int i = 0; i < n && !x->out_of_budget; i++) {
 		Stmt *s = body[i];
@@ -783,6 +794,12 @@ static void lower_export(LowerCtx *x, Global *gfn)
 				error_at(x->d, de->loc, "dimension %lld is negative", (long long)shape[k]);
 				ok = 0;
 			}
+		}
+		if (!check_shape_size(x, t->dtype, t->ndims, shape, t->loc)) {
+			/* said at the type: not again at each node computed from it */
+			x->p->size_reported = 1;
+			ok = 0;
+			continue;
 		}
 		Node *in = mk_node(x, OP_INPUT, t->dtype, t->ndims, shape, fa->loc);
 		in->a[0] = i;

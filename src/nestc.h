@@ -12,7 +12,8 @@
 
 /* ------------------------------------------------------------------ util.c */
 
-/* x* wrappers die on out-of-memory: there is nothing useful to do then. */
+/* x* wrappers exit with status 1 on out-of-memory ("nestc: error: out of
+ * memory (N bytes)"): there is nothing useful to do then. */
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
@@ -71,6 +72,7 @@ typedef struct Source {
 	size_t len;
 	int32_t *line_start; /* byte offset of each line, built once */
 	int nlines;
+	int32_t nul_off; /* the first NUL byte of the file (now a blank), or -1 */
 } Source;
 
 typedef struct Diag {
@@ -140,6 +142,7 @@ struct Expr {
 	const char **names; /* E_RECORD field names */
 	Loc *locs;          /* E_RECORD field name locations */
 	int nargs;
+	int depth;          /* the height of its tree, at most MAX_EXPR_DEPTH (grammar/nest.y) */
 };
 
 typedef enum TypeKind {
@@ -287,6 +290,15 @@ void expr_dump(Buf *b, Expr *e);
 
 /* ------------------------------------------------------------------ parse.c (grammar/) */
 
+/* Limits on nesting, so that every recursive pass over the tree (the name
+ * pass, eval, lowering, dumps) stays far from the end of the stack, also
+ * under ASan: an expression's tree is at most MAX_EXPR_DEPTH high (a longer
+ * chain, x + x + ... or x[0:4][0:4]..., is a located error), brackets of any
+ * kind nest at most MAX_NEST deep, and bison's stack holds YYMAXDEPTH
+ * entries (a longer run of prefix operators, - - - x, is the same error). */
+#define MAX_EXPR_DEPTH 1000
+#define MAX_NEST 256
+
 /* The lexer's state (grammar/nest.l), passed to it as flex's extra data. */
 struct LexState {
 	Arena *arena;
@@ -295,6 +307,8 @@ struct LexState {
 	int depth;     /* ( and [ nesting: newlines inside are ignored */
 	int can_end;   /* the last token can end a statement */
 	int last;      /* the last token: after an operand, ".0" is a numbered field */
+	int nest;      /* (, [ and { nesting, for MAX_NEST */
+	int stop;      /* too deep: the error is said, the file ends here */
 };
 
 /* Parse a whole file. Syntax errors are reported through d; the returned module
@@ -410,12 +424,22 @@ typedef struct Program {
 	int nentries;
 	Vec graphs;         /* every graph: entries and region specialisations */
 	Vec variance_nodes; /* batch_norm's running_var inputs (params.c marks their params) */
+	int64_t bytes;      /* the size of every node's tensor, summed (mk_node) */
+	int size_reported;  /* a tensor too large was reported: say it once */
 } Program;
 
 Graph *graph_new(Program *p, const char *name, Decl *fn);
 Node *node_new(Program *p, Graph *g, Op op, DType dt, int rank, const int64_t *shape, Loc loc);
 void node_add_input(Program *p, Node *n, Node *in);
+/* The element count; INT64_MAX when it does not fit an int64_t. */
 int64_t shape_numel(int rank, const int64_t *shape);
+/* 0 when a tensor of this shape has fewer than 2^63 elements and bytes (or
+ * none), 1 when its element count does not fit an int64_t, 2 when its size
+ * in bytes does not. */
+int shape_size_error(DType dt, int rank, const int64_t *shape);
+/* The most bytes all the tensors of a program may take together, so that
+ * workspace sizes and offsets, sums of them, stay far from overflow. */
+#define PROGRAM_MAX_BYTES ((int64_t)1 << 62)
 void shape_str(Buf *b, DType dt, int rank, const int64_t *shape); /* "f32[16, 64]" */
 void ir_dump(FILE *f, Program *p);
 /* A node as text for fingerprints and cache keys: op, dtype, shape, the ids
@@ -529,6 +553,9 @@ const char *shstr(LowerCtx *x, DType dt, int rank, const int64_t *shape);
 const char *nstr(LowerCtx *x, Node *n);
 /* One unit of the lowering budget; 0 (after one error) when it is spent. */
 int charge_budget(LowerCtx *x, Loc loc);
+/* 0 after a located error when a tensor of this shape would have 2^63
+ * elements or bytes or more. */
+int check_shape_size(LowerCtx *x, DType dt, int rank, const int64_t *shape, Loc loc);
 Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc loc);
 /* The tensor a value stands for, or NULL (after an error unless quiet). */
 Node *as_tensor(LowerCtx *x, Value *v, Loc loc, const char *what);
@@ -570,12 +597,22 @@ struct Checker {
 	int nglobals;
 	uint64_t *htab;   /* open addressing: index+1 into globals, 0 empty */
 	int hcap;
+	int nesting;      /* expressions and statements being evaluated, through
+	                     consts and calls of functions (nesting_enter) */
+	int nesting_said;
 };
 
 Global *lookup_global(Checker *c, const char *name);
 /* Append to c->globals (sized by the caller) and to the hash table. */
 void global_add(Checker *c, Global *g);
 Value *eval_expr(LowerCtx *x, Expr *e);
+/* Evaluation recurses through expressions, the consts they use and the
+ * bodies of the functions they call: at most MAX_NESTING levels in all, so
+ * that the stack lasts (also under ASan). 0 after a located error (said
+ * once); else the caller calls nesting_leave when done. */
+#define MAX_NESTING 4000
+int nesting_enter(LowerCtx *x, Loc loc);
+void nesting_leave(LowerCtx *x);
 /* A name: a type parameter, a local, a global (consts evaluated on first use). */
 Value *lookup_name(LowerCtx *x, Expr *e);
 /* Evaluate a global const's expression (no locals, no tensors). */

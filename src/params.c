@@ -36,6 +36,10 @@ static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, i
 				return NULL;
 			}
 		}
+		if (!check_shape_size(x, t->dtype, t->ndims, shape, t->loc)) {
+			x->p->size_reported = 1;
+			return NULL;
+		}
 		Program *p = x->p;
 		if (p->nparams == p->capparams) {
 			int cap = p->capparams ? p->capparams * 2 : 64;

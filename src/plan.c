@@ -183,6 +183,14 @@ int matmul_pooled(Node *x, int dynamic)
 	return 1;
 }
 
+/* Scratch sizes from dimensions: saturating, as each dimension fits but a
+ * product of them may not (the result is capped below anyway). */
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+	int64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 {
 	Arena *a = p->arena;
@@ -334,8 +342,9 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		Node *a = x->in[0];
 		int64_t k = max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
 		int64_t m = a->rank < 2 ? 1 : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
-		if ((k + m) * 64 * 8 > panel)
-			panel = (k + m) * 64 * 8;
+		int64_t need = sat_mul(sat_mul(k + m, 64), 8);
+		if (need > panel)
+			panel = need;
 	}
 	/* a convolution as a matmul (codegen.c): the patches of one image
 	 * (k = C*KH*KW rows of OH*OW); its panels run on the pool */
@@ -346,8 +355,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		Node *w = x->in[1];
 		if (w->shape[2] == 1 && w->shape[3] == 1 && x->a[0] == 1 && x->a[1] == 1 && x->a[2] == 0 && x->a[3] == 0)
 			continue; /* 1x1, stride 1, no padding: the image is the matrix */
-		int64_t k = w->shape[1] * w->shape[2] * w->shape[3];
-		int64_t need = k * x->shape[2] * x->shape[3] * 8;
+		int64_t k = sat_mul(sat_mul(w->shape[1], w->shape[2]), w->shape[3]);
+		int64_t need = sat_mul(sat_mul(sat_mul(k, x->shape[2]), x->shape[3]), 8);
 		if (need > panel)
 			panel = need;
 	}
@@ -365,6 +374,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			panel = need;
 	}
 	pl->scratch = top;
+	/* the tensors take at most PROGRAM_MAX_BYTES (mk_node): a scratch area
+	 * as large could not be allocated either, and the sum stays an int64_t */
+	if (panel > PROGRAM_MAX_BYTES)
+		panel = PROGRAM_MAX_BYTES;
 	pl->ws_size = top + align64(panel);
 	free(blocks);
 	free(root);

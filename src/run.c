@@ -178,12 +178,53 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 	return ok;
 }
 
+/* The interpreter holds every element in 8 bytes (a double or an int64_t):
+ * a tensor that cannot is a located error before anything runs, not an
+ * internal error in the middle (a tensor that fits but not in memory is
+ * "out of memory", exit 1: util.c). */
+static int interp_fits(Diag *d, Graph *g, int depth)
+{
+	int ok = 1;
+	for (int i = 0; i < g->nnodes && ok; i++) {
+		Node *n = g->nodes[i];
+		if (shape_numel(n->rank, n->shape) > INT64_MAX / 8) {
+			Buf b = {0};
+			shape_str(&b, n->dtype, n->rank, n->shape);
+			error_at(d, n->loc, "%s is too large for the interpreter (more than 2^60 elements)", b.s);
+			buf_free(&b);
+			ok = 0;
+		}
+		/* calls nest at most 200 deep (lower.c) */
+		if (ok && n->callee && depth < 256)
+			ok = interp_fits(d, n->callee, depth + 1);
+	}
+	return ok;
+}
+
+static int params_fit(Program *p, Diag *d)
+{
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		if (shape_numel(pi->rank, pi->shape) > INT64_MAX / 8) {
+			Buf b = {0};
+			shape_str(&b, pi->dtype, pi->rank, pi->shape);
+			error_at(d, pi->loc, "param '%s' (%s) is too large for the interpreter (more than 2^60 elements)",
+			         pi->name, b.s);
+			buf_free(&b);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int run_program(Program *p, Diag *d, RunOptions *o)
 {
 	Entry *e = pick_entry(p, d, o->entry);
 	if (!e)
 		return 1;
 	Graph *g = e->g;
+	if (!params_fit(p, d) || !interp_fits(d, g, 0))
+		return 1;
 	int rc = 1;
 	char err[512];
 	Tensor **params = xcalloc((size_t)p->nparams + 1, sizeof(Tensor *));
@@ -321,9 +362,19 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
 	static const char *const st_names[DT_COUNT] = {"BOOL", "I32", "I64", "F32", "F64"};
 	json_t *h = json_object();
 	size_t off = 0;
+	if (!params_fit(p, d)) {
+		json_decref(h);
+		return 1;
+	}
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
 		size_t nb = (size_t)shape_numel(pi->rank, pi->shape) * (size_t)dtype_size(pi->dtype);
+		/* each fits (check_shape_size), all of them may not: one file */
+		if (off + nb < off || off + nb > (size_t)INT64_MAX / 2) {
+			error_at(d, pi->loc, "the params take 2^62 bytes or more in all, too many for one file");
+			json_decref(h);
+			return 1;
+		}
 		json_t *e = json_object(), *sh = json_array(), *offs = json_array();
 		for (int k = 0; k < pi->rank; k++)
 			json_array_append_new(sh, json_integer(pi->shape[k]));

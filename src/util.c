@@ -8,25 +8,29 @@
 #include <string.h>
 #include <unistd.h>
 
-static _Noreturn void oom(void)
+/* Out of memory is the input's fault (a model, weights or inputs too large
+ * for this machine), not a crash: exit status 1 with the size asked for. */
+static _Noreturn void oom(size_t n)
 {
-	fputs("nestc: out of memory\n", stderr);
-	abort();
+	fprintf(stderr, "nestc: error: out of memory (%zu bytes)\n", n);
+	_exit(1); /* not exit(): code generator threads may be inside LLVM */
 }
 
 void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		oom();
+		oom(n);
 	return p;
 }
 
 void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
-	if (!p)
-		oom();
+	if (!p) {
+		size_t total;
+		oom(__builtin_mul_overflow(n, size, &total) ? SIZE_MAX : total);
+	}
 	return p;
 }
 
@@ -34,7 +38,7 @@ void *xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
 	if (!p)
-		oom();
+		oom(n);
 	return p;
 }
 

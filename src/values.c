@@ -189,10 +189,36 @@ int charge_budget(LowerCtx *x, Loc loc)
 	return 0;
 }
 
+int check_shape_size(LowerCtx *x, DType dt, int rank, const int64_t *shape, Loc loc)
+{
+	int err = shape_size_error(dt, rank, shape);
+	if (err == 1)
+		error_at(x->d, loc, "%s has 2^63 elements or more", shstr(x, dt, rank, shape));
+	else if (err == 2)
+		error_at(x->d, loc, "%s takes 2^63 bytes or more", shstr(x, dt, rank, shape));
+	return err == 0;
+}
+
 Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc loc)
 {
 	charge_budget(x, loc);
-	return node_new(x->p, x->g, op, dt, rank, shape, loc);
+	/* Every tensor of the IR comes through here: its element count and size
+	 * must fit an int64_t, and all of them together PROGRAM_MAX_BYTES, so
+	 * that no later pass (plan, codegen, the interpreter) overflows. One
+	 * message: the nodes computed from a tensor too large are as large. */
+	Program *p = x->p;
+	if (!p->size_reported) {
+		if (!check_shape_size(x, dt, rank, shape, loc)) {
+			p->size_reported = 1;
+		} else {
+			int64_t bytes = shape_numel(rank, shape) * dtype_size(dt);
+			if (__builtin_add_overflow(p->bytes, bytes, &p->bytes) || p->bytes > PROGRAM_MAX_BYTES) {
+				error_at(x->d, loc, "the tensors of this model take more than 2^62 bytes in all");
+				p->size_reported = 1;
+			}
+		}
+	}
+	return node_new(p, x->g, op, dt, rank, shape, loc);
 }
 
 static Node *param_node(LowerCtx *x, int idx, Loc loc)

@@ -476,6 +476,19 @@ static int cpu_known(Shared *sh)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strstr(buf, "not a recognized processor");
 }
 
+/* LLVM stops on what a target cannot compile ("LLVM ERROR: ...") with
+ * abort(), a signal: say it as nestc's error and exit with status 1 (a
+ * model that this target cannot build). _exit: other worker threads may be
+ * inside LLVM. */
+static const char *fatal_triple;
+
+static void llvm_fatal(const char *reason)
+{
+	fprintf(stderr, "nestc: error: LLVM cannot compile for %s: %s\n", fatal_triple ? fatal_triple : "this target",
+	        reason);
+	_exit(1);
+}
+
 /* LLVM, the target machine's parameters: only when something must be compiled. */
 static int setup_llvm(Shared *sh, Diag *d)
 {
@@ -484,6 +497,7 @@ static int setup_llvm(Shared *sh, Diag *d)
 		error_plain(d, "%s", why);
 		return 1;
 	}
+	llvm.LLVMInstallFatalErrorHandler(llvm_fatal);
 	if (sh->o->target) {
 		sh->triple = xstrdup(sh->o->target);
 	} else {
@@ -511,9 +525,12 @@ static int setup_llvm(Shared *sh, Diag *d)
 		llvm.LLVMDisposeMessage(c);
 		llvm.LLVMDisposeMessage(f);
 	} else {
-		sh->cpu = xstrdup("generic");
+		/* "": the target's own default processor ("generic" is not one
+		 * for every target: RISC-V's is "generic-rv64") */
+		sh->cpu = xstrdup("");
 		sh->features = xstrdup("");
 	}
+	fatal_triple = sh->triple;
 	return 0;
 }
 

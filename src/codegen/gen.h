@@ -14,6 +14,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/Object.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
@@ -107,6 +108,7 @@
 	X(LLVMGetFirstInstruction) \
 	X(LLVMGetHostCPUFeatures) \
 	X(LLVMGetHostCPUName) \
+	X(LLVMInstallFatalErrorHandler) \
 	X(LLVMGetInsertBlock) \
 	X(LLVMGetLastInstruction) \
 	X(LLVMGetNamedFunction) \

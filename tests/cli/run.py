@@ -277,8 +277,98 @@ def main():
                                                      ("outer", "forward", None, "outer.1"),
                                                      ("outer", "forward", None, "outer.1")], got)
 
+        limits_issue14()
+
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
+
+
+def limits_issue14():
+    """Extreme inputs (issue #14): a located error and exit 1, never a crash."""
+    with open("nul.nest", "wb") as f:
+        f.write(b"const A = 1\nconst B\0 = 2\n")
+    r = run("check", "nul.nest")
+    lines = r.stderr.split("\n")
+    check("a NUL byte: located error", r.returncode == 1 and lines[0] == "nul.nest:2:8: error: a NUL byte (not a text file?)"
+          and lines[1] == "    2 | const B  = 2" and lines[2] == "      |        ^", r.stderr)
+
+    # -D of digits that do not fit 64 bits
+    with open("d.nest", "w") as f:
+        f.write("const L = 4\nexport fn forward(x: f32[L]) -> f32[L] {\n  return x\n}\n")
+    r = run("check", "d.nest", "-D", "L=99999999999999999999")
+    check("-D integer too large", r.returncode == 1 and "L=99999999999999999999: 99999999999999999999 is too large "
+          "for an integer" in r.stderr and "float" not in r.stderr, r.stderr)
+
+    # long chains: a located error (or a compiled model), exit 1, never a signal
+    n = 100000
+    hdr = "export fn forward(x: f32[4]) -> f32[4] {\n  return "
+    chains = {
+        "sum": (hdr + " + ".join(["x"] * n) + "\n}\n", "2:4012: error: expression nested too deeply (more than 1000 levels)"),
+        "parens": (hdr + "(" * n + "x" + ")" * n + "\n}\n", "2:265: error: brackets nested too deeply (more than 256 levels)"),
+        "negations": (hdr + "- " * n + "x\n}\n", "2:19980: error: expression nested too deeply (more than 1000 levels)"),
+        "slices": (hdr + "x" + "[0:4]" * n + "\n}\n", "2:10: error: expression nested too deeply (more than 1000 levels)"),
+        "const": ("const C = " + " + ".join(["1"] * n) + "\n" + hdr + "x * C\n}\n",
+                  "1:4013: error: expression nested too deeply (more than 1000 levels)"),
+        "consts": ("".join("const C%d = C%d + 1\n" % (i, i + 1) for i in range(n)) + "const C%d = 0\n" % n +
+                   hdr + "x * C0\n}\n", "error: nested too deeply (more than 4000 levels of expressions"),
+        "calls": ("".join("fn g%d(x: f32[4]) -> f32[4] {\n  return g%d(x)\n}\n" % (i, i + 1) for i in range(n)) +
+                  "fn g%d(x: f32[4]) -> f32[4] {\n  return x\n}\n" % n + hdr + "g0(x)\n}\n",
+                  "error: calls nest more than 200 deep"),
+    }
+    for name, (text, want) in chains.items():
+        with open("chain.nest", "w") as f:
+            f.write(text)
+        r = run("check", "chain.nest")
+        check("chain of %d: %s" % (n, name), r.returncode == 1 and r.stderr.startswith("chain.nest:") and want in r.stderr
+              and "Sanitizer" not in r.stderr, r.stderr[-600:])
+    # a long model, not a deep one, still compiles
+    with open("long.nest", "w") as f:
+        f.write("export fn forward(x: f32[4]) -> f32[4] {\n" + "  x = x + 1.0\n" * 20000 + "  return x\n}\n")
+    r = run("check", "long.nest")
+    check("20000 statements compile", r.returncode == 0 and not r.stderr, r.stderr[-600:])
+
+    # tensors too large for the interpreter or memory: located errors / a message, exit 1
+    with open("big.nest", "w") as f:
+        f.write("param w: f32[1152921504606846976]\nexport fn forward(x: f32[4]) -> f32[4] {\n  return x\n}\n")
+    for cmd in (["run", "big.nest", "--random-weights", "1"], ["weights", "big.nest", "--random-weights", "1", "-o", "w.st"]):
+        r = run(*cmd)
+        check(cmd[0] + ": param too large for the interpreter", r.returncode == 1 and r.stderr.startswith(
+              "big.nest:1:7: error: param 'w' (f32[1152921504606846976]) is too large for the interpreter") and
+              not os.path.exists("w.st"), r.stderr)
+    with open("bigx.nest", "w") as f:
+        f.write("export fn forward(x: f32[1152921504606846976]) -> f32[1152921504606846976] {\n  return x\n}\n")
+    r = run("run", "bigx.nest")
+    check("run: a node too large for the interpreter", r.returncode == 1 and r.stderr.startswith(
+          "bigx.nest:1:19: error: f32[1152921504606846976] is too large for the interpreter"), r.stderr)
+    if "ASAN_OPTIONS" not in os.environ:  # ASan reserves more address space than the limit
+        import resource
+        with open("oom.nest", "w") as f:
+            f.write("param w: f32[1099511627776]\nexport fn forward(x: f32[4]) -> f32[4] {\n  return x\n}\n")
+        r = subprocess.run([NESTC, "run", "oom.nest", "--random-weights", "1"], capture_output=True, text=True,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 32, 1 << 32)))
+        check("out of memory: a message, exit 1", r.returncode == 1 and
+              r.stderr.startswith("nestc: error: out of memory (") and "bytes)" in r.stderr, r.stderr)
+
+    # every target LLVM knows: objects for it, or a message; never LLVM's abort
+    built = subprocess.run(["llvm-config", "--targets-built"], capture_output=True, text=True).stdout.split()
+    with open("t.nest", "w") as f:
+        f.write("@region\nfn blk(x: f32[8, 16], w: f32[16, 16]) -> f32[8, 16] {\n  return relu(x @ w) + x\n}\n"
+                "param w: f32[16, 16]\nexport fn forward(x: f32[8, 16]) -> f32[8, 16] {\n  return blk(blk(x, w), w)\n}\n")
+    for triple, target, machine in [("riscv64-linux-gnu", "RISCV", 243), ("powerpc64le-linux-gnu", "PowerPC", 21),
+                                    ("arm-linux-gnueabihf", "ARM", 40)]:
+        if target not in built:
+            continue
+        r = run("build", "t.nest", "--target=" + triple, "--no-cache", "-o", "t-" + triple)
+        objs = sorted(glob.glob("t-%s/*.o" % triple))
+        machines = set()
+        for o in objs:
+            head = open(o, "rb").read(20)
+            machines.add(struct.unpack(("<" if head[5] == 1 else ">") + "H", head[18:20])[0])
+        check("build --target=" + triple, r.returncode == 0 and len(objs) == 2 and machines == {machine},
+              "%d %s %s %s" % (r.returncode, objs, machines, r.stderr))
+    r = run("build", "t.nest", "--target=xyz", "--no-cache", "-o", "t-xyz")
+    check("unknown target", r.returncode == 1 and "nestc: error: unknown target 'xyz'" in r.stderr
+          and not os.path.exists("t-xyz"), r.stderr)
 
 
 if __name__ == "__main__":

@@ -127,11 +127,49 @@ def corpus(nestc, tmp):
         verdict(why is None, "corpus " + name, why or "")
 
 
+def extremes(nestc, tmp):
+    """Hand-made extreme inputs (issue #14): 100,000-term chains of every kind,
+    counts and sizes past 64 bits. Each compiles or is refused: exit 0 or 1."""
+    n = 100000
+    hdr = "export fn forward(x: f32[4]) -> f32[4] {\n  return "
+    fns = "".join("fn g%d(x: f32[4]) -> f32[4] {\n  return g%d(x)\n}\n" % (i, i + 1) for i in range(n))
+    cases = {
+        "sum": hdr + " + ".join(["x"] * n) + "\n}\n",
+        "products of matmuls": hdr + " @ ".join(["x"] * n) + "\n}\n",
+        "parens": hdr + "(" * n + "x" + ")" * n + "\n}\n",
+        "lists": hdr + "x + len(" + "[" * n + "1" + "]" * n + ")\n}\n",
+        "records": hdr + "{a: " * n + "x" + "}" * n + "\n}\n",
+        "negations": hdr + "-" * n + "x\n}\n",
+        "nots": hdr + "!" * n + "x\n}\n",
+        "slices": hdr + "x" + "[0:4]" * n + "\n}\n",
+        "fields": hdr + "x" + ".a" * n + "\n}\n",
+        "calls": hdr + "relu(" * n + "x" + ")" * n + "\n}\n",
+        "const": "const C = " + " * ".join(["1"] * n) + "\n" + hdr + "x * C\n}\n",
+        "consts": "".join("const C%d = C%d + 1\n" % (i, i + 1) for i in range(n)) + "const C%d = 0\n" % n +
+                  hdr + "x * C0\n}\n",
+        "functions": fns + "fn g%d(x: f32[4]) -> f32[4] {\n  return x\n}\n" % n + hdr + "g0(x)\n}\n",
+        "for loops": "export fn forward(x: f32[4]) -> f32[4] {\n" + "for i in 0..1 {\n" * n + "}\n" * n + "return x\n}\n",
+        "record types": "param p: " + "{a: " * n + "f32[2]" + "}" * n + "\n" + hdr + "x\n}\n",
+        "statements": "export fn forward(x: f32[4]) -> f32[4] {\n" + "  x = x + x\n" * n + "  return x\n}\n",
+        "elements": "export fn forward(x: f32[4294967296, 4294967296]) -> f32[4] {\n  return x\n}\n",
+        "bytes": "export fn forward(x: f32[4611686018427387904]) -> f32[4] {\n  return x\n}\n",
+        "dims": hdr + "reshape(x, [9223372036854775807, 9223372036854775807, 0])\n}\n",
+    }
+    path = os.path.join(tmp, "extreme.nest")
+    for name, text in cases.items():
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([nestc, "check", path], capture_output=True, text=True, errors="replace")
+        why = bad_run(r)
+        verdict(why is None, "extreme: " + name, why or "")
+
+
 def main():
     nestc = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
         fuzz_models(nestc, tmp)
         corpus(nestc, tmp)
+        extremes(nestc, tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
