@@ -337,7 +337,11 @@ static int read_npy(FILE *f, const char *path, int *dtype, int *rank, int64_t *s
 	int64_t numel = 1;
 	uint64_t nbytes;
 	int overflow = 0;
+	/* an array with a zero dimension is empty whatever its other dimensions */
 	for (int i = 0; i < h.rank; i++)
+		if (h.shape[i] == 0)
+			numel = 0;
+	for (int i = 0; i < h.rank && numel; i++)
 		if (__builtin_mul_overflow(numel, h.shape[i], &numel))
 			overflow = 1;
 	if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)nestrt_dtype_size(dt), &nbytes) ||
