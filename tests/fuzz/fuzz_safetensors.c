@@ -90,7 +90,6 @@ static void inspect(nestrt_weights *w)
 		abort();
 	int np = 0;
 	const char *prev = NULL;
-
 	for (int i = 0; i < n; i++) {
 		nestrt_param info;
 		const char *fd;
