@@ -68,8 +68,10 @@ for t in "$@"; do
 	if [ $rc -ne 0 ] || [ "$after" -ne "$before" ]; then
 		found=1
 		echo "$t: FOUND something after ${execs:-?} execs (exit status $rc); log $log:"
-		grep -E -A 30 'ERROR: |runtime error:|broken promise|internal compiler error|==[0-9]+==' "$log" | head -n 40 |
-			sed 's/^/    /'
+		{
+			grep -E -m 1 -A 8 'ERROR: |runtime error:|broken promise|internal compiler error' "$log"
+			grep -E '^SUMMARY: ' "$log"
+		} | sed 's/^/    /'
 		ls -t "$B/findings" | head -n $((after - before > 0 ? after - before : 1)) | sed "s|^|    kept: $B/findings/|"
 	else
 		echo "$t: ${execs:-?} execs in $secs s, corpus $size inputs, nothing found"
