@@ -57,10 +57,16 @@ static void check_array(const NpyArray *a)
 {
 	if (a->dtype < 0 || a->dtype >= DT_COUNT || a->rank < 0 || a->rank > MAX_RANK || !a->data)
 		broken("accepted array has a bad dtype, rank or data", NULL);
-	uint64_t n = (uint64_t)dtype_size(a->dtype);
+	/* the reader's rule: the element count, multiplied in order, never
+	 * overflows (even when a later dimension is 0); bytes follow from it */
+	int64_t numel = 1;
+	int overflow = 0;
 	for (int i = 0; i < a->rank; i++)
-		if (a->shape[i] < 0 || __builtin_mul_overflow(n, (uint64_t)a->shape[i], &n))
-			broken("accepted shape is negative or overflows", NULL);
+		if (a->shape[i] < 0 || __builtin_mul_overflow(numel, a->shape[i], &numel))
+			overflow = 1;
+	uint64_t n = 0;
+	if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)dtype_size(a->dtype), &n))
+		broken("accepted shape is negative or overflows", NULL);
 	for (int i = a->rank; i < MAX_RANK; i++)
 		if (a->shape[i] != 0)
 			broken("shape entries past the rank are not 0", NULL);

@@ -104,13 +104,19 @@ static void inspect(nestrt_weights *w)
 		prev = info.name;
 		if (info.rank < 0 || info.rank > NESTRT_MAX_RANK)
 			broken("rank out of range", info.name);
-		uint64_t want = elem_size(fd);
+		/* the reader's rule: the element count, multiplied in order, never
+		 * overflows (even when a later dimension is 0); bytes follow from it */
+		int64_t numel = 1;
+		int overflow = 0;
 		for (int k = 0; k < info.rank; k++) {
 			if (info.shape[k] < 0)
 				broken("negative dimension", info.name);
-			if (__builtin_mul_overflow(want, (uint64_t)info.shape[k], &want))
-				broken("size overflows", info.name);
+			if (__builtin_mul_overflow(numel, info.shape[k], &numel))
+				overflow = 1;
 		}
+		uint64_t want = 0;
+		if (overflow || __builtin_mul_overflow((uint64_t)numel, elem_size(fd), &want))
+			broken("size overflows", info.name);
 		if (want != nbytes)
 			broken("byte count does not match dtype and shape", info.name);
 		for (size_t k = 0; k < nbytes; k++)
