@@ -71,13 +71,43 @@ check: all $(B)/test_io $(B)/test_interp $(B)/test_runtime
 check-run:
 	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)
 
-# The whole suite again, built with AddressSanitizer and UBSan.
+# The whole suite again, built with AddressSanitizer and UBSan; then each
+# libFuzzer target for FUZZ_SMOKE_SECONDS (see fuzz below).
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
 		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
+
+# libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors and
+# the .npy reader. They need clang (scripts/deps.sh installs it); every object
+# they use is built again into build-fuzz/ with coverage, ASan and UBSan.
+#   make fuzz                    each target FUZZ_SECONDS (60) seconds, one after
+#                                another; one line per target with its exec count;
+#                                exit status 1 on a finding (kept in build-fuzz/findings/)
+#   make fuzz FUZZ_SECONDS=600   what issue #14 asks before a release
+# check-asan runs each for FUZZ_SMOKE_SECONDS. tests/fuzz/libfuzzer.sh runs them.
+FUZZ_CC = clang
+FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_SECONDS = 60
+FUZZ_SMOKE_SECONDS = 10
+FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy
+FE_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o $(B)/values.o \
+	$(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o
+fuzz: deps
+	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
+	@sh tests/fuzz/libfuzzer.sh build-fuzz $(FUZZ_SECONDS)
+
+$(B)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(FE_OBJS)
+	$(CC) $(XCFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_frontend.c $(FE_OBJS) $(LDLIBS)
+$(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_safetensors.c $(B)/weights.o \
+		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
+$(B)/fuzz_npy: tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o \
+		$(B)/util.o $(B)/dtype.o $(RT_IO_OBJS) $(LDLIBS)
 
 # libnestrt built with ThreadSanitizer, and tests/runtime/test_threads.c (one
 # instance called from eight threads, fork during calls) linked with it.
@@ -261,6 +291,6 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/main.c
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps demo check check-run check-asan check-tsan bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-run check-asan check-tsan fuzz bench bench-compile install uninstall clean

@@ -2,7 +2,7 @@
 # Install the build and test dependencies of nestc that are missing, with apt-get.
 # Does nothing (and needs no network) when everything is already there.
 set -eu
-need="flex bison libjansson-dev libxxhash-dev llvm-dev pkg-config make gcc python3-numpy mandoc ninja-build"
+need="flex bison libjansson-dev libxxhash-dev llvm-dev pkg-config make gcc python3-numpy mandoc ninja-build clang libclang-rt-dev"
 missing=""
 for p in $need; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
