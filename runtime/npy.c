@@ -334,16 +334,18 @@ static int read_npy(FILE *f, const char *path, int *dtype, int *rank, int64_t *s
 		return nestrt__seterr(err, "%s: fortran_order arrays are not supported", path);
 	char ty[256];
 	type_text(ty, sizeof ty, dt, h.rank, h.shape);
+	/* An overflow anywhere is an error even if a later dimension is 0: the
+	 * strides of such a shape do not fit in 64 bits (as in .safetensors). */
 	int64_t numel = 1;
 	uint64_t nbytes;
-	int overflow = 0;
-	/* an array with a zero dimension is empty whatever its other dimensions */
-	for (int i = 0; i < h.rank; i++)
-		if (h.shape[i] == 0)
-			numel = 0;
-	for (int i = 0; i < h.rank && numel; i++)
+	int overflow = 0, empty = 0;
+	for (int i = 0; i < h.rank; i++) {
+		empty |= h.shape[i] == 0;
 		if (__builtin_mul_overflow(numel, h.shape[i], &numel))
 			overflow = 1;
+	}
+	if (overflow && empty)
+		return nestrt__seterr(err, "%s: shape %s has no elements, but its strides do not fit in 64 bits", path, ty);
 	if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)nestrt_dtype_size(dt), &nbytes) ||
 	    nbytes > SIZE_MAX / 2)
 		return nestrt__seterr(err, "%s: shape %s is too large", path, ty);

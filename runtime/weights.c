@@ -268,17 +268,22 @@ static int judge_entry(Ctx *c, const char *name, Entry *e, Tensor *t)
 	t->st = e->st;
 	t->rank = (int)e->rank;
 	memcpy(t->shape, e->shape, sizeof t->shape);
-	/* An overflow anywhere is an error even if a later dimension is 0. */
+	/* An overflow anywhere is an error even if a later dimension is 0: the
+	 * strides of such a shape do not fit in 64 bits. */
 	int64_t numel = 1;
 	uint64_t nbytes = 0;
-	int overflow = 0;
-	for (int i = 0; i < t->rank; i++)
+	int overflow = 0, empty = 0;
+	for (int i = 0; i < t->rank; i++) {
+		empty |= t->shape[i] == 0;
 		if (__builtin_mul_overflow(numel, t->shape[i], &numel))
 			overflow = 1;
+	}
 	if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)e->st->size, &nbytes)) {
 		char ty[256];
 		nestrt__type_text(ty, sizeof ty, e->st->lower, t->rank, t->shape);
-		return nestrt__seterr(c->err, "%s: tensor '%s': shape %s is too large", c->path, name, ty);
+		return nestrt__seterr(c->err, "%s: tensor '%s': shape %s %s", c->path, name, ty,
+		                      overflow && empty ? "has no elements, but its strides do not fit in 64 bits"
+		                                        : "is too large");
 	}
 	if (e->offsets_err[0])
 		return nestrt__seterr(c->err, "%s: tensor '%s': %s", c->path, name, e->offsets_err);
