@@ -261,8 +261,12 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		last[r] = n;
 		Op op = g->nodes[r]->op;
 		int computed = op != OP_INPUT && op != OP_PARAM && op != OP_CALL;
-		/* the last op of a matmul's epilogue: the matmul writes the output */
-		int end = r == o->id || pl->fused_into[o->id] == r;
+		/* the last op of a matmul's epilogue: the matmul writes the output;
+		 * through reshapes too (a batched linear's rows unfolded, values.c) */
+		Node *b = o;
+		while (b->op == OP_RESHAPE)
+			b = b->in[0];
+		int end = r == b->id || pl->fused_into[b->id] == r;
 		if (computed && end && out_of[r] < 0)
 			out_of[r] = j;
 		else
