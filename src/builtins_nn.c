@@ -207,7 +207,7 @@ static Value *b_linear(LowerCtx *x, Args *a)
 	int64_t out = w->shape[0];
 	Node *x2 = t;
 	if (t->rank != 2)
-		x2 = reshape_node(x, t, 2, (int64_t[]){shape_numel(t->rank - 1, t->shape), in}, a->call->loc);
+		x2 = fold_rows(x, t, a->call->loc);
 	Node *wt = mk_node(x, OP_TRANSPOSE, w->dtype, 2, (int64_t[]){in, out}, a->call->loc);
 	node_add_input(x->p, wt, w);
 	wt->a[0] = 1;
@@ -228,10 +228,7 @@ static Value *b_linear(LowerCtx *x, Args *a)
 	}
 	if (y->kind == V_ERR || t->rank == 2)
 		return y;
-	int64_t s[MAX_RANK];
-	memcpy(s, t->shape, sizeof s);
-	s[t->rank - 1] = out;
-	return vtensor(x, reshape_node(x, y->node, t->rank, s, a->call->loc));
+	return vtensor(x, unfold_rows(x, y->node, t, a->call->loc));
 }
 
 /* flatten(x, start_dim=0, end_dim=-1): axes start_dim..end_dim as one; a 0-d

@@ -562,6 +562,8 @@ Node *as_tensor(LowerCtx *x, Value *v, Loc loc, const char *what);
 Node *const_node(LowerCtx *x, DType dt, Value *v, Loc loc);
 Node *unary_node(LowerCtx *x, Op op, DType dt, Node *in, Loc loc);
 Node *reshape_node(LowerCtx *x, Node *in, int rank, const int64_t *shape, Loc loc);
+Node *fold_rows(LowerCtx *x, Node *t, Loc loc);
+Node *unfold_rows(LowerCtx *x, Node *y, Node *like, Loc loc);
 /* NumPy broadcasting of two shapes; 0 and a message on a mismatch. */
 int broadcast_shapes(LowerCtx *x, Node *a, Node *b, int *rank, int64_t *shape, Op op, Loc loc);
 /* Both operands of op as tensors of one dtype; 0 after an error. */

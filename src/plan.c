@@ -57,6 +57,16 @@ int scalar_of_consts(Node *x, int depth)
 	return 1;
 }
 
+/* The first node after c that reads it. */
+static Node *next_reader(Graph *g, Node *c)
+{
+	for (int j = c->id + 1; j < g->nnodes; j++)
+		for (int k = 0; k < g->nodes[j]->nin; k++)
+			if (g->nodes[j]->in[k] == c)
+				return g->nodes[j];
+	return NULL;
+}
+
 /* The chains of elementwise ops fused into the matmul that produces their
  * input (bias, activation, residual; attention's scale and causal mask): from
  * a 2-D float matmul or a batch of them on the pool, while the value has one
@@ -88,26 +98,35 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		int two = m->rank == 2 && m->in[0]->rank == 2 && m->in[1]->rank == 2;
 		if (!two && !(m->rank > 2 && matmul_pooled(m, 0)))
 			continue;
-		int r = m->rank;
+		/* the shape the chain has: the matmul's, or that of the one reshape
+		 * that unfolds its rows (values.c, fold_rows), whose elements are
+		 * in the same order */
+		Node *sh = m;
 		Node *cur = m;
 		for (int len = 0; len < 8 && users[cur->id] == 1 && !is_out[cur->id]; len++) {
-			Node *e = NULL;
-			for (int j = cur->id + 1; j < n && !e; j++)
-				for (int k = 0; k < g->nodes[j]->nin; k++)
-					if (g->nodes[j]->in[k] == cur)
-						e = g->nodes[j];
+			Node *e = next_reader(g, cur);
+			Node *view = NULL;
+			if (two && cur == m && e && e->op == OP_RESHAPE && e->shape[e->rank - 1] == m->shape[1] &&
+			    users[e->id] == 1 && !is_out[e->id]) {
+				view = e;
+				sh = e;
+				e = next_reader(g, e);
+			}
+			int r = sh->rank;
 			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || e->rank != r ||
-			    memcmp(e->shape, m->shape, (size_t)r * sizeof m->shape[0]) != 0)
+			    memcmp(e->shape, sh->shape, (size_t)r * sizeof sh->shape[0]) != 0 ||
+			    (sh != m && e->op == OP_CAUSAL_MASK))
 				break;
 			if (e->nin == 2) {
-				Node *o = e->in[0] == cur ? e->in[1] : e->in[0];
-				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[r - 1]) ||
-				           (o->rank == r && memcmp(o->shape, m->shape, (size_t)r * sizeof m->shape[0]) == 0) ||
-				           (two && o->rank == 2 && o->shape[0] == 1 && o->shape[1] == m->shape[1]);
+				Node *c = view ? view : cur;
+				Node *o = e->in[0] == c ? e->in[1] : e->in[0];
+				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[m->rank - 1]) ||
+				           (o->rank == r && memcmp(o->shape, sh->shape, (size_t)r * sizeof sh->shape[0]) == 0) ||
+				           (sh == m && two && o->rank == 2 && o->shape[0] == 1 && o->shape[1] == m->shape[1]);
 				/* available when the matmul runs: computed before it, a param,
 				 * or a scalar computed from constants (inlined) */
 				int ready = o->id < m->id || o->op == OP_PARAM || scalar_of_consts(o, 0);
-				if (o == cur || !ready || o->dtype != m->dtype || !fits)
+				if (o == c || !ready || o->dtype != m->dtype || !fits)
 					break;
 			}
 			pl->epi_next[cur->id] = e->id;
@@ -242,8 +261,12 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		last[r] = n;
 		Op op = g->nodes[r]->op;
 		int computed = op != OP_INPUT && op != OP_PARAM && op != OP_CALL;
-		/* the last op of a matmul's epilogue: the matmul writes the output */
-		int end = r == o->id || pl->fused_into[o->id] == r;
+		/* the last op of a matmul's epilogue: the matmul writes the output;
+		 * through reshapes too (a batched linear's rows unfolded, values.c) */
+		Node *b = o;
+		while (b->op == OP_RESHAPE)
+			b = b->in[0];
+		int end = r == b->id || pl->fused_into[b->id] == r;
 		if (computed && end && out_of[r] < 0)
 			out_of[r] = j;
 		else

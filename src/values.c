@@ -283,6 +283,25 @@ Node *reshape_node(LowerCtx *x, Node *in, int rank, const int64_t *shape, Loc lo
 	return n;
 }
 
+/* t[..., K] as the matrix [rows, K] of its leading axes folded: the form a
+ * matmul against a weight needs for its packed panels, pool and epilogue
+ * (plan.c). A reshape, so it costs nothing. */
+Node *fold_rows(LowerCtx *x, Node *t, Loc loc)
+{
+	int64_t k = t->shape[t->rank - 1];
+	return reshape_node(x, t, 2, (int64_t[]){shape_numel(t->rank - 1, t->shape), k}, loc);
+}
+
+/* The inverse for a result y[rows, N] of fold_rows(like): like's shape with N
+ * as its last axis. */
+Node *unfold_rows(LowerCtx *x, Node *y, Node *like, Loc loc)
+{
+	int64_t s[MAX_RANK];
+	memcpy(s, like->shape, (size_t)like->rank * sizeof s[0]);
+	s[like->rank - 1] = y->shape[y->rank - 1];
+	return reshape_node(x, y, like->rank, s, loc);
+}
+
 /* ---- broadcasting and elementwise ops ---- */
 
 static const char *op_verb(Op op)
@@ -419,6 +438,12 @@ Value *emit_matmul(LowerCtx *x, Value *va, Value *vb, Loc loc)
 	if (a->dtype == DT_BOOL) {
 		error_at(x->d, loc, "cannot multiply bool tensors as matrices");
 		return VERR;
+	}
+	/* a batch of rows against one matrix (a linear layer on [N, T, I]): one
+	 * 2-D matmul over the folded rows, with the weight's packed panels */
+	if (a->rank > 2 && b->rank == 2 && a->shape[a->rank - 1] == b->shape[0]) {
+		Value *y = emit_matmul(x, vtensor(x, fold_rows(x, a, loc)), vtensor(x, b), loc);
+		return y->kind == V_ERR ? y : vtensor(x, unfold_rows(x, y->node, a, loc));
 	}
 	/* NumPy matmul: 1-d operands get a unit axis that is dropped afterwards */
 	int64_t as[MAX_RANK + 1], bs[MAX_RANK + 1];

@@ -177,14 +177,17 @@ static void mm_shape(Gen *G, Node *n, int *mr, int *nv)
 
 /* The operand other than the chain's value of each op of a matmul's fused
  * epilogue (plan.c), NULL for a unary op; returns how many ops. */
-static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other)
+static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first)
 {
 	int k = 0;
 	Node *prev = n;
 	for (int e = F->plan->epi_next[n->id]; e >= 0; e = F->plan->epi_next[e]) {
 		Node *x = F->g->nodes[e];
 		ops[k] = x;
-		other[k] = x->nin == 2 ? (x->in[0] == prev ? x->in[1] : x->in[0]) : NULL;
+		/* the chain's value, or the reshape that unfolds the matmul's rows */
+		Node *c = x->in[0];
+		first[k] = c == prev || (c->op == OP_RESHAPE && c->in[0] == prev);
+		other[k] = x->nin == 2 ? (first[k] ? x->in[1] : x->in[0]) : NULL;
 		prev = x;
 		k++;
 	}
@@ -209,7 +212,8 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	Node *ops[8], *other[8];
-	int k = mm_epilogue(F, n, ops, other);
+	int first[8];
+	int k = mm_epilogue(F, n, ops, other, first);
 	if (!k)
 		return;
 	Loop li, lj;
@@ -219,7 +223,6 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	LLVMValueRef col = iadd(G, cw, j);
 	LLVMValueRef off = iadd(G, row, col);
 	LLVMValueRef v = load_at(F, n, off);
-	Node *prev = n;
 	for (int e = 0; e < k; e++) {
 		Node *x = ops[e], *o = other[e];
 		if (x->op == OP_CAUSAL_MASK) {
@@ -231,9 +234,8 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 		} else {
 			LLVMValueRef at = o->rank == 0 ? ci64(G, 0) : o->rank == 1 || (o->rank == 2 && o->shape[0] == 1) ? col : off;
 			LLVMValueRef ov = scalar_of_consts(o, 0) ? const_scalar(F, o) : load_at(F, o, at);
-			v = x->in[0] == prev ? binop(F, x->op, x->dtype, v, ov) : binop(F, x->op, x->dtype, ov, v);
+			v = first[e] ? binop(F, x->op, x->dtype, v, ov) : binop(F, x->op, x->dtype, ov, v);
 		}
-		prev = x;
 	}
 	store_at(F, n, off, v);
 	loop_end(F, &lj);
@@ -395,7 +397,8 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	int vw = G->vbytes / dtype_size(n->dtype);
 	/* then the other operands of the fused epilogue */
 	Node *ops[8], *other[8];
-	int nepi = mm_epilogue(F, n, ops, other);
+	int first[8];
+	int nepi = mm_epilogue(F, n, ops, other, first);
 	int nenv = 8 + nepi;
 	/* with pre-packed panels a task takes a run of them (3 runs a thread,
 	 * as even as can be), so that the next panel it prefetches is its own;

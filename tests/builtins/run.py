@@ -1536,6 +1536,46 @@ export fn f(x: f32[1, 1, 1, 2]) -> (f32[1, 1, 1, 4], f32[1, 1, 1, 4], f32[1, 1, 
 ])
 
 
+# --- a batch of rows against one weight (issue #9) -------------------------------------
+# [.., M, K] @ w[K, N] (or transpose(w, [1, 0])) is one 2-D matmul over the folded rows; the
+# ops after it fuse through the reshape back when they fit. Its own generator.
+
+fr_rng = np.random.default_rng(909)
+
+
+def fr_uni(shape, dtype=np.float32):
+    return fr_rng.uniform(-1, 1, size=shape).astype(dtype)
+
+
+fx, fw, fw2, fb = fr_uni((2, 5, 24)), fr_uni((40, 24)), fr_uni((24, 40)), fr_uni((40,))
+fr, fp, fx4, fwc = fr_uni((2, 5, 40)), fr_uni((5, 40)), fr_uni((2, 1, 5, 24)), fr_uni((24, 5))
+fy, fwb, fbb = fr_uni((3, 37, 64)), fr_uni((100, 64)), fr_uni((100,))
+fxi = fr_rng.integers(-9, 9, size=(2, 3, 4)).astype(np.int32)
+fwi = fr_rng.integers(-9, 9, size=(4, 5)).astype(np.int32)
+fxd, fwd = fr_uni((2, 3, 7), np.float64), fr_uni((9, 7), np.float64)
+fcm = d(fx) @ d(fwc)
+fcm[:, np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] = -np.inf
+case("i9_fold_rows", """
+export fn f(x: f32[2, 5, 24], w: f32[40, 24], w2: f32[24, 40], b: f32[40], r: f32[2, 5, 40], p: f32[5, 40],
+            x4: f32[2, 1, 5, 24], wc: f32[24, 5], y: f32[3, 37, 64], wb: f32[100, 64], bb: f32[100],
+            xi: i32[2, 3, 4], wi: i32[4, 5], xd: f64[2, 3, 7], wd: f64[9, 7]) ->
+    (f32[2, 5, 40], f32[2, 5, 40], f32[2, 1, 5, 40], f32[2, 5, 40], f32[2, 5, 40], f32[2, 5, 40],
+        f32[2, 5, 5], f32[3, 37, 100], i32[2, 3, 5], f64[2, 3, 9], f32[2, 5, 40]) {
+  let t = x @ w2
+  return gelu(x @ transpose(w, [1, 0]) + b), r + x @ w2, x4 @ w2 * 2.0, x @ transpose(w, [1, 0]) + p,
+         t + b, t * 2.0, causal_mask(x @ wc), tanh(y @ transpose(wb, [1, 0]) + bb), xi @ wi,
+         xd @ transpose(wd, [1, 0]), x @ w2
+}
+""", dict(x=fx, w=fw, w2=fw2, b=fb, r=fr, p=fp, x4=fx4, wc=fwc, y=fy, wb=fwb, bb=fbb, xi=fxi, wi=fwi,
+          xd=fxd, wd=fwd), [
+    O("gelu_bias_transposed", gelu_ref(d(fx) @ d(fw).T + d(fb))), O("residual_first", d(fr) + d(fx) @ d(fw2)),
+    O("rank4_scaled", d(fx4) @ d(fw2) * 2.0), O("broadcast_rows", d(fx) @ d(fw).T + d(fp)),
+    O("two_readers_bias", d(fx) @ d(fw2) + d(fb)), O("two_readers_scaled", d(fx) @ d(fw2) * 2.0),
+    O("causal_mask_per_matrix", fcm), O("panels_tanh", np.tanh(d(fy) @ d(fwb).T + d(fbb))),
+    O("int", (fxi.astype(np.int64) @ fwi).astype(np.int32), "i32"), O("f64", d(fxd) @ d(fwd).T, "f64"),
+    O("plain", d(fx) @ d(fw2)),
+])
+
 # ----------------------------------------------------------------------------- running
 
 
