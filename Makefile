@@ -35,9 +35,12 @@ INTERP_OBJS = $(B)/interp_tensor.o $(B)/interp_elementwise.o $(B)/interp_matmul.
 	$(B)/interp_movement.o $(B)/interp_conv.o $(B)/interp_graph.o \
 	$(B)/interp_index.o $(B)/interp_upsample.o
 INTERP_HDRS = $(HDRS) src/interp/interp.h
-OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
-       $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o \
-       $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
+# The front end (parse, check, lower, regions): nestc's first phases, and the
+# fuzz target's whole program.
+FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
+       $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
+       $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o
+OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
@@ -94,14 +97,12 @@ FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-re
 FUZZ_SECONDS = 60
 FUZZ_SMOKE_SECONDS = 10
 FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy
-FE_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o $(B)/values.o \
-	$(B)/eval.o $(B)/builtins.o $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o
 fuzz: deps
 	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
 	@sh tests/fuzz/libfuzzer.sh build-fuzz $(FUZZ_SECONDS)
 
-$(B)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(FE_OBJS)
-	$(CC) $(XCFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_frontend.c $(FE_OBJS) $(LDLIBS)
+$(B)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(FRONT_OBJS)
+	$(CC) $(XCFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_frontend.c $(FRONT_OBJS) $(LDLIBS)
 $(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_safetensors.c $(B)/weights.o \
 		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
