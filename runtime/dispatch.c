@@ -1,5 +1,5 @@
 /* dispatch.c - model contexts: the workspace, the dispatch table through which
- * every region call runs, call counting, NESTRT_PROFILE=1 profiles, run-time
+ * every region call runs, call counting, NESTRT_PROFILE=1 and =2 profiles, run-time
  * errors raised by compiled code. */
 #include "internal.h"
 
@@ -88,6 +88,117 @@ static void out_printf(Out *o, const char *fmt, ...)
 	o->len += (size_t)n;
 }
 
+/* ------------------------------------------------------------ kernels */
+
+/* Per-kernel counters of a context (NESTRT_PROFILE=2), open-addressed by the
+ * descriptor's address: claimed with a compare-and-swap, so any number of
+ * threads add to them without a lock. */
+#define KSTATS 8192 /* kernel sites; a model has hundreds at most */
+struct nestrt__kstat {
+	const nestrt_kernel_desc *k;
+	uint64_t nanos, calls;
+};
+
+uint64_t nestrt_kprof_begin(nestrt_ctx *x)
+{
+	(void)x;
+	return now_nanos();
+}
+
+void nestrt_kprof_end(nestrt_ctx *x, const nestrt_kernel_desc *k, uint64_t t0)
+{
+	uint64_t dt = now_nanos() - t0;
+	Ctx *c = (Ctx *)x;
+	if (c->parent)
+		c = c->parent;
+	if (!c->kstats)
+		return;
+	size_t h = ((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15u % KSTATS;
+	for (size_t i = 0; i < KSTATS; i++, h = (h + 1) % KSTATS) {
+		struct nestrt__kstat *e = &c->kstats[h];
+		const nestrt_kernel_desc *cur = __atomic_load_n(&e->k, __ATOMIC_ACQUIRE);
+		if (!cur && __atomic_compare_exchange_n(&e->k, &cur, k, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			cur = k;
+		if (cur == k) {
+			__atomic_fetch_add(&e->nanos, dt, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&e->calls, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+	__atomic_fetch_add(&c->kstats_lost, 1, __ATOMIC_RELAXED);
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct nestrt__kstat *x = a, *y = b;
+	return x->nanos < y->nanos ? 1 : x->nanos > y->nanos ? -1 : 0;
+}
+
+/* The kernels of slot `slot` (or, when slot < 0, of entry point `owner`),
+ * slowest first, then their sum against the variant's own time (own < 0: an
+ * entry point, whose time is not measured). */
+static void print_kernels(Ctx *c, Out *o, int slot, const char *owner, double own_ms)
+{
+	struct nestrt__kstat *v = malloc(KSTATS * sizeof *v);
+	if (!v)
+		return;
+	int n = 0, opw = 0, shw = 0, ww = 0;
+	for (int i = 0; i < KSTATS; i++) {
+		const nestrt_kernel_desc *k = __atomic_load_n(&c->kstats[i].k, __ATOMIC_ACQUIRE);
+		if (!k || k->slot != slot || (slot < 0 && strcmp(k->owner ? k->owner : "", owner) != 0))
+			continue;
+		v[n].k = k;
+		v[n].nanos = __atomic_load_n(&c->kstats[i].nanos, __ATOMIC_RELAXED);
+		v[n].calls = __atomic_load_n(&c->kstats[i].calls, __ATOMIC_RELAXED);
+		int a = (int)strlen(k->op), b = (int)strlen(k->shape), w = (int)strlen(k->where);
+		opw = a > opw ? a : opw;
+		shw = b > shw ? b : shw;
+		ww = w > ww ? w : ww;
+		n++;
+	}
+	qsort(v, (size_t)n, sizeof *v, by_time);
+	uint64_t sum = 0;
+	for (int i = 0; i < n; i++) {
+		char rate[32] = "-";
+		if (v[i].k->flops > 0 && v[i].nanos > 0)
+			snprintf(rate, sizeof rate, "%.1f", v[i].k->flops * (double)v[i].calls / (double)v[i].nanos);
+		out_printf(o, "    %-*s %-*s  %-*s  %9.3f ms  %7s GFLOP/s  (%llu calls)\n", opw, v[i].k->op, shw,
+		           v[i].k->shape, ww, v[i].k->where, (double)v[i].nanos / 1e6, rate,
+		           (unsigned long long)v[i].calls);
+		sum += v[i].nanos;
+	}
+	if (own_ms < 0)
+		out_printf(o, "    kernels %.3f ms\n", (double)sum / 1e6);
+	else
+		out_printf(o, "    kernels %.3f ms of %.3f ms (%.1f%%)\n", (double)sum / 1e6, own_ms,
+		           own_ms > 0 ? (double)sum / 1e6 / own_ms * 100 : 0.0);
+	free(v);
+}
+
+/* The entry points that ran kernels, each once, in table order of first sight. */
+static void print_entry_kernels(Ctx *c, Out *o)
+{
+	for (int i = 0; i < KSTATS; i++) {
+		const nestrt_kernel_desc *k = __atomic_load_n(&c->kstats[i].k, __ATOMIC_ACQUIRE);
+		if (!k || k->slot >= 0)
+			continue;
+		const char *owner = k->owner ? k->owner : "";
+		int seen = 0;
+		for (int j = 0; j < i && !seen; j++) {
+			const nestrt_kernel_desc *p = __atomic_load_n(&c->kstats[j].k, __ATOMIC_ACQUIRE);
+			seen = p && p->slot < 0 && strcmp(p->owner ? p->owner : "", owner) == 0;
+		}
+		if (seen)
+			continue;
+		out_printf(o, "  %s (entry point)\n", owner);
+		print_kernels(c, o, -1, owner, -1);
+	}
+	uint64_t lost = __atomic_load_n(&c->kstats_lost, __ATOMIC_RELAXED);
+	if (lost)
+		out_printf(o, "  (%llu kernel calls not counted: more than %d kernels)\n", (unsigned long long)lost,
+		           KSTATS);
+}
+
 /* Write the profile to stderr in one piece. */
 static void print_profile(Ctx *c)
 {
@@ -114,10 +225,15 @@ static void print_profile(Ctx *c)
 		timew = 9;
 	Out o = {malloc(256), 0, 256};
 	out_printf(&o, "nestrt profile: %s\n", x->model ? x->model : "?");
-	for (int i = 0; i < x->nslots; i++)
+	for (int i = 0; i < x->nslots; i++) {
+		double ms = (double)__atomic_load_n(&x->nanos[i], __ATOMIC_RELAXED) / 1e6;
 		out_printf(&o, "  %-*s %*llu calls %*.3f ms\n", namew, x->slots[i].name ? x->slots[i].name : "?",
-		           countw, (unsigned long long)__atomic_load_n(&x->calls[i], __ATOMIC_RELAXED), timew,
-		           (double)__atomic_load_n(&x->nanos[i], __ATOMIC_RELAXED) / 1e6);
+		           countw, (unsigned long long)__atomic_load_n(&x->calls[i], __ATOMIC_RELAXED), timew, ms);
+		if (c->kstats)
+			print_kernels(c, &o, i, NULL, ms);
+	}
+	if (c->kstats)
+		print_entry_kernels(c, &o);
 	out_printf(&o, "  %-*s %*llu calls %*.3f ms\n", namew, "total", countw,
 	           (unsigned long long)total_calls, timew, (double)top / 1e6);
 	if (o.s) {
@@ -184,7 +300,9 @@ nestrt_ctx *nestrt_ctx_new(const char *model, const nestrt_slot *slots, int nslo
 	memset(x->ws, 0, alloc);
 	x->ws_size = ws_size;
 	const char *env = getenv("NESTRT_PROFILE");
-	x->profile = env && strcmp(env, "1") == 0;
+	x->profile = env && strcmp(env, "1") == 0 ? 1 : env && strcmp(env, "2") == 0 ? 2 : 0;
+	if (x->profile == 2 && !(c->kstats = calloc(KSTATS, sizeof *c->kstats)))
+		x->profile = 1; /* no memory for the kernels: the variants' profile still works */
 	if (x->profile) {
 		pthread_once(&atexit_once, register_atexit);
 		pthread_mutex_lock(&live_lock);
@@ -229,6 +347,7 @@ void nestrt_ctx_free(nestrt_ctx *x)
 	free(x->calls);
 	free(x->nanos);
 	free(x->ws);
+	free(c->kstats);
 	free(c);
 }
 

@@ -46,6 +46,8 @@ typedef struct nestrt__ctx {
 	int nptab;
 	nestrt__packs *packs;             /* pre-packed weights (pack.c), read-only after creation */
 	struct nestrt__ctx *parent;       /* a call's own context (model.c): the instance's */
+	struct nestrt__kstat *kstats;     /* NESTRT_PROFILE=2: open-addressed by descriptor */
+	uint64_t kstats_lost;             /* kernels that found the table full */
 } nestrt__ctx;
 /* A call's context: the instance's public part with a workspace of its own,
  * counting into the instance's counters (dispatch.c). */

@@ -200,6 +200,8 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 	int rc;
 	gen_module_begin(G, j->mod);
 	if (j->kind == JOB_VARIANT) {
+		G->kp_slot = j->v->id;
+		G->kp_owner = NULL;
 		emit_function(G, j->v->g, j->v, j->sym, 0);
 		char ws[320];
 		snprintf(ws, sizeof ws, "%s_ws", j->sym);

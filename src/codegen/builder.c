@@ -376,3 +376,30 @@ void task_end(Fn *F, Fn *T, Task *t, LLVMValueRef ntasks)
 	LLVMValueRef pf_vals[3] = {ntasks, t->fn, llvm.LLVMBuildPointerCast(B, t->env, G->i8p, "")};
 	call(G, "nestrt_parallel_for", llvm.LLVMVoidTypeInContext(G->C), pf_args, pf_vals, 3);
 }
+
+LLVMValueRef cstr(Gen *G, const char *s)
+{
+	size_t n = strlen(s);
+	LLVMValueRef init = llvm.LLVMConstStringInContext(G->C, s, (unsigned)n, 0);
+	LLVMTypeRef t = llvm.LLVMArrayType(G->i8, (unsigned)n + 1);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, t, "str");
+	llvm.LLVMSetInitializer(gv, init);
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	llvm.LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+	return llvm.LLVMConstPointerCast(gv, G->i8p);
+}
+
+/* The interpreter's run-time errors name the same place; the cache key holds
+ * it too (graph_text in cache.c). */
+LLVMValueRef source_where(Gen *G, Node *n)
+{
+	const Source *src = G->p->src;
+	char where[512] = "";
+	if (src && src->line_start && n->loc.off >= 0 && (size_t)n->loc.off <= src->len) {
+		int line, col;
+		source_linecol(src, n->loc.off, &line, &col);
+		snprintf(where, sizeof where, "%s:%d:%d", src->path, line, col);
+	}
+	return cstr(G, where);
+}

@@ -77,6 +77,7 @@
 	X(LLVMConstPointerNull) \
 	X(LLVMConstReal) \
 	X(LLVMConstStringInContext) \
+	X(LLVMConstStructInContext) \
 	X(LLVMContextCreate) \
 	X(LLVMContextDispose) \
 	X(LLVMCopyStringRepOfTargetData) \
@@ -177,7 +178,7 @@ int llvm_load(char *err, size_t n);
  * module), Fn per function being built. Set up by build.c, read by all. */
 
 /* offsets of nestrt_ctx fields used by generated code (runtime/nestrt.h) */
-enum { CTX_PARAMS = 0 };
+enum { CTX_PARAMS = 0, CTX_PROFILE = 40 }; /* offsets in nestrt_ctx (LP64, nestrt.h) */
 
 typedef struct Gen Gen;
 
@@ -192,6 +193,7 @@ typedef struct Fn {
 	LLVMBasicBlockRef entry; /* allocas go here */
 	LLVMValueRef par_lo, par_hi; /* in a pool task: the range of the kernel's outermost loop */
 	int64_t ws_need;         /* own + callees */
+	LLVMValueRef kp_on;      /* NESTRT_PROFILE=2 in this call: time each kernel */
 } Fn;
 
 struct Gen {
@@ -213,6 +215,8 @@ struct Gen {
 	char *error;             /* a code generation failure, reported by the main thread */
 	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
 	int ntask;               /* task functions made in this module */
+	int kp_slot;             /* the kernels' owner in the profile: a dispatch slot, */
+	const char *kp_owner;    /* or (kp_slot -1) an entry point */
 };
 
 typedef struct Loop {
@@ -247,6 +251,10 @@ LLVMValueRef splat(Gen *G, LLVMTypeRef vt, int vw, LLVMValueRef x);
 /* A call of the function `name` of this module, declared on first use. */
 LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty);
 LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, LLVMValueRef *vals, int n);
+/* A private C string of the module */
+LLVMValueRef cstr(Gen *G, const char *s);
+/* "FILE:LINE:COL" of node n in the model's source, as cstr ("" if unknown) */
+LLVMValueRef source_where(Gen *G, Node *n);
 /* llvm.NAME.f32/.f64 intrinsics and libm functions of one or two arguments */
 LLVMValueRef math1(Gen *G, const char *base, DType dt, LLVMValueRef x);
 LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LLVMValueRef y);

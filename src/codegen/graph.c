@@ -353,6 +353,81 @@ static void kernel(Fn *F, Node *n, void (*emit)(Fn *, Node *))
 		emit(F, n);
 }
 
+/* ---- the per-kernel profile (NESTRT_PROFILE=2) ---- */
+
+/* Whether node n is emitted as a kernel of its own (the switch below). */
+static int own_kernel(Fn *F, Node *n)
+{
+	switch (n->op) {
+	case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT: case OP_CALL:
+		return 0;
+	case OP_TRANSPOSE:
+		return !virtual_transpose(F->g, n);
+	default:
+		return 1;
+	}
+}
+
+/* The kernel's static nestrt_kernel_desc (nestrt.h): { op, shape, where,
+ * owner, slot, flops }. */
+static LLVMValueRef kernel_desc(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	double numel = 1, flops;
+	for (int k = 0; k < n->rank; k++)
+		numel *= (double)n->shape[k];
+	if (n->op == OP_MATMUL) { /* 2*M*N*K, K the left operand's last axis */
+		Node *a = n->in[0];
+		flops = 2 * numel * (double)(a->rank ? a->shape[a->rank - 1] : 1);
+	} else if (n->op == OP_CONV2D) { /* 2 * outputs * C/g*KH*KW, the weight [O, C/g, KH, KW] */
+		Node *w = n->in[1];
+		double per = 1;
+		for (int k = 1; k < w->rank; k++)
+			per *= (double)w->shape[k];
+		flops = 2 * numel * per;
+	} else {
+		flops = numel;
+	}
+	if (F->v && F->v->ndyn)
+		flops = 0; /* the shape is known only at run time */
+	Buf b = {0};
+	shape_str(&b, n->dtype, n->rank, n->shape);
+	LLVMValueRef f[6] = {cstr(G, op_name(n->op)), cstr(G, b.s ? b.s : ""), source_where(G, n),
+	                     G->kp_owner ? cstr(G, G->kp_owner) : llvm.LLVMConstPointerNull(G->i8p),
+	                     ci64(G, G->kp_slot), llvm.LLVMConstReal(G->f64, flops)};
+	buf_free(&b);
+	LLVMValueRef init = llvm.LLVMConstStructInContext(G->C, f, 6, 0);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, llvm.LLVMTypeOf(init), "kernel");
+	llvm.LLVMSetInitializer(gv, init);
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	return llvm.LLVMConstPointerCast(gv, G->i8p);
+}
+
+/* if (profiling kernels) t0 = nestrt_kprof_begin(ctx): t0 lives in a slot
+ * of the frame, which mem2reg turns into a register. */
+static LLVMValueRef kp_begin(Fn *F)
+{
+	Gen *G = F->gen;
+	LLVMValueRef t0 = entry_alloca(F, G->i64, "kp.t0");
+	LLVMBasicBlockRef join = if_begin(F, F->kp_on);
+	LLVMTypeRef at[1] = {G->i8p};
+	LLVMValueRef av[1] = {F->ctx};
+	llvm.LLVMBuildStore(G->B, call(G, "nestrt_kprof_begin", G->i64, at, av, 1), t0);
+	if_end(F, join);
+	return t0;
+}
+
+static void kp_end(Fn *F, Node *n, LLVMValueRef t0)
+{
+	Gen *G = F->gen;
+	LLVMBasicBlockRef join = if_begin(F, F->kp_on);
+	LLVMTypeRef at[3] = {G->i8p, G->i8p, G->i64};
+	LLVMValueRef av[3] = {F->ctx, kernel_desc(F, n), llvm.LLVMBuildLoad2(G->B, G->i64, t0, "")};
+	call(G, "nestrt_kprof_end", llvm.LLVMVoidTypeInContext(G->C), at, av, 3);
+	if_end(F, join);
+}
+
 static void emit_graph_body(Fn *F)
 {
 	Gen *G = F->gen;
@@ -360,6 +435,10 @@ static void emit_graph_body(Fn *F)
 	Graph *g = F->g;
 	Plan *pl = F->plan;
 	F->ptr = xcalloc((size_t)g->nnodes + 1, sizeof(LLVMValueRef));
+	/* ctx->profile, read once: 2 times every kernel (nestrt.h) */
+	LLVMValueRef poff = ci64(G, CTX_PROFILE);
+	LLVMValueRef pp = llvm.LLVMBuildGEP2(B, G->i8, F->ctx, &poff, 1, "");
+	F->kp_on = llvm.LLVMBuildICmp(B, LLVMIntEQ, llvm.LLVMBuildLoad2(B, G->i32, pp, "profile"), ci32(G, 2), "");
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		LLVMTypeRef pt = llvm.LLVMPointerType(elem_t(G, n->op == OP_CALL ? DT_F32 : n->dtype), 0);
@@ -419,6 +498,7 @@ static void emit_graph_body(Fn *F)
 			continue;
 		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0)
 			continue; /* applied by its matmul's tiles, or inline by its reader */
+		LLVMValueRef t0 = own_kernel(F, n) ? kp_begin(F) : NULL;
 		switch (n->op) {
 		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
 			break;
@@ -458,6 +538,8 @@ static void emit_graph_body(Fn *F)
 		case OP_GROUPNORM: kernel(F, n, k_group_norm); break;
 		case OP_COUNT: ice("emit: bad op");
 		}
+		if (t0)
+			kp_end(F, n, t0);
 	}
 	/* results that are inputs, params, reshapes of them, or repeated */
 	for (int j = 0; j < g->noutputs; j++) {

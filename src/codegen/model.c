@@ -7,20 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A private constant C string, as an i8 pointer. */
-static LLVMValueRef cstr(Gen *G, const char *s)
-{
-	size_t n = strlen(s);
-	LLVMValueRef init = llvm.LLVMConstStringInContext(G->C, s, (unsigned)n, 0);
-	LLVMTypeRef t = llvm.LLVMArrayType(G->i8, (unsigned)n + 1);
-	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, t, "str");
-	llvm.LLVMSetInitializer(gv, init);
-	llvm.LLVMSetGlobalConstant(gv, 1);
-	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
-	llvm.LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-	return llvm.LLVMConstPointerCast(gv, G->i8p);
-}
-
 /* The model module: param table, dispatch table, entry points, new/free. */
 void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_static, int64_t ws_own)
 {
@@ -31,6 +17,8 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 	for (int e = 0; e < p->nentries; e++) {
 		char fname[256];
 		snprintf(fname, sizeof fname, "%s__entry_%s", name, p->entries[e].name);
+		G->kp_slot = -1;
+		G->kp_owner = p->entries[e].name;
 		entry_fns[e] = emit_function(G, p->entries[e].g, NULL, fname, 1);
 	}
 	/* param table: struct nestrt_param { const char *name; int dtype; int rank; int64_t shape[8]; } */

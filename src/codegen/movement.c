@@ -77,28 +77,6 @@ void k_concat(Fn *F, Node *n)
 	}
 }
 
-/* "FILE:LINE:COL" of node n in the model's source, as a private C string of
- * the module: run-time errors name the indexing that failed, as the
- * interpreter does. The cache key holds it too (graph_text in cache.c). */
-static LLVMValueRef source_where(Gen *G, Node *n)
-{
-	const Source *src = G->p->src;
-	char where[512] = "";
-	if (src && src->line_start && n->loc.off >= 0 && (size_t)n->loc.off <= src->len) {
-		int line, col;
-		source_linecol(src, n->loc.off, &line, &col);
-		snprintf(where, sizeof where, "%s:%d:%d", src->path, line, col);
-	}
-	size_t len = strlen(where);
-	LLVMValueRef init = llvm.LLVMConstStringInContext(G->C, where, (unsigned)len, 0);
-	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, (unsigned)len + 1), "where");
-	llvm.LLVMSetInitializer(gv, init);
-	llvm.LLVMSetGlobalConstant(gv, 1);
-	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
-	llvm.LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
-	return llvm.LLVMConstPointerCast(gv, G->i8p);
-}
-
 /* Record "WHERE: gather index V out of range [0, ROWS)" and return its -1. */
 static LLVMValueRef gather_oob(Fn *F, Node *n, LLVMValueRef v, LLVMValueRef rows)
 {
