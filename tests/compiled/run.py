@@ -2709,6 +2709,137 @@ def profile():
     return single("profile.gpt2_L2_call_counts", fn)
 
 
+# NESTRT_PROFILE=2 (issue #9): the kernels of each variant under its line, with op, result
+# shape, source line, time, GFLOP/s and calls; nothing of that at level 1; the same bits.
+SRC_KPROF = """
+const T = 64
+const D = 96
+const F = 128
+param w: f32[D, F]
+param g: f32[F]
+param b: f32[F]
+param k: f32[8, 3, 3, 3]
+
+@region
+fn attn(x: f32[T, D], w: f32[D, F], g: f32[F], b: f32[F]) -> f32[T, F] {
+  let s = softmax(x @ w, axis=-1)
+  return layernorm(s, g, b)
+}
+
+@region
+fn stem(img: f32[2, 3, 16, 16], k: f32[8, 3, 3, 3]) -> f32[2, 8, 16, 16] {
+  return conv2d(img, k, padding=1)
+}
+
+export fn forward(x: f32[T, D], img: f32[2, 3, 16, 16]) -> (f32[T, F], f32[2, 8, 16, 16]) {
+  let y = attn(x, w, g, b)
+  let z = attn(x * 2.0, w, g, b)
+  return y + z, relu(stem(img, k))
+}
+"""
+
+KPROF_LINE = re.compile(r"^    (\S+) +(\S+\[[^\]]*\])\s+(\S*)\s+([\d.]+) ms\s+(\S+) GFLOP/s\s+\((\d+) calls\)$")
+
+
+def kprof_groups(text):
+    """{variant: (calls, ms, [(op, shape, where, ms, rate, calls)], kernels line)} of a profile."""
+    groups, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^  (\S+)\s+(\d+) calls\s+([\d.]+) ms$", line)
+        if m:
+            cur = groups[m.group(1)] = (int(m.group(2)), float(m.group(3)), [], [None])
+            continue
+        if re.match(r"^  \S", line):
+            cur = None   # an entry point's kernels ("  forward (entry point)")
+            continue
+        m = KPROF_LINE.match(line)
+        if m and cur:
+            g = m.groups()
+            cur[2].append((g[0], g[1], g[2], float(g[3]), g[4], int(g[5])))
+        elif line.startswith("    kernels ") and cur:
+            cur[3][0] = line
+    return groups
+
+
+@check("profile.kernels")
+def profile_kernels():
+    def fn():
+        d = tmpdir("kprof")
+        src = write(os.path.join(d, "kp.nest"), SRC_KPROF)
+        rng = np.random.default_rng(5)
+        m = Model(d, src, None, {"x": rng.standard_normal((64, 96)).astype(np.float32),
+                                 "img": rng.standard_normal((2, 3, 16, 16)).astype(np.float32)})
+        out = os.path.join(d, "out")
+        m.build(out)
+        e = m.entry(out)
+        c = m.call(e, "kprof")
+        exe = compile_driver(d, [c], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                             name="driver_kprof")
+        lines = SRC_KPROF.lstrip("\n").splitlines()
+
+        def where(text):
+            for i, l in enumerate(lines):
+                if text in l:
+                    return "%d:%d" % (i + 1, l.index(text) + 1 + (2 if text.startswith("x @") else 0))
+            raise Fail("no %r in the source" % text)
+        # (variant, op, shape, where, FLOPs per call)
+        want = [("attn.0", "matmul", "f32[64, 128]", where("x @ w"), 2 * 64 * 128 * 96),
+                ("attn.0", "softmax", "f32[64, 128]", where("softmax("), 64 * 128),
+                ("attn.0", "layernorm", "f32[64, 128]", where("layernorm("), 64 * 128),
+                ("stem.0", "conv2d", "f32[2, 8, 16, 16]", where("conv2d("), 2 * 8 * 3 * 3 * 3 * 16 * 16 * 2)]
+        results = {}
+        problems = []
+        for level in ("2", "1", None):
+            env = {k: v for k, v in os.environ.items() if k != "NESTRT_PROFILE"}
+            if level:
+                env["NESTRT_PROFILE"] = level
+            r = run([exe], env=env)
+            if r.returncode != 0:
+                raise Fail("NESTRT_PROFILE=%s: %s" % (level, describe([exe], r)))
+            results[level] = [np.load(p) for p in c.outputs]
+            if level == "1" and ("GFLOP/s" in r.stderr or "kernels" in r.stderr):
+                problems.append("kernel lines at NESTRT_PROFILE=1")
+            if level != "2":
+                continue
+            prof = r.stderr
+            groups = kprof_groups(prof)
+            for var, op, shape, wh, flops in want:
+                if var not in groups:
+                    problems.append("no %s line" % var)
+                    continue
+                calls, vms, ks, _ = groups[var]
+                got = [k for k in ks if k[0] == op and k[1] == shape and k[2].endswith("kp.nest:" + wh)]
+                if len(got) != 1:
+                    problems.append("%s: no one line '%s %s kp.nest:%s'" % (var, op, shape, wh))
+                    continue
+                _, _, _, ms, rate, n = got[0]
+                if n != calls:
+                    problems.append("%s %s: %d calls, the variant %d" % (var, op, n, calls))
+                # GFLOP/s = FLOPs * calls / ns, within the rounding of the printed ms
+                lo = flops * n / ((ms + 0.0005) * 1e6) - 0.05
+                hi = flops * n / ((ms - 0.0005) * 1e6) + 0.05 if ms > 0.0005 else float("inf")
+                if rate != "-" and not lo <= float(rate) <= hi:
+                    problems.append("%s %s: %s GFLOP/s, expected %.1f..%.1f" % (var, op, rate, lo, hi))
+            for var, (calls, vms, ks, kline) in groups.items():
+                if var == "total" or not ks:
+                    continue
+                total = sum(k[3] for k in ks)
+                if total > vms + 0.0005 * (len(ks) + 1):
+                    problems.append("%s: kernels %.3f ms > the variant's %.3f ms" % (var, total, vms))
+                if not kline[0] or "of %.3f ms" % vms not in kline[0]:
+                    problems.append("%s: no 'kernels ... of %.3f ms' line" % (var, vms))
+            if groups.get("attn.0", (0,))[0] != 4 or groups.get("stem.0", (0,))[0] != 2:
+                problems.append("variant calls: %s" % {k: v[0] for k, v in groups.items()})
+        for level in ("2", "1"):
+            if any(not np.array_equal(a, b) for a, b in zip(results[level], results[None])):
+                problems.append("results with NESTRT_PROFILE=%s differ from those without" % level)
+        if problems:
+            raise Fail("; ".join(problems) + " [stderr: %s]" % short(prof, 14))
+        values_ok([(n, compare(np.load(g), np.load(p), "out"))
+                   for n, g, p in zip("oz", c.outputs, m.reference(e))])
+    return single("profile.kernels_per_variant", fn)
+
+
 # ----------------------------------------------------------------------------- 9b. nn layers (issue #10)
 
 # linear, flatten and group_norm compiled, against NumPy (the references of
