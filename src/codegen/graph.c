@@ -438,6 +438,7 @@ static void emit_graph_body(Fn *F)
 	/* ctx->profile, read once: 2 times every kernel (nestrt.h) */
 	LLVMValueRef poff = ci64(G, CTX_PROFILE);
 	LLVMValueRef pp = llvm.LLVMBuildGEP2(B, G->i8, F->ctx, &poff, 1, "");
+	pp = llvm.LLVMBuildPointerCast(B, pp, llvm.LLVMPointerType(G->i32, 0), "");
 	F->kp_on = llvm.LLVMBuildICmp(B, LLVMIntEQ, llvm.LLVMBuildLoad2(B, G->i32, pp, "profile"), ci32(G, 2), "");
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];

@@ -8,6 +8,7 @@ $CC compiles (default cc); $NESTC_TEST_LDFLAGS are added to its flags (the
 sanitizers: make check-asan, make check-tsan), and then the timing test is
 left out: a sanitized pool is too slow to time."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,46 @@ def main():
             print("test_threads exited with status %d" % r.returncode)
             print("0 passed, 1 failed")
             return 1
-        return r.returncode
+        # NESTRT_PROFILE=2 with the threads on one instance: every kernel counted once per call
+        p = subprocess.run([exe, "--profile-threads", weights], capture_output=True, text=True, timeout=900,
+                           env=dict(os.environ, NESTRT_PROFILE="2"))
+        problems = profile_problems(p.stderr) if p.returncode == 0 else [
+            "exit %d: %s" % (p.returncode, (p.stdout + p.stderr)[-500:])]
+        name = "NESTRT_PROFILE=2, 8 threads on one instance: kernel calls match their variants'"
+        print(("FAIL %s: %s" % (name, "; ".join(problems))) if problems else "ok " + name)
+        last = r.stdout.strip().split("\n")[-1].split()
+        if len(last) == 4 and last[1] == "passed,":
+            print("%d passed, %d failed" % (int(last[0]) + (not problems), int(last[2]) + bool(problems)))
+        return 1 if problems or r.returncode else 0
+
+
+def profile_problems(text):
+    """In each profile: each kernel's calls equal its variant's, the entry's kernels agree."""
+    problems, seen = [], 0
+    for prof in text.split("nestrt profile:")[1:]:
+        calls = None
+        for line in prof.splitlines():
+            m = re.match(r"^  (\S+)\s+(\d+) calls\s", line)
+            if m:
+                calls = int(m.group(2)) if m.group(1) != "total" else None
+                continue
+            if re.match(r"^  \S", line):
+                calls = "entry"   # an entry point: its kernels agree with each other
+                continue
+            k = re.match(r"^    .*\((\d+) calls\)$", line)
+            if not k:
+                continue
+            seen += 1
+            n = int(k.group(1))
+            if calls == "entry":
+                calls = n
+            if n != calls:
+                problems.append("%r: %d calls, expected %s" % (line.strip(), n, calls))
+    if not seen:
+        problems.append("no kernel lines in: " + text[-500:])
+    if "3200 calls" not in text:
+        problems.append("no variant with 3200 calls (8 threads x 200 calls x 2 blocks)")
+    return problems[:5]
 
 
 if __name__ == "__main__":
