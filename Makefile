@@ -82,7 +82,7 @@ check-asan: deps
 		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
+	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors and
 # the .npy reader. They need clang (scripts/deps.sh installs it); every object
@@ -95,7 +95,8 @@ check-asan: deps
 FUZZ_CC = clang
 FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_SECONDS = 60
-FUZZ_SMOKE_SECONDS = 10
+FUZZ_SMOKE_SECONDS = 30
+FUZZ_SMOKE_RUNS = 20000
 FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy
 fuzz: deps
 	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)

@@ -199,6 +199,14 @@ int check_shape_size(LowerCtx *x, DType dt, int rank, const int64_t *shape, Loc 
 	return err == 0;
 }
 
+static int shape_has_negative(int rank, const int64_t *shape)
+{
+	for (int i = 0; i < rank; i++)
+		if (shape[i] < 0)
+			return 1;
+	return 0;
+}
+
 Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc loc)
 {
 	charge_budget(x, loc);
@@ -210,9 +218,10 @@ Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc 
 	if (!p->size_reported) {
 		if (!check_shape_size(x, dt, rank, shape, loc)) {
 			p->size_reported = 1;
-		} else {
-			int64_t bytes = shape_numel(rank, shape) * dtype_size(dt);
-			if (__builtin_add_overflow(p->bytes, bytes, &p->bytes) || p->bytes > PROGRAM_MAX_BYTES) {
+		} else if (!shape_has_negative(rank, shape)) { /* a negative dimension is reported where it is written */
+			int64_t bytes;
+			if (__builtin_mul_overflow(shape_numel(rank, shape), (int64_t)dtype_size(dt), &bytes) ||
+			    __builtin_add_overflow(p->bytes, bytes, &p->bytes) || p->bytes > PROGRAM_MAX_BYTES) {
 				error_at(x->d, loc, "the tensors of this model take more than 2^62 bytes in all");
 				p->size_reported = 1;
 			}

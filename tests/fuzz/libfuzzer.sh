@@ -25,6 +25,12 @@ shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 timeout=${FUZZ_TIMEOUT:-20}
+# FUZZ_RUNS=N (with FUZZ_SEED, default 1): at most N inputs from a fixed seed, so
+# that a smoke run (make check-asan) tries the same inputs every time: a
+# regression test of the seeds and of N mutations, not a search that may fail
+# CI by chance. Without it, a run is a search for FUZZ_SECONDS.
+det=
+[ -n "${FUZZ_RUNS:-}" ] && det="-runs=$FUZZ_RUNS -seed=${FUZZ_SEED:-1}"
 rss=${FUZZ_RSS_MB:-2048}
 
 # Sanitizer reports end the run with a non-zero status and an artifact.
@@ -59,7 +65,7 @@ for t in "$@"; do
 	before=$(ls "$B/findings" | wc -l)
 	# shellcheck disable=SC2086
 	"$bin" -max_total_time="$secs" -max_len=262144 -timeout="$timeout" -rss_limit_mb="$rss" \
-		-detect_leaks=1 -print_final_stats=1 -artifact_prefix="$B/findings/$t-" $extra \
+		-detect_leaks=1 -print_final_stats=1 -artifact_prefix="$B/findings/$t-" $extra $det \
 		"$corpus" $seeddirs >"$log" 2>&1
 	rc=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)

@@ -154,6 +154,11 @@ def extremes(nestc, tmp):
         "elements": "export fn forward(x: f32[4294967296, 4294967296]) -> f32[4] {\n  return x\n}\n",
         "bytes": "export fn forward(x: f32[4611686018427387904]) -> f32[4] {\n  return x\n}\n",
         "dims": hdr + "reshape(x, [9223372036854775807, 9223372036854775807, 0])\n}\n",
+        # found by make fuzz: a negative dimension (reported) made the program's
+        # byte count overflow in mk_node (UBSan)
+        "negative dims": "const D = -4\nparam w: f32[D, D]\n@region\nfn block(x: f32[T, D]) -> f32[T, D] {\n"
+                         "  return x + relu(x @ w)\n}\nexport fn forward(x: f32[8, D]) -> f32[8, D] {\n"
+                         "  return block(x)\n}\n",
     }
     path = os.path.join(tmp, "extreme.nest")
     for name, text in cases.items():
