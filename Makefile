@@ -75,7 +75,8 @@ check-run:
 	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)
 
 # The whole suite again, built with AddressSanitizer and UBSan; then each
-# libFuzzer target for FUZZ_SMOKE_SECONDS (see fuzz below).
+# libFuzzer target on its seeds and FUZZ_SMOKE_RUNS inputs from a fixed seed
+# (at most FUZZ_SMOKE_SECONDS; see fuzz below).
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
@@ -91,7 +92,8 @@ check-asan: deps
 #                                another; one line per target with its exec count;
 #                                exit status 1 on a finding (kept in build-fuzz/findings/)
 #   make fuzz FUZZ_SECONDS=600   what issue #14 asks before a release
-# check-asan runs each for FUZZ_SMOKE_SECONDS. tests/fuzz/libfuzzer.sh runs them.
+# check-asan runs each on FUZZ_SMOKE_RUNS inputs from a fixed seed (FUZZ_RUNS).
+# tests/fuzz/libfuzzer.sh runs them.
 FUZZ_CC = clang
 FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_SECONDS = 60
