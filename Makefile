@@ -106,10 +106,10 @@ fuzz: deps
 
 $(B)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(FRONT_OBJS)
 	$(CC) $(XCFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_frontend.c $(FRONT_OBJS) $(LDLIBS)
-$(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
+$(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_common.h $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_safetensors.c $(B)/weights.o \
 		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
-$(B)/fuzz_npy: tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
+$(B)/fuzz_npy: tests/fuzz/fuzz_npy.c tests/fuzz/fuzz_common.h $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o \
 		$(B)/util.o $(B)/dtype.o $(RT_IO_OBJS) $(LDLIBS)
 

@@ -23,35 +23,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* read bytes are added here, so that reading them is not optimized away */
-static volatile unsigned touched;
-static int memfd = -1;
-static char memfd_path[64];
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	memfd = memfd_create("fuzz-npy", MFD_CLOEXEC);
-	if (memfd < 0) {
-		perror("memfd_create");
-		abort();
-	}
-	snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-	return 0;
-}
-
-static void broken(const char *what, const char *detail)
-{
-	fprintf(stderr, "fuzz_npy: broken promise: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-	abort();
-}
-
-static void put_memfd(const void *data, size_t size)
-{
-	if (ftruncate(memfd, 0) < 0 || (size && pwrite(memfd, data, size, 0) != (ssize_t)size))
-		abort();
-}
+#define FUZZ_NAME "fuzz_npy"
+#include "fuzz_common.h"
 
 static void check_array(const NpyArray *a)
 {

@@ -27,29 +27,8 @@
 
 #define NAME "fuzz.safetensors"
 
-/* read bytes are added here, so that reading them is not optimized away */
-static volatile unsigned touched;
-static int memfd = -1;
-static char memfd_path[64];
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	memfd = memfd_create("fuzz-safetensors", MFD_CLOEXEC);
-	if (memfd < 0) {
-		perror("memfd_create");
-		abort();
-	}
-	snprintf(memfd_path, sizeof memfd_path, "/proc/self/fd/%d", memfd);
-	return 0;
-}
-
-static void broken(const char *what, const char *detail)
-{
-	fprintf(stderr, "fuzz_safetensors: broken promise: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-	abort();
-}
+#define FUZZ_NAME "fuzz_safetensors"
+#include "fuzz_common.h"
 
 static void check_message(const nestrt_error *e)
 {
@@ -170,8 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_message(&e);
 
 	/* the file path, through nestc's adapter */
-	if (ftruncate(memfd, 0) < 0 || pwrite(memfd, data, size, 0) != (ssize_t)size)
-		abort();
+	put_memfd(data, size);
 	char err[512];
 	Weights *cw = weights_open(memfd_path, err, sizeof err);
 	/* nestc refuses an empty file given as weights; the runtime takes it as none */
