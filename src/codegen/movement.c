@@ -86,6 +86,15 @@ static LLVMValueRef gather_oob(Fn *F, Node *n, LLVMValueRef v, LLVMValueRef rows
 	return call(G, "nestrt_gather_oob_at", G->i32, at, av, 4);
 }
 
+/* index i of idx as an i64 */
+static LLVMValueRef gather_index(Fn *F, Node *idx, LLVMValueRef i)
+{
+	LLVMValueRef v = load_at(F, idx, i);
+	if (idx->dtype == DT_I32)
+		v = llvm.LLVMBuildSExt(F->gen->B, v, F->gen->i64, "");
+	return v;
+}
+
 void k_gather(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -96,12 +105,10 @@ void k_gather(Fn *F, Node *n)
 	for (int k = 1; k < tab->rank; k++)
 		row = imul(G, row, dimv(F, tab, k));
 	/* every index is checked before any row is written: a failed call leaves
-	 * its result untouched */
+	 * its result untouched, and the copy loop needs no check of its own */
 	Loop lc, li, lj;
 	LLVMValueRef c = loop_to(F, &lc, numelv(F, idx));
-	LLVMValueRef cv = load_at(F, idx, c);
-	if (idx->dtype == DT_I32)
-		cv = llvm.LLVMBuildSExt(B, cv, G->i64, "");
+	LLVMValueRef cv = gather_index(F, idx, c);
 	LLVMValueRef cbad = llvm.LLVMBuildICmp(B, LLVMIntUGE, cv, rows, "");
 	LLVMBasicBlockRef cok = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexok");
 	LLVMBasicBlockRef cfail = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "indexbad");
@@ -111,16 +118,7 @@ void k_gather(Fn *F, Node *n)
 	llvm.LLVMPositionBuilderAtEnd(B, cok);
 	loop_end(F, &lc);
 	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
-	LLVMValueRef v = load_at(F, idx, i);
-	if (idx->dtype == DT_I32)
-		v = llvm.LLVMBuildSExt(B, v, G->i64, "");
-	LLVMValueRef bad = llvm.LLVMBuildICmp(B, LLVMIntUGE, v, rows, "");
-	LLVMBasicBlockRef okb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "inrange");
-	LLVMBasicBlockRef badb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "outofrange");
-	llvm.LLVMBuildCondBr(B, bad, badb, okb);
-	llvm.LLVMPositionBuilderAtEnd(B, badb);
-	llvm.LLVMBuildRet(B, gather_oob(F, n, v, rows));
-	llvm.LLVMPositionBuilderAtEnd(B, okb);
+	LLVMValueRef v = gather_index(F, idx, i);
 	LLVMValueRef src = imul(G, v, row), dst = imul(G, i, row);
 	LLVMValueRef j = loop_to(F, &lj, row);
 	store_at(F, n, iadd(G, dst, j), load_at(F, tab, iadd(G, src, j)));
