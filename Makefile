@@ -39,7 +39,7 @@ INTERP_HDRS = $(HDRS) src/interp/interp.h
 # fuzz target's whole program.
 FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
-       $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/regions.o
+       $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/dims.o $(B)/regions.o
 OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
@@ -131,7 +131,7 @@ $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
 RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_dispatch.o $(B)/rt_npy.o $(B)/rt_model.o \
-	$(B)/rt_pool.o $(B)/rt_pack.o
+	$(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o
 
 $(B)/libnestrt.a: $(RT_OBJS)
 	rm -f $@
@@ -146,6 +146,8 @@ $(B)/rt_dispatch.o: runtime/dispatch.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/dispatch.c
 $(B)/rt_npy.o: runtime/npy.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/npy.c
+$(B)/rt_seq.o: runtime/seq.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/seq.c
 $(B)/rt_pool.o: runtime/pool.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) -D_GNU_SOURCE $(CFLAGS) -c -o $@ runtime/pool.c
 $(B)/rt_pack.o: runtime/pack.c $(RT_HDRS) $(B)/stamp
@@ -230,6 +232,8 @@ $(B)/params.o: src/params.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/params.c
 $(B)/lower.o: src/lower.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/lower.c
+$(B)/dims.o: src/dims.c $(HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/dims.c
 $(B)/regions.o: src/regions.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/regions.c
 $(B)/report.o: src/report.c $(HDRS) $(B)/stamp

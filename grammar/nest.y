@@ -154,7 +154,7 @@ static Vec *vadd(ParseState *ps, Vec *v, void *x)
 %token TRUE "true" FALSE "false" INF "inf" PI "pi"
 %token DOTDOT ".." ARROW "->" OROR "||" ANDAND "&&" EQEQ "==" NOTEQ "!=" LE "<=" GE ">="
 
-%type <dc> decl fn_decl
+%type <dc> decl fn_decl fn_sig
 %type <e> expr postfix primary opt_expr index_arg call_arg dim
 %type <t> type base_type
 %type <st> stmt
@@ -208,6 +208,7 @@ decl:
 	| TYPE IDENT '(' tparams ')' '=' type TERM
 	                                    { $$ = mk_typedecl(A, @$, $2, @2, $4, $7); }
 	| PARAM IDENT ':' type TERM         { $$ = mk_param(A, @$, $2, @2, $4, NULL); }
+	| IDENT IDENT ':' type TERM         { $$ = mk_state(A, ps->d, @$, $1, @1, $2, @2, $4); }
 	| PARAM IDENT ':' type '=' STRING TERM
 	                                    { $$ = mk_param(A, @$, $2, @2, $4, $6); }
 	| fn_decl                           { $$ = $1; }
@@ -242,11 +243,17 @@ comma_opt:
 	;
 
 fn_decl:
-	FN IDENT '(' fn_args ')' block      { $$ = mk_fn(A, @$, $2, @2, $4, NULL, 0, $6); $$->broken = ps->stmt_error; ps->stmt_error = 0; }
-	| FN IDENT '(' fn_args ')' ARROW type block
-	                                    { $$ = mk_fn(A, @$, $2, @2, $4, vadd(ps, NULL, $7), 0, $8); $$->broken = ps->stmt_error; ps->stmt_error = 0; }
-	| FN IDENT '(' fn_args ')' ARROW '(' rets ')' block
-	                                    { $$ = mk_fn(A, @$, $2, @2, $4, $8, 1, $10); $$->broken = ps->stmt_error; ps->stmt_error = 0; }
+	fn_sig block                        { $$ = mk_fn_body(A, $1, @$, $2, ps->stmt_error); ps->stmt_error = 0; }
+	| fn_sig terms_opt IDENT exprs1 block
+	                                    { $$ = mk_fn_body(A, mk_where(A, ps->d, $1, $3, @3, $4), @$, $5, ps->stmt_error); ps->stmt_error = 0; }
+	;
+
+fn_sig:
+	FN IDENT '(' fn_args ')'            { $$ = mk_fn(A, @$, $2, @2, $4, NULL, 0, NULL); }
+	| FN IDENT '(' fn_args ')' ARROW type
+	                                    { $$ = mk_fn(A, @$, $2, @2, $4, vadd(ps, NULL, $7), 0, NULL); }
+	| FN IDENT '(' fn_args ')' ARROW '(' rets ')'
+	                                    { $$ = mk_fn(A, @$, $2, @2, $4, $8, 1, NULL); }
 	;
 
 rets:
@@ -344,6 +351,8 @@ stmt:
 	| FOR IDENT IN expr DOTDOT expr block
 	                                    { $$ = mk_for(A, @$, $2, @2, $4, $6, $7); }
 	| RETURN exprs1                     { $$ = mk_return(A, @$, $2); }
+	| postfix '[' index_args ']' '=' expr
+	                                    { $$ = mk_store(A, @$, mk_index(A, @1, $1, $3), $6); }
 	| error                             { $$ = NULL; ps->stmt_error = 1; }
 	;
 

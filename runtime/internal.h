@@ -87,4 +87,11 @@ NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
 #define NESTRT__NPY_HEADER_MAX 512
 NESTRT_HIDDEN int nestrt__npy_header(char h[NESTRT__NPY_HEADER_MAX], int dtype, int rank, const int64_t *shape);
 
+/* ---- entry points with run-time dims and sequences (model.c, seq.c) ---- */
+/* nestrt_model_run with the entry's run-time dims (NULL: none). */
+NESTRT_HIDDEN int nestrt__model_run_dims(nestrt_model *m, nestrt_fn entry, void **bufs, const int64_t *dims);
+/* Record message as this thread's last error of m; returns -1. */
+NESTRT_HIDDEN int nestrt__model_fail(const nestrt_model *m, const char *message);
+NESTRT_HIDDEN const nestrt_model_desc *nestrt__model_desc(const nestrt_model *m);
+
 #endif

@@ -145,6 +145,21 @@ static void give_back(nestrt_model *m, nestrt_ctx *c)
 
 int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs)
 {
+	return nestrt__model_run_dims(m, entry, bufs, NULL);
+}
+
+int nestrt__model_fail(const nestrt_model *m, const char *message)
+{
+	return outcome(m ? m->id : 0, message);
+}
+
+const nestrt_model_desc *nestrt__model_desc(const nestrt_model *m)
+{
+	return m->desc;
+}
+
+int nestrt__model_run_dims(nestrt_model *m, nestrt_fn entry, void **bufs, const int64_t *dims)
+{
 	if (!m)
 		return outcome(0, "nestrt_model_run: no model (NULL)");
 	if (!entry || !bufs)
@@ -155,7 +170,7 @@ int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs)
 	if (!c)
 		return outcome(m->id, err.message);
 	nestrt_clear_error(c);
-	int rc = entry(c, bufs, NULL, c->ws);
+	int rc = entry(c, bufs, dims, c->ws);
 	if (rc != 0 && !c->err_code)
 		nestrt_fail(c, "run-time error");
 	outcome(m->id, rc ? c->err_message : NULL);

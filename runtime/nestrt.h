@@ -243,6 +243,34 @@ int nestrt_model_run(nestrt_model *m, nestrt_fn entry, void **bufs);
 int nestrt_model_call(nestrt_model *m, nestrt_fn entry, void **bufs, int nbufs, const char *name);
 /* Why this thread's last call of an entry point of m failed, or NULL. */
 const char *nestrt_model_error(const nestrt_model *m);
+
+/* ---- run-time dimensions and sequences ----
+ * An entry point with run-time dims (`where 1 <= T, T <= CTX`) checks every
+ * condition before it runs, as c0 + sum coef[j] * dims[j] >= 0 (== 0 when
+ * eq); a condition that fails is the call's error ("NAME: T = 0: 1 <= T does
+ * not hold") and nothing is written. */
+#define NESTRT_MAX_DIMS 4
+typedef struct nestrt_dimcheck {
+	int64_t c0;
+	int64_t coef[NESTRT_MAX_DIMS];
+	int64_t eq;
+	const char *text;            /* the condition as written in the model */
+} nestrt_dimcheck;
+/* A sequence: the state a model declares (`state cache: ...`, a KV cache),
+ * one per sequence being generated, zeroed at creation and by reset. It
+ * belongs to the model descriptor it was made for: any instance of that
+ * model may use it, one call at a time (calls on different sequences may
+ * run at once, on one instance or several). */
+typedef struct nestrt_seq nestrt_seq;
+nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nstates, nestrt_error *err);
+void nestrt_seq_reset(nestrt_seq *s);
+void nestrt_seq_free(nestrt_seq *s);
+/* What the generated entry points with run-time dims or state call: checks
+ * m, s (NULL when the entry has no state), the nbufs pointers and the dims,
+ * then runs entry with s's state after the inputs and outputs in bufs. */
+int nestrt_model_call_dims(nestrt_model *m, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
+                           const int64_t *dims, int ndims, const char *const *dim_names,
+                           const nestrt_dimcheck *checks, int nchecks, const char *name);
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m);
 
 #ifdef __cplusplus

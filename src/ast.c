@@ -310,6 +310,42 @@ Decl *mk_param(Arena *a, Loc loc, const char *name, Loc nloc, TypeExpr *t, const
 	return d;
 }
 
+Decl *mk_state(Arena *a, Diag *d, Loc loc, const char *kw, Loc kwloc, const char *name, Loc nloc, TypeExpr *t)
+{
+	if (strcmp(kw, "state"))
+		error_at(d, kwloc, "expected a declaration, not '%s'", kw);
+	Decl *r = mk_decl(a, D_STATE, loc, name, nloc);
+	r->type = t;
+	return r;
+}
+
+Decl *mk_where(Arena *a, Diag *d, Decl *fn, const char *kw, Loc kwloc, Vec *conds)
+{
+	if (strcmp(kw, "where"))
+		error_at(d, kwloc, "expected 'where' or '{', not '%s'", kw);
+	fn->where = take(a, conds, &fn->nwhere);
+	fn->where_loc = kwloc;
+	return fn;
+}
+
+Decl *mk_fn_body(Arena *a, Decl *fn, Loc loc, Vec *body, int broken)
+{
+	fn->loc = loc;
+	fn->body = take(a, body, &fn->nbody);
+	fn->broken = broken;
+	return fn;
+}
+
+Stmt *mk_store(Arena *a, Loc loc, Expr *target, Expr *v)
+{
+	Stmt *s = arena_alloc(a, sizeof *s);
+	s->kind = S_STORE;
+	s->loc = loc;
+	s->target = target;
+	s->value = v;
+	return s;
+}
+
 FnArg *mk_fnarg(Arena *a, Loc loc, const char *name, TypeExpr *t)
 {
 	FnArg *f = arena_alloc(a, sizeof *f);
@@ -546,6 +582,13 @@ static void stmts_dump(Buf *b, Source *src, Stmt **body, int n, int indent)
 			buf_putc(b, '\n');
 			stmts_dump(b, src, s->body, s->nbody, indent + 1);
 			break;
+		case S_STORE:
+			buf_puts(b, " store ");
+			expr_dump(b, s->target);
+			buf_puts(b, " = ");
+			expr_dump(b, s->value);
+			buf_putc(b, '\n');
+			break;
 		case S_RETURN:
 			buf_puts(b, " return");
 			for (int k = 0; k < s->nvalues; k++) {
@@ -578,6 +621,10 @@ void ast_dump(FILE *f, Module *m)
 				buf_putc(&b, ')');
 			}
 			buf_puts(&b, " = ");
+			type_dump(&b, d->type);
+			break;
+		case D_STATE:
+			buf_printf(&b, " state %s: ", d->name);
 			type_dump(&b, d->type);
 			break;
 		case D_PARAM:
@@ -619,6 +666,10 @@ void ast_dump(FILE *f, Module *m)
 				}
 				if (d->rets_tuple)
 					buf_putc(&b, ')');
+			}
+			for (int k = 0; k < d->nwhere; k++) {
+				buf_puts(&b, k ? ", " : " where ");
+				expr_dump(&b, d->where[k]);
 			}
 			buf_putc(&b, '\n');
 			stmts_dump(&b, m->src, d->body, d->nbody, 1);

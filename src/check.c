@@ -18,6 +18,7 @@ static const char *decl_what(DeclKind k)
 	case D_TYPE: return "type";
 	case D_PARAM: return "param";
 	case D_FN: return "function";
+	case D_STATE: return "state";
 	}
 	return "?";
 }
@@ -51,7 +52,7 @@ static void build_globals(Checker *c)
 		Global *g = arena_alloc(c->a, sizeof *g);
 		g->name = d->name;
 		g->decl = d;
-		g->kind = d->kind == D_CONST ? G_CONST : d->kind == D_TYPE ? G_TYPE : d->kind == D_PARAM ? G_PARAM : G_FN;
+		g->kind = d->kind == D_CONST ? G_CONST : d->kind == D_TYPE ? G_TYPE : d->kind == D_PARAM || d->kind == D_STATE ? G_PARAM : G_FN;
 		global_add(c, g);
 	}
 }
@@ -89,6 +90,34 @@ static Value *parse_define_value(Checker *c, const char *s)
 	return NULL;
 }
 
+static int mentions(Expr *e, const char *name)
+{
+	if (!e)
+		return 0;
+	if (e->kind == E_NAME && !strcmp(e->name, name))
+		return 1;
+	if (mentions(e->a, name) || mentions(e->b, name))
+		return 1;
+	for (int i = 0; i < e->nargs; i++)
+		if (mentions(e->args[i], name))
+			return 1;
+	return 0;
+}
+
+/* A run-time dimension of some exported function (its where clause names it). */
+static int is_dim_name(Checker *c, const char *name)
+{
+	for (int i = 0; i < c->m->ndecls; i++) {
+		Decl *d = c->m->decls[i];
+		if (d->kind != D_FN || !d->is_export)
+			continue;
+		for (int k = 0; k < d->nwhere; k++)
+			if (mentions(d->where[k], name))
+				return 1;
+	}
+	return 0;
+}
+
 static void check_consts(Checker *c)
 {
 	/* -D first: an override must name a const, and replaces its value as soon as the
@@ -97,6 +126,8 @@ static void check_consts(Checker *c)
 	for (int i = 0; i < c->opts->ndefines; i++) {
 		Define *df = &c->opts->defines[i];
 		Global *g = lookup_global(c, df->name);
+		if (!g && is_dim_name(c, df->name))
+			continue; /* a run-time dim given a value: that entry is built for it alone (lower.c) */
 		if (!g || g->kind != G_CONST) {
 			error_plain(c->d, "-D %s=%s: there is no const named '%s'", df->name, df->value, df->name);
 			continue;
@@ -376,13 +407,38 @@ static void np_stmts(NamePass *np, Stmt **body, int n)
 			for (int k = 0; k < s->nvalues; k++)
 				np_expr(np, s->values[k]);
 			break;
+		case S_STORE:
+			np_expr(np, s->target);
+			np_expr(np, s->value);
+			break;
 		}
 	}
+}
+
+/* The names of a where clause that are not globals: the run-time dimensions. */
+static void np_where_names(NamePass *np, Expr *e)
+{
+	if (!e)
+		return;
+	if (e->kind == E_NAME) {
+		if (!lookup_global(np->c, e->name) && !names_has(&np->names, e->name))
+			vec_push(&np->names.v, (void *)e->name);
+		return;
+	}
+	np_where_names(np, e->a);
+	np_where_names(np, e->b);
+	for (int i = 0; i < e->nargs; i++)
+		np_where_names(np, e->args[i]);
 }
 
 static void check_fn(Checker *c, Decl *d)
 {
 	NamePass np = {.c = c, .quiet = d->broken};
+	if (d->nwhere && !d->is_export)
+		error_at(c->d, d->where_loc, "only an exported function has run-time dimensions ('where'); "
+		         "a function it calls takes their values from its arguments' shapes");
+	for (int i = 0; i < d->nwhere; i++)
+		np_where_names(&np, d->where[i]);
 	for (int i = 0; i < d->nfargs; i++) {
 		for (int k = 0; k < i; k++)
 			if (!strcmp(d->fargs[k].name, d->fargs[i].name))

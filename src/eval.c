@@ -245,6 +245,56 @@ static Value *field_value(LowerCtx *x, Value *base, const char *name, Loc loc)
 
 /* ---- indexing ---- */
 
+/* The part of t that the indices of e select: per axis its start and size,
+ * and the sizes of the axes that stay (a plain index drops its axis). 0
+ * after a located error. */
+int index_bounds(LowerCtx *x, Node *t, Expr *e, int64_t *start, int64_t *size, int64_t *keep, int *nkeep)
+{
+	*nkeep = 0;
+	for (int k = 0; k < t->rank; k++) {
+		int64_t dim = t->shape[k];
+		start[k] = 0;
+		size[k] = dim;
+		if (k >= e->nargs) {
+			keep[(*nkeep)++] = dim;
+			continue;
+		}
+		Expr *ie = e->args[k];
+		if (ie->kind == E_SLICE) {
+			int64_t lo = 0, hi = dim;
+			if (ie->a && !ct_int(x, eval_expr(x, ie->a), ie->a->loc, "a slice bound", &lo))
+				return 0;
+			if (ie->b && !ct_int(x, eval_expr(x, ie->b), ie->b->loc, "a slice bound", &hi))
+				return 0;
+			int64_t l = lo < 0 ? lo + dim : lo, h = hi < 0 ? hi + dim : hi;
+			if (l < 0 || l > dim || h < 0 || h > dim || l > h) {
+				error_at(x->d, ie->loc, "slice %lld:%lld is out of range for axis %d of %s", (long long)lo,
+				         (long long)hi, k, nstr(x, t));
+				return 0;
+			}
+			start[k] = l;
+			size[k] = h - l;
+			keep[(*nkeep)++] = h - l;
+		} else {
+			Value *iv = eval_expr(x, ie);
+			if (iv->kind != V_ERR && v_is_tensor(iv)) {
+				error_at(x->d, ie->loc, "a tensor index must be the only index");
+				return 0;
+			}
+			int64_t i;
+			if (!ct_int(x, iv, ie->loc, "an index", &i))
+				return 0;
+			if (i < -dim || i >= dim) {
+				error_at(x->d, ie->loc, "index %lld is out of range for axis %d of %s", (long long)i, k, nstr(x, t));
+				return 0;
+			}
+			start[k] = i < 0 ? i + dim : i;
+			size[k] = 1;
+		}
+	}
+	return 1;
+}
+
 static Value *index_value(LowerCtx *x, Value *base, Expr *e)
 {
 	if (base->kind == V_ERR)
@@ -321,47 +371,8 @@ static Value *index_value(LowerCtx *x, Value *base, Expr *e)
 	}
 	int64_t start[MAX_RANK], size[MAX_RANK], keep[MAX_RANK];
 	int nkeep = 0;
-	for (int k = 0; k < t->rank; k++) {
-		int64_t dim = t->shape[k];
-		start[k] = 0;
-		size[k] = dim;
-		if (k >= e->nargs) {
-			keep[nkeep++] = dim;
-			continue;
-		}
-		Expr *ie = e->args[k];
-		if (ie->kind == E_SLICE) {
-			int64_t lo = 0, hi = dim;
-			if (ie->a && !ct_int(x, eval_expr(x, ie->a), ie->a->loc, "a slice bound", &lo))
-				return VERR;
-			if (ie->b && !ct_int(x, eval_expr(x, ie->b), ie->b->loc, "a slice bound", &hi))
-				return VERR;
-			int64_t l = lo < 0 ? lo + dim : lo, h = hi < 0 ? hi + dim : hi;
-			if (l < 0 || l > dim || h < 0 || h > dim || l > h) {
-				error_at(x->d, ie->loc, "slice %lld:%lld is out of range for axis %d of %s", (long long)lo,
-				         (long long)hi, k, nstr(x, t));
-				return VERR;
-			}
-			start[k] = l;
-			size[k] = h - l;
-			keep[nkeep++] = h - l;
-		} else {
-			Value *iv = eval_expr(x, ie);
-			if (iv->kind != V_ERR && v_is_tensor(iv)) {
-				error_at(x->d, ie->loc, "a tensor index must be the only index");
-				return VERR;
-			}
-			int64_t i;
-			if (!ct_int(x, iv, ie->loc, "an index", &i))
-				return VERR;
-			if (i < -dim || i >= dim) {
-				error_at(x->d, ie->loc, "index %lld is out of range for axis %d of %s", (long long)i, k, nstr(x, t));
-				return VERR;
-			}
-			start[k] = i < 0 ? i + dim : i;
-			size[k] = 1;
-		}
-	}
+	if (!index_bounds(x, t, e, start, size, keep, &nkeep))
+		return VERR;
 	Node *n = t;
 	int whole = 1;
 	for (int k = 0; k < t->rank; k++)

@@ -150,7 +150,7 @@ void shape_str(Buf *b, DType dt, int rank, const int64_t *shape)
 	buf_putc(b, ']');
 }
 
-static void dump_node(FILE *f, Program *p, Node *n)
+static void dump_node(FILE *f, Program *p, Graph *g, Node *n)
 {
 	if (n->op == OP_CALL) {
 		fprintf(f, "  %%%d = call @%s(", n->id, n->callee->name);
@@ -160,7 +160,10 @@ static void dump_node(FILE *f, Program *p, Node *n)
 		return;
 	}
 	Buf b = {0};
-	shape_str(&b, n->dtype, n->rank, n->shape);
+	if (g->ngdyn)
+		dyn_shape_str(p->arena, &b, g, n);
+	else
+		shape_str(&b, n->dtype, n->rank, n->shape);
 	fprintf(f, "  %%%d = %s %s", n->id, op_name(n->op), b.s);
 	buf_free(&b);
 	for (int i = 0; i < n->nin; i++)
@@ -171,6 +174,9 @@ static void dump_node(FILE *f, Program *p, Node *n)
 		break;
 	case OPA_PARAM:
 		fprintf(f, " \"%s\"", p->params[n->a[0]].name);
+		break;
+	case OPA_STATE:
+		fprintf(f, " \"%s\"", p->states[n->a[0]].name);
 		break;
 	case OPA_VALUE:
 		if (dtype_is_float(n->dtype))
@@ -224,6 +230,13 @@ static void dump_node(FILE *f, Program *p, Node *n)
 	case OPA_NONE:
 		break;
 	}
+	/* the integers taken at run time */
+	for (int k = 0; k < g->ngdyn; k++)
+		if (g->gdyn[k].node == n->id && g->gdyn[k].field >= MAX_RANK) {
+			GDyn *d = &g->gdyn[k];
+			int fld = d->field;
+			fprintf(f, " a%d=%s", fld - 16, affine_str(p->arena, &d->f, g->nbasis, g->dim_names));
+		}
 	fputc('\n', f);
 }
 
@@ -242,13 +255,15 @@ void ir_dump(FILE *f, Program *p)
 		fprintf(f, "%s %s", g->is_region ? "region" : "entry", g->name);
 		if (g->key)
 			fprintf(f, " [%s]", g->key);
+		for (int k = 0; k < g->nbasis; k++)
+			fprintf(f, "%s%s", k ? ", " : " dims ", g->dim_names[k]);
 		fputs(" (", f);
 		for (int i = 0; i < g->ninputs; i++)
 			fprintf(f, "%s%%%d %s", i ? ", " : "", g->inputs[i]->id,
 			        g->input_names ? g->input_names[i] : "");
 		fputs(") {\n", f);
 		for (int i = 0; i < g->nnodes; i++)
-			dump_node(f, p, g->nodes[i]);
+			dump_node(f, p, g, g->nodes[i]);
 		fputs("  return", f);
 		for (int i = 0; i < g->noutputs; i++)
 			fprintf(f, "%s%%%d", i ? ", " : " ", g->outputs[i]->id);

@@ -7,6 +7,7 @@
  * then lowering. */
 #include "nestc.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,82 @@ static void bind_let(LowerCtx *x, Stmt *s, Value *v)
 
 static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res);
 
+/* A state, or a region's input that its calls bind to a state: written in place. */
+static int state_target(Node *t)
+{
+	return t->op == OP_STATE || (t->op == OP_INPUT && t->a[1] == 1);
+}
+
+/* target[indices] = value: the value is written into the state in place. */
+static void lower_store(LowerCtx *x, Stmt *s)
+{
+	Expr *te = s->target;
+	Value *base = eval_expr(x, te->a);
+	if (base->kind == V_ERR)
+		return;
+	if (!v_is_tensor(base)) {
+		error_at(x->d, te->a->span, "only a state can be written in place, not %s", tystr(x, base));
+		return;
+	}
+	Node *t = as_tensor(x, base, te->a->span, "the target");
+	if (!t)
+		return;
+	if (!state_target(t)) {
+		error_at(x->d, te->a->span,
+		         "only a state can be written in place; this is %s (bind a new value with 'let')",
+		         t->op == OP_PARAM ? "a param" : "a tensor value");
+		return;
+	}
+	for (int k = 0; k < te->nargs; k++)
+		if (te->args[k]->kind != E_SLICE) {
+			Value *iv = eval_expr(x, te->args[k]);
+			if (iv->kind != V_ERR && v_is_tensor(iv)) {
+				error_at(x->d, te->args[k]->loc, "a state is written through slices and integer indices, not a tensor index");
+				return;
+			}
+		}
+	if (te->nargs > t->rank) {
+		error_at(x->d, te->loc, "too many indices (%d) for %s", te->nargs, nstr(x, t));
+		return;
+	}
+	int64_t start[MAX_RANK], size[MAX_RANK], keep[MAX_RANK];
+	int nkeep;
+	if (!index_bounds(x, t, te, start, size, keep, &nkeep))
+		return;
+	Value *vv = eval_expr(x, s->value);
+	if (vv->kind == V_ERR)
+		return;
+	Node *v;
+	if (is_ct(vv)) {
+		Node *c = const_node(x, t->dtype, vv, s->value->loc);
+		v = mk_node(x, OP_EXPAND, t->dtype, t->rank, size, s->value->loc);
+		node_add_input(x->p, v, reshape_node(x, c, 0, NULL, s->value->loc));
+		if (!c)
+			return;
+	} else {
+		v = as_tensor(x, vv, s->value->loc, "the value stored");
+		if (!v)
+			return;
+		if (v->dtype != t->dtype) {
+			error_at(x->d, s->value->loc, "cannot store %s into %s: the dtypes differ (convert with %s(...))",
+			         nstr(x, v), nstr(x, t), dtype_name(t->dtype));
+			return;
+		}
+		int same = v->rank == nkeep && !memcmp(v->shape, keep, (size_t)nkeep * sizeof keep[0]);
+		if (!same) {
+			error_at(x->d, s->value->loc, "cannot store %s into %s: the part written is %s", nstr(x, v),
+			         nstr(x, t), shstr(x, t->dtype, nkeep, keep));
+			return;
+		}
+		v = reshape_node(x, v, t->rank, size, s->value->loc);
+	}
+	Node *n = mk_node(x, OP_STORE, t->dtype, t->rank, size, s->loc);
+	node_add_input(x->p, n, t);
+	node_add_input(x->p, n, v);
+	for (int k = 0; k < t->rank; k++)
+		n->a[k] = start[k];
+}
+
 /* Bodies nest (for loops, calls of functions): counted with expressions. */
 static void lower_stmts(LowerCtx *x, Stmt **body, int n, FnResult *res)
 {
@@ -99,6 +176,9 @@ static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res)
 			}
 			break;
 		}
+		case S_STORE:
+			lower_store(x, s);
+			break;
 		case S_RETURN: {
 			Value *v;
 			if (s->nvalues == 1) {
@@ -368,6 +448,14 @@ static Value *match_type(LowerCtx *x, TypeExpr *t, Value *v, const char *what, L
 
 /* ---- calls of user functions ---- */
 
+/* A tensor value that is a state (or a region's input bound to one). */
+static int value_is_state(Value *v)
+{
+	if (v->kind == V_PARAM)
+		return v->pt->kind == PT_LEAF && v->pt->state;
+	return v->kind == V_TENSOR && state_target(v->node);
+}
+
 static void sig_str(LowerCtx *x, Buf *b, Value *v)
 {
 	switch (v->kind) {
@@ -381,6 +469,8 @@ static void sig_str(LowerCtx *x, Buf *b, Value *v)
 			int rank;
 			const int64_t *shape;
 			v_shape(x, v, &dt, &rank, &shape);
+			if (value_is_state(v))
+				buf_puts(b, "state ");
 			shape_str(b, dt, rank, shape);
 			break;
 		}
@@ -621,6 +711,8 @@ static Value *call_function(LowerCtx *x, Global *gfn, Expr *call, Value **argv)
 		buf_printf(&key, "%s: ", fn->fargs[i].name);
 		sig_str(x, &key, bound[i]);
 	}
+	if (x->spec_tag)
+		buf_puts(&key, x->spec_tag);
 	Vec leaves = {0}, names = {0};
 	for (int i = 0; i < fn->nfargs; i++)
 		collect_leaves(x, bound[i], fn->fargs[i].name, &leaves, &names);
@@ -646,6 +738,7 @@ static Value *call_function(LowerCtx *x, Global *gfn, Expr *call, Value **argv)
 			v_shape(x, leaves.v[i], &dt, &rank, &shape);
 			Node *in = mk_node(x, OP_INPUT, dt, rank, shape, fn->fargs[0].loc);
 			in->a[0] = i;
+			in->a[1] = value_is_state(leaves.v[i]); /* written in place: the caller's state */
 			callee->inputs[i] = in;
 		}
 		/* rebind the arguments to the inputs */
@@ -746,13 +839,17 @@ done:
 
 /* ---- entry points ---- */
 
-static void lower_export(LowerCtx *x, Global *gfn)
+/* An exported function's graph, with its run-time dims (if any) bound to
+ * the values dv; NULL after an error. */
+static Graph *lower_export_graph(LowerCtx *x, Global *gfn, Entry *en, const int64_t *dv)
 {
 	Decl *fn = gfn->decl;
 	Graph *g = graph_new(x->p, fn->name, fn);
 	x->g = g;
 	Scope *top = arena_alloc(x->a, sizeof *top);
 	x->scope = x->fnscope = top;
+	for (int j = 0; j < en->ndims; j++)
+		scope_bind(x, top, en->dim_names[j], vint(x, dv[j]));
 	x->quiet = fn->broken;
 	g->ninputs = fn->nfargs;
 	g->inputs = arena_alloc(x->a, (size_t)(fn->nfargs + 1) * sizeof(Node *));
@@ -778,8 +875,9 @@ static void lower_export(LowerCtx *x, Global *gfn)
 			Expr *de = t->dims[k];
 			if (de->kind == E_NAME && !lookup_global(x->c, de->name) && !scope_find(top, de->name, NULL)) {
 				error_at(x->d, de->loc,
-				         "the shape of '%s' must be known at compile time: '%s' is not a const (exported functions cannot have shape variables)",
-				         fa->name, de->name);
+				         "the shape of '%s' must be known: '%s' is not a const (a run-time dimension is named in a where clause: "
+				         "'where 1 <= %s, %s <= 1024')",
+				         fa->name, de->name, de->name, de->name);
 				ok = 0;
 				shape[k] = 1;
 				continue;
@@ -807,14 +905,14 @@ static void lower_export(LowerCtx *x, Global *gfn)
 		scope_bind(x, top, fa->name, vtensor(x, in));
 	}
 	if (!ok)
-		return;
+		return NULL;
 	vec_push(&x->stack, fn);
 	FnResult res = {0};
 	lower_stmts(x, fn->body, fn->nbody, &res);
 	x->stack.n--;
 	Value *rv = check_results(x, fn, &res);
 	if (rv->kind == V_ERR)
-		return;
+		return NULL;
 	int n = rv->kind == V_TUPLE ? rv->n : 1;
 	g->noutputs = n;
 	g->outputs = arena_alloc(x->a, (size_t)(n + 1) * sizeof(Node *));
@@ -828,18 +926,116 @@ static void lower_export(LowerCtx *x, Global *gfn)
 			}
 			error_at(x->d, res.loc, "an exported function must return tensors, not %s", tystr(x, item));
 			g->noutputs = 0;
-			return;
+			return NULL;
 		}
 		g->outputs[i] = as_tensor(x, item, res.loc, "a result");
 	}
+	return g;
+}
+
+/* Does graph g, or a region it calls, touch a state? */
+static int uses_state(Graph *g, int depth)
+{
+	for (int i = 0; i < g->nnodes && depth < 64; i++)
+		if (g->nodes[i]->op == OP_STATE || (g->nodes[i]->op == OP_CALL && uses_state(g->nodes[i]->callee, depth + 1)))
+			return 1;
+	return 0;
+}
+
+/* -D gives every run-time dim of the entry a value: the entry is compiled for
+ * those values alone, a static entry (1 and *g, NULL after an error). 0 when
+ * none is given. */
+static int fixed_dims(LowerCtx *x, Decl *fn, Entry *en, Graph **g)
+{
+	CompileOptions *o = x->c->opts;
+	int64_t v[MAX_DIMS];
+	int given = 0;
+	*g = NULL;
+	for (int j = 0; j < en->ndims; j++)
+		for (int k = 0; o && k < o->ndefines; k++)
+			if (!strcmp(o->defines[k].name, en->dim_names[j])) {
+				char *end;
+				errno = 0;
+				long long iv = strtoll(o->defines[k].value, &end, 10);
+				if (!*o->defines[k].value || *end || errno) {
+					error_plain(x->d, "-D %s=%s: a run-time dimension's value is an integer", o->defines[k].name,
+					            o->defines[k].value);
+					return 1;
+				}
+				v[j] = iv;
+				given++;
+			}
+	if (!given)
+		return 0;
+	if (given != en->ndims) {
+		error_at(x->d, fn->where_loc, "-D gives some of the run-time dimensions of '%s' a value but not all: give each one",
+		         fn->name);
+		return 1;
+	}
+	for (int k = 0; k < en->nchecks; k++) {
+		int64_t r = affine_eval(&en->checks[k].f, en->ndims, v);
+		if (en->checks[k].eq ? r != 0 : r < 0) {
+			error_at(x->d, en->checks[k].loc, "-D: %s does not hold", en->checks[k].text);
+			return 1;
+		}
+	}
+	Global *gfn = lookup_global(x->c, fn->name);
+	*g = lower_export_graph(x, gfn, en, v);
+	en->ndims = 0; /* static from here on */
+	en->nchecks = 0;
+	return 1;
+}
+
+static void lower_export(LowerCtx *x, Global *gfn)
+{
+	Decl *fn = gfn->decl;
+	Entry en = {.name = fn->name, .fn = fn};
+	Graph *g;
+	if (fn->nwhere) {
+		/* run-time dims: lowered at sample values, then merged (dims.c) */
+		int64_t pts[MAX_DIMS + 2][MAX_DIMS];
+		int npts = 0;
+		if (!entry_dims(x, fn, &en, pts, &npts))
+			return;
+		if (fixed_dims(x, fn, &en, &g)) {
+			if (!g)
+				return;
+			goto done;
+		}
+		Graph *gs[MAX_DIMS + 2];
+		int errors = x->d->nerrors;
+		for (int p = 0; p < npts; p++) {
+			x->spec_tag = arena_printf(x->a, " @%s#%d", fn->name, p);
+			gs[p] = lower_export_graph(x, gfn, &en, pts[p]);
+			x->spec_tag = NULL;
+			if (!gs[p] || x->d->nerrors > errors) {
+				if (p > 0 && x->d->nerrors > errors) {
+					Buf b = {0};
+					for (int j = 0; j < en.ndims; j++)
+						buf_printf(&b, "%s%s = %lld", j ? ", " : "", en.dim_names[j], (long long)pts[p][j]);
+					note_at(x->d, fn->name_loc, "while compiling '%s' at %s, one of the values it is checked at", fn->name, b.s);
+					buf_free(&b);
+				}
+				return;
+			}
+		}
+		if (!merge_samples(x, &en, gs, npts, pts))
+			return;
+		g = gs[0];
+	} else {
+		g = lower_export_graph(x, gfn, &en, NULL);
+		if (!g)
+			return;
+	}
+done:
+	en.g = g;
+	en.arg_names = g->input_names;
+	en.uses_state = uses_state(g, 0);
 	Program *p = x->p;
 	Entry *ne = arena_alloc(x->a, (size_t)(p->nentries + 1) * sizeof(Entry));
 	if (p->nentries)
 		memcpy(ne, p->entries, (size_t)p->nentries * sizeof(Entry));
-	ne[p->nentries].name = fn->name;
-	ne[p->nentries].g = g;
-	ne[p->nentries].arg_names = g->input_names;
-	ne[p->nentries].fn = fn;
+	ne[p->nentries] = en;
 	p->entries = ne;
 	p->nentries++;
 }

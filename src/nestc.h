@@ -178,7 +178,7 @@ struct TypeExpr {
 	Expr *count;
 };
 
-typedef enum StmtKind { S_LET, S_ASSIGN, S_FOR, S_RETURN } StmtKind;
+typedef enum StmtKind { S_LET, S_ASSIGN, S_FOR, S_RETURN, S_STORE } StmtKind;
 
 struct Stmt {
 	StmtKind kind;
@@ -186,7 +186,8 @@ struct Stmt {
 	const char **names; /* S_LET, S_ASSIGN targets; S_FOR: names[0] is the variable */
 	Loc *name_locs;
 	int nnames;
-	Expr *value;        /* S_LET, S_ASSIGN */
+	Expr *value;        /* S_LET, S_ASSIGN, S_STORE (the value stored) */
+	Expr *target;       /* S_STORE: the E_INDEX written, state[...] = value */
 	Expr *lo, *hi;      /* S_FOR */
 	Stmt **body;        /* S_FOR */
 	int nbody;
@@ -194,7 +195,7 @@ struct Stmt {
 	int nvalues;
 };
 
-typedef enum DeclKind { D_CONST, D_TYPE, D_PARAM, D_FN } DeclKind;
+typedef enum DeclKind { D_CONST, D_TYPE, D_PARAM, D_FN, D_STATE } DeclKind;
 
 typedef struct FnArg {
 	const char *name;
@@ -226,6 +227,9 @@ struct Decl {
 	int rets_tuple;   /* -> (A, B) */
 	Stmt **body;
 	int nbody;
+	Expr **where;     /* D_FN: the run-time dimensions' constraints (where 1 <= T, T <= CTX) */
+	int nwhere;
+	Loc where_loc;
 	int is_export;
 	int is_region;
 	int broken;       /* a statement of the body did not parse: names may be missing */
@@ -271,6 +275,13 @@ Stmt *mk_return(Arena *a, Loc loc, Vec *values);
 Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v);
 Decl *mk_typedecl(Arena *a, Loc loc, const char *name, Loc nloc, Vec *tparams, TypeExpr *t);
 Decl *mk_param(Arena *a, Loc loc, const char *name, Loc nloc, TypeExpr *t, const char *wname);
+/* state NAME: type ("state" is a word only there; kw is what was written). */
+Decl *mk_state(Arena *a, Diag *d, Loc loc, const char *kw, Loc kwloc, const char *name, Loc nloc, TypeExpr *t);
+/* fn ... where c1, c2 { } ("where" is a word only there). */
+Decl *mk_where(Arena *a, Diag *d, Decl *fn, const char *kw, Loc kwloc, Vec *conds);
+Stmt *mk_store(Arena *a, Loc loc, Expr *target, Expr *v);
+/* A function's body after its signature (and where clause); broken: a statement did not parse. */
+Decl *mk_fn_body(Arena *a, Decl *fn, Loc loc, Vec *body, int broken);
 FnArg *mk_fnarg(Arena *a, Loc loc, const char *name, TypeExpr *t);
 RegionAttr *mk_attr(Arena *a, Loc loc, const char *key, Expr *v);
 Decl *mk_fn(Arena *a, Loc loc, const char *name, Loc nloc, Vec *args, Vec *rets, int rets_tuple, Vec *body);
@@ -336,7 +347,8 @@ typedef enum OpClass {
 typedef enum OpAttrs {
 	OPA_NONE, OPA_INPUT, OPA_PARAM, OPA_VALUE, OPA_AXES, OPA_AXIS, OPA_EPS, OPA_PERM,
 	OPA_START, OPA_CONV, OPA_POOL, OPA_RESULT,
-	OPA_CONVT, OPA_RESIZE /* i10conv */
+	OPA_CONVT, OPA_RESIZE, /* i10conv */
+	OPA_STATE
 } OpAttrs;
 
 enum {
@@ -397,7 +409,38 @@ struct Graph {
 	int has_reuse_hash;  /* region: the value of its reuse_hash for this specialisation */
 	int64_t reuse_hash;
 	int id;
+	/* run-time dimensions (dims.c): the integers of this graph that are affine
+	 * functions of its entry's dims; its code takes the dims as an array */
+	struct GDyn *gdyn;
+	int ngdyn;
+	int nbasis;          /* the number of dims (0: a static graph) */
+	const char **dim_names; /* their names, for dumps and reports */
+	const int64_t *dim_lo, *dim_hi; /* their bounds (buffers are sized for the largest) */
+	Node **state_nodes;  /* per state index, the OP_STATE node of this graph (lazy) */
 };
+
+/* Run-time dimensions: an exported function's `where` names them. */
+#define MAX_DIMS 4
+typedef struct Affine {
+	int64_t c0;
+	int64_t coef[MAX_DIMS];
+} Affine;
+
+/* An integer of a graph taken at run time: shape[field] (field < MAX_RANK) or
+ * a[field - 16] of node `node`, as c0 + sum coef[j] * dims[j]. */
+typedef struct GDyn {
+	int node;
+	int field;
+	Affine f;
+} GDyn;
+
+/* A condition the entry checks before it runs: f(dims) >= 0 (== 0 when eq). */
+typedef struct DimCheck {
+	Affine f;
+	int eq;
+	Loc loc;             /* the where clause's condition, or the op it protects */
+	const char *text;    /* the condition as the user reads it: "T <= 64", "P + T <= 64" */
+} DimCheck;
 
 typedef struct ParamInfo {
 	const char *name;   /* weights-file name, e.g. "h.3.attn.c_attn.weight" */
@@ -413,6 +456,12 @@ typedef struct Entry {
 	Graph *g;
 	const char **arg_names;
 	Decl *fn;
+	int ndims;          /* run-time dimensions (where) */
+	const char *dim_names[MAX_DIMS];
+	int64_t dim_lo[MAX_DIMS], dim_hi[MAX_DIMS];
+	DimCheck *checks;   /* checked at every call, before anything runs */
+	int nchecks;
+	int uses_state;     /* reads or writes the model's state: takes a sequence */
 } Entry;
 
 typedef struct Program {
@@ -420,6 +469,8 @@ typedef struct Program {
 	Source *src;
 	ParamInfo *params;
 	int nparams, capparams;
+	ParamInfo *states;  /* the state tensors (state declarations), per sequence */
+	int nstates, capstates;
 	Entry *entries;
 	int nentries;
 	Vec graphs;         /* every graph: entries and region specialisations */
@@ -471,7 +522,8 @@ typedef enum ValueKind {
 typedef struct PTree PTree;
 struct PTree {
 	enum { PT_LEAF, PT_RECORD, PT_ARRAY } kind;
-	int param;           /* PT_LEAF: index into Program.params */
+	int param;           /* PT_LEAF: index into Program.params (Program.states when state) */
+	int state;           /* a state's tree: its leaves are states */
 	const char **names;  /* PT_RECORD field names */
 	PTree **kids;
 	int n;
@@ -526,6 +578,7 @@ struct LowerCtx {
 	Scope *fnscope;    /* the current function's top scope */
 	TEnv *te;          /* type parameters, while matching a named type */
 	int in_dim;        /* evaluating a dimension: division must be exact */
+	const char *spec_tag; /* lowering an entry at a sample of its run-time dims: region specs apart */
 	int quiet;         /* the function has a broken statement: no unknown-name errors */
 	Vec stack;         /* functions being lowered (Decl *), to reject recursion */
 	int64_t budget;    /* nodes and unrolled statements left before giving up */
@@ -535,6 +588,8 @@ struct LowerCtx {
 	Value *(*call_fn)(LowerCtx *x, Global *fn, Expr *call, Value **argv);
 };
 
+/* The param or state a leaf of a param tree stands for. */
+const ParamInfo *ptree_info(const Program *p, const PTree *t);
 Value *value_new(LowerCtx *x, ValueKind k);
 Value *vint(LowerCtx *x, int64_t i);
 Value *vfloat(LowerCtx *x, double f);
@@ -573,6 +628,26 @@ Value *emit_matmul(LowerCtx *x, Value *va, Value *vb, Loc loc);
 int ct_int(LowerCtx *x, Value *v, Loc loc, const char *what, int64_t *out);
 int norm_axis(LowerCtx *x, int64_t axis, int rank, Loc loc, int *out);
 
+/* ------------------------------------------------------------------ dims.c */
+
+/* "T", "2*T + 1", "P + T - 3" (in the arena). */
+const char *affine_str(Arena *a, const Affine *f, int n, const char *const *names);
+int64_t affine_eval(const Affine *f, int n, const int64_t *dims);
+/* The run-time integer of field f of node n in g, or NULL when it is constant. */
+GDyn *gdyn_find(Graph *g, int node, int field);
+/* A shape as the user reads it with run-time dims: "f32[T, 768]". */
+void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n);
+/* The largest element count of every node of a dynamic graph over the box of
+ * its dims (malloc'd, g->nnodes entries), for the buffer plan. */
+int64_t *gdyn_max_numel(Graph *g, const int64_t *lo, const int64_t *hi);
+/* An entry's dims, bounds and checks from its where clause, and the points
+ * (npts of them) at which lowering samples it. 0 after an error. */
+int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *npts);
+/* Merge the graphs lowered at the sample points into gs[0] (and the region
+ * graphs it calls), with their run-time integers; drops the others. 0 after
+ * an error. */
+int merge_samples(LowerCtx *x, Entry *en, Graph **gs, int npts, int64_t pts[][MAX_DIMS]);
+
 /* ------------------------------------------------------------------ eval.c */
 
 typedef enum GlobalKind { G_CONST, G_TYPE, G_PARAM, G_FN } GlobalKind;
@@ -608,6 +683,10 @@ Global *lookup_global(Checker *c, const char *name);
 /* Append to c->globals (sized by the caller) and to the hash table. */
 void global_add(Checker *c, Global *g);
 Value *eval_expr(LowerCtx *x, Expr *e);
+/* The part of t that the indices of index expression e select (slices and
+ * plain indices, no tensor index): start and size per axis, and the sizes of
+ * the axes that stay. 0 after a located error. */
+int index_bounds(LowerCtx *x, Node *t, Expr *e, int64_t *start, int64_t *size, int64_t *keep, int *nkeep);
 /* Evaluation recurses through expressions, the consts they use and the
  * bodies of the functions they call: at most MAX_NESTING levels in all, so
  * that the stack lasts (also under ASan). 0 after a located error (said
@@ -889,6 +968,8 @@ void tensor_to_bytes(const Tensor *t, void *out);
  * or -1 after printing a run-time error (a gather index out of range) to stderr;
  * then every outs[k] is NULL and nothing is leaked. */
 int interp_run(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **outs);
+/* The same with the sequence's state tensors (p->nstates), written in place. */
+int interp_run_state(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **states, Tensor **outs);
 
 /* ------------------------------------------------------------------ weights.c */
 

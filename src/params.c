@@ -8,7 +8,7 @@
 
 /* The tree of a param of type t named path: its dimensions are constant
  * expressions (with a named type's parameters in x->te). */
-static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, int depth)
+static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, int depth, int state)
 {
 	if (depth > 64) {
 		error_at(x->d, loc, "param type nests too deeply");
@@ -41,15 +41,18 @@ static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, i
 			return NULL;
 		}
 		Program *p = x->p;
-		if (p->nparams == p->capparams) {
-			int cap = p->capparams ? p->capparams * 2 : 64;
+		/* a state's leaves go to the state table, the same way */
+		ParamInfo **tab = state ? &p->states : &p->params;
+		int *count = state ? &p->nstates : &p->nparams, *capp = state ? &p->capstates : &p->capparams;
+		if (*count == *capp) {
+			int cap = *capp ? *capp * 2 : 64;
 			ParamInfo *np = arena_alloc(x->a, (size_t)cap * sizeof(ParamInfo));
-			if (p->nparams)
-				memcpy(np, p->params, (size_t)p->nparams * sizeof(ParamInfo));
-			p->params = np;
-			p->capparams = cap;
+			if (*count)
+				memcpy(np, *tab, (size_t)*count * sizeof(ParamInfo));
+			*tab = np;
+			*capp = cap;
 		}
-		ParamInfo *pi = &p->params[p->nparams];
+		ParamInfo *pi = &(*tab)[*count];
 		pi->name = path;
 		pi->dtype = t->dtype;
 		pi->rank = t->ndims;
@@ -57,8 +60,9 @@ static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, i
 		pi->loc = loc;
 		PTree *pt = arena_alloc(x->a, sizeof *pt);
 		pt->kind = PT_LEAF;
-		pt->param = p->nparams++;
-		if (p->nparams > 1000000) {
+		pt->state = state;
+		pt->param = (*count)++;
+		if (*count > 1000000) {
 			error_at(x->d, loc, "more than a million param tensors");
 			return NULL;
 		}
@@ -87,20 +91,21 @@ static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, i
 		}
 		TEnv *saved = x->te;
 		x->te = te;
-		PTree *r = build_ptree(x, g->decl->type, path, loc, depth + 1);
+		PTree *r = build_ptree(x, g->decl->type, path, loc, depth + 1, state);
 		x->te = saved;
 		return r;
 	}
 	case T_RECORD: {
 		PTree *pt = arena_alloc(x->a, sizeof *pt);
 		pt->kind = PT_RECORD;
+		pt->state = state;
 		pt->n = t->nfields;
 		pt->names = arena_alloc(x->a, (size_t)(t->nfields + 1) * sizeof(char *));
 		pt->kids = arena_alloc(x->a, (size_t)(t->nfields + 1) * sizeof(PTree *));
 		for (int i = 0; i < t->nfields; i++) {
 			pt->names[i] = t->fields[i].name;
 			pt->kids[i] = build_ptree(x, t->fields[i].type, arena_printf(x->a, "%s.%s", path, t->fields[i].name),
-			                          loc, depth + 1);
+			                          loc, depth + 1, state);
 			if (!pt->kids[i])
 				return NULL;
 		}
@@ -119,10 +124,11 @@ static PTree *build_ptree(LowerCtx *x, TypeExpr *t, const char *path, Loc loc, i
 		}
 		PTree *pt = arena_alloc(x->a, sizeof *pt);
 		pt->kind = PT_ARRAY;
+		pt->state = state;
 		pt->n = (int)n;
 		pt->kids = arena_alloc(x->a, (size_t)(n + 1) * sizeof(PTree *));
 		for (int i = 0; i < n; i++) {
-			pt->kids[i] = build_ptree(x, t->elem, arena_printf(x->a, "%s.%d", path, i), loc, depth + 1);
+			pt->kids[i] = build_ptree(x, t->elem, arena_printf(x->a, "%s.%d", path, i), loc, depth + 1, state);
 			if (!pt->kids[i])
 				return NULL;
 		}
@@ -145,7 +151,7 @@ void lower_params(LowerCtx *x)
 		if (g->kind != G_PARAM)
 			continue;
 		const char *path = g->decl->wname ? g->decl->wname : g->name;
-		g->ptree = build_ptree(x, g->decl->type, path, g->decl->name_loc, 0);
+		g->ptree = build_ptree(x, g->decl->type, path, g->decl->name_loc, 0, g->decl->kind == D_STATE);
 	}
 	/* two tensors with one weights-file name would bind the same data twice */
 	for (int i = 0; i < c->p->nparams; i++)

@@ -17,8 +17,17 @@ static int64_t align64(int64_t n)
 	return (n + 63) & ~(int64_t)63;
 }
 
+/* A state, or a region's input bound to one: written in place by a store,
+ * so whoever reads it must read it where it stands in node order. */
+static int stateful(const Node *n)
+{
+	return n->op == OP_STATE || n->op == OP_STORE || (n->op == OP_INPUT && n->a[1] == 1);
+}
+
 int virtual_transpose(Graph *g, Node *t)
 {
+	if (t->op == OP_TRANSPOSE && stateful(t->in[0]))
+		return 0;
 	if (t->op != OP_TRANSPOSE || t->rank != 2 || t->a[0] != 1 || t->a[1] != 0 || !dtype_is_float(t->dtype))
 		return 0;
 	int users = 0;
@@ -125,7 +134,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 				           (sh == m && two && o->rank == 2 && o->shape[0] == 1 && o->shape[1] == m->shape[1]);
 				/* available when the matmul runs: computed before it, a param,
 				 * or a scalar computed from constants (inlined) */
-				int ready = o->id < m->id || o->op == OP_PARAM || scalar_of_consts(o, 0);
+				int ready = (o->id < m->id && !stateful(o)) || o->op == OP_PARAM || scalar_of_consts(o, 0);
 				if (o == c || !ready || o->dtype != m->dtype || !fits)
 					break;
 			}
@@ -166,7 +175,10 @@ static void plan_elementwise(Graph *g, Plan *pl, int dynamic)
 		int count = 0;
 		for (int k = 0; k < c->nin; k++) {
 			Node *e = c->in[k];
-			int take = op_elementwise(e->op) && pl->fused_into[e->id] < 0 && pl->epi_next[e->id] < 0 && users[e->id] == 1 &&
+			int reads_state = 0;
+			for (int q = 0; q < e->nin; q++)
+				reads_state |= stateful(e->in[q]);
+			int take = !reads_state && op_elementwise(e->op) && pl->fused_into[e->id] < 0 && pl->epi_next[e->id] < 0 && users[e->id] == 1 &&
 			           !is_out[e->id] && e->rank == c->rank &&
 			           memcmp(e->shape, c->shape, (size_t)c->rank * sizeof c->shape[0]) == 0 &&
 			           count + leaves[e->id] + (c->nin - k - 1) <= EW_LEAVES;
@@ -260,7 +272,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		int r = root[o->id];
 		last[r] = n;
 		Op op = g->nodes[r]->op;
-		int computed = op != OP_INPUT && op != OP_PARAM && op != OP_CALL;
+		int computed = op != OP_INPUT && op != OP_PARAM && op != OP_CALL && op != OP_STATE;
 		/* the last op of a matmul's epilogue: the matmul writes the output;
 		 * through reshapes too (a batched linear's rows unfolded, values.c) */
 		Node *b = o;
@@ -293,7 +305,13 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			pl->kind[i] = BUF_PARAM;
 			pl->index[i] = x->a[0];
 			continue;
+		case OP_STATE:
+			/* the sequence's state: after the inputs and outputs in bufs */
+			pl->kind[i] = BUF_INPUT;
+			pl->index[i] = g->ninputs + g->noutputs + x->a[0];
+			continue;
 		case OP_CALL:
+		case OP_STORE:
 			pl->kind[i] = BUF_NONE;
 			continue;
 		case OP_TRANSPOSE:
@@ -412,7 +430,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 Plan *plan_variant(Program *p, Graph *g, Variant *v)
 {
 	int64_t *mx = NULL;
-	if (v && v->ndyn) {
+	if (g->ngdyn) {
+		/* run-time dims: buffers for their largest values */
+		mx = gdyn_max_numel(g, g->dim_lo, g->dim_hi);
+	} else if (v && v->ndyn) {
 		/* a reuse_hash variant: size buffers for the largest call of its group */
 		mx = xcalloc((size_t)g->nnodes + 1, sizeof(int64_t));
 		for (int c = 0; c < v->calls.n; c++) {

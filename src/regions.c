@@ -130,6 +130,14 @@ static void serialise(RP *r, Graph *g, RegionInfo *ri, Buf *b)
 	for (int i = 0; i < g->noutputs; i++)
 		buf_printf(b, " %d", g->outputs[i]->id);
 	buf_putc(b, '\n');
+	/* run-time dims: the integers taken at run time, and how */
+	for (int k = 0; k < g->ngdyn; k++) {
+		GDyn *d = &g->gdyn[k];
+		buf_printf(b, "dyn %d.%d %lld", d->node, d->field, (long long)d->f.c0);
+		for (int j = 0; j < g->nbasis; j++)
+			buf_printf(b, " %lld", (long long)d->f.coef[j]);
+		buf_putc(b, '\n');
+	}
 }
 
 CallSite *callsite_of(RegionTable *rt, Node *call)

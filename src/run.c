@@ -223,6 +223,14 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 	if (!e)
 		return 1;
 	Graph *g = e->g;
+	if (e->ndims) {
+		Buf b = {0};
+		for (int j = 0; j < e->ndims; j++)
+			buf_printf(&b, "%s-D %s=N", j ? " " : "", e->dim_names[j]);
+		error_plain(d, "'%s' has run-time dimensions: give their values to run it (%s)", e->name, b.s);
+		buf_free(&b);
+		return 1;
+	}
 	if (!params_fit(p, d) || !interp_fits(d, g, 0))
 		return 1;
 	int rc = 1;
@@ -307,7 +315,15 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 	if (bad || d->nerrors)
 		goto out;
 
-	if (interp_run(p, g, ins, params, outs) < 0)
+	/* a fresh sequence: the state starts zeroed */
+	Tensor **states = xcalloc((size_t)p->nstates + 1, sizeof(Tensor *));
+	for (int i = 0; i < p->nstates; i++)
+		states[i] = tensor_new(p->states[i].dtype, p->states[i].rank, p->states[i].shape);
+	int irc = interp_run_state(p, g, ins, params, states, outs);
+	for (int i = 0; i < p->nstates; i++)
+		tensor_free(states[i]);
+	free(states);
+	if (irc < 0)
 		goto out;
 
 	if (!o->noutputs) {

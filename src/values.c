@@ -70,7 +70,7 @@ Value **scope_find(Scope *s, const char *name, Scope **where)
 
 static ParamInfo *leaf_info(LowerCtx *x, Value *v)
 {
-	return &x->p->params[v->pt->param];
+	return (ParamInfo *)ptree_info(x->p, v->pt);
 }
 
 int v_is_tensor(Value *v)
@@ -96,7 +96,7 @@ static void ptree_str(Buf *b, const Program *p, PTree *t)
 {
 	switch (t->kind) {
 	case PT_LEAF: {
-		const ParamInfo *pi = &p->params[t->param];
+		const ParamInfo *pi = ptree_info(p, t);
 		shape_str(b, pi->dtype, pi->rank, pi->shape);
 		break;
 	}
@@ -230,6 +230,25 @@ Node *mk_node(LowerCtx *x, Op op, DType dt, int rank, const int64_t *shape, Loc 
 	return node_new(p, x->g, op, dt, rank, shape, loc);
 }
 
+const ParamInfo *ptree_info(const Program *p, const PTree *t)
+{
+	return t->state ? &p->states[t->param] : &p->params[t->param];
+}
+
+static Node *state_node(LowerCtx *x, int idx, Loc loc)
+{
+	Graph *g = x->g;
+	if (!g->state_nodes)
+		g->state_nodes = arena_alloc(x->a, (size_t)(x->p->nstates + 1) * sizeof(Node *));
+	if (!g->state_nodes[idx]) {
+		ParamInfo *pi = &x->p->states[idx];
+		Node *n = mk_node(x, OP_STATE, pi->dtype, pi->rank, pi->shape, loc);
+		n->a[0] = idx;
+		g->state_nodes[idx] = n;
+	}
+	return g->state_nodes[idx];
+}
+
 static Node *param_node(LowerCtx *x, int idx, Loc loc)
 {
 	Graph *g = x->g;
@@ -251,10 +270,10 @@ Node *as_tensor(LowerCtx *x, Value *v, Loc loc, const char *what)
 		return v->node;
 	if (v->kind == V_PARAM && v->pt->kind == PT_LEAF) {
 		if (!x->g) {
-			error_at(x->d, loc, "a param is not a compile-time value");
+			error_at(x->d, loc, "a %s is not a compile-time value", v->pt->state ? "state" : "param");
 			return NULL;
 		}
-		return param_node(x, v->pt->param, loc);
+		return v->pt->state ? state_node(x, v->pt->param, loc) : param_node(x, v->pt->param, loc);
 	}
 	if (v->kind != V_ERR)
 		error_at(x->d, loc, "%s must be a tensor, not %s", what, tystr(x, v));

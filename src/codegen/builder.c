@@ -188,9 +188,31 @@ LLVMValueRef elem_off(Gen *G, LLVMValueRef base, LLVMValueRef i, LLVMValueRef st
 
 /* ---- dimensions: constants, or run-time values of a reuse_hash variant ---- */
 
+int fn_dynamic(Fn *F)
+{
+	return (F->v && F->v->ndyn) || F->g->ngdyn;
+}
+
 static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
 {
 	Variant *v = F->v;
+	Graph *g = F->g;
+	if (g->ngdyn && F->dims) {
+		/* an entry's run-time dims: c0 + sum coef[j] * dims[j] */
+		GDyn *d = gdyn_find(g, n->id, field);
+		if (!d)
+			return NULL;
+		Gen *G = F->gen;
+		LLVMValueRef r = ci64(G, d->f.c0);
+		for (int j = 0; j < g->nbasis; j++)
+			if (d->f.coef[j]) {
+				LLVMValueRef idx = ci64(G, j);
+				LLVMValueRef pp = llvm.LLVMBuildGEP2(G->B, G->i64, F->dims, &idx, 1, "");
+				LLVMValueRef dj = llvm.LLVMBuildLoad2(G->B, G->i64, pp, "dim");
+				r = iadd(G, r, imul(G, dj, ci64(G, d->f.coef[j])));
+			}
+		return r;
+	}
 	if (v && v->ndyn && F->dims)
 		for (int k = 0; k < v->ndyn; k++)
 			if (v->dyn[k].node == n->id && v->dyn[k].field == field) {

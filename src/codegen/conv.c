@@ -11,7 +11,7 @@ static int attr_dynamic(Fn *F, Node *n, int k)
 	for (int i = 0; F->v && i < F->v->ndyn; i++)
 		if (F->v->dyn[i].node == n->id && F->v->dyn[i].field == 16 + k)
 			return 1;
-	return 0;
+	return gdyn_find(F->g, n->id, 16 + k) != NULL;
 }
 
 /* The input offset of kernel position k along axis ax (0: H, 1: W): k times
@@ -100,7 +100,7 @@ static void k_conv2d_gemm(Fn *F, Node *n)
 
 void k_conv2d(Fn *F, Node *n)
 {
-	if (dtype_is_float(n->dtype) && n->a[4] == 1 && !(F->v && F->v->ndyn)) {
+	if (dtype_is_float(n->dtype) && n->a[4] == 1 && !fn_dynamic(F)) {
 		k_conv2d_gemm(F, n);
 		return;
 	}

@@ -284,6 +284,9 @@ LLVMValueRef elem_off(Gen *G, LLVMValueRef base, LLVMValueRef i, LLVMValueRef st
 /* A node's dimension, attribute and element count: constants, or loaded from
  * the dims argument for a reuse_hash variant. */
 LLVMValueRef dimv(Fn *F, Node *n, int axis);
+/* The function's shapes are (partly) run-time values: a reuse_hash variant,
+ * or a graph of an entry with run-time dims. */
+int fn_dynamic(Fn *F);
 LLVMValueRef attrv(Fn *F, Node *n, int k);
 LLVMValueRef numelv(Fn *F, Node *n);
 void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef *st);
@@ -317,6 +320,7 @@ void k_elementwise(Fn *F, Node *n);
 void k_fill(Fn *F, Node *n);
 void k_transpose(Fn *F, Node *n);
 void k_slice(Fn *F, Node *n);
+void k_store(Fn *F, Node *n);
 void k_expand(Fn *F, Node *n);
 void k_concat(Fn *F, Node *n);
 void k_gather(Fn *F, Node *n);

@@ -85,8 +85,15 @@ static void emit_call(Fn *F, Node *n)
 	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
 	LLVMValueRef dims = llvm.LLVMConstPointerNull(G->i64p);
 	LLVMValueRef st;
+	if (callee->ngdyn) {
+		/* the entry's run-time dims, passed on as they are */
+		if (!F->dims)
+			ice("a call of a graph with run-time dims from one without");
+		dims = F->dims;
+	}
 	if (cs && cs->v) {
-		if (cs->v->ndyn && cs->dyn_map && F->dims) {
+		if (callee->ngdyn) {
+		} else if (cs->v->ndyn && cs->dyn_map && F->dims) {
 			/* inside shared code: the inner dims follow the caller's own */
 			LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
 			LLVMValueRef arr2 = entry_alloca(F, dt, "dims");
@@ -153,7 +160,7 @@ static int call_chain(Fn *F, int i, int *chain_pos, int **users)
 	Graph *g = F->g;
 	Node *c1 = g->nodes[i];
 	CallSite *cs1 = callsite_of(G->rt, c1);
-	if (!cs1 || !cs1->v || cs1->v->ndyn || c1->callee->noutputs != 1)
+	if (!cs1 || !cs1->v || cs1->v->ndyn || c1->callee->ngdyn || c1->callee->noutputs != 1)
 		return 1;
 	int n = 1, pos = -1;
 	Node *prev = c1;
@@ -290,7 +297,7 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 #define PAR_MIN_ELEMS 32768
 static int64_t par_units(Fn *F, Node *n)
 {
-	if (F->par_lo || (F->v && F->v->ndyn) || n->rank < 1)
+	if (F->par_lo || fn_dynamic(F) || n->rank < 1)
 		return 0;
 	int64_t numel = shape_numel(n->rank, n->shape);
 	if (numel < PAR_MIN_ELEMS)
@@ -388,7 +395,7 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 	} else {
 		flops = numel;
 	}
-	if (F->v && F->v->ndyn)
+	if (fn_dynamic(F))
 		flops = 0; /* the shape is known only at run time */
 	Buf b = {0};
 	shape_str(&b, n->dtype, n->rank, n->shape);
@@ -501,8 +508,9 @@ static void emit_graph_body(Fn *F)
 			continue; /* applied by its matmul's tiles, or inline by its reader */
 		LLVMValueRef t0 = own_kernel(F, n) ? kp_begin(F) : NULL;
 		switch (n->op) {
-		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT:
+		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT: case OP_STATE:
 			break;
+		case OP_STORE: k_store(F, n); break;
 		case OP_CONST: case OP_FULL: case OP_ARANGE:
 			k_fill(F, n);
 			break;
@@ -565,7 +573,7 @@ LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int i
 		llvm.LLVMSetLinkage(F.fn, LLVMInternalLinkage);
 	F.ctx = llvm.LLVMGetParam(F.fn, 0);
 	F.bufs = llvm.LLVMGetParam(F.fn, 1);
-	F.dims = v && v->ndyn ? llvm.LLVMGetParam(F.fn, 2) : NULL;
+	F.dims = (v && v->ndyn) || g->ngdyn ? llvm.LLVMGetParam(F.fn, 2) : NULL;
 	F.ws = llvm.LLVMGetParam(F.fn, 3);
 	fn_attrs(G, F.fn, v);
 	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(G->B);

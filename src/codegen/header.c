@@ -52,6 +52,103 @@ static void arg_macro(char *up, size_t n, const char *name, Entry *en, int k, co
 			*c = (char)(*c - 'a' + 'A');
 }
 
+/* A dimension or element count as a C expression of the run-time dims. */
+static void c_affine(Buf *b, const Affine *f, Entry *en)
+{
+	buf_printf(b, "INT64_C(%lld)", (long long)f->c0);
+	for (int j = 0; j < en->ndims; j++)
+		if (f->coef[j])
+			buf_printf(b, " + INT64_C(%lld) * (int64_t)(%s)", (long long)f->coef[j], en->dim_names[j]);
+}
+
+/* An entry with run-time dims or state: the dims as arguments, and the
+ * sizes as macros of them. */
+static void dyn_entry_text(Program *p, Buf *b, const char *name, Entry *en)
+{
+	Graph *g = en->g;
+	buf_printf(b, "/* %s(", en->name);
+	for (int i = 0; i < g->ninputs; i++) {
+		buf_printf(b, "%s%s: ", i ? ", " : "", g->input_names[i]);
+		dyn_shape_str(p->arena, b, g, g->inputs[i]);
+	}
+	buf_puts(b, ") -> ");
+	for (int j = 0; j < g->noutputs; j++) {
+		if (j)
+			buf_puts(b, ", ");
+		dyn_shape_str(p->arena, b, g, g->outputs[j]);
+	}
+	for (int k = 0; k < en->nchecks; k++)
+		buf_printf(b, "%s%s", k ? ", " : "\n   where ", en->checks[k].text);
+	buf_puts(b, "\n   Returns 0, or -1 (nestrt_model_error(m) says why) after a run-time error or\n"
+	            "   when a condition of the where clause fails; then nothing was written. */\n");
+	char up[512], dl[256];
+	for (int j = 0; j < en->ndims; j++) {
+		snprintf(up, sizeof up, "%s_%s_%s", name, en->name, en->dim_names[j]);
+		for (char *c = up; *c; c++)
+			if (*c >= 'a' && *c <= 'z')
+				*c = (char)(*c - 'a' + 'A');
+		buf_printf(b, "#define %s_MIN INT64_C(%lld)\n#define %s_MAX INT64_C(%lld)\n", up, (long long)en->dim_lo[j], up,
+		           (long long)en->dim_hi[j]);
+	}
+	dl[0] = 0;
+	for (int j = 0; j < en->ndims; j++)
+		snprintf(dl + strlen(dl), sizeof dl - strlen(dl), "%s%s", j ? ", " : "", en->dim_names[j]);
+	int nt = g->ninputs + g->noutputs;
+	for (int k = 0; k < nt; k++) {
+		Node *v = k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs];
+		int dyn = 0;
+		for (int i = 0; i < v->rank; i++)
+			dyn |= gdyn_find(g, v->id, i) != NULL;
+		arg_macro(up, sizeof up, name, en, k, "NUMEL");
+		if (!dyn) {
+			buf_printf(b, "#define %s INT64_C(%lld)\n", up, (long long)shape_numel(v->rank, v->shape));
+		} else {
+			buf_printf(b, "#define %s(%s) (INT64_C(1)", up, dl);
+			for (int i = 0; i < v->rank; i++) {
+				GDyn *d = gdyn_find(g, v->id, i);
+				buf_puts(b, " * (");
+				if (d)
+					c_affine(b, &d->f, en);
+				else
+					buf_printf(b, "INT64_C(%lld)", (long long)v->shape[i]);
+				buf_putc(b, ')');
+			}
+			buf_puts(b, ")\n");
+		}
+		arg_macro(up, sizeof up, name, en, k, "RANK");
+		buf_printf(b, "#define %s %d\n", up, v->rank);
+		for (int i = 0; i < v->rank; i++) {
+			char suf[16];
+			snprintf(suf, sizeof suf, "DIM%d", i);
+			arg_macro(up, sizeof up, name, en, k, suf);
+			GDyn *d = gdyn_find(g, v->id, i);
+			if (!d) {
+				buf_printf(b, "#define %s INT64_C(%lld)\n", up, (long long)v->shape[i]);
+				continue;
+			}
+			buf_printf(b, "#define %s(%s) (", up, dl);
+			c_affine(b, &d->f, en);
+			buf_puts(b, ")\n");
+		}
+	}
+	buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
+	if (en->uses_state)
+		buf_printf(b, ", %s_seq *s", name);
+	for (int j = 0; j < en->ndims; j++)
+		buf_printf(b, ", int64_t %s", en->dim_names[j]);
+	for (int i = 0; i < g->ninputs; i++) {
+		char pn[300];
+		buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
+	}
+	for (int j = 0; j < g->noutputs; j++) {
+		if (g->noutputs == 1)
+			buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
+		else
+			buf_printf(b, ", %s *out%d", c_type(g->outputs[j]->dtype), j);
+	}
+	buf_puts(b, ");\n\n");
+}
+
 void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 {
 	char guard[256];
@@ -72,9 +169,22 @@ void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 	buf_printf(b, "/* Why the last call of an entry point failed, or NULL. */\n"
 	              "static inline const char *%s_error(const %s *m)\n{\n\treturn nestrt_model_error((const nestrt_model *)m);\n}\n\n",
 	           name, name);
+	if (p->nstates) {
+		buf_printf(b, "/* A sequence: the model's state (%d tensors, zeroed) for one sequence being\n"
+		              "   generated; entry points that read or write it take one. NULL with\n"
+		              "   err->message on error. Calls on different sequences may run at once. */\n",
+		           p->nstates);
+		buf_printf(b, "typedef struct %s_seq %s_seq;\n", name, name);
+		buf_printf(b, "%s_seq *%s_seq_new(%s *m, nestrt_error *err);\n", name, name, name);
+		buf_printf(b, "void %s_seq_reset(%s_seq *s);\nvoid %s_seq_free(%s_seq *s);\n\n", name, name, name, name);
+	}
 	for (int e = 0; e < p->nentries; e++) {
 		Entry *en = &p->entries[e];
 		Graph *g = en->g;
+		if (en->ndims || en->uses_state) {
+			dyn_entry_text(p, b, name, en);
+			continue;
+		}
 		buf_printf(b, "/* %s(", en->name);
 		for (int i = 0; i < g->ninputs; i++) {
 			Buf s = {0};

@@ -149,28 +149,117 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 	llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, fws, "entry"));
 	llvm.LLVMBuildRet(B, call(G, "nestrt_model_workspace_size", G->i64, &G->i8p, &desc8, 1));
 
-	/* NAME_ENTRY(m, inputs..., outputs...) = nestrt_model_run(m, entry, bufs) */
+	/* NAME_seq_new/reset/free: the state per sequence */
+	if (p->nstates) {
+		LLVMValueRef *sz = xcalloc((size_t)p->nstates, sizeof(LLVMValueRef));
+		for (int i = 0; i < p->nstates; i++)
+			sz[i] = ci64(G, shape_numel(p->states[i].rank, p->states[i].shape) * dtype_size(p->states[i].dtype));
+		LLVMTypeRef szt = llvm.LLVMArrayType(G->i64, (unsigned)p->nstates);
+		LLVMValueRef szg = llvm.LLVMAddGlobal(G->M, szt, "state_bytes");
+		llvm.LLVMSetInitializer(szg, llvm.LLVMConstArray(G->i64, sz, (unsigned)p->nstates));
+		llvm.LLVMSetGlobalConstant(szg, 1);
+		llvm.LLVMSetLinkage(szg, LLVMPrivateLinkage);
+		free(sz);
+		LLVMTypeRef snt[2] = {G->i8p, G->i8p};
+		snprintf(fname, sizeof fname, "%s_seq_new", name);
+		LLVMValueRef fs = llvm.LLVMAddFunction(G->M, fname, llvm.LLVMFunctionType(G->i8p, snt, 2, 0));
+		llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, fs, "entry"));
+		LLVMTypeRef qt[4] = {G->i8p, G->i64p, G->i32, G->i8p};
+		LLVMValueRef qv[4] = {llvm.LLVMGetParam(fs, 0), llvm.LLVMBuildGEP2(B, szt, szg, z2, 2, ""), ci32(G, p->nstates),
+		                      llvm.LLVMGetParam(fs, 1)};
+		llvm.LLVMBuildRet(B, call(G, "nestrt_seq_new", G->i8p, qt, qv, 4));
+		const char *what[2] = {"reset", "free"};
+		for (int k = 0; k < 2; k++) {
+			snprintf(fname, sizeof fname, "%s_seq_%s", name, what[k]);
+			LLVMValueRef f = llvm.LLVMAddFunction(G->M, fname, free_t);
+			llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, f, "entry"));
+			LLVMValueRef s0 = llvm.LLVMGetParam(f, 0);
+			char rn[64];
+			snprintf(rn, sizeof rn, "nestrt_seq_%s", what[k]);
+			call(G, rn, llvm.LLVMVoidTypeInContext(G->C), &G->i8p, &s0, 1);
+			llvm.LLVMBuildRetVoid(B);
+		}
+	}
+
+	/* NAME_ENTRY(m, inputs..., outputs...) = nestrt_model_run(m, entry, bufs);
+	 * with run-time dims or state, NAME_ENTRY(m, [seq,] dims..., inputs...,
+	 * outputs...) = nestrt_model_call_dims(...) */
 	for (int e = 0; e < p->nentries; e++) {
-		Graph *g = p->entries[e].g;
+		Entry *en = &p->entries[e];
+		Graph *g = en->g;
 		int n = g->ninputs + g->noutputs;
-		LLVMTypeRef *at = xcalloc((size_t)n + 2, sizeof(LLVMTypeRef));
-		for (int i = 0; i <= n; i++)
+		int ext = en->ndims > 0 || en->uses_state;
+		int first = 1 + (en->uses_state ? 1 : 0) + en->ndims; /* params before the buffers */
+		LLVMTypeRef *at = xcalloc((size_t)(n + first) + 1, sizeof(LLVMTypeRef));
+		for (int i = 0; i < n + first; i++)
 			at[i] = G->i8p;
-		LLVMTypeRef et = llvm.LLVMFunctionType(G->i32, at, (unsigned)n + 1, 0);
-		snprintf(fname, sizeof fname, "%s_%s", name, p->entries[e].name);
+		for (int j = 0; j < en->ndims; j++)
+			at[first - en->ndims + j] = G->i64;
+		LLVMTypeRef et = llvm.LLVMFunctionType(G->i32, at, (unsigned)(n + first), 0);
+		snprintf(fname, sizeof fname, "%s_%s", name, en->name);
 		LLVMValueRef f = llvm.LLVMAddFunction(G->M, fname, et);
 		llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, f, "entry"));
 		LLVMTypeRef arr_t = llvm.LLVMArrayType(G->i8p, (unsigned)(n ? n : 1));
 		LLVMValueRef arr = llvm.LLVMBuildAlloca(B, arr_t, "bufs");
 		for (int i = 0; i < n; i++) {
 			LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, i)};
-			llvm.LLVMBuildStore(B, llvm.LLVMGetParam(f, (unsigned)i + 1), llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, ""));
+			llvm.LLVMBuildStore(B, llvm.LLVMGetParam(f, (unsigned)(i + first)), llvm.LLVMBuildGEP2(B, arr_t, arr, idx, 2, ""));
 		}
 		LLVMValueRef bufs = llvm.LLVMBuildGEP2(B, arr_t, arr, z2, 2, "");
-		/* nestrt_model_call checks the model and every pointer for NULL */
-		LLVMTypeRef rt[5] = {G->i8p, fnp, G->i8pp, G->i32, G->i8p};
-		LLVMValueRef rv[5] = {llvm.LLVMGetParam(f, 0), entry_fns[e], bufs, ci32(G, n), cstr(G, fname)};
-		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call", G->i32, rt, rv, 5));
+		if (!ext) {
+			/* nestrt_model_call checks the model and every pointer for NULL */
+			LLVMTypeRef rt[5] = {G->i8p, fnp, G->i8pp, G->i32, G->i8p};
+			LLVMValueRef rv[5] = {llvm.LLVMGetParam(f, 0), entry_fns[e], bufs, ci32(G, n), cstr(G, fname)};
+			llvm.LLVMBuildRet(B, call(G, "nestrt_model_call", G->i32, rt, rv, 5));
+			free(at);
+			continue;
+		}
+		/* the dims, their names and the conditions checked before the call */
+		int nd = en->ndims ? en->ndims : 1;
+		LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)nd);
+		LLVMValueRef darr = llvm.LLVMBuildAlloca(B, dt, "dims");
+		LLVMValueRef *names = xcalloc((size_t)nd, sizeof(LLVMValueRef));
+		for (int j = 0; j < en->ndims; j++) {
+			LLVMValueRef idx[2] = {ci32(G, 0), ci32(G, j)};
+			llvm.LLVMBuildStore(B, llvm.LLVMGetParam(f, (unsigned)(first - en->ndims + j)),
+			                    llvm.LLVMBuildGEP2(B, dt, darr, idx, 2, ""));
+			names[j] = cstr(G, en->dim_names[j]);
+		}
+		if (!en->ndims)
+			names[0] = llvm.LLVMConstPointerNull(G->i8p);
+		LLVMTypeRef nt_t = llvm.LLVMArrayType(G->i8p, (unsigned)nd);
+		LLVMValueRef ng = llvm.LLVMAddGlobal(G->M, nt_t, "dim_names");
+		llvm.LLVMSetInitializer(ng, llvm.LLVMConstArray(G->i8p, names, (unsigned)nd));
+		llvm.LLVMSetGlobalConstant(ng, 1);
+		llvm.LLVMSetLinkage(ng, LLVMPrivateLinkage);
+		free(names);
+		LLVMTypeRef cf[4] = {G->i64, llvm.LLVMArrayType(G->i64, 4), G->i64, G->i8p};
+		LLVMTypeRef chk_t = llvm.LLVMStructTypeInContext(G->C, cf, 4, 0);
+		int nc = en->nchecks ? en->nchecks : 1;
+		LLVMValueRef *cv = xcalloc((size_t)nc, sizeof(LLVMValueRef));
+		for (int k = 0; k < nc; k++) {
+			DimCheck *c = k < en->nchecks ? &en->checks[k] : NULL;
+			LLVMValueRef co[4];
+			for (int j = 0; j < 4; j++)
+				co[j] = ci64(G, c && j < MAX_DIMS ? c->f.coef[j] : 0);
+			LLVMValueRef fv[4] = {ci64(G, c ? c->f.c0 : 0), llvm.LLVMConstArray(G->i64, co, 4), ci64(G, c ? c->eq : 0),
+			                      cstr(G, c ? c->text : "")};
+			cv[k] = llvm.LLVMConstNamedStruct(chk_t, fv, 4);
+		}
+		LLVMTypeRef ct_t = llvm.LLVMArrayType(chk_t, (unsigned)nc);
+		LLVMValueRef cg = llvm.LLVMAddGlobal(G->M, ct_t, "dim_checks");
+		llvm.LLVMSetInitializer(cg, llvm.LLVMConstArray(chk_t, cv, (unsigned)nc));
+		llvm.LLVMSetGlobalConstant(cg, 1);
+		llvm.LLVMSetLinkage(cg, LLVMPrivateLinkage);
+		free(cv);
+		LLVMTypeRef rt[11] = {G->i8p, G->i8p, fnp, G->i8pp, G->i32, G->i64p, G->i32, G->i8p, G->i8p, G->i32, G->i8p};
+		LLVMValueRef rv[11] = {llvm.LLVMGetParam(f, 0),
+		                       en->uses_state ? llvm.LLVMGetParam(f, 1) : llvm.LLVMConstPointerNull(G->i8p),
+		                       entry_fns[e], bufs, ci32(G, n),
+		                       llvm.LLVMBuildGEP2(B, dt, darr, z2, 2, ""), ci32(G, en->ndims),
+		                       llvm.LLVMConstPointerCast(ng, G->i8p), llvm.LLVMConstPointerCast(cg, G->i8p),
+		                       ci32(G, en->nchecks), cstr(G, fname)};
+		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call_dims", G->i32, rt, rv, 11));
 		free(at);
 	}
 	free(entry_fns);

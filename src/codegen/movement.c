@@ -49,6 +49,24 @@ void k_slice(Fn *F, Node *n)
 	k_copy_strided(F, n, x, xs, base);
 }
 
+/* store: the value (in[1], shaped as n) written into the target (in[0]) in
+ * place, from the starts a[k] on. */
+void k_store(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	Node *t = n->in[0], *v = n->in[1];
+	LLVMValueRef st[2][MAX_RANK], off[2];
+	strides(F, v, v->rank, NULL, st[0]);
+	strides(F, t, t->rank, NULL, st[1]);
+	LLVMValueRef base = ci64(G, 0);
+	for (int k = 0; k < t->rank; k++)
+		base = elem_off(G, base, attrv(F, n, k), st[1][k]);
+	Nest N;
+	nest_begin(F, &N, n, 2, st, off);
+	store_at(F, t, iadd(G, off[1], base), load_at(F, v, off[0]));
+	nest_end(F, &N);
+}
+
 void k_expand(Fn *F, Node *n)
 {
 	LLVMValueRef st[MAX_RANK];

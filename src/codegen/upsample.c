@@ -123,7 +123,7 @@ static void k_convt_gemm(Fn *F, Node *n)
 
 void k_conv_transpose2d(Fn *F, Node *n)
 {
-	if (!(F->v && F->v->ndyn)) {
+	if (!fn_dynamic(F)) {
 		k_convt_gemm(F, n);
 		return;
 	}

@@ -98,8 +98,9 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
  * of tied embeddings, where a copy would be the largest tensor of the model). */
 static int lazy_transpose(const Node *n)
 {
+	/* not of a state: a store may change it before the matmul reads it */
 	if (n->op != OP_TRANSPOSE || n->nin != 1 || n->rank < 2 ||
-	    (n->in[0]->op != OP_INPUT && n->in[0]->op != OP_PARAM))
+	    (n->in[0]->op != OP_INPUT && n->in[0]->op != OP_PARAM) || (n->in[0]->op == OP_INPUT && n->in[0]->a[1] == 1))
 		return 0;
 	for (int d = 0; d < n->rank - 2; d++)
 		if (n->a[d] != d)
@@ -195,6 +196,45 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 			v->borrowed = 1;
 			check_given(n, v->t, "param");
 			break;
+		case OP_STATE:
+			if (!c->states || n->a[0] < 0 || !c->p || n->a[0] >= c->p->nstates)
+				ice("interp: state %lld without a sequence", (long long)n->a[0]);
+			v->t = c->states[n->a[0]];
+			v->borrowed = 1;
+			check_given(n, v->t, "state");
+			break;
+		case OP_STORE: {
+			/* in place: the value (shaped as n) into the target from a[k] on */
+			Tensor *t = in[0], *x = in[1];
+			if (t->dtype != x->dtype || t->rank != n->rank || !same_shape(x, n))
+				ice("interp: store %%%d: shapes", i);
+			int64_t tst[MAX_RANK], idx[MAX_RANK] = {0};
+			int64_t s1 = 1;
+			for (int k = t->rank - 1; k >= 0; k--) {
+				tst[k] = s1;
+				s1 *= t->shape[k];
+			}
+			for (int k = 0; k < t->rank; k++)
+				if (n->a[k] < 0 || n->a[k] + n->shape[k] > t->shape[k])
+					ice("interp: store %%%d out of its target", i);
+			for (int64_t e = 0; e < x->n; e++) {
+				int64_t off = 0;
+				for (int k = 0; k < t->rank; k++)
+					off += (n->a[k] + idx[k]) * tst[k];
+				if (dtype_is_float(t->dtype))
+					t->f[off] = x->f[e];
+				else
+					t->i[off] = x->i[e];
+				for (int k = t->rank - 1; k >= 0; k--) {
+					if (++idx[k] < n->shape[k])
+						break;
+					idx[k] = 0;
+				}
+			}
+			v->t = t;
+			v->borrowed = 1;
+			break;
+		}
 		case OP_CALL: {
 			Graph *cg = n->callee;
 			if (!cg || cg->ninputs != n->nin)
@@ -279,7 +319,12 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 
 int interp_run(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **outs)
 {
-	Ctx c = {p, params, 0};
+	return interp_run_state(p, g, inputs, params, NULL, outs);
+}
+
+int interp_run_state(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **states, Tensor **outs)
+{
+	Ctx c = {p, params, 0, states};
 	for (int k = 0; k < g->noutputs; k++)
 		outs[k] = NULL;
 	return run_graph(&c, g, inputs, outs);

@@ -104,6 +104,7 @@ typedef struct Ctx {
 	Program *p;
 	Tensor **params;
 	int depth;
+	Tensor **states;  /* the sequence's state (Program.states), written in place */
 } Ctx;
 
 /* One run of one graph (graph.c); kernels see it to reuse their inputs' storage. */
