@@ -664,7 +664,13 @@ static Value *b_create(LowerCtx *x, Args *a, int which)
 
 static Value *b_causal_mask(LowerCtx *x, Args *a)
 {
-	if (!check_arity(x, a, 1, 1, NULL))
+	static const char *const allowed[] = {"offset", NULL};
+	if (!check_arity(x, a, 1, 2, allowed))
+		return VERR;
+	/* offset: query row i is at position i + offset of the keys (decoding
+	 * against a cache of offset earlier positions) */
+	int64_t offset;
+	if (!int_opt(x, a, 1, "offset", 0, &offset))
 		return VERR;
 	Node *t = tensor_arg(x, a, 0, NULL);
 	if (!float_tensor(x, a, t))
@@ -673,7 +679,10 @@ static Value *b_causal_mask(LowerCtx *x, Args *a)
 		error_at(x->d, a->call->loc, "causal_mask() needs at least two axes, not %s", nstr(x, t));
 		return VERR;
 	}
-	return vtensor(x, unary_node(x, OP_CAUSAL_MASK, t->dtype, t, a->call->loc));
+	Node *n = unary_node(x, OP_CAUSAL_MASK, t->dtype, t, a->call->loc);
+	if (n)
+		n->a[0] = offset;
+	return vtensor(x, n);
 }
 
 Value *call_builtin(LowerCtx *x, Args *a)

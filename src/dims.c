@@ -92,6 +92,16 @@ void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n)
 	buf_putc(b, ']');
 }
 
+int64_t gdyn_max_field(Graph *g, Node *n, int f)
+{
+	GDyn *d = gdyn_find(g, n->id, f);
+	if (!d)
+		return f < MAX_RANK ? n->shape[f] : n->a[f - 16];
+	int64_t mn, mx;
+	affine_range(&d->f, g->nbasis, g->dim_lo, g->dim_hi, &mn, &mx);
+	return mx;
+}
+
 int64_t *gdyn_max_numel(Graph *g, const int64_t *lo, const int64_t *hi)
 {
 	int64_t *mx = xcalloc((size_t)g->nnodes + 1, sizeof(int64_t));
@@ -488,8 +498,12 @@ static int merge_graph(Merge *M, Graph **gs)
 		free(dyn.v);
 		return 0;
 	}
-	if (dyn.n) {
-		g->gdyn = arena_alloc(M->x->a, (size_t)dyn.n * sizeof(GDyn));
+	/* a graph takes the dims when its own integers need them, or a region it calls does */
+	int calls_dyn = 0;
+	for (int i = 0; i < g->nnodes; i++)
+		calls_dyn |= g->nodes[i]->op == OP_CALL && g->nodes[i]->callee->nbasis > 0;
+	if (dyn.n || calls_dyn) {
+		g->gdyn = arena_alloc(M->x->a, (size_t)(dyn.n + 1) * sizeof(GDyn));
 		for (int k = 0; k < dyn.n; k++)
 			g->gdyn[k] = *(GDyn *)dyn.v[k];
 		g->ngdyn = dyn.n;
@@ -563,7 +577,7 @@ static void bounds_checks(Merge *M, Graph *g)
 /* A region graph's key with its run-time dims: "x: f32[T, 64]". */
 static void symbolic_key(Merge *M, Graph *g)
 {
-	if (!g->is_region || !g->ngdyn)
+	if (!g->is_region || !g->nbasis)
 		return;
 	Buf b = {0};
 	for (int i = 0; i < g->ninputs; i++) {
@@ -572,6 +586,9 @@ static void symbolic_key(Merge *M, Graph *g)
 		buf_printf(&b, "%s: %s", g->input_names[i], g->inputs[i]->a[1] ? "state " : "");
 		dyn_shape_str(M->x->a, &b, g, g->inputs[i]);
 	}
+	/* the run-time dims it takes (a scalar argument that is one shows as such) */
+	for (int j = 0; j < g->nbasis; j++)
+		buf_printf(&b, "%s%s", j ? ", " : "; run-time ", g->dim_names[j]);
 	g->key = arena_strdup(M->x->a, b.s ? b.s : "");
 	buf_free(&b);
 }

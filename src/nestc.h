@@ -640,6 +640,8 @@ void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n);
 /* The largest element count of every node of a dynamic graph over the box of
  * its dims (malloc'd, g->nnodes entries), for the buffer plan. */
 int64_t *gdyn_max_numel(Graph *g, const int64_t *lo, const int64_t *hi);
+/* The largest value of field f (an axis < MAX_RANK, 16 + k: a[k]) of n over the dims' bounds. */
+int64_t gdyn_max_field(Graph *g, Node *n, int f);
 /* An entry's dims, bounds and checks from its where clause, and the points
  * (npts of them) at which lowering samples it. 0 after an error. */
 int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *npts);

@@ -381,8 +381,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || matmul_pooled(x, max_numel != NULL))
 			continue;
 		Node *a = x->in[0];
-		int64_t k = max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
-		int64_t m = a->rank < 2 ? 1 : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
+		int64_t k = g->ngdyn ? gdyn_max_field(g, a, a->rank - 1) : max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
+		int64_t m = a->rank < 2 ? 1 : g->ngdyn ? gdyn_max_field(g, a, a->rank - 2) : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
 		int64_t need = sat_mul(sat_mul(k + m, 64), 8);
 		if (need > panel)
 			panel = need;

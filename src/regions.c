@@ -131,6 +131,8 @@ static void serialise(RP *r, Graph *g, RegionInfo *ri, Buf *b)
 		buf_printf(b, " %d", g->outputs[i]->id);
 	buf_putc(b, '\n');
 	/* run-time dims: the integers taken at run time, and how */
+	if (g->nbasis)
+		buf_printf(b, "dims %d\n", g->nbasis);
 	for (int k = 0; k < g->ngdyn; k++) {
 		GDyn *d = &g->gdyn[k];
 		buf_printf(b, "dyn %d.%d %lld", d->node, d->field, (long long)d->f.c0);

@@ -85,14 +85,14 @@ static void emit_call(Fn *F, Node *n)
 	LLVMValueRef ws = llvm.LLVMBuildGEP2(B, G->i8, F->ws, &off, 1, "");
 	LLVMValueRef dims = llvm.LLVMConstPointerNull(G->i64p);
 	LLVMValueRef st;
-	if (callee->ngdyn) {
+	if (callee->nbasis) {
 		/* the entry's run-time dims, passed on as they are */
 		if (!F->dims)
 			ice("a call of a graph with run-time dims from one without");
 		dims = F->dims;
 	}
 	if (cs && cs->v) {
-		if (callee->ngdyn) {
+		if (callee->nbasis) {
 		} else if (cs->v->ndyn && cs->dyn_map && F->dims) {
 			/* inside shared code: the inner dims follow the caller's own */
 			LLVMTypeRef dt = llvm.LLVMArrayType(G->i64, (unsigned)cs->v->ndyn);
@@ -160,7 +160,7 @@ static int call_chain(Fn *F, int i, int *chain_pos, int **users)
 	Graph *g = F->g;
 	Node *c1 = g->nodes[i];
 	CallSite *cs1 = callsite_of(G->rt, c1);
-	if (!cs1 || !cs1->v || cs1->v->ndyn || c1->callee->ngdyn || c1->callee->noutputs != 1)
+	if (!cs1 || !cs1->v || cs1->v->ndyn || c1->callee->nbasis || c1->callee->noutputs != 1)
 		return 1;
 	int n = 1, pos = -1;
 	Node *prev = c1;
@@ -573,7 +573,7 @@ LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int i
 		llvm.LLVMSetLinkage(F.fn, LLVMInternalLinkage);
 	F.ctx = llvm.LLVMGetParam(F.fn, 0);
 	F.bufs = llvm.LLVMGetParam(F.fn, 1);
-	F.dims = (v && v->ndyn) || g->ngdyn ? llvm.LLVMGetParam(F.fn, 2) : NULL;
+	F.dims = (v && v->ndyn) || g->nbasis ? llvm.LLVMGetParam(F.fn, 2) : NULL;
 	F.ws = llvm.LLVMGetParam(F.fn, 3);
 	fn_attrs(G, F.fn, v);
 	LLVMBasicBlockRef saved = llvm.LLVMGetInsertBlock(G->B);

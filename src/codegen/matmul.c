@@ -227,7 +227,7 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 		Node *x = ops[e], *o = other[e];
 		if (x->op == OP_CAUSAL_MASK) {
 			/* above the diagonal of each matrix */
-			LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, col, i, "");
+			LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, col, iadd(G, i, attrv(F, x, 0)), "");
 			v = llvm.LLVMBuildSelect(B, above, fconst(G, x->dtype, -INFINITY), v, "");
 		} else if (!o) {
 			v = unop(F, x->op, x->dtype, v);

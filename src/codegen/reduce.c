@@ -267,7 +267,7 @@ void k_causal_mask(Fn *F, Node *n)
 	strides(F, n, n->rank, NULL, st[1]);
 	Nest N;
 	nest_begin(F, &N, n, 2, st, off);
-	LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, N.idx[n->rank - 1], N.idx[n->rank - 2], "");
+	LLVMValueRef above = llvm.LLVMBuildICmp(B, LLVMIntSGT, N.idx[n->rank - 1], iadd(G, N.idx[n->rank - 2], attrv(F, n, 0)), "");
 	LLVMValueRef v = llvm.LLVMBuildSelect(B, above, fconst(G, n->dtype, -INFINITY), load_at(F, n->in[0], off[0]), "");
 	store_at(F, n, off[1], v);
 	nest_end(F, &N);

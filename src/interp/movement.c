@@ -187,7 +187,7 @@ Tensor *op_causal_mask(Frame *fr, Node *n, Tensor *x)
 	int64_t nb = T1 && T2 ? x->n / (T1 * T2) : 0;
 	for (int64_t b = 0; b < nb; b++)
 		for (int64_t i = 0; i < T1; i++)
-			for (int64_t j = i + 1; j < T2; j++)
+			for (int64_t j = i + 1 + n->a[0] < 0 ? 0 : i + 1 + n->a[0]; j < T2; j++)
 				o->f[(b * T1 + i) * T2 + j] = -INFINITY;
 	return o;
 }
