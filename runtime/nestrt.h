@@ -266,9 +266,9 @@ nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nsta
 void nestrt_seq_reset(nestrt_seq *s);
 void nestrt_seq_free(nestrt_seq *s);
 /* What the generated entry points with run-time dims or state call: checks
- * m, s (NULL when the entry has no state), the nbufs pointers and the dims,
+ * m, s (when uses_seq: the entry reads or writes state), the nbufs pointers and the dims,
  * then runs entry with s's state after the inputs and outputs in bufs. */
-int nestrt_model_call_dims(nestrt_model *m, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
+int nestrt_model_call_dims(nestrt_model *m, int uses_seq, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
                            const int64_t *dims, int ndims, const char *const *dim_names,
                            const nestrt_dimcheck *checks, int nchecks, const char *name);
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m);

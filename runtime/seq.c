@@ -73,7 +73,7 @@ void nestrt_seq_free(nestrt_seq *s)
 	free(s);
 }
 
-int nestrt_model_call_dims(nestrt_model *m, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
+int nestrt_model_call_dims(nestrt_model *m, int uses_seq, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
                            const int64_t *dims, int ndims, const char *const *dim_names,
                            const nestrt_dimcheck *checks, int nchecks, const char *name)
 {
@@ -83,6 +83,10 @@ int nestrt_model_call_dims(nestrt_model *m, nestrt_seq *s, nestrt_fn entry, void
 	if (!m) {
 		snprintf(msg, sizeof msg, "%s: no model (NULL)", name);
 		return nestrt__model_fail(NULL, msg);
+	}
+	if (uses_seq && !s) {
+		snprintf(msg, sizeof msg, "%s: no sequence (NULL): make one with the model's _seq_new", name);
+		return nestrt__model_fail(m, msg);
 	}
 	for (int i = 0; i < nbufs; i++)
 		if (!bufs[i]) {
@@ -104,7 +108,7 @@ int nestrt_model_call_dims(nestrt_model *m, nestrt_seq *s, nestrt_fn entry, void
 			snprintf(msg + at, sizeof msg - (size_t)at, ": %s does not hold", c->text);
 		return nestrt__model_fail(m, msg);
 	}
-	if (!s)
+	if (!uses_seq)
 		return nestrt__model_run_dims(m, entry, bufs, dims);
 	if (s->desc != nestrt__model_desc(m)) {
 		snprintf(msg, sizeof msg, "%s: the sequence was made for another model", name);

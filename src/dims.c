@@ -28,33 +28,6 @@ int64_t affine_eval(const Affine *f, int n, const int64_t *dims)
 	return v;
 }
 
-const char *affine_str(Arena *a, const Affine *f, int n, const char *const *names)
-{
-	Buf b = {0};
-	for (int j = 0; j < n; j++) {
-		int64_t c = f->coef[j];
-		if (!c)
-			continue;
-		if (b.len)
-			buf_puts(&b, c < 0 ? " - " : " + ");
-		else if (c < 0)
-			buf_putc(&b, '-');
-		int64_t m = c < 0 ? -c : c;
-		if (m != 1)
-			buf_printf(&b, "%lld*", (long long)m);
-		buf_puts(&b, names[j]);
-	}
-	if (f->c0 || !b.len) {
-		if (b.len)
-			buf_printf(&b, " %c %lld", f->c0 < 0 ? '-' : '+', (long long)(f->c0 < 0 ? -f->c0 : f->c0));
-		else
-			buf_printf(&b, "%lld", (long long)f->c0);
-	}
-	const char *r = arena_strdup(a, b.s);
-	buf_free(&b);
-	return r;
-}
-
 /* The least and the largest value of f over the box lo..hi. */
 static void affine_range(const Affine *f, int n, const int64_t *lo, const int64_t *hi, int64_t *min, int64_t *max)
 {
@@ -66,30 +39,6 @@ static void affine_range(const Affine *f, int n, const int64_t *lo, const int64_
 	}
 	*min = mn;
 	*max = mx;
-}
-
-GDyn *gdyn_find(Graph *g, int node, int field)
-{
-	for (int k = 0; k < g->ngdyn; k++)
-		if (g->gdyn[k].node == node && g->gdyn[k].field == field)
-			return &g->gdyn[k];
-	return NULL;
-}
-
-void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n)
-{
-	buf_puts(b, dtype_name(n->dtype));
-	buf_putc(b, '[');
-	for (int i = 0; i < n->rank; i++) {
-		GDyn *d = g ? gdyn_find(g, n->id, i) : NULL;
-		if (i)
-			buf_puts(b, ", ");
-		if (d)
-			buf_puts(b, affine_str(a, &d->f, g->nbasis, g->dim_names));
-		else
-			buf_printf(b, "%lld", (long long)n->shape[i]);
-	}
-	buf_putc(b, ']');
 }
 
 int64_t gdyn_max_field(Graph *g, Node *n, int f)
@@ -182,7 +131,7 @@ static int fit_condition(LowerCtx *x, Entry *en, Expr *e, Affine *f)
 	int64_t v[MAX_DIMS + 2] = {0}, pt[MAX_DIMS] = {0};
 	for (int p = 0; p <= n + 1; p++) {
 		for (int j = 0; j < n; j++)
-			pt[j] = p == n + 1 ? 2 : p == j + 1 ? 1 : 0;
+			pt[j] = p == n + 1 ? 2 : p == j + 1 ? 1 : 0; /* 0, e_j, then 2 (every dim) to check */
 		int64_t l, r;
 		if (!eval_at(x, en, e->a, pt, &l) || !eval_at(x, en, e->b, pt, &r))
 			return 0;
@@ -341,17 +290,20 @@ int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *n
 	/* sample points: small values inside the bounds, never 0 or 1, so that no
 	 * run-time axis looks like a broadcast one; base, base + e_j, base + 1 */
 	for (int j = 0; j < n; j++) {
-		int64_t b = en->dim_lo[j] + 2;
-		if (b < 2)
-			b = 2;
-		if (b + 1 > en->dim_hi[j])
-			b = en->dim_hi[j] - 1;
+		int64_t b = en->dim_lo[j] + 2 < 2 ? 2 : en->dim_lo[j] + 2;
+		if (b + 2 > en->dim_hi[j]) {
+			error_at(x->d, fn->where_loc,
+			         "run-time dimension '%s' takes too few values (%lld to %lld; nestc needs it to reach %lld): make it a const",
+			         en->dim_names[j], (long long)en->dim_lo[j], (long long)en->dim_hi[j], (long long)(b + 2));
+			return 0;
+		}
 		pts[0][j] = b;
 	}
 	*npts = n + 2;
+	/* base + e_j fit the coefficients; base + 2 (every dim) checks them */
 	for (int p = 1; p <= n + 1; p++)
 		for (int j = 0; j < n; j++)
-			pts[p][j] = pts[0][j] + (p == n + 1 || p == j + 1);
+			pts[p][j] = pts[0][j] + (p == n + 1 ? 2 : p == j + 1);
 	for (int p = 0; p <= n + 1; p++)
 		for (int k = 0; k < en->nchecks; k++) {
 			int64_t v = affine_eval(&en->checks[k].f, n, pts[p]);

@@ -270,3 +270,57 @@ void ir_dump(FILE *f, Program *p)
 		fputs("\n}\n", f);
 	}
 }
+
+/* ---- run-time dims (dims.c makes them) ---- */
+
+const char *affine_str(Arena *a, const Affine *f, int n, const char *const *names)
+{
+	Buf b = {0};
+	for (int j = 0; j < n; j++) {
+		int64_t c = f->coef[j];
+		if (!c)
+			continue;
+		if (b.len)
+			buf_puts(&b, c < 0 ? " - " : " + ");
+		else if (c < 0)
+			buf_putc(&b, '-');
+		int64_t m = c < 0 ? -c : c;
+		if (m != 1)
+			buf_printf(&b, "%lld*", (long long)m);
+		buf_puts(&b, names[j]);
+	}
+	if (f->c0 || !b.len) {
+		if (b.len)
+			buf_printf(&b, " %c %lld", f->c0 < 0 ? '-' : '+', (long long)(f->c0 < 0 ? -f->c0 : f->c0));
+		else
+			buf_printf(&b, "%lld", (long long)f->c0);
+	}
+	const char *r = arena_strdup(a, b.s);
+	buf_free(&b);
+	return r;
+}
+
+GDyn *gdyn_find(Graph *g, int node, int field)
+{
+	for (int k = 0; k < g->ngdyn; k++)
+		if (g->gdyn[k].node == node && g->gdyn[k].field == field)
+			return &g->gdyn[k];
+	return NULL;
+}
+
+void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n)
+{
+	buf_puts(b, dtype_name(n->dtype));
+	buf_putc(b, '[');
+	for (int i = 0; i < n->rank; i++) {
+		GDyn *d = g ? gdyn_find(g, n->id, i) : NULL;
+		if (i)
+			buf_puts(b, ", ");
+		if (d)
+			buf_puts(b, affine_str(a, &d->f, g->nbasis, g->dim_names));
+		else
+			buf_printf(b, "%lld", (long long)n->shape[i]);
+	}
+	buf_putc(b, ']');
+}
+

@@ -492,6 +492,13 @@ int shape_size_error(DType dt, int rank, const int64_t *shape);
  * workspace sizes and offsets, sums of them, stay far from overflow. */
 #define PROGRAM_MAX_BYTES ((int64_t)1 << 62)
 void shape_str(Buf *b, DType dt, int rank, const int64_t *shape); /* "f32[16, 64]" */
+/* "T", "2*T + 1", "P + T - 3" (in the arena). */
+const char *affine_str(Arena *a, const Affine *f, int n, const char *const *names);
+/* The run-time integer of field f of node n in g, or NULL when it is constant. */
+GDyn *gdyn_find(Graph *g, int node, int field);
+/* A shape as the user reads it with run-time dims: "f32[T, 768]". */
+void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n);
+
 void ir_dump(FILE *f, Program *p);
 /* A node as text for fingerprints and cache keys: op, dtype, shape, the ids
  * of its inputs and its non-zero attributes (no names, no constants). */
@@ -630,13 +637,7 @@ int norm_axis(LowerCtx *x, int64_t axis, int rank, Loc loc, int *out);
 
 /* ------------------------------------------------------------------ dims.c */
 
-/* "T", "2*T + 1", "P + T - 3" (in the arena). */
-const char *affine_str(Arena *a, const Affine *f, int n, const char *const *names);
 int64_t affine_eval(const Affine *f, int n, const int64_t *dims);
-/* The run-time integer of field f of node n in g, or NULL when it is constant. */
-GDyn *gdyn_find(Graph *g, int node, int field);
-/* A shape as the user reads it with run-time dims: "f32[T, 768]". */
-void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n);
 /* The largest element count of every node of a dynamic graph over the box of
  * its dims (malloc'd, g->nnodes entries), for the buffer plan. */
 int64_t *gdyn_max_numel(Graph *g, const int64_t *lo, const int64_t *hi);

@@ -75,6 +75,7 @@ suite builtins "$PY" tests/builtins/run.py "$NESTC"
 suite models "$PY" tests/models/run.py "$NESTC"
 suite compiled "$PY" tests/compiled/run.py "$NESTC"
 suite incremental "$PY" tests/incremental/run.py "$NESTC"
+suite generate "$PY" tests/generate/run.py "$NESTC"
 suite fuzz "$PY" tests/fuzz/run.py "$NESTC"
 suite man sh tests/man/lint.sh
 

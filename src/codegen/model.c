@@ -252,14 +252,14 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 		llvm.LLVMSetGlobalConstant(cg, 1);
 		llvm.LLVMSetLinkage(cg, LLVMPrivateLinkage);
 		free(cv);
-		LLVMTypeRef rt[11] = {G->i8p, G->i8p, fnp, G->i8pp, G->i32, G->i64p, G->i32, G->i8p, G->i8p, G->i32, G->i8p};
-		LLVMValueRef rv[11] = {llvm.LLVMGetParam(f, 0),
+		LLVMTypeRef rt[12] = {G->i8p, G->i32, G->i8p, fnp, G->i8pp, G->i32, G->i64p, G->i32, G->i8p, G->i8p, G->i32, G->i8p};
+		LLVMValueRef rv[12] = {llvm.LLVMGetParam(f, 0), ci32(G, en->uses_state),
 		                       en->uses_state ? llvm.LLVMGetParam(f, 1) : llvm.LLVMConstPointerNull(G->i8p),
 		                       entry_fns[e], bufs, ci32(G, n),
 		                       llvm.LLVMBuildGEP2(B, dt, darr, z2, 2, ""), ci32(G, en->ndims),
 		                       llvm.LLVMConstPointerCast(ng, G->i8p), llvm.LLVMConstPointerCast(cg, G->i8p),
 		                       ci32(G, en->nchecks), cstr(G, fname)};
-		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call_dims", G->i32, rt, rv, 11));
+		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call_dims", G->i32, rt, rv, 12));
 		free(at);
 	}
 	free(entry_fns);

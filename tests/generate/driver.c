@@ -1,0 +1,103 @@
+/* driver.c - run-time dims and sequences of the compiled GPT-2 sample, for
+ * tests/generate/run.py. Usage: driver WEIGHTS CMD...; commands:
+ *   prefill T OUT.bin     tokens 1..T (mod V), a fresh sequence; logits to OUT.bin
+ *   bad                   every bad call below must fail with its message,
+ *                         write nothing, and leave the instance usable */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2.h"
+
+static int fails(gpt2 *m, int rc, const char *want, const float *out, size_t n, const char *what)
+{
+	const char *msg = gpt2_error(m);
+	if (rc != -1 || !msg || !strstr(msg, want)) {
+		printf("FAIL %s: rc %d, message '%s', wanted '%s'\n", what, rc, msg ? msg : "(none)", want);
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (out[i] != 12345.0f) {
+			printf("FAIL %s: the failed call wrote into its output\n", what);
+			return 1;
+		}
+	printf("ok %s: %s\n", what, msg);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	nestrt_error err;
+	nestrt_weights *w = nestrt_weights_open(argv[1], &err);
+	gpt2 *m = w ? gpt2_new(w, &err) : NULL;
+	gpt2_seq *s = m ? gpt2_seq_new(m, &err) : NULL;
+	if (!s) {
+		printf("FAIL setup: %s\n", err.message);
+		return 1;
+	}
+	int64_t ctx = GPT2_PREFILL_T_MAX, V = GPT2_DECODE_OUT_NUMEL;
+	int32_t *tok = calloc((size_t)ctx + 2, sizeof(int32_t));
+	for (int64_t i = 0; i < ctx + 2; i++)
+		tok[i] = (int32_t)((i * 7 + 1) % V);
+	float *out = malloc(sizeof(float) * (size_t)((ctx + 2) * V));
+	if (!strcmp(argv[2], "prefill")) {
+		int64_t T = atoll(argv[3]);
+		if (gpt2_prefill(m, s, T, tok, out) != 0) {
+			printf("FAIL prefill: %s\n", gpt2_error(m));
+			return 1;
+		}
+		FILE *f = fopen(argv[4], "wb");
+		fwrite(out, sizeof(float), (size_t)(T * V), f);
+		fclose(f);
+		return 0;
+	}
+	int bad = 0;
+	size_t n = (size_t)((ctx + 1) * V);
+#define RESET() for (size_t i = 0; i < n; i++) out[i] = 12345.0f
+	RESET();
+	bad += fails(m, gpt2_prefill(m, s, 0, tok, out), "T = 0: 1 <= T does not hold", out, n, "prefill T=0");
+	RESET();
+	bad += fails(m, gpt2_prefill(m, s, ctx + 1, tok, out), "T <= CTX does not hold", out, n, "prefill T=CTX+1");
+	RESET();
+	bad += fails(m, gpt2_prefill(m, s, -5, tok, out), "1 <= T does not hold", out, n, "prefill T=-5");
+	RESET();
+	bad += fails(m, gpt2_decode(m, s, ctx, tok, out), "P < CTX does not hold", out, n, "decode P=CTX (beyond the cache)");
+	RESET();
+	bad += fails(m, gpt2_decode(m, s, 0, tok, out), "P = 0: 1 <= P does not hold", out, n, "decode P=0");
+	RESET();
+	bad += fails(m, gpt2_decode(m, NULL, 3, tok, out), "no sequence (NULL)", out, n, "decode without a sequence");
+	/* still usable: the same prefill twice gives the same bits, and a
+	 * decode after it the same as a prefill of the longer prompt's last row */
+	float *a = malloc(sizeof(float) * (size_t)(4 * V)), *b = malloc(sizeof(float) * (size_t)(5 * V));
+	float *c = malloc(sizeof(float) * (size_t)V);
+	gpt2_seq *s2 = gpt2_seq_new(m, &err);
+	if (gpt2_prefill(m, s, 4, tok, a) || gpt2_decode(m, s, 4, tok + 4, c) || gpt2_prefill(m, s2, 5, tok, b)) {
+		printf("FAIL usable after errors: %s\n", gpt2_error(m));
+		return 1;
+	}
+	double worst = 0;
+	for (int64_t i = 0; i < V; i++) {
+		double d = c[i] - b[4 * V + i];
+		d = d < 0 ? -d : d;
+		worst = d > worst ? d : worst;
+	}
+	if (worst > 1e-4) {
+		printf("FAIL decode after prefill: differs from prefill of 5 by %g\n", worst);
+		bad++;
+	} else {
+		printf("ok decode after prefill equals prefill of the longer prompt (%g)\n", worst);
+	}
+	gpt2_seq_reset(s);
+	float *a2 = malloc(sizeof(float) * (size_t)(4 * V));
+	if (gpt2_prefill(m, s, 4, tok, a2) || memcmp(a, a2, sizeof(float) * (size_t)(4 * V))) {
+		printf("FAIL prefill after reset differs\n");
+		bad++;
+	} else {
+		printf("ok prefill after errors and reset gives the same bits\n");
+	}
+	gpt2_seq_free(s2);
+	gpt2_seq_free(s);
+	gpt2_free(m);
+	nestrt_weights_close(w);
+	return bad != 0;
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""Run-time dims, state and generation (issue #13), compiled and checked:
+
+- GPT-2 and LLaMA samples at small configs: scripts/generate.c greedily
+  generates 32 tokens from a 16-token prompt (prefill + decode over the KV
+  cache); check_generate.py compares ids and every step's logits with the
+  interpreter's whole-sequence recomputation (nestc run -D S=n forward).
+- prefill at T = 1, 7 and the maximum from one binary against static builds
+  of the same T (-D T=n), within 1e-5 relative.
+- bad dims at run time: error codes and messages, nothing written, the
+  instance still usable (driver.c).
+- compile-time diagnostics of where clauses, states and stores.
+
+    /usr/bin/python3 tests/generate/run.py NESTC_PATH
+Prints ok/FAIL lines and `N passed, N failed`.
+"""
+import os, subprocess, sys, tempfile
+import numpy as np
+
+NESTC = os.path.abspath(sys.argv[1])
+B = os.path.dirname(NESTC)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = os.path.join(B, "libnestrt.a")
+passed = failed = 0
+
+
+def result(ok, name, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok " + name + (": " + detail if detail else ""))
+    else:
+        failed += 1
+        print("FAIL " + name + (": " + detail if detail else ""))
+
+
+def sh(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def build(model, cfg, out, extra=()):
+    r = sh([NESTC, "build", model, "-o", out, "--no-cache"] + cfg + list(extra))
+    if r.returncode != 0:
+        raise RuntimeError("nestc build failed: " + r.stderr)
+
+
+def link(src, objdir, exe, defs=()):
+    r = sh(["cc", "-O1", "-I" + os.path.join(ROOT, "runtime"), "-I" + objdir] + list(defs) + [src] +
+           sorted(os.path.join(objdir, f) for f in os.listdir(objdir) if f.endswith(".o")) +
+           [LIB, "-lm", "-lpthread", "-ldl", "-o", exe])
+    if r.returncode != 0:
+        raise RuntimeError("cc failed: " + r.stderr)
+
+
+GPT2 = os.path.join(ROOT, "samples", "gpt2.nest")
+LLAMA = os.path.join(ROOT, "samples", "llama.nest")
+GCFG = "-D L=2 -D D=64 -D H=2 -D V=256 -D CTX=64 -D S=16".split()
+LCFG = "-D L=2 -D D=64 -D H=4 -D KVH=2 -D F=128 -D V=256 -D CTX=64".split()
+PROMPT = [str(t) for t in [5, 17, 3, 99, 42, 7, 7, 200, 13, 1, 0, 255, 64, 31, 8, 150]]
+
+with tempfile.TemporaryDirectory() as work:
+    for name, model, cfg, mac in (("gpt2", GPT2, GCFG, ["-DMODEL=gpt2", "-DMODEL_UP=GPT2"]),
+                                  ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"])):
+        d = os.path.join(work, name)
+        os.mkdir(d)
+        try:
+            build(model, cfg, os.path.join(d, "out"))
+            w = os.path.join(d, "w.safetensors")
+            r = sh([NESTC, "weights", model] + cfg + ["--random-weights", "11", "-o", w])
+            assert r.returncode == 0, r.stderr
+            exe = os.path.join(d, "generate")
+            link(os.path.join(ROOT, "scripts", "generate.c"), os.path.join(d, "out"), exe, mac)
+            r = sh(["/usr/bin/python3", os.path.join(HERE, "check_generate.py"), NESTC, model, exe, w, d, "32",
+                    " ".join(cfg)] + PROMPT)
+            result(r.returncode == 0, name + ".generate_vs_interpreter", (r.stdout + r.stderr).strip())
+        except Exception as e:  # a failed build is this check's failure
+            result(False, name + ".generate_vs_interpreter", str(e))
+
+    # prefill at several T from one binary against static builds of that T
+    d = os.path.join(work, "prefill")
+    os.mkdir(d)
+    try:
+        build(GPT2, GCFG, os.path.join(d, "dyn"))
+        w = os.path.join(d, "w.safetensors")
+        sh([NESTC, "weights", GPT2] + GCFG + ["--random-weights", "3", "-o", w])
+        link(os.path.join(HERE, "driver.c"), os.path.join(d, "dyn"), os.path.join(d, "driver"))
+        for T in (1, 7, 64):
+            got_path = os.path.join(d, "got%d.bin" % T)
+            r = sh([os.path.join(d, "driver"), w, "prefill", str(T), got_path])
+            got = np.fromfile(got_path, dtype=np.float32).reshape(T, 256)
+            # the static build: -D T=n makes prefill a fixed-shape entry
+            sd = os.path.join(d, "static%d" % T)
+            build(GPT2, GCFG + ["-D", "T=%d" % T], sd)
+            hdr = open(os.path.join(sd, "gpt2.h")).read()
+            ok_sig = "int gpt2_prefill(gpt2 *m, gpt2_seq *s, const int32_t *tokens, float *out);" in hdr
+            drv = os.path.join(sd, "s.c")
+            with open(drv, "w") as f:
+                f.write('#include "gpt2.h"\n#include <stdio.h>\n#include <stdlib.h>\n'
+                        'int main(int c, char **v) { nestrt_error e; nestrt_weights *w = nestrt_weights_open(v[1], &e);\n'
+                        ' gpt2 *m = gpt2_new(w, &e); gpt2_seq *s = gpt2_seq_new(m, &e);\n'
+                        ' int32_t t[%d]; for (int i = 0; i < %d; i++) t[i] = (i * 7 + 1) %% 256;\n'
+                        ' static float o[%d]; if (gpt2_prefill(m, s, t, o)) return 1;\n'
+                        ' FILE *f = fopen(v[2], "wb"); fwrite(o, 4, %d, f); fclose(f); return 0; }\n'
+                        % (T, T, T * 256, T * 256))
+            link(drv, sd, os.path.join(sd, "s"))
+            ref_path = os.path.join(sd, "ref.bin")
+            rr = sh([os.path.join(sd, "s"), w, ref_path])
+            ref = np.fromfile(ref_path, dtype=np.float32).reshape(T, 256)
+            rel = float(np.abs(got - ref).max() / np.abs(ref).max())
+            result(r.returncode == 0 and rr.returncode == 0 and ok_sig and rel <= 1e-5,
+                   "gpt2.prefill_T%d_vs_static_build" % T, "max rel diff %.2g" % rel)
+        r = sh([os.path.join(d, "driver"), w, "bad"])
+        for line in r.stdout.splitlines():
+            if line.startswith("ok "):
+                result(True, "runtime_errors." + line[3:])
+            elif line.startswith("FAIL "):
+                result(False, "runtime_errors." + line[5:])
+        result(r.returncode == 0, "runtime_errors.exit_status", str(r.returncode))
+    except Exception as e:
+        result(False, "gpt2.prefill", str(e))
+
+    # compile-time diagnostics
+    cases = [
+        ("where_not_export", "const C = 8\nfn f(x: f32[T]) -> f32[T] where T <= C {\n  return x\n}\n"
+         "export fn g(x: f32[4]) -> f32[4] { return f(x) }\n", "only an exported function has run-time dimensions"),
+        ("no_upper_bound", "export fn g(x: f32[T]) -> f32[T] where 1 <= T {\n  return x * 2.0\n}\n",
+         "needs an upper bound"),
+        ("not_linear", "export fn g(x: f32[T]) -> f32[T * T] where 1 <= T, T <= 64 {\n"
+         "  return zeros([T * T])\n}\n", "not a linear function"),
+        ("nonlinear_condition", "export fn g(x: f32[T]) -> f32[T] where 1 <= T, T * T <= 64 {\n  return x\n}\n",
+         "must be linear"),
+        ("store_into_param", "param w: f32[8]\nexport fn g(x: f32[4]) -> f32[4] {\n  w[0:4] = x\n  return x\n}\n",
+         "only a state can be written in place; this is a param"),
+        ("store_shape", "state s: f32[8]\nexport fn g(x: f32[4]) -> f32[4] {\n  s[0:3] = x\n  return x\n}\n",
+         "cannot store f32[4] into f32[8]: the part written is f32[3]"),
+        ("unknown_dim_in_shape", "export fn g(x: f32[N]) -> f32[N] {\n  return x\n}\n",
+         "a run-time dimension is named in a where clause"),
+    ]
+    for name, src, want in cases:
+        p = os.path.join(work, name + ".nest")
+        open(p, "w").write(src)
+        r = sh([NESTC, "check", p])
+        ok = r.returncode == 1 and want in r.stderr and ":" in r.stderr.split("error:")[0]
+        result(ok, "diagnostics." + name, r.stderr.strip().splitlines()[0] if r.stderr else "(no message)")
+    # nestc run needs the dims' values
+    r = sh([NESTC, "run", GPT2] + GCFG + ["--entry", "prefill", "--random-weights", "1"])
+    result(r.returncode == 1 and "give their values to run it (-D T=N)" in r.stderr, "run.needs_dims", r.stderr.strip())
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
