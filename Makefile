@@ -67,6 +67,9 @@ demo: all
 	@$(B)/nestc run samples/gpt2.nest $(DEMO_FLAGS) --weights $(DEMO)/gpt2.safetensors --input tokens=$(DEMO)/tokens.npy
 	@echo "== region-reuse report:"
 	@cat $(DEMO)/report.txt
+	$(CC) -O2 -Iruntime -I$(DEMO)/out -o $(DEMO)/generate scripts/generate.c $(DEMO)/out/*.o $(B)/libnestrt.a -lm -lpthread
+	@echo "== greedy generation (prefill + decode over the KV cache), 24 tokens:"
+	@$(DEMO)/generate $(DEMO)/gpt2.safetensors 24 5 17 3 99 42 7 7 200
 
 check: all $(B)/test_io $(B)/test_interp $(B)/test_runtime
 	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)

@@ -244,8 +244,8 @@ comma_opt:
 
 fn_decl:
 	fn_sig block                        { $$ = mk_fn_body(A, $1, @$, $2, ps->stmt_error); ps->stmt_error = 0; }
-	| fn_sig terms_opt IDENT exprs1 block
-	                                    { $$ = mk_fn_body(A, mk_where(A, ps->d, $1, $3, @3, $4), @$, $5, ps->stmt_error); ps->stmt_error = 0; }
+	| fn_sig IDENT exprs1 block
+	                                    { $$ = mk_fn_body(A, mk_where(A, ps->d, $1, $2, @2, $3), @$, $4, ps->stmt_error); ps->stmt_error = 0; }
 	;
 
 fn_sig:

@@ -304,7 +304,7 @@ def limits_issue14():
     chains = {
         "sum": (hdr + " + ".join(["x"] * n) + "\n}\n", "2:4012: error: expression nested too deeply (more than 1000 levels)"),
         "parens": (hdr + "(" * n + "x" + ")" * n + "\n}\n", "2:265: error: brackets nested too deeply (more than 256 levels)"),
-        "negations": (hdr + "- " * n + "x\n}\n", "2:19980: error: expression nested too deeply (more than 1000 levels)"),
+        "negations": (hdr + "- " * n + "x\n}\n", "2:19992: error: expression nested too deeply (more than 1000 levels)"),
         "slices": (hdr + "x" + "[0:4]" * n + "\n}\n", "2:10: error: expression nested too deeply (more than 1000 levels)"),
         "const": ("const C = " + " + ".join(["1"] * n) + "\n" + hdr + "x * C\n}\n",
                   "1:4013: error: expression nested too deeply (more than 1000 levels)"),

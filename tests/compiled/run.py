@@ -259,6 +259,8 @@ def parse_header(path, model, strict_names=True):
     entries = {}
     for m in SIG.finditer(text):
         ename = m.group(1)
+        if re.search(r"^int %s_%s\(%s \*m, (%s_seq \*s|int64_t)" % (model, ename, model, model), text, re.M):
+            continue  # run-time dims or state: tests/generate/run.py calls those
         ins = [(n, dt, parse_shape(s)) for n, dt, s in
                re.findall(r"(\w+): " + TENSOR, m.group(2))]
         outs = [(dt, parse_shape(s)) for dt, s in re.findall(TENSOR, m.group(3))]
@@ -790,9 +792,13 @@ def sample_model(tag, sample, cfg, seed=7, **kw):
 
 
 # expected objects: model + regions (one variant each at these configs unless noted)
-SAMPLE_OBJECTS = {"gpt2": ["gpt2.attention.0.o", "gpt2.block.0.o", "gpt2.o"],
+# (gpt2 and llama: forward's regions, and prefill's and decode's over the KV cache)
+SAMPLE_OBJECTS = {"gpt2": ["gpt2.attention.0.o", "gpt2.attention_kv.0.o", "gpt2.attention_kv.1.o", "gpt2.block.0.o",
+                           "gpt2.block_kv.0.o", "gpt2.block_kv.1.o", "gpt2.o"],
                   "mlp": ["mlp.layer.0.o", "mlp.o"],
-                  "llama": ["llama.attention.0.o", "llama.decoder_layer.0.o", "llama.o"]}
+                  "llama": ["llama.attention.0.o", "llama.attention_kv.0.o", "llama.attention_kv.1.o",
+                            "llama.decoder_layer.0.o", "llama.decoder_layer_kv.0.o", "llama.decoder_layer_kv.1.o",
+                            "llama.o"]}
 
 
 def sample_case(name, cfg, tag=None):
@@ -2111,7 +2117,9 @@ def gpt2_counts():
                 values_ok(m.check_compiled(out))
         return fn
 
-    three = ["gpt2.o", "gpt2.block.0.o", "gpt2.attention.0.o"]
+    # forward's block and attention, and prefill's and decode's over the KV cache
+    three = ["gpt2.o", "gpt2.block.0.o", "gpt2.attention.0.o", "gpt2.block_kv.0.o", "gpt2.attention_kv.0.o",
+             "gpt2.block_kv.1.o", "gpt2.attention_kv.1.o"]
     res += single("gpt2.L12.three_objects_and_values", at(12, [], three, values=True))
     res += single("gpt2.L48.three_objects", at(48, [], three))
     res += single("gpt2.L12.no_regions_one_object", at(12, ["--no-regions"], ["gpt2.o"]))
@@ -2134,15 +2142,16 @@ def gpt2_counts():
             problems.append("JSON report: attention %s, expected 1 variant and 12 calls"
                             % (a and {"variants": a["variants"], "calls": a["calls"]}))
         vcalls = {v["name"]: v["calls"] for v in j.get("variants", [])}
-        if vcalls != {"block.0": 12, "attention.0": 12}:
-            problems.append("JSON variants[].calls %s, expected block.0 and attention.0 with 12 "
-                            "each" % vcalls)
+        want = {"block.0": 12, "attention.0": 12, "block_kv.0": 12, "attention_kv.0": 12, "block_kv.1": 12,
+                "attention_kv.1": 12}
+        if vcalls != want:
+            problems.append("JSON variants[].calls %s, expected %s" % (vcalls, want))
         for name in ("block.0", "attention.0"):
             if not re.search(r"^  variant %s  fingerprint [0-9a-f]{16}  12 calls$" % re.escape(name), t, re.M):
                 problems.append("text report: no 'variant %s  fingerprint ...  12 calls'" % name)
         tot = j.get("totals", {})
-        if tot.get("unique_variants") != 2 or tot.get("region_calls") != 24:
-            problems.append("JSON totals %s, expected 24 region calls, 2 unique variants" % tot)
+        if tot.get("unique_variants") != 6 or tot.get("region_calls") != 72:
+            problems.append("JSON totals %s, expected 72 region calls, 6 unique variants" % tot)
         if problems:
             raise Fail("; ".join(problems))
     res += single("gpt2.L12.report", report)
@@ -2499,7 +2508,8 @@ def failed_builds():
 def emit():
     res = []
     m = sample_model("emit", "gpt2", GPT2_CFG, seed=13)
-    stems = ["gpt2", "gpt2.block.0", "gpt2.attention.0"]
+    stems = ["gpt2", "gpt2.block.0", "gpt2.attention.0", "gpt2.block_kv.0", "gpt2.attention_kv.0", "gpt2.block_kv.1",
+             "gpt2.attention_kv.1"]
 
     def text_out(kind, ext, marker):
         def fn():
