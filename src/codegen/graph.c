@@ -398,7 +398,10 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 	if (fn_dynamic(F))
 		flops = 0; /* the shape is known only at run time */
 	Buf b = {0};
-	shape_str(&b, n->dtype, n->rank, n->shape);
+	if (F->g->ngdyn)
+		dyn_shape_str(G->p->arena, &b, F->g, n); /* f32[T, 768]: the shapes of the calls vary */
+	else
+		shape_str(&b, n->dtype, n->rank, n->shape);
 	LLVMValueRef f[6] = {cstr(G, op_name(n->op)), cstr(G, b.s ? b.s : ""), source_where(G, n),
 	                     G->kp_owner ? cstr(G, G->kp_owner) : llvm.LLVMConstPointerNull(G->i8p),
 	                     ci64(G, G->kp_slot), llvm.LLVMConstReal(G->f64, flops)};

@@ -259,7 +259,7 @@ def parse_header(path, model, strict_names=True):
     entries = {}
     for m in SIG.finditer(text):
         ename = m.group(1)
-        if re.search(r"^int %s_%s\(%s \*m, (%s_seq \*s|int64_t)" % (model, ename, model, model), text, re.M):
+        if re.search(r"^int %s_%s\(%s \*m, (%s_seq \*s|int64_t \w)" % (model, ename, model, model), text, re.M):
             continue  # run-time dims or state: tests/generate/run.py calls those
         ins = [(n, dt, parse_shape(s)) for n, dt, s in
                re.findall(r"(\w+): " + TENSOR, m.group(2))]
