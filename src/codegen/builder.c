@@ -193,6 +193,30 @@ int fn_dynamic(Fn *F)
 	return (F->v && F->v->ndyn) || F->g->ngdyn;
 }
 
+int node_dyn(Graph *g, Variant *v, Node *n)
+{
+	Node *ns[1 + 16];
+	int cnt = 0;
+	ns[cnt++] = n;
+	for (int k = 0; k < n->nin && cnt < 17; k++)
+		ns[cnt++] = n->in[k];
+	for (int c = 0; c < cnt; c++) {
+		Node *x = ns[c];
+		for (int k = 0; v && k < v->ndyn; k++)
+			if (v->dyn[k].node == x->id)
+				return 1;
+		for (int k = 0; k < g->ngdyn; k++)
+			if (g->gdyn[k].node == x->id)
+				return 1;
+	}
+	return n->nin > 16;
+}
+
+int node_dynamic(Fn *F, Node *n)
+{
+	return fn_dynamic(F) && node_dyn(F->g, F->v, n);
+}
+
 static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
 {
 	Variant *v = F->v;

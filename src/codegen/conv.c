@@ -100,7 +100,7 @@ static void k_conv2d_gemm(Fn *F, Node *n)
 
 void k_conv2d(Fn *F, Node *n)
 {
-	if (dtype_is_float(n->dtype) && n->a[4] == 1 && !fn_dynamic(F)) {
+	if (dtype_is_float(n->dtype) && n->a[4] == 1 && !fn_dynamic(F)) { /* its scratch is planned for static graphs only */
 		k_conv2d_gemm(F, n);
 		return;
 	}

@@ -287,6 +287,10 @@ LLVMValueRef dimv(Fn *F, Node *n, int axis);
 /* The function's shapes are (partly) run-time values: a reuse_hash variant,
  * or a graph of an entry with run-time dims. */
 int fn_dynamic(Fn *F);
+/* Node n or one of its inputs has a shape or attribute taken at run time
+ * (so its kernel is the general one); node_dyn for a graph and variant. */
+int node_dynamic(Fn *F, Node *n);
+int node_dyn(Graph *g, Variant *v, Node *n);
 LLVMValueRef attrv(Fn *F, Node *n, int k);
 LLVMValueRef numelv(Fn *F, Node *n);
 void strides(Fn *F, Node *n, int out_rank, const Node *out, LLVMValueRef *st);

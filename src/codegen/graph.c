@@ -297,7 +297,7 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 #define PAR_MIN_ELEMS 32768
 static int64_t par_units(Fn *F, Node *n)
 {
-	if (F->par_lo || fn_dynamic(F) || n->rank < 1)
+	if (F->par_lo || node_dynamic(F, n) || n->rank < 1)
 		return 0;
 	int64_t numel = shape_numel(n->rank, n->shape);
 	if (numel < PAR_MIN_ELEMS)
@@ -395,7 +395,7 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 	} else {
 		flops = numel;
 	}
-	if (fn_dynamic(F))
+	if (node_dynamic(F, n))
 		flops = 0; /* the shape is known only at run time */
 	Buf b = {0};
 	if (F->g->ngdyn)

@@ -111,14 +111,14 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 /* M and N of a matmul's result when they are compile-time constants, else -1. */
 static int64_t mm_static_m(Fn *F, Node *n, Node *a)
 {
-	if (fn_dynamic(F) || n->rank < 1)
+	if (node_dynamic(F, n) || n->rank < 1)
 		return -1;
 	return n->rank >= 2 && a->rank != 1 ? n->shape[n->rank - 2] : 1;
 }
 
 static int64_t mm_static_n(Fn *F, Node *n)
 {
-	return fn_dynamic(F) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
+	return node_dynamic(F, n) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
 }
 
 static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M,
@@ -521,7 +521,7 @@ void k_matmul(Fn *F, Node *n)
 		/* A @ transpose(Bt): Bt's rows packed as panels, the same tiles */
 		Node *a = n->in[0], *bt = n->in[1]->in[0];
 		LLVMValueRef z = ci64(F->gen, 0);
-		int plain = !fn_dynamic(F);
+		int plain = !node_dynamic(F, n) && !node_dynamic(F, n->in[1]);
 		LLVMValueRef K = dimv(F, a, 1), Nn = dimv(F, bt, 0);
 		mm_tiled(F, n, a, bt, dimv(F, a, 0), K, Nn, z, z, z, plain, 1, plain ? mm_prepacked(F, n, bt, K, Nn, 1) : NULL,
 		         NULL, NULL);
@@ -554,7 +554,7 @@ void k_matmul(Fn *F, Node *n)
 		ro = imul(G, ro, dimv(F, n, k));
 	}
 	/* batched without broadcasting (attention's heads): one task per matrix */
-	if (batch > 0 && matmul_pooled(n, fn_dynamic(F))) {
+	if (batch > 0 && matmul_pooled(n, node_dynamic(F, n))) {
 		LLVMValueRef nb = ci64(G, 1);
 		for (int k = 0; k < batch; k++)
 			nb = imul(G, nb, dimv(F, n, k));
@@ -570,7 +570,7 @@ void k_matmul(Fn *F, Node *n)
 		oo = elem_off(G, oo, i, so[k]);
 	}
 	if (fl && b->rank != 1) {
-		int plain = batch == 0 && !fn_dynamic(F);
+		int plain = batch == 0 && !node_dynamic(F, n);
 		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain, 0, plain ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
@@ -644,9 +644,10 @@ static int64_t plan_src(Node *s, const int64_t *map, int entry)
 
 /* Is x (a matmul reading b as its right operand, through a virtual transpose
  * when tb) one that asks for b pre-packed? Then its request into rec. */
-static int plan_mm(Gen *G, Node *x, Node *b, int tb, int dyn, int64_t rec[4])
+static int plan_mm(Gen *G, Graph *g, Variant *v, Node *x, Node *b, int tb, int dyn, int64_t rec[4])
 {
-	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dyn)
+	/* as k_matmul decides: only a matmul whose shapes are all known */
+	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || (dyn && (node_dyn(g, v, x) || node_dyn(g, v, x->in[1]))))
 		return 0;
 	Node *a = x->in[0];
 	int64_t K, N;
@@ -669,7 +670,7 @@ static int plan_mm(Gen *G, Node *x, Node *b, int tb, int dyn, int64_t rec[4])
 	return 1;
 }
 
-static void pack_plan_graph(Gen *G, Graph *g, int dyn, const int64_t *map, int entry, PlanOut *o, int depth)
+static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t *map, int entry, PlanOut *o, int depth)
 {
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *s = g->nodes[i];
@@ -690,13 +691,13 @@ static void pack_plan_graph(Gen *G, Graph *g, int dyn, const int64_t *map, int e
 					plan_rec(o, CALL_REC, src, cs->v->id, k, (int64_t)(uintptr_t)x, 0);
 				} else if (x->op == OP_CALL) {
 					/* inlined: the callee's own plan, over our sources (below) */
-				} else if (k == 1 && x->in[0] != s && plan_mm(G, x, s, 0, dyn, rec)) {
+				} else if (k == 1 && x->in[0] != s && plan_mm(G, g, v, x, s, 0, dyn, rec)) {
 					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
 				} else if (virtual_transpose(g, x)) {
 					/* every user is a matmul reading it as B (plan.c) */
 					for (int w = u + 1; w < g->nnodes; w++)
 						if (g->nodes[w]->op == OP_MATMUL && g->nodes[w]->in[1] == x) {
-							if (plan_mm(G, g->nodes[w], s, 1, dyn, rec))
+							if (plan_mm(G, g, v, g->nodes[w], s, 1, dyn, rec))
 								plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
 							else
 								read = 1;
@@ -719,7 +720,7 @@ static void pack_plan_graph(Gen *G, Graph *g, int dyn, const int64_t *map, int e
 		for (int j = 0; j < x->callee->ninputs; j++)
 			cmap[j] = j < x->nin ? plan_src(x->in[j], map, entry) : SRC_NONE;
 		/* params read inside the callee stay params; its inputs map to ours */
-		pack_plan_graph(G, x->callee, x->callee->ngdyn != 0, cmap, 0, o, depth + 1);
+		pack_plan_graph(G, x->callee, NULL, x->callee->ngdyn != 0, cmap, 0, o, depth + 1);
 		free(cmap);
 	}
 }
@@ -730,7 +731,7 @@ static void pack_plan_graph(Gen *G, Graph *g, int dyn, const int64_t *map, int e
 void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len)
 {
 	PlanOut o = {*plan, *len, *len, 0};
-	pack_plan_graph(G, g, (v && v->ndyn) || g->ngdyn, NULL, entry, &o, 0);
+	pack_plan_graph(G, g, v, (v && v->ndyn) || g->ngdyn, NULL, entry, &o, 0);
 	/* call sites as small numbers, in order of first appearance */
 	for (int i = 0; i < o.n; i += 6) {
 		if (o.v[i] != CALL_REC || o.v[i + 4] < 0)
