@@ -324,3 +324,11 @@ void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n)
 	buf_putc(b, ']');
 }
 
+
+int gdyn_has(Graph *g, const Node *n)
+{
+	for (int k = 0; k < g->ngdyn; k++)
+		if (g->gdyn[k].node == n->id)
+			return 1;
+	return 0;
+}

@@ -496,6 +496,8 @@ void shape_str(Buf *b, DType dt, int rank, const int64_t *shape); /* "f32[16, 64
 const char *affine_str(Arena *a, const Affine *f, int n, const char *const *names);
 /* The run-time integer of field f of node n in g, or NULL when it is constant. */
 GDyn *gdyn_find(Graph *g, int node, int field);
+/* Does node n of g have a shape or attribute taken at run time? */
+int gdyn_has(Graph *g, const Node *n);
 /* A shape as the user reads it with run-time dims: "f32[T, 768]". */
 void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n);
 

@@ -46,6 +46,20 @@ int virtual_transpose(Graph *g, Node *t)
 	return users > 0;
 }
 
+/* Same rank and shape, also where the shape is taken at run time (the same
+ * affine form of the dims on each axis, or the same constant). */
+static int same_shape(Graph *g, const Node *a, int rank, const int64_t *shape, const Node *b)
+{
+	if (a->rank != rank || memcmp(a->shape, shape, (size_t)rank * sizeof shape[0]) != 0)
+		return 0;
+	for (int k = 0; k < rank && g->ngdyn; k++) {
+		GDyn *da = gdyn_find(g, a->id, k), *db = gdyn_find(g, b->id, k);
+		if ((da == NULL) != (db == NULL) || (da && memcmp(&da->f, &db->f, sizeof da->f) != 0))
+			return 0;
+	}
+	return 1;
+}
+
 /* Elementwise ops that a matmul's tiles can apply as they are stored. */
 static int epilogue_op(Op op)
 {
@@ -89,7 +103,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 	int n = g->nnodes;
 	for (int i = 0; i < n; i++)
 		pl->epi_next[i] = pl->fused_into[i] = -1;
-	if (dynamic)
+	if (dynamic == 2)
 		return; /* a reuse_hash variant's sizes are run-time values: kept simple */
 	int *users = xcalloc((size_t)n + 1, sizeof(int));
 	int *is_out = xcalloc((size_t)n + 1, sizeof(int));
@@ -105,7 +119,10 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		if (m->op != OP_MATMUL || !dtype_is_float(m->dtype))
 			continue;
 		int two = m->rank == 2 && m->in[0]->rank == 2 && m->in[1]->rank == 2;
-		if (!two && !(m->rank > 2 && matmul_pooled(m, 0)))
+		if (!two && !(m->rank > 2 && matmul_pooled(m, dynamic)))
+			continue;
+		/* with run-time dims, a 2-D matmul whose right operand is a known weight */
+		if (dynamic && (!two || gdyn_has(g, m->in[1])))
 			continue;
 		/* the shape the chain has: the matmul's, or that of the one reshape
 		 * that unfolds its rows (values.c, fold_rows), whose elements are
@@ -122,16 +139,15 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 				e = next_reader(g, e);
 			}
 			int r = sh->rank;
-			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || e->rank != r ||
-			    memcmp(e->shape, sh->shape, (size_t)r * sizeof sh->shape[0]) != 0 ||
-			    (sh != m && e->op == OP_CAUSAL_MASK))
+			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || !same_shape(g, e, r, sh->shape, sh) ||
+			    (sh != m && e->op == OP_CAUSAL_MASK) || (dynamic && e->op == OP_CAUSAL_MASK))
 				break;
 			if (e->nin == 2) {
 				Node *c = view ? view : cur;
 				Node *o = e->in[0] == c ? e->in[1] : e->in[0];
-				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[m->rank - 1]) ||
-				           (o->rank == r && memcmp(o->shape, sh->shape, (size_t)r * sizeof sh->shape[0]) == 0) ||
-				           (sh == m && two && o->rank == 2 && o->shape[0] == 1 && o->shape[1] == m->shape[1]);
+				int fits = o->rank == 0 || (o->rank == 1 && o->shape[0] == m->shape[m->rank - 1] && !gdyn_has(g, o)) ||
+				           same_shape(g, o, r, sh->shape, sh) ||
+				           (sh == m && two && o->rank == 2 && o->shape[0] == 1 && o->shape[1] == m->shape[1] && !gdyn_has(g, o));
 				/* available when the matmul runs: computed before it, a param,
 				 * or a scalar computed from constants (inlined) */
 				int ready = (o->id < m->id && !stateful(o)) || o->op == OP_PARAM || scalar_of_consts(o, 0);
@@ -157,7 +173,7 @@ static void plan_elementwise(Graph *g, Plan *pl, int dynamic)
 	int n = g->nnodes;
 	for (int i = 0; i < n; i++)
 		pl->ew_into[i] = -1;
-	if (dynamic)
+	if (dynamic == 2)
 		return;
 	int *users = xcalloc((size_t)n + 1, sizeof(int));
 	int *is_out = xcalloc((size_t)n + 1, sizeof(int));
@@ -179,8 +195,7 @@ static void plan_elementwise(Graph *g, Plan *pl, int dynamic)
 			for (int q = 0; q < e->nin; q++)
 				reads_state |= stateful(e->in[q]);
 			int take = !reads_state && op_elementwise(e->op) && pl->fused_into[e->id] < 0 && pl->epi_next[e->id] < 0 && users[e->id] == 1 &&
-			           !is_out[e->id] && e->rank == c->rank &&
-			           memcmp(e->shape, c->shape, (size_t)c->rank * sizeof c->shape[0]) == 0 &&
+			           !is_out[e->id] && same_shape(g, e, c->rank, c->shape, c) &&
 			           count + leaves[e->id] + (c->nin - k - 1) <= EW_LEAVES;
 			if (take) {
 				pl->ew_into[e->id] = i;
@@ -240,8 +255,11 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	 * elementwise op its matmul's */
 	int *root = xcalloc((size_t)n + 1, sizeof(int));
 	int *last = xcalloc((size_t)n + 1, sizeof(int));
-	plan_epilogues(g, pl, max_numel != NULL);
-	plan_elementwise(g, pl, max_numel != NULL);
+	/* 0 static, 1 an entry's run-time dims (shapes compared by their
+	 * forms), 2 a reuse_hash variant (no fusion) */
+	int dynamic = !max_numel ? 0 : g->ngdyn ? 1 : 2;
+	plan_epilogues(g, pl, dynamic);
+	plan_elementwise(g, pl, dynamic);
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
 		root[i] = x->op == OP_RESHAPE ? root[x->in[0]->id] : pl->fused_into[i] >= 0 ? pl->fused_into[i] : i;
