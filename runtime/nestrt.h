@@ -268,9 +268,20 @@ void nestrt_seq_free(nestrt_seq *s);
 /* What the generated entry points with run-time dims or state call: checks
  * m, s (when uses_seq: the entry reads or writes state), the nbufs pointers and the dims,
  * then runs entry with s's state after the inputs and outputs in bufs. */
+/* What an entry reads and writes of the state, in order, as boxes (start
+ * and size per axis, each c0 + sum coef[j] * dims[j]): a read outside what
+ * the sequence's earlier calls (or this one, before it) wrote is an error
+ * ("a state read before it was written"), found before anything runs. */
+typedef struct nestrt_access {
+	int64_t state, write, rank;
+	int64_t start[NESTRT_MAX_RANK][1 + NESTRT_MAX_DIMS];
+	int64_t size[NESTRT_MAX_RANK][1 + NESTRT_MAX_DIMS];
+	const char *name;            /* the state's name: "cache.3.k" */
+} nestrt_access;
 int nestrt_model_call_dims(nestrt_model *m, int uses_seq, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
                            const int64_t *dims, int ndims, const char *const *dim_names,
-                           const nestrt_dimcheck *checks, int nchecks, const char *name);
+                           const nestrt_dimcheck *checks, int nchecks, const nestrt_access *acc, int nacc,
+                           const char *name);
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m);
 
 #ifdef __cplusplus

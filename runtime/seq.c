@@ -14,6 +14,8 @@ struct nestrt_seq {
 	void **bufs;                   /* 64-byte aligned, zeroed */
 	size_t *bytes;
 	int busy;                      /* a call is using it */
+	int64_t (*box)[2][NESTRT_MAX_RANK]; /* per state, what was written: [lo, hi) per axis */
+	int *written;
 };
 
 nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nstates, nestrt_error *err)
@@ -35,7 +37,9 @@ nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nsta
 	s->n = nstates;
 	s->bufs = calloc((size_t)nstates + 1, sizeof(void *));
 	s->bytes = calloc((size_t)nstates + 1, sizeof(size_t));
-	if (!s->bufs || !s->bytes)
+	s->box = calloc((size_t)nstates + 1, sizeof *s->box);
+	s->written = calloc((size_t)nstates + 1, sizeof(int));
+	if (!s->bufs || !s->bytes || !s->box || !s->written)
 		goto oom;
 	for (int i = 0; i < nstates; i++) {
 		if (state_bytes[i] < 0 || (uint64_t)state_bytes[i] > SIZE_MAX - 64)
@@ -60,6 +64,7 @@ void nestrt_seq_reset(nestrt_seq *s)
 		return;
 	for (int i = 0; i < s->n; i++)
 		memset(s->bufs[i], 0, s->bytes[i]);
+	memset(s->written, 0, (size_t)s->n * sizeof(int));
 }
 
 void nestrt_seq_free(nestrt_seq *s)
@@ -70,12 +75,83 @@ void nestrt_seq_free(nestrt_seq *s)
 		free(s->bufs[i]);
 	free(s->bufs);
 	free(s->bytes);
+	free(s->box);
+	free(s->written);
 	free(s);
+}
+
+static int64_t form(const int64_t *f, const int64_t *dims, int ndims)
+{
+	int64_t v = f[0];
+	for (int j = 0; j < ndims && j < NESTRT_MAX_DIMS; j++)
+		v += f[1 + j] * dims[j];
+	return v;
+}
+
+/* Replay what the call reads and writes of the state on a copy of what the
+ * sequence holds: 0, or -1 with the first read of something not written yet
+ * in msg. On success the copy (box, written) is what the call leaves. */
+static int replay(const nestrt_access *acc, int nacc, const int64_t *dims, int ndims,
+                  int64_t (*box)[2][NESTRT_MAX_RANK], int *written, int nstates, char *msg, size_t len)
+{
+	for (int i = 0; i < nacc; i++) {
+		const nestrt_access *a = &acc[i];
+		if (a->state < 0 || a->state >= nstates || a->rank < 0 || a->rank > NESTRT_MAX_RANK)
+			continue;
+		int64_t lo[NESTRT_MAX_RANK], hi[NESTRT_MAX_RANK];
+		int empty = 0;
+		for (int k = 0; k < a->rank; k++) {
+			lo[k] = form(a->start[k], dims, ndims);
+			hi[k] = lo[k] + form(a->size[k], dims, ndims);
+			empty |= hi[k] <= lo[k];
+		}
+		if (empty)
+			continue;
+		int64_t(*b)[NESTRT_MAX_RANK] = box[a->state];
+		if (a->write) {
+			/* what is written stays one box: a write that extends it along
+			 * one axis (the next positions of a cache) grows it; one that
+			 * leaves a gap is not counted, so reading past the gap fails */
+			int contains = 1, inside = 1, differ = 0, axis = -1;
+			for (int k = 0; k < a->rank; k++) {
+				contains &= lo[k] <= b[0][k] && hi[k] >= b[1][k];
+				inside &= lo[k] >= b[0][k] && hi[k] <= b[1][k];
+				if (lo[k] != b[0][k] || hi[k] != b[1][k]) {
+					differ++;
+					axis = k;
+				}
+			}
+			if (!written[a->state] || contains) {
+				for (int k = 0; k < a->rank; k++) {
+					b[0][k] = lo[k];
+					b[1][k] = hi[k];
+				}
+			} else if (!inside && differ == 1 && lo[axis] <= b[1][axis] && hi[axis] >= b[0][axis]) {
+				if (lo[axis] < b[0][axis])
+					b[0][axis] = lo[axis];
+				if (hi[axis] > b[1][axis])
+					b[1][axis] = hi[axis];
+			}
+			written[a->state] = 1;
+			continue;
+		}
+		for (int k = 0; k < a->rank; k++)
+			if (!written[a->state] || lo[k] < b[0][k] || hi[k] > b[1][k]) {
+				if (written[a->state])
+					snprintf(msg, len, "reads state %s at %" PRId64 ":%" PRId64 " on axis %d before it was written there "
+					         "(written: %" PRId64 ":%" PRId64 ")", a->name ? a->name : "?", lo[k], hi[k], k, b[0][k], b[1][k]);
+				else
+					snprintf(msg, len, "reads state %s before it was written (a new or reset sequence)", a->name ? a->name : "?");
+				return -1;
+			}
+	}
+	return 0;
 }
 
 int nestrt_model_call_dims(nestrt_model *m, int uses_seq, nestrt_seq *s, nestrt_fn entry, void **bufs, int nbufs,
                            const int64_t *dims, int ndims, const char *const *dim_names,
-                           const nestrt_dimcheck *checks, int nchecks, const char *name)
+                           const nestrt_dimcheck *checks, int nchecks, const nestrt_access *acc, int nacc,
+                           const char *name)
 {
 	char msg[512];
 	if (!name)
@@ -119,15 +195,42 @@ int nestrt_model_call_dims(nestrt_model *m, int uses_seq, nestrt_seq *s, nestrt_
 		snprintf(msg, sizeof msg, "%s: the sequence is in another call (one call at a time per sequence)", name);
 		return nestrt__model_fail(m, msg);
 	}
+	/* what it reads of the state must have been written */
+	int64_t(*box)[2][NESTRT_MAX_RANK] = malloc((size_t)(s->n + 1) * sizeof *box);
+	int *written = malloc((size_t)(s->n + 1) * sizeof(int));
 	void *small[64], **all = small;
-	if (nbufs + s->n > 64 && !(all = malloc((size_t)(nbufs + s->n) * sizeof(void *)))) {
+	if (!box || !written || (nbufs + s->n > 64 && !(all = malloc((size_t)(nbufs + s->n) * sizeof(void *))))) {
+		free(box);
+		free(written);
 		__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 		snprintf(msg, sizeof msg, "%s: out of memory", name);
+		return nestrt__model_fail(m, msg);
+	}
+	memcpy(box, s->box, (size_t)s->n * sizeof *box);
+	memcpy(written, s->written, (size_t)s->n * sizeof(int));
+	char why[300];
+	if (replay(acc, nacc, dims, ndims, box, written, s->n, why, sizeof why) < 0) {
+		int at = snprintf(msg, sizeof msg, "%s: ", name);
+		for (int j = 0; j < ndims && at < (int)sizeof msg; j++)
+			at += snprintf(msg + at, sizeof msg - (size_t)at, "%s%s = %" PRId64, j ? ", " : "", dim_names[j], dims[j]);
+		if (at < (int)sizeof msg)
+			snprintf(msg + at, sizeof msg - (size_t)at, "%s%s", ndims ? ": " : "", why);
+		free(box);
+		free(written);
+		if (all != small)
+			free(all);
+		__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 		return nestrt__model_fail(m, msg);
 	}
 	memcpy(all, bufs, (size_t)nbufs * sizeof(void *));
 	memcpy(all + nbufs, s->bufs, (size_t)s->n * sizeof(void *));
 	int rc = nestrt__model_run_dims(m, entry, all, dims);
+	if (rc == 0) {
+		memcpy(s->box, box, (size_t)s->n * sizeof *box);
+		memcpy(s->written, written, (size_t)s->n * sizeof(int));
+	}
+	free(box);
+	free(written);
 	if (all != small)
 		free(all);
 	__atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);

@@ -468,17 +468,6 @@ static int merge_graph(Merge *M, Graph **gs)
 	return 1;
 }
 
-/* The value of field f of node n as an affine form (constant if static). */
-static Affine field_form(Graph *g, Node *n, int f)
-{
-	GDyn *d = gdyn_find(g, n->id, f);
-	Affine r = {0};
-	if (d)
-		return d->f;
-	r.c0 = f < MAX_RANK ? n->shape[f] : n->a[f - 16];
-	return r;
-}
-
 static void add_check(Merge *M, Affine f, Loc loc, const char *text)
 {
 	Entry *en = M->en;

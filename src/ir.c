@@ -332,3 +332,13 @@ int gdyn_has(Graph *g, const Node *n)
 			return 1;
 	return 0;
 }
+
+Affine field_form(Graph *g, Node *n, int f)
+{
+	GDyn *d = gdyn_find(g, n->id, f);
+	Affine r = {0};
+	if (d)
+		return d->f;
+	r.c0 = f < MAX_RANK ? n->shape[f] : n->a[f - 16];
+	return r;
+}

@@ -498,6 +498,8 @@ const char *affine_str(Arena *a, const Affine *f, int n, const char *const *name
 GDyn *gdyn_find(Graph *g, int node, int field);
 /* Does node n of g have a shape or attribute taken at run time? */
 int gdyn_has(Graph *g, const Node *n);
+/* Field f of node n (an axis < MAX_RANK, 16 + k: a[k]) as an affine form of the dims (constant if static). */
+Affine field_form(Graph *g, Node *n, int f);
 /* A shape as the user reads it with run-time dims: "f32[T, 768]". */
 void dyn_shape_str(Arena *a, Buf *b, Graph *g, Node *n);
 

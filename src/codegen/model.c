@@ -7,6 +7,72 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the state an entry reads and writes, in order (checked at run time:
+ * a state read before it was written is an error) ---- */
+
+typedef struct Access {
+	int state, write, rank;
+	Affine st[MAX_RANK], sz[MAX_RANK];
+} Access;
+
+/* The state that node x of g stands for, or -1: map gives, per input of a
+ * region graph, the state its call binds. */
+static int state_of(Node *x, const int *map)
+{
+	while (x->op == OP_RESHAPE)
+		x = x->in[0];
+	if (x->op == OP_STATE)
+		return (int)x->a[0];
+	if (x->op == OP_INPUT && x->a[1] == 1 && map)
+		return map[x->a[0]];
+	return -1;
+}
+
+static void add_access(Vec *out, Graph *g, Node *n, int state, int write, Program *p)
+{
+	Access *a = xcalloc(1, sizeof *a);
+	a->state = state;
+	a->write = write;
+	a->rank = p->states[state].rank;
+	for (int k = 0; k < a->rank; k++) {
+		if (n) {
+			a->st[k] = field_form(g, n, 16 + k);
+			a->sz[k] = field_form(g, n, k);
+		} else {
+			a->sz[k].c0 = p->states[state].shape[k]; /* the whole state */
+		}
+	}
+	vec_push(out, a);
+}
+
+static void collect_accesses(Program *p, Graph *g, const int *map, Vec *out, int depth)
+{
+	for (int i = 0; i < g->nnodes && depth < 64; i++) {
+		Node *n = g->nodes[i];
+		if (n->op == OP_CALL) {
+			int *cm = xcalloc((size_t)n->nin + 1, sizeof(int));
+			for (int k = 0; k < n->nin; k++)
+				cm[k] = state_of(n->in[k], map);
+			collect_accesses(p, n->callee, cm, out, depth + 1);
+			free(cm);
+			continue;
+		}
+		if (n->op == OP_RESHAPE)
+			continue; /* its readers read the state */
+		for (int k = 0; k < n->nin; k++) {
+			int s = state_of(n->in[k], map);
+			if (s < 0)
+				continue;
+			if (n->op == OP_STORE && k == 0)
+				add_access(out, g, n, s, 1, p);
+			else if (n->op == OP_SLICE && n->in[0]->op != OP_RESHAPE)
+				add_access(out, g, n, s, 0, p);
+			else
+				add_access(out, g, NULL, s, 0, p);
+		}
+	}
+}
+
 /* The model module: param table, dispatch table, entry points, new/free. */
 void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_static, int64_t ws_own)
 {
@@ -252,14 +318,54 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 		llvm.LLVMSetGlobalConstant(cg, 1);
 		llvm.LLVMSetLinkage(cg, LLVMPrivateLinkage);
 		free(cv);
-		LLVMTypeRef rt[12] = {G->i8p, G->i32, G->i8p, fnp, G->i8pp, G->i32, G->i64p, G->i32, G->i8p, G->i8p, G->i32, G->i8p};
-		LLVMValueRef rv[12] = {llvm.LLVMGetParam(f, 0), ci32(G, en->uses_state),
+		/* the state it reads and writes, in order: struct nestrt_access
+		 * { i64 state, write, rank; i64 st[8][5], sz[8][5]; } (c0, coef[4]) */
+		Vec acc = {0};
+		collect_accesses(p, g, NULL, &acc, 0);
+		LLVMTypeRef aff_t = llvm.LLVMArrayType(G->i64, 5);
+		LLVMTypeRef box_t = llvm.LLVMArrayType(aff_t, MAX_RANK);
+		LLVMTypeRef af[6] = {G->i64, G->i64, G->i64, box_t, box_t, G->i8p};
+		LLVMTypeRef acc_t = llvm.LLVMStructTypeInContext(G->C, af, 6, 0);
+		int na = acc.n ? acc.n : 1;
+		LLVMValueRef *avs = xcalloc((size_t)na, sizeof(LLVMValueRef));
+		for (int k = 0; k < na; k++) {
+			Access *x = k < acc.n ? acc.v[k] : NULL;
+			LLVMValueRef boxes[2];
+			for (int w = 0; w < 2; w++) {
+				LLVMValueRef affs[MAX_RANK];
+				for (int r = 0; r < MAX_RANK; r++) {
+					Affine *fa = x && r < x->rank ? (w ? &x->sz[r] : &x->st[r]) : NULL;
+					LLVMValueRef e5[5];
+					e5[0] = ci64(G, fa ? fa->c0 : 0);
+					for (int j = 0; j < 4; j++)
+						e5[1 + j] = ci64(G, fa && j < MAX_DIMS ? fa->coef[j] : 0);
+					affs[r] = llvm.LLVMConstArray(G->i64, e5, 5);
+				}
+				boxes[w] = llvm.LLVMConstArray(aff_t, affs, MAX_RANK);
+			}
+			LLVMValueRef fv[6] = {ci64(G, x ? x->state : 0), ci64(G, x ? x->write : 0), ci64(G, x ? x->rank : 0),
+			                      boxes[0], boxes[1], cstr(G, x ? p->states[x->state].name : "")};
+			avs[k] = llvm.LLVMConstNamedStruct(acc_t, fv, 6);
+		}
+		LLVMTypeRef at_t = llvm.LLVMArrayType(acc_t, (unsigned)na);
+		LLVMValueRef ag = llvm.LLVMAddGlobal(G->M, at_t, "state_access");
+		llvm.LLVMSetInitializer(ag, llvm.LLVMConstArray(acc_t, avs, (unsigned)na));
+		llvm.LLVMSetGlobalConstant(ag, 1);
+		llvm.LLVMSetLinkage(ag, LLVMPrivateLinkage);
+		free(avs);
+		int nacc = acc.n;
+		for (int k = 0; k < acc.n; k++)
+			free(acc.v[k]);
+		free(acc.v);
+		LLVMTypeRef rt[14] = {G->i8p, G->i32, G->i8p, fnp, G->i8pp, G->i32, G->i64p, G->i32, G->i8p, G->i8p, G->i32,
+		                      G->i8p, G->i32, G->i8p};
+		LLVMValueRef rv[14] = {llvm.LLVMGetParam(f, 0), ci32(G, en->uses_state),
 		                       en->uses_state ? llvm.LLVMGetParam(f, 1) : llvm.LLVMConstPointerNull(G->i8p),
 		                       entry_fns[e], bufs, ci32(G, n),
 		                       llvm.LLVMBuildGEP2(B, dt, darr, z2, 2, ""), ci32(G, en->ndims),
 		                       llvm.LLVMConstPointerCast(ng, G->i8p), llvm.LLVMConstPointerCast(cg, G->i8p),
-		                       ci32(G, en->nchecks), cstr(G, fname)};
-		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call_dims", G->i32, rt, rv, 12));
+		                       ci32(G, en->nchecks), llvm.LLVMConstPointerCast(ag, G->i8p), ci32(G, nacc), cstr(G, fname)};
+		llvm.LLVMBuildRet(B, call(G, "nestrt_model_call_dims", G->i32, rt, rv, 14));
 		free(at);
 	}
 	free(entry_fns);

@@ -108,6 +108,66 @@ static int lazy_transpose(const Node *n)
 	return n->a[n->rank - 2] == n->rank - 1 && n->a[n->rank - 1] == n->rank - 2;
 }
 
+/* The sequence's state that node n reads or writes, as libnestrt checks it
+ * (runtime/seq.c): a store extends what was written when it adds to it along
+ * one axis; a read outside it is an error. */
+static int state_access(Ctx *c, Node *n, Tensor **in, char *why, size_t len)
+{
+	for (int k = 0; k < n->nin; k++) {
+		int s = -1;
+		for (int i = 0; i < c->p->nstates && s < 0; i++)
+			if (in[k] == c->states[i])
+				s = i;
+		if (s < 0)
+			continue;
+		Tensor *t = c->states[s];
+		int64_t lo[MAX_RANK], hi[MAX_RANK];
+		int empty = 0;
+		for (int d = 0; d < t->rank; d++) {
+			int part = (n->op == OP_STORE && k == 0) || (n->op == OP_SLICE);
+			lo[d] = part ? n->a[d] : 0;
+			hi[d] = lo[d] + (part ? n->shape[d] : t->shape[d]);
+			empty |= hi[d] <= lo[d];
+		}
+		if (empty)
+			continue;
+		int64_t(*b)[MAX_RANK] = c->box[s];
+		if (n->op == OP_STORE && k == 0) {
+			int contains = 1, inside = 1, differ = 0, axis = -1;
+			for (int d = 0; d < t->rank; d++) {
+				contains &= lo[d] <= b[0][d] && hi[d] >= b[1][d];
+				inside &= lo[d] >= b[0][d] && hi[d] <= b[1][d];
+				if (lo[d] != b[0][d] || hi[d] != b[1][d]) {
+					differ++;
+					axis = d;
+				}
+			}
+			if (!c->written[s] || contains) {
+				for (int d = 0; d < t->rank; d++) {
+					b[0][d] = lo[d];
+					b[1][d] = hi[d];
+				}
+			} else if (!inside && differ == 1 && lo[axis] <= b[1][axis] && hi[axis] >= b[0][axis]) {
+				b[0][axis] = lo[axis] < b[0][axis] ? lo[axis] : b[0][axis];
+				b[1][axis] = hi[axis] > b[1][axis] ? hi[axis] : b[1][axis];
+			}
+			c->written[s] = 1;
+			continue;
+		}
+		for (int d = 0; d < t->rank; d++)
+			if (!c->written[s] || lo[d] < b[0][d] || hi[d] > b[1][d]) {
+				if (c->written[s])
+					snprintf(why, len, "reads state %s at %lld:%lld on axis %d before it was written there (written: %lld:%lld)",
+					         c->p->states[s].name, (long long)lo[d], (long long)hi[d], d, (long long)b[0][d],
+					         (long long)b[1][d]);
+				else
+					snprintf(why, len, "reads state %s before it was written (a new sequence)", c->p->states[s].name);
+				return -1;
+			}
+	}
+	return 0;
+}
+
 static void free_val(Val *v)
 {
 	if (v->t && !v->borrowed)
@@ -171,6 +231,7 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 	free(other_use);
 	Tensor **in = xcalloc((size_t)maxin, sizeof(Tensor *));
 	c->depth++;
+	char why[300];
 	for (int i = 0; i < nn && rc == 0; i++) {
 		Node *n = g->nodes[i];
 		Val *v = &fr.val[i];
@@ -181,6 +242,12 @@ static int run_graph(Ctx *c, Graph *g, Tensor **inputs, Tensor **outs)
 					ice("interp: %%%d reads %%%d, which has no value", i,
 					    n->in[k]->id);
 			}
+		if (n->op != OP_RESULT && n->op != OP_CALL && n->op != OP_RESHAPE && c->states &&
+		    state_access(c, n, in, why, sizeof why) < 0) {
+			runtime_error(c->p, n->loc, why);
+			rc = -1;
+			break;
+		}
 		switch (n->op) {
 		case OP_INPUT:
 			if (n->a[0] < 0 || n->a[0] >= g->ninputs)
@@ -324,8 +391,15 @@ int interp_run(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **
 
 int interp_run_state(Program *p, Graph *g, Tensor **inputs, Tensor **params, Tensor **states, Tensor **outs)
 {
-	Ctx c = {p, params, 0, states};
+	Ctx c = {p, params, 0, states, NULL, NULL};
 	for (int k = 0; k < g->noutputs; k++)
 		outs[k] = NULL;
-	return run_graph(&c, g, inputs, outs);
+	if (states) {
+		c.box = xcalloc((size_t)p->nstates + 1, sizeof *c.box);
+		c.written = xcalloc((size_t)p->nstates + 1, sizeof(int));
+	}
+	int rc = run_graph(&c, g, inputs, outs);
+	free(c.box);
+	free(c.written);
+	return rc;
 }

@@ -105,6 +105,8 @@ typedef struct Ctx {
 	Tensor **params;
 	int depth;
 	Tensor **states;  /* the sequence's state (Program.states), written in place */
+	int64_t (*box)[2][MAX_RANK]; /* per state, what was written ([lo, hi) per axis), as libnestrt tracks it */
+	int *written;
 } Ctx;
 
 /* One run of one graph (graph.c); kernels see it to reuse their inputs' storage. */

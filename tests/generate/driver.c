@@ -66,6 +66,29 @@ int main(int argc, char **argv)
 	bad += fails(m, gpt2_decode(m, s, 0, tok, out), "P = 0: 1 <= P does not hold", out, n, "decode P=0");
 	RESET();
 	bad += fails(m, gpt2_decode(m, NULL, 3, tok, out), "no sequence (NULL)", out, n, "decode without a sequence");
+	/* the state read before it was written: decode on a fresh sequence, and
+	 * past a gap after a prefill of 4 positions */
+	gpt2_seq *fresh = gpt2_seq_new(m, &err);
+	RESET();
+	bad += fails(m, gpt2_decode(m, fresh, 5, tok, out), "P = 5: reads state cache.0.k at 0:6 on axis 1 before it was written there (written: 5:6)",
+	             out, n, "decode on a fresh sequence");
+	RESET();
+	gpt2_seq_reset(fresh);
+	if (gpt2_prefill(m, fresh, 4, tok, out)) {
+		printf("FAIL prefill 4: %s\n", gpt2_error(m));
+		bad++;
+	}
+	RESET();
+	bad += fails(m, gpt2_decode(m, fresh, 6, tok, out), "reads state cache.0.k at 0:7 on axis 1 before it was written there (written: 0:4)",
+	             out, n, "decode past a gap in the cache");
+	RESET();
+	if (gpt2_decode(m, fresh, 4, tok, out) != 0) {
+		printf("FAIL decode at the next position after the errors: %s\n", gpt2_error(m));
+		bad++;
+	} else {
+		printf("ok decode at the next position after the errors\n");
+	}
+	gpt2_seq_free(fresh);
 	/* still usable: the same prefill twice gives the same bits, and a
 	 * decode after it the same as a prefill of the longer prompt's last row */
 	float *a = malloc(sizeof(float) * (size_t)(4 * V)), *b = malloc(sizeof(float) * (size_t)(5 * V));

@@ -143,6 +143,16 @@ with tempfile.TemporaryDirectory() as work:
         r = sh([NESTC, "check", p])
         ok = r.returncode == 1 and want in r.stderr and ":" in r.stderr.split("error:")[0]
         result(ok, "diagnostics." + name, r.stderr.strip().splitlines()[0] if r.stderr else "(no message)")
+    # the interpreter: the same semantics (a fresh sequence per run)
+    np.save(os.path.join(work, "tok1.npy"), np.array([3], dtype=np.int32))
+    np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))
+    r = sh([NESTC, "run", GPT2] + GCFG + ["-D", "P=5", "--entry", "decode", "--random-weights", "1",
+                                           "--input", "token=" + os.path.join(work, "tok1.npy")])
+    result(r.returncode == 1 and "gpt2.nest:57:22: error: reads state cache.0.k at 0:6 on axis 1 before it was written "
+           "there (written: 5:6)" in r.stderr, "run.decode_reads_unwritten_state", r.stderr.strip().splitlines()[0] if r.stderr else "")
+    r = sh([NESTC, "run", GPT2] + GCFG + ["-D", "T=5", "--entry", "prefill", "--random-weights", "1",
+                                           "--input", "tokens=" + os.path.join(work, "tok5.npy")])
+    result(r.returncode == 0 and r.stdout.startswith("prefill: f32[5, 256]"), "run.prefill_static_T", r.stdout.strip() + r.stderr.strip())
     # nestc run needs the dims' values
     r = sh([NESTC, "run", GPT2] + GCFG + ["--entry", "prefill", "--random-weights", "1"])
     result(r.returncode == 1 and "give their values to run it (-D T=N)" in r.stderr, "run.needs_dims", r.stderr.strip())
