@@ -431,6 +431,28 @@ static void np_where_names(NamePass *np, Expr *e)
 		np_where_names(np, e->args[i]);
 }
 
+/* Does a tensor type among t's name `name` as a dimension? */
+static int type_mentions(TypeExpr *t, const char *name)
+{
+	if (!t)
+		return 0;
+	if (t->kind == T_TENSOR) {
+		for (int i = 0; i < t->ndims; i++)
+			if (t->dims[i]->kind == E_NAME && !strcmp(t->dims[i]->name, name))
+				return 1;
+		return 0;
+	}
+	if (t->kind == T_RECORD) {
+		for (int i = 0; i < t->nfields; i++)
+			if (type_mentions(t->fields[i].type, name))
+				return 1;
+		return 0;
+	}
+	if (t->kind == T_ARRAY)
+		return type_mentions(t->elem, name);
+	return 0;
+}
+
 static void check_fn(Checker *c, Decl *d)
 {
 	NamePass np = {.c = c, .quiet = d->broken};
@@ -478,6 +500,28 @@ static void check_fn(Checker *c, Decl *d)
 				d->max_reuse_entries = (int)v->i;
 		} else if (!strcmp(ra->key, "reuse_hash")) {
 			/* evaluated at each call, in the region's own scope (lower.c) */
+		} else if (!strcmp(ra->key, "specialize")) {
+			/* [T == 1, ...]: a shape variable of the region's arguments equal to a constant */
+			Expr *l = ra->value;
+			if (l->kind != E_LIST) {
+				error_at(c->d, l->loc, "specialize takes a list of conditions: specialize = [T == 1]");
+				continue;
+			}
+			for (int k = 0; k < l->nargs; k++) {
+				Expr *e = l->args[k];
+				int var = 0;
+				if (e->kind == E_BINARY && e->op == OPR_EQ && e->a->kind == E_NAME && !lookup_global(c, e->a->name))
+					for (int i = 0; i < d->nfargs && !var; i++)
+						var = type_mentions(d->fargs[i].type, e->a->name);
+				if (!var) {
+					error_at(c->d, e->span, "a specialize condition is 'NAME == VALUE' with NAME a shape variable "
+					         "of the region's arguments (x: f32[T, D] names T)");
+					continue;
+				}
+				Value *v = eval_const_expr(c, e->b);
+				if (v->kind != V_ERR && v->kind != V_INT)
+					error_at(c->d, e->b->loc, "a specialize condition compares with a compile-time integer");
+			}
 		} else if (!strcmp(ra->key, "options")) {
 			Expr *o = ra->value;
 			if (o->kind != E_RECORD) {
@@ -503,7 +547,7 @@ static void check_fn(Checker *c, Decl *d)
 				}
 			}
 		} else {
-			error_at(c->d, ra->loc, "unknown region attribute '%s' (known: max_reuse_entries, reuse_hash, options)", ra->key);
+			error_at(c->d, ra->loc, "unknown region attribute '%s' (known: max_reuse_entries, reuse_hash, options, specialize)", ra->key);
 		}
 	}
 	free(np.names.v.v);

@@ -15,6 +15,7 @@
  * whole range of the dims (then they are proven here), before anything runs. */
 #include "nestc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -534,6 +535,195 @@ static void symbolic_key(Merge *M, Graph *g)
 	buf_free(&b);
 }
 
+/* ---- specialised variants: @region(specialize = [T == 1]) ----
+ *
+ * A call of a region whose shapes depend on the dims gets, for each condition
+ * of its specialize list that a dim value makes true, an alternative: a copy
+ * of the region's graph with that dim fixed (its shapes known, so its kernels
+ * are the static ones), called instead when the dim has that value. The
+ * alternative is an OP_CALL node of its own at the end of the caller (a[2] =
+ * 1), which the caller's call names (a[3] = its id + 1, a[4] = dim + 1, a[5] =
+ * the value): region passes see both calls and make a variant of each, code
+ * generation calls one or the other, the interpreter runs the general one. */
+
+typedef struct Spec {
+	LowerCtx *x;
+	int dim;
+	int64_t value;
+	Vec from, to; /* graphs copied so far */
+	const char *guard;
+} Spec;
+
+static Graph *spec_graph(Spec *S, Graph *g)
+{
+	for (int i = 0; i < S->from.n; i++)
+		if (S->from.v[i] == g)
+			return S->to.v[i];
+	Program *p = S->x->p;
+	Arena *a = S->x->a;
+	Graph *h = graph_new(p, g->name, g->fn);
+	vec_push(&S->from, g);
+	vec_push(&S->to, h);
+	h->is_region = g->is_region;
+	h->key = g->key;
+	h->has_reuse_hash = g->has_reuse_hash;
+	h->reuse_hash = g->reuse_hash;
+	h->dim_names = g->dim_names;
+	h->dim_lo = g->dim_lo;
+	h->dim_hi = g->dim_hi;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *n = g->nodes[i];
+		Node *m = node_new(p, h, n->op, n->dtype, n->rank, n->shape, n->loc);
+		memcpy(m->a, n->a, sizeof m->a);
+		m->fval = n->fval;
+		m->ival = n->ival;
+		m->callee = n->callee && n->callee->nbasis ? spec_graph(S, n->callee) : n->callee;
+		for (int k = 0; k < n->nin; k++)
+			node_add_input(p, m, h->nodes[n->in[k]->id]);
+	}
+	/* the integers of the fixed dim become constants */
+	Vec dyn = {0};
+	for (int k = 0; k < g->ngdyn; k++) {
+		GDyn d = g->gdyn[k];
+		d.f.c0 += d.f.coef[S->dim] * S->value;
+		d.f.coef[S->dim] = 0;
+		int left = 0;
+		for (int j = 0; j < g->nbasis; j++)
+			left |= d.f.coef[j] != 0;
+		Node *m = h->nodes[d.node];
+		if (!left) {
+			if (d.field < MAX_RANK)
+				m->shape[d.field] = d.f.c0;
+			else
+				m->a[d.field - 16] = d.f.c0;
+			continue;
+		}
+		GDyn *c = arena_alloc(a, sizeof *c);
+		*c = d;
+		vec_push(&dyn, c);
+	}
+	int calls_dyn = 0;
+	for (int i = 0; i < h->nnodes; i++)
+		calls_dyn |= h->nodes[i]->op == OP_CALL && h->nodes[i]->callee->nbasis > 0;
+	if (dyn.n || calls_dyn) {
+		h->gdyn = arena_alloc(a, (size_t)(dyn.n + 1) * sizeof(GDyn));
+		for (int k = 0; k < dyn.n; k++)
+			h->gdyn[k] = *(GDyn *)dyn.v[k];
+		h->ngdyn = dyn.n;
+		h->nbasis = g->nbasis;
+	}
+	free(dyn.v);
+	h->ninputs = g->ninputs;
+	h->input_names = g->input_names;
+	h->inputs = arena_alloc(a, (size_t)(g->ninputs + 1) * sizeof(Node *));
+	for (int i = 0; i < g->ninputs; i++)
+		h->inputs[i] = h->nodes[g->inputs[i]->id];
+	h->noutputs = g->noutputs;
+	h->outputs = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(Node *));
+	for (int i = 0; i < g->noutputs; i++)
+		h->outputs[i] = h->nodes[g->outputs[i]->id];
+	/* its guards in words: the shapes it takes, and the condition */
+	if (h->is_region) {
+		Buf b = {0};
+		for (int i = 0; i < h->ninputs; i++) {
+			if (i)
+				buf_puts(&b, "; ");
+			buf_printf(&b, "%s: %s", h->input_names[i], h->inputs[i]->a[1] ? "state " : "");
+			dyn_shape_str(a, &b, h, h->inputs[i]);
+		}
+		buf_printf(&b, "; when %s", S->guard);
+		h->key = arena_strdup(a, b.s);
+		buf_free(&b);
+	}
+	return h;
+}
+
+/* The shape variable `name` of region g's arguments as a form of the dims, or 0. */
+static int var_form(Graph *g, const char *name, Affine *f)
+{
+	Decl *fn = g->fn;
+	for (int i = 0; i < fn->nfargs; i++) {
+		TypeExpr *t = fn->fargs[i].type;
+		if (t->kind != T_TENSOR)
+			continue;
+		for (int k = 0; k < t->ndims; k++)
+			if (t->dims[k]->kind == E_NAME && !strcmp(t->dims[k]->name, name))
+				for (int j = 0; j < g->ninputs; j++)
+					if (!strcmp(g->input_names[j], fn->fargs[i].name)) {
+						*f = field_form(g, g->inputs[j], k);
+						return 1;
+					}
+	}
+	return 0;
+}
+
+/* The calls of the exported function (only: the regions they call are
+ * copied whole, their own calls with them) get their alternatives. */
+static void specialize_calls(Merge *M, Graph *caller)
+{
+	LowerCtx *x = M->x;
+	int n0 = caller->nnodes;
+	Vec memo = {0}; /* (Graph *g, dim, value) -> copy, as 4 pointers each */
+	for (int i = 0; i < n0; i++) {
+		Node *n = caller->nodes[i];
+		if (n->op != OP_CALL || n->a[2] || !n->callee->nbasis)
+			continue;
+		Graph *g = n->callee;
+		for (int r = 0; g->fn && r < g->fn->nattrs; r++) {
+			RegionAttr *ra = &g->fn->attrs[r];
+			if (strcmp(ra->key, "specialize") || ra->value->kind != E_LIST)
+				continue;
+			for (int c = 0; c < ra->value->nargs && !n->a[3]; c++) {
+				Expr *e = ra->value->args[c];
+				Affine f;
+				if (e->kind != E_BINARY || e->a->kind != E_NAME || !var_form(g, e->a->name, &f))
+					continue;
+				Value *v = eval_const_expr(x->c, e->b);
+				if (v->kind != V_INT)
+					continue;
+				/* one dim, solved for the value */
+				int dim = -1, count = 0;
+				for (int j = 0; j < g->nbasis; j++)
+					if (f.coef[j]) {
+						dim = j;
+						count++;
+					}
+				if (count != 1 || (v->i - f.c0) % f.coef[dim] != 0)
+					continue;
+				int64_t dv = (v->i - f.c0) / f.coef[dim];
+				if (dv < M->lo[dim] || dv > M->lo[MAX_DIMS + dim])
+					continue; /* never true in this entry */
+				Graph *h = NULL;
+				for (int q = 0; q + 3 < memo.n && !h; q += 4)
+					if (memo.v[q] == g && (intptr_t)memo.v[q + 1] == dim && *(int64_t *)memo.v[q + 2] == dv)
+						h = memo.v[q + 3];
+				if (!h) {
+					Spec S = {.x = x, .dim = dim, .value = dv,
+					          .guard = arena_printf(x->a, "%s == %lld", M->names[dim], (long long)dv)};
+					h = spec_graph(&S, g);
+					free(S.from.v);
+					free(S.to.v);
+					int64_t *vp = arena_alloc(x->a, sizeof *vp);
+					*vp = dv;
+					vec_push(&memo, g);
+					vec_push(&memo, (void *)(intptr_t)dim);
+					vec_push(&memo, vp);
+					vec_push(&memo, h);
+				}
+				Node *alt = node_new(x->p, caller, OP_CALL, DT_F32, 0, NULL, n->loc);
+				alt->callee = h;
+				alt->a[2] = 1;
+				for (int k = 0; k < n->nin; k++)
+					node_add_input(x->p, alt, n->in[k]);
+				n->a[3] = alt->id + 1;
+				n->a[4] = dim + 1;
+				n->a[5] = dv;
+			}
+		}
+	}
+	free(memo.v);
+}
+
 int merge_samples(LowerCtx *x, Entry *en, Graph **gs, int npts, int64_t pts[][MAX_DIMS])
 {
 	Merge M = {.x = x, .en = en, .npts = npts, .pts = pts};
@@ -575,6 +765,8 @@ int merge_samples(LowerCtx *x, Entry *en, Graph **gs, int npts, int64_t pts[][MA
 		}
 	}
 	p->graphs.n = keep;
+	if (ok)
+		specialize_calls(&M, gs[0]);
 	free(M.reps.v);
 	free(M.samples.v);
 	return ok;

@@ -156,7 +156,13 @@ static void dump_node(FILE *f, Program *p, Graph *g, Node *n)
 		fprintf(f, "  %%%d = call @%s(", n->id, n->callee->name);
 		for (int i = 0; i < n->nin; i++)
 			fprintf(f, "%s%%%d", i ? ", " : "", n->in[i]->id);
-		fputs(")\n", f);
+		fputc(')', f);
+		if (n->a[3])
+			fprintf(f, " or %%%lld when %s == %lld", (long long)(n->a[3] - 1),
+			         g->dim_names ? g->dim_names[n->a[4] - 1] : "?", (long long)n->a[5]);
+		if (n->a[2])
+			fputs(" (specialised alternative)", f);
+		fputc('\n', f);
 		return;
 	}
 	Buf b = {0};

@@ -191,6 +191,8 @@ static const char *guard_diff(RP *r, Graph *g, Variant *v)
 		size_t ls = es ? (size_t)(es - ks) : strlen(ks), lv = ev ? (size_t)(ev - kv) : strlen(kv);
 		if (ls != lv || strncmp(ks, kv, ls)) {
 			const char *colon = memchr(ks, ':', ls);
+			if (!colon) /* "run-time P", "when T == 1" (dims.c) */
+				return arena_printf(a, "%.*s, variant %d: %.*s", (int)ls, ks, v->k, (int)lv, kv);
 			size_t nl = colon ? (size_t)(colon - ks) : ls;
 			const char *cv = memchr(kv, ':', lv);
 			return arena_printf(a, "arg %.*s: %.*s, variant %d has %.*s", (int)nl, ks,

@@ -123,7 +123,19 @@ static void emit_call(Fn *F, Node *n)
 			dims = llvm.LLVMBuildGEP2(B, dt, gv, idx0, 2, "");
 		}
 		LLVMTypeRef at[5] = {G->i8p, G->i32, G->i8pp, G->i64p, G->i8p};
-		LLVMValueRef av[5] = {F->ctx, ci32(G, cs->v->id), bufs, dims, ws};
+		LLVMValueRef slot = ci32(G, cs->v->id);
+		/* a specialised alternative (dims.c): its variant when the dim has its value */
+		Node *alt = n->a[3] ? F->g->nodes[n->a[3] - 1] : NULL;
+		CallSite *acs = alt ? callsite_of(G->rt, alt) : NULL;
+		if (acs && acs->v && F->dims) {
+			LLVMValueRef ix = ci64(G, n->a[4] - 1);
+			LLVMValueRef dv = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, G->i64, F->dims, &ix, 1, ""), "");
+			LLVMValueRef hit = llvm.LLVMBuildICmp(B, LLVMIntEQ, dv, ci64(G, n->a[5]), "special");
+			slot = llvm.LLVMBuildSelect(B, hit, ci32(G, acs->v->id), slot, "");
+			if (!alt->callee->nbasis)
+				dims = llvm.LLVMBuildSelect(B, hit, llvm.LLVMConstPointerNull(G->i64p), dims, "");
+		}
+		LLVMValueRef av[5] = {F->ctx, slot, bufs, dims, ws};
 		st = call(G, "nestrt_call", G->i32, at, av, 5);
 	} else {
 		/* over max_reuse_entries or --no-regions: a private copy of the callee */
@@ -543,7 +555,10 @@ static void emit_graph_body(Fn *F)
 		case OP_CONV_TRANSPOSE2D: k_conv_transpose2d(F, n); break;
 		case OP_RESIZE_NEAREST: case OP_RESIZE_BILINEAR: kernel(F, n, k_resize); break;
 		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;
-		case OP_CALL: emit_call(F, n); break;
+		case OP_CALL:
+			if (!n->a[2]) /* an alternative is called by the call it stands in for */
+				emit_call(F, n);
+			break;
 		case OP_TAKE_ALONG: k_take_along(F, n); break;
 		case OP_TOPK: case OP_TOPK_MIN: k_topk(F, n); break;
 		case OP_CUMSUM: k_cumsum(F, n); break;

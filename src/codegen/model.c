@@ -49,6 +49,8 @@ static void collect_accesses(Program *p, Graph *g, const int *map, Vec *out, int
 {
 	for (int i = 0; i < g->nnodes && depth < 64; i++) {
 		Node *n = g->nodes[i];
+		if (n->op == OP_CALL && n->a[2])
+			continue; /* a specialised alternative: the same reads and writes as its call */
 		if (n->op == OP_CALL) {
 			int *cm = xcalloc((size_t)n->nin + 1, sizeof(int));
 			for (int k = 0; k < n->nin; k++)
@@ -116,7 +118,9 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 	for (int i = 0; i < nv; i++) {
 		Variant *v = G->rt->variants.v[i];
 		char vname[256], sym[300];
-		snprintf(vname, sizeof vname, "%s.%d", v->region, v->k);
+		/* a specialised variant's name says when it runs (profiles print it) */
+		const char *when = v->g->key ? strstr(v->g->key, "; when ") : NULL;
+		snprintf(vname, sizeof vname, "%s.%d%s%s%s", v->region, v->k, when ? " [" : "", when ? when + 2 : "", when ? "]" : "");
 		snprintf(sym, sizeof sym, "%s__%s_%d", name, v->region, v->k);
 		LLVMValueRef f = variant_fns && variant_fns[i] ? variant_fns[i] : get_fn(G, sym, G->fn_t);
 		LLVMValueRef fv[2] = {cstr(G, vname), f};

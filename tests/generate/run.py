@@ -14,7 +14,7 @@
     /usr/bin/python3 tests/generate/run.py NESTC_PATH
 Prints ok/FAIL lines and `N passed, N failed`.
 """
-import os, subprocess, sys, tempfile
+import os, re, subprocess, sys, tempfile
 import numpy as np
 
 NESTC = os.path.abspath(sys.argv[1])
@@ -110,6 +110,21 @@ with tempfile.TemporaryDirectory() as work:
             rel = float(np.abs(got - ref).max() / np.abs(ref).max())
             result(r.returncode == 0 and rr.returncode == 0 and ok_sig and rel <= 1e-5,
                    "gpt2.prefill_T%d_vs_static_build" % T, "max rel diff %.2g" % rel)
+        # the variant specialised for T == 1 serves prefill at T = 1, the general one the rest
+        for T, want in ((1, "block_kv.1 [when T == 1]"), (7, "block_kv.0")):
+            r = sh([os.path.join(d, "driver"), w, "prefill", str(T), os.path.join(d, "p.bin")],
+                   env=dict(os.environ, NESTRT_PROFILE="1"))
+            calls = {}
+            for line in r.stderr.splitlines():
+                mm = re.match(r"^  (\S+(?: \[when [^]]*\])?)\s+(\d+) calls", line)
+                if mm:
+                    calls[mm.group(1)] = int(mm.group(2))
+            other = "block_kv.0" if T == 1 else "block_kv.1 [when T == 1]"
+            result(calls.get(want) == 2 and calls.get(other) == 0, "specialize.profile_T%d" % T,
+                   "%s: %s calls, %s: %s" % (want, calls.get(want), other, calls.get(other)))
+        rep = sh([NESTC, "report", GPT2] + GCFG).stdout
+        result("variant block_kv.1" in rep and "; when T == 1" in rep and "run-time T" in rep,
+               "specialize.report_guards", "")
         r = sh([os.path.join(d, "driver"), w, "bad"])
         for line in r.stdout.splitlines():
             if line.startswith("ok "):
