@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 	 * past a gap after a prefill of 4 positions */
 	gpt2_seq *fresh = gpt2_seq_new(m, &err);
 	RESET();
-	bad += fails(m, gpt2_decode(m, fresh, 5, tok, out), "P = 5: reads state cache.0.k at 0:6 on axis 1 before it was written there (written: 5:6)",
+	bad += fails(m, gpt2_decode(m, fresh, 5, tok, out), "P = 5: reads state cache.0.k at 0:6 on axis 2 before it was written there (written: 5:6)",
 	             out, n, "decode on a fresh sequence");
 	RESET();
 	gpt2_seq_reset(fresh);
@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 		bad++;
 	}
 	RESET();
-	bad += fails(m, gpt2_decode(m, fresh, 6, tok, out), "reads state cache.0.k at 0:7 on axis 1 before it was written there (written: 0:4)",
+	bad += fails(m, gpt2_decode(m, fresh, 6, tok, out), "reads state cache.0.k at 0:7 on axis 2 before it was written there (written: 0:4)",
 	             out, n, "decode past a gap in the cache");
 	RESET();
 	if (gpt2_decode(m, fresh, 4, tok, out) != 0) {
