@@ -43,7 +43,9 @@ forward, the cache a prefill of the first P tokens fills and the logits of each 
   weights per token (every parameter but wpe, of which one row: 494.6 MB) / bandwidth;
   printed as the percentage of the limit each time reaches, with time / ORT, against the
   issue's goals (>= 75% of the limit at 1 thread, >= 85% at 2; <= 0.85x ORT at 1 thread,
-  <= 1.0x at 2).
+  <= 1.0x at 2). All its servers run with glibc malloc keeping freed memory
+  (DECODE_MALLOC_ENV): the peers allocate present_k/present_v, the whole cache, at every
+  step, and first touches of fresh pages are slow on these virtual machines.
 - gpt2-prefill: prefill at T = 1, 7, 64 and 1024, 1 and 2 threads: nestc's one build with
   T a run-time dimension against a static build of each T (nestc build -D T=n), the ratio
   dynamic / static (goal <= 1.1) and the two outputs' last row against each other and
@@ -83,6 +85,11 @@ GPT2_GEN = dict(L=12, D=768, H=12, V=50257, CTX=1024)   # gpt2-decode, gpt2-pref
 DECODE_P = (127, 1023)             # decode steps after P cached positions
 PREFILL_T = (1, 7, 64, 1024)       # prefill lengths, dynamic build against static builds
 STREAM_MIB = 1024                  # the memory-read bandwidth's buffer
+# glibc malloc keeps freed memory for reuse instead of returning it to the kernel: on these
+# virtual machines a first touch of a fresh page costs ~20 us (75 MB of new memory: ~0.5 s),
+# and the peers' decode step allocates its present_k/present_v (the whole cache) every step
+DECODE_MALLOC_ENV = dict(MALLOC_MMAP_THRESHOLD_="4294967296", MALLOC_TRIM_THRESHOLD_="68719476736",
+                         MALLOC_TOP_PAD_="268435456")
 
 
 def log(msg):
@@ -602,6 +609,10 @@ class Bench:
               "2*L*H*(P+1)*D/H floats: %s) is not in the limit; the last column adds it.\n"
               % (wbytes // 4, wbytes / 1e6, D, wbytes / 1e6,
                  ", ".join("%.1f MB at P=%d" % (8 * L * H * (P + 1) * hd / 1e6, P) for P in DECODE_P)))
+        print("Every runtime here runs with glibc's %s: freed memory is kept for reuse, not returned to the "
+              "kernel (a first touch of a fresh page is slow on these virtual machines, and ONNX Runtime's and "
+              "PyTorch's decode step allocates present_k/present_v, the whole cache, at every step; without it "
+              "their P=1023 step took 4-8x longer).\n" % " ".join("%s=%s" % kv for kv in DECODE_MALLOC_ENV.items()))
         try:
             d = self.gen_files()
         except Unavailable as e:
@@ -626,16 +637,16 @@ class Bench:
                 out = lambda name: os.path.join(d, "%s-P%d-%d.npy" % (name, P, t))
                 lg = lambda name: os.path.join(d, "%s-P%d-%d.log" % (name, P, t))
                 specs.append(dict(label="nestc", threads=t, error=nerr, out=out("nestc"), log=lg("nestc"),
-                                  env=self.nestc_env(t),
+                                  env=dict(self.nestc_env(t), **DECODE_MALLOC_ENV),
                                   cmd=None if nerr else [harness, w, out("nestc"), "5", tokens, "decode", str(P)]))
-                oenv = self.base_env()
+                oenv = dict(self.base_env(), **DECODE_MALLOC_ENV)
                 oenv["NODE_PATH"] = self.node_path
                 oerr = self.why_not.get("ort") or (None if os.path.exists(onnx) else "no ONNX file (PyTorch exports it)")
                 specs.append(dict(label="ONNX Runtime", threads=t, error=oerr, out=out("ort"), log=lg("ort"), env=oenv,
                                   cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), out("ort"), "5",
                                        tok, pk, pv]))
                 specs.append(dict(label="PyTorch eager", threads=t, error=self.why_not.get("torch"), out=out("torch"),
-                                  log=lg("torch"), env=self.torch_env(t),
+                                  log=lg("torch"), env=dict(self.torch_env(t), **DECODE_MALLOC_ENV),
                                   cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t), out("torch"), "5",
                                        "gpt2-decode", w] + [str(cfg[k]) for k in ("L", "D", "H", "V", "CTX")]
                                       + [tok, pk, pv]))
