@@ -11,13 +11,20 @@ files every runtime of bench/run.py reads: written once, the same for all of the
                                        num_batches_tracked included), DIR/x.npy,
                                        DIR/model.onnx (opset 14, static shapes), DIR/ref.npy
   models.py matmul DIR M N K           DIR/a.npy, DIR/b.npy, DIR/ref.npy (float64)
+  models.py gpt2-decode DIR L D H V CTX P,P.. N,N..
+                                       DIR/weights.safetensors (gpt2's), DIR/tokens.npy (i32[CTX]),
+                                       DIR/decode.onnx (one decode step, opset 14, P dynamic),
+                                       DIR/token-P.npy, DIR/past_k-P.npy, DIR/past_v-P.npy per P,
+                                       DIR/ref-N.npy (float64 logits of position N) per N
 
 GPT2 matches samples/gpt2.nest exactly: HF parameter names (wte.weight, wpe.weight,
 h.N.ln_1.weight, h.N.attn.c_attn.weight [D, 3D] in Conv1D layout, ..., ln_f.bias),
 LayerNorm eps 1e-5, scores scaled by rsqrt(D/H) then causally masked with -inf,
 gelu_tanh, and the LM head tied to wte (logits = x @ wte.weight.T). ResNet18 matches
 samples/resnet.nest: torchvision's names, batch norm folded into conv biases.
-ResNet18BN matches samples/resnet18.nest: torchvision's resnet18 module tree
+GPT2Decode is one decode step of the same model over past keys/values [L, H, P, D/H]
+(samples/gpt2.nest's decode; ONNX Runtime and PyTorch eager run it in the gpt2-decode
+section), gpt2_kv the whole-sequence forward that also returns the cache. ResNet18BN matches samples/resnet18.nest: torchvision's resnet18 module tree
 (written out here, no torchvision) with its batch norms, in eval mode.
 Weights are random with a fixed seed. The .safetensors writer is our own (JSON
 header padded to 8 bytes, tensors in name order, little-endian F32).
@@ -154,6 +161,42 @@ if torch is not None:
                 x = b(x)
             x = self.ln_f(x)
             return F.linear(x, self.wte.weight)
+
+    class GPT2Decode(GPT2):
+        """One decode step over a key/value cache, GPT2's parameters (the same state dict):
+        forward(token: int32[1], past_k: [L, H, P, D/H], past_v) -> (logits [1, V],
+        present_k [L, H, P+1, D/H], present_v): the token at position P attends to the
+        P cached positions and itself (samples/gpt2.nest's decode)."""
+        def forward(self, token, past_k, past_v):
+            P = past_k.shape[2]
+            D, H = self.h[0].attn.D, self.h[0].attn.H
+            hd = D // H
+            x = self.wte(token) + self.wpe.weight[P:P + 1]
+            ks, vs = [], []
+            for i, b in enumerate(self.h):
+                q, k, v = b.attn.c_attn(b.ln_1(x)).split(D, dim=-1)
+                k = torch.cat([past_k[i], k.reshape(H, 1, hd)], dim=1)
+                v = torch.cat([past_v[i], v.reshape(H, 1, hd)], dim=1)
+                ks.append(k)
+                vs.append(v)
+                a = torch.softmax((q.reshape(H, 1, hd) @ k.transpose(1, 2)) * (1.0 / math.sqrt(hd)), dim=-1)
+                x = x + b.attn.c_proj((a @ v).reshape(1, D))
+                x = x + b.mlp(b.ln_2(x))
+            return F.linear(self.ln_f(x), self.wte.weight), torch.stack(ks), torch.stack(vs)
+
+    def gpt2_kv(model, tokens):
+        """The whole-sequence forward of a GPT2, also returning every layer's keys and
+        values: logits [T, V], K and V [L, H, T, D/H] (what a prefill of tokens caches)."""
+        T, ks, vs = tokens.shape[0], [], []
+        x = model.wte(tokens) + model.wpe.weight[:T]
+        for b in model.h:
+            D, H = b.attn.D, b.attn.H
+            h = b.ln_1(x)
+            _, k, v = b.attn.c_attn(h).split(D, dim=-1)
+            ks.append(k.reshape(T, H, D // H).transpose(0, 1))
+            vs.append(v.reshape(T, H, D // H).transpose(0, 1))
+            x = b(x)
+        return F.linear(model.ln_f(x), model.wte.weight), torch.stack(ks), torch.stack(vs)
 
     def gpt2_init(model, seed):
         g = torch.Generator().manual_seed(seed)
@@ -316,6 +359,43 @@ def gpt2_files(d, L, D, H, V, CTX, S, seed=1):
     os.replace(tmp, os.path.join(d, "model.onnx"))
 
 
+def gpt2_decode_files(d, L, D, H, V, CTX, past, rows, seed=1):
+    """The decode-step files: the weights of gpt2_files (the same seed, so the same values),
+    DIR/tokens.npy (i32[CTX]), DIR/decode.onnx (GPT2Decode, P a dynamic axis), and from one
+    float64 whole-sequence forward over the CTX tokens: for each P in past, DIR/token-P.npy
+    (tokens[P:P+1]), DIR/past_k-P.npy and DIR/past_v-P.npy (f32 [L, H, P, D/H], the cache a
+    prefill of tokens[0:P] fills); for each N in rows, DIR/ref-N.npy (float64 logits of
+    position N: a decode at P=N, or the last row of a prefill of N+1 tokens)."""
+    torch.manual_seed(seed)
+    model = GPT2Decode(L, D, H, V, CTX, CTX).eval()     # S = CTX: the causal mask of gpt2_kv
+    gpt2_init(model, seed)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    save_safetensors(os.path.join(d, "weights.safetensors"), state)
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, V, size=CTX, dtype=np.int32)
+    save_npy(os.path.join(d, "tokens.npy"), tokens)
+    n = max(list(past) + list(rows)) + 1
+    with torch.no_grad():
+        logits, K, Vc = gpt2_kv(model.double(), torch.from_numpy(tokens[:n]))
+    for P in past:
+        save_npy(os.path.join(d, "token-%d.npy" % P), tokens[P:P + 1].copy())
+        save_npy(os.path.join(d, "past_k-%d.npy" % P), np.ascontiguousarray(K[:, :, :P].numpy().astype(np.float32)))
+        save_npy(os.path.join(d, "past_v-%d.npy" % P), np.ascontiguousarray(Vc[:, :, :P].numpy().astype(np.float32)))
+    for N in rows:
+        save_npy(os.path.join(d, "ref-%d.npy" % N), logits[N].numpy())
+    del logits, K, Vc
+    model.float()
+    P0 = 5
+    ex = (torch.from_numpy(tokens[P0:P0 + 1].copy()), torch.zeros(L, H, P0, D // H), torch.zeros(L, H, P0, D // H))
+    tmp = os.path.join(d, "decode.tmp.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, ex, tmp, opset_version=14, input_names=["token", "past_k", "past_v"],
+                          output_names=["logits", "present_k", "present_v"], do_constant_folding=True,
+                          dynamic_axes={"past_k": {2: "P"}, "past_v": {2: "P"},
+                                        "present_k": {2: "P1"}, "present_v": {2: "P1"}})
+    os.replace(tmp, os.path.join(d, "decode.onnx"))
+
+
 def resnet_files(d, IMG, C0, CLASSES, seed=1):
     torch.manual_seed(seed)
     model = ResNet18(C0, CLASSES).eval()
@@ -360,10 +440,14 @@ def matmul_files(d, M, N, K, seed=1):
 
 
 def main():
-    kind, d, args = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
+    kind, d = sys.argv[1], sys.argv[2]
     os.makedirs(d, exist_ok=True)
     if kind != "matmul" and torch is None:
         sys.exit("models.py: PyTorch is not installed")
+    if kind == "gpt2-decode":
+        ints = lambda s: [int(x) for x in s.split(",") if x]
+        return gpt2_decode_files(d, *[int(x) for x in sys.argv[3:8]], ints(sys.argv[8]), ints(sys.argv[9]))
+    args = [int(x) for x in sys.argv[3:]]
     {"gpt2": gpt2_files, "resnet": resnet_files, "resnet18": resnet18_files,
      "matmul": matmul_files}[kind](d, *args)
 

@@ -2,7 +2,8 @@
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
 Run: run.py NESTC [--rounds N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
-     SECTION: gpt2-shape, gpt2-small, matmul, resnet, resnet18 (all by default); PEER: ort, torch, sgemm
+     SECTION: gpt2-shape, gpt2-small, gpt2-decode, gpt2-prefill, matmul, resnet, resnet18 (all by
+     default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
 "unavailable: reason" and skipped): ONNX Runtime (onnxruntime-node in bench/.node),
@@ -26,6 +27,30 @@ gone idle; OpenBLAS's spin for about 0.1 s).
 many cores other processes on the machine kept busy meanwhile (from /proc/stat).
 FLOPs count 2*M*N*K for every matrix product (for GPT-2 including attention's
 QK^T and AV and the LM head) and 2*O*I*k*k*OH*OW for every convolution.
+
+Generation (issue 13; samples/gpt2.nest's prefill and decode entries over a per-sequence
+key/value cache, GPT-2 small L=12 D=768 H=12 V=50257 CTX=1024, the weights of gpt2-small;
+bench/models.py gpt2-decode writes 1024 random tokens and, from one float64 whole-sequence
+forward, the cache a prefill of the first P tokens fills and the logits of each position):
+- gpt2-decode: one decode step at P = 127 and 1023 past positions, 1 and 2 threads. nestc
+  runs bench/decode.c (prefills P tokens, then every run decodes token P at position P:
+  rewriting the same position is the same work each time); ONNX Runtime and PyTorch eager
+  run models.GPT2Decode (inputs token, past_k and past_v [L, H, P, D/H] from PyTorch;
+  outputs logits, present_k, present_v; exported to ONNX with P a dynamic axis). Each
+  runtime's logits go against the float64 logits and against each other. The memory-read
+  bandwidth (bench/stream.c, 1 GiB, 1 and 2 threads, before and after the decode runs, the
+  higher figure) gives the limit: a step reads every weight once, so limit time = bytes of
+  weights per token (every parameter but wpe, of which one row: 494.6 MB) / bandwidth;
+  printed as the percentage of the limit each time reaches, with time / ORT, against the
+  issue's goals (>= 75% of the limit at 1 thread, >= 85% at 2; <= 0.85x ORT at 1 thread,
+  <= 1.0x at 2). All its servers run with glibc malloc keeping freed memory
+  (DECODE_MALLOC_ENV): the peers allocate present_k/present_v, the whole cache, at every
+  step, and first touches of fresh pages are slow on these virtual machines.
+- gpt2-prefill: prefill at T = 1, 7, 64 and 1024, 1 and 2 threads: nestc's one build with
+  T a run-time dimension against a static build of each T (nestc build -D T=n), the ratio
+  dynamic / static (goal <= 1.1) and the two outputs' last row against each other and
+  float64. T = 1024 runs a quarter of the rounds (at least 3).
+
 The report goes to standard output; progress to standard error.
 """
 import argparse
@@ -56,6 +81,15 @@ GPT2_SMALL = dict(L=12, D=768, H=12, V=50257, CTX=1024, S=128)
 MATMULS = [(128, 768, 768), (128, 2304, 768), (128, 3072, 768), (128, 768, 3072), (1024, 1024, 1024)]
 RESNET = dict(IMG=64, C0=64, CLASSES=1000)
 RESNET18 = dict(IMG=224, BATCH=1)    # samples/resnet18.nest, torchvision's ImageNet ResNet-18
+GPT2_GEN = dict(L=12, D=768, H=12, V=50257, CTX=1024)   # gpt2-decode, gpt2-prefill: GPT-2 small's weights
+DECODE_P = (127, 1023)             # decode steps after P cached positions
+PREFILL_T = (1, 7, 64, 1024)       # prefill lengths, dynamic build against static builds
+STREAM_MIB = 1024                  # the memory-read bandwidth's buffer
+# glibc malloc keeps freed memory for reuse instead of returning it to the kernel: on these
+# virtual machines a first touch of a fresh page costs ~20 us (75 MB of new memory: ~0.5 s),
+# and the peers' decode step allocates its present_k/present_v (the whole cache) every step
+DECODE_MALLOC_ENV = dict(MALLOC_MMAP_THRESHOLD_="4294967296", MALLOC_TRIM_THRESHOLD_="68719476736",
+                         MALLOC_TOP_PAD_="268435456")
 
 
 def log(msg):
@@ -439,8 +473,9 @@ class Bench:
                 cmd += ["-D", "%s=%s" % (k, v)]
             sh(cmd)
             rng = np.random.default_rng(1)
-            if kind == "gpt2":
-                np.save(os.path.join(d, "tokens.npy"), rng.integers(0, defines["V"], size=defines["S"], dtype=np.int32))
+            if kind.startswith("gpt2"):
+                np.save(os.path.join(d, "tokens.npy"), rng.integers(0, defines["V"], size=defines.get("S", defines["CTX"]),
+                                                                    dtype=np.int32))
             else:
                 np.save(os.path.join(d, "x.npy"), rng.standard_normal((1, 3, defines["IMG"], defines["IMG"])).astype(np.float32))
             key += " nestc"
@@ -502,6 +537,263 @@ class Bench:
         res, bg = measure(specs, self.rounds, budget=self.budget(30 if flop < 2e9 else 0))
         self.model_table(res, flop, self.reference(d), base="ONNX Runtime")
         background_note(bg)
+
+    # --- generation: prefill and decode over the KV cache (issue 13)
+    def gen_files(self):
+        """bench/models.py gpt2-decode: GPT-2 small's weights (those of gpt2-small), 1024
+        tokens, the ONNX decode step, the past k/v of each P and the float64 logits."""
+        cfg = GPT2_GEN
+        d = os.path.join(self.work, "gpt2-gen")
+        rows = sorted(set(DECODE_P) | {t - 1 for t in PREFILL_T})
+        vals = [cfg[k] for k in ("L", "D", "H", "V", "CTX")] + [",".join(map(str, DECODE_P)), ",".join(map(str, rows))]
+        self.files("gpt2-decode", d, vals, os.path.join(ROOT, "samples", "gpt2.nest"), cfg)
+        return d
+
+    def gen_build(self, d, static_t=None):
+        """samples/gpt2.nest at GPT2_GEN (with -D T=static_t: prefill a static entry),
+        linked with bench/decode.c; the harness path. The dynamic build is made once."""
+        builds = self.__dict__.setdefault("gen_builds", {})
+        if static_t in builds:
+            return builds[static_t]
+        if "nestc" in self.why_not:
+            raise Unavailable(self.why_not["nestc"])
+        outdir = os.path.join(d, "nestc-" + ("dynamic" if static_t is None else "T%d" % static_t))
+        shutil.rmtree(outdir, ignore_errors=True)
+        cmd = [self.nestc, "build", os.path.join(ROOT, "samples", "gpt2.nest"), "-o", outdir]
+        for k, v in list(GPT2_GEN.items()) + ([("T", static_t)] if static_t is not None else []):
+            cmd += ["-D", "%s=%s" % (k, v)]
+        log("building %s" % " ".join(cmd[2:3] + cmd[5:]))
+        sh(cmd)
+        exe = os.path.join(outdir, "decode")
+        objs = sorted(os.path.join(outdir, o) for o in os.listdir(outdir) if o.endswith(".o"))
+        sh([self.cc, "-O2", "-I" + os.path.join(ROOT, "runtime"), "-I" + outdir]
+           + (["-DSTATIC_T=%d" % static_t] if static_t is not None else [])
+           + ["-o", exe, os.path.join(BENCH, "decode.c")] + objs + [self.lib, "-lm", "-lpthread"])
+        builds[static_t] = exe
+        return exe
+
+    def bandwidth(self):
+        """{threads: read GB/s} from bench/stream.c over a STREAM_MIB buffer, 1 and 2 threads."""
+        exe = os.path.join(self.work, "stream")
+        if not os.path.exists(exe):
+            sh([self.cc, "-O3", "-march=native", "-o", exe, os.path.join(BENCH, "stream.c"), "-lpthread"])
+        out = {}
+        for t in (1, 2):
+            m = re.search(r"read GB/s:\s*([0-9.]+)", sh([exe, str(t), str(STREAM_MIB)], timeout=600))
+            out[t] = float(m.group(1)) if m else None
+        return out
+
+    def rel_diff(self, a_path, b):
+        """max |a - b| / max |b|, or a message."""
+        try:
+            a = np.load(a_path).astype(np.float64).reshape(-1)
+            b = np.asarray(b, np.float64).reshape(-1)
+            if a.shape != b.shape:
+                return "shape %s, expected %s" % (a.shape, b.shape)
+            return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+        except (OSError, ValueError) as e:
+            return "unreadable: %s" % e
+
+    def gpt2_decode(self):
+        cfg = GPT2_GEN
+        L, D, H, V, CTX = (cfg[k] for k in ("L", "D", "H", "V", "CTX"))
+        hd = D // H
+        # every parameter once (wte twice in use, embedding row and LM head, read once), wpe one row
+        params = V * D + CTX * D + L * (12 * D * D + 13 * D) + 2 * D
+        wbytes = 4 * (params - CTX * D + D)
+        print("\n## GPT-2 small decode step: L=%d, D=%d, H=%d, V=%d, one token at position P after P cached ones\n"
+              % (L, D, H, V))
+        print("A decode step reads every weight once: its limit is the memory-read bandwidth. Weights read per "
+              "token: %d floats = %.1f MB (every parameter, wte once for the LM head, wpe one row of %d); "
+              "limit time = %.1f MB / read bandwidth at that thread count. The cache read (K and V, "
+              "2*L*H*(P+1)*D/H floats: %s) is not in the limit; the last column adds it.\n"
+              % (wbytes // 4, wbytes / 1e6, D, wbytes / 1e6,
+                 ", ".join("%.1f MB at P=%d" % (8 * L * H * (P + 1) * hd / 1e6, P) for P in DECODE_P)))
+        print("Every runtime here runs with glibc's %s: freed memory is kept for reuse, not returned to the "
+              "kernel (a first touch of a fresh page is slow on these virtual machines, and ONNX Runtime's and "
+              "PyTorch's decode step allocates present_k/present_v, the whole cache, at every step; without it "
+              "their P=1023 step took 4-8x longer).\n" % " ".join("%s=%s" % kv for kv in DECODE_MALLOC_ENV.items()))
+        try:
+            d = self.gen_files()
+        except Unavailable as e:
+            print("unavailable: the model files: %s" % e)
+            return
+        w, tokens, onnx = (os.path.join(d, f) for f in ("weights.safetensors", "tokens.npy", "decode.onnx"))
+        try:
+            harness = self.gen_build(d)
+            nerr = None
+        except Unavailable as e:
+            nerr = "nestc: %s" % e
+        try:
+            bw0 = self.bandwidth()
+        except Unavailable as e:
+            bw0 = {}
+            log("bandwidth: %s" % e)
+        runs, bgs = {}, []
+        for P in DECODE_P:
+            tok, pk, pv = (os.path.join(d, "%s-%d.npy" % (f, P)) for f in ("token", "past_k", "past_v"))
+            specs = []
+            for t in (1, 2):
+                out = lambda name: os.path.join(d, "%s-P%d-%d.npy" % (name, P, t))
+                lg = lambda name: os.path.join(d, "%s-P%d-%d.log" % (name, P, t))
+                specs.append(dict(label="nestc", threads=t, error=nerr, out=out("nestc"), log=lg("nestc"),
+                                  env=dict(self.nestc_env(t), **DECODE_MALLOC_ENV),
+                                  cmd=None if nerr else [harness, w, out("nestc"), "5", tokens, "decode", str(P)]))
+                oenv = dict(self.base_env(), **DECODE_MALLOC_ENV)
+                oenv["NODE_PATH"] = self.node_path
+                oerr = self.why_not.get("ort") or (None if os.path.exists(onnx) else "no ONNX file (PyTorch exports it)")
+                specs.append(dict(label="ONNX Runtime", threads=t, error=oerr, out=out("ort"), log=lg("ort"), env=oenv,
+                                  cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), out("ort"), "5",
+                                       tok, pk, pv]))
+                specs.append(dict(label="PyTorch eager", threads=t, error=self.why_not.get("torch"), out=out("torch"),
+                                  log=lg("torch"), env=dict(self.torch_env(t), **DECODE_MALLOC_ENV),
+                                  cmd=[TORCH_PY, os.path.join(BENCH, "torch_server.py"), str(t), out("torch"), "5",
+                                       "gpt2-decode", w] + [str(cfg[k]) for k in ("L", "D", "H", "V", "CTX")]
+                                      + [tok, pk, pv]))
+            res, bg = measure(specs, self.rounds, budget=self.budget(20))
+            runs[P] = res
+            if bg is not None:
+                bgs.append(bg)
+        try:
+            bw1 = self.bandwidth()
+        except Unavailable as e:
+            bw1 = {}
+            log("bandwidth: %s" % e)
+        bw = {t: max([x for x in (bw0.get(t), bw1.get(t)) if x] or [None]) for t in (1, 2)}
+        print("Memory-read bandwidth (bench/stream.c, %d MiB, best of 5 reads; measured before and after the "
+              "decode runs, the higher is used): %s\n" % (STREAM_MIB, "; ".join(
+                  "%d thread%s: %s GB/s (before %s, after %s)%s" % (
+                      t, "s" if t > 1 else "", "%.1f" % bw[t] if bw[t] else "?",
+                      bw0.get(t) or "?", bw1.get(t) or "?",
+                      ", limit %.2f ms" % (wbytes / bw[t] / 1e6) if bw[t] else "") for t in (1, 2))))
+        print("| P | runtime | threads | median ms | min ms | weights GB/s | % of read limit | time / ORT | "
+              "cpu/wall | runs | max abs diff vs fp64 | rel. diff vs fp64 | % of limit with cache |")
+        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        goal = {}
+        for P in DECODE_P:
+            res = runs[P]
+            ref = self.reference_row(d, P)
+            ort = {r["threads"]: r["ms"] for r in res if r["label"] == "ONNX Runtime" and r["ms"]}
+            cbytes = 8 * L * H * (P + 1) * hd
+            for r in sorted(res, key=lambda r: r["threads"]):
+                if r["ms"] is None:
+                    print("| %d | %s | %d | unavailable: %s | | | | | | | | | |" % (P, r["label"], r["threads"], cell(r["error"])))
+                    continue
+                t = r["threads"]
+                frac = (wbytes / bw[t] / 1e6) / r["ms"] if bw[t] else None
+                fracc = ((wbytes + cbytes) / bw[t] / 1e6) / r["ms"] if bw[t] else None
+                diff = max_diff(r["out"], ref)
+                rel = self.rel_diff(r["out"], ref) if ref is not None else "-"
+                ratio = r["ms"] / ort[t] if t in ort else None
+                if r["label"] == "nestc":
+                    goal[(P, t)] = (frac, ratio)
+                print("| %d | %s | %d | %.2f | %.2f | %.1f | %s | %s | %s | %d | %s | %s | %s |"
+                      % (P, r["label"], t, r["ms"], r["min"], wbytes / r["ms"] / 1e6,
+                         "%.0f%%" % (100 * frac) if frac else "-", "%.2f" % ratio if ratio else "-",
+                         "%.2f" % r["cpu"] if r.get("cpu") is not None else "-", r["n"],
+                         "%.2g" % diff if isinstance(diff, float) else cell(diff),
+                         "%.2g" % rel if isinstance(rel, float) else cell(rel),
+                         "%.0f%%" % (100 * fracc) if fracc else "-"))
+        # the three runtimes against each other (same weights, same past)
+        pairs = []
+        for P in DECODE_P:
+            outs = {(r["label"], r["threads"]): r["out"] for r in runs[P] if r["ms"]}
+            for t in (1, 2):
+                n = outs.get(("nestc", t))
+                for other in ("ONNX Runtime", "PyTorch eager"):
+                    o = outs.get((other, t))
+                    if n and o:
+                        x = self.rel_diff(n, np.load(o))
+                        pairs.append("P=%d, %d thread%s, nestc vs %s %s" % (P, t, "s" if t > 1 else "", other,
+                                                                            "%.2g" % x if isinstance(x, float) else x))
+        if pairs:
+            print("\nLogits of one step against each other (max |a - b| / max |b|; goal within ~1e-4): %s."
+                  % "; ".join(pairs))
+        for t in (1, 2):
+            for P in DECODE_P:
+                fr = goal.get((P, t))
+                if fr and fr[1]:
+                    print("\nnestc / ONNX Runtime at P=%d, %d thread%s: %.2fx the time (nestc runs at %.0f%% of its speed)"
+                          % (P, t, "s" if t > 1 else "", fr[1], 100 / fr[1]), end="")
+        print()
+        lines = []
+        for t, lim, orat in ((1, 0.75, 0.85), (2, 0.85, 1.0)):
+            for P in DECODE_P:
+                fr = goal.get((P, t))
+                if not fr:
+                    lines.append("P=%d, %d thread%s: nestc unavailable" % (P, t, "s" if t > 1 else ""))
+                    continue
+                frac, ratio = fr
+                lines.append("P=%d, %d thread%s: %s of the read limit (goal >= %.0f%%: %s), %s ORT's time "
+                             "(goal <= %.2fx: %s)" % (
+                                 P, t, "s" if t > 1 else "", "%.0f%%" % (100 * frac) if frac else "?", 100 * lim,
+                                 ("met" if frac >= lim else "not met") if frac else "?",
+                                 "%.2fx" % ratio if ratio else "?", orat,
+                                 ("met" if ratio <= orat else "not met") if ratio else "?"))
+        print("\nGoals (issue 13), nestc's decode step:\n" + "\n".join("- " + l for l in lines))
+        if bgs:
+            background_note(statistics.mean(bgs))
+
+    def reference_row(self, d, n):
+        path = os.path.join(d, "ref-%d.npy" % n)
+        return np.load(path) if os.path.exists(path) else None
+
+    def gpt2_prefill(self):
+        cfg = GPT2_GEN
+        print("\n## GPT-2 small prefill: one build for any T (prefill(tokens: i32[T]) where 1 <= T <= %d) against "
+              "static builds of each T (nestc build -D T=n)\n" % cfg["CTX"])
+        try:
+            d = self.gen_files()
+        except Unavailable as e:
+            print("unavailable: the model files: %s" % e)
+            return
+        w, tokens = os.path.join(d, "weights.safetensors"), os.path.join(d, "tokens.npy")
+        try:
+            dyn = self.gen_build(d)
+            derr = None
+        except Unavailable as e:
+            derr = "nestc: %s" % e
+        print("| T | threads | dynamic ms | static ms | dynamic / static | goal <= 1.1 | runs | rel. diff dynamic vs static "
+              "| rel. diff vs fp64 (dynamic, static) |")
+        print("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |")
+        bgs = []
+        for T in PREFILL_T:
+            try:
+                st = self.gen_build(d, T)
+                serr = None
+            except Unavailable as e:
+                serr = "nestc -D T=%d: %s" % (T, e)
+            warm = "1" if T >= 256 else "3"
+            specs = []
+            for t in (1, 2):
+                for label, exe, err in (("dynamic", dyn if not derr else None, derr), ("static", st if not serr else None, serr)):
+                    o = os.path.join(d, "prefill-%s-T%d-%d.npy" % (label, T, t))
+                    specs.append(dict(label=label, threads=t, error=err, out=o,
+                                      log=os.path.join(d, "prefill-%s-T%d-%d.log" % (label, T, t)),
+                                      env=self.nestc_env(t),
+                                      cmd=None if err else [exe, w, o, warm, tokens, "prefill", str(T)]))
+            rounds = self.rounds if T <= 128 else max(3, self.rounds // 4)
+            res, bg = measure(specs, rounds, budget=self.budget(10 if T <= 128 else 0))
+            if bg is not None:
+                bgs.append(bg)
+            ref = self.reference_row(d, T - 1)
+            for t in (1, 2):
+                dr = next(r for r in res if r["label"] == "dynamic" and r["threads"] == t)
+                sr = next(r for r in res if r["label"] == "static" and r["threads"] == t)
+                if dr["ms"] is None or sr["ms"] is None:
+                    why = "; ".join("%s: %s" % (r["label"], cell(r["error"])) for r in (dr, sr) if r["ms"] is None)
+                    print("| %d | %d | unavailable: %s | | | | | | |" % (T, t, why))
+                    continue
+                ratio = dr["ms"] / sr["ms"]
+                x = self.rel_diff(dr["out"], np.load(sr["out"]))
+                fp = ", ".join(("%.2g" % v if isinstance(v, float) else cell(v))
+                               for v in ((self.rel_diff(r["out"], ref) if ref is not None else "-") for r in (dr, sr)))
+                print("| %d | %d | %.2f | %.2f | %.3f | %s | %d | %s | %s |"
+                      % (T, t, dr["ms"], sr["ms"], ratio, "met" if ratio <= 1.1 else "not met", min(dr["n"], sr["n"]),
+                         "%.2g" % x if isinstance(x, float) else cell(x), fp))
+        print("\nDiffs: the logits of the last position, max |a - b| / max |b|.")
+        if bgs:
+            background_note(statistics.mean(bgs))
 
     def model_table(self, res, flop, ref, base):
         basems = {r["threads"]: r["ms"] for r in res if r["label"] == base and r["ms"]}
@@ -662,6 +954,9 @@ class Bench:
         background_note(bg)
 
 
+SECTIONS = ("gpt2-shape", "gpt2-small", "gpt2-decode", "gpt2-prefill", "matmul", "resnet", "resnet18")
+
+
 def gpt2_flop(L, D, H, V, CTX, S):
     per_layer = 2 * S * D * (3 * D) + 2 * S * S * D * 2 + 2 * S * D * D + 2 * S * D * (4 * D) * 2
     return float(L * per_layer + 2 * S * D * V)
@@ -686,7 +981,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("nestc")
     ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
-    ap.add_argument("--only", default="gpt2-shape,gpt2-small,matmul,resnet,resnet18")
+    ap.add_argument("--only", default=",".join(SECTIONS))
     ap.add_argument("--skip", default="", help="peers to leave out: ort,torch,sgemm")
     ap.add_argument("--work", help="folder for models and builds (default: NESTC's folder/bench)")
     ap.add_argument("--peak1", type=float, default=175.0, help="FMA peak GFLOP/s at 1 thread")
@@ -696,7 +991,7 @@ def main():
     bad = set(p for p in args.skip.split(",") if p) - {"ort", "torch", "sgemm"}
     if bad:
         ap.error("unknown peer(s) for --skip: %s" % ", ".join(sorted(bad)))
-    unknown = set(sections) - {"gpt2-shape", "gpt2-small", "matmul", "resnet", "resnet18"}
+    unknown = set(sections) - set(SECTIONS)
     if unknown:
         ap.error("unknown section(s): %s" % ", ".join(sorted(unknown)))
     t0 = time.time()
@@ -733,6 +1028,10 @@ def main():
             b.resnet()
         elif sec == "resnet18":
             b.resnet18()
+        elif sec == "gpt2-decode":
+            b.gpt2_decode()
+        elif sec == "gpt2-prefill":
+            b.gpt2_prefill()
         sys.stdout.flush()
     print("\n(benchmark took %.0f s)" % (time.time() - t0))
 

@@ -2,6 +2,7 @@
 """Times a model of bench/models.py in PyTorch eager, for bench/run.py.
 
 Usage: torch_server.py THREADS OUT.npy WARMUP gpt2 WEIGHTS L D H V CTX S TOKENS.npy
+       torch_server.py THREADS OUT.npy WARMUP gpt2-decode WEIGHTS L D H V CTX TOKEN.npy PAST_K.npy PAST_V.npy
        torch_server.py THREADS OUT.npy WARMUP resnet WEIGHTS C0 CLASSES X.npy
        torch_server.py THREADS OUT.npy WARMUP resnet18 WEIGHTS X.npy
 Sets torch.set_num_threads(THREADS) (the caller sets OPENBLAS_NUM_THREADS,
@@ -47,31 +48,38 @@ def main():
         L, D, H, V, CTX, S = (int(x) for x in sys.argv[6:12])
         model = models.GPT2(L, D, H, V, CTX, S)
         model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-        x = torch.from_numpy(np.load(sys.argv[12]))
+        xs = [torch.from_numpy(np.load(sys.argv[12]))]
+    elif kind == "gpt2-decode":     # one decode step: logits, present_k, present_v; OUT gets the logits
+        L, D, H, V, CTX = (int(x) for x in sys.argv[6:11])
+        model = models.GPT2Decode(L, D, H, V, CTX, 1)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        xs = [torch.from_numpy(np.load(a)) for a in sys.argv[11:14]]
     elif kind == "resnet":
         C0, CLASSES = int(sys.argv[6]), int(sys.argv[7])
         model = models.ResNet18(C0, CLASSES)
         model.load_hf_state(weights)
-        x = torch.from_numpy(np.load(sys.argv[8]))
+        xs = [torch.from_numpy(np.load(sys.argv[8]))]
     elif kind == "resnet18":
         model = models.ResNet18BN()
         model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-        x = torch.from_numpy(np.load(sys.argv[6]))
+        xs = [torch.from_numpy(np.load(sys.argv[6]))]
     else:
         sys.exit("torch_server: unknown model " + kind)
     model.eval()
     with torch.inference_mode():
-        y = model(x)
+        y = model(*xs)
+        if isinstance(y, tuple):
+            y = y[0]
         np.save(out, y.numpy().astype(np.float32).reshape(-1))
         for _ in range(warmup):
-            model(x)
+            model(*xs)
         print("ready", torch.__version__, blas_core(), flush=True)
         for line in sys.stdin:
             if line.startswith("run "):
                 times = []
                 for _ in range(int(line.split()[1])):
                     t0 = time.perf_counter_ns()
-                    model(x)
+                    model(*xs)
                     times.append(time.perf_counter_ns() - t0)
                 print(" ".join(map(str, times)), flush=True)
             elif line.startswith("quit"):
