@@ -1841,7 +1841,7 @@ static int tr_constant(Ctx *c, NodeIO *io, const char *base)
 		return 0;
 	}
 	(void)one;
-	return node_err(c, 1, "only tensor, float and int values are supported"), -1;
+	return node_err(c, 1, "string and sparse values are not supported"), -1;
 }
 
 /* ---- matrix products */
@@ -2293,16 +2293,56 @@ static int tr_batchnorm(Ctx *c, NodeIO *io)
 	Val *x = in_(io, 0), *sc = in_(io, 1), *b = in_(io, 2), *m = in_(io, 3), *v = in_(io, 4);
 	if (!x || !sc || !b || !m || !v)
 		return node_err(c, 0, "needs five inputs"), -1;
-	if (attr_i(io->n, "training_mode", 0) || io->n->n_output > 1)
-		return node_err(c, 1, "training mode is not supported (inference only)"), -1;
-	if (x->rank < 2)
-		return node_err(c, 0, "input of rank %d", x->rank), -1;
+	if (x->rank < 2 || !dtype_is_float(x->dt))
+		return node_err(c, 0, "input of rank %d and dtype %s", x->rank, dtype_name(x->dt)), -1;
 	char el[64];
 	float_lit(el, sizeof el, (float)attr_f(io->n, "epsilon", 1e-5), DT_F32);
 	const char *xs = ref(c, x), *ms = ref(c, m), *vs = ref(c, v), *ss = ref(c, sc), *bs = ref(c, b);
-	return def(c, io, 0, x->dt, x->rank, x->shape, "batch_norm(%s, %s, %s, %s, %s, eps=%s)", xs, ms, vs, ss, bs, el)
-	               ? 0
-	               : -1;
+	if (!attr_i(io->n, "training_mode", 0)) {
+		if (io->n->n_output > 1)
+			return node_err(c, 1, "the running statistics outputs outside training mode are not supported"), -1;
+		return def(c, io, 0, x->dt, x->rank, x->shape, "batch_norm(%s, %s, %s, %s, %s, eps=%s)", xs, ms, vs, ss, bs,
+		           el)
+		               ? 0
+		               : -1;
+	}
+	/* training mode: the batch's statistics normalise; the running ones are
+	 * updated with momentum */
+	char mo[64], om[64];
+	double mom = attr_f(io->n, "momentum", 0.9);
+	float_lit(mo, sizeof mo, (float)mom, DT_F32);
+	float_lit(om, sizeof om, (float)(1 - mom), DT_F32);
+	Buf al = {0};
+	buf_puts(&al, "[0");
+	for (int k = 2; k < x->rank; k++)
+		buf_printf(&al, ", %d", k);
+	buf_puts(&al, "]");
+	char *bm = tmp(c, "mean(%s, axis=%s)", xs, al.s);
+	int64_t bsh[MAX_RANK];
+	bsh[0] = x->shape[1];
+	for (int k = 1; k < x->rank - 1; k++)
+		bsh[k] = 1;
+	char *bl = list_text(x->rank - 1, bsh);
+	char *d = tmp(c, "%s - reshape(%s, %s)", xs, bm, bl);
+	char *bv = tmp(c, "mean(%s * %s, axis=%s)", d, d, al.s);
+	Val *o = def(c, io, 0, x->dt, x->rank, x->shape, "batch_norm(%s, %s, %s, %s, %s, eps=%s)", xs, bm, bv, ss, bs, el);
+	int rc = o ? 0 : -1;
+	if (o && io->n->n_output > 1 && *io->n->output[1])
+		rc |= def(c, io, 1, m->dt, m->rank, m->shape, "%s * %s(%s) + %s * %s(%s)", ms, dtype_name(m->dt), mo, bm,
+		          dtype_name(m->dt), om)
+		              ? 0
+		              : -1;
+	if (!rc && io->n->n_output > 2 && *io->n->output[2])
+		rc |= def(c, io, 2, v->dt, v->rank, v->shape, "%s * %s(%s) + %s * %s(%s)", vs, dtype_name(v->dt), mo, bv,
+		          dtype_name(v->dt), om)
+		              ? 0
+		              : -1;
+	free(bm);
+	free(bl);
+	free(d);
+	free(bv);
+	buf_free(&al);
+	return rc;
 }
 
 /* ---- convolution and pooling */
@@ -2390,7 +2430,7 @@ static int get2(Ctx *c, NodeIO *io, const char *name, int64_t *v, int64_t def)
 		return 0;
 	}
 	if (n != 2)
-		return node_err(c, 1, "%s of %d entries (only 2-d is supported)", name, n), -1;
+		return node_err(c, 1, "%s of %d entries: only 2-d is supported", name, n), -1;
 	v[0] = t[0];
 	v[1] = t[1];
 	if (v[0] < 1 || v[1] < 1)
@@ -2404,7 +2444,7 @@ static int tr_conv(Ctx *c, NodeIO *io)
 	if (!x || !w)
 		return node_err(c, 0, "needs X and W"), -1;
 	if (x->rank != 4 || w->rank != 4)
-		return node_err(c, 1, "only 2-d convolution (rank 4 input) is supported, not rank %d", x->rank), -1;
+		return node_err(c, 1, "%d-d convolution is not supported (2-d is)", x->rank - 2), -1;
 	int64_t st[2], dil[2], k[2] = {w->shape[2], w->shape[3]}, pads[4], out[2];
 	if (get2(c, io, "strides", st, 1) < 0 || get2(c, io, "dilations", dil, 1) < 0)
 		return -1;
@@ -2444,7 +2484,7 @@ static int tr_conv_transpose(Ctx *c, NodeIO *io)
 	if (!x || !w)
 		return node_err(c, 0, "needs X and W"), -1;
 	if (x->rank != 4 || w->rank != 4)
-		return node_err(c, 1, "only 2-d transposed convolution is supported"), -1;
+		return node_err(c, 1, "%d-d transposed convolution is not supported (2-d is)", x->rank - 2), -1;
 	int64_t st[2], dil[2], op[2] = {0, 0}, p[4] = {0, 0, 0, 0};
 	if (get2(c, io, "strides", st, 1) < 0 || get2(c, io, "dilations", dil, 1) < 0)
 		return -1;
@@ -2480,87 +2520,316 @@ static int tr_conv_transpose(Ctx *c, NodeIO *io)
 	return o ? 0 : -1;
 }
 
+/* Pads axes 2.. of x (rank r) by lo[d], hi[d] with fill, by concatenation. */
+static char *padnd(Ctx *c, const char *x, DType dt, int r, const int64_t *shape, const int64_t *lo, const int64_t *hi,
+                   const char *fill)
+{
+	char *cur = xstrdup(x);
+	int64_t sh[MAX_RANK];
+	memcpy(sh, shape, sizeof(int64_t) * (size_t)r);
+	for (int d = 0; d + 2 < r; d++)
+		for (int side = 0; side < 2; side++) {
+			int64_t n = side ? hi[d] : lo[d];
+			if (n <= 0)
+				continue;
+			int64_t ps[MAX_RANK];
+			memcpy(ps, sh, sizeof ps);
+			ps[2 + d] = n;
+			char *l = list_text(r, ps);
+			char *f = tmp(c, "%s(full(%s, %s))", dtype_name(dt), l, fill);
+			free(l);
+			char *t = side ? tmp(c, "concat([%s, %s], axis=%d)", cur, f, 2 + d)
+			               : tmp(c, "concat([%s, %s], axis=%d)", f, cur, 2 + d);
+			free(f);
+			free(cur);
+			cur = t;
+			sh[2 + d] += n;
+		}
+	return cur;
+}
+
+/* Pooling of any rank and dilation as a max or sum over the kernel's taps,
+ * each a strided slice of the padded input; the average divides by the
+ * count of counted positions under each window, computed here. */
+static int pool_by_taps(Ctx *c, NodeIO *io, Val *x, int is_max, int incl, const int64_t *k, const int64_t *st,
+                        const int64_t *dil, const int64_t *lo, const int64_t *hi, const int64_t *cnt_hi,
+                        const int64_t *out)
+{
+	int ns = x->rank - 2;
+	int64_t taps = 1;
+	for (int d = 0; d < ns; d++)
+		taps *= k[d];
+	if (taps > 64)
+		return node_err(c, 1, "a pooling window of %lld taps with dilation or 3 spatial axes is not supported",
+		                (long long)taps), -1;
+	char *xp = padnd(c, ref(c, x), x->dt, x->rank, x->shape, lo, hi, is_max ? "-inf" : "0.0");
+	int64_t psh[MAX_RANK];
+	memcpy(psh, x->shape, sizeof psh);
+	for (int d = 0; d < ns; d++)
+		psh[2 + d] += lo[d] + hi[d];
+	char *acc = NULL;
+	for (int64_t t = 0; t < taps; t++) {
+		int64_t off[MAX_RANK], r = t;
+		for (int d = ns - 1; d >= 0; d--) {
+			off[d] = r % k[d];
+			r /= k[d];
+		}
+		Val *cur = new_val(c, "", x->dt, x->rank, psh);
+		free(cur->name);
+		cur->name = xasprintf("%s.pad", out_name(io, 0));
+		cur->id = xstrdup(xp);
+		for (int d = 0; d < ns; d++) {
+			Onnx__NodeProto fake = *io->n;
+			char *nm = xasprintf("%s.tap%lld.%d", out_name(io, 0), (long long)t, d);
+			char *outs[1] = {nm};
+			fake.output = outs;
+			fake.n_output = 1;
+			NodeIO sub = *io;
+			sub.n = &fake;
+			int rc = take_positions(c, &sub, 0, cur, 2 + d, out[d], off[d] * dil[d], st[d]);
+			free(nm);
+			if (rc < 0) {
+				free(xp);
+				free(acc);
+				return -1;
+			}
+			cur = c->vals[c->nvals - 1];
+		}
+		char *nacc = !acc ? xstrdup(cur->id)
+		                  : tmp(c, is_max ? "maximum(%s, %s)" : "%s + %s", acc, cur->id);
+		free(acc);
+		acc = nacc;
+	}
+	free(xp);
+	int64_t osh[MAX_RANK];
+	osh[0] = x->shape[0];
+	osh[1] = x->shape[1];
+	for (int d = 0; d < ns; d++)
+		osh[2 + d] = out[d];
+	Val *o;
+	if (is_max) {
+		o = def(c, io, 0, x->dt, x->rank, osh, "%s", acc);
+	} else {
+		/* how many counted positions each window covers */
+		int64_t csh[MAX_RANK] = {1, 1};
+		for (int d = 0; d < ns; d++)
+			csh[2 + d] = out[d];
+		Val *cnt = new_val(c, "", x->dt, x->rank, csh);
+		free(cnt->name);
+		cnt->name = xasprintf("%s.count", out_name(io, 0));
+		val_alloc(cnt);
+		int64_t pos[MAX_RANK];
+		for (int64_t q = 0; q < cnt->n; q++) {
+			unravel(q, x->rank, csh, pos);
+			int64_t n = 1;
+			for (int d = 0; d < ns; d++) {
+				int64_t m = 0;
+				for (int64_t j = 0; j < k[d]; j++) {
+					int64_t p = pos[2 + d] * st[d] + j * dil[d] - lo[d]; /* in input coordinates */
+					/* count_include_pad counts the explicit pads, not what
+					 * ceil mode adds */
+					int64_t lo_ok = incl ? -lo[d] : 0;
+					int64_t hi_ok = incl ? x->shape[2 + d] + cnt_hi[d] : x->shape[2 + d];
+					m += p >= lo_ok && p < hi_ok;
+				}
+				n *= m;
+			}
+			kset(cnt, q, (double)n);
+		}
+		o = def(c, io, 0, x->dt, x->rank, osh, "(%s) / %s", acc, ref(c, cnt));
+	}
+	free(acc);
+	return o ? 0 : -1;
+}
+
 static int tr_pool(Ctx *c, NodeIO *io, int is_max)
 {
-	Val *x = in_(io, 0);
-	if (!x)
+	Val *x0 = in_(io, 0);
+	if (!x0)
 		return node_err(c, 0, "needs an input"), -1;
 	if (io->n->n_output > 1)
 		return node_err(c, 1, "the Indices output is not supported"), -1;
-	if (x->rank != 4)
-		return node_err(c, 1, "only 2-d pooling (rank 4 input) is supported, not rank %d", x->rank), -1;
-	if (!dtype_is_float(x->dt))
-		return node_err(c, 1, "pooling of %s is not supported", dtype_name(x->dt)), -1;
+	if (x0->rank < 3)
+		return node_err(c, 0, "input of rank %d", x0->rank), -1;
+	if (!dtype_is_float(x0->dt))
+		return node_err(c, 1, "pooling of %s is not supported", dtype_name(x0->dt)), -1;
+	int64_t gd[MAX_RANK + 1];
+	int gdn = attr_ints(io->n, "dilations", gd, MAX_RANK);
+	int dilated = 0;
+	for (int d = 0; d < gdn; d++)
+		dilated |= gd[d] != 1;
+	if (x0->rank > 4 || dilated) {
+		int ns = x0->rank - 2;
+		int64_t k[MAX_RANK], st[MAX_RANK], dl[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], out[MAX_RANK], t[2 * MAX_RANK + 1];
+		int64_t xhi[MAX_RANK];
+		if (attr_ints(io->n, "kernel_shape", k, MAX_RANK) != ns)
+			return node_err(c, 0, "kernel_shape must have %d entries", ns), -1;
+		for (int d = 0; d < ns; d++)
+			st[d] = dl[d] = 1, lo[d] = hi[d] = 0;
+		if (attr_ints(io->n, "strides", t, MAX_RANK) == ns)
+			memcpy(st, t, sizeof(int64_t) * (size_t)ns);
+		if (gdn == ns)
+			memcpy(dl, gd, sizeof(int64_t) * (size_t)ns);
+		if (attr_ints(io->n, "pads", t, 2 * MAX_RANK) == 2 * ns)
+			for (int d = 0; d < ns; d++)
+				lo[d] = t[d], hi[d] = t[ns + d];
+		char *ap = attr_s(io->n, "auto_pad");
+		int same = ap && !strncmp(ap, "SAME", 4), lower = ap && !strcmp(ap, "SAME_LOWER");
+		free(ap);
+		int ceil_mode = (int)attr_i(io->n, "ceil_mode", 0);
+		for (int d = 0; d < ns; d++) {
+			if (k[d] < 1 || st[d] < 1 || dl[d] < 1 || lo[d] < 0 || hi[d] < 0)
+				return node_err(c, 0, "kernel_shape, strides, dilations and pads must be positive"), -1;
+			int64_t ek = dl[d] * (k[d] - 1) + 1, in = x0->shape[2 + d];
+			if (same) {
+				out[d] = (in + st[d] - 1) / st[d];
+				int64_t tot = (out[d] - 1) * st[d] + ek - in;
+				tot = tot < 0 ? 0 : tot;
+				lo[d] = lower ? tot - tot / 2 : tot / 2;
+				hi[d] = tot - lo[d];
+			} else {
+				int64_t span = in + lo[d] + hi[d] - ek;
+				if (span < 0)
+					return node_err(c, 0, "the kernel is larger than the padded input"), -1;
+				out[d] = (ceil_mode ? (span + st[d] - 1) / st[d] : span / st[d]) + 1;
+				if (ceil_mode && (out[d] - 1) * st[d] >= in + lo[d])
+					out[d]--;
+			}
+			xhi[d] = hi[d];
+			int64_t need = (out[d] - 1) * st[d] + ek - (in + lo[d] + hi[d]);
+			if (need > 0)
+				hi[d] += need;
+		}
+		if (attr_i(io->n, "storage_order", 0))
+			return node_err(c, 1, "storage_order=1 is not supported"), -1;
+		return pool_by_taps(c, io, x0, is_max, (int)attr_i(io->n, "count_include_pad", 0), k, st, dl, lo, hi, xhi,
+		                    out);
+	}
+	int one = x0->rank == 3;
 	int64_t k[2], st[2], dil[2], pads[4], out[2];
-	if (get2(c, io, "kernel_shape", k, 0) < 0 || get2(c, io, "strides", st, 1) < 0 ||
-	    get2(c, io, "dilations", dil, 1) < 0)
+	if (one) {
+		/* [N, C, L] as [N, C, 1, L] */
+		int64_t t[MAX_RANK + 1];
+		k[0] = st[0] = dil[0] = 1;
+		if (attr_ints(io->n, "kernel_shape", t, 1) != 1)
+			return node_err(c, 0, "kernel_shape must have 1 entry"), -1;
+		k[1] = t[0];
+		st[1] = attr_ints(io->n, "strides", t, 1) == 1 ? t[0] : 1;
+		dil[1] = attr_ints(io->n, "dilations", t, 1) == 1 ? t[0] : 1;
+	} else if (get2(c, io, "kernel_shape", k, 0) < 0 || get2(c, io, "strides", st, 1) < 0 ||
+	           get2(c, io, "dilations", dil, 1) < 0) {
 		return -1;
-	if (!k[0])
-		return node_err(c, 0, "no kernel_shape"), -1;
+	}
+	if (k[0] < 1 || k[1] < 1 || st[0] < 1 || st[1] < 1)
+		return node_err(c, 0, "kernel_shape and strides must be positive"), -1;
 	if (dil[0] != 1 || dil[1] != 1)
 		return node_err(c, 1, "dilated pooling is not supported"), -1;
 	if (attr_i(io->n, "storage_order", 0))
 		return node_err(c, 1, "storage_order=1 is not supported"), -1;
 	int ceil_mode = (int)attr_i(io->n, "ceil_mode", 0);
-	if (conv_geometry(c, io, x->shape + 2, k, st, dil, ceil_mode, pads, out) < 0)
+	int64_t xs4[4] = {x0->shape[0], x0->shape[1], one ? 1 : x0->shape[2], one ? x0->shape[2] : x0->shape[3]};
+	if (one) {
+		int64_t p1[4] = {0, 0, 0, 0};
+		int np = attr_ints(io->n, "pads", p1, 2);
+		char *ap = attr_s(io->n, "auto_pad");
+		int same = ap && strncmp(ap, "SAME", 4) == 0;
+		int lower = ap && !strcmp(ap, "SAME_LOWER");
+		free(ap);
+		for (int d = 0; d < 2; d++) {
+			int64_t ek = k[d];
+			if (same) {
+				int64_t o = (xs4[2 + d] + st[d] - 1) / st[d];
+				int64_t tot = (o - 1) * st[d] + ek - xs4[2 + d];
+				tot = tot < 0 ? 0 : tot;
+				pads[d] = lower ? tot - tot / 2 : tot / 2;
+				pads[d + 2] = tot - pads[d];
+				out[d] = o;
+			} else {
+				pads[d] = d == 1 && np == 2 ? p1[0] : 0;
+				pads[d + 2] = d == 1 && np == 2 ? p1[1] : 0;
+				int64_t span = xs4[2 + d] + pads[d] + pads[d + 2] - ek;
+				if (span < 0)
+					return node_err(c, 0, "the kernel is larger than the padded input"), -1;
+				out[d] = (ceil_mode ? (span + st[d] - 1) / st[d] : span / st[d]) + 1;
+				if (ceil_mode && (out[d] - 1) * st[d] >= xs4[2 + d] + pads[d])
+					out[d]--;
+			}
+		}
+	} else if (conv_geometry(c, io, xs4 + 2, k, st, dil, ceil_mode, pads, out) < 0) {
 		return -1;
+	}
 	/* end padding that ceil mode needs beyond the explicit pads */
 	int64_t full_p[4];
 	memcpy(full_p, pads, sizeof full_p);
 	for (int d = 0; d < 2; d++) {
-		int64_t need = (out[d] - 1) * st[d] + k[d] - (x->shape[2 + d] + pads[d] + pads[d + 2]);
+		int64_t need = (out[d] - 1) * st[d] + k[d] - (xs4[2 + d] + pads[d] + pads[d + 2]);
 		if (need > 0)
 			full_p[d + 2] += need;
 	}
-	int64_t sh[4] = {x->shape[0], x->shape[1], out[0], out[1]};
+	int64_t sh4[4] = {xs4[0], xs4[1], out[0], out[1]};
+	int64_t osh[MAX_RANK] = {xs4[0], xs4[1], one ? out[1] : out[0], out[1]};
+	int orank = x0->rank;
 	char kst[160];
 	snprintf(kst, sizeof kst, "[%lld, %lld], stride=[%lld, %lld]", (long long)k[0], (long long)k[1], (long long)st[0],
 	         (long long)st[1]);
-	const char *xs = ref(c, x);
+	char *xs = one ? tmp(c, "reshape(%s, [%lld, %lld, 1, %lld])", ref(c, x0), (long long)xs4[0], (long long)xs4[1],
+	                     (long long)xs4[3])
+	               : xstrdup(ref(c, x0));
+	char *res = NULL;
+	int half_ok = full_p[0] * 2 <= k[0] && full_p[2] * 2 <= k[0] && full_p[1] * 2 <= k[1] && full_p[3] * 2 <= k[1];
 	if (is_max) {
-		int sym = full_p[0] == full_p[2] && full_p[1] == full_p[3];
-		if (sym)
-			return def(c, io, 0, x->dt, 4, sh, "max_pool2d(%s, %s, padding=[%lld, %lld])", xs, kst,
-			           (long long)full_p[0], (long long)full_p[1])
-			               ? 0
-			               : -1;
-		char *p = pad2d(c, xs, x->dt, x->shape, full_p, "-inf");
-		Val *o = def(c, io, 0, x->dt, 4, sh, "max_pool2d(%s, %s)", p, kst);
-		free(p);
-		return o ? 0 : -1;
-	}
-	int incl = (int)attr_i(io->n, "count_include_pad", 0);
-	int nopad = !full_p[0] && !full_p[1] && !full_p[2] && !full_p[3];
-	int sym = full_p[0] == full_p[2] && full_p[1] == full_p[3] && !memcmp(full_p, pads, sizeof full_p);
-	if (nopad || (incl && sym))
-		return def(c, io, 0, x->dt, 4, sh, "avg_pool2d(%s, %s, padding=[%lld, %lld])", xs, kst, (long long)pads[0],
-		           (long long)pads[1])
-		               ? 0
-		               : -1;
-	/* the average over the counted positions: sum / count, both by pooling
-	 * zero-padded tensors */
-	char *num = pad2d(c, xs, x->dt, x->shape, full_p, "0.0");
-	int64_t ones_sh[4] = {1, 1, x->shape[2], x->shape[3]};
-	char *ol = list_text(4, ones_sh);
-	char *ones = tmp(c, "%s(ones(%s))", dtype_name(x->dt), ol);
-	free(ol);
-	char *den;
-	if (incl) {
-		int64_t p2[4] = {pads[0], pads[1], pads[2], pads[3]};
-		int64_t s2[4] = {1, 1, x->shape[2], x->shape[3]};
-		char *a = pad2d(c, ones, x->dt, s2, p2, "1.0");
-		int64_t rest[4] = {0, 0, full_p[2] - pads[2], full_p[3] - pads[3]};
-		int64_t s3[4] = {1, 1, x->shape[2] + pads[0] + pads[2], x->shape[3] + pads[1] + pads[3]};
-		den = pad2d(c, a, x->dt, s3, rest, "0.0");
-		free(a);
+		int sym = full_p[0] == full_p[2] && full_p[1] == full_p[3] && half_ok;
+		if (sym) {
+			res = xasprintf("max_pool2d(%s, %s, padding=[%lld, %lld])", xs, kst, (long long)full_p[0],
+			                (long long)full_p[1]);
+		} else {
+			char *p = pad2d(c, xs, x0->dt, xs4, full_p, "-inf");
+			res = xasprintf("max_pool2d(%s, %s)", p, kst);
+			free(p);
+		}
 	} else {
-		int64_t s2[4] = {1, 1, x->shape[2], x->shape[3]};
-		den = pad2d(c, ones, x->dt, s2, full_p, "0.0");
+		int incl = (int)attr_i(io->n, "count_include_pad", 0);
+		int nopad = !full_p[0] && !full_p[1] && !full_p[2] && !full_p[3];
+		int sym = full_p[0] == full_p[2] && full_p[1] == full_p[3] && !memcmp(full_p, pads, sizeof full_p) && half_ok;
+		if (nopad || (incl && sym)) {
+			res = xasprintf("avg_pool2d(%s, %s, padding=[%lld, %lld])", xs, kst, (long long)pads[0],
+			                (long long)pads[1]);
+		} else {
+			/* the average over the counted positions: sum / count, both by
+			 * pooling zero-padded tensors */
+			char *num = pad2d(c, xs, x0->dt, xs4, full_p, "0.0");
+			int64_t ones_sh[4] = {1, 1, xs4[2], xs4[3]};
+			char *ol = list_text(4, ones_sh);
+			char *ones = tmp(c, "%s(ones(%s))", dtype_name(x0->dt), ol);
+			free(ol);
+			char *den;
+			if (incl) {
+				int64_t p2[4] = {pads[0], pads[1], pads[2], pads[3]};
+				char *a = pad2d(c, ones, x0->dt, ones_sh, p2, "1.0");
+				int64_t rest[4] = {0, 0, full_p[2] - pads[2], full_p[3] - pads[3]};
+				int64_t s3[4] = {1, 1, xs4[2] + pads[0] + pads[2], xs4[3] + pads[1] + pads[3]};
+				den = pad2d(c, a, x0->dt, s3, rest, "0.0");
+				free(a);
+			} else {
+				den = pad2d(c, ones, x0->dt, ones_sh, full_p, "0.0");
+			}
+			res = xasprintf("avg_pool2d(%s, %s) / avg_pool2d(%s, %s)", num, kst, den, kst);
+			free(num);
+			free(ones);
+			free(den);
+		}
 	}
-	Val *o = def(c, io, 0, x->dt, 4, sh, "avg_pool2d(%s, %s) / avg_pool2d(%s, %s)", num, kst, den, kst);
-	free(num);
-	free(ones);
-	free(den);
+	Val *o;
+	if (one) {
+		char *t = tmp(c, "%s", res);
+		o = def(c, io, 0, x0->dt, orank, osh, "reshape(%s, [%lld, %lld, %lld])", t, (long long)sh4[0],
+		        (long long)sh4[1], (long long)sh4[3]);
+		free(t);
+	} else {
+		o = def(c, io, 0, x0->dt, 4, sh4, "%s", res);
+	}
+	free(res);
+	free(xs);
 	return o ? 0 : -1;
 }
 
