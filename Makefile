@@ -74,6 +74,12 @@ demo: all
 check: all $(B)/test_io $(B)/test_interp $(B)/test_runtime
 	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)
 
+# The ONNX backend node tests of libonnx-testdata, all of them: pass / fail /
+# unsupported per op and totals (tests/onnx/run.py; make check runs the float32
+# tests of issue #11's 48 ops).
+check-onnx: all
+	@$(PYTHON) tests/onnx/run.py $(B)/nestc --all
+
 check-run:
 	@NESTC_OBJS="$(OBJS) $(RT_IO_OBJS)" NESTRT_OBJS="$(RT_OBJS)" sh tests/check.sh $(B)
 
@@ -308,4 +314,4 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps demo check check-run check-asan check-tsan fuzz bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz bench bench-compile install uninstall clean

@@ -211,6 +211,97 @@ def one_test(nestc, tdir, work, compiled=True):
     return res("pass")
 
 
+# ----------------------------------------------------------------------------- errors and the CLI
+
+def make_model(path, nodes, inputs, outputs, inits=(), opset=14):
+    from onnx import helper
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(m, path)
+
+
+def cli_checks(nestc, work):
+    """(name, None or why) for each check of nestc's handling of bad and symbolic models."""
+    from onnx import helper, TensorProto as TP
+    out = []
+    d = os.path.join(work, "cli")
+    os.makedirs(d, exist_ok=True)
+    f32 = lambda n, shape: helper.make_tensor_value_info(n, TP.FLOAT, shape)
+
+    def expect_error(name, args, needles):
+        r = run([nestc] + args)
+        if r.returncode != 1:
+            return out.append((name, "exit %d, expected 1: %s" % (r.returncode, short(r.stderr))))
+        if "Traceback" in r.stderr or "Sanitizer" in r.stderr or "runtime error" in r.stderr:
+            return out.append((name, "crashed: " + short(r.stderr)))
+        miss = [n for n in needles if n not in r.stderr]
+        out.append((name, "message lacks %r: %s" % (miss, short(r.stderr)) if miss else None))
+
+    good = os.path.join(d, "good.onnx")
+    make_model(good, [helper.make_node("Relu", ["x"], ["y"], name="act")], [f32("x", [2, 3])], [f32("y", [2, 3])])
+    data = open(good, "rb").read()
+    bad = os.path.join(d, "malformed.onnx")
+    with open(bad, "wb") as f:
+        f.write(b"\xff\xff\xff\xff this is not a protobuf message \x00\x01")
+    expect_error("malformed", ["check", bad], [bad + ": error:", "malformed or truncated"])
+    for cut in (len(data) // 2, len(data) - 1, 7):
+        tr = os.path.join(d, "truncated%d.onnx" % cut)
+        with open(tr, "wb") as f:
+            f.write(data[:cut])
+        expect_error("truncated at %d of %d bytes" % (cut, len(data)), ["run", tr], [tr + ": error:"])
+    expect_error("missing file", ["check", os.path.join(d, "none.onnx")], ["none.onnx: error: cannot open"])
+    uns = os.path.join(d, "unsupported.onnx")
+    make_model(uns, [helper.make_node("Relu", ["x"], ["h"], name="first"),
+                     helper.make_node("Hardmax", ["h"], ["y"], name="the_hardmax")],
+               [f32("x", [2, 3])], [f32("y", [2, 3])], opset=13)
+    expect_error("unsupported op", ["build", uns, "-o", os.path.join(d, "o")],
+                 [uns + ": error: node 'the_hardmax' (Hardmax, opset 13): operator Hardmax is not supported"])
+    sym = os.path.join(d, "symbolic.onnx")
+    make_model(sym, [helper.make_node("Tanh", ["x"], ["y"], name="t")], [f32("x", ["batch", 4])],
+               [f32("y", ["batch", 4])])
+    expect_error("symbolic dimension unbound", ["check", sym],
+                 [sym + ": error:", "'batch'", "-D batch=VALUE"])
+    # bound: the import declares it as a const, and the model runs at that size
+    r = run([nestc, "import", sym, "-o", os.path.join(d, "sym.nest"), "-D", "batch=3"])
+    text = open(os.path.join(d, "sym.nest")).read() if r.returncode == 0 else ""
+    out.append(("symbolic dimension bound by -D",
+                None if r.returncode == 0 and "const batch = 3" in text and "x: f32[batch, 4]" in text
+                else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    np.save(os.path.join(d, "x.npy"), x)
+    r = run([nestc, "run", sym, "-D", "batch=3", "--input", "x=" + os.path.join(d, "x.npy"),
+             "--output", os.path.join(d, "y.npy")])
+    why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
+        np.load(os.path.join(d, "y.npy")), np.tanh(x))
+    out.append(("symbolic dimension: run at -D batch=3", why))
+    # a shape operand given as an input: named, with the flag that freezes it
+    shp = os.path.join(d, "shape_input.onnx")
+    make_model(shp, [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+               [f32("x", [2, 3]), helper.make_tensor_value_info("s", TP.INT64, [2])], [f32("y", [3, 2])])
+    expect_error("shape operand not frozen", ["check", shp],
+                 [shp + ": error: node 'rs' (Reshape, opset 14): input 's'", "--freeze s=FILE.pb"])
+    # import writes the text and the weights atomically; dotted initializer names kept in the file
+    init = os.path.join(d, "init.onnx")
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "layer.0.weight")
+    make_model(init, [helper.make_node("MatMul", ["x", "layer.0.weight"], ["y"], name="mm")],
+               [f32("x", [2, 3])], [f32("y", [2, 2])], inits=[w])
+    r = run([nestc, "import", init, "-o", os.path.join(d, "init.nest"), "-w", os.path.join(d, "init.safetensors")])
+    text = open(os.path.join(d, "init.nest")).read() if r.returncode == 0 else ""
+    ok = r.returncode == 0 and '= "layer.0.weight"' in text and os.path.exists(os.path.join(d, "init.safetensors"))
+    out.append(("import with an initializer", None if ok else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
+    xi = np.ones((2, 3), np.float32)
+    np.save(os.path.join(d, "xi.npy"), xi)
+    r = run([nestc, "run", os.path.join(d, "init.nest"), "--weights", os.path.join(d, "init.safetensors"),
+             "--input", "x=" + os.path.join(d, "xi.npy"), "--output", os.path.join(d, "yi.npy")])
+    why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
+        np.load(os.path.join(d, "yi.npy")), xi @ np.arange(6, dtype=np.float32).reshape(3, 2))
+    out.append(("imported text runs on the written weights", why))
+    r = run([nestc, "import", init])
+    out.append(("import without -o is a usage error",
+                None if r.returncode == 2 and "import needs -o" in r.stderr else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    return out
+
+
 def main(argv):
     args = argv[1:]
     nestc, mode, filters, jobs = None, "check", [], os.cpu_count() or 2
@@ -265,6 +356,18 @@ def main(argv):
         shutil.rmtree(work, ignore_errors=True)
     if mode == "check":
         npass = nfail = 0
+        if not filters:
+            cw = tempfile.mkdtemp(prefix="nestc-onnx-cli-")
+            try:
+                for name, why in cli_checks(nestc, cw):
+                    if why:
+                        print("FAIL cli.%s: %s" % (name, why))
+                        nfail += 1
+                    else:
+                        print("ok cli.%s" % name)
+                        npass += 1
+            finally:
+                shutil.rmtree(cw, ignore_errors=True)
         for r in results:
             if r.status == "pass":
                 print("ok %s" % r.name)
