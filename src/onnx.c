@@ -43,7 +43,7 @@ static const char *onnx_dtype_name(int t)
 int onnx_nest_dtype(int t)
 {
 	switch (t) {
-	case OT_FLOAT: case OT_FLOAT16: return DT_F32;
+	case OT_FLOAT: case OT_FLOAT16: case OT_BFLOAT16: return DT_F32;
 	case OT_DOUBLE: return DT_F64;
 	case OT_INT8: case OT_UINT8: case OT_INT16: case OT_UINT16: case OT_INT32: return DT_I32;
 	case OT_UINT32: case OT_INT64: case OT_UINT64: return DT_I64;
@@ -340,10 +340,18 @@ static void add_weight(Ctx *c, const char *name, Val *v)
  * it is a known value not yet named. */
 static const char *ref(Ctx *c, Val *v)
 {
+	if (v->n == 0 && !v->known) {
+		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
+		return "__empty__";
+	}
 	if (v->id)
 		return v->id;
 	if (!v->known)
 		ice("onnx: value '%s' has neither a name nor a value", v->name);
+	if (v->n == 0) {
+		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
+		return "__empty__";
+	}
 	int splat = 1;
 	for (int64_t k = 1; k < v->n && splat; k++)
 		splat = kget(v, k) == kget(v, 0) && !(v->f && isnan(v->f[k]));
@@ -455,6 +463,15 @@ static void raw_elem(Val *v, int ot, const unsigned char *p, int64_t k)
 	case OT_FLOAT: { float x; memcpy(&x, p, 4); kset(v, k, x); break; }
 	case OT_DOUBLE: { double x; memcpy(&x, p, 8); kset(v, k, x); break; }
 	case OT_FLOAT16: { uint16_t x; memcpy(&x, p, 2); kset(v, k, half_to_double(x)); break; }
+	case OT_BFLOAT16: {
+		uint16_t x;
+		memcpy(&x, p, 2);
+		uint32_t b = (uint32_t)x << 16;
+		float f;
+		memcpy(&f, &b, 4);
+		kset(v, k, f);
+		break;
+	}
 	case OT_INT8: kseti(v, k, (int8_t)p[0]); break;
 	case OT_UINT8: case OT_BOOL: kseti(v, k, p[0]); break;
 	case OT_INT16: { int16_t x; memcpy(&x, p, 2); kseti(v, k, x); break; }
@@ -495,10 +512,6 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 			return NULL;
 		}
 		n *= shape[k];
-	}
-	if (n == 0) {
-		node_err(c, 1, "tensor '%.200s' has no elements, which nestc does not support", name);
-		return NULL;
 	}
 	Val *v = new_val(c, name, (DType)dt, (int)t->n_dims, shape);
 	val_alloc(v);
@@ -578,6 +591,13 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 		case OT_INT64: kseti(v, k, t->int64_data[k]); break;
 		case OT_UINT32: case OT_UINT64: kseti(v, k, (int64_t)t->uint64_data[k]); break;
 		case OT_FLOAT16: kset(v, k, half_to_double((uint16_t)t->int32_data[k])); break;
+		case OT_BFLOAT16: {
+			uint32_t b = (uint32_t)(uint16_t)t->int32_data[k] << 16;
+			float f;
+			memcpy(&f, &b, 4);
+			kset(v, k, f);
+			break;
+		}
 		default: kseti(v, k, t->int32_data[k]); break;
 		}
 	}
@@ -679,7 +699,12 @@ static Val *def(Ctx *c, NodeIO *io, int k, DType dt, int rank, const int64_t *sh
 /* A new known value for output k (filled by the caller). */
 static Val *def_known(Ctx *c, NodeIO *io, int k, DType dt, int rank, const int64_t *shape)
 {
-	if (check_shape(c, rank, shape) < 0)
+	/* a known value may have no elements (empty axes, the shape of a 0-d
+	 * tensor); one that is needed as a tensor may not (ref) */
+	int64_t nz[MAX_RANK];
+	for (int j = 0; j < rank && j < MAX_RANK; j++)
+		nz[j] = shape[j] ? shape[j] : 1;
+	if (check_shape(c, rank, nz) < 0)
 		return NULL;
 	Val *v = new_val(c, out_name(io, k), dt, rank, shape);
 	val_alloc(v);
@@ -1662,7 +1687,8 @@ static int tr_gather(Ctx *c, NodeIO *io)
 		}
 		idx = ref(c, nv);
 	} else {
-		idx = ref(c, ix);
+		/* negative indices count from the end in ONNX, not in Nest */
+		idx = tmp(c, "where(%s < 0, %s + %lld, %s)", ref(c, ix), ref(c, ix), (long long)d, ref(c, ix));
 	}
 	if (ax == 0)
 		return def(c, io, 0, a->dt, r, sh, "%s[%s]", ref(c, a), idx) ? 0 : -1;
@@ -1696,7 +1722,9 @@ static int tr_gather_elements(Ctx *c, NodeIO *io)
 	int ax = oaxis(c, attr_i(io->n, "axis", 0), a->rank);
 	if (ax < 0)
 		return -1;
-	const char *idx = ref(c, ix);
+	const char *idx = NULL;
+	if (!ix->known)
+		idx = tmp(c, "where(%s < 0, %s + %lld, %s)", ref(c, ix), ref(c, ix), (long long)a->shape[ax], ref(c, ix));
 	if (ix->known) {
 		Val *nv = new_val(c, "", ix->dt, ix->rank, ix->shape);
 		free(nv->name);
@@ -2651,8 +2679,29 @@ static int tr_pool(Ctx *c, NodeIO *io, int is_max)
 		return node_err(c, 1, "the Indices output is not supported"), -1;
 	if (x0->rank < 3)
 		return node_err(c, 0, "input of rank %d", x0->rank), -1;
-	if (!dtype_is_float(x0->dt))
-		return node_err(c, 1, "pooling of %s is not supported", dtype_name(x0->dt)), -1;
+	if (!dtype_is_float(x0->dt) && (!is_max || x0->dt == DT_BOOL))
+		return node_err(c, 1, "average pooling of %s is not supported", dtype_name(x0->dt)), -1;
+	if (!dtype_is_float(x0->dt)) {
+		/* integers (uint8 images) through f64, exact below 2^53 */
+		Val *w = new_val(c, "", DT_F64, x0->rank, x0->shape);
+		free(w->name);
+		w->name = xasprintf("%s.f64", x0->name);
+		w->id = tmp(c, "f64(%s)", ref(c, x0));
+		NodeIO sub = *io;
+		Onnx__NodeProto fake = *io->n;
+		char *nm = xasprintf("%s.f64", out_name(io, 0));
+		char *outs[1] = {nm};
+		fake.output = outs;
+		fake.n_output = 1;
+		sub.n = &fake;
+		sub.in[0] = w;
+		int rc = tr_pool(c, &sub, 1);
+		free(nm);
+		if (rc < 0)
+			return -1;
+		Val *r = c->vals[c->nvals - 1];
+		return def(c, io, 0, x0->dt, r->rank, r->shape, "%s(%s)", dtype_name(x0->dt), r->id) ? 0 : -1;
+	}
 	int64_t gd[MAX_RANK + 1];
 	int gdn = attr_ints(io->n, "dilations", gd, MAX_RANK);
 	int dilated = 0;
@@ -3287,7 +3336,10 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		buf_puts(&ty, "]");
 		Val *v = new_val(c, vi->name, (DType)dt, (int)sp->n_dim, shape);
-		if (check_shape(c, v->rank, v->shape) < 0) {
+		int64_t nz[MAX_RANK];
+		for (int d = 0; d < v->rank; d++)
+			nz[d] = shape[d] ? shape[d] : 1; /* an empty input is an error only where it is used */
+		if (check_shape(c, v->rank, nz) < 0) {
 			buf_free(&ty);
 			buf_free(&sig);
 			return -1;
