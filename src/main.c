@@ -302,6 +302,7 @@ int main(int argc, char **argv)
 	const char *import_out = NULL, *import_weights = NULL;
 	int no_outline = 0;
 	char *tmp_weights = NULL;
+	char *outline = NULL; /* the repeated layers the import found, for report */
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v;
 		int missing = 0;
@@ -560,6 +561,8 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		src = source_from_string(file, im.text);
+		if (im.outline)
+			outline = xstrdup(im.outline);
 		onnx_import_free(&im);
 	} else {
 		src = source_load(file, err, sizeof err);
@@ -609,6 +612,9 @@ int main(int argc, char **argv)
 	if (!p || d.nerrors) {
 		rc = 1;
 	} else if (is_report) {
+		if (is_onnx && fmt == REPORT_TEXT && !report_file)
+			printf("repeated layers found in %s: %s\n%s\n", file, outline ? "" : "none (or --no-outline)",
+			       outline ? outline : "");
 		rc = write_report(rt, fmt, model, report_file);
 	} else if (is_weights) {
 		rc = write_random_weights(p, &d, ro.seed, bo.out);
@@ -680,6 +686,7 @@ out:
 			free(passthru.v[k]);
 	free(passthru.v);
 	free(freezes.v);
+	free(outline);
 	if (tmp_weights) {
 		unlink(tmp_weights);
 		free(tmp_weights);

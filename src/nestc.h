@@ -976,6 +976,7 @@ typedef struct OnnxImport {
 	size_t weights_len;
 	int nweights;        /* params in it */
 	int unsupported;     /* on failure: an op, dtype or attribute nestc lacks */
+	char *outline;       /* the repeated layers found: regions and occurrences, or NULL */
 } OnnxImport;
 
 /* 0, or 1 after a message "FILE: error: node 'NAME' (Op, opset N): reason". */

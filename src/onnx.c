@@ -98,7 +98,28 @@ typedef struct Ctx {
 	char err[1024];
 	int failed;
 	int unsupported;
+	/* outlining (see outline_plan): while rmode, the nodes of one segment
+	 * are translated as a region template: new names are placeholders @Lk@,
+	 * the segment's input is @X@, and tensors from outside (weights) are
+	 * @Pk@, fields of the region's record argument */
+	int rmode;
+	Val *rin;
+	Vec inner;       /* Val * made or named during the segment */
+	struct ExtRef *ext;
+	int next, capext;
+	int rcount;
+	int broken;      /* a value named only inside a segment was used after it */
+	struct OPlan *plan;
 } Ctx;
+
+typedef struct ExtRef {
+	char *id;        /* the Nest name outside */
+	char *oname;     /* the ONNX name */
+	char *ph;        /* "@Pk@" */
+	DType dt;
+	int rank;
+	int64_t shape[MAX_RANK];
+} ExtRef;
 
 /* ------------------------------------------------------------------ errors */
 
@@ -149,6 +170,8 @@ static int id_taken(Ctx *c, const char *s)
  * starts with a digit, or is taken). */
 static char *make_id(Ctx *c, const char *name, const char *prefix)
 {
+	if (c->rmode)
+		return xasprintf("@L%d@", c->rcount++);
 	Buf b = {0};
 	if (!name || !*name || (*name >= '0' && *name <= '9'))
 		buf_puts(&b, prefix);
@@ -201,6 +224,8 @@ static Val *new_val(Ctx *c, const char *name, DType dt, int rank, const int64_t 
 		c->vals = xrealloc(c->vals, (size_t)c->capvals * sizeof *c->vals);
 	}
 	c->vals[c->nvals++] = v;
+	if (c->rmode)
+		vec_push(&c->inner, v);
 	return v;
 }
 
@@ -293,7 +318,13 @@ static int float_lit(char *out, size_t n, double x, DType dt)
 		return 1;
 	}
 	char t[64];
-	snprintf(t, sizeof t, dt == DT_F32 ? "%.9g" : "%.17g", x);
+	/* the shortest text that reads back as the same value */
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(t, sizeof t, "%.*g", prec, x);
+		double y = strtod(t, NULL);
+		if (dt == DT_F32 ? (float)y == (float)x : y == x)
+			break;
+	}
 	Buf b = {0};
 	int has_dot = 0;
 	for (char *s = t; *s; s++) {
@@ -336,6 +367,35 @@ static void add_weight(Ctx *c, const char *name, Val *v)
 	}
 }
 
+static int is_inner(Ctx *c, Val *v)
+{
+	for (int k = 0; k < c->inner.n; k++)
+		if (c->inner.v[k] == v)
+			return 1;
+	return 0;
+}
+
+/* The placeholder of an outside tensor named id in the segment's template. */
+static const char *ext_ref(Ctx *c, Val *v, const char *id)
+{
+	for (int k = 0; k < c->next; k++)
+		if (!strcmp(c->ext[k].id, id))
+			return c->ext[k].ph;
+	if (c->next == c->capext) {
+		c->capext = c->capext ? 2 * c->capext : 16;
+		c->ext = xrealloc(c->ext, (size_t)c->capext * sizeof *c->ext);
+	}
+	ExtRef *e = &c->ext[c->next];
+	e->id = xstrdup(id);
+	e->oname = xstrdup(v->name);
+	e->ph = xasprintf("@P%d@", c->next);
+	e->dt = v->dt;
+	e->rank = v->rank;
+	memcpy(e->shape, v->shape, sizeof e->shape);
+	c->next++;
+	return e->ph;
+}
+
 /* The Nest expression of v, making it a literal, a full() or a param when
  * it is a known value not yet named. */
 static const char *ref(Ctx *c, Val *v)
@@ -344,10 +404,20 @@ static const char *ref(Ctx *c, Val *v)
 		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
 		return "__empty__";
 	}
+	if (c->rmode) {
+		if (v == c->rin)
+			return "@X@";
+		if (v->id && !is_inner(c, v))
+			return ext_ref(c, v, v->id);
+	}
 	if (v->id)
 		return v->id;
-	if (!v->known)
-		ice("onnx: value '%s' has neither a name nor a value", v->name);
+	if (!v->known) {
+		/* only a wrong outlining plan gets here: import_model retries without */
+		c->broken = 1;
+		node_err(c, 0, "value '%.200s' is used outside the part of the graph that computes it", v->name);
+		return "__broken__";
+	}
 	if (v->n == 0) {
 		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
 		return "__empty__";
@@ -385,13 +455,27 @@ static const char *ref(Ctx *c, Val *v)
 		v->id = make_id(c, v->name, "c_");
 		buf_printf(&c->body, "  let %s = %s\n", v->id, b.s);
 		buf_free(&b);
+		if (c->rmode && !is_inner(c, v))
+			vec_push(&c->inner, v); /* its name is the segment's */
 		return v->id;
 	}
+	int rm = c->rmode;
+	c->rmode = 0;
 	v->id = make_id(c, v->name, "c_");
+	c->rmode = rm;
 	buf_printf(&c->params, "param %s: ", v->id);
 	type_text(&c->params, v->dt, v->rank, v->shape);
 	buf_printf(&c->params, " = \"%s\"\n", v->name);
 	add_weight(c, v->name, v);
+	if (rm) {
+		/* a weight: the region reads it from its record argument */
+		if (is_inner(c, v)) {
+			for (int k = 0; k < c->inner.n; k++)
+				if (c->inner.v[k] == v)
+					c->inner.v[k] = NULL; /* its global name stays */
+		}
+		return ext_ref(c, v, v->id);
+	}
 	return v->id;
 }
 
@@ -730,8 +814,9 @@ static char *tmp(Ctx *c, const char *fmt, ...)
 /* Alias output k to v (Identity). */
 static void alias(Ctx *c, NodeIO *io, int k, Val *v)
 {
+	const char *id = v->id || (c->rmode && v == c->rin) ? ref(c, v) : NULL;
 	Val *o = new_val(c, out_name(io, k), v->dt, v->rank, v->shape);
-	o->id = v->id ? xstrdup(v->id) : NULL;
+	o->id = id ? xstrdup(id) : NULL;
 	if (v->known) {
 		val_alloc(o);
 		for (int64_t j = 0; j < v->n; j++) {
@@ -3137,6 +3222,280 @@ static int translate_node(Ctx *c, Onnx__NodeProto *n, const char *base)
 	return node_err(c, 1, "operator %.100s is not supported", op), -1;
 }
 
+
+/* ------------------------------------------------------------------ outlining repeated layers */
+
+/* Segments are the stretches of nodes between single-tensor cuts: points in
+ * the node order where exactly one tensor computed at run time crosses from
+ * the nodes before to the nodes after (the residual stream of a
+ * transformer, the feature map between ResNet blocks). Each segment is
+ * translated as a region template; equal templates (same ops, attributes,
+ * shapes and wiring, weights aside) are isomorphic. The longest run of a
+ * repeating group of L consecutive segments becomes one region, called once
+ * per occurrence with that occurrence's weights as a record. */
+typedef struct OPlan {
+	int probe;        /* pass 1: template every segment, keep the keys */
+	int n;            /* nodes */
+	int nseg;
+	int *start, *end; /* node range [start, end) */
+	char **in_name, **out_name;
+	char **key;       /* pass 1 */
+	int *region;      /* pass 2: region index, or -1 */
+	int *seg_at;      /* per node: the segment starting there, or -1 */
+	int *seg_end;     /* per node: the segment ending after it, or -1 */
+	int nregions;
+	char **rname, **rtempl, **rkey;
+	int *rcalls, *rnodes;
+	Buf regions;      /* the region functions' text */
+	Buf summary;
+	int cur;          /* segment being translated, or -1 */
+} OPlan;
+
+static void plan_free(OPlan *p)
+{
+	if (!p)
+		return;
+	for (int k = 0; k < p->nseg; k++) {
+		free(p->in_name[k]);
+		free(p->out_name[k]);
+		if (p->key)
+			free(p->key[k]);
+	}
+	for (int k = 0; k < p->nregions; k++) {
+		free(p->rname[k]);
+		free(p->rtempl[k]);
+		free(p->rkey[k]);
+	}
+	free(p->rname);
+	free(p->rtempl);
+	free(p->rkey);
+	free(p->rcalls);
+	free(p->rnodes);
+	free(p->start);
+	free(p->end);
+	free(p->in_name);
+	free(p->out_name);
+	free(p->key);
+	free(p->region);
+	free(p->seg_at);
+	free(p->seg_end);
+	buf_free(&p->regions);
+	buf_free(&p->summary);
+	free(p);
+}
+
+/* Template text with placeholders replaced: @X@ by x, @Pk@ by fields[k],
+ * @Lk@ by local prefix + k. */
+static char *render(const char *t, const char *x, char **fields, const char *local)
+{
+	Buf b = {0};
+	for (const char *s = t; *s; s++) {
+		if (*s == '@' && (s[1] == 'X' || s[1] == 'P' || s[1] == 'L')) {
+			const char *e = strchr(s + 1, '@');
+			if (e) {
+				int k = atoi(s + 2);
+				if (s[1] == 'X')
+					buf_puts(&b, x);
+				else if (s[1] == 'P')
+					buf_puts(&b, fields[k]);
+				else
+					buf_printf(&b, "%s%d", local, k);
+				s = e;
+				continue;
+			}
+		}
+		buf_putc(&b, *s);
+	}
+	char *r = b.s ? b.s : xstrdup("");
+	return r;
+}
+
+static void seg_begin(Ctx *c, int s)
+{
+	OPlan *p = c->plan;
+	p->cur = -1;
+	if (!p->probe && p->region[s] < 0)
+		return;
+	Val *in = find_val(c, p->in_name[s]);
+	if (!in || in->known || !in->id)
+		return;
+	p->cur = s;
+	c->rmode = 1;
+	c->rin = in;
+	c->rcount = 0;
+	c->inner.n = 0;
+	for (int k = 0; k < c->next; k++) {
+		free(c->ext[k].id);
+		free(c->ext[k].oname);
+		free(c->ext[k].ph);
+	}
+	c->next = 0;
+	/* the template goes to a body of its own */
+	Buf *saved = xmalloc(sizeof *saved);
+	*saved = c->body;
+	c->body = (Buf){0};
+	vec_push(&c->inner, NULL); /* slot 0: the saved body */
+	c->inner.v[0] = saved;
+}
+
+/* A field name from an ONNX weight name: what follows its layer number
+ * ("h.3.attn.c_attn.weight" -> attn_c_attn_weight), or w<k>. */
+static char *field_name(const char *oname, int k, char **taken, int ntaken)
+{
+	const char *s = oname, *best = NULL;
+	for (const char *q = s; *q; q++) {
+		if ((*q == '.' || *q == '/') && q[1] >= '0' && q[1] <= '9') {
+			const char *r = q + 1;
+			while (*r >= '0' && *r <= '9')
+				r++;
+			if (*r == '.' || *r == '/') {
+				best = r + 1;
+				break;
+			}
+		}
+	}
+	Buf b = {0};
+	if (best && *best && !(*best >= '0' && *best <= '9'))
+		for (const char *q = best; *q && b.len < 40; q++)
+			buf_putc(&b, ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9')) ? *q : '_');
+	char *f = b.s ? b.s : xasprintf("w%d", k);
+	int bad = is_builtin(f);
+	for (int j = 0; keywords[j]; j++)
+		bad |= !strcmp(keywords[j], f);
+	for (int j = 0; j < ntaken; j++)
+		bad |= !strcmp(taken[j], f);
+	if (bad) {
+		free(f);
+		f = xasprintf("w%d", k);
+	}
+	return f;
+}
+
+static void seg_end(Ctx *c, int s)
+{
+	OPlan *p = c->plan;
+	if (p->cur != s)
+		return;
+	p->cur = -1;
+	c->rmode = 0;
+	Buf *saved = c->inner.v[0];
+	char *templ = c->body.s ? c->body.s : xstrdup("");
+	c->body = *saved;
+	free(saved);
+	c->inner.v[0] = NULL;
+	Val *out = find_val(c, p->out_name[s]);
+	const char *oph = out && out->id && !strncmp(out->id, "@L", 2) && is_inner(c, out) ? out->id : NULL;
+	/* the key: input and output types, the template, the weights' types */
+	Buf key = {0};
+	type_text(&key, c->rin->dt, c->rin->rank, c->rin->shape);
+	buf_puts(&key, " -> ");
+	if (out)
+		type_text(&key, out->dt, out->rank, out->shape);
+	buf_printf(&key, " = %s\n%s", oph ? oph : "?", templ);
+	for (int k = 0; k < c->next; k++) {
+		buf_printf(&key, "%s: ", c->ext[k].ph);
+		type_text(&key, c->ext[k].dt, c->ext[k].rank, c->ext[k].shape);
+		buf_putc(&key, '\n');
+	}
+	char **fields = xcalloc((size_t)c->next + 1, sizeof(char *));
+	for (int k = 0; k < c->next; k++)
+		fields[k] = c->ext[k].id;
+	char *outid = out && !c->failed ? make_id(c, out->name, "v_") : NULL;
+	int r = p->probe ? -1 : p->region[s];
+	if (p->probe) {
+		p->key[s] = xstrdup(oph ? key.s : "");
+	}
+	if (r >= 0 && oph && !strcmp(p->rkey[r] ? p->rkey[r] : key.s, key.s)) {
+		if (!p->rkey[r]) {
+			/* the region function, from its first occurrence */
+			p->rkey[r] = xstrdup(key.s);
+			char **fn = xcalloc((size_t)c->next + 1, sizeof(char *));
+			char **pf = xcalloc((size_t)c->next + 1, sizeof(char *));
+			buf_printf(&p->regions, "\n# %d nodes, from '%s' to '%s'\n@region\nfn %s(x: ", p->end[s] - p->start[s],
+			           p->in_name[s], p->out_name[s], p->rname[r]);
+			type_text(&p->regions, c->rin->dt, c->rin->rank, c->rin->shape);
+			if (c->next) {
+				buf_puts(&p->regions, ",\n    p: {");
+				for (int k = 0; k < c->next; k++) {
+					fn[k] = field_name(c->ext[k].oname, k, fn, k);
+					pf[k] = xasprintf("p.%s", fn[k]);
+					buf_printf(&p->regions, "%s%s: ", k ? ",\n        " : " ", fn[k]);
+					type_text(&p->regions, c->ext[k].dt, c->ext[k].rank, c->ext[k].shape);
+				}
+				buf_puts(&p->regions, " }");
+			}
+			buf_puts(&p->regions, ") -> ");
+			type_text(&p->regions, out->dt, out->rank, out->shape);
+			char *body = render(templ, "x", pf, "a");
+			char *ret = render(oph, "x", pf, "a");
+			buf_printf(&p->regions, " {\n%s  return %s\n}\n", body, ret);
+			free(body);
+			free(ret);
+			p->rtempl[r] = xstrdup("");
+			/* the field names, for the calls */
+			Buf fl = {0};
+			for (int k = 0; k < c->next; k++) {
+				buf_printf(&fl, "%s%s", k ? "\n" : "", fn[k]);
+				free(fn[k]);
+				free(pf[k]);
+			}
+			free(p->rtempl[r]);
+			p->rtempl[r] = fl.s ? fl.s : xstrdup("");
+			free(fn);
+			free(pf);
+		}
+		/* the call */
+		buf_printf(&c->body, "  # nodes %d..%d ('%s' .. '%s')\n", p->start[s], p->end[s] - 1, p->in_name[s], p->out_name[s]);
+		buf_printf(&c->body, "  let %s = %s(%s", outid, p->rname[r], c->rin->id);
+		if (c->next) {
+			buf_puts(&c->body, ", {");
+			const char *f = p->rtempl[r];
+			for (int k = 0; k < c->next; k++) {
+				const char *e = strchr(f, '\n');
+				int len = e ? (int)(e - f) : (int)strlen(f);
+				buf_printf(&c->body, "%s%.*s: %s", k ? ", " : " ", len, f, c->ext[k].id);
+				f = e ? e + 1 : f + len;
+			}
+			buf_puts(&c->body, " }");
+		}
+		buf_puts(&c->body, ")\n");
+		p->rcalls[r]++;
+		buf_printf(&p->summary, "    %s: nodes %d..%d ('%s' .. '%s')\n", p->rname[r], p->start[s], p->end[s] - 1,
+		           p->in_name[s], p->out_name[s]);
+	} else {
+		/* inline: the template with names of its own */
+		char *loc = xasprintf("s%d_", s);
+		char *body = render(templ, c->rin->id, fields, loc);
+		buf_puts(&c->body, body);
+		if (outid && out) {
+			char *ret = oph ? render(oph, c->rin->id, fields, loc) : xstrdup(out->id ? out->id : c->rin->id);
+			buf_printf(&c->body, "  let %s = %s\n", outid, ret);
+			free(ret);
+		}
+		free(body);
+		free(loc);
+	}
+	/* names made in the segment end with it; the output gets its own */
+	for (int k = 1; k < c->inner.n; k++) {
+		Val *v = c->inner.v[k];
+		if (v && v != out) {
+			free(v->id);
+			v->id = NULL;
+		}
+	}
+	if (out && outid) {
+		free(out->id);
+		out->id = outid;
+	} else {
+		free(outid);
+	}
+	c->inner.n = 0;
+	c->rin = NULL;
+	free(fields);
+	free(templ);
+	buf_free(&key);
+}
+
 /* A frozen input's value from a TensorProto (.pb) or .npy file. */
 static Val *frozen_val(Ctx *c, const char *name, const char *file)
 {
@@ -3357,10 +3716,18 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 	for (size_t k = 0; k < g->n_node; k++) {
 		c->node = g->node[k];
 		c->node_index = (int)k;
+		if (c->plan && c->plan->seg_at[k] >= 0)
+			seg_begin(c, c->plan->seg_at[k]);
 		if (translate_node(c, g->node[k], c->path) < 0) {
 			buf_free(&sig);
 			if (!c->failed)
 				node_err(c, 0, "cannot translate");
+			return -1;
+		}
+		if (c->plan && c->plan->seg_end[k] >= 0)
+			seg_end(c, c->plan->seg_end[k]);
+		if (c->failed) {
+			buf_free(&sig);
 			return -1;
 		}
 	}
@@ -3394,6 +3761,8 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		buf_puts(&all, c->consts.s);
 	if (c->params.s)
 		buf_printf(&all, "\n%s", c->params.s);
+	if (c->plan && c->plan->regions.s)
+		buf_puts(&all, c->plan->regions.s);
 	buf_printf(&all, "\nexport fn forward(%s) -> %s {\n%s  return %s\n}\n", sig.s ? sig.s : "", res.s,
 	           c->body.s ? c->body.s : "", ret.s);
 	buf_free(&sig);
@@ -3401,6 +3770,257 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 	buf_free(&ret);
 	buf_free(&c->body);
 	c->body = all;
+	return 0;
+}
+
+static void ctx_free(Ctx *c)
+{
+	for (int k = 0; k < c->nvals; k++) {
+		free(c->vals[k]->name);
+		free(c->vals[k]->id);
+		free(c->vals[k]->f);
+		free(c->vals[k]->i);
+		free(c->vals[k]);
+	}
+	free(c->vals);
+	for (int k = 0; k < c->ids.n; k++)
+		free(c->ids.v[k]);
+	free(c->ids.v);
+	for (int k = 0; k < c->nw; k++) {
+		free(c->w[k].name);
+		free(c->w[k].data);
+	}
+	free(c->w);
+	for (int k = 0; k < c->next; k++) {
+		free(c->ext[k].id);
+		free(c->ext[k].oname);
+		free(c->ext[k].ph);
+	}
+	free(c->ext);
+	if (c->rmode && c->inner.n && c->inner.v[0]) {
+		buf_free(c->inner.v[0]);
+		free(c->inner.v[0]);
+	}
+	free(c->inner.v);
+	buf_free(&c->consts);
+	buf_free(&c->params);
+	buf_free(&c->body);
+	Ctx z = {.path = c->path, .opt = c->opt, .opset = c->opset};
+	*c = z;
+}
+
+/* Segments between single-tensor cuts, from a translation without outlining
+ * (c0: which values are known at import). NULL when there are fewer than 2. */
+static OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
+{
+	int n = (int)g->n_node;
+	/* every run-time value: its producer and its last use */
+	Vec names = {0};
+	int cap = 0, *prod = NULL, *last = NULL;
+	for (int k = -1; k < n; k++) {
+		size_t no = k < 0 ? g->n_input : g->node[k]->n_output;
+		for (size_t j = 0; j < no; j++) {
+			const char *nm = k < 0 ? g->input[j]->name : g->node[k]->output[j];
+			Val *v = nm && *nm ? find_val(c0, nm) : NULL;
+			if (!v || v->known)
+				continue;
+			if (names.n == cap) {
+				cap = cap ? 2 * cap : 64;
+				prod = xrealloc(prod, (size_t)cap * sizeof *prod);
+				last = xrealloc(last, (size_t)cap * sizeof *last);
+			}
+			prod[names.n] = k;
+			last[names.n] = k;
+			vec_push(&names, (void *)nm);
+		}
+	}
+	for (int k = 0; k <= n; k++) {
+		size_t ni = k < n ? g->node[k]->n_input : g->n_output;
+		for (size_t j = 0; j < ni; j++) {
+			const char *nm = k < n ? g->node[k]->input[j] : g->output[j]->name;
+			if (!nm)
+				continue;
+			for (int q = names.n - 1; q >= 0; q--)
+				if (!strcmp(names.v[q], nm)) {
+					if (last[q] < k)
+						last[q] = k;
+					break;
+				}
+		}
+	}
+	/* live at cut i (between nodes i-1 and i): prod < i <= last */
+	int64_t *cnt = xcalloc((size_t)n + 2, sizeof *cnt), *sum = xcalloc((size_t)n + 2, sizeof *sum);
+	for (int q = 0; q < names.n; q++) {
+		int a = prod[q] + 1, b = last[q];
+		if (a > b)
+			continue;
+		cnt[a]++;
+		cnt[b + 1]--;
+		sum[a] += q;
+		sum[b + 1] -= q;
+	}
+	int *cut = xcalloc((size_t)n + 1, sizeof *cut), *who = xcalloc((size_t)n + 1, sizeof *who), ncut = 0;
+	int64_t cc = 0, ss = 0;
+	for (int i = 0; i <= n; i++) {
+		cc += cnt[i];
+		ss += sum[i];
+		if (i < n && cc == 1) {
+			cut[ncut] = i;
+			who[ncut++] = (int)ss;
+		}
+	}
+	OPlan *p = NULL;
+	if (ncut >= 3) {
+		p = xcalloc(1, sizeof *p);
+		p->n = n;
+		p->start = xcalloc((size_t)ncut, sizeof(int));
+		p->end = xcalloc((size_t)ncut, sizeof(int));
+		p->in_name = xcalloc((size_t)ncut, sizeof(char *));
+		p->out_name = xcalloc((size_t)ncut, sizeof(char *));
+		for (int j = 0; j + 1 < ncut; j++) {
+			if (who[j] == who[j + 1] || prod[who[j + 1]] < cut[j])
+				continue; /* the segment does not compute what leaves it */
+			int k = p->nseg++;
+			p->start[k] = cut[j];
+			p->end[k] = cut[j + 1];
+			p->in_name[k] = xstrdup(names.v[who[j]]);
+			p->out_name[k] = xstrdup(names.v[who[j + 1]]);
+		}
+		if (p->nseg < 2) {
+			plan_free(p);
+			p = NULL;
+		}
+	}
+	free(cnt);
+	free(sum);
+	free(cut);
+	free(who);
+	free(prod);
+	free(last);
+	free(names.v);
+	return p;
+}
+
+static void plan_index(OPlan *p)
+{
+	free(p->seg_at);
+	free(p->seg_end);
+	p->seg_at = xmalloc(((size_t)p->n + 1) * sizeof(int));
+	p->seg_end = xmalloc(((size_t)p->n + 1) * sizeof(int));
+	for (int k = 0; k <= p->n; k++)
+		p->seg_at[k] = p->seg_end[k] = -1;
+	for (int s = 0; s < p->nseg; s++) {
+		p->seg_at[p->start[s]] = s;
+		p->seg_end[p->end[s] - 1] = s;
+	}
+	p->cur = -1;
+}
+
+/* From the probe's keys: the group length L whose consecutive repeats cover
+ * the most nodes; each repeat of the group becomes one segment of a new plan,
+ * assigned to the region of its key. NULL when nothing repeats. */
+static OPlan *choose_regions(OPlan *p)
+{
+	int m = p->nseg, bestL = 0, bestcov = 0;
+	for (int L = 1; L <= m / 2; L++) {
+		int cov = 0;
+		for (int i = 0; i + 2 * L <= m;) {
+			int runs = 1;
+			for (;;) {
+				int j = i + runs * L, eq = j + L <= m;
+				for (int q = 0; eq && q < L; q++)
+					eq = *p->key[i + q] && !strcmp(p->key[i + q], p->key[j + q]) &&
+					     p->end[j + q - 1] == p->start[j + q] && p->end[i + q] == p->start[i + q + 1 < m ? i + q + 1 : i + q] + 0;
+				if (!eq)
+					break;
+				runs++;
+			}
+			if (runs >= 2) {
+				cov += p->end[i + runs * L - 1] - p->start[i];
+				i += runs * L;
+			} else {
+				i++;
+			}
+		}
+		if (cov > bestcov) {
+			bestcov = cov;
+			bestL = L;
+		}
+	}
+	if (!bestL)
+		return NULL;
+	int L = bestL;
+	OPlan *q = xcalloc(1, sizeof *q);
+	q->n = p->n;
+	q->start = xcalloc((size_t)m, sizeof(int));
+	q->end = xcalloc((size_t)m, sizeof(int));
+	q->in_name = xcalloc((size_t)m, sizeof(char *));
+	q->out_name = xcalloc((size_t)m, sizeof(char *));
+	q->region = xcalloc((size_t)m, sizeof(int));
+	q->rname = xcalloc((size_t)m, sizeof(char *));
+	q->rtempl = xcalloc((size_t)m, sizeof(char *));
+	q->rkey = xcalloc((size_t)m, sizeof(char *));
+	q->rcalls = xcalloc((size_t)m, sizeof(int));
+	q->rnodes = xcalloc((size_t)m, sizeof(int));
+	char **bkey = xcalloc((size_t)m, sizeof(char *));
+	for (int i = 0; i + 2 * L <= m;) {
+		int runs = 1;
+		for (;;) {
+			int j = i + runs * L, eq = j + L <= m;
+			for (int t = 0; eq && t < L; t++)
+				eq = *p->key[i + t] && !strcmp(p->key[i + t], p->key[j + t]) && p->end[j + t - 1] == p->start[j + t];
+			if (!eq)
+				break;
+			runs++;
+		}
+		if (runs < 2) {
+			i++;
+			continue;
+		}
+		/* the group's key: its segments' keys */
+		Buf k = {0};
+		for (int t = 0; t < L; t++)
+			buf_printf(&k, "%s\n--\n", p->key[i + t]);
+		int r = -1;
+		for (int x = 0; x < q->nregions; x++)
+			if (!strcmp(bkey[x], k.s))
+				r = x;
+		if (r < 0) {
+			r = q->nregions++;
+			bkey[r] = xstrdup(k.s);
+			q->rname[r] = r ? xasprintf("layer_%d", r + 1) : xstrdup("layer");
+			q->rnodes[r] = p->end[i + L - 1] - p->start[i];
+		}
+		buf_free(&k);
+		for (int b = 0; b < runs; b++) {
+			int s = q->nseg++, f = i + b * L;
+			q->start[s] = p->start[f];
+			q->end[s] = p->end[f + L - 1];
+			q->in_name[s] = xstrdup(p->in_name[f]);
+			q->out_name[s] = xstrdup(p->out_name[f + L - 1]);
+			q->region[s] = r;
+		}
+		i += runs * L;
+	}
+	for (int x = 0; x < q->nregions; x++)
+		free(bkey[x]);
+	free(bkey);
+	plan_index(q);
+	return q;
+}
+
+static int ctx_init(Ctx *c, Onnx__ModelProto *m, const char *path)
+{
+	c->opset = 0;
+	for (size_t k = 0; k < m->n_opset_import; k++) {
+		Onnx__OperatorSetIdProto *os = m->opset_import[k];
+		if ((!os->domain || !*os->domain || !strcmp(os->domain, "ai.onnx")) && os->has_version)
+			c->opset = (int)os->version;
+	}
+	if (!c->opset) {
+		fprintf(stderr, "%s: error: the model imports no opset of the default domain\n", path);
+		return -1;
+	}
 	return 0;
 }
 
@@ -3422,20 +4042,13 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	}
 	Ctx c = {.path = path, .opt = o};
 	int rc = 1;
+	OPlan *plan = NULL;
 	if (!m->graph) {
 		fprintf(stderr, "%s: error: not an ONNX model: it has no graph\n", path);
 		goto done;
 	}
-	c.opset = 0;
-	for (size_t k = 0; k < m->n_opset_import; k++) {
-		Onnx__OperatorSetIdProto *os = m->opset_import[k];
-		if ((!os->domain || !*os->domain || !strcmp(os->domain, "ai.onnx")) && os->has_version)
-			c.opset = (int)os->version;
-	}
-	if (!c.opset) {
-		fprintf(stderr, "%s: error: the model imports no opset of the default domain\n", path);
+	if (ctx_init(&c, m, path) < 0)
 		goto done;
-	}
 	if (m->n_functions)
 		fprintf(stderr, "%s: warning: the model's %zu local functions are not used; nodes that call them are "
 		                "unsupported\n",
@@ -3445,6 +4058,44 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 		out->unsupported = c.unsupported;
 		goto done;
 	}
+	if (!o->no_outline) {
+		/* repeated layers: segments, their templates (a probe), the plan */
+		OPlan *segs = find_segments(&c, m->graph);
+		if (segs) {
+			segs->key = xcalloc((size_t)segs->nseg, sizeof(char *));
+			segs->probe = 1;
+			plan_index(segs);
+			Ctx c1 = {.path = path, .opt = o, .opset = c.opset, .plan = segs};
+			int ok = import_graph(&c1, m) == 0;
+			for (int k = 0; k < segs->nseg; k++)
+				if (!segs->key[k])
+					segs->key[k] = xstrdup("");
+			ctx_free(&c1);
+			plan = ok ? choose_regions(segs) : NULL;
+			plan_free(segs);
+		}
+		if (plan) {
+			Ctx c2 = {.path = path, .opt = o, .opset = c.opset, .plan = plan};
+			if (import_graph(&c2, m) == 0) {
+				ctx_free(&c);
+				c = c2;
+			} else {
+				/* a plan the translation cannot follow: keep the flat one */
+				ctx_free(&c2);
+				plan_free(plan);
+				plan = NULL;
+			}
+		}
+	}
+	if (plan) {
+		Buf sm = {0};
+		for (int r = 0; r < plan->nregions; r++)
+			buf_printf(&sm, "%sregion %s: %d nodes, %d occurrences\n", r ? "" : "", plan->rname[r], plan->rnodes[r],
+			           plan->rcalls[r]);
+		if (plan->summary.s)
+			buf_puts(&sm, plan->summary.s);
+		out->outline = sm.s;
+	}
 	out->text = c.body.s;
 	c.body = (Buf){0};
 	out->nweights = c.nw;
@@ -3452,25 +4103,9 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	rc = 0;
 done:
 	onnx__model_proto__free_unpacked(m, NULL);
-	for (int k = 0; k < c.nvals; k++) {
-		free(c.vals[k]->name);
-		free(c.vals[k]->id);
-		free(c.vals[k]->f);
-		free(c.vals[k]->i);
-		free(c.vals[k]);
-	}
-	free(c.vals);
-	for (int k = 0; k < c.ids.n; k++)
-		free(c.ids.v[k]);
-	free(c.ids.v);
-	for (int k = 0; k < c.nw; k++) {
-		free(c.w[k].name);
-		free(c.w[k].data);
-	}
-	free(c.w);
-	buf_free(&c.consts);
-	buf_free(&c.params);
-	buf_free(&c.body);
+	c.plan = NULL;
+	ctx_free(&c);
+	plan_free(plan);
 	return rc;
 }
 
@@ -3478,5 +4113,6 @@ void onnx_import_free(OnnxImport *im)
 {
 	free(im->text);
 	free(im->weights);
+	free(im->outline);
 	memset(im, 0, sizeof *im);
 }
