@@ -314,6 +314,116 @@ def cli_checks(nestc, work):
     r = run([nestc, "import", init])
     out.append(("import without -o is a usage error",
                 None if r.returncode == 2 and "import needs -o" in r.stderr else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    out += outline_checks(nestc, d)
+    return out
+
+
+def layered_model(path, nlayers, two_halves=False, d=8, t=4):
+    """A residual stack: layer i is x + relu(layernorm(x) @ W_i + b_i) (then, with two_halves,
+    x + tanh(x @ V_i) * 0.5 as a second half); weights named layers.i.*. Returns the
+    NumPy reference function."""
+    from onnx import helper, TensorProto as TP
+    rng = np.random.default_rng(nlayers)
+    nodes, inits, ref = [], [], []
+    x = "x"
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    inits.append(half)
+    for i in range(nlayers):
+        p = "layers.%d." % i
+        w = (rng.standard_normal((d, d)) * 0.3).astype(np.float32)
+        b = (rng.standard_normal(d) * 0.1).astype(np.float32)
+        g = (1 + rng.standard_normal(d) * 0.1).astype(np.float32)
+        v = (rng.standard_normal((d, d)) * 0.3).astype(np.float32)
+        for name, a in ((p + "fc.weight", w), (p + "fc.bias", b), (p + "ln.weight", g), (p + "ln.bias", b * 2),
+                        (p + "mix.weight", v)):
+            inits.append(numpy_helper.from_array(a, name))
+
+        def n(op, ins, outs, **kw):
+            nodes.append(helper.make_node(op, ins, outs, name="/layers.%d/%s" % (i, op + outs[0]), **kw))
+        n("LayerNormalization", [x, p + "ln.weight", p + "ln.bias"], ["ln%d" % i], axis=-1, epsilon=1e-5)
+        n("MatMul", ["ln%d" % i, p + "fc.weight"], ["mm%d" % i])
+        n("Add", ["mm%d" % i, p + "fc.bias"], ["ad%d" % i])
+        n("Relu", ["ad%d" % i], ["re%d" % i])
+        n("Add", [x, "re%d" % i], ["h%d" % i])
+        x = "h%d" % i
+        if two_halves:
+            n("MatMul", [x, p + "mix.weight"], ["mx%d" % i])
+            n("Tanh", ["mx%d" % i], ["th%d" % i])
+            n("Mul", ["th%d" % i, "half"], ["hm%d" % i])
+            n("Add", [x, "hm%d" % i], ["g%d" % i])
+            x = "g%d" % i
+        ref.append((w, b, g, v))
+    nodes.append(helper.make_node("Tanh", [x], ["y"], name="final"))
+    make_model(path, nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [t, d])],
+               [helper.make_tensor_value_info("y", TP.FLOAT, [t, d])], inits=inits, opset=17)
+
+    def reference(xv):
+        h = xv.astype(np.float64)
+        for w, b, g, v in ref:
+            m = h.mean(-1, keepdims=True)
+            var = ((h - m) ** 2).mean(-1, keepdims=True)
+            ln = (h - m) / np.sqrt(var + 1e-5) * g + b * 2
+            h = h + np.maximum(ln @ w + b, 0)
+            if two_halves:
+                h = h + np.tanh(h @ v) * 0.5
+        return np.tanh(h)
+    return reference
+
+
+def outline_checks(nestc, d):
+    """Repeated layers: found, outlined as one region called once per layer, same values."""
+    out = []
+    x = np.random.default_rng(7).standard_normal((4, 8)).astype(np.float32)
+    xp = os.path.join(d, "lx.npy")
+    np.save(xp, x)
+    for nl, two in ((6, False), (5, True)):
+        tag = "outline %d layers%s" % (nl, " of two halves" if two else "")
+        path = os.path.join(d, "layers%d%s.onnx" % (nl, "ab" if two else ""))
+        ref = layered_model(path, nl, two)
+        want = ref(x).astype(np.float32)
+        nodes_per = 9 if two else 5
+        nest = path[:-5] + ".nest"
+        r = run([nestc, "import", path, "-o", nest, "-w", path[:-5] + ".safetensors"])
+        text = open(nest).read() if r.returncode == 0 else ""
+        ok = (r.returncode == 0 and text.count("@region") == 1 and "fn layer(x: f32[4, 8]" in text
+              and text.count("= layer(") == nl and "ln_weight: f32[8]" in text)
+        out.append((tag + ": one region, one call per layer",
+                    None if ok else "exit %d: %s\n%s" % (r.returncode, short(r.stderr), text)))
+        r = run([nestc, "report", path])
+        ok = (r.returncode == 0 and "region layer: %d nodes, %d occurrences" % (nodes_per, nl) in r.stdout
+              and "%d calls -> 1 variant" % nl in r.stdout
+              and "layer: nodes %d..%d" % (nodes_per, 2 * nodes_per - 1) in r.stdout)
+        out.append((tag + ": nestc report", None if ok else "exit %d: %s%s" % (r.returncode, r.stdout, short(r.stderr))))
+        for flags in ([], ["--no-outline"]):
+            yp = os.path.join(d, "ly.npy")
+            r = run([nestc, "run", path, "--input", "x=" + xp, "--output", yp] + flags)
+            why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), want)
+            out.append((tag + ": values%s" % (" " + flags[0] if flags else ""), why))
+        r = run([nestc, "import", path, "-o", nest, "--no-outline"])
+        text = open(nest).read() if r.returncode == 0 else ""
+        out.append((tag + ": --no-outline", None if r.returncode == 0 and "@region" not in text
+                    else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    # compiled: one variant for every layer, the same values
+    path = os.path.join(d, "layers6.onnx")
+    od = os.path.join(d, "lout")
+    r = run([nestc, "build", path, "-o", od, "--name", "lm", "-j1", "--no-cache"])
+    if r.returncode:
+        out.append(("outline compiled", "build: exit %d: %s" % (r.returncode, short(r.stderr))))
+        return out
+    objs = sorted(f for f in os.listdir(od) if f.endswith(".o"))
+    try:
+        e = cr.parse_header(os.path.join(od, "lm.h"), "lm", strict_names=False)["forward"]
+        yp = os.path.join(d, "lyc.npy")
+        call = cr.Call(e, od + ".safetensors", {"x": xp}, [yp], twice=True)
+        exe = cr.compile_driver(d, [call], ["lm"], [od], [os.path.join(od, f) for f in objs])
+        r = run([exe])
+        why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
+            np.load(yp), layered_model(os.path.join(d, "again.onnx"), 6)(x).astype(np.float32))
+    except cr.Fail as ex:
+        why = str(ex)
+    if not why and objs != ["lm.layer.0.o", "lm.o"]:
+        why = "objects %s, expected lm.layer.0.o and lm.o" % objs
+    out.append(("outline compiled: one variant, the same values", why))
     return out
 
 
