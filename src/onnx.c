@@ -978,6 +978,19 @@ static int tr_binary(Ctx *c, NodeIO *io, const char *op)
 		}
 		return 0;
 	}
+	if (!strcmp(op, "Pow") && b->known && b->n == 1 && dtype_is_float(a->dt) && r == a->rank) {
+		/* small integer powers as products: exact, and no pow() per element */
+		double e = kget(b, 0);
+		const char *x = ref(c, a);
+		if (e == 1)
+			return def(c, io, 0, a->dt, r, sh, "%s", x) ? 0 : -1;
+		if (e == 2)
+			return def(c, io, 0, a->dt, r, sh, "%s * %s", x, x) ? 0 : -1;
+		if (e == 3)
+			return def(c, io, 0, a->dt, r, sh, "%s * %s * %s", x, x, x) ? 0 : -1;
+		if (e == 0.5)
+			return def(c, io, 0, a->dt, r, sh, "sqrt(%s)", x) ? 0 : -1;
+	}
 	const char *x = ref(c, a), *y = ref(c, b);
 	if (!strcmp(op, "Pow")) {
 		if (dtype_is_float(a->dt) && a->dt == b->dt)
@@ -3496,6 +3509,196 @@ static void seg_end(Ctx *c, int s)
 	buf_free(&key);
 }
 
+
+/* ------------------------------------------------------------------ fused patterns */
+
+static const char *other_in(Onnx__NodeProto *n, const char *name);
+
+static int uses_of(Onnx__GraphProto *g, const char *name)
+{
+	int n = 0;
+	for (size_t k = 0; k < g->n_node; k++)
+		for (size_t j = 0; j < g->node[k]->n_input; j++)
+			n += g->node[k]->input[j] && !strcmp(g->node[k]->input[j], name);
+	for (size_t j = 0; j < g->n_output; j++)
+		n += g->output[j]->name && !strcmp(g->output[j]->name, name);
+	return n;
+}
+
+static int is_op(Onnx__NodeProto *n, const char *op, size_t nin)
+{
+	return n->op_type && !strcmp(n->op_type, op) && n->n_input == nin && n->n_output == 1 && n->output[0];
+}
+
+static int has_in(Onnx__NodeProto *n, const char *name)
+{
+	for (size_t j = 0; j < n->n_input; j++)
+		if (n->input[j] && !strcmp(n->input[j], name))
+			return 1;
+	return 0;
+}
+
+/* The first nine nodes from k on that are not Constant nodes (exporters put
+ * the constants a pattern uses among its nodes); the index of the last, or
+ * -1 when there are fewer. */
+static int pattern_nodes(Onnx__GraphProto *g, int k, Onnx__NodeProto **q, int want)
+{
+	int got = 0, j = k;
+	for (; j < (int)g->n_node && got < want; j++) {
+		Onnx__NodeProto *n = g->node[j];
+		if (n->op_type && !strcmp(n->op_type, "Constant") && j > k)
+			continue;
+		q[got++] = n;
+	}
+	return got == want ? j - 1 : -1;
+}
+
+/* LayerNormalization as exporters before opset 17 write it: ReduceMean, Sub,
+ * Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul weight, Add bias (Constant
+ * nodes among them), the intermediates used nowhere else. grp[k] = the last
+ * node of the pattern starting at node k, or -1. */
+static int *find_layernorms(Onnx__GraphProto *g)
+{
+	int n = (int)g->n_node;
+	int *grp = xmalloc(((size_t)n + 1) * sizeof(int));
+	for (int k = 0; k <= n; k++)
+		grp[k] = -1;
+	for (int k = 0; k < n; k++) {
+		Onnx__NodeProto *q[9];
+		if (!is_op(g->node[k], "ReduceMean", 1) && !is_op(g->node[k], "ReduceMean", 2))
+			continue;
+		int last = pattern_nodes(g, k, q, 9);
+		if (last < 0)
+			continue;
+		const char *x = q[0]->input[0], *m = q[0]->output[0];
+		if (!x || !is_op(q[1], "Sub", 2) || strcmp(q[1]->input[0], x) || strcmp(q[1]->input[1], m))
+			continue;
+		const char *d = q[1]->output[0];
+		if (!is_op(q[2], "Pow", 2) || strcmp(q[2]->input[0], d))
+			continue;
+		if (!(is_op(q[3], "ReduceMean", 1) || is_op(q[3], "ReduceMean", 2)) || strcmp(q[3]->input[0], q[2]->output[0]))
+			continue;
+		if (!is_op(q[4], "Add", 2) || !has_in(q[4], q[3]->output[0]))
+			continue;
+		if (!is_op(q[5], "Sqrt", 1) || strcmp(q[5]->input[0], q[4]->output[0]))
+			continue;
+		if (!is_op(q[6], "Div", 2) || strcmp(q[6]->input[0], d) || strcmp(q[6]->input[1], q[5]->output[0]))
+			continue;
+		if (!is_op(q[7], "Mul", 2) || !has_in(q[7], q[6]->output[0]))
+			continue;
+		if (!is_op(q[8], "Add", 2) || !has_in(q[8], q[7]->output[0]))
+			continue;
+		int ok = uses_of(g, m) == 1 && uses_of(g, d) == 2;
+		for (int j = 2; ok && j < 8; j++)
+			ok = uses_of(g, q[j]->output[0]) == 1;
+		if (ok)
+			grp[k] = last;
+	}
+	/* GELU, tanh form: Mul x x, Mul x _, Mul _ c, Add x _, Mul _ c, Tanh,
+	 * Add _ 1, Mul x _, Mul _ 0.5; kind 2 is marked as grp = -(last + 2) */
+	for (int k = 0; k < n; k++) {
+		Onnx__NodeProto *q[9];
+		if (grp[k] != -1 || !is_op(g->node[k], "Mul", 2))
+			continue;
+		int last = pattern_nodes(g, k, q, 9);
+		if (last < 0)
+			continue;
+		const char *x = q[0]->input[0];
+		int ok = !strcmp(q[0]->input[1], x);
+		ok = ok && is_op(q[1], "Mul", 2) && has_in(q[1], x) && has_in(q[1], q[0]->output[0]);
+		ok = ok && is_op(q[2], "Mul", 2) && has_in(q[2], q[1]->output[0]);
+		ok = ok && is_op(q[3], "Add", 2) && has_in(q[3], x) && has_in(q[3], q[2]->output[0]);
+		ok = ok && is_op(q[4], "Mul", 2) && has_in(q[4], q[3]->output[0]);
+		ok = ok && is_op(q[5], "Tanh", 1) && !strcmp(q[5]->input[0], q[4]->output[0]);
+		ok = ok && is_op(q[6], "Add", 2) && has_in(q[6], q[5]->output[0]);
+		ok = ok && is_op(q[7], "Mul", 2) && has_in(q[7], x) && has_in(q[7], q[6]->output[0]);
+		ok = ok && is_op(q[8], "Mul", 2) && has_in(q[8], q[7]->output[0]);
+		for (int j = 0; ok && j < 8; j++)
+			ok = uses_of(g, q[j]->output[0]) == 1;
+		if (ok)
+			grp[k] = -(last + 2);
+	}
+	return grp;
+}
+
+static int near(Val *v, double want)
+{
+	return v && v->known && v->n == 1 && fabs(kget(v, 0) - want) <= 1e-6 * fabs(want) + 1e-7;
+}
+
+/* GELU's tanh form as gelu_tanh(x): 1 if done, 0 if the constants differ. */
+static int try_gelu_tanh(Ctx *c, Onnx__GraphProto *g, int k)
+{
+	Onnx__NodeProto *q[9];
+	if (pattern_nodes(g, k, q, 9) < 0)
+		return 0;
+	Val *x = find_val(c, q[0]->input[0]);
+	if (!x || x->known || !dtype_is_float(x->dt))
+		return 0;
+	if (!near(find_val(c, other_in(q[2], q[1]->output[0])), 0.044715) ||
+	    !near(find_val(c, other_in(q[4], q[3]->output[0])), 0.7978845608028654) ||
+	    !near(find_val(c, other_in(q[6], q[5]->output[0])), 1) || !near(find_val(c, other_in(q[8], q[7]->output[0])), 0.5))
+		return 0;
+	c->node = q[8];
+	NodeIO io = {.n = q[8]};
+	return def(c, &io, 0, x->dt, x->rank, x->shape, "gelu_tanh(%s)", ref(c, x)) ? 1 : -1;
+}
+
+/* The other operand of a two-input node. */
+static const char *other_in(Onnx__NodeProto *n, const char *name)
+{
+	return !strcmp(n->input[0], name) ? n->input[1] : n->input[0];
+}
+
+/* Translates the pattern at nodes k..k+8 as one layernorm when the values
+ * allow (last axis, a known exponent 2 and eps, 1-d weight and bias); 1 if
+ * done, 0 to translate the nodes one by one, -1 after an error. */
+static int try_layernorm(Ctx *c, Onnx__GraphProto *g, int k)
+{
+	Onnx__NodeProto *q[9];
+	if (pattern_nodes(g, k, q, 9) < 0)
+		return 0;
+	Val *x = find_val(c, q[0]->input[0]);
+	if (!x || x->known || !dtype_is_float(x->dt) || x->rank < 1)
+		return 0;
+	int64_t last = x->shape[x->rank - 1];
+	for (int j = 0; j < 4; j += 3) {
+		int64_t ax[MAX_RANK + 1];
+		int na = attr_ints(q[j], "axes", ax, MAX_RANK);
+		if (na < 0 && q[j]->n_input == 2) {
+			Val *av = find_val(c, q[j]->input[1]);
+			if (!av || !av->known || av->n != 1)
+				return 0;
+			ax[0] = kgeti(av, 0);
+			na = 1;
+		}
+		if (na != 1 || (ax[0] != -1 && ax[0] != x->rank - 1) || !attr_i(q[j], "keepdims", 1))
+			return 0;
+	}
+	Val *two = find_val(c, q[2]->input[1]);
+	Val *eps = find_val(c, other_in(q[4], q[3]->output[0]));
+	Val *w = find_val(c, other_in(q[7], q[6]->output[0]));
+	Val *b = find_val(c, other_in(q[8], q[7]->output[0]));
+	if (!two || !two->known || two->n != 1 || kget(two, 0) != 2 || !eps || !eps->known || eps->n != 1 || !w || !b)
+		return 0;
+	if (w->rank != 1 || b->rank != 1 || w->shape[0] != last || b->shape[0] != last || w->dt != x->dt || b->dt != x->dt)
+		return 0;
+	char el[64];
+	if (!float_lit(el, sizeof el, kget(eps, 0), x->dt))
+		return 0;
+	c->node = q[8];
+	NodeIO io = {.n = q[8]};
+	const char *xs = ref(c, x);
+	char *xs2 = xstrdup(xs);
+	const char *ws = ref(c, w);
+	char *ws2 = xstrdup(ws);
+	const char *bs = ref(c, b);
+	Val *o = def(c, &io, 0, x->dt, x->rank, x->shape, "layernorm(%s, %s, %s, eps=%s)", xs2, ws2, bs, el);
+	free(xs2);
+	free(ws2);
+	return o ? 1 : -1;
+}
+
 /* A frozen input's value from a TensorProto (.pb) or .npy file. */
 static Val *frozen_val(Ctx *c, const char *name, const char *file)
 {
@@ -3713,24 +3916,62 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		nargs++;
 	}
 	/* nodes */
+	int *lngrp = find_layernorms(g);
 	for (size_t k = 0; k < g->n_node; k++) {
 		c->node = g->node[k];
 		c->node_index = (int)k;
 		if (c->plan && c->plan->seg_at[k] >= 0)
 			seg_begin(c, c->plan->seg_at[k]);
-		if (translate_node(c, g->node[k], c->path) < 0) {
+		int fused = 0, kind = lngrp[k] >= 0 ? 1 : lngrp[k] <= -2 ? 2 : 0;
+		int gend = kind == 1 ? lngrp[k] : kind == 2 ? -lngrp[k] - 2 : -1;
+		if (kind) {
+			/* the pattern's constants first, then the pattern as one node */
+			for (int j = (int)k + 1; j <= gend && !c->failed; j++)
+				if (g->node[j]->op_type && !strcmp(g->node[j]->op_type, "Constant")) {
+					c->node = g->node[j];
+					c->node_index = j;
+					if (translate_node(c, g->node[j], c->path) < 0 && !c->failed)
+						node_err(c, 0, "cannot translate");
+				}
+			fused = c->failed ? -1 : kind == 1 ? try_layernorm(c, g, (int)k) : try_gelu_tanh(c, g, (int)k);
+			if (!fused) {
+				/* translate them one by one after all (the constants are done) */
+				for (int j = (int)k; j <= gend && fused >= 0; j++) {
+					if (j > (int)k && g->node[j]->op_type && !strcmp(g->node[j]->op_type, "Constant"))
+						continue;
+					c->node = g->node[j];
+					c->node_index = j;
+					if (translate_node(c, g->node[j], c->path) < 0)
+						fused = -1;
+				}
+				if (fused == 0)
+					fused = 1;
+			}
+		}
+		if (fused < 0 || (!fused && translate_node(c, g->node[k], c->path) < 0)) {
 			buf_free(&sig);
+			free(lngrp);
 			if (!c->failed)
 				node_err(c, 0, "cannot translate");
 			return -1;
+		}
+		if (fused) {
+			/* the pattern's last node ends any segment ending inside it */
+			for (int j = (int)k; j < gend && c->plan; j++)
+				if (c->plan->seg_end[j] >= 0)
+					seg_end(c, c->plan->seg_end[j]);
+			k = (size_t)gend;
+			c->node_index = (int)k;
 		}
 		if (c->plan && c->plan->seg_end[k] >= 0)
 			seg_end(c, c->plan->seg_end[k]);
 		if (c->failed) {
 			buf_free(&sig);
+			free(lngrp);
 			return -1;
 		}
 	}
+	free(lngrp);
 	c->node = NULL;
 	/* outputs */
 	if (!g->n_output) {
@@ -3861,10 +4102,17 @@ static OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
 	}
 	int *cut = xcalloc((size_t)n + 1, sizeof *cut), *who = xcalloc((size_t)n + 1, sizeof *who), ncut = 0;
 	int64_t cc = 0, ss = 0;
+	int *lngrp = find_layernorms(g);
+	char *inside = xcalloc((size_t)n + 2, 1); /* cut positions within a fused pattern */
+	for (int i = 0; i < n; i++) {
+		int e = lngrp[i] >= 0 ? lngrp[i] : lngrp[i] <= -2 ? -lngrp[i] - 2 : -1;
+		for (int j = i + 1; j <= e; j++)
+			inside[j] = 1;
+	}
 	for (int i = 0; i <= n; i++) {
 		cc += cnt[i];
 		ss += sum[i];
-		if (i < n && cc == 1) {
+		if (i < n && cc == 1 && !inside[i]) {
 			cut[ncut] = i;
 			who[ncut++] = (int)ss;
 		}
@@ -3891,6 +4139,8 @@ static OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
 			p = NULL;
 		}
 	}
+	free(lngrp);
+	free(inside);
 	free(cnt);
 	free(sum);
 	free(cut);

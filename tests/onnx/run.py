@@ -311,6 +311,21 @@ def cli_checks(nestc, work):
     why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
         np.load(os.path.join(d, "yi.npy")), xi @ np.arange(6, dtype=np.float32).reshape(3, 2))
     out.append(("imported text runs on the written weights", why))
+    # the same model with its initializer in an external data file
+    ext = os.path.join(d, "ext", "ext.onnx")
+    os.makedirs(os.path.dirname(ext), exist_ok=True)
+    em = onnx.load(init)
+    onnx.save(em, ext, save_as_external_data=True, all_tensors_to_one_file=True, location="ext.data",
+              size_threshold=0)
+    r = run([nestc, "run", ext, "--input", "x=" + os.path.join(d, "xi.npy"), "--output", os.path.join(d, "ye.npy")])
+    why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
+        np.load(os.path.join(d, "ye.npy")), xi @ np.arange(6, dtype=np.float32).reshape(3, 2))
+    if not why and not os.path.exists(os.path.join(d, "ext", "ext.data")):
+        why = "onnx.save wrote no external data file"
+    out.append(("initializer in external data", why))
+    with open(os.path.join(d, "ext", "ext.data"), "r+b") as f:
+        f.truncate(10)
+    expect_error("external data shorter than the tensor", ["check", ext], [ext + ": error:", "layer.0.weight"])
     r = run([nestc, "import", init])
     out.append(("import without -o is a usage error",
                 None if r.returncode == 2 and "import needs -o" in r.stderr else "exit %d: %s" % (r.returncode, short(r.stderr))))
