@@ -329,6 +329,36 @@ def cli_checks(nestc, work):
     r = run([nestc, "import", init])
     out.append(("import without -o is a usage error",
                 None if r.returncode == 2 and "import needs -o" in r.stderr else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    # the decomposed LayerNormalization and tanh GELU of exporters: fused, same values
+    from onnx import helper as H
+    C = lambda name, v: H.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.float32)))
+    pat = os.path.join(d, "patterns.onnx")
+    g_w = numpy_helper.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "ln.weight")
+    g_b = numpy_helper.from_array(np.linspace(-1, 1, 8).astype(np.float32), "ln.bias")
+    nodes = [H.make_node("ReduceMean", ["x"], ["m"], axes=[-1]), H.make_node("Sub", ["x", "m"], ["dd"]), C("two", 2.0),
+             H.make_node("Pow", ["dd", "two"], ["p2"]), H.make_node("ReduceMean", ["p2"], ["v"], axes=[-1]),
+             C("eps", 1e-5), H.make_node("Add", ["v", "eps"], ["e"]), H.make_node("Sqrt", ["e"], ["s"]),
+             H.make_node("Div", ["dd", "s"], ["q"]), H.make_node("Mul", ["q", "ln.weight"], ["y1"]),
+             H.make_node("Add", ["y1", "ln.bias"], ["h"]),
+             H.make_node("Mul", ["h", "h"], ["g0"]), H.make_node("Mul", ["h", "g0"], ["g1"]), C("c1", 0.044715),
+             H.make_node("Mul", ["g1", "c1"], ["g2"]), H.make_node("Add", ["h", "g2"], ["g3"]),
+             C("c2", 0.7978845608028654), H.make_node("Mul", ["g3", "c2"], ["g4"]), H.make_node("Tanh", ["g4"], ["g5"]),
+             C("one", 1.0), H.make_node("Add", ["g5", "one"], ["g6"]), H.make_node("Mul", ["h", "g6"], ["g7"]),
+             C("half", 0.5), H.make_node("Mul", ["g7", "half"], ["y"])]
+    make_model(pat, nodes, [f32("x", [3, 8])], [f32("y", [3, 8])], inits=[g_w, g_b], opset=14)
+    r = run([nestc, "import", pat, "-o", os.path.join(d, "pat.nest"), "-w", os.path.join(d, "pat.safetensors")])
+    text = open(os.path.join(d, "pat.nest")).read() if r.returncode == 0 else ""
+    ok = "layernorm(x, " in text and "gelu_tanh(" in text and "pow(" not in text and "tanh(" not in text.replace("gelu_tanh(", "")
+    out.append(("LayerNormalization and GELU patterns fused", None if ok else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
+    xv = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32) * 3
+    np.save(os.path.join(d, "px.npy"), xv)
+    r = run([nestc, "run", pat, "--input", "x=" + os.path.join(d, "px.npy"), "--output", os.path.join(d, "py.npy")])
+    xd = xv.astype(np.float64)
+    hv = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5) * numpy_helper.to_array(g_w) \
+        + numpy_helper.to_array(g_b)
+    want = 0.5 * hv * (1 + np.tanh(0.7978845608028654 * (hv + 0.044715 * hv ** 3)))
+    why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(os.path.join(d, "py.npy")), want)
+    out.append(("fused patterns: values", why))
     out += outline_checks(nestc, d)
     return out
 
