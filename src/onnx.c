@@ -74,6 +74,8 @@ typedef struct Val {
 
 typedef struct WEntry {
 	char *name;
+	char *id;       /* the flat param's Nest name */
+	char *path;     /* grouped: its path expression (h[3].attn.c_attn.weight), or NULL */
 	DType dt;
 	int rank;
 	int64_t shape[MAX_RANK];
@@ -348,6 +350,7 @@ static void add_weight(Ctx *c, const char *name, Val *v)
 		c->w = xrealloc(c->w, (size_t)c->capw * sizeof *c->w);
 	}
 	WEntry *e = &c->w[c->nw++];
+	memset(e, 0, sizeof *e);
 	e->name = xstrdup(name);
 	e->dt = v->dt;
 	e->rank = v->rank;
@@ -467,6 +470,7 @@ static const char *ref(Ctx *c, Val *v)
 	type_text(&c->params, v->dt, v->rank, v->shape);
 	buf_printf(&c->params, " = \"%s\"\n", v->name);
 	add_weight(c, v->name, v);
+	c->w[c->nw - 1].id = xstrdup(v->id);
 	if (rm) {
 		/* a weight: the region reads it from its record argument */
 		if (is_inner(c, v)) {
@@ -3699,6 +3703,241 @@ static int try_layernorm(Ctx *c, Onnx__GraphProto *g, int k)
 	return o ? 1 : -1;
 }
 
+
+/* ------------------------------------------------------------------ params grouped by their dotted names */
+
+/* Weights named h.0.attn.c_attn.weight, h.1..., wte.weight become
+ * `param h: {...}[12]` and `param wte: { weight: ... }`: a tree per first
+ * name part; an inner node whose keys are 0..n-1 with identical subtrees is
+ * an array, any other a record (numbers are numbered fields). The flat
+ * names in the text become paths. */
+typedef struct GNode {
+	char *key;
+	int leaf;          /* weight index, or -1 */
+	struct GNode **kid;
+	int nkid;
+} GNode;
+
+static void gnode_free(GNode *n)
+{
+	if (!n)
+		return;
+	for (int k = 0; k < n->nkid; k++)
+		gnode_free(n->kid[k]);
+	free(n->kid);
+	free(n->key);
+	free(n);
+}
+
+static int is_ident(const char *s)
+{
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			return 0;
+	return 1;
+}
+
+static int is_number(const char *s)
+{
+	if (!*s || (s[0] == '0' && s[1]) || strlen(s) > 9)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+static int is_keyword(const char *s)
+{
+	for (int j = 0; keywords[j]; j++)
+		if (!strcmp(keywords[j], s))
+			return 1;
+	return 0;
+}
+
+/* Type text of a subtree, or NULL when it cannot be one (a leaf with kids). */
+static char *gnode_type(Ctx *c, GNode *n, int *is_array)
+{
+	*is_array = 0;
+	if (n->leaf == -2 || (n->leaf < 0 && !n->nkid))
+		return NULL;
+	if (n->leaf >= 0) {
+		if (n->nkid)
+			return NULL;
+		Buf b = {0};
+		type_text(&b, c->w[n->leaf].dt, c->w[n->leaf].rank, c->w[n->leaf].shape);
+		return b.s;
+	}
+	char **kt = xcalloc((size_t)n->nkid + 1, sizeof(char *));
+	int ok = 1, arr = 1;
+	for (int k = 0; k < n->nkid && ok; k++) {
+		int sub;
+		kt[k] = gnode_type(c, n->kid[k], &sub);
+		ok = kt[k] != NULL;
+		char num[16];
+		snprintf(num, sizeof num, "%d", k);
+		arr = arr && ok && !strcmp(n->kid[k]->key, num) && !strcmp(kt[k], kt[0]);
+	}
+	char *r = NULL;
+	if (ok) {
+		Buf b = {0};
+		if (arr) {
+			buf_printf(&b, "%s[%d]", kt[0], n->nkid);
+			*is_array = 1;
+		} else {
+			buf_puts(&b, "{ ");
+			for (int k = 0; k < n->nkid; k++)
+				buf_printf(&b, "%s%s: %s", k ? ", " : "", n->kid[k]->key, kt[k]);
+			buf_puts(&b, " }");
+		}
+		r = b.s;
+	}
+	for (int k = 0; k < n->nkid; k++)
+		free(kt[k]);
+	free(kt);
+	return r;
+}
+
+static void gnode_paths(Ctx *c, GNode *n, const char *path)
+{
+	if (n->leaf >= 0) {
+		c->w[n->leaf].path = xstrdup(path);
+		return;
+	}
+	int arr;
+	char *t = gnode_type(c, n, &arr);
+	free(t);
+	for (int k = 0; k < n->nkid; k++) {
+		char *p = arr ? xasprintf("%s[%s]", path, n->kid[k]->key) : xasprintf("%s.%s", path, n->kid[k]->key);
+		gnode_paths(c, n->kid[k], p);
+		free(p);
+	}
+}
+
+/* Replace the identifiers that are grouped params' flat names. */
+static char *rename_params(Ctx *c, const char *t)
+{
+	Buf b = {0};
+	for (const char *s = t; *s;) {
+		if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_') {
+			const char *e = s;
+			while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') || *e == '_')
+				e++;
+			const char *rep = NULL;
+			int prev_dot = s > t && s[-1] == '.';
+			for (int k = 0; k < c->nw && !prev_dot; k++)
+				if (c->w[k].path && strlen(c->w[k].id) == (size_t)(e - s) && !strncmp(c->w[k].id, s, (size_t)(e - s)))
+					rep = c->w[k].path;
+			if (rep)
+				buf_puts(&b, rep);
+			else
+				buf_printf(&b, "%.*s", (int)(e - s), s);
+			s = e;
+		} else if (*s >= '0' && *s <= '9') {
+			/* a number, perhaps 1e-05: keep its letters with it */
+			const char *e = s;
+			while ((*e >= '0' && *e <= '9') || *e == '.' || *e == 'e' || ((*e == '-') && e[-1] == 'e'))
+				e++;
+			buf_printf(&b, "%.*s", (int)(e - s), s);
+			s = e;
+		} else {
+			buf_putc(&b, *s++);
+		}
+	}
+	return b.s ? b.s : xstrdup("");
+}
+
+static void group_params(Ctx *c, char **regions, char **body)
+{
+	GNode **roots = NULL;
+	int nroots = 0;
+	for (int k = 0; k < c->nw; k++) {
+		char *nm = xstrdup(c->w[k].name);
+		char *parts[64];
+		int np = 0, ok = 1;
+		for (char *tok = strtok(nm, "."); tok && ok; tok = strtok(NULL, ".")) {
+			if (np == 64 || (!is_ident(tok) && !is_number(tok)) || is_keyword(tok))
+				ok = 0;
+			else
+				parts[np++] = tok;
+		}
+		/* the name must split cleanly: no empty parts */
+		const char *wn = c->w[k].name;
+		ok = ok && np >= 2 && is_ident(parts[0]) && wn[0] != '.' && wn[strlen(wn) - 1] != '.' && !strstr(wn, "..");
+		if (ok && (is_builtin(parts[0]) || id_taken(c, parts[0]))) {
+			/* the root may only clash with the flat names of its own params */
+			int other = is_builtin(parts[0]) || is_keyword(parts[0]);
+			for (int j = 0; j < c->ids.n && !other; j++)
+				if (!strcmp(c->ids.v[j], parts[0])) {
+					other = 1;
+					for (int q = 0; q < c->nw; q++)
+						if (!strcmp(c->w[q].id, parts[0]))
+							other = 0;
+				}
+			ok = !other;
+		}
+		if (ok) {
+			GNode *r = NULL;
+			for (int j = 0; j < nroots; j++)
+				if (!strcmp(roots[j]->key, parts[0]))
+					r = roots[j];
+			if (!r) {
+				roots = xrealloc(roots, (size_t)(nroots + 1) * sizeof *roots);
+				r = roots[nroots++] = xcalloc(1, sizeof(GNode));
+				r->key = xstrdup(parts[0]);
+				r->leaf = -1;
+			}
+			for (int p = 1; p < np; p++) {
+				GNode *ch = NULL;
+				for (int j = 0; j < r->nkid; j++)
+					if (!strcmp(r->kid[j]->key, parts[p]))
+						ch = r->kid[j];
+				if (!ch) {
+					r->kid = xrealloc(r->kid, (size_t)(r->nkid + 1) * sizeof *r->kid);
+					ch = r->kid[r->nkid++] = xcalloc(1, sizeof(GNode));
+					ch->key = xstrdup(parts[p]);
+					ch->leaf = -1;
+				}
+				r = ch;
+			}
+			if (r->leaf >= 0 || r->nkid)
+				r->leaf = -2; /* a name twice, or a leaf with children: spoils the type */
+			else
+				r->leaf = k;
+		}
+		free(nm);
+	}
+	Buf pl = {0};
+	for (int j = 0; j < nroots; j++) {
+		/* arrays need their numbered children in order */
+		int arr;
+		char *t = gnode_type(c, roots[j], &arr);
+		if (!t || strstr(t, "(null)"))
+			continue;
+		gnode_paths(c, roots[j], roots[j]->key);
+		buf_printf(&pl, "param %s: %s\n", roots[j]->key, t);
+		free(t);
+	}
+	for (int k = 0; k < c->nw; k++)
+		if (!c->w[k].path) {
+			buf_printf(&pl, "param %s: ", c->w[k].id);
+			type_text(&pl, c->w[k].dt, c->w[k].rank, c->w[k].shape);
+			buf_printf(&pl, " = \"%s\"\n", c->w[k].name);
+		}
+	buf_free(&c->params);
+	c->params = pl;
+	char *r2 = rename_params(c, *regions ? *regions : ""), *b2 = rename_params(c, *body ? *body : "");
+	free(*regions);
+	free(*body);
+	*regions = r2;
+	*body = b2;
+	for (int j = 0; j < nroots; j++)
+		gnode_free(roots[j]);
+	free(roots);
+}
+
 /* A frozen input's value from a TensorProto (.pb) or .npy file. */
 static Val *frozen_val(Ctx *c, const char *name, const char *file)
 {
@@ -3798,6 +4037,9 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 {
 	Onnx__GraphProto *g = m->graph;
 	const OnnxOptions *o = c->opt;
+	/* the region functions' names are taken */
+	for (int r = 0; c->plan && r < c->plan->nregions; r++)
+		vec_push(&c->ids, xstrdup(c->plan->rname[r]));
 	/* initializers: known values */
 	for (size_t k = 0; k < g->n_initializer; k++) {
 		Onnx__TensorProto *t = g->initializer[k];
@@ -4000,12 +4242,19 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 	buf_printf(&all, "# Imported by nestc %s from %s (opset %d).\n", NESTC_VERSION, c->path, c->opset);
 	if (c->consts.s)
 		buf_puts(&all, c->consts.s);
+	char *regions = c->plan && c->plan->regions.s ? xstrdup(c->plan->regions.s) : NULL;
+	Buf fb = {0};
+	buf_printf(&fb, "\nexport fn forward(%s) -> %s {\n%s  return %s\n}\n", sig.s ? sig.s : "", res.s,
+	           c->body.s ? c->body.s : "", ret.s);
+	char *fn = fb.s;
+	group_params(c, &regions, &fn);
 	if (c->params.s)
 		buf_printf(&all, "\n%s", c->params.s);
-	if (c->plan && c->plan->regions.s)
-		buf_puts(&all, c->plan->regions.s);
-	buf_printf(&all, "\nexport fn forward(%s) -> %s {\n%s  return %s\n}\n", sig.s ? sig.s : "", res.s,
-	           c->body.s ? c->body.s : "", ret.s);
+	if (regions)
+		buf_puts(&all, regions);
+	buf_puts(&all, fn);
+	free(regions);
+	free(fn);
 	buf_free(&sig);
 	buf_free(&res);
 	buf_free(&ret);
@@ -4029,6 +4278,8 @@ static void ctx_free(Ctx *c)
 	free(c->ids.v);
 	for (int k = 0; k < c->nw; k++) {
 		free(c->w[k].name);
+		free(c->w[k].id);
+		free(c->w[k].path);
 		free(c->w[k].data);
 	}
 	free(c->w);

@@ -302,8 +302,9 @@ def cli_checks(nestc, work):
                [f32("x", [2, 3])], [f32("y", [2, 2])], inits=[w])
     r = run([nestc, "import", init, "-o", os.path.join(d, "init.nest"), "-w", os.path.join(d, "init.safetensors")])
     text = open(os.path.join(d, "init.nest")).read() if r.returncode == 0 else ""
-    ok = r.returncode == 0 and '= "layer.0.weight"' in text and os.path.exists(os.path.join(d, "init.safetensors"))
-    out.append(("import with an initializer", None if ok else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
+    ok = (r.returncode == 0 and "param layer: { weight: f32[3, 2] }[1]" in text and "x @ layer[0].weight" in text
+          and os.path.exists(os.path.join(d, "init.safetensors")))
+    out.append(("import with an initializer: dotted names grouped into records and arrays", None if ok else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
     xi = np.ones((2, 3), np.float32)
     np.save(os.path.join(d, "xi.npy"), xi)
     r = run([nestc, "run", os.path.join(d, "init.nest"), "--weights", os.path.join(d, "init.safetensors"),
@@ -431,7 +432,9 @@ def outline_checks(nestc, d):
         r = run([nestc, "import", path, "-o", nest, "-w", path[:-5] + ".safetensors"])
         text = open(nest).read() if r.returncode == 0 else ""
         ok = (r.returncode == 0 and text.count("@region") == 1 and "fn layer(x: f32[4, 8]" in text
-              and text.count("= layer(") == nl and "ln_weight: f32[8]" in text)
+              and text.count("= layer(") == nl and "ln_weight: f32[8]" in text
+              and "param layers: { fc: { weight: f32[8, 8], bias: f32[8] }, ln: { weight: f32[8], bias: f32[8] }" in text
+              and "fc_weight: layers[1].fc.weight" in text)
         out.append((tag + ": one region, one call per layer",
                     None if ok else "exit %d: %s\n%s" % (r.returncode, short(r.stderr), text)))
         r = run([nestc, "report", path])
