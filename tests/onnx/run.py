@@ -433,7 +433,8 @@ def outline_checks(nestc, d):
         text = open(nest).read() if r.returncode == 0 else ""
         ok = (r.returncode == 0 and text.count("@region") == 1 and "fn layer(x: f32[4, 8]" in text
               and text.count("= layer(") == nl and "ln_weight: f32[8]" in text
-              and "param layers: { fc: { weight: f32[8, 8], bias: f32[8] }, ln: { weight: f32[8], bias: f32[8] }" in text
+              and "param layers: { ln: { weight: f32[8], bias: f32[8] }, fc: { weight: f32[8, 8], bias: f32[8] }" in text
+              and "}[%d]\n" % nl in text
               and "fc_weight: layers[1].fc.weight" in text)
         out.append((tag + ": one region, one call per layer",
                     None if ok else "exit %d: %s\n%s" % (r.returncode, short(r.stderr), text)))
