@@ -3063,10 +3063,12 @@ static int tr_pad(Ctx *c, NodeIO *io)
 	if (!x)
 		return node_err(c, 0, "needs an input"), -1;
 	char *mode = attr_s(io->n, "mode");
-	int bad = mode && strcmp(mode, "constant");
+	if (mode && strcmp(mode, "constant")) {
+		node_err(c, 1, "mode '%.50s' is not supported (constant is)", mode);
+		free(mode);
+		return -1;
+	}
 	free(mode);
-	if (bad)
-		return node_err(c, 1, "only mode constant is supported"), -1;
 	if (need_known(c, pv, "pads") < 0 || need_known(c, cv, "constant_value") < 0)
 		return -1;
 	if (!pv || pv->n != 2 * x->rank || in_(io, 3))
@@ -3185,9 +3187,18 @@ static int translate_node(Ctx *c, Onnx__NodeProto *n, const char *base)
 	if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
 		if (!in_(&io, 0))
 			return node_err(c, 0, "needs an input"), -1;
-		if (!strcmp(op, "Dropout") && n->n_output > 1 && *n->output[1])
-			return node_err(c, 1, "the mask output of Dropout is not supported"), -1;
+		Val *tm = !strcmp(op, "Dropout") ? in_(&io, 2) : NULL;
+		if (tm && (!tm->known || kgeti(tm, 0)))
+			return node_err(c, 1, "Dropout in training mode is not supported (inference only)"), -1;
 		alias(c, &io, 0, io.in[0]);
+		if (!strcmp(op, "Dropout") && n->n_output > 1 && *n->output[1]) {
+			/* in inference the mask keeps everything */
+			Val *mk = def_known(c, &io, 1, DT_BOOL, io.in[0]->rank, io.in[0]->shape);
+			if (!mk)
+				return -1;
+			for (int64_t j = 0; j < mk->n; j++)
+				mk->i[j] = 1;
+		}
 		return 0;
 	}
 	if (!strcmp(op, "Where")) return tr_where(c, &io);
@@ -4238,6 +4249,12 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 	}
 	if (g->n_output > 1)
 		buf_puts(&res, ")");
+	if (c->failed) {
+		buf_free(&sig);
+		buf_free(&res);
+		buf_free(&ret);
+		return -1;
+	}
 	Buf all = {0};
 	buf_printf(&all, "# Imported by nestc %s from %s (opset %d).\n", NESTC_VERSION, c->path, c->opset);
 	if (c->consts.s)
@@ -4519,7 +4536,9 @@ static int ctx_init(Ctx *c, Onnx__ModelProto *m, const char *path)
 			c->opset = (int)os->version;
 	}
 	if (!c->opset) {
-		fprintf(stderr, "%s: error: the model imports no opset of the default domain\n", path);
+		fprintf(stderr, "%s: error: the model imports no opset of the default domain (ai.onnx): other domains are not "
+		                "supported\n",
+		        path);
 		return -1;
 	}
 	return 0;
