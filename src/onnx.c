@@ -2115,17 +2115,59 @@ static int tr_einsum(Ctx *c, NodeIO *io)
 				}
 				terms[nt][j++] = s[q];
 			}
-			for (int q = 0; q < j; q++)
-				for (int p = q + 1; p < j; p++)
-					if (terms[nt][q] == terms[nt][p]) {
-						node_err(c, 1, "equation '%s' takes a diagonal (a letter twice in a term), not supported", eq);
-						goto done;
-					}
 			nt++;
 			k++;
 			if (!comma)
 				break;
 			s = comma + 1;
+		}
+	}
+	/* a letter twice in a term: that operand's diagonal, by an identity mask
+	 * and a sum over the second occurrence */
+	Val *opv[2] = {io->in[0], nt > 1 ? io->in[1] : NULL};
+	for (int t = 0; t < nt; t++) {
+		for (;;) {
+			int len = (int)strlen(terms[t]), p = -1, q = -1;
+			for (int a = 0; a < len && p < 0; a++)
+				for (int b = a + 1; b < len && p < 0; b++)
+					if (terms[t][a] == terms[t][b]) {
+						p = a;
+						q = b;
+					}
+			if (p < 0)
+				break;
+			Val *v = opv[t];
+			int off = v->rank - len;
+			int64_t nd = v->shape[p + off];
+			if (nd != v->shape[q + off]) {
+				node_err(c, 0, "letter %c has sizes %lld and %lld in one term", terms[t][p], (long long)nd,
+				         (long long)v->shape[q + off]);
+				goto done;
+			}
+			int64_t msh[MAX_RANK];
+			for (int d = 0; d < v->rank; d++)
+				msh[d] = d == p + off || d == q + off ? nd : 1;
+			Val *mask = new_val(c, "", v->dt, v->rank, msh);
+			free(mask->name);
+			mask->name = xasprintf("%s.diagonal%d", out_name(io, 0), c->ntmp);
+			val_alloc(mask);
+			for (int64_t a = 0; a < nd; a++)
+				kset(mask, a * nd + a, 1);
+			/* the mask's elements in order: only axes p, q are > 1, so [a, b] is a * nd + b */
+			char *mx = xstrdup(ref(c, mask));
+			char *d = tmp(c, "sum(%s * %s, axis=%d)", ref(c, v), mx, q + off);
+			free(mx);
+			int64_t nsh[MAX_RANK];
+			int r = 0;
+			for (int e = 0; e < v->rank; e++)
+				if (e != q + off)
+					nsh[r++] = v->shape[e];
+			Val *nv = new_val(c, "", v->dt, r, nsh);
+			free(nv->name);
+			nv->name = xasprintf("%s.diag", out_name(io, 0));
+			nv->id = d;
+			opv[t] = nv;
+			memmove(terms[t] + q, terms[t] + q + 1, (size_t)(len - q));
 		}
 	}
 	if (arrow) {
@@ -2154,7 +2196,7 @@ static int tr_einsum(Ctx *c, NodeIO *io)
 	int64_t size[128] = {0};
 	int na = 0;
 	for (int t = 0; t < nt; t++) {
-		Val *v = io->in[t];
+		Val *v = opv[t];
 		int off = v->rank - (int)strlen(terms[t]);
 		for (int q = 0; terms[t][q]; q++) {
 			unsigned char L = (unsigned char)terms[t][q];
@@ -2210,7 +2252,7 @@ static int tr_einsum(Ctx *c, NodeIO *io)
 		osh[q] = size[(unsigned char)outt[q]];
 	char *parts[2] = {NULL, NULL};
 	for (int t = 0; t < nt; t++) {
-		Val *v = io->in[t];
+		Val *v = opv[t];
 		/* transpose the operand's letters into 'order' order, then reshape with 1s */
 		int len = (int)strlen(terms[t]);
 		int64_t perm[MAX_RANK], sh[MAX_RANK];
