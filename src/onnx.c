@@ -69,6 +69,7 @@ typedef struct Val {
 	double *f;      /* float dtypes */
 	int64_t *i;     /* integer dtypes and bool */
 	int is_input;   /* graph input (not frozen) */
+	int lazy;       /* a big initializer in a dry pass: its data is not read (zeros) */
 	int shape_use;  /* (input) used where a value must be known */
 } Val;
 
@@ -104,6 +105,7 @@ typedef struct Ctx {
 	 * are translated as a region template: new names are placeholders @Lk@,
 	 * the segment's input is @X@, and tensors from outside (weights) are
 	 * @Pk@, fields of the region's record argument */
+	int dry;         /* a pass whose text and weights are thrown away: no weight bytes */
 	int rmode;
 	Val *rin;
 	Vec inner;       /* Val * made or named during the segment */
@@ -425,7 +427,7 @@ static const char *ref(Ctx *c, Val *v)
 		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
 		return "__empty__";
 	}
-	int splat = 1;
+	int splat = !v->lazy;
 	for (int64_t k = 1; k < v->n && splat; k++)
 		splat = kget(v, k) == kget(v, 0) && !(v->f && isnan(v->f[k]));
 	char lit[128];
@@ -443,6 +445,8 @@ static const char *ref(Ctx *c, Val *v)
 		snprintf(lit, sizeof lit, "%s", t);
 	}
 	Buf b = {0};
+	if (v->lazy)
+		have = 0;
 	if (have && v->rank == 0) {
 		buf_printf(&b, "%s(%s)", dtype_name(v->dt), lit);
 	} else if (have && splat && v->dt != DT_BOOL && v->n > 1) {
@@ -469,8 +473,10 @@ static const char *ref(Ctx *c, Val *v)
 	buf_printf(&c->params, "param %s: ", v->id);
 	type_text(&c->params, v->dt, v->rank, v->shape);
 	buf_printf(&c->params, " = \"%s\"\n", v->name);
-	add_weight(c, v->name, v);
-	c->w[c->nw - 1].id = xstrdup(v->id);
+	if (!c->dry) {
+		add_weight(c, v->name, v);
+		c->w[c->nw - 1].id = xstrdup(v->id);
+	}
 	if (rm) {
 		/* a weight: the region reads it from its record argument */
 		if (is_inner(c, v)) {
@@ -492,24 +498,27 @@ static int read_file_all(const char *path, unsigned char **data, size_t *len, ch
 		snprintf(err, errlen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	Buf b = {0};
-	char tmp[65536];
-	size_t n;
-	while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) {
-		for (size_t k = 0; k < n; k++)
-			buf_putc(&b, tmp[k]);
+	size_t cap = 1 << 16, n = 0;
+	unsigned char *b = xmalloc(cap);
+	for (;;) {
+		if (n == cap) {
+			cap *= 2;
+			b = xrealloc(b, cap);
+		}
+		size_t got = fread(b + n, 1, cap - n, f);
+		if (got == 0)
+			break;
+		n += got;
 	}
 	int bad = ferror(f);
 	fclose(f);
 	if (bad) {
 		snprintf(err, errlen, "cannot read: %s", strerror(errno));
-		buf_free(&b);
+		free(b);
 		return -1;
 	}
-	*data = (unsigned char *)b.s;
-	*len = b.len;
-	if (!b.s)
-		*data = xcalloc(1, 1);
+	*data = b;
+	*len = n;
 	return 0;
 }
 
@@ -585,7 +594,7 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 		node_err(c, 1, "tensor '%.200s' has rank %zu, more than nestc's %d", name, t->n_dims, MAX_RANK);
 		return NULL;
 	}
-	int64_t shape[MAX_RANK];
+	int64_t shape[MAX_RANK] = {0};
 	for (size_t k = 0; k < t->n_dims; k++)
 		shape[k] = t->dims[k];
 	for (size_t k = 0; k < t->n_dims; k++)
@@ -602,8 +611,12 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 		n *= shape[k];
 	}
 	Val *v = new_val(c, name, (DType)dt, (int)t->n_dims, shape);
-	val_alloc(v);
+	val_alloc(v); /* calloc: pages of zeros that are never touched cost nothing */
 	int es = elem_size(ot);
+	if (c->dry && n > 65536) {
+		v->lazy = 1;
+		return v;
+	}
 	const unsigned char *raw = NULL;
 	size_t rawlen = 0;
 	unsigned char *ext = NULL;
@@ -4615,19 +4628,18 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 		fprintf(stderr, "%s: warning: the model's %zu local functions are not used; nodes that call them are "
 		                "unsupported\n",
 		        path, m->n_functions);
-	if (import_graph(&c, m) < 0) {
-		fprintf(stderr, "%s: error: %s\n", path, c.err);
-		out->unsupported = c.unsupported;
-		goto done;
-	}
 	if (!o->no_outline) {
-		/* repeated layers: segments, their templates (a probe), the plan */
-		OPlan *segs = find_segments(&c, m->graph);
+		/* repeated layers: pass 0 (known values, so cuts), segments, a probe
+		 * pass (their templates), the plan; both passes dry: big weights are
+		 * not decoded, nothing is kept but the plan */
+		c.dry = 1;
+		OPlan *segs = import_graph(&c, m) == 0 ? find_segments(&c, m->graph) : NULL;
+		ctx_free(&c);
 		if (segs) {
 			segs->key = xcalloc((size_t)segs->nseg, sizeof(char *));
 			segs->probe = 1;
 			plan_index(segs);
-			Ctx c1 = {.path = path, .opt = o, .opset = c.opset, .plan = segs};
+			Ctx c1 = {.path = path, .opt = o, .opset = c.opset, .plan = segs, .dry = 1};
 			int ok = import_graph(&c1, m) == 0;
 			for (int k = 0; k < segs->nseg; k++)
 				if (!segs->key[k])
@@ -4637,17 +4649,19 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 			plan_free(segs);
 		}
 		if (plan) {
-			Ctx c2 = {.path = path, .opt = o, .opset = c.opset, .plan = plan};
-			if (import_graph(&c2, m) == 0) {
+			c.plan = plan;
+			if (import_graph(&c, m) < 0) {
+				/* a plan the translation cannot follow: translate flat */
 				ctx_free(&c);
-				c = c2;
-			} else {
-				/* a plan the translation cannot follow: keep the flat one */
-				ctx_free(&c2);
 				plan_free(plan);
 				plan = NULL;
 			}
 		}
+	}
+	if (!plan && import_graph(&c, m) < 0) {
+		fprintf(stderr, "%s: error: %s\n", path, c.err);
+		out->unsupported = c.unsupported;
+		goto done;
 	}
 	if (plan) {
 		Buf sm = {0};
