@@ -113,6 +113,7 @@ typedef struct Ctx {
 	int next, capext;
 	int rcount;
 	int broken;      /* a value named only inside a segment was used after it */
+	Vec garbage;     /* strings freed with the context */
 	struct OPlan *plan;
 } Ctx;
 
@@ -1804,6 +1805,7 @@ static int tr_gather(Ctx *c, NodeIO *io)
 	} else {
 		/* negative indices count from the end in ONNX, not in Nest */
 		idx = tmp(c, "where(%s < 0, %s + %lld, %s)", ref(c, ix), ref(c, ix), (long long)d, ref(c, ix));
+		vec_push(&c->garbage, (void *)idx);
 	}
 	if (ax == 0)
 		return def(c, io, 0, a->dt, r, sh, "%s[%s]", ref(c, a), idx) ? 0 : -1;
@@ -1838,8 +1840,11 @@ static int tr_gather_elements(Ctx *c, NodeIO *io)
 	if (ax < 0)
 		return -1;
 	const char *idx = NULL;
-	if (!ix->known)
-		idx = tmp(c, "where(%s < 0, %s + %lld, %s)", ref(c, ix), ref(c, ix), (long long)a->shape[ax], ref(c, ix));
+	if (!ix->known) {
+		char *t = tmp(c, "where(%s < 0, %s + %lld, %s)", ref(c, ix), ref(c, ix), (long long)a->shape[ax], ref(c, ix));
+		vec_push(&c->garbage, t);
+		idx = t;
+	}
 	if (ix->known) {
 		Val *nv = new_val(c, "", ix->dt, ix->rank, ix->shape);
 		free(nv->name);
@@ -4366,6 +4371,9 @@ static void ctx_free(Ctx *c)
 		free(c->inner.v[0]);
 	}
 	free(c->inner.v);
+	for (int k = 0; k < c->garbage.n; k++)
+		free(c->garbage.v[k]);
+	free(c->garbage.v);
 	buf_free(&c->consts);
 	buf_free(&c->params);
 	buf_free(&c->body);
