@@ -4009,6 +4009,214 @@ static void group_params(Ctx *c, char **regions, char **body)
 	free(roots);
 }
 
+
+/* ------------------------------------------------------------------ model-local functions */
+
+static void plan_index(OPlan *p);
+
+/* A graph with every call of a model-local function (torch's
+ * export_modules_as_functions) replaced by the function's nodes, renamed;
+ * each call's node range is remembered and becomes a region call. */
+typedef struct Expanded {
+	Onnx__NodeProto **nodes;
+	size_t n, cap;
+	Vec owned;        /* what the copies allocated */
+	int ncalls, capcalls;
+	int *cstart, *cend;
+	Onnx__NodeProto **ccall;
+	Onnx__FunctionProto **cfn;
+} Expanded;
+
+static void *own(Expanded *e, void *p)
+{
+	vec_push(&e->owned, p);
+	return p;
+}
+
+static Onnx__FunctionProto *find_function(Onnx__ModelProto *m, Onnx__NodeProto *n)
+{
+	for (size_t k = 0; k < m->n_functions; k++) {
+		Onnx__FunctionProto *f = m->functions[k];
+		const char *fd = f->domain ? f->domain : "", *nd = n->domain ? n->domain : "";
+		if (f->name && n->op_type && !strcmp(f->name, n->op_type) && !strcmp(fd, nd))
+			return f;
+	}
+	return NULL;
+}
+
+static void push_node(Expanded *e, Onnx__NodeProto *n)
+{
+	if (e->n == e->cap) {
+		e->cap = e->cap ? 2 * e->cap : 64;
+		e->nodes = xrealloc(e->nodes, e->cap * sizeof *e->nodes);
+	}
+	e->nodes[e->n++] = n;
+}
+
+static const char *map_name(Expanded *e, Onnx__FunctionProto *f, Onnx__NodeProto *call, const char *prefix,
+                            const char *name)
+{
+	if (!name || !*name)
+		return "";
+	for (size_t k = 0; k < f->n_input; k++)
+		if (f->input[k] && !strcmp(f->input[k], name))
+			return k < call->n_input && call->input[k] ? call->input[k] : "";
+	for (size_t k = 0; k < f->n_output; k++)
+		if (f->output[k] && !strcmp(f->output[k], name))
+			return k < call->n_output && call->output[k] ? call->output[k] : "";
+	return own(e, xasprintf("%s/%s", prefix, name));
+}
+
+static int expand_node(Expanded *e, Onnx__ModelProto *m, Onnx__NodeProto *n, int depth)
+{
+	Onnx__FunctionProto *f = m->n_functions ? find_function(m, n) : NULL;
+	if (!f || depth > 16) {
+		push_node(e, n);
+		return 0;
+	}
+	int start = (int)e->n;
+	char *prefix = own(e, xasprintf("%s", n->name && *n->name ? n->name : (n->n_output ? n->output[0] : f->name)));
+	for (size_t k = 0; k < f->n_node; k++) {
+		Onnx__NodeProto *b = f->node[k];
+		Onnx__NodeProto *c = own(e, xmalloc(sizeof *c));
+		*c = *b;
+		c->name = own(e, xasprintf("%s/%s", prefix, b->name && *b->name ? b->name : b->op_type));
+		c->input = own(e, xcalloc(b->n_input + 1, sizeof(char *)));
+		c->output = own(e, xcalloc(b->n_output + 1, sizeof(char *)));
+		for (size_t j = 0; j < b->n_input; j++)
+			c->input[j] = (char *)map_name(e, f, n, prefix, b->input[j]);
+		for (size_t j = 0; j < b->n_output; j++)
+			c->output[j] = (char *)map_name(e, f, n, prefix, b->output[j]);
+		/* attributes that refer to the call's */
+		c->attribute = own(e, xcalloc(b->n_attribute + 1, sizeof(Onnx__AttributeProto *)));
+		c->n_attribute = 0;
+		for (size_t j = 0; j < b->n_attribute; j++) {
+			Onnx__AttributeProto *a = b->attribute[j];
+			if (a->ref_attr_name && *a->ref_attr_name) {
+				Onnx__AttributeProto *from = attr(n, a->ref_attr_name);
+				if (!from)
+					continue;
+				Onnx__AttributeProto *na = own(e, xmalloc(sizeof *na));
+				*na = *from;
+				na->name = a->name;
+				c->attribute[c->n_attribute++] = na;
+			} else {
+				c->attribute[c->n_attribute++] = a;
+			}
+		}
+		expand_node(e, m, c, depth + 1);
+	}
+	if (depth == 0 && (int)e->n > start) {
+		if (e->ncalls == e->capcalls) {
+			e->capcalls = e->capcalls ? 2 * e->capcalls : 16;
+			e->cstart = xrealloc(e->cstart, (size_t)e->capcalls * sizeof(int));
+			e->cend = xrealloc(e->cend, (size_t)e->capcalls * sizeof(int));
+			e->ccall = xrealloc(e->ccall, (size_t)e->capcalls * sizeof(void *));
+			e->cfn = xrealloc(e->cfn, (size_t)e->capcalls * sizeof(void *));
+		}
+		e->cstart[e->ncalls] = start;
+		e->cend[e->ncalls] = (int)e->n;
+		e->ccall[e->ncalls] = n;
+		e->cfn[e->ncalls++] = f;
+	}
+	return 0;
+}
+
+static Expanded *expand_functions(Onnx__ModelProto *m)
+{
+	if (!m->n_functions)
+		return NULL;
+	Expanded *e = xcalloc(1, sizeof *e);
+	for (size_t k = 0; k < m->graph->n_node; k++)
+		expand_node(e, m, m->graph->node[k], 0);
+	return e;
+}
+
+static void expanded_free(Expanded *e)
+{
+	if (!e)
+		return;
+	for (int k = 0; k < e->owned.n; k++)
+		free(e->owned.v[k]);
+	free(e->owned.v);
+	free(e->nodes);
+	free(e->cstart);
+	free(e->cend);
+	free(e->ccall);
+	free(e->cfn);
+	free(e);
+}
+
+/* The calls of local functions as region calls: one region per function,
+ * for each call with one run-time input and one output (from pass 0's c0). */
+static OPlan *plan_from_calls(Ctx *c0, Expanded *e, int nnodes)
+{
+	OPlan *q = xcalloc(1, sizeof *q);
+	int m = e->ncalls;
+	q->n = nnodes;
+	q->start = xcalloc((size_t)m + 1, sizeof(int));
+	q->end = xcalloc((size_t)m + 1, sizeof(int));
+	q->in_name = xcalloc((size_t)m + 1, sizeof(char *));
+	q->out_name = xcalloc((size_t)m + 1, sizeof(char *));
+	q->region = xcalloc((size_t)m + 1, sizeof(int));
+	q->rname = xcalloc((size_t)m + 1, sizeof(char *));
+	q->rtempl = xcalloc((size_t)m + 1, sizeof(char *));
+	q->rkey = xcalloc((size_t)m + 1, sizeof(char *));
+	q->rcalls = xcalloc((size_t)m + 1, sizeof(int));
+	q->rnodes = xcalloc((size_t)m + 1, sizeof(int));
+	Onnx__FunctionProto **fns = xcalloc((size_t)m + 1, sizeof(void *));
+	for (int k = 0; k < m; k++) {
+		Onnx__NodeProto *call = e->ccall[k];
+		const char *in = NULL;
+		int nrun = 0;
+		for (size_t j = 0; j < call->n_input; j++) {
+			Val *v = call->input[j] && *call->input[j] ? find_val(c0, call->input[j]) : NULL;
+			if (v && !v->known) {
+				nrun++;
+				in = call->input[j];
+			}
+		}
+		if (nrun != 1 || call->n_output != 1 || !call->output[0] || !*call->output[0])
+			continue;
+		int r = -1;
+		for (int x = 0; x < q->nregions; x++)
+			if (fns[x] == e->cfn[k])
+				r = x;
+		if (r < 0) {
+			r = q->nregions++;
+			fns[r] = e->cfn[k];
+			Buf b = {0};
+			for (const char *t = e->cfn[k]->name; *t && b.len < 40; t++)
+				buf_putc(&b, ((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || (*t >= '0' && *t <= '9')) ? *t : '_');
+			char *nm = b.s && !(b.s[0] >= '0' && b.s[0] <= '9') && !is_builtin(b.s) && !is_keyword(b.s)
+			                   ? xasprintf("%s", b.s)
+			                   : xasprintf("fn_%s", b.s ? b.s : "");
+			buf_free(&b);
+			for (int x = 0; x < r; x++)
+				if (!strcmp(q->rname[x], nm)) {
+					char *t2 = xasprintf("%s_%d", nm, r + 1);
+					free(nm);
+					nm = t2;
+				}
+			q->rname[r] = nm;
+			q->rnodes[r] = e->cend[k] - e->cstart[k];
+		}
+		int sidx = q->nseg++;
+		q->start[sidx] = e->cstart[k];
+		q->end[sidx] = e->cend[k];
+		q->in_name[sidx] = xstrdup(in);
+		q->out_name[sidx] = xstrdup(call->output[0]);
+		q->region[sidx] = r;
+	}
+	free(fns);
+	if (!q->nseg) {
+		plan_free(q);
+		return NULL;
+	}
+	plan_index(q);
+	return q;
+}
+
 /* A frozen input's value from a TensorProto (.pb) or .npy file. */
 static Val *frozen_val(Ctx *c, const char *name, const char *file)
 {
@@ -4626,17 +4834,40 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	Ctx c = {.path = path, .opt = o};
 	int rc = 1;
 	OPlan *plan = NULL;
+	Expanded *ex = NULL;
+	Onnx__ModelProto m2, *m0 = m;
+	Onnx__GraphProto g2;
 	if (!m->graph) {
 		fprintf(stderr, "%s: error: not an ONNX model: it has no graph\n", path);
 		goto done;
 	}
 	if (ctx_init(&c, m, path) < 0)
 		goto done;
-	if (m->n_functions)
-		fprintf(stderr, "%s: warning: the model's %zu local functions are not used; nodes that call them are "
-		                "unsupported\n",
-		        path, m->n_functions);
-	if (!o->no_outline) {
+	/* local functions: their calls expanded, in a shallow copy of the model */
+	ex = expand_functions(m);
+	if (ex) {
+		m2 = *m;
+		g2 = *m->graph;
+		g2.node = ex->nodes;
+		g2.n_node = ex->n;
+		m2.graph = &g2;
+		m = &m2;
+	}
+	if (ex && ex->ncalls && !o->no_outline) {
+		/* each function a region: pass 0 finds the calls' run-time inputs */
+		c.dry = 1;
+		if (import_graph(&c, m) == 0)
+			plan = plan_from_calls(&c, ex, (int)m->graph->n_node);
+		ctx_free(&c);
+		if (plan) {
+			c.plan = plan;
+			if (import_graph(&c, m) < 0) {
+				ctx_free(&c);
+				plan_free(plan);
+				plan = NULL;
+			}
+		}
+	} else if (!o->no_outline) {
 		/* repeated layers: pass 0 (known values, so cuts), segments, a probe
 		 * pass (their templates), the plan; both passes dry: big weights are
 		 * not decoded, nothing is kept but the plan */
@@ -4686,7 +4917,8 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	out->weights = safetensors_bytes(&c, &out->weights_len);
 	rc = 0;
 done:
-	onnx__model_proto__free_unpacked(m, NULL);
+	onnx__model_proto__free_unpacked(m0, NULL);
+	expanded_free(ex);
 	c.plan = NULL;
 	ctx_free(&c);
 	plan_free(plan);

@@ -452,6 +452,39 @@ def outline_checks(nestc, d):
         text = open(nest).read() if r.returncode == 0 else ""
         out.append((tag + ": --no-outline", None if r.returncode == 0 and "@region" not in text
                     else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    # model-local functions (torch's export_modules_as_functions): each a region
+    from onnx import helper as H, TensorProto as TP
+    fn = H.make_function("pkg", "Block", ["x", "w", "b"], ["y"],
+                         [H.make_node("MatMul", ["x", "w"], ["m"]), H.make_node("Add", ["m", "b"], ["a"]),
+                          H.make_node("Relu", ["a"], ["r"]), H.make_node("Add", ["x", "r"], ["y"])],
+                         [H.make_opsetid("", 14)])
+    rng = np.random.default_rng(5)
+    nodes, inits, ws, h = [], [], [], "x"
+    for i in range(3):
+        w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+        b = (rng.standard_normal(8) * 0.1).astype(np.float32)
+        ws.append((w, b))
+        inits += [numpy_helper.from_array(w, "blocks.%d.w" % i), numpy_helper.from_array(b, "blocks.%d.b" % i)]
+        nodes.append(H.make_node("Block", [h, "blocks.%d.w" % i, "blocks.%d.b" % i], ["h%d" % i], domain="pkg",
+                                 name="blocks.%d" % i))
+        h = "h%d" % i
+    nodes.append(H.make_node("Tanh", [h], ["y"]))
+    g = H.make_graph(nodes, "g", [H.make_tensor_value_info("x", TP.FLOAT, [4, 8])],
+                     [H.make_tensor_value_info("y", TP.FLOAT, [4, 8])], initializer=inits)
+    fpath = os.path.join(d, "functions.onnx")
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 14), H.make_opsetid("pkg", 1)], functions=[fn]), fpath)
+    hv = x.astype(np.float64)
+    for w, b in ws:
+        hv = hv + np.maximum(hv @ w + b, 0)
+    want = np.tanh(hv)
+    r = run([nestc, "report", fpath])
+    ok = r.returncode == 0 and "region Block: 4 nodes, 3 occurrences" in r.stdout and "3 calls -> 1 variant" in r.stdout
+    out.append(("local functions become regions", None if ok else "exit %d: %s%s" % (r.returncode, r.stdout, short(r.stderr))))
+    for flags in ([], ["--no-outline"]):
+        yp = os.path.join(d, "fy.npy")
+        r = run([nestc, "run", fpath, "--input", "x=" + xp, "--output", yp] + flags)
+        why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), want)
+        out.append(("local functions: values%s" % (" " + flags[0] if flags else ""), why))
     # compiled: one variant for every layer, the same values
     path = os.path.join(d, "layers6.onnx")
     od = os.path.join(d, "lout")
