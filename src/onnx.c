@@ -140,12 +140,29 @@ static void node_err(Ctx *c, int unsupported, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* a name from the file may hold anything: control characters are shown as '?' */
+	for (char *q = msg; *q; q++)
+		if ((unsigned char)*q < 0x20)
+			*q = '?';
 	if (c->node) {
 		const char *nm = c->node->name && *c->node->name ? c->node->name : NULL;
+		char safe[201];
+		if (nm) {
+			snprintf(safe, sizeof safe, "%s", nm);
+			for (char *q = safe; *q; q++)
+				if ((unsigned char)*q < 0x20)
+					*q = '?';
+			nm = safe;
+		}
+		char opn[101];
+		snprintf(opn, sizeof opn, "%s", c->node->op_type ? c->node->op_type : "");
+		for (char *q = opn; *q; q++)
+			if ((unsigned char)*q < 0x20)
+				*q = '?';
 		if (nm)
-			snprintf(c->err, sizeof c->err, "node '%.200s' (%.100s, opset %d): %s", nm, c->node->op_type, c->opset, msg);
+			snprintf(c->err, sizeof c->err, "node '%.200s' (%s, opset %d): %s", nm, opn, c->opset, msg);
 		else
-			snprintf(c->err, sizeof c->err, "node #%d (%.100s, opset %d): %s", c->node_index, c->node->op_type,
+			snprintf(c->err, sizeof c->err, "node #%d (%s, opset %d): %s", c->node_index, opn,
 			         c->opset, msg);
 	} else {
 		snprintf(c->err, sizeof c->err, "%s", msg);
