@@ -2352,7 +2352,7 @@ done:
 
 /* ---- reductions and rows */
 
-static int tr_reduce(Ctx *c, NodeIO *io, const char *fn)
+static int tr_reduce(Ctx *c, NodeIO *io, const char *fn, const char *pre, const char *post)
 {
 	Val *a = in_(io, 0);
 	if (!a)
@@ -2403,9 +2403,37 @@ static int tr_reduce(Ctx *c, NodeIO *io, const char *fn)
 		buf_free(&al);
 		return node_err(c, 1, "the mean of integers is not supported"), -1;
 	}
-	Val *o = def(c, io, 0, a->dt, r, sh, "%s(%s, axis=%s, keepdim=%s)", fn, ref(c, a), al.s, keep ? "true" : "false");
+	if ((pre || post) && !dtype_is_float(a->dt) && strcmp(pre ? pre : "", "abs(%s)")) {
+		buf_free(&al);
+		return node_err(c, 1, "%s of integers is not supported", io->n->op_type), -1;
+	}
+	char *xs = pre ? tmp(c, pre, ref(c, a)) : xstrdup(ref(c, a));
+	char *e = xasprintf("%s(%s, axis=%s, keepdim=%s)", fn, xs, al.s, keep ? "true" : "false");
+	Val *o = def(c, io, 0, a->dt, r, sh, post ? post : "%s", e);
+	free(xs);
+	free(e);
 	buf_free(&al);
 	return o ? 0 : -1;
+}
+
+/* Activations and other elementwise ops written with Nest's: fmt uses %1$s
+ * for x, %2$s and %3$s for the attributes alpha and beta (literals). */
+static int tr_act(Ctx *c, NodeIO *io, const char *fmt, const char *aname, double adef, const char *bname, double bdef)
+{
+	Val *a = in_(io, 0);
+	if (!a)
+		return node_err(c, 0, "needs an input"), -1;
+	if (!dtype_is_float(a->dt))
+		return node_err(c, 1, "%s of %s is not supported", io->n->op_type, dtype_name(a->dt)), -1;
+	char al[64] = "0.0", bl[64] = "0.0";
+	if (aname && !float_lit(al, sizeof al, attr_f(io->n, aname, adef), DT_F32))
+		return node_err(c, 1, "a NaN %s is not supported", aname), -1;
+	if (bname && !float_lit(bl, sizeof bl, attr_f(io->n, bname, bdef), DT_F32))
+		return node_err(c, 1, "a NaN %s is not supported", bname), -1;
+	char ap[80], bp[80];
+	snprintf(ap, sizeof ap, "%s(%s)", dtype_name(a->dt), al);
+	snprintf(bp, sizeof bp, "%s(%s)", dtype_name(a->dt), bl);
+	return def(c, io, 0, a->dt, a->rank, a->shape, fmt, ref(c, a), ap, bp) ? 0 : -1;
 }
 
 static int tr_argmax(Ctx *c, NodeIO *io)
@@ -3305,10 +3333,107 @@ static int translate_node(Ctx *c, Onnx__NodeProto *n, const char *base)
 	if (!strcmp(op, "MatMul")) return tr_matmul(c, &io);
 	if (!strcmp(op, "Gemm")) return tr_gemm(c, &io);
 	if (!strcmp(op, "Einsum")) return tr_einsum(c, &io);
-	if (!strcmp(op, "ReduceMean")) return tr_reduce(c, &io, "mean");
-	if (!strcmp(op, "ReduceSum")) return tr_reduce(c, &io, "sum");
-	if (!strcmp(op, "ReduceMax")) return tr_reduce(c, &io, "amax");
-	if (!strcmp(op, "ReduceMin")) return tr_reduce(c, &io, "amin");
+	if (!strcmp(op, "ReduceMean")) return tr_reduce(c, &io, "mean", NULL, NULL);
+	if (!strcmp(op, "ReduceSum")) return tr_reduce(c, &io, "sum", NULL, NULL);
+	if (!strcmp(op, "ReduceMax")) return tr_reduce(c, &io, "amax", NULL, NULL);
+	if (!strcmp(op, "ReduceMin")) return tr_reduce(c, &io, "amin", NULL, NULL);
+	if (!strcmp(op, "ReduceSumSquare")) return tr_reduce(c, &io, "sum", "%1$s * %1$s", NULL);
+	if (!strcmp(op, "ReduceL1")) return tr_reduce(c, &io, "sum", "abs(%s)", NULL);
+	if (!strcmp(op, "ReduceL2")) return tr_reduce(c, &io, "sum", "%1$s * %1$s", "sqrt(%s)");
+	if (!strcmp(op, "ReduceLogSum")) return tr_reduce(c, &io, "sum", NULL, "log(%s)");
+	if (!strcmp(op, "ReduceLogSumExp")) return tr_reduce(c, &io, "sum", "exp(%s)", "log(%s)");
+	if (!strcmp(op, "GlobalMaxPool")) {
+		Val *x = in_(&io, 0);
+		if (!x || x->rank < 3)
+			return node_err(c, 0, "needs an input of rank 3 or more"), -1;
+		int64_t ax[MAX_RANK];
+		for (int k = 2; k < x->rank; k++)
+			ax[k - 2] = k;
+		/* amax over the spatial axes, kept */
+		char *al = list_text(x->rank - 2, ax);
+		int64_t sh[MAX_RANK];
+		for (int k = 0; k < x->rank; k++)
+			sh[k] = k < 2 ? x->shape[k] : 1;
+		Val *o = def(c, &io, 0, x->dt, x->rank, sh, "amax(%s, axis=%s, keepdim=true)", ref(c, x), al);
+		free(al);
+		return o ? 0 : -1;
+	}
+	if (!strcmp(op, "LeakyRelu")) return tr_act(c, &io, "where(%1$s >= 0.0, %1$s, %1$s * %2$s)", "alpha", 0.01, NULL, 0);
+	if (!strcmp(op, "Elu")) return tr_act(c, &io, "where(%1$s > 0.0, %1$s, %2$s * (exp(%1$s) - 1.0))", "alpha", 1, NULL, 0);
+	if (!strcmp(op, "Selu"))
+		return tr_act(c, &io, "where(%1$s > 0.0, %3$s * %1$s, %3$s * (%2$s * exp(%1$s) - %2$s))", "alpha",
+		              1.67326319217681884765625, "gamma", 1.05070102214813232421875);
+	if (!strcmp(op, "Celu"))
+		return tr_act(c, &io, "maximum(%1$s, 0.0) + minimum(0.0, %2$s * (exp(%1$s / %2$s) - 1.0))", "alpha", 1, NULL, 0);
+	if (!strcmp(op, "HardSigmoid"))
+		return tr_act(c, &io, "maximum(0.0, minimum(1.0, %2$s * %1$s + %3$s))", "alpha", 0.2, "beta", 0.5);
+	if (!strcmp(op, "HardSwish")) return tr_act(c, &io, "%1$s * maximum(0.0, minimum(1.0, %1$s / 6.0 + 0.5))", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Softplus")) return tr_act(c, &io, "log(exp(%1$s) + 1.0)", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Softsign")) return tr_act(c, &io, "%1$s / (abs(%1$s) + 1.0)", NULL, 0, NULL, 0);
+	if (!strcmp(op, "ThresholdedRelu")) return tr_act(c, &io, "where(%1$s > %2$s, %1$s, 0.0)", "alpha", 1, NULL, 0);
+	if (!strcmp(op, "Sin")) return tr_act(c, &io, "sin(%1$s)", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Cos")) return tr_act(c, &io, "cos(%1$s)", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Asinh")) return tr_act(c, &io, "log(%1$s + sqrt(%1$s * %1$s + 1.0))", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Acosh")) return tr_act(c, &io, "log(%1$s + sqrt(%1$s * %1$s - 1.0))", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Atanh")) return tr_act(c, &io, "log((1.0 + %1$s) / (1.0 - %1$s)) * 0.5", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Tan")) return tr_act(c, &io, "sin(%1$s) / cos(%1$s)", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Sinh")) return tr_act(c, &io, "(exp(%1$s) - exp(-%1$s)) * 0.5", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Cosh")) return tr_act(c, &io, "(exp(%1$s) + exp(-%1$s)) * 0.5", NULL, 0, NULL, 0);
+	if (!strcmp(op, "Sign")) {
+		Val *x = in_(&io, 0);
+		if (!x || x->dt == DT_BOOL)
+			return node_err(c, 0, "needs a numeric input"), -1;
+		const char *xs = ref(c, x);
+		const char *d = dtype_name(x->dt);
+		return def(c, &io, 0, x->dt, x->rank, x->shape, "where(%s > 0, %s(1), where(%s < 0, %s(-1), %s(0)))", xs, d, xs, d,
+		           d)
+		               ? 0
+		               : -1;
+	}
+	if (!strcmp(op, "Xor")) {
+		Val *a = in_(&io, 0), *b = in_(&io, 1);
+		if (!a || !b || a->dt != DT_BOOL || b->dt != DT_BOOL)
+			return node_err(c, 0, "needs two bool inputs"), -1;
+		int r;
+		int64_t sh[MAX_RANK];
+		if (broadcast(c, a->rank, a->shape, b->rank, b->shape, &r, sh) < 0)
+			return -1;
+		char *x = xstrdup(ref(c, a));
+		const char *y = ref(c, b);
+		Val *o = def(c, &io, 0, DT_BOOL, r, sh, "(%s || %s) && !(%s && %s)", x, y, x, y);
+		free(x);
+		return o ? 0 : -1;
+	}
+	if (!strcmp(op, "PRelu")) {
+		Val *a = in_(&io, 0), *sl = in_(&io, 1);
+		if (!a || !sl || !dtype_is_float(a->dt) || sl->dt != a->dt)
+			return node_err(c, 0, "needs a float input and slope"), -1;
+		int r;
+		int64_t sh[MAX_RANK];
+		if (broadcast(c, a->rank, a->shape, sl->rank, sl->shape, &r, sh) < 0)
+			return -1;
+		char *x = xstrdup(ref(c, a));
+		Val *o = def(c, &io, 0, a->dt, r, sh, "where(%s < 0.0, %s * %s, %s)", x, ref(c, sl), x, x);
+		free(x);
+		return o ? 0 : -1;
+	}
+	if (!strcmp(op, "ArgMin")) {
+		Val *a = in_(&io, 0);
+		if (!a || a->dt == DT_BOOL)
+			return node_err(c, 0, "needs a numeric input"), -1;
+		if (attr_i(n, "select_last_index", 0))
+			return node_err(c, 1, "select_last_index=1 is not supported"), -1;
+		int ax = oaxis(c, attr_i(n, "axis", 0), a->rank);
+		if (ax < 0)
+			return -1;
+		int keep = (int)attr_i(n, "keepdims", 1);
+		int64_t sh[MAX_RANK];
+		int r = 0;
+		for (int k = 0; k < a->rank; k++)
+			if (k != ax || keep)
+				sh[r++] = k == ax ? 1 : a->shape[k];
+		return def(c, &io, 0, DT_I64, r, sh, "argmax(-%s, axis=%d, keepdim=%s)", ref(c, a), ax, keep ? "true" : "false") ? 0 : -1;
+	}
 	if (!strcmp(op, "ArgMax")) return tr_argmax(c, &io);
 	if (!strcmp(op, "Softmax")) return tr_softmax(c, &io, "softmax");
 	if (!strcmp(op, "LogSoftmax")) return tr_softmax(c, &io, "log_softmax");
