@@ -21,6 +21,10 @@ static const char usage_text[] =
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
 	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"       nestc import MODEL.onnx -o OUT.nest [-w WEIGHTS.safetensors] [-D NAME=VALUE]...\n"
+	"                 [--freeze NAME=FILE.pb|FILE.npy]...\n"
+	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
+	"        build writes its weights to --weights-out FILE, by default OUT.safetensors beside -o OUT)\n"
 	"       nestc --version | --help\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -253,6 +257,7 @@ int main(int argc, char **argv)
 	int is_build = !strcmp(cmd, "build");
 	int is_weights = !strcmp(cmd, "weights");
 	int is_plan = !strcmp(cmd, "plan");
+	int is_import = !strcmp(cmd, "import");
 	if (!strcmp(cmd, "cache")) {
 		const char *what = NULL, *dir = NULL;
 		for (int i = 2; i < argc; i++) {
@@ -277,7 +282,7 @@ int main(int argc, char **argv)
 	/* plan takes the build flags and passes them on to each edge */
 	if (is_plan)
 		is_build = 1;
-	if (!is_run && !is_report && !is_build && !is_weights && strcmp(cmd, "check"))
+	if (!is_run && !is_report && !is_build && !is_weights && !is_import && strcmp(cmd, "check"))
 		return usage_error("unknown command '%s'", cmd);
 
 	const char *file = NULL, *dump = NULL;
@@ -293,10 +298,17 @@ int main(int argc, char **argv)
 	int no_cache = 0, dep_md = 0, dep_print = 0;
 	const char *cache_dir = NULL, *dep_mf = NULL;
 	Vec passthru = {0}; /* build flags `nestc plan` hands to each edge */
+	Vec freezes = {0};
+	const char *import_out = NULL, *import_weights = NULL;
+	int no_outline = 0;
+	char *tmp_weights = NULL;
+	char *outline = NULL; /* the repeated layers the import found, for report */
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v;
 		int missing = 0;
-		if (!strcmp(a, "-Werror")) {
+		if (is_import && (v = flag_value(argc, argv, &i, "-w", &missing))) {
+			import_weights = v; /* import compiles nothing: -w names the weights it writes */
+		} else if (!strcmp(a, "-Werror")) {
 			werror = 1;
 		} else if (!strcmp(a, "-w")) {
 			nowarn = 1;
@@ -331,6 +343,18 @@ int main(int argc, char **argv)
 		} else if (is_build && (v = flag_value(argc, argv, &i, "-MF", &missing))) {
 			dep_mf = v;
 			dep_md = 1;
+		} else if ((v = flag_value(argc, argv, &i, "--freeze", &missing))) {
+			if (!strchr(v, '=') || v[0] == '=') {
+				rc = usage_error("--freeze needs NAME=FILE.pb, got '%s'", v);
+				goto out;
+			}
+			vec_push(&freezes, (void *)v);
+		} else if (!strcmp(a, "--no-outline")) {
+			no_outline = 1;
+		} else if (is_import && (v = flag_value(argc, argv, &i, "-o", &missing))) {
+			import_out = v;
+		} else if ((is_import || is_build) && (v = flag_value(argc, argv, &i, "--weights-out", &missing))) {
+			import_weights = v;
 		} else if ((is_build || is_weights) && (v = flag_value(argc, argv, &i, "-o", &missing))) {
 			bo.out = v;
 		} else if (is_build && (v = flag_value(argc, argv, &i, "--emit", &missing))) {
@@ -444,8 +468,105 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	size_t flen = strlen(file);
+	int is_onnx = flen > 5 && !strcmp(file + flen - 5, ".onnx");
+	if (is_import && !is_onnx) {
+		rc = usage_error("import reads a .onnx file, not '%s'", file);
+		goto out;
+	}
+	if (is_import && !import_out) {
+		rc = usage_error("%s", "import needs -o OUT.nest");
+		goto out;
+	}
+	if (!is_onnx && (freezes.n || import_weights || no_outline)) {
+		rc = usage_error("%s", "--freeze, -w and --no-outline go with a .onnx file");
+		goto out;
+	}
 	char err[512];
-	Source *src = source_load(file, err, sizeof err);
+	Source *src;
+	if (is_onnx) {
+		OnnxOptions oo = {.ndefs = defs.n, .nfreeze = freezes.n, .no_outline = no_outline};
+		oo.def_names = xcalloc((size_t)defs.n + 1, sizeof(char *));
+		oo.def_values = xcalloc((size_t)defs.n + 1, sizeof(char *));
+		oo.freeze_names = xcalloc((size_t)freezes.n + 1, sizeof(char *));
+		oo.freeze_paths = xcalloc((size_t)freezes.n + 1, sizeof(char *));
+		for (int k = 0; k < defs.n; k++) {
+			const char *s = defs.v[k], *eq = strchr(s, '=');
+			oo.def_names[k] = xasprintf("%.*s", (int)(eq - s), s);
+			oo.def_values[k] = eq + 1;
+		}
+		for (int k = 0; k < freezes.n; k++) {
+			const char *s = freezes.v[k], *eq = strchr(s, '=');
+			oo.freeze_names[k] = xasprintf("%.*s", (int)(eq - s), s);
+			oo.freeze_paths[k] = eq + 1;
+		}
+		OnnxImport im;
+		int irc = onnx_import(file, &oo, &im);
+		for (int k = 0; k < defs.n; k++)
+			free((char *)oo.def_names[k]);
+		for (int k = 0; k < freezes.n; k++)
+			free((char *)oo.freeze_names[k]);
+		free(oo.def_names);
+		free(oo.def_values);
+		free(oo.freeze_names);
+		free(oo.freeze_paths);
+		if (irc) {
+			rc = 1;
+			goto out;
+		}
+		/* the weights its params read: -w, or beside what build writes, or a
+		 * temporary file for run */
+		const char *wpath = import_weights;
+		if (!wpath && im.nweights && is_build) {
+			size_t ol = strlen(bo.out);
+			if (ol > 2 && !strcmp(bo.out + ol - 2, ".a"))
+				wpath = tmp_weights = xasprintf("%.*s.safetensors", (int)(ol - 2), bo.out);
+			else
+				wpath = tmp_weights = xasprintf("%s.safetensors", bo.out);
+		}
+		if (!wpath && im.nweights && is_run && !ro.weights && !ro.random_weights) {
+			const char *td = getenv("TMPDIR");
+			char *t = xasprintf("%s/nestc-onnx-XXXXXX", td && *td ? td : "/tmp");
+			int fd = mkstemp(t);
+			if (fd < 0) {
+				fprintf(stderr, "nestc: error: cannot make a temporary file %s: %s\n", t, strerror(errno));
+				free(t);
+				onnx_import_free(&im);
+				rc = 1;
+				goto out;
+			}
+			close(fd);
+			wpath = tmp_weights = t;
+			ro.weights = t;
+		} else if (wpath && is_run && !ro.weights) {
+			ro.weights = wpath;
+		}
+		if (wpath && (im.nweights || import_weights) && write_file_atomic(wpath, im.weights, im.weights_len) < 0) {
+			fprintf(stderr, "nestc: error: cannot write %s: %s\n", wpath, strerror(errno));
+			onnx_import_free(&im);
+			rc = 1;
+			goto out;
+		}
+		if (is_build && !import_weights && tmp_weights) {
+			free(tmp_weights); /* kept: the compiled model reads it */
+			tmp_weights = NULL;
+		}
+		if (is_import) {
+			rc = 0;
+			if (write_file_atomic(import_out, im.text, strlen(im.text)) < 0) {
+				fprintf(stderr, "nestc: error: cannot write %s: %s\n", import_out, strerror(errno));
+				rc = 1;
+			}
+			onnx_import_free(&im);
+			goto out;
+		}
+		src = source_from_string(file, im.text);
+		if (im.outline)
+			outline = xstrdup(im.outline);
+		onnx_import_free(&im);
+	} else {
+		src = source_load(file, err, sizeof err);
+	}
 	if (!src) {
 		fprintf(stderr, "nestc: error: %s\n", err);
 		rc = 1;
@@ -491,6 +612,9 @@ int main(int argc, char **argv)
 	if (!p || d.nerrors) {
 		rc = 1;
 	} else if (is_report) {
+		if (is_onnx && fmt == REPORT_TEXT && !report_file)
+			printf("repeated layers found in %s: %s\n%s\n", file, outline ? "" : "none (or --no-outline)",
+			       outline ? outline : "");
 		rc = write_report(rt, fmt, model, report_file);
 	} else if (is_weights) {
 		rc = write_random_weights(p, &d, ro.seed, bo.out);
@@ -561,6 +685,12 @@ out:
 		if (((char *)passthru.v[k])[0] == '-' && ((char *)passthru.v[k])[1] != 'O' && strcmp(passthru.v[k], "--no-regions"))
 			free(passthru.v[k]);
 	free(passthru.v);
+	free(freezes.v);
+	free(outline);
+	if (tmp_weights) {
+		unlink(tmp_weights);
+		free(tmp_weights);
+	}
 	free(defs.v);
 	free(ins.v);
 	free(outs.v);

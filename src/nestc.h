@@ -1046,4 +1046,32 @@ void random_fill(Tensor *t, const char *name, uint64_t seed);
 /* random_fill for param i: a variance (ParamInfo.positive) is drawn in [0.5, 1.5). */
 void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed);
 
+/* ------------------------------------------------------------------ onnx.c */
+
+/* ONNX in: a model file translated to Nest source text (and the weights its
+ * params read, as .safetensors bytes). */
+typedef struct OnnxOptions {
+	const char **def_names, **def_values; /* -D NAME=VALUE: symbolic dimensions */
+	int ndefs;
+	const char **freeze_names, **freeze_paths; /* --freeze NAME=FILE.pb|FILE.npy */
+	int nfreeze;
+	int no_outline;
+} OnnxOptions;
+
+typedef struct OnnxImport {
+	char *text;          /* the Nest module */
+	char *weights;       /* .safetensors bytes */
+	size_t weights_len;
+	int nweights;        /* params in it */
+	int unsupported;     /* on failure: an op, dtype or attribute nestc lacks */
+	char *outline;       /* the repeated layers found: regions and occurrences, or NULL */
+} OnnxImport;
+
+/* 0, or 1 after a message "FILE: error: node 'NAME' (Op, opset N): reason". */
+int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out);
+void onnx_import_free(OnnxImport *im);
+/* The Nest dtype ONNX's TensorProto.DataType t is held in (narrow integers
+ * and float16 widened), or -1. */
+int onnx_nest_dtype(int t);
+
 #endif
