@@ -202,6 +202,14 @@ int nestrt_num_threads(void);
  * variable NESTRT_PREPACK was "0"); the caller then packs as it goes. */
 enum { NESTRT_PACK_TRANS = 1, NESTRT_PACK_F64 = 2 };
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags);
+/* A packed copy that holds all of the rows x cols matrix b (a bound param),
+ * for a compiled gather of its rows: made for b as a right operand
+ * (k = rows, n = cols) or transposed (NESTRT_PACK_TRANS, n = rows,
+ * k = cols); flags is NESTRT_PACK_F64 or 0. Sets layout[0] to its `wide`
+ * and layout[1] to 1 when transposed, else 0. NULL when there is none: b is
+ * then read as it is. A weight whose every reader is a compiled matmul or
+ * gather is held only packed (its unpacked pages are given back). */
+const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout);
 
 /* ---- compiled models ----
  * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
@@ -221,7 +229,8 @@ typedef struct nestrt_model_desc {
 	 * records of six int64 {kind, src, ...} (src >= 0: the function's input,
 	 * < 0: param -(src + 1)): kind 1 {k, n, wide, flags} a pre-packed matmul
 	 * operand, 2 {slot, arg, site} passed as argument arg of the variant in
-	 * slot at call site site, 3 read in some other way. NULL: none. */
+	 * slot at call site site, 3 read in some other way, 4 {rows, cols,
+	 * flags} rows gathered (read through nestrt_packed_rows). NULL: none. */
 	const int64_t *const *slot_packs; /* per slot (in the variant's object) */
 	const int64_t *packs;        /* the entry points' own */
 } nestrt_model_desc;

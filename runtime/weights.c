@@ -74,6 +74,7 @@ typedef struct WPack {
 	int64_t k, n, wide;
 	int flags;
 	void *data;
+	size_t bytes;                 /* mapped (pack_alloc) when not 0, else malloc'd */
 	struct WPack *next;
 } WPack;
 
@@ -690,6 +691,8 @@ nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const
 	return w;
 }
 
+static void pack_free(WPack *p);
+
 void nestrt__weights_ref(nestrt_weights *w)
 {
 	if (w)
@@ -703,8 +706,7 @@ void nestrt_weights_close(nestrt_weights *w)
 		return;
 	for (WPack *p = w->packs, *next; p; p = next) {
 		next = p->next;
-		free(p->data);
-		free(p);
+		pack_free(p);
 	}
 	pthread_mutex_destroy(&w->mu);
 	free_tensors(w->t, w->n);
@@ -852,6 +854,24 @@ size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags)
 	return (bytes + 63) / 64 * 64;
 }
 
+/* Bt's rows c0.. (cols of them, k long) as the columns of a panel: blocks
+ * of 16 k by every column, so that both the rows read and the panel's rows
+ * written stay in L1. */
+#define TRANS_PANEL(T)                                                                                         \
+	static void trans_panel_##T(T *panel, const T *rows, int64_t k, int64_t wide, int64_t cols)              \
+	{                                                                                                      \
+		for (int64_t i0 = 0; i0 < k; i0 += 16) {                                                       \
+			int64_t i1 = i0 + 16 < k ? i0 + 16 : k;                                                \
+			for (int64_t c = 0; c < cols; c++) {                                                   \
+				const T *row = rows + c * k;                                                   \
+				for (int64_t i = i0; i < i1; i++)                                              \
+					panel[i * wide + c] = row[i];                                          \
+			}                                                                                      \
+		}                                                                                              \
+	}
+TRANS_PANEL(uint32_t)
+TRANS_PANEL(uint64_t)
+
 /* Panels p0..p1-1 of src into dst (laid out for all of them). */
 void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags, int64_t p0,
                          int64_t p1)
@@ -865,12 +885,12 @@ void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64
 			for (int64_t i = 0; i < k; i++)
 				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);
 		if (flags & NESTRT_PACK_TRANS) {
-			/* Bt[n, k]: row c of Bt is column c of the panel */
-			for (int64_t c = 0; c < cols; c++) {
-				const char *row = s + (size_t)((p * wide + c) * k) * es;
-				for (int64_t i = 0; i < k; i++)
-					memcpy(panel + (size_t)(i * wide + c) * es, row + (size_t)i * es, es);
-			}
+			/* Bt[n, k]: row c of Bt is column c of the panel (bits copied) */
+			const char *rows = s + (size_t)(p * wide * k) * es;
+			if (es == 4)
+				trans_panel_uint32_t((uint32_t *)panel, (const uint32_t *)rows, k, wide, cols);
+			else
+				trans_panel_uint64_t((uint64_t *)panel, (const uint64_t *)rows, k, wide, cols);
 		} else {
 			for (int64_t i = 0; i < k; i++)
 				memcpy(panel + (size_t)(i * wide) * es, s + (size_t)(i * n + p * wide) * es, (size_t)cols * es);
@@ -954,17 +974,70 @@ static void release(nestrt_weights *w, Tensor *t)
 		t->released = 1;
 }
 
+/* Memory for a packed copy: large ones mapped on their own and advised
+ * into huge pages (a few hundred page faults for GPT-2's 475 MB instead of
+ * 120,000), the rest from malloc. */
+#define PACK_MAP_MIN ((size_t)1 << 21)
+static int pack_alloc(WPack *p, size_t bytes)
+{
+	if (bytes >= PACK_MAP_MIN) {
+		void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+#ifdef MADV_HUGEPAGE
+		madvise(m, bytes, MADV_HUGEPAGE);
+#endif
+		p->data = m;
+		p->bytes = bytes;
+		return 0;
+	}
+	p->data = aligned_alloc(64, bytes);
+	p->bytes = 0;
+	return p->data ? 0 : -1;
+}
+
+static void pack_free(WPack *p)
+{
+	if (p->bytes)
+		munmap(p->data, p->bytes);
+	else
+		free(p->data);
+	free(p);
+}
+
+/* Packing on the pool, in tasks of about PACK_TASK bytes of the source. A
+ * transposed copy reads Bt's rows in order, panel after panel: when the
+ * unpacked form goes anyway (release), each task gives back the pages it
+ * has read, so that the peak is the weights plus a few tasks' worth, not
+ * plus the whole copy (GPT-2's tied embedding is 154 MB). */
+#define PACK_TASK ((size_t)1 << 20)
 typedef struct PackJob {
 	void *dst;
 	const void *src;
 	int64_t k, n, wide;
 	int flags;
+	int64_t per;        /* panels per task */
+	int give_back;      /* madvise the rows read away */
 } PackJob;
 
 static void pack_task(void *env, int64_t begin, int64_t end)
 {
 	PackJob *j = env;
-	nestrt__pack_panels(j->dst, j->src, j->k, j->n, j->wide, j->flags, begin, end);
+	int64_t np = (j->n + j->wide - 1) / j->wide;
+	for (int64_t t = begin; t < end; t++) {
+		int64_t p0 = t * j->per, p1 = p0 + j->per < np ? p0 + j->per : np;
+		nestrt__pack_panels(j->dst, j->src, j->k, j->n, j->wide, j->flags, p0, p1);
+		if (j->give_back) {
+			size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4, pg = page_size();
+			int64_t r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
+			uintptr_t a = (uintptr_t)j->src + (size_t)(p0 * j->wide * j->k) * es;
+			uintptr_t e = (uintptr_t)j->src + (size_t)(r1 * j->k) * es;
+			a = (a + pg - 1) / pg * pg;
+			e = e / pg * pg;
+			if (e > a)
+				madvise((void *)a, e - a, MADV_DONTNEED);
+		}
+	}
 }
 
 int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
@@ -990,23 +1063,39 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 		if (!p) {
 			size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
 			p = calloc(1, sizeof *p);
-			void *dst = bytes ? aligned_alloc(64, bytes) : NULL;
-			if (!p || !dst) {
+			if (!p || !bytes || pack_alloc(p, bytes) < 0) {
 				free(p);
-				free(dst);
 				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
 				break;
 			}
 			if (t)
 				restore(w, t);
-			PackJob j = {dst, data[q->param], q->k, q->n, q->wide, q->flags};
-			nestrt_parallel_for((q->n + q->wide - 1) / q->wide, pack_task, &j);
-			*p = (WPack){t, q->k, q->n, q->wide, q->flags, dst, w->packs};
+			size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+			int64_t np = (q->n + q->wide - 1) / q->wide;
+			int64_t per = (int64_t)(PACK_TASK / ((size_t)(q->k * q->wide) * es));
+			per = per < 1 ? 1 : per;
+			/* the rows read can go as they are read when the copy is of
+			 * all of t and nothing else will want them */
+			int whole = t && (uint64_t)(q->k * q->n) * es == t->end - t->begin;
+			int give_back = whole && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && w->map;
+			for (int r = 0; give_back && r < nreq; r++)
+				give_back = r <= i || tensor_at(w, data[req[r].param]) != t;
+			PackJob j = {p->data, data[q->param], q->k, q->n, q->wide, q->flags, per, give_back};
+			nestrt_parallel_for((np + per - 1) / per, pack_task, &j);
+			p->t = t;
+			p->k = q->k;
+			p->n = q->n;
+			p->wide = q->wide;
+			p->flags = q->flags;
+			p->next = w->packs;
 			w->packs = p;
 			/* drop what only the packed copies need at once, so that the
 			 * peak is the weights plus one copy, not plus all of them */
-			if (t)
+			if (t) {
 				release(w, t);
+				if (give_back)
+					t->released = 1; /* its rows are gone whatever release() did */
+			}
 		}
 		q->data = p->data;
 	}

@@ -320,6 +320,7 @@ void k_slice(Fn *F, Node *n);
 void k_expand(Fn *F, Node *n);
 void k_concat(Fn *F, Node *n);
 void k_gather(Fn *F, Node *n);
+int gather_packed_table(Node *tab);
 void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
 
 /* ------------------------------------------------------------------ matmul.c */
