@@ -66,6 +66,8 @@ typedef struct Tensor {
 	void *copy;                   /* aligned copy, made by bind when data is not */
 	int direct;                   /* some instance reads it unpacked (pack.c's plans) */
 	int released;                 /* its whole pages were given back: only its packed copies hold it */
+	size_t room;                  /* bytes at data that are ours (read from a file): room to pack in place */
+	int inplace;                  /* data holds its packed copy; copy, when made, the unpacked form */
 } Tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */
@@ -75,6 +77,7 @@ typedef struct WPack {
 	int flags;
 	void *data;
 	size_t bytes;                 /* mapped (pack_alloc) when not 0, else malloc'd */
+	int inplace;                  /* in its tensor's own room: not freed on its own */
 	struct WPack *next;
 } WPack;
 
@@ -516,69 +519,159 @@ static nestrt_weights *new_weights(void)
 	return w;
 }
 
-/* Reading the file in parallel: the page cache copies at memory speed on
- * every core. */
-#define READ_CHUNK ((size_t)16 << 20)
-typedef struct ReadJob {
-	int fd;
-	unsigned char *buf;
-	size_t size;
-	int err;            /* errno of the first failure, or -1 for a short file */
-} ReadJob;
-
-static void read_chunks(void *env, int64_t begin, int64_t end)
+/* With NESTRT_MMAP=1, the file mapped instead of read. NULL with err set. */
+static void *map_file(int fd, size_t size, const char *path, nestrt_error *err)
 {
-	ReadJob *j = env;
-	for (int64_t c = begin; c < end; c++) {
-		size_t off = (size_t)c * READ_CHUNK;
-		size_t len = j->size - off < READ_CHUNK ? j->size - off : READ_CHUNK;
-		while (len > 0) {
-			ssize_t r = pread(j->fd, j->buf + off, len, (off_t)off);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				int e = r < 0 ? errno : -1, zero = 0;
-				__atomic_compare_exchange_n(&j->err, &zero, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-				return;
-			}
-			off += (size_t)r;
-			len -= (size_t)r;
-		}
+	void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED) {
+		nestrt__seterr(err, "%s: cannot map: %s", path, strerror(errno));
+		return NULL;
+	}
+	return map;
+}
+
+#define READ_CHUNK ((size_t)16 << 20)
+
+/* pread all of [off, off + len) into dst: 0, an errno, or -1 for a short file. */
+static int pread_all(int fd, void *dst, size_t len, uint64_t off)
+{
+	unsigned char *d = dst;
+	while (len > 0) {
+		ssize_t r = pread(fd, d, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : -1;
+		d += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+/* The most a packed copy of a rows x cols matrix can take beyond its own
+ * bytes, for any panel width compiled code uses (nv * vw of matmul.c: 2 or 3
+ * vectors of 2 to 16 elements): room left after each matrix so that it can
+ * be packed in place (see nestrt__weights_pack). */
+static size_t pack_slack(const Tensor *t)
+{
+	static const int64_t wides[] = {4, 6, 8, 12, 16, 24, 32, 48};
+	if (t->rank != 2 || (t->st->dtype != NESTRT_F32 && t->st->dtype != NESTRT_F64))
+		return 0;
+	int64_t r = t->shape[0], c = t->shape[1], most = 0;
+	for (size_t i = 0; i < sizeof wides / sizeof wides[0]; i++) {
+		int64_t w = wides[i];
+		int64_t a = r * ((c + w - 1) / w * w) - r * c, b = c * ((r + w - 1) / w * w) - r * c;
+		most = a > most ? a : most;
+		most = b > most ? b : most;
+	}
+	return (size_t)most * (size_t)t->st->size;
+}
+
+/* Reading tensors in parallel: pieces of at most READ_CHUNK bytes. */
+typedef struct Piece {
+	unsigned char *dst;
+	uint64_t off;
+	size_t len;
+} Piece;
+typedef struct PieceJob {
+	int fd;
+	const Piece *v;
+	int err;
+} PieceJob;
+
+static void read_pieces(void *env, int64_t begin, int64_t end)
+{
+	PieceJob *j = env;
+	for (int64_t i = begin; i < end; i++) {
+		int e = pread_all(j->fd, j->v[i].dst, j->v[i].len, j->v[i].off), zero = 0;
+		if (e)
+			__atomic_compare_exchange_n(&j->err, &zero, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	}
 }
 
-/* The whole file in memory of our own (anonymous pages, so that instances can
- * give back the pages of weights they only read packed), or with
- * NESTRT_MMAP=1 the file mapped, as before. NULL with err set. */
-static void *file_bytes(int fd, size_t size, const char *path, int mapped, nestrt_error *err)
+/* The header, then every tensor into memory of our own: each at a 64-byte
+ * boundary with room after it for its packed copy (pack_slack), so that a
+ * weight read only packed can be packed where it is, without a second copy
+ * of it ever being in memory (nor page faults for one). */
+static int read_tensors(nestrt_weights *w, int fd, size_t size, const char *path, nestrt_error *err)
 {
-	if (mapped) {
-		void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			nestrt__seterr(err, "%s: cannot map: %s", path, strerror(errno));
-			return NULL;
-		}
-		return map;
+	unsigned char h8[8];
+	int e = pread_all(fd, h8, 8, 0);
+	if (e)
+		return e < 0 ? nestrt__seterr(err, "%s: file shrank while it was read", path)
+		             : nestrt__seterr(err, "%s: cannot read: %s", path, strerror(e));
+	uint64_t hlen = 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | h8[i];
+	if (hlen == 0)
+		return nestrt__seterr(err, "%s: header length is 0", path);
+	if (hlen > size - 8)
+		return nestrt__seterr(err, "%s: header length %llu exceeds file size %zu", path,
+		                      (unsigned long long)hlen, size);
+	if (hlen > MAX_HEADER_LEN)
+		return nestrt__seterr(err, "%s: header length %llu is larger than the limit of %llu bytes", path,
+		                      (unsigned long long)hlen, MAX_HEADER_LEN);
+	unsigned char *hb = malloc((size_t)hlen + 8);
+	if (!hb)
+		return nestrt__seterr(err, "%s: out of memory reading the header", path);
+	memcpy(hb, h8, 8);
+	e = pread_all(fd, hb + 8, (size_t)hlen, 8);
+	if (e) {
+		free(hb);
+		return e < 0 ? nestrt__seterr(err, "%s: file shrank while it was read", path)
+		             : nestrt__seterr(err, "%s: cannot read: %s", path, strerror(e));
 	}
-	unsigned char *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED) {
-		nestrt__seterr(err, "%s: cannot allocate %zu bytes for the weights: %s", path, size, strerror(errno));
-		return NULL;
+	int rc = parse_header(w, hb, hlen, size - 8 - hlen, err);
+	free(hb);
+	if (rc < 0)
+		return -1;
+	/* where each tensor goes */
+	size_t total = 0, npieces = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		size_t nb = (size_t)(t->end - t->begin);
+		t->data = NULL;
+		if (nb == 0)
+			continue;
+		size_t room = nb + pack_slack(t);
+		if (room < nb || total + room + 63 < total)
+			return nestrt__seterr(err, "%s: file is too large to read", path);
+		t->room = room;
+		total = (total + room + 63) / 64 * 64;
+		npieces += (nb + READ_CHUNK - 1) / READ_CHUNK;
 	}
+	if (total == 0)
+		return 0;
+	unsigned char *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		return nestrt__seterr(err, "%s: cannot allocate %zu bytes for the weights: %s", path, total, strerror(errno));
 #ifdef MADV_HUGEPAGE
-	madvise(buf, size, MADV_HUGEPAGE); /* fewer page faults; a hint */
+	madvise(buf, total, MADV_HUGEPAGE); /* fewer page faults; a hint */
 #endif
-	ReadJob j = {fd, buf, size, 0};
-	nestrt_parallel_for((int64_t)((size + READ_CHUNK - 1) / READ_CHUNK), read_chunks, &j);
-	if (j.err) {
-		if (j.err < 0)
-			nestrt__seterr(err, "%s: file shrank while it was read", path);
-		else
-			nestrt__seterr(err, "%s: cannot read: %s", path, strerror(j.err));
-		munmap(buf, size);
-		return NULL;
+	w->map = buf;
+	w->mapsize = total;
+	Piece *pc = malloc((npieces ? npieces : 1) * sizeof *pc);
+	if (!pc)
+		return nestrt__seterr(err, "%s: out of memory", path);
+	size_t at = 0, k = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		size_t nb = (size_t)(t->end - t->begin);
+		if (nb == 0)
+			continue;
+		t->data = buf + at;
+		for (size_t o = 0; o < nb; o += READ_CHUNK)
+			pc[k++] = (Piece){buf + at + o, 8 + hlen + t->begin + o, nb - o < READ_CHUNK ? nb - o : READ_CHUNK};
+		at = (at + t->room + 63) / 64 * 64;
 	}
-	return buf;
+	PieceJob j = {fd, pc, 0};
+	nestrt_parallel_for((int64_t)k, read_pieces, &j);
+	free(pc);
+	if (j.err)
+		return j.err < 0 ? nestrt__seterr(err, "%s: file shrank while it was read", path)
+		                 : nestrt__seterr(err, "%s: cannot read: %s", path, strerror(j.err));
+	return 0;
 }
 
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
@@ -640,8 +733,15 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 	size_t size = (size_t)st.st_size;
 	const char *mm = getenv("NESTRT_MMAP");
 	w->mapped = mm && strcmp(mm, "1") == 0;
-	void *map = file_bytes(fd, size, path, w->mapped, err);
-	close(fd); /* read, or kept alive by the mapping */
+	if (!w->mapped) {
+		int rc = read_tensors(w, fd, size, path, err);
+		close(fd);
+		if (rc < 0)
+			goto fail;
+		return w;
+	}
+	void *map = map_file(fd, size, path, err);
+	close(fd); /* kept alive by the mapping */
 	if (!map)
 		goto fail;
 	w->map = map;
@@ -798,7 +898,8 @@ int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int npara
 
 /* ------------------------------------------------------------ inspection */
 
-static void restore(nestrt_weights *w, Tensor *t);
+static int restore(nestrt_weights *w, Tensor *t);
+static const void *elements(const Tensor *t);
 
 int nestrt_weights_count(const nestrt_weights *w)
 {
@@ -830,10 +931,12 @@ int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, cons
 		 * stays: the caller reads it */
 		nestrt_weights *mw = (nestrt_weights *)w;
 		pthread_mutex_lock(&mw->mu);
-		restore(mw, &mw->t[i]);
+		int bad = restore(mw, &mw->t[i]);
 		mw->t[i].direct = 1;
 		pthread_mutex_unlock(&mw->mu);
-		*data = t->end > t->begin ? (const void *)t->data : (const void *)empty_data;
+		if (bad)
+			return -1;
+		*data = t->end > t->begin ? elements(t) : (const void *)empty_data;
 	}
 	if (nbytes)
 		*nbytes = (size_t)(t->end - t->begin);
@@ -924,7 +1027,7 @@ static Tensor *tensor_at(nestrt_weights *w, const void *p)
 {
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		if (t->end > t->begin && (t->copy ? t->copy == p : (const void *)t->data == p))
+		if (t->end > t->begin && (t->copy == p || (const void *)t->data == p))
 			return t;
 	}
 	return NULL;
@@ -947,15 +1050,33 @@ static WPack *whole_pack(nestrt_weights *w, Tensor *t)
 
 /* Put a released tensor's elements back in place, from a packed copy (the
  * file is not read again: it may have changed). Under w->mu. */
-static void restore(nestrt_weights *w, Tensor *t)
+static int restore(nestrt_weights *w, Tensor *t)
 {
 	if (!t->released)
-		return;
-	t->released = 0;
-	if (w->mapped)
-		return; /* the pages come back from the file */
+		return 0;
+	if (w->mapped) {
+		t->released = 0;
+		return 0; /* the pages come back from the file */
+	}
 	WPack *p = whole_pack(w, t);
-	nestrt__unpack((void *)t->data, p->data, p->k, p->n, p->wide, p->flags);
+	if (t->inplace) {
+		/* its place holds the packed copy: the elements go to a copy */
+		size_t nb = (size_t)(t->end - t->begin);
+		t->copy = aligned_alloc(64, (nb + 63) / 64 * 64);
+		if (!t->copy)
+			return -1;
+		nestrt__unpack(t->copy, p->data, p->k, p->n, p->wide, p->flags);
+	} else {
+		nestrt__unpack((void *)t->data, p->data, p->k, p->n, p->wide, p->flags);
+	}
+	t->released = 0;
+	return 0;
+}
+
+/* Where t's elements are (once restored). */
+static const void *elements(const Tensor *t)
+{
+	return t->inplace ? (const void *)t->copy : (const void *)t->data;
 }
 
 /* Give back the pages that hold only t's bytes. Only for the file's bytes
@@ -998,7 +1119,9 @@ static int pack_alloc(WPack *p, size_t bytes)
 
 static void pack_free(WPack *p)
 {
-	if (p->bytes)
+	if (p->inplace)
+		; /* its tensor's room, freed with the weights */
+	else if (p->bytes)
 		munmap(p->data, p->bytes);
 	else
 		free(p->data);
@@ -1011,6 +1134,7 @@ static void pack_free(WPack *p)
  * has read, so that the peak is the weights plus a few tasks' worth, not
  * plus the whole copy (GPT-2's tied embedding is 154 MB). */
 #define PACK_TASK ((size_t)1 << 20)
+#define NSCRATCH 64
 typedef struct PackJob {
 	void *dst;
 	const void *src;
@@ -1018,7 +1142,37 @@ typedef struct PackJob {
 	int flags;
 	int64_t per;        /* panels per task */
 	int give_back;      /* madvise the rows read away */
+	int inplace;        /* transposed, dst == src: each task moves its rows aside first */
+	size_t scratch_len;
+	unsigned char *scratch[NSCRATCH];
+	int busy[NSCRATCH];
+	int oom;
 } PackJob;
+
+/* A task's transposed panels p0..p1-1 where their rows were: a panel takes
+ * exactly the bytes of the wide rows it is made of (the last one, short of
+ * rows, runs into the room after the tensor), so tasks never meet. */
+static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
+{
+	int s = 0;
+	for (;; s = (s + 1) % NSCRATCH) {
+		int zero = 0;
+		if (__atomic_compare_exchange_n(&j->busy[s], &zero, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			break;
+	}
+	if (!j->scratch[s])
+		j->scratch[s] = malloc(j->scratch_len);
+	if (!j->scratch[s]) {
+		__atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED);
+	} else {
+		size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
+		int64_t r0 = p0 * j->wide, r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
+		char *at = (char *)j->dst + (size_t)(r0 * j->k) * es;
+		memcpy(j->scratch[s], at, (size_t)((r1 - r0) * j->k) * es);
+		nestrt__pack_panels(at, j->scratch[s], j->k, j->n - r0, j->wide, j->flags, 0, p1 - p0);
+	}
+	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
+}
 
 static void pack_task(void *env, int64_t begin, int64_t end)
 {
@@ -1026,6 +1180,10 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 	int64_t np = (j->n + j->wide - 1) / j->wide;
 	for (int64_t t = begin; t < end; t++) {
 		int64_t p0 = t * j->per, p1 = p0 + j->per < np ? p0 + j->per : np;
+		if (j->inplace) {
+			pack_in_place(j, p0, p1);
+			continue;
+		}
 		nestrt__pack_panels(j->dst, j->src, j->k, j->n, j->wide, j->flags, p0, p1);
 		if (j->give_back) {
 			size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4, pg = page_size();
@@ -1040,18 +1198,44 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 	}
 }
 
+/* Is req[i] the only request for t, of all of it, with room to pack it
+ * where it is (read from a file, read by no instance as it is)? */
+static int can_pack_in_place(nestrt_weights *w, Tensor *t, const void **data, nestrt__packreq *req, int nreq, int i,
+                             size_t bytes)
+{
+	nestrt__packreq *q = &req[i];
+	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	if (!t || t->direct || t->copy || t->inplace || t->released || w->mapped || bytes > t->room ||
+	    (uint64_t)(q->k * q->n) * es != t->end - t->begin)
+		return 0;
+	for (int r = 0; r < nreq; r++)
+		if (r != i && tensor_at(w, data[req[r].param]) == t)
+			return 0;
+	return 1;
+}
+
+static void scratch_free(PackJob *j)
+{
+	for (int s = 0; s < NSCRATCH; s++)
+		free(j->scratch[s]);
+}
+
 int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
                          const unsigned char *direct, int nparams, nestrt_error *err)
 {
 	int rc = 0;
+	void *whole = NULL;    /* a plain matrix packed in place: its elements, set aside */
+	size_t whole_len = 0;
 	pthread_mutex_lock(&w->mu);
 	/* weights read unpacked: back in place first, and never dropped */
-	for (int i = 0; i < nparams; i++) {
+	for (int i = 0; i < nparams && rc == 0; i++) {
 		Tensor *t = direct[i] ? tensor_at(w, data[i]) : NULL;
-		if (t) {
-			restore(w, t);
-			t->direct = 1;
-		}
+		if (!t)
+			continue;
+		if (restore(w, t) < 0)
+			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		t->direct = 1;
+		data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
 	}
 	for (int i = 0; i < nreq && rc == 0; i++) {
 		nestrt__packreq *q = &req[i];
@@ -1062,26 +1246,78 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				p = x;
 		if (!p) {
 			size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
-			p = calloc(1, sizeof *p);
-			if (!p || !bytes || pack_alloc(p, bytes) < 0) {
-				free(p);
-				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
-				break;
-			}
-			if (t)
-				restore(w, t);
 			size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
 			int64_t np = (q->n + q->wide - 1) / q->wide;
 			int64_t per = (int64_t)(PACK_TASK / ((size_t)(q->k * q->wide) * es));
 			per = per < 1 ? 1 : per;
-			/* the rows read can go as they are read when the copy is of
-			 * all of t and nothing else will want them */
-			int whole = t && (uint64_t)(q->k * q->n) * es == t->end - t->begin;
-			int give_back = whole && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && w->map;
-			for (int r = 0; give_back && r < nreq; r++)
-				give_back = r <= i || tensor_at(w, data[req[r].param]) != t;
-			PackJob j = {p->data, data[q->param], q->k, q->n, q->wide, q->flags, per, give_back};
-			nestrt_parallel_for((np + per - 1) / per, pack_task, &j);
+			int inplace = bytes && can_pack_in_place(w, t, data, req, nreq, i, bytes);
+			p = calloc(1, sizeof *p);
+			if (!p || !bytes || (!inplace && pack_alloc(p, bytes) < 0)) {
+				free(p);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+				break;
+			}
+			if (t && restore(w, t) < 0) {
+				free(p);
+				rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+				break;
+			}
+			const void *src = t ? elements(t) : data[q->param];
+			PackJob *j = calloc(1, sizeof *j);
+			if (!j) {
+				pack_free(p);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+				break;
+			}
+			*j = (PackJob){.dst = p->data, .src = src, .k = q->k, .n = q->n, .wide = q->wide, .flags = q->flags,
+			               .per = per};
+			if (inplace && (q->flags & NESTRT_PACK_TRANS)) {
+				/* panel by panel, each task's rows set aside first */
+				j->dst = (void *)t->data;
+				j->inplace = 1;
+				j->scratch_len = (size_t)(per * q->k * q->wide) * es;
+			} else if (inplace) {
+				/* all of it set aside, then packed from there */
+				size_t nb = (size_t)(t->end - t->begin);
+				if (nb > whole_len) {
+					free(whole);
+					whole_len = 0;
+					if (!(whole = malloc(nb))) {
+						free(j);
+						free(p);
+						rc = nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+						break;
+					}
+					whole_len = nb;
+				}
+				memcpy(whole, t->data, nb);
+				j->src = whole;
+				j->dst = (void *)t->data;
+			} else if (t && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && w->map &&
+			           (uint64_t)(q->k * q->n) * es == t->end - t->begin) {
+				/* the rows read can go as they are read when nothing else
+				 * will want them */
+				j->give_back = 1;
+				for (int r = 0; r < nreq; r++)
+					j->give_back &= r <= i || tensor_at(w, data[req[r].param]) != t;
+			}
+			nestrt_parallel_for((np + per - 1) / per, pack_task, j);
+			int oom = j->oom, give_back = j->give_back;
+			scratch_free(j);
+			free(j);
+			if (oom) {
+				/* in place, a task without scratch left its rows as they were:
+				 * the tensor is in neither form (cannot happen but for malloc) */
+				free(p);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+				break;
+			}
+			if (inplace) {
+				p->data = (void *)t->data;
+				p->inplace = 1;
+				t->inplace = 1;
+				t->released = 1; /* its elements are only in the packed copy */
+			}
 			p->t = t;
 			p->k = q->k;
 			p->n = q->n;
@@ -1091,7 +1327,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 			w->packs = p;
 			/* drop what only the packed copies need at once, so that the
 			 * peak is the weights plus one copy, not plus all of them */
-			if (t) {
+			if (t && !inplace) {
 				release(w, t);
 				if (give_back)
 					t->released = 1; /* its rows are gone whatever release() did */
@@ -1100,5 +1336,6 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 		q->data = p->data;
 	}
 	pthread_mutex_unlock(&w->mu);
+	free(whole);
 	return rc;
 }
