@@ -64,7 +64,7 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 		free(m);
 		return NULL;
 	}
-	if (nestrt_weights_bind(w, d->params, d->nparams, m->ctx->params, err) < 0) {
+	if (nestrt__weights_bind_keys(w, d->params, d->nparams, m->ctx->params, err) < 0) {
 		nestrt_ctx_free(m->ctx);
 		free(m);
 		return NULL;
@@ -88,6 +88,27 @@ nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *
 	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
 	if (!w)
 		return NULL;
+	nestrt_model *m = nestrt_model_new(d, w, err);
+	nestrt_weights_close(w); /* the instance holds them */
+	return m;
+}
+
+nestrt_model *nestrt_model_new_embedded_packed(const nestrt_model_desc *d, const void *image, size_t size,
+                                               const nestrt_prepacked *packs, int npacks, nestrt_error *err)
+{
+	char name[300];
+	snprintf(name, sizeof name, "%s (embedded weights)", d && d->name ? d->name : "model");
+	if (!d) {
+		nestrt__seterr(err, "nestrt_model_new: no model");
+		return NULL;
+	}
+	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
+	if (!w)
+		return NULL;
+	if (nestrt__weights_add_packed(w, d->params, d->nparams, packs, npacks, err) < 0) {
+		nestrt_weights_close(w);
+		return NULL;
+	}
 	nestrt_model *m = nestrt_model_new(d, w, err);
 	nestrt_weights_close(w); /* the instance holds them */
 	return m;

@@ -242,6 +242,19 @@ typedef struct nestrt_model nestrt_model;
 nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err);
 /* The same with weights embedded in the program (nestc build --embed-weights). */
 nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err);
+/* Embedded weights whose matrices nestc packed when it built the program:
+ * packs[i] is param `name` in the panel layout of nestrt_packed (k, n,
+ * wide, flags), and image holds the other params. Nothing is packed when
+ * the instance is created; a param also read unpacked is unpacked into a
+ * copy of its own then. */
+typedef struct nestrt_prepacked {
+	const char *name;
+	int64_t k, n, wide;
+	int flags;
+	const void *data;
+} nestrt_prepacked;
+nestrt_model *nestrt_model_new_embedded_packed(const nestrt_model_desc *d, const void *image, size_t size,
+                                               const nestrt_prepacked *packs, int npacks, nestrt_error *err);
 void nestrt_model_free(nestrt_model *m);
 /* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m).
  * Any number of threads may run entry points of one instance at once: each

@@ -215,24 +215,20 @@ static void walk(Walk *W, const int64_t *plan, const int *map, int nmap, int dep
 	}
 }
 
-int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err)
+int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq, unsigned char **direct)
 {
-	nestrt__ctx *c = (nestrt__ctx *)ctx;
-	const char *e = getenv("NESTRT_PREPACK");
-	if ((e && strcmp(e, "0") == 0) || !d->packs || d->nparams == 0 || !w)
+	*req = NULL;
+	*nreq = 0;
+	*direct = NULL;
+	if (!d->packs || d->nparams == 0)
 		return 0;
 	Walk W = {.d = d};
 	W.direct = calloc((size_t)d->nparams, 1);
 	if (!W.direct)
-		return nestrt__seterr(err, "%s: out of memory", d->name);
+		return -1;
 	walk(&W, d->packs, NULL, 0, 0);
-	int rc = 0;
-	if (W.oom) {
-		rc = nestrt__seterr(err, "%s: out of memory", d->name);
-		goto done;
-	}
 	/* a gathered weight that no request packs whole is read as it is */
-	for (int g = 0; g < W.ngath; g++) {
+	for (int g = 0; g < W.ngath && !W.oom; g++) {
 		int p = (int)W.gath[g][0], served = 0;
 		for (int i = 0; i < W.nreq && !served; i++)
 			served = W.req[i].param == p &&
@@ -240,27 +236,49 @@ int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weigh
 		if (!served)
 			W.direct[p] = 1;
 	}
-	if (W.nreq == 0)
+	free(W.gath);
+	if (W.oom) {
+		free(W.req);
+		free(W.direct);
+		return -1;
+	}
+	*req = W.req;
+	*nreq = W.nreq;
+	*direct = W.direct;
+	return 0;
+}
+
+int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err)
+{
+	nestrt__ctx *c = (nestrt__ctx *)ctx;
+	const char *e = getenv("NESTRT_PREPACK");
+	if ((e && strcmp(e, "0") == 0) || !d->packs || d->nparams == 0 || !w)
+		return nestrt__weights_unpacked(w, ctx->params, d->nparams, err); /* read as they are */
+	nestrt__packreq *req;
+	unsigned char *direct;
+	int nreq, rc = 0;
+	if (nestrt__packs_requests(d, &req, &nreq, &direct) < 0)
+		return nestrt__seterr(err, "%s: out of memory", d->name);
+	if (nreq == 0)
 		goto done;
 	/* the weights make (or find) every copy */
-	if (nestrt__weights_pack(w, ctx->params, W.req, W.nreq, W.direct, d->nparams, err) < 0) {
+	if (nestrt__weights_pack(w, ctx->params, req, nreq, direct, d->nparams, err) < 0) {
 		rc = -1;
 		goto done;
 	}
-	nestrt__packs *P = malloc(sizeof *P + (size_t)W.nreq * sizeof P->v[0]);
+	nestrt__packs *P = malloc(sizeof *P + (size_t)nreq * sizeof P->v[0]);
 	if (!P) {
 		rc = nestrt__seterr(err, "%s: out of memory", d->name);
 		goto done;
 	}
-	P->n = W.nreq;
-	for (int i = 0; i < W.nreq; i++) {
-		nestrt__packreq *q = &W.req[i];
+	P->n = nreq;
+	for (int i = 0; i < nreq; i++) {
+		nestrt__packreq *q = &req[i];
 		P->v[i] = (struct pack){ctx->params[q->param], q->k, q->n, q->wide, q->flags, q->data};
 	}
 	c->packs = P;
 done:
-	free(W.req);
-	free(W.gath);
-	free(W.direct);
+	free(req);
+	free(direct);
 	return rc;
 }

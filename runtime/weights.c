@@ -855,8 +855,48 @@ static const void *tensor_data(nestrt_weights *w, Tensor *t, const char *shown, 
 	return t->copy;
 }
 
+static int bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data, nestrt_error *err);
+static int restore(nestrt_weights *w, Tensor *t);
+static const void *elements(const Tensor *t);
+static Tensor *tensor_at(nestrt_weights *w, const void *p);
+
+/* Params whose tensor holds only a packed copy where its elements were (in
+ * place, or packed by nestc): their elements back, in a copy, and data[i]
+ * pointing to it. */
+int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err)
+{
+	int rc = 0;
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	for (int i = 0; i < nparams && rc == 0; i++) {
+		Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
+		if (!t || !t->inplace)
+			continue;
+		if (restore(w, t) < 0)
+			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		t->direct = 1;
+		data[i] = t->copy;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
+                              nestrt_error *err)
+{
+	return bind(w, params, nparams, data, err);
+}
+
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
                         nestrt_error *err)
+{
+	if (bind(w, params, nparams, data, err) < 0)
+		return -1;
+	return nestrt__weights_unpacked(w, data, nparams, err);
+}
+
+static int bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data, nestrt_error *err)
 {
 	if (nparams < 0 || (nparams > 0 && (!params || !data)))
 		return nestrt__seterr(err, "nestrt_weights_bind: invalid arguments");
@@ -898,8 +938,6 @@ int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int npara
 
 /* ------------------------------------------------------------ inspection */
 
-static int restore(nestrt_weights *w, Tensor *t);
-static const void *elements(const Tensor *t);
 
 int nestrt_weights_count(const nestrt_weights *w)
 {
@@ -1338,4 +1376,62 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 	pthread_mutex_unlock(&w->mu);
 	free(whole);
 	return rc;
+}
+
+/* ------------------------------------------------------------ packed by nestc */
+
+int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
+                               const nestrt_prepacked *packs, int npacks, nestrt_error *err)
+{
+	if (npacks <= 0)
+		return 0;
+	if (!packs || w->packs)
+		return nestrt__seterr(err, "%s: invalid packed weights", w->path);
+	Tensor *nt = realloc(w->t, (w->n + (size_t)npacks) * sizeof *nt);
+	if (!nt)
+		return nestrt__seterr(err, "%s: out of memory", w->path);
+	w->t = nt;
+	size_t n0 = w->n;
+	for (int i = 0; i < npacks; i++) {
+		const nestrt_prepacked *pk = &packs[i];
+		const nestrt_param *p = NULL;
+		for (int j = 0; j < nparams && !p; j++)
+			if (pk->name && params[j].name && strcmp(params[j].name, pk->name) == 0)
+				p = &params[j];
+		const StDType *st = NULL;
+		for (size_t j = 0; p && j < sizeof st_dtypes / sizeof st_dtypes[0] && !st; j++)
+			if (st_dtypes[j].dtype == p->dtype)
+				st = &st_dtypes[j];
+		int64_t numel = 1;
+		for (int k = 0; p && k < p->rank; k++)
+			numel *= p->shape[k];
+		if (!p || !st || !pk->data || pk->k <= 0 || pk->n <= 0 || pk->wide <= 0 || pk->k * pk->n != numel ||
+		    (size_t)st->size != (pk->flags & NESTRT_PACK_F64 ? 8u : 4u) || find(w, pk->name))
+			return nestrt__seterr(err, "%s: packed weight %d ('%s') does not fit the model", w->path, i,
+			                      pk->name ? pk->name : "(null)");
+		Tensor *t = &w->t[w->n];
+		memset(t, 0, sizeof *t);
+		if (!(t->name = strdup(pk->name)))
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		w->n++;
+		t->st = st;
+		t->rank = p->rank;
+		memcpy(t->shape, p->shape, sizeof t->shape);
+		t->begin = 0;
+		t->end = (uint64_t)numel * (uint64_t)st->size;
+		t->data = pk->data;
+		t->inplace = 1;
+		t->released = 1;
+	}
+	qsort(w->t, w->n, sizeof *w->t, tensor_cmp);
+	(void)n0;
+	for (int i = 0; i < npacks; i++) {
+		Tensor *t = find(w, packs[i].name);
+		WPack *p = calloc(1, sizeof *p);
+		if (!p)
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		*p = (WPack){t, packs[i].k, packs[i].n, packs[i].wide, packs[i].flags, (void *)packs[i].data, 0, 1, w->packs};
+		w->packs = p;
+	}
+	return 0;
 }
