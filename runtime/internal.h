@@ -91,6 +91,10 @@ NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nes
 NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams,
                                             const void **data, nestrt_error *err);
 NESTRT_HIDDEN int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err);
+/* Weights from a file are read when the first instance is created (packed
+ * straight from the file where they may be): this reads whatever is not
+ * read yet and closes the file. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err);
 /* Instances hold a reference to their weights (weights.c). */
 NESTRT_HIDDEN void nestrt__weights_ref(nestrt_weights *w);
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);

@@ -71,7 +71,7 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 	}
 	nestrt__ctx_set_params(m->ctx, d->params, d->nparams);
 	/* the weights' packed copies, made now rather than in a call */
-	if (nestrt__packs_make(d, m->ctx, w, err) < 0) {
+	if (nestrt__packs_make(d, m->ctx, w, err) < 0 || nestrt__weights_ready(w, err) < 0) {
 		nestrt_ctx_free(m->ctx);
 		free(m);
 		return NULL;

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* The reference implementation's limit: a larger header is not a real checkpoint. */
@@ -67,6 +69,7 @@ typedef struct Tensor {
 	int direct;                   /* some instance reads it unpacked (pack.c's plans) */
 	int released;                 /* its whole pages were given back: only its packed copies hold it */
 	size_t room;                  /* bytes at data that are ours (read from a file): room to pack in place */
+	int loaded;                   /* read from the file already (weights.pending) */
 	int inplace;                  /* data holds its packed copy; copy, when made, the unpacked form */
 } Tensor;
 
@@ -89,8 +92,11 @@ struct nestrt_weights {
 	Tensor *t;
 	size_t n;
 	int refs;                     /* the caller's, and one per instance */
-	pthread_mutex_t mu;           /* packs, direct and released */
+	pthread_mutex_t mu;           /* packs, direct and released, reading */
 	WPack *packs;
+	int fd;                       /* the file, until its tensors are read (pending), else -1 */
+	uint64_t data_off;            /* where its data section starts */
+	int pending;                  /* tensors still to read: at the first instance (or bind, or info) */
 };
 
 /* A valid pointer for tensors with no elements: aligned for any dtype. */
@@ -515,6 +521,7 @@ static nestrt_weights *new_weights(void)
 	if (!w)
 		return NULL;
 	w->refs = 1;
+	w->fd = -1;
 	pthread_mutex_init(&w->mu, NULL);
 	return w;
 }
@@ -590,11 +597,13 @@ static void read_pieces(void *env, int64_t begin, int64_t end)
 	}
 }
 
-/* The header, then every tensor into memory of our own: each at a 64-byte
- * boundary with room after it for its packed copy (pack_slack), so that a
- * weight read only packed can be packed where it is, without a second copy
- * of it ever being in memory (nor page faults for one). */
-static int read_tensors(nestrt_weights *w, int fd, size_t size, const char *path, nestrt_error *err)
+/* The header, and a place in memory of our own for every tensor: each at a
+ * 64-byte boundary with room after it for its packed copy (pack_slack), so
+ * that a weight read only packed can be read (or packed) right into its
+ * packed form, without a second copy of it ever being in memory (nor page
+ * faults for one). The tensors are read later (settle), when the first
+ * instance says which it wants packed. */
+static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *path, nestrt_error *err)
 {
 	unsigned char h8[8];
 	int e = pread_all(fd, h8, 8, 0);
@@ -651,27 +660,66 @@ static int read_tensors(nestrt_weights *w, int fd, size_t size, const char *path
 #endif
 	w->map = buf;
 	w->mapsize = total;
-	Piece *pc = malloc((npieces ? npieces : 1) * sizeof *pc);
+	size_t at = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		if (t->end == t->begin)
+			continue;
+		t->data = buf + at;
+		at = (at + t->room + 63) / 64 * 64;
+	}
+	(void)npieces;
+	w->fd = fd;
+	w->data_off = 8 + hlen;
+	w->pending = 1;
+	return 0;
+}
+
+/* Read every tensor not read yet, and close the file: from then on nothing
+ * depends on it. Under w->mu. 0, or -1 with err set (and still pending). */
+static int settle(nestrt_weights *w, nestrt_error *err)
+{
+	if (!w->pending)
+		return 0;
+	size_t np = 0;
+	for (size_t i = 0; i < w->n; i++)
+		if (!w->t[i].loaded && w->t[i].end > w->t[i].begin)
+			np += (size_t)(w->t[i].end - w->t[i].begin + READ_CHUNK - 1) / READ_CHUNK;
+	Piece *pc = malloc((np ? np : 1) * sizeof *pc);
 	if (!pc)
-		return nestrt__seterr(err, "%s: out of memory", path);
-	size_t at = 0, k = 0;
+		return nestrt__seterr(err, "%s: out of memory", w->path);
+	size_t k = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
 		size_t nb = (size_t)(t->end - t->begin);
-		if (nb == 0)
+		if (t->loaded || nb == 0)
 			continue;
-		t->data = buf + at;
 		for (size_t o = 0; o < nb; o += READ_CHUNK)
-			pc[k++] = (Piece){buf + at + o, 8 + hlen + t->begin + o, nb - o < READ_CHUNK ? nb - o : READ_CHUNK};
-		at = (at + t->room + 63) / 64 * 64;
+			pc[k++] = (Piece){(unsigned char *)t->data + o, w->data_off + t->begin + o,
+			                  nb - o < READ_CHUNK ? nb - o : READ_CHUNK};
 	}
-	PieceJob j = {fd, pc, 0};
+	PieceJob j = {w->fd, pc, 0};
 	nestrt_parallel_for((int64_t)k, read_pieces, &j);
 	free(pc);
 	if (j.err)
-		return j.err < 0 ? nestrt__seterr(err, "%s: file shrank while it was read", path)
-		                 : nestrt__seterr(err, "%s: cannot read: %s", path, strerror(j.err));
+		return j.err < 0 ? nestrt__seterr(err, "%s: file shrank before it was read", w->path)
+		                 : nestrt__seterr(err, "%s: cannot read: %s", w->path, strerror(j.err));
+	for (size_t i = 0; i < w->n; i++)
+		w->t[i].loaded = 1;
+	close(w->fd);
+	w->fd = -1;
+	w->pending = 0;
 	return 0;
+}
+
+int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err)
+{
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	int rc = settle(w, err);
+	pthread_mutex_unlock(&w->mu);
+	return rc;
 }
 
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
@@ -734,8 +782,9 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 	const char *mm = getenv("NESTRT_MMAP");
 	w->mapped = mm && strcmp(mm, "1") == 0;
 	if (!w->mapped) {
-		int rc = read_tensors(w, fd, size, path, err);
-		close(fd);
+		int rc = layout_tensors(w, fd, size, path, err);
+		if (!w->pending)
+			close(fd); /* else kept until the tensors are read */
 		if (rc < 0)
 			goto fail;
 		return w;
@@ -809,6 +858,8 @@ void nestrt_weights_close(nestrt_weights *w)
 		pack_free(p);
 	}
 	pthread_mutex_destroy(&w->mu);
+	if (w->fd >= 0)
+		close(w->fd);
 	free_tensors(w->t, w->n);
 	if (w->map)
 		munmap(w->map, w->mapsize);
@@ -865,10 +916,10 @@ static Tensor *tensor_at(nestrt_weights *w, const void *p);
  * pointing to it. */
 int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err)
 {
-	int rc = 0;
 	if (!w)
 		return 0;
 	pthread_mutex_lock(&w->mu);
+	int rc = settle(w, err);
 	for (int i = 0; i < nparams && rc == 0; i++) {
 		Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
 		if (!t || !t->inplace)
@@ -906,6 +957,12 @@ static int bind(nestrt_weights *w, const nestrt_param *params, int nparams, cons
 		return nestrt__seterr(err, "nestrt_weights_bind: no weights for %d parameters", nparams);
 	for (int i = 0; i < nparams; i++)
 		data[i] = NULL;
+	/* a bool tensor's bytes are looked at (tensor_data): read them now */
+	for (int i = 0; i < nparams && w->pending; i++) {
+		Tensor *t = params[i].name ? find(w, params[i].name) : NULL;
+		if (t && t->st->dtype == NESTRT_BOOL && nestrt__weights_ready(w, err) < 0)
+			return -1;
+	}
 	for (int i = 0; i < nparams; i++) {
 		const nestrt_param *p = &params[i];
 		char want[256], shown[NESTRT__SHOWN];
@@ -969,7 +1026,7 @@ int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, cons
 		 * stays: the caller reads it */
 		nestrt_weights *mw = (nestrt_weights *)w;
 		pthread_mutex_lock(&mw->mu);
-		int bad = restore(mw, &mw->t[i]);
+		int bad = settle(mw, NULL) < 0 || restore(mw, &mw->t[i]) < 0;
 		mw->t[i].direct = 1;
 		pthread_mutex_unlock(&mw->mu);
 		if (bad)
@@ -1185,7 +1242,71 @@ typedef struct PackJob {
 	unsigned char *scratch[NSCRATCH];
 	int busy[NSCRATCH];
 	int oom;
+	int fd;             /* >= 0: the rows come from the file, at foff, not from dst */
+	uint64_t foff;
+	int err;            /* errno of a failed read, or -1 for a short file */
 } PackJob;
+
+/* preadv of all the bytes iov asks for (it is advanced as they come). */
+static int preadv_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t r = preadv(fd, iov, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : -1;
+		off += (uint64_t)r;
+		while (n > 0 && (size_t)r >= iov->iov_len) {
+			r -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + r;
+			iov->iov_len -= (size_t)r;
+		}
+	}
+	return 0;
+}
+
+static void read_failed(PackJob *j, int e)
+{
+	int zero = 0;
+	__atomic_compare_exchange_n(&j->err, &zero, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* Rows [r0, r1) of a plain matrix read from the file straight into their
+ * packed places: row i's slice of panel p is wide elements at
+ * (p * k + i) * wide; the kernel copies, nothing else touches the bytes
+ * (the room past the last column is fresh memory: zeros). */
+#define NIOV 1024
+static void scatter_rows(PackJob *j, int64_t r0, int64_t r1)
+{
+	size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
+	int64_t np = (j->n + j->wide - 1) / j->wide;
+	struct iovec iov[NIOV];
+	int n = 0;
+	uint64_t off = j->foff + (uint64_t)(r0 * j->n) * es;
+	for (int64_t i = r0; i < r1; i++)
+		for (int64_t p = 0; p < np; p++) {
+			int64_t cols = j->n - p * j->wide < j->wide ? j->n - p * j->wide : j->wide;
+			iov[n].iov_base = (char *)j->dst + (size_t)((p * j->k + i) * j->wide) * es;
+			iov[n].iov_len = (size_t)cols * es;
+			if (++n == NIOV || (i == r1 - 1 && p == np - 1)) {
+				size_t len = 0;
+				for (int q = 0; q < n; q++)
+					len += iov[q].iov_len;
+				int e = preadv_all(j->fd, iov, n, off);
+				if (e) {
+					read_failed(j, e);
+					return;
+				}
+				off += len;
+				n = 0;
+			}
+		}
+}
 
 /* A task's transposed panels p0..p1-1 where their rows were: a panel takes
  * exactly the bytes of the wide rows it is made of (the last one, short of
@@ -1206,8 +1327,16 @@ static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
 		size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
 		int64_t r0 = p0 * j->wide, r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
 		char *at = (char *)j->dst + (size_t)(r0 * j->k) * es;
-		memcpy(j->scratch[s], at, (size_t)((r1 - r0) * j->k) * es);
-		nestrt__pack_panels(at, j->scratch[s], j->k, j->n - r0, j->wide, j->flags, 0, p1 - p0);
+		size_t len = (size_t)((r1 - r0) * j->k) * es;
+		int e = 0;
+		if (j->fd >= 0)
+			e = pread_all(j->fd, j->scratch[s], len, j->foff + (uint64_t)(r0 * j->k) * es);
+		else
+			memcpy(j->scratch[s], at, len);
+		if (e)
+			read_failed(j, e);
+		else
+			nestrt__pack_panels(at, j->scratch[s], j->k, j->n - r0, j->wide, j->flags, 0, p1 - p0);
 	}
 	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
 }
@@ -1218,6 +1347,12 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 	int64_t np = (j->n + j->wide - 1) / j->wide;
 	for (int64_t t = begin; t < end; t++) {
 		int64_t p0 = t * j->per, p1 = p0 + j->per < np ? p0 + j->per : np;
+		if (j->inplace && !(j->flags & NESTRT_PACK_TRANS)) {
+			/* from the file: tasks of rows (per rows each) */
+			int64_t r0 = t * j->per, r1 = r0 + j->per < j->k ? r0 + j->per : j->k;
+			scatter_rows(j, r0, r1);
+			continue;
+		}
 		if (j->inplace) {
 			pack_in_place(j, p0, p1);
 			continue;
@@ -1234,6 +1369,28 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 				madvise((void *)a, e - a, MADV_DONTNEED);
 		}
 	}
+}
+
+/* memcpy on the pool, in pieces of PACK_TASK bytes. */
+typedef struct CopyJob {
+	unsigned char *dst;
+	const unsigned char *src;
+	size_t len;
+} CopyJob;
+
+static void copy_task(void *env, int64_t begin, int64_t end)
+{
+	CopyJob *j = env;
+	for (int64_t t = begin; t < end; t++) {
+		size_t off = (size_t)t * PACK_TASK;
+		memcpy(j->dst + off, j->src + off, j->len - off < PACK_TASK ? j->len - off : PACK_TASK);
+	}
+}
+
+static void copy_parallel(void *dst, const void *src, size_t len)
+{
+	CopyJob j = {dst, src, len};
+	nestrt_parallel_for((int64_t)((len + PACK_TASK - 1) / PACK_TASK), copy_task, &j);
 }
 
 /* Is req[i] the only request for t, of all of it, with room to pack it
@@ -1258,6 +1415,58 @@ static void scratch_free(PackJob *j)
 		free(j->scratch[s]);
 }
 
+/* req[i] straight from the file into its tensor's place, packed, when it
+ * may be packed in place and is not read yet: a plain matrix row by row
+ * into the panels (preadv), a transposed one a task's rows at a time into
+ * scratch and from there into its panels. 0 (also when it does not apply),
+ * or -1 with err set. Under w->mu. */
+static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq, int i, nestrt_error *err)
+{
+	nestrt__packreq *q = &req[i];
+	Tensor *t = tensor_at(w, data[q->param]);
+	size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
+	if (!t || t->loaded || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
+		return 0;
+	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	WPack *p = calloc(1, sizeof *p);
+	PackJob *j = calloc(1, sizeof *j);
+	if (!p || !j) {
+		free(p);
+		free(j);
+		return nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+	}
+	*j = (PackJob){.dst = (void *)t->data, .k = q->k, .n = q->n, .wide = q->wide, .flags = q->flags, .inplace = 1,
+	               .fd = w->fd, .foff = w->data_off + t->begin};
+	int64_t ntasks;
+	if (q->flags & NESTRT_PACK_TRANS) {
+		int64_t per = (int64_t)(PACK_TASK / ((size_t)(q->k * q->wide) * es));
+		j->per = per < 1 ? 1 : per;
+		j->scratch_len = (size_t)(j->per * q->k * q->wide) * es;
+		ntasks = ((q->n + q->wide - 1) / q->wide + j->per - 1) / j->per;
+	} else {
+		int64_t per = (int64_t)(PACK_TASK / ((size_t)q->n * es));
+		j->per = per < 1 ? 1 : per;
+		ntasks = (q->k + j->per - 1) / j->per;
+	}
+	nestrt_parallel_for(ntasks, pack_task, j);
+	int oom = j->oom, e = j->err;
+	scratch_free(j);
+	free(j);
+	if (oom || e) {
+		free(p);
+		if (oom)
+			return nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+		return e < 0 ? nestrt__seterr(err, "%s: file shrank before it was read", w->path)
+		             : nestrt__seterr(err, "%s: cannot read: %s", w->path, strerror(e));
+	}
+	*p = (WPack){t, q->k, q->n, q->wide, q->flags, (void *)t->data, 0, 1, w->packs};
+	w->packs = p;
+	t->loaded = 1;
+	t->inplace = 1;
+	t->released = 1;
+	return 0;
+}
+
 int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
                          const unsigned char *direct, int nparams, nestrt_error *err)
 {
@@ -1275,6 +1484,12 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 		t->direct = 1;
 		data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
 	}
+	/* not read yet: a weight packed where it goes is read from the file
+	 * right into its packed form, then the rest is read */
+	for (int i = 0; i < nreq && rc == 0 && w->pending; i++)
+		rc = pack_from_file(w, data, req, nreq, i, err);
+	if (rc == 0)
+		rc = settle(w, err);
 	for (int i = 0; i < nreq && rc == 0; i++) {
 		nestrt__packreq *q = &req[i];
 		Tensor *t = tensor_at(w, data[q->param]);
@@ -1308,7 +1523,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				break;
 			}
 			*j = (PackJob){.dst = p->data, .src = src, .k = q->k, .n = q->n, .wide = q->wide, .flags = q->flags,
-			               .per = per};
+			               .per = per, .fd = -1};
 			if (inplace && (q->flags & NESTRT_PACK_TRANS)) {
 				/* panel by panel, each task's rows set aside first */
 				j->dst = (void *)t->data;
@@ -1328,7 +1543,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 					}
 					whole_len = nb;
 				}
-				memcpy(whole, t->data, nb);
+				copy_parallel(whole, t->data, nb);
 				j->src = whole;
 				j->dst = (void *)t->data;
 			} else if (t && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && w->map &&
