@@ -3,12 +3,19 @@
  * Layout: an 8-byte little-endian header length N, N bytes of JSON (an object
  * mapping tensor names to {"dtype", "shape", "data_offsets"}, plus an optional
  * "__metadata__" object of strings), then the data section. Offsets are
- * relative to the start of the data section. The whole file is mapped
- * read-only and every entry is checked before anything points into the map,
- * so a hostile file can make nestrt_weights_open fail but never read out of
- * bounds. The checks follow the reference reader. This is the one
- * safetensors reader: nestc opens weights through it too (src/weights.c
- * adapts it to the compiler's types). */
+ * relative to the start of the data section. Every entry is checked before
+ * anything points into the data, so a hostile file can make
+ * nestrt_weights_open fail but never read out of bounds. The checks follow
+ * the reference reader. This is the one safetensors reader: nestc opens
+ * weights through it too (src/weights.c adapts it to the compiler's types).
+ *
+ * A file's tensors go to memory of our own, each at a 64-byte boundary with
+ * room for its packed form; they are read when the first instance is
+ * created (settle), so that a weight the instance reads only packed goes
+ * from the file straight into its panels, in its own place (issue #14: held
+ * once, copied once). NESTRT_MMAP=1 maps the file instead. The packed
+ * copies (the panel layout of nestrt_packed, made for pack.c's requests)
+ * are kept here, shared by every instance over the weights. */
 #include "json.h"
 
 #include <errno.h>
@@ -958,10 +965,13 @@ static int bind(nestrt_weights *w, const nestrt_param *params, int nparams, cons
 	for (int i = 0; i < nparams; i++)
 		data[i] = NULL;
 	/* a bool tensor's bytes are looked at (tensor_data): read them now */
-	for (int i = 0; i < nparams && w->pending; i++) {
+	for (int i = 0; i < nparams; i++) {
 		Tensor *t = params[i].name ? find(w, params[i].name) : NULL;
-		if (t && t->st->dtype == NESTRT_BOOL && nestrt__weights_ready(w, err) < 0)
-			return -1;
+		if (t && t->st->dtype == NESTRT_BOOL) {
+			if (nestrt__weights_ready(w, err) < 0)
+				return -1;
+			break;
+		}
 	}
 	for (int i = 0; i < nparams; i++) {
 		const nestrt_param *p = &params[i];
@@ -1311,7 +1321,9 @@ static void scatter_rows(PackJob *j, int64_t r0, int64_t r1)
 /* A task's transposed panels p0..p1-1 where their rows were: a panel takes
  * exactly the bytes of the wide rows it is made of (the last one, short of
  * rows, runs into the room after the tensor), so tasks never meet. */
-static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
+/* A scratch buffer of the job's for this task (busy until it is given
+ * back), or -1 out of memory (noted in the job). */
+static int claim_scratch(PackJob *j)
 {
 	int s = 0;
 	for (;; s = (s + 1) % NSCRATCH) {
@@ -1323,7 +1335,18 @@ static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
 		j->scratch[s] = malloc(j->scratch_len);
 	if (!j->scratch[s]) {
 		__atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED);
-	} else {
+		__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
+		return -1;
+	}
+	return s;
+}
+
+static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
+{
+	int s = claim_scratch(j);
+	if (s < 0)
+		return;
+	{
 		size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
 		int64_t r0 = p0 * j->wide, r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
 		char *at = (char *)j->dst + (size_t)(r0 * j->k) * es;
@@ -1341,6 +1364,30 @@ static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
 	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
 }
 
+/* Rows [r0, r1) of a plain matrix read from the file into a task's scratch
+ * (in the cache, no page faults), then each row's slices to their panels. */
+static void rows_via_scratch(PackJob *j, int64_t r0, int64_t r1)
+{
+	int s = claim_scratch(j);
+	if (s < 0)
+		return;
+	size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
+	const char *src = (const char *)j->scratch[s];
+	int e = pread_all(j->fd, j->scratch[s], (size_t)((r1 - r0) * j->n) * es, j->foff + (uint64_t)(r0 * j->n) * es);
+	if (e) {
+		read_failed(j, e);
+	} else {
+		int64_t np = (j->n + j->wide - 1) / j->wide;
+		for (int64_t i = r0; i < r1; i++)
+			for (int64_t p = 0; p < np; p++) {
+				int64_t cols = j->n - p * j->wide < j->wide ? j->n - p * j->wide : j->wide;
+				memcpy((char *)j->dst + (size_t)((p * j->k + i) * j->wide) * es,
+				       src + (size_t)((i - r0) * j->n + p * j->wide) * es, (size_t)cols * es);
+			}
+	}
+	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
+}
+
 static void pack_task(void *env, int64_t begin, int64_t end)
 {
 	PackJob *j = env;
@@ -1350,7 +1397,10 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 		if (j->inplace && !(j->flags & NESTRT_PACK_TRANS)) {
 			/* from the file: tasks of rows (per rows each) */
 			int64_t r0 = t * j->per, r1 = r0 + j->per < j->k ? r0 + j->per : j->k;
-			scatter_rows(j, r0, r1);
+			if (getenv("XSCATTER"))
+				scatter_rows(j, r0, r1);
+			else
+				rows_via_scratch(j, r0, r1);
 			continue;
 		}
 		if (j->inplace) {
@@ -1446,6 +1496,7 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 	} else {
 		int64_t per = (int64_t)(PACK_TASK / ((size_t)q->n * es));
 		j->per = per < 1 ? 1 : per;
+		j->scratch_len = (size_t)(j->per * q->n) * es;
 		ntasks = (q->k + j->per - 1) / j->per;
 	}
 	nestrt_parallel_for(ntasks, pack_task, j);
