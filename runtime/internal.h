@@ -85,6 +85,12 @@ NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int6
  * that no instance reads unpacked. 0, or -1 with err set. */
 NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
                                        const unsigned char *direct, int nparams, nestrt_error *err);
+/* The weights of an embedded image (and its packed matrices), shared by
+ * every instance over the same image while one lives; a reference the
+ * caller closes. NULL with err set. */
+NESTRT_HIDDEN nestrt_weights *nestrt__weights_embedded(const void *image, size_t size, const char *name,
+                                                       const nestrt_param *params, int nparams,
+                                                       const nestrt_prepacked *packs, int npacks, nestrt_error *err);
 /* nestrt_weights_bind without its last step: data[i] may be a packed copy
  * standing for its param (the key nestrt_packed looks it up by), which
  * nestrt__weights_pack or nestrt__weights_unpacked then settles. */

@@ -83,14 +83,7 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 
 nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err)
 {
-	char name[300];
-	snprintf(name, sizeof name, "%s (embedded weights)", d && d->name ? d->name : "model");
-	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
-	if (!w)
-		return NULL;
-	nestrt_model *m = nestrt_model_new(d, w, err);
-	nestrt_weights_close(w); /* the instance holds them */
-	return m;
+	return nestrt_model_new_embedded_packed(d, image, size, NULL, 0, err);
 }
 
 nestrt_model *nestrt_model_new_embedded_packed(const nestrt_model_desc *d, const void *image, size_t size,
@@ -102,13 +95,10 @@ nestrt_model *nestrt_model_new_embedded_packed(const nestrt_model_desc *d, const
 		nestrt__seterr(err, "nestrt_model_new: no model");
 		return NULL;
 	}
-	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
+	/* every instance of the program's model shares these weights */
+	nestrt_weights *w = nestrt__weights_embedded(image, size, name, d->params, d->nparams, packs, npacks, err);
 	if (!w)
 		return NULL;
-	if (nestrt__weights_add_packed(w, d->params, d->nparams, packs, npacks, err) < 0) {
-		nestrt_weights_close(w);
-		return NULL;
-	}
 	nestrt_model *m = nestrt_model_new(d, w, err);
 	nestrt_weights_close(w); /* the instance holds them */
 	return m;

@@ -104,6 +104,9 @@ struct nestrt_weights {
 	int fd;                       /* the file, until its tensors are read (pending), else -1 */
 	uint64_t data_off;            /* where its data section starts */
 	int pending;                  /* tensors still to read: at the first instance (or bind, or info) */
+	void *packmem;                /* embedded matrices packed by nestc, copied into huge pages */
+	size_t packmemsize;
+	const void *shared;           /* the embedded image these weights are of (the registry's key) */
 };
 
 /* A valid pointer for tensors with no elements: aligned for any dtype. */
@@ -855,11 +858,23 @@ void nestrt__weights_ref(nestrt_weights *w)
 		__atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
 }
 
+static void registry_drop(nestrt_weights *w, int *last);
+
 void nestrt_weights_close(nestrt_weights *w)
 {
 	/* the last of the caller and the instances over w frees it */
-	if (!w || __atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) > 0)
+	if (!w)
 		return;
+	if (w->shared) {
+		int last;
+		registry_drop(w, &last);
+		if (!last)
+			return;
+	} else if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) > 0) {
+		return;
+	}
+	if (w->packmem)
+		munmap(w->packmem, w->packmemsize);
 	for (WPack *p = w->packs, *next; p; p = next) {
 		next = p->next;
 		pack_free(p);
@@ -1364,30 +1379,6 @@ static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
 	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
 }
 
-/* Rows [r0, r1) of a plain matrix read from the file into a task's scratch
- * (in the cache, no page faults), then each row's slices to their panels. */
-static void rows_via_scratch(PackJob *j, int64_t r0, int64_t r1)
-{
-	int s = claim_scratch(j);
-	if (s < 0)
-		return;
-	size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
-	const char *src = (const char *)j->scratch[s];
-	int e = pread_all(j->fd, j->scratch[s], (size_t)((r1 - r0) * j->n) * es, j->foff + (uint64_t)(r0 * j->n) * es);
-	if (e) {
-		read_failed(j, e);
-	} else {
-		int64_t np = (j->n + j->wide - 1) / j->wide;
-		for (int64_t i = r0; i < r1; i++)
-			for (int64_t p = 0; p < np; p++) {
-				int64_t cols = j->n - p * j->wide < j->wide ? j->n - p * j->wide : j->wide;
-				memcpy((char *)j->dst + (size_t)((p * j->k + i) * j->wide) * es,
-				       src + (size_t)((i - r0) * j->n + p * j->wide) * es, (size_t)cols * es);
-			}
-	}
-	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
-}
-
 static void pack_task(void *env, int64_t begin, int64_t end)
 {
 	PackJob *j = env;
@@ -1397,10 +1388,7 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 		if (j->inplace && !(j->flags & NESTRT_PACK_TRANS)) {
 			/* from the file: tasks of rows (per rows each) */
 			int64_t r0 = t * j->per, r1 = r0 + j->per < j->k ? r0 + j->per : j->k;
-			if (getenv("XSCATTER"))
-				scatter_rows(j, r0, r1);
-			else
-				rows_via_scratch(j, r0, r1);
+			scatter_rows(j, r0, r1);
 			continue;
 		}
 		if (j->inplace) {
@@ -1496,7 +1484,6 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 	} else {
 		int64_t per = (int64_t)(PACK_TASK / ((size_t)q->n * es));
 		j->per = per < 1 ? 1 : per;
-		j->scratch_len = (size_t)(j->per * q->n) * es;
 		ntasks = (q->k + j->per - 1) / j->per;
 	}
 	nestrt_parallel_for(ntasks, pack_task, j);
@@ -1646,6 +1633,78 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 
 /* ------------------------------------------------------------ packed by nestc */
 
+/* The program's packed matrices copied into anonymous memory advised into
+ * huge pages: read where they are linked, from the program's file-backed
+ * 4 KiB pages, the products took 2 to 4 times as long on the machine of
+ * issue #14 (a virtual machine, where every TLB miss walks two page
+ * tables). Pieces of 2 MiB on the pool; each gives the program's pages it
+ * has copied back (they stay in the page cache), so that the peak RSS is
+ * the weights once. t->data moves to the copy. */
+#define COPY_PIECE ((size_t)2 << 20)
+typedef struct CopyPiece {
+	unsigned char *dst;
+	const unsigned char *src;
+	size_t len;
+} CopyPiece;
+typedef struct CopyPieces {
+	const CopyPiece *v;
+	size_t pg;
+} CopyPieces;
+
+static void copy_pieces(void *env, int64_t begin, int64_t end)
+{
+	CopyPieces *j = env;
+	for (int64_t i = begin; i < end; i++) {
+		const CopyPiece *c = &j->v[i];
+		memcpy(c->dst, c->src, c->len);
+		uintptr_t a = ((uintptr_t)c->src + j->pg - 1) / j->pg * j->pg, e = ((uintptr_t)c->src + c->len) / j->pg * j->pg;
+		if (e > a)
+			madvise((void *)a, e - a, MADV_DONTNEED);
+	}
+}
+
+static size_t packed_len(const nestrt_prepacked *q)
+{
+	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	return (size_t)((q->n + q->wide - 1) / q->wide * q->wide * q->k) * es;
+}
+
+static int copy_packed(nestrt_weights *w, const nestrt_prepacked *packs, int npacks)
+{
+	size_t total = 0, npieces = 0;
+	for (int i = 0; i < npacks; i++) {
+		total += (packed_len(&packs[i]) + 63) / 64 * 64;
+		npieces += (packed_len(&packs[i]) + COPY_PIECE - 1) / COPY_PIECE;
+	}
+	if (total == 0)
+		return 0;
+	unsigned char *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CopyPiece *pc = m == MAP_FAILED ? NULL : malloc(npieces * sizeof *pc);
+	if (!pc) {
+		if (m != MAP_FAILED)
+			munmap(m, total);
+		return -1;
+	}
+#ifdef MADV_HUGEPAGE
+	madvise(m, total, MADV_HUGEPAGE);
+#endif
+	w->packmem = m;
+	w->packmemsize = total;
+	size_t at = 0, k = 0;
+	for (int i = 0; i < npacks; i++) {
+		size_t len = packed_len(&packs[i]);
+		Tensor *t = find(w, packs[i].name);
+		for (size_t o = 0; o < len; o += COPY_PIECE)
+			pc[k++] = (CopyPiece){m + at + o, (const unsigned char *)packs[i].data + o, len - o < COPY_PIECE ? len - o : COPY_PIECE};
+		t->data = m + at;
+		at += (len + 63) / 64 * 64;
+	}
+	CopyPieces j = {pc, page_size()};
+	nestrt_parallel_for((int64_t)k, copy_pieces, &j);
+	free(pc);
+	return 0;
+}
+
 int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
                                const nestrt_prepacked *packs, int npacks, nestrt_error *err)
 {
@@ -1691,13 +1750,79 @@ int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, in
 	}
 	qsort(w->t, w->n, sizeof *w->t, tensor_cmp);
 	(void)n0;
+	if (copy_packed(w, packs, npacks) < 0)
+		return nestrt__seterr(err, "%s: out of memory", w->path);
 	for (int i = 0; i < npacks; i++) {
 		Tensor *t = find(w, packs[i].name);
 		WPack *p = calloc(1, sizeof *p);
 		if (!p)
 			return nestrt__seterr(err, "%s: out of memory", w->path);
-		*p = (WPack){t, packs[i].k, packs[i].n, packs[i].wide, packs[i].flags, (void *)packs[i].data, 0, 1, w->packs};
+		*p = (WPack){t, packs[i].k, packs[i].n, packs[i].wide, packs[i].flags, (void *)t->data, 0, 1, w->packs};
 		w->packs = p;
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------ embedded, shared */
+
+/* The weights of each embedded image in use, so that every instance of a
+ * program's model shares them (and their packed copies): at most
+ * NREGISTRY images at once; beyond, each instance gets weights of its own. */
+#define NREGISTRY 16
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	const void *image;
+	nestrt_weights *w;
+} registry[NREGISTRY];
+
+static void registry_drop(nestrt_weights *w, int *last)
+{
+	pthread_mutex_lock(&registry_mu);
+	*last = __atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0;
+	for (int i = 0; *last && i < NREGISTRY; i++)
+		if (registry[i].w == w)
+			registry[i].w = NULL, registry[i].image = NULL;
+	pthread_mutex_unlock(&registry_mu);
+}
+
+nestrt_weights *nestrt__weights_embedded(const void *image, size_t size, const char *name, const nestrt_param *params,
+                                         int nparams, const nestrt_prepacked *packs, int npacks, nestrt_error *err)
+{
+	pthread_mutex_lock(&registry_mu);
+	for (int i = 0; i < NREGISTRY; i++)
+		if (registry[i].w && registry[i].image == image) {
+			nestrt_weights *w = registry[i].w;
+			__atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&registry_mu);
+			return w;
+		}
+	pthread_mutex_unlock(&registry_mu);
+	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
+	if (!w)
+		return NULL;
+	if (nestrt__weights_add_packed(w, params, nparams, packs, npacks, err) < 0) {
+		nestrt_weights_close(w);
+		return NULL;
+	}
+	pthread_mutex_lock(&registry_mu);
+	int free_slot = -1;
+	for (int i = 0; i < NREGISTRY; i++) {
+		if (registry[i].w && registry[i].image == image) {
+			/* made meanwhile by another thread: that one */
+			nestrt_weights *other = registry[i].w;
+			__atomic_add_fetch(&other->refs, 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&registry_mu);
+			nestrt_weights_close(w);
+			return other;
+		}
+		if (!registry[i].w && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot >= 0) {
+		registry[free_slot].image = image;
+		registry[free_slot].w = w;
+		w->shared = image;
+	}
+	pthread_mutex_unlock(&registry_mu);
+	return w;
 }
