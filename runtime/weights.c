@@ -646,7 +646,7 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 	if (rc < 0)
 		return -1;
 	/* where each tensor goes */
-	size_t total = 0, npieces = 0;
+	size_t total = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
 		size_t nb = (size_t)(t->end - t->begin);
@@ -658,7 +658,6 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 			return nestrt__seterr(err, "%s: file is too large to read", path);
 		t->room = room;
 		total = (total + room + 63) / 64 * 64;
-		npieces += (nb + READ_CHUNK - 1) / READ_CHUNK;
 	}
 	if (total == 0)
 		return 0;
@@ -678,7 +677,6 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 		t->data = buf + at;
 		at = (at + t->room + 63) / 64 * 64;
 	}
-	(void)npieces;
 	w->fd = fd;
 	w->data_off = 8 + hlen;
 	w->pending = 1;
@@ -1722,7 +1720,6 @@ int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, in
 	if (!nt)
 		return nestrt__seterr(err, "%s: out of memory", w->path);
 	w->t = nt;
-	size_t n0 = w->n;
 	for (int i = 0; i < npacks; i++) {
 		const nestrt_prepacked *pk = &packs[i];
 		const nestrt_param *p = NULL;
@@ -1755,7 +1752,6 @@ int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, in
 		t->released = 1;
 	}
 	qsort(w->t, w->n, sizeof *w->t, tensor_cmp);
-	(void)n0;
 	if (copy_packed(w, packs, npacks) < 0)
 		return nestrt__seterr(err, "%s: out of memory", w->path);
 	for (int i = 0; i < npacks; i++) {
