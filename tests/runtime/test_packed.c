@@ -14,7 +14,9 @@
 #include "gpt2.h"
 #include "gpt2e.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,24 @@ static float ref[OUT], out[OUT];
 static int same(void)
 {
 	return memcmp(out, ref, sizeof out) == 0;
+}
+
+/* Embedded instances created from several threads at once (behind a
+ * barrier): they share one set of weights. */
+#define NCONC 4
+static pthread_barrier_t barrier;
+static gpt2e *conc[NCONC];
+static float conc_out[NCONC][OUT];
+static int conc_rc[NCONC];
+
+static void *create_and_call(void *arg)
+{
+	int k = (int)(intptr_t)arg;
+	nestrt_error err;
+	pthread_barrier_wait(&barrier);
+	conc[k] = gpt2e_new_embedded(&err);
+	conc_rc[k] = conc[k] ? gpt2e_forward(conc[k], tokens, conc_out[k]) : -1;
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -145,6 +165,37 @@ int main(int argc, char **argv)
 	CHECK(gpt2e__npacked == want && served == want,
 	      "embedded: %d matrices linked in packed (want %d), %d of them read as linked by every instance, one copy",
 	      gpt2e__npacked, want, served);
+	/* and from threads at once, while none lives */
+	for (int k = 0; k < 3; k++)
+		gpt2e_free(me[k]);
+	pthread_t th[NCONC];
+	pthread_barrier_init(&barrier, NULL, NCONC);
+	for (int k = 0; k < NCONC; k++)
+		pthread_create(&th[k], NULL, create_and_call, (void *)(intptr_t)k);
+	int good = 0, shared = 0;
+	for (int k = 0; k < NCONC; k++)
+		pthread_join(th[k], NULL);
+	pthread_barrier_destroy(&barrier);
+	const nestrt_prepacked *q0 = &gpt2e__packed[0];
+	const void *first = NULL;
+	for (int k = 0; k < NCONC; k++) {
+		good += conc_rc[k] == 0 && memcmp(conc_out[k], ref, sizeof ref) == 0;
+		nestrt_ctx *c = conc[k] ? nestrt_model_ctx((nestrt_model *)conc[k]) : NULL;
+		const void *pk = NULL;
+		for (int i = 0; c && i < nparams && !pk; i++)
+			pk = nestrt_packed(c, c->params[i], q0->k, q0->n, q0->wide, q0->flags);
+		if (k == 0)
+			first = pk;
+		shared += pk && pk == first;
+	}
+	CHECK(good == NCONC && shared == NCONC,
+	      "%d embedded instances created by threads at once: %d bit-identical, %d sharing one packed copy", NCONC, good,
+	      shared);
+	for (int k = 0; k < NCONC; k++)
+		gpt2e_free(conc[k]);
+	for (int k = 0; k < 3; k++)
+		me[k] = NULL;
+
 	setenv("NESTRT_PREPACK", "0", 1);
 	gpt2e *mf = gpt2e_new_embedded(&err);
 	unsetenv("NESTRT_PREPACK");
