@@ -47,7 +47,7 @@ OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/we
        $(B)/onnx.o $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
-RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_npy.o $(B)/rt_pool.o
+RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_npy.o $(B)/rt_pool.o $(B)/rt_pack.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 

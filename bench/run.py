@@ -2,8 +2,8 @@
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
 Run: run.py NESTC [--rounds N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
-     SECTION: gpt2-shape, gpt2-small, gpt2-decode, gpt2-prefill, matmul, resnet, resnet18 (all by
-     default); PEER: ort, torch, sgemm
+     SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, matmul, resnet, resnet18
+     (all by default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
 "unavailable: reason" and skipped): ONNX Runtime (onnxruntime-node in bench/.node),
@@ -795,6 +795,84 @@ class Bench:
         if bgs:
             background_note(statistics.mean(bgs))
 
+    def coldstart(self, runs=7):
+        """Issue #14: a process that opens GPT-2 small's weights (in the page cache),
+        creates 1 or 4 instances and calls each once (bench/coldstart.c), at 2 threads;
+        and the same program with the weights linked in (--embed-weights)."""
+        cfg = GPT2_SMALL
+        print("\n## Cold start and memory: GPT-2 small (L=%d, D=%d, V=%d, S=%d), NESTRT_NUM_THREADS=2\n"
+              % (cfg["L"], cfg["D"], cfg["V"], cfg["S"]))
+        d = os.path.join(self.work, "gpt2-small")
+        vals = [cfg[k] for k in ("L", "D", "H", "V", "CTX", "S")]
+        try:
+            self.files("gpt2", d, vals, os.path.join(ROOT, "samples", "gpt2.nest"), cfg)
+            if "nestc" in self.why_not:
+                raise Unavailable(self.why_not["nestc"])
+        except Unavailable as e:
+            print("unavailable: %s" % e)
+            return
+        w = os.path.join(d, "weights.safetensors")
+        exes = {}
+        for kind in ("file", "embedded"):
+            out = os.path.join(d, "coldstart-" + kind)
+            shutil.rmtree(out, ignore_errors=True)
+            cmd = [self.nestc, "build", os.path.join(ROOT, "samples", "gpt2.nest"), "-o", out]
+            for k, v in cfg.items():
+                cmd += ["-D", "%s=%s" % (k, v)]
+            if kind == "embedded":
+                cmd += ["--embed-weights", w]
+            sh(cmd)
+            objs = sorted(os.path.join(out, o) for o in os.listdir(out) if o.endswith(".o"))
+            exe = os.path.join(out, "coldstart")
+            sh([self.cc, "-O2", "-I" + os.path.join(ROOT, "runtime"), "-I" + out]
+               + (["-DEMBEDDED"] if kind == "embedded" else [])
+               + ["-o", exe, os.path.join(BENCH, "coldstart.c")] + objs + [self.lib, "-lm", "-lpthread"])
+            exes[kind] = exe
+        env = self.nestc_env(2)
+        with open(w, "rb") as f:   # into the page cache
+            while f.read(1 << 24):
+                pass
+        with open(exes["embedded"], "rb") as f:
+            while f.read(1 << 24):
+                pass
+        pat = re.compile(r"first call ([\d.]+) s \(open ([\d.]+), new ([\d.]+), call ([\d.]+)\), all ([\d.]+) s; "
+                         r"peak RSS (\d+) MiB = ([\d.]+)x the (\d+) MiB weights; checksum (\S+)")
+        rows = []
+        busy0, kids0, wall0 = busy_seconds(), sum(os.times()[2:4]), time.perf_counter()
+        for kind, n in (("file", 1), ("file", 4), ("embedded", 1), ("embedded", 4)):
+            res = []
+            for r in range(runs):
+                p = subprocess.run([exes[kind], w, str(n)], capture_output=True,
+                                   text=True, env=env, timeout=600)
+                m = pat.search(p.stdout)
+                if p.returncode != 0 or not m:
+                    res = "failed: %s" % (p.stderr.strip() or p.stdout.strip())[-300:]
+                    break
+                res.append([float(x) for x in m.groups()[:8]] + [m.group(9)])
+            rows.append((kind, n, res))
+        busy1, kids1, wall1 = busy_seconds(), sum(os.times()[2:4]), time.perf_counter()
+        print("| weights | instances | open to end of first call, median s | open | new | first call | all instances s "
+              "| peak RSS MiB | RSS / weights | runs |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        sums = set()
+        for kind, n, res in rows:
+            if isinstance(res, str):
+                print("| %s | %d | %s | | | | | | | |" % (kind, n, cell(res)))
+                continue
+            med = lambda i: statistics.median(x[i] for x in res)
+            sums.update(x[8] for x in res)
+            print("| %s | %d | %.3f (min %.3f, max %.3f) | %.3f | %.3f | %.3f | %.3f | %.0f | %.2fx | %d |"
+                  % ("file" if kind == "file" else "embedded", n, med(0), min(x[0] for x in res),
+                     max(x[0] for x in res), med(1), med(2), med(3), med(4), med(5), med(6), len(res)))
+        print("\nOutput checksums of the first calls: %s (one value: every run computed the same logits)."
+              % ", ".join(sorted(sums)))
+        print("Goals (issue #14): open to end of first call <= 0.2 s; peak RSS <= 1.15x the weights with one "
+              "instance, <= 1.25x with four. `embedded`: nestc build --embed-weights, matrices linked in packed "
+              "(its \"open\" is 0: the clock starts at the first NAME_new_embedded).")
+        if busy0 is not None and busy1 is not None and wall1 > wall0:
+            print("Other processes on the machine kept about %.2f of its %d cores busy during these runs."
+                  % (max(0.0, (busy1 - busy0 - (kids1 - kids0)) / (wall1 - wall0)), os.cpu_count()))
+
     def model_table(self, res, flop, ref, base):
         basems = {r["threads"]: r["ms"] for r in res if r["label"] == base and r["ms"]}
         col = "time / " + ("ORT" if base == "ONNX Runtime" else base)
@@ -954,7 +1032,7 @@ class Bench:
         background_note(bg)
 
 
-SECTIONS = ("gpt2-shape", "gpt2-small", "gpt2-decode", "gpt2-prefill", "matmul", "resnet", "resnet18")
+SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "matmul", "resnet", "resnet18")
 
 
 def gpt2_flop(L, D, H, V, CTX, S):
@@ -1022,6 +1100,8 @@ def main():
             b.gpt2("GPT-2 shape", GPT2_SHAPE, "gpt2-shape")
         elif sec == "gpt2-small":
             b.gpt2("GPT-2 small", GPT2_SMALL, "gpt2-small")
+        elif sec == "coldstart":
+            b.coldstart()
         elif sec == "matmul":
             b.matmul()
         elif sec == "resnet":

@@ -64,6 +64,17 @@ typedef struct nestrt__packreq {
 /* Follow the model's pack plans and make its copies; sets the context's
  * lookup table. 0, or -1 with err set. */
 NESTRT_HIDDEN int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err);
+/* The plans' requests alone (deduplicated; data unset), and per param
+ * whether it is read unpacked (gathers no request serves count as read):
+ * what packs_make follows, and what nestc build --embed-weights packs
+ * ahead of time. Both malloc'd (NULL when none); 0, or -1 out of memory. */
+NESTRT_HIDDEN int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq,
+                                         unsigned char **direct);
+/* Embedded weights packed ahead of time (nestc build --embed-weights): each
+ * becomes a tensor of w held only in that packed form, bound like any
+ * other (params gives its dtype and shape); nothing packs it again. */
+NESTRT_HIDDEN int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
+                                             const nestrt_prepacked *packs, int npacks, nestrt_error *err);
 NESTRT_HIDDEN size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags);
 NESTRT_HIDDEN void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags,
                                        int64_t p0, int64_t p1);
@@ -74,6 +85,22 @@ NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int6
  * that no instance reads unpacked. 0, or -1 with err set. */
 NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
                                        const unsigned char *direct, int nparams, nestrt_error *err);
+/* The weights of an embedded image (and its packed matrices), shared by
+ * every instance over the same image while one lives; a reference the
+ * caller closes. NULL with err set. */
+NESTRT_HIDDEN nestrt_weights *nestrt__weights_embedded(const void *image, size_t size, const char *name,
+                                                       const nestrt_param *params, int nparams,
+                                                       const nestrt_prepacked *packs, int npacks, nestrt_error *err);
+/* nestrt_weights_bind without its last step: data[i] may be a packed copy
+ * standing for its param (the key nestrt_packed looks it up by), which
+ * nestrt__weights_pack or nestrt__weights_unpacked then settles. */
+NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams,
+                                            const void **data, nestrt_error *err);
+NESTRT_HIDDEN int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err);
+/* Weights from a file are read when the first instance is created (packed
+ * straight from the file where they may be): this reads whatever is not
+ * read yet and closes the file. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err);
 /* Instances hold a reference to their weights (weights.c). */
 NESTRT_HIDDEN void nestrt__weights_ref(nestrt_weights *w);
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);

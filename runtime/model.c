@@ -64,14 +64,14 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 		free(m);
 		return NULL;
 	}
-	if (nestrt_weights_bind(w, d->params, d->nparams, m->ctx->params, err) < 0) {
+	if (nestrt__weights_bind_keys(w, d->params, d->nparams, m->ctx->params, err) < 0) {
 		nestrt_ctx_free(m->ctx);
 		free(m);
 		return NULL;
 	}
 	nestrt__ctx_set_params(m->ctx, d->params, d->nparams);
 	/* the weights' packed copies, made now rather than in a call */
-	if (nestrt__packs_make(d, m->ctx, w, err) < 0) {
+	if (nestrt__packs_make(d, m->ctx, w, err) < 0 || nestrt__weights_ready(w, err) < 0) {
 		nestrt_ctx_free(m->ctx);
 		free(m);
 		return NULL;
@@ -83,9 +83,20 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 
 nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err)
 {
+	return nestrt_model_new_embedded_packed(d, image, size, NULL, 0, err);
+}
+
+nestrt_model *nestrt_model_new_embedded_packed(const nestrt_model_desc *d, const void *image, size_t size,
+                                               const nestrt_prepacked *packs, int npacks, nestrt_error *err)
+{
 	char name[300];
 	snprintf(name, sizeof name, "%s (embedded weights)", d && d->name ? d->name : "model");
-	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
+	if (!d) {
+		nestrt__seterr(err, "nestrt_model_new: no model");
+		return NULL;
+	}
+	/* every instance of the program's model shares these weights */
+	nestrt_weights *w = nestrt__weights_embedded(image, size, name, d->params, d->nparams, packs, npacks, err);
 	if (!w)
 		return NULL;
 	nestrt_model *m = nestrt_model_new(d, w, err);

@@ -202,6 +202,14 @@ int nestrt_num_threads(void);
  * variable NESTRT_PREPACK was "0"); the caller then packs as it goes. */
 enum { NESTRT_PACK_TRANS = 1, NESTRT_PACK_F64 = 2 };
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags);
+/* A packed copy that holds all of the rows x cols matrix b (a bound param),
+ * for a compiled gather of its rows: made for b as a right operand
+ * (k = rows, n = cols) or transposed (NESTRT_PACK_TRANS, n = rows,
+ * k = cols); flags is NESTRT_PACK_F64 or 0. Sets layout[0] to its `wide`
+ * and layout[1] to 1 when transposed, else 0. NULL when there is none: b is
+ * then read as it is. A weight whose every reader is a compiled matmul or
+ * gather is held only packed (its unpacked pages are given back). */
+const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout);
 
 /* ---- compiled models ----
  * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
@@ -221,7 +229,8 @@ typedef struct nestrt_model_desc {
 	 * records of six int64 {kind, src, ...} (src >= 0: the function's input,
 	 * < 0: param -(src + 1)): kind 1 {k, n, wide, flags} a pre-packed matmul
 	 * operand, 2 {slot, arg, site} passed as argument arg of the variant in
-	 * slot at call site site, 3 read in some other way. NULL: none. */
+	 * slot at call site site, 3 read in some other way, 4 {rows, cols,
+	 * flags} rows gathered (read through nestrt_packed_rows). NULL: none. */
 	const int64_t *const *slot_packs; /* per slot (in the variant's object) */
 	const int64_t *packs;        /* the entry points' own */
 } nestrt_model_desc;
@@ -233,6 +242,19 @@ typedef struct nestrt_model nestrt_model;
 nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, nestrt_error *err);
 /* The same with weights embedded in the program (nestc build --embed-weights). */
 nestrt_model *nestrt_model_new_embedded(const nestrt_model_desc *d, const void *image, size_t size, nestrt_error *err);
+/* Embedded weights whose matrices nestc packed when it built the program:
+ * packs[i] is param `name` in the panel layout of nestrt_packed (k, n,
+ * wide, flags), and image holds the other params. Nothing is packed when
+ * the instance is created; a param also read unpacked is unpacked into a
+ * copy of its own then. */
+typedef struct nestrt_prepacked {
+	const char *name;
+	int64_t k, n, wide;
+	int flags;
+	const void *data;
+} nestrt_prepacked;
+nestrt_model *nestrt_model_new_embedded_packed(const nestrt_model_desc *d, const void *image, size_t size,
+                                               const nestrt_prepacked *packs, int npacks, nestrt_error *err);
 void nestrt_model_free(nestrt_model *m);
 /* Runs an entry point: 0, or -1 with the reason in nestrt_model_error(m).
  * Any number of threads may run entry points of one instance at once: each

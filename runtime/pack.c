@@ -56,6 +56,33 @@ const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, 
 	return NULL;
 }
 
+/* Does packed copy (k, n, flags) hold all of a rows x cols matrix? */
+static int holds_rows(int64_t k, int64_t n, int flags, int64_t rows, int64_t cols, int f64)
+{
+	if (!!(flags & NESTRT_PACK_F64) != !!f64)
+		return 0;
+	return flags & NESTRT_PACK_TRANS ? n == rows && k == cols : k == rows && n == cols;
+}
+
+const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout)
+{
+	if (!ctx || !b || !layout || rows <= 0 || cols <= 0)
+		return NULL;
+	nestrt__ctx *c = (nestrt__ctx *)ctx;
+	if (c->parent)
+		c = c->parent;
+	const nestrt__packs *P = c->packs;
+	for (int i = 0; P && i < P->n; i++) {
+		const struct pack *x = &P->v[i];
+		if (x->src == b && holds_rows(x->k, x->n, x->flags, rows, cols, flags & NESTRT_PACK_F64)) {
+			layout[0] = x->wide;
+			layout[1] = x->flags & NESTRT_PACK_TRANS ? 1 : 0;
+			return x->data;
+		}
+	}
+	return NULL;
+}
+
 void nestrt__packs_free(nestrt__packs *P)
 {
 	free(P); /* the copies belong to the weights */
@@ -68,8 +95,31 @@ typedef struct Walk {
 	nestrt__packreq *req;
 	int nreq, cap;
 	unsigned char *direct;   /* per param: read unpacked */
+	int64_t (*gath)[4];      /* gathers: param, rows, cols, f64 */
+	int ngath, gcap;
 	int oom;
 } Walk;
+
+/* Rows of param p gathered: served by a packed copy of all of it, if the
+ * plans ask for one (checked once every request is known). */
+static void add_gather(Walk *W, int p, const int64_t *r)
+{
+	if (W->ngath == W->gcap) {
+		int cap = W->gcap ? 2 * W->gcap : 8;
+		int64_t(*v)[4] = realloc(W->gath, (size_t)cap * sizeof *v);
+		if (!v) {
+			W->oom = 1;
+			return;
+		}
+		W->gath = v;
+		W->gcap = cap;
+	}
+	W->gath[W->ngath][0] = p;
+	W->gath[W->ngath][1] = r[2];
+	W->gath[W->ngath][2] = r[3];
+	W->gath[W->ngath][3] = r[4] & NESTRT_PACK_F64;
+	W->ngath++;
+}
 
 static void add_req(Walk *W, int p, const int64_t *r)
 {
@@ -113,6 +163,10 @@ static void walk(Walk *W, const int64_t *plan, const int *map, int nmap, int dep
 			add_req(W, p, r);
 		else if (r[0] == 3 && p >= 0)
 			W->direct[p] = 1;
+		else if (r[0] == 4 && p >= 0)
+			add_gather(W, p, r);
+		else if (r[0] != 1 && r[0] != 2 && p >= 0)
+			W->direct[p] = 1; /* a kind this runtime does not know: read as it is */
 	}
 	/* calls: each site once, with the params it passes */
 	for (int64_t i = 0; i < nrec; i++) {
@@ -161,42 +215,70 @@ static void walk(Walk *W, const int64_t *plan, const int *map, int nmap, int dep
 	}
 }
 
+int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq, unsigned char **direct)
+{
+	*req = NULL;
+	*nreq = 0;
+	*direct = NULL;
+	if (!d->packs || d->nparams == 0)
+		return 0;
+	Walk W = {.d = d};
+	W.direct = calloc((size_t)d->nparams, 1);
+	if (!W.direct)
+		return -1;
+	walk(&W, d->packs, NULL, 0, 0);
+	/* a gathered weight that no request packs whole is read as it is */
+	for (int g = 0; g < W.ngath && !W.oom; g++) {
+		int p = (int)W.gath[g][0], served = 0;
+		for (int i = 0; i < W.nreq && !served; i++)
+			served = W.req[i].param == p &&
+			         holds_rows(W.req[i].k, W.req[i].n, W.req[i].flags, W.gath[g][1], W.gath[g][2], (int)W.gath[g][3]);
+		if (!served)
+			W.direct[p] = 1;
+	}
+	free(W.gath);
+	if (W.oom) {
+		free(W.req);
+		free(W.direct);
+		return -1;
+	}
+	*req = W.req;
+	*nreq = W.nreq;
+	*direct = W.direct;
+	return 0;
+}
+
 int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err)
 {
 	nestrt__ctx *c = (nestrt__ctx *)ctx;
 	const char *e = getenv("NESTRT_PREPACK");
 	if ((e && strcmp(e, "0") == 0) || !d->packs || d->nparams == 0 || !w)
-		return 0;
-	Walk W = {.d = d};
-	W.direct = calloc((size_t)d->nparams, 1);
-	if (!W.direct)
+		return nestrt__weights_unpacked(w, ctx->params, d->nparams, err); /* read as they are */
+	nestrt__packreq *req;
+	unsigned char *direct;
+	int nreq, rc = 0;
+	if (nestrt__packs_requests(d, &req, &nreq, &direct) < 0)
 		return nestrt__seterr(err, "%s: out of memory", d->name);
-	walk(&W, d->packs, NULL, 0, 0);
-	int rc = 0;
-	if (W.oom) {
-		rc = nestrt__seterr(err, "%s: out of memory", d->name);
-		goto done;
-	}
-	if (W.nreq == 0)
+	if (nreq == 0)
 		goto done;
 	/* the weights make (or find) every copy */
-	if (nestrt__weights_pack(w, ctx->params, W.req, W.nreq, W.direct, d->nparams, err) < 0) {
+	if (nestrt__weights_pack(w, ctx->params, req, nreq, direct, d->nparams, err) < 0) {
 		rc = -1;
 		goto done;
 	}
-	nestrt__packs *P = malloc(sizeof *P + (size_t)W.nreq * sizeof P->v[0]);
+	nestrt__packs *P = malloc(sizeof *P + (size_t)nreq * sizeof P->v[0]);
 	if (!P) {
 		rc = nestrt__seterr(err, "%s: out of memory", d->name);
 		goto done;
 	}
-	P->n = W.nreq;
-	for (int i = 0; i < W.nreq; i++) {
-		nestrt__packreq *q = &W.req[i];
+	P->n = nreq;
+	for (int i = 0; i < nreq; i++) {
+		nestrt__packreq *q = &req[i];
 		P->v[i] = (struct pack){ctx->params[q->param], q->k, q->n, q->wide, q->flags, q->data};
 	}
 	c->packs = P;
 done:
-	free(W.req);
-	free(W.direct);
+	free(req);
+	free(direct);
 	return rc;
 }

@@ -1004,6 +1004,21 @@ typedef struct Weights {
 Weights *weights_open(const char *path, char *err, size_t errlen);
 WTensor *weights_find(Weights *w, const char *name);
 void weights_close(Weights *w);
+/* nestc build --embed-weights: the matrices the pack plans (slot_plans per
+ * variant, entry_plan; matmul.c's tables) ask for in exactly one layout and
+ * nothing reads unpacked, packed now (nestrt_packed's layout), and the image
+ * of every other tensor (a .safetensors image, each tensor 64-byte aligned)
+ * in *image / *len (malloc'd). 0, or -1 with the reason in err. */
+typedef struct Prepacked {
+	char *name;
+	int64_t k, n, wide;
+	int flags;
+	void *data;
+	size_t bytes;
+} Prepacked;
+int weights_prepack(const void *image, size_t len, const ParamInfo *params, int nparams, const int64_t *const *slot_plans,
+                    int nslots, const int64_t *entry_plan, char **out, size_t *outlen, Prepacked **packs, int *npacks,
+                    char *err, size_t errlen);
 /* The reason in a runtime error about path: its message without "PATH: ". */
 struct nestrt_error;
 void rt_reason(char *err, size_t errlen, const char *path, const struct nestrt_error *e);

@@ -109,7 +109,9 @@ static void ptree_str(Buf *b, const Program *p, PTree *t)
 		buf_puts(b, " }");
 		break;
 	case PT_ARRAY:
-		ptree_str(b, p, t->kids[0]);
+		/* an array of length 0 has no element to print (params.c) */
+		if (t->n > 0 && t->kids[0])
+			ptree_str(b, p, t->kids[0]);
 		buf_printf(b, "[%d]", t->n);
 		break;
 	}

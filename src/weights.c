@@ -82,3 +82,139 @@ void weights_close(Weights *w)
 		free(w);
 	}
 }
+
+/* ---- packed ahead of time (--embed-weights) ---- */
+
+static void json_str(Buf *b, const char *s)
+{
+	buf_putc(b, '"');
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			buf_printf(b, "\\%c", *c);
+		else if (*c < 0x20)
+			buf_printf(b, "\\u%04x", *c);
+		else
+			buf_putc(b, (char)*c);
+	}
+	buf_putc(b, '"');
+}
+
+int weights_prepack(const void *image, size_t len, const ParamInfo *params, int nparams, const int64_t *const *slot_plans,
+                    int nslots, const int64_t *entry_plan, char **out, size_t *outlen, Prepacked **packs, int *npacks,
+                    char *err, size_t errlen)
+{
+	*out = NULL;
+	*outlen = 0;
+	*packs = NULL;
+	*npacks = 0;
+	nestrt_error e;
+	nestrt_weights *w = nestrt_weights_from_memory(image, len, "(embedded weights)", &e);
+	if (!w) {
+		snprintf(err, errlen, "%s", e.message);
+		return -1;
+	}
+	nestrt_param *pt = xcalloc((size_t)nparams + 1, sizeof *pt);
+	for (int i = 0; i < nparams; i++) {
+		pt[i].name = params[i].name;
+		pt[i].dtype = (int)params[i].dtype;
+		pt[i].rank = params[i].rank;
+		memcpy(pt[i].shape, params[i].shape, sizeof pt[i].shape);
+	}
+	nestrt_model_desc d = {.name = "model", .params = pt, .nparams = nparams, .nslots = nslots,
+	                       .slot_packs = slot_plans, .packs = entry_plan};
+	nestrt__packreq *req = NULL;
+	unsigned char *direct = NULL;
+	int nreq = 0;
+	if (nestrt__packs_requests(&d, &req, &nreq, &direct) < 0) {
+		snprintf(err, errlen, "out of memory");
+		free(pt);
+		nestrt_weights_close(w);
+		return -1;
+	}
+	/* the data of each tensor, by the file's (sorted) order */
+	int nt = nestrt_weights_count(w);
+	unsigned char *packed = xcalloc((size_t)nt + 1, 1);
+	Prepacked *pk = xcalloc((size_t)nparams + 1, sizeof *pk);
+	int np = 0;
+	for (int p = 0; p < nparams && nreq; p++) {
+		int only = -1, count = 0;
+		for (int i = 0; i < nreq; i++)
+			if (req[i].param == p) {
+				only = i;
+				count++;
+			}
+		int64_t numel = 1;
+		for (int k = 0; k < params[p].rank; k++)
+			numel *= params[p].shape[k];
+		if (count != 1 || direct[p] || req[only].k * req[only].n != numel)
+			continue;
+		for (int i = 0; i < nt; i++) {
+			nestrt_param info;
+			const void *data;
+			size_t nb;
+			if (nestrt_weights_info(w, i, &info, NULL, &data, &nb) < 0 || strcmp(info.name, params[p].name) != 0)
+				continue;
+			nestrt__packreq *q = &req[only];
+			size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
+			if (!bytes)
+				break;
+			void *dst = xmalloc(bytes);
+			memset(dst, 0, bytes);
+			nestrt__pack_panels(dst, data, q->k, q->n, q->wide, q->flags, 0, (q->n + q->wide - 1) / q->wide);
+			pk[np++] = (Prepacked){xstrdup(params[p].name), q->k, q->n, q->wide, q->flags, dst, bytes};
+			packed[i] = 1;
+			break;
+		}
+	}
+	/* the image of the rest: a header padded so that the data starts at a
+	 * multiple of 64, each tensor at a multiple of 64 */
+	Buf h = {0};
+	uint64_t at = 0;
+	buf_putc(&h, '{');
+	int first = 1;
+	for (int i = 0; i < nt; i++) {
+		nestrt_param info;
+		const char *dt;
+		size_t nb;
+		if (packed[i] || nestrt_weights_info(w, i, &info, &dt, NULL, &nb) < 0)
+			continue;
+		if (!first)
+			buf_putc(&h, ',');
+		first = 0;
+		json_str(&h, info.name);
+		buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dt);
+		for (int k = 0; k < info.rank; k++)
+			buf_printf(&h, "%s%lld", k ? "," : "", (long long)info.shape[k]);
+		buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at, (unsigned long long)(at + nb));
+		at = (at + nb + 63) / 64 * 64;
+	}
+	buf_putc(&h, '}');
+	while ((h.len + 8) % 64)
+		buf_putc(&h, ' ');
+	size_t total = 8 + h.len + (size_t)at;
+	unsigned char *img = xcalloc(total + 1, 1);
+	for (int k = 0; k < 8; k++)
+		img[k] = (unsigned char)((uint64_t)h.len >> (8 * k));
+	memcpy(img + 8, h.s, h.len);
+	at = 0;
+	for (int i = 0; i < nt; i++) {
+		nestrt_param info;
+		const void *data;
+		size_t nb;
+		if (packed[i] || nestrt_weights_info(w, i, &info, NULL, &data, &nb) < 0)
+			continue;
+		memcpy(img + 8 + h.len + at, data, nb);
+		at = (at + nb + 63) / 64 * 64;
+	}
+	buf_free(&h);
+	free(packed);
+	free(req);
+	free(direct);
+	free(pt);
+	nestrt_weights_close(w);
+	*out = (char *)img;
+	*outlen = total;
+	*packs = pk;
+	*npacks = np;
+	return 0;
+}

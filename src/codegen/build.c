@@ -142,6 +142,24 @@ static LLVMCodeGenOptLevel cg_level(int opt)
 	       : opt == 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelAggressive;
 }
 
+/* Register tiles are sized for the widest vectors the target has. */
+static int target_vbytes(Shared *sh)
+{
+	int vbytes = strstr(sh->features, "+avx512f") ? 64 : strstr(sh->features, "+avx2") ? 32 : 16;
+	if (sh->o->cpu) {
+		const char *c = sh->cpu;
+		vbytes = strstr(c, "avx512") || strstr(c, "icelake") || strstr(c, "sapphirerapids") ||
+		                 strstr(c, "cascadelake") || strstr(c, "cooperlake") || strstr(c, "tigerlake") ||
+		                 strstr(c, "znver4")
+		             ? 64
+		         : strstr(c, "haswell") || strstr(c, "broadwell") || strstr(c, "skylake") || strstr(c, "znver") ||
+		                 strstr(c, "x86-64-v3") || strstr(c, "alderlake")
+		             ? 32
+		             : 16;
+	}
+	return vbytes;
+}
+
 static void gen_init(Gen *G, Shared *sh)
 {
 	memset(G, 0, sizeof *G);
@@ -149,19 +167,7 @@ static void gen_init(Gen *G, Shared *sh)
 	G->rt = sh->rt;
 	G->o = sh->o;
 	G->triple = sh->triple;
-	/* register tiles are sized for the widest vectors the target has */
-	G->vbytes = strstr(sh->features, "+avx512f") ? 64 : strstr(sh->features, "+avx2") ? 32 : 16;
-	if (sh->o->cpu) {
-		const char *c = sh->cpu;
-		G->vbytes = strstr(c, "avx512") || strstr(c, "icelake") || strstr(c, "sapphirerapids") ||
-		                    strstr(c, "cascadelake") || strstr(c, "cooperlake") || strstr(c, "tigerlake") ||
-		                    strstr(c, "znver4")
-		                ? 64
-		            : strstr(c, "haswell") || strstr(c, "broadwell") || strstr(c, "skylake") || strstr(c, "znver") ||
-		                    strstr(c, "x86-64-v3") || strstr(c, "alderlake")
-		                ? 32
-		                : 16;
-	}
+	G->vbytes = target_vbytes(sh);
 	G->tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
 	                                LLVMRelocPIC, LLVMCodeModelDefault);
 	LLVMTargetDataRef td = llvm.LLVMCreateTargetDataLayout(G->tm);
@@ -222,7 +228,7 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 			embedded_new(G, sh->name);
 		rc = gen_module_end(G, sh->o->opt_level, &f, &j->code_bytes);
 	} else {
-		weights_module(G, sh->name, sh->weights_image, sh->weights_len);
+		weights_module(G, sh->name, sh->weights_image, sh->weights_len, sh->prepacked, sh->nprepacked);
 		rc = gen_module_end(G, 0, &f, NULL);
 	}
 	j->ms = now_ms() - t0;
@@ -325,6 +331,8 @@ static void make_jobs(Shared *sh)
 		snprintf(w->label, sizeof w->label, "weights");
 		vec_push(&w->syms, xstrdup(w->sym));
 		vec_push(&w->syms, xasprintf("%s__weights_size", sh->name));
+		vec_push(&w->syms, xasprintf("%s__packed", sh->name));
+		vec_push(&w->syms, xasprintf("%s__npacked", sh->name));
 	}
 	for (int i = 0; i < sh->njobs; i++) {
 		Job *j = &sh->jobs[i];
@@ -394,6 +402,54 @@ static int check_embedded(Shared *sh, Diag *d)
 		fclose(f);
 	sh->weights_image = b.s;
 	sh->weights_len = b.len;
+	return 0;
+}
+
+/* --embed-weights: the matrices packed now, as the instance would pack them
+ * (the same pack plans the objects carry, followed by libnestrt's own walk),
+ * so that nothing is packed when the program creates an instance. */
+static int embed_prepack(Shared *sh, Diag *d)
+{
+	Program *p = sh->p;
+	RegionTable *rt = sh->rt;
+	Gen G = {.p = p, .rt = rt, .o = sh->o, .plans = sh->plans, .need = sh->need, .vbytes = target_vbytes(sh)};
+	int nv = rt->variants.n;
+	int64_t **plans = xcalloc((size_t)nv + 1, sizeof *plans);
+	for (int i = 0; i < nv; i++) {
+		int64_t *plan = NULL;
+		int len = 0;
+		Variant *v = rt->variants.v[i];
+		pack_plan(&G, v->g, v, 0, &plan, &len);
+		plans[i] = xcalloc((size_t)len + 1, sizeof **plans);
+		plans[i][0] = len / 6;
+		if (len)
+			memcpy(plans[i] + 1, plan, (size_t)len * sizeof *plan);
+		free(plan);
+	}
+	int64_t *eplan = NULL;
+	int elen = 0;
+	for (int e = 0; e < p->nentries; e++)
+		pack_plan(&G, p->entries[e].g, NULL, 1, &eplan, &elen);
+	int64_t *entry = xcalloc((size_t)elen + 1, sizeof *entry);
+	entry[0] = elen / 6;
+	if (elen)
+		memcpy(entry + 1, eplan, (size_t)elen * sizeof *eplan);
+	free(eplan);
+	char err[512], *img;
+	size_t len;
+	int rc = weights_prepack(sh->weights_image, sh->weights_len, p->params, p->nparams, (const int64_t *const *)plans, nv,
+	                         entry, &img, &len, &sh->prepacked, &sh->nprepacked, err, sizeof err);
+	for (int i = 0; i < nv; i++)
+		free(plans[i]);
+	free(plans);
+	free(entry);
+	if (rc < 0) {
+		error_plain(d, "%s: %s", sh->o->embed, err);
+		return 1;
+	}
+	free((void *)sh->weights_image);
+	sh->weights_image = img;
+	sh->weights_len = len;
 	return 0;
 }
 
@@ -577,6 +633,10 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				sh.ws_own = pl->ws_size;
 		}
 	}
+	if (o->embed && (setup_llvm(&sh, d) || embed_prepack(&sh, d))) {
+		free(sh.ident);
+		return 1;
+	}
 	make_jobs(&sh);
 
 	/* the cache first: what it holds needs no compiling */
@@ -612,7 +672,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		}
 	free(cost);
 	int rc = 0;
-	if (sh.ntodo > 0 && setup_llvm(&sh, d))
+	if (sh.ntodo > 0 && !sh.target && setup_llvm(&sh, d))
 		rc = 1;
 	int nthreads = o->jobs > 0 ? o->jobs : 1;
 	if (nthreads > sh.ntodo)
@@ -744,6 +804,11 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 	free(sh.need);
 	free(sh.error);
 	free((void *)sh.weights_image);
+	for (int i = 0; i < sh.nprepacked; i++) {
+		free(sh.prepacked[i].name);
+		free(sh.prepacked[i].data);
+	}
+	free(sh.prepacked);
 	free(sh.ident);
 	free(sh.triple);
 	free(sh.cpu);

@@ -274,6 +274,11 @@ void job_key(Shared *sh, Job *j)
 	} else {
 		buf_printf(&b, "weights %llx %zu\n", (unsigned long long)XXH3_64bits(sh->weights_image, sh->weights_len),
 		           sh->weights_len);
+		for (int i = 0; i < sh->nprepacked; i++) {
+			Prepacked *q = &sh->prepacked[i];
+			buf_printf(&b, "packed %s %lld %lld %lld %d %llx\n", q->name, (long long)q->k, (long long)q->n,
+			           (long long)q->wide, q->flags, (unsigned long long)XXH3_64bits(q->data, q->bytes));
+		}
 	}
 	XXH128_hash_t h = XXH3_128bits(b.s, b.len);
 	XXH128_canonical_t c;

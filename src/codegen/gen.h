@@ -328,6 +328,7 @@ void k_store(Fn *F, Node *n);
 void k_expand(Fn *F, Node *n);
 void k_concat(Fn *F, Node *n);
 void k_gather(Fn *F, Node *n);
+int gather_packed_table(Node *tab);
 void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes);
 
 /* ------------------------------------------------------------------ matmul.c */
@@ -383,7 +384,7 @@ void header_text(Program *p, BuildOptions *o, Buf *b, const char *name);
 
 void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t ws_static, int64_t ws_own);
 void embedded_new(Gen *G, const char *name);
-void weights_module(Gen *G, const char *name, const void *image, size_t len);
+void weights_module(Gen *G, const char *name, const void *image, size_t len, const Prepacked *pk, int npk);
 
 /* ------------------------------------------------------------------ archive.c */
 
@@ -434,6 +435,8 @@ typedef struct Shared {
 	char *error;        /* the first failure */
 	const void *weights_image;
 	size_t weights_len;
+	Prepacked *prepacked;   /* --embed-weights: matrices packed at build time (weights_prepack) */
+	int nprepacked;
 } Shared;
 
 /* ------------------------------------------------------------------ cache.c */

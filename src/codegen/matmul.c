@@ -603,10 +603,12 @@ void k_matmul(Fn *F, Node *n)
  *     PACK_REC  src k n wide flags    a prepacked matmul operand
  *     CALL_REC  src slot arg site 0   src is argument `arg` of the variant in `slot`
  *     READ_REC  src 0 0 0 0           src is read some other way
+ *     GATHER_REC src rows cols flags 0 rows of src are gathered (k_gather): a
+ *                                      packed copy of all of it serves them
  * where src >= 0 is the graph's input number and src < 0 param -(src + 1).
  * The decisions below mirror k_matmul and mm_prepacked exactly; a request the
  * plan missed still works (nestrt_packed returns NULL: packed as it goes). */
-enum { PACK_REC = 1, CALL_REC = 2, READ_REC = 3 };
+enum { PACK_REC = 1, CALL_REC = 2, READ_REC = 3, GATHER_REC = 4 };
 #define SRC_NONE INT64_MIN
 
 typedef struct PlanOut {
@@ -687,6 +689,8 @@ static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t
 					/* inlined: the callee's own plan, over our sources (below) */
 				} else if (k == 1 && x->in[0] != s && plan_mm(G, g, v, x, s, 0, dyn, rec)) {
 					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
+				} else if (x->op == OP_GATHER && k == 0 && !dyn && gather_packed_table(s)) {
+					plan_rec(o, GATHER_REC, src, s->shape[0], s->shape[1], s->dtype == DT_F64 ? 2 : 0, 0);
 				} else if (virtual_transpose(g, x)) {
 					/* every user is a matmul reading it as B (plan.c) */
 					for (int w = u + 1; w < g->nnodes; w++)

@@ -375,8 +375,11 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 	free(entry_fns);
 }
 
-/* The weights as read-only data in an object of their own. */
-void weights_module(Gen *G, const char *name, const void *image, size_t len)
+/* The weights as read-only data in an object of their own: the image of
+ * the tensors kept as they are, and (--embed-weights) the matrices nestc
+ * packed, each 64-byte aligned, with their table (nestrt_prepacked:
+ * name, k, n, wide, flags, data). */
+void weights_module(Gen *G, const char *name, const void *image, size_t len, const Prepacked *pk, int npk)
 {
 	char sym[300];
 	snprintf(sym, sizeof sym, "%s__weights", name);
@@ -389,6 +392,30 @@ void weights_module(Gen *G, const char *name, const void *image, size_t len)
 	LLVMValueRef sz = llvm.LLVMAddGlobal(G->M, G->i64, sym);
 	llvm.LLVMSetInitializer(sz, ci64(G, (int64_t)len));
 	llvm.LLVMSetGlobalConstant(sz, 1);
+	LLVMTypeRef ef[6] = {G->i8p, G->i64, G->i64, G->i64, G->i32, G->i8p};
+	LLVMTypeRef ent_t = llvm.LLVMStructTypeInContext(G->C, ef, 6, 0);
+	LLVMValueRef *ents = xcalloc((size_t)npk + 1, sizeof *ents);
+	for (int i = 0; i < npk; i++) {
+		char dsym[320];
+		snprintf(dsym, sizeof dsym, "%s__packed_%d", name, i);
+		LLVMValueRef d = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, (unsigned)pk[i].bytes), dsym);
+		llvm.LLVMSetInitializer(d, llvm.LLVMConstStringInContext(G->C, pk[i].data, (unsigned)pk[i].bytes, 1));
+		llvm.LLVMSetGlobalConstant(d, 1);
+		llvm.LLVMSetAlignment(d, 64);
+		llvm.LLVMSetLinkage(d, LLVMPrivateLinkage);
+		LLVMValueRef v[6] = {cstr(G, pk[i].name), ci64(G, pk[i].k), ci64(G, pk[i].n), ci64(G, pk[i].wide),
+		                     ci32(G, pk[i].flags), llvm.LLVMConstPointerCast(d, G->i8p)};
+		ents[i] = llvm.LLVMConstNamedStruct(ent_t, v, 6);
+	}
+	snprintf(sym, sizeof sym, "%s__packed", name);
+	LLVMValueRef tab = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(ent_t, (unsigned)npk), sym);
+	llvm.LLVMSetInitializer(tab, llvm.LLVMConstArray(ent_t, ents, (unsigned)npk));
+	llvm.LLVMSetGlobalConstant(tab, 1);
+	free(ents);
+	snprintf(sym, sizeof sym, "%s__npacked", name);
+	LLVMValueRef cnt = llvm.LLVMAddGlobal(G->M, G->i32, sym);
+	llvm.LLVMSetInitializer(cnt, ci32(G, npk));
+	llvm.LLVMSetGlobalConstant(cnt, 1);
 }
 
 /* NAME_new_embedded(err): the model bound to the weights object. */
@@ -400,13 +427,18 @@ void embedded_new(Gen *G, const char *name)
 	LLVMValueRef blob = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, 0), sym);
 	snprintf(sym, sizeof sym, "%s__weights_size", name);
 	LLVMValueRef size = llvm.LLVMAddGlobal(G->M, G->i64, sym);
+	snprintf(sym, sizeof sym, "%s__packed", name);
+	LLVMValueRef packed = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8, 0), sym);
+	snprintf(sym, sizeof sym, "%s__npacked", name);
+	LLVMValueRef npacked = llvm.LLVMAddGlobal(G->M, G->i32, sym);
 	snprintf(sym, sizeof sym, "%s__desc", name);
 	LLVMValueRef desc = llvm.LLVMGetNamedGlobal(G->M, sym);
 	snprintf(sym, sizeof sym, "%s_new_embedded", name);
 	LLVMValueRef f = llvm.LLVMAddFunction(G->M, sym, llvm.LLVMFunctionType(G->i8p, &G->i8p, 1, 0));
 	llvm.LLVMPositionBuilderAtEnd(B, llvm.LLVMAppendBasicBlockInContext(G->C, f, "entry"));
-	LLVMTypeRef at[4] = {G->i8p, G->i8p, G->i64, G->i8p};
-	LLVMValueRef av[4] = {llvm.LLVMConstPointerCast(desc, G->i8p), llvm.LLVMConstPointerCast(blob, G->i8p),
-	                      llvm.LLVMBuildLoad2(B, G->i64, size, ""), llvm.LLVMGetParam(f, 0)};
-	llvm.LLVMBuildRet(B, call(G, "nestrt_model_new_embedded", G->i8p, at, av, 4));
+	LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i8p, G->i32, G->i8p};
+	LLVMValueRef av[6] = {llvm.LLVMConstPointerCast(desc, G->i8p), llvm.LLVMConstPointerCast(blob, G->i8p),
+	                      llvm.LLVMBuildLoad2(B, G->i64, size, ""), llvm.LLVMConstPointerCast(packed, G->i8p),
+	                      llvm.LLVMBuildLoad2(B, G->i32, npacked, ""), llvm.LLVMGetParam(f, 0)};
+	llvm.LLVMBuildRet(B, call(G, "nestrt_model_new_embedded_packed", G->i8p, at, av, 6));
 }

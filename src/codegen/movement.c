@@ -113,6 +113,67 @@ static LLVMValueRef gather_index(Fn *F, Node *idx, LLVMValueRef i)
 	return v;
 }
 
+/* Can the table of a gather be a weight held only packed? A float matrix
+ * that may be a bound param (a param, or an argument). The pack plan
+ * (matmul.c) says so with a GATHER_REC; k_gather asks at run time. */
+int gather_packed_table(Node *tab)
+{
+	return (tab->op == OP_PARAM || tab->op == OP_INPUT) && tab->rank == 2 &&
+	       (tab->dtype == DT_F32 || tab->dtype == DT_F64);
+}
+
+/* Rows idx of a [rows, cols] matrix out of its packed copy pk (nestrt.h's
+ * panel layout; lay = {wide, transposed}): transposed (the copy made for
+ * x @ transpose(tab, [1, 0])), row v is column v % wide of panel v / wide,
+ * elements wide apart; else (for tab @ y) row v is row v of every panel. */
+static void gather_from_panels(Fn *F, Node *n, Node *idx, LLVMValueRef pk, LLVMValueRef lay, LLVMValueRef rows,
+                               LLVMValueRef cols)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype);
+	LLVMValueRef one = ci64(G, 1);
+	LLVMValueRef wide = llvm.LLVMBuildLoad2(B, G->i64, lay, "wide");
+	LLVMValueRef trans = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, G->i64, lay, &one, 1, ""), "trans");
+	LLVMValueRef p = llvm.LLVMBuildPointerCast(B, pk, llvm.LLVMPointerType(et, 0), "");
+	LLVMBasicBlockRef tb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gathertrans");
+	LLVMBasicBlockRef nb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherrows");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherpanels");
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntNE, trans, ci64(G, 0), ""), tb, nb);
+	Loop li, lj, lp;
+	/* transposed: element j of row v at (v / wide) * cols * wide + v % wide + j * wide */
+	llvm.LLVMPositionBuilderAtEnd(B, tb);
+	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
+	LLVMValueRef v = gather_index(F, idx, i);
+	LLVMValueRef base = iadd(G, imul(G, idiv(G, v, wide), imul(G, cols, wide)), irem(G, v, wide));
+	LLVMValueRef dst = imul(G, i, cols);
+	LLVMValueRef j = loop_to(F, &lj, cols);
+	LLVMValueRef so = elem_off(G, base, j, wide);
+	store_at(F, n, iadd(G, dst, j), llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, p, &so, 1, ""), ""));
+	loop_end(F, &lj);
+	loop_end(F, &li);
+	llvm.LLVMBuildBr(B, done);
+	/* plain: panel q holds columns q * wide.., row v of it at q * rows * wide + v * wide */
+	llvm.LLVMPositionBuilderAtEnd(B, nb);
+	i = loop_to(F, &li, numelv(F, idx));
+	v = gather_index(F, idx, i);
+	dst = imul(G, i, cols);
+	LLVMValueRef np = idiv(G, iadd(G, cols, isub(G, wide, one)), wide);
+	LLVMValueRef q = loop_to(F, &lp, np);
+	LLVMValueRef c0 = imul(G, q, wide);
+	LLVMValueRef left = isub(G, cols, c0);
+	LLVMValueRef cnt = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, left, wide, ""), left, wide, "");
+	LLVMValueRef pb = iadd(G, imul(G, q, imul(G, rows, wide)), imul(G, v, wide));
+	j = loop_to(F, &lj, cnt);
+	so = iadd(G, pb, j);
+	store_at(F, n, iadd(G, dst, iadd(G, c0, j)), llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, p, &so, 1, ""), ""));
+	loop_end(F, &lj);
+	loop_end(F, &lp);
+	loop_end(F, &li);
+	llvm.LLVMBuildBr(B, done);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+}
+
 void k_gather(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -135,6 +196,25 @@ void k_gather(Fn *F, Node *n)
 	llvm.LLVMBuildRet(B, gather_oob(F, n, cv, rows));
 	llvm.LLVMPositionBuilderAtEnd(B, cok);
 	loop_end(F, &lc);
+	/* a weight table the instance holds only packed (issue #14): its rows
+	 * out of the panels */
+	LLVMBasicBlockRef join = NULL;
+	if (gather_packed_table(tab)) {
+		LLVMValueRef lay = entry_alloca(F, llvm.LLVMArrayType(G->i64, 2), "packlayout");
+		LLVMValueRef lay0 = llvm.LLVMBuildPointerCast(B, lay, llvm.LLVMPointerType(G->i64, 0), "");
+		LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i32, llvm.LLVMPointerType(G->i64, 0)};
+		LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(B, nptr(F, tab), G->i8p, ""), rows, row,
+		                      ci32(G, tab->dtype == DT_F64 ? 2 : 0), lay0};
+		LLVMValueRef pk = call(G, "nestrt_packed_rows", G->i8p, at, av, 6);
+		LLVMBasicBlockRef yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherpacked");
+		LLVMBasicBlockRef no = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherplain");
+		join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherdone");
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntNE, pk, llvm.LLVMConstPointerNull(G->i8p), ""), yes, no);
+		llvm.LLVMPositionBuilderAtEnd(B, yes);
+		gather_from_panels(F, n, idx, pk, lay0, rows, row);
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, no);
+	}
 	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
 	LLVMValueRef v = gather_index(F, idx, i);
 	LLVMValueRef src = imul(G, v, row), dst = imul(G, i, row);
@@ -142,6 +222,10 @@ void k_gather(Fn *F, Node *n)
 	store_at(F, n, iadd(G, dst, j), load_at(F, tab, iadd(G, src, j)));
 	loop_end(F, &lj);
 	loop_end(F, &li);
+	if (join) {
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, join);
+	}
 }
 
 void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)

@@ -159,6 +159,10 @@ def extremes(nestc, tmp):
         "negative dims": "const D = -4\nparam w: f32[D, D]\n@region\nfn block(x: f32[T, D]) -> f32[T, D] {\n"
                          "  return x + relu(x @ w)\n}\nexport fn forward(x: f32[8, D]) -> f32[8, D] {\n"
                          "  return block(x)\n}\n",
+        # found by make fuzz FUZZ_SECONDS=600: the type of a param that is an array of
+        # length 0 (it has no element) in a message crashed ptree_str
+        "empty param array in a message": "type B = { w: f32[2] }\nparam p: B[0]\n"
+                                          "export fn forward(x: f32[4]) -> f32[4] {\n  return x + relu(p)\n}\n",
     }
     path = os.path.join(tmp, "extreme.nest")
     for name, text in cases.items():

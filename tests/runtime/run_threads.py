@@ -65,10 +65,55 @@ def main():
             "exit %d: %s" % (p.returncode, (p.stdout + p.stderr)[-500:])]
         name = "NESTRT_PROFILE=2, 8 threads on one instance: kernel calls match their variants'"
         print(("FAIL %s: %s" % (name, "; ".join(problems))) if problems else "ok " + name)
+        # weights held once, packed (test_packed.c), with V a multiple of the panel width and not
+        packed_pass, packed_fail = 0, 0
+        for v in (256, 251):
+            p, f = run_packed(nestc, lib, cc, flags, model, d, v)
+            packed_pass += p
+            packed_fail += f
         last = r.stdout.strip().split("\n")[-1].split()
         if len(last) == 4 and last[1] == "passed,":
-            print("%d passed, %d failed" % (int(last[0]) + (not problems), int(last[2]) + bool(problems)))
-        return 1 if problems or r.returncode else 0
+            print("%d passed, %d failed" % (int(last[0]) + (not problems) + packed_pass,
+                                            int(last[2]) + bool(problems) + packed_fail))
+        return 1 if problems or r.returncode or packed_fail else 0
+
+
+def run_packed(nestc, lib, cc, flags, model, d, v):
+    """Build gpt2 and gpt2e (--embed-weights) small with V=v, run test_packed; its
+    passed and failed counts (its own lines go to stdout)."""
+    defs = [x if not x.startswith("V=") else "V=%d" % v for x in SMALL]
+    out, weights = os.path.join(d, "packed-%d" % v), os.path.join(d, "packed-%d.safetensors" % v)
+    steps = [
+        [nestc, "weights", model] + defs + ["--random-weights", "2", "-o", weights],
+        [nestc, "build", model] + defs + ["--no-cache", "-o", out],
+        [nestc, "build", model] + defs + ["--no-cache", "--name", "gpt2e", "--embed-weights", weights, "-o", out],
+    ]
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL V=%d: %s:\n%s" % (v, " ".join(cmd), r.stdout + r.stderr))
+            return 0, 1
+    objs = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".o"))
+    exe = os.path.join(d, "test_packed-%d" % v)
+    cmd = [cc, "-O1", "-g", "-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + out] + flags + [
+        "-o", exe, os.path.join(HERE, "test_packed.c")] + objs + [lib, "-lm", "-lpthread"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL V=%d: %s:\n%s" % (v, " ".join(cmd), r.stdout + r.stderr))
+        return 0, 1
+    L = int([x for x in SMALL if x.startswith("L=")][0][2:])
+    D = int([x for x in SMALL if x.startswith("D=")][0][2:])
+    r = subprocess.run([exe, weights, str(v), str(D), str(4 + 12 * L)], capture_output=True, text=True, timeout=900)
+    lines = r.stdout.strip().split("\n")
+    for line in lines[:-1]:
+        print(line.replace("ok ", "ok V=%d: " % v, 1).replace("FAIL ", "FAIL V=%d: " % v, 1))
+    if r.stderr:
+        sys.stdout.write(r.stderr)
+    last = lines[-1].split() if lines else []
+    if len(last) == 4 and last[1] == "passed,":
+        return int(last[0]), int(last[2]) + (r.returncode != 0 and int(last[2]) == 0)
+    print("FAIL V=%d: test_packed exited with status %d" % (v, r.returncode))
+    return 0, 1
 
 
 def profile_problems(text):

@@ -241,17 +241,27 @@ static void test_weights_good(void)
 	}
 	free(path);
 
-	/* Data section at 8k + 1: every multi-byte tensor is copied to aligned memory. */
+	/* Data section at 8k + 1: read, every tensor goes to a 64-byte boundary
+	 * of its own; mapped (NESTRT_MMAP=1), every multi-byte tensor is copied
+	 * to aligned memory. */
 	path = st_file("skewed.safetensors", good_header, pad_for(good_header, 1), d, sizeof d);
-	w = nestrt_weights_open(path, &err);
-	if (CHECK(w != NULL, "open skewed: %s", err.message)) {
+	for (int mapped = 0; mapped < 2; mapped++) {
+		if (mapped)
+			setenv("NESTRT_MMAP", "1", 1);
+		w = nestrt_weights_open(path, &err);
+		unsetenv("NESTRT_MMAP");
+		if (!CHECK(w != NULL, "open skewed (%s): %s", mapped ? "mapped" : "read", err.message))
+			continue;
 		const void *data[NGOOD], *again[NGOOD];
 		int r = nestrt_weights_bind(w, good_params, NGOOD, data, &err);
 		if (CHECK(r == 0, "bind skewed: %s", err.message)) {
-			check_good_values(data, "skewed file");
+			check_good_values(data, mapped ? "skewed file, mapped" : "skewed file, read");
 			const void *raw;
 			nestrt_weights_info(w, 7, NULL, NULL, &raw, NULL);
-			CHECK(data[0] != raw && (uintptr_t)raw % 4 != 0, "skewed f32 data should be copied");
+			if (mapped)
+				CHECK(data[0] != raw && (uintptr_t)raw % 4 != 0, "skewed f32 data should be copied");
+			else
+				CHECK(data[0] == raw && (uintptr_t)raw % 64 == 0, "skewed f32 data read to an aligned place");
 			nestrt_weights_info(w, 4, NULL, NULL, &raw, NULL); /* "m": bool, 1-byte */
 			CHECK(data[3] == raw, "bool data needs no copy");
 			r = nestrt_weights_bind(w, good_params, NGOOD, again, &err);
@@ -1496,27 +1506,57 @@ static void test_packed_release(void)
 	}
 	fclose(f);
 	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
-	static const int64_t plan[] = {1, 1, -1, 1024, 1024, 48, 0};
-	static const nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan};
-	nestrt_error err = {{0}};
-	nestrt_weights *w = nestrt_weights_open(path, &err);
-	nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
-	if (CHECK(m != NULL, "big model: %s", err.message)) {
-		const float *b = nestrt_model_ctx(m)->params[0];
-		const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
-		CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f, "packed at creation");
-		/* the pages of the unpacked form are given back: they read as zeros */
-		CHECK(b[2048] == 0 && b[4096] == 0, "the unpacked form of a weight only read packed is dropped");
-		const void *data;
-		nestrt_weights_info(w, 0, NULL, NULL, &data, NULL);
-		const float *u = data;
-		int same = 1;
-		for (int i = 0; same && i < 1024 * 1024; i++)
-			same = u[i] == (float)(i % 1000) * 0.25f;
-		CHECK(same, "nestrt_weights_info restores it from the packed copy");
+	/* one packed form: packed where it is read; two: packed copies, and the
+	 * unpacked pages given back */
+	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
+	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
+	for (int two = 0; two < 2; two++) {
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1};
+		nestrt_error err = {{0}};
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+		if (CHECK(m != NULL, "big model: %s", err.message)) {
+			const float *b = nestrt_model_ctx(m)->params[0];
+			const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
+			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f && p[48 * 1024] == 48 * 0.25f,
+			      "packed at creation%s", two ? " (one of two forms)" : "");
+			if (two) {
+				const float *q = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, 1);
+				CHECK(q && q[1] == (float)(1024 % 1000) * 0.25f && q[32] == 0.25f, "packed transposed at creation");
+				/* the pages of the unpacked form are given back: they read as zeros */
+				CHECK(p != b && q != b && b[2048] == 0 && b[4096] == 0,
+				      "the unpacked form of a weight only read packed is dropped");
+			} else {
+				CHECK(p == b, "a weight with one packed form is packed where it was read: no second copy");
+			}
+			const void *data;
+			nestrt_weights_info(w, 0, NULL, NULL, &data, NULL);
+			const float *u = data;
+			int same = 1;
+			for (int i = 0; same && i < 1024 * 1024; i++)
+				same = u[i] == (float)(i % 1000) * 0.25f;
+			CHECK(same, "nestrt_weights_info restores it from the packed copy");
+			p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
+			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f, "and the packed copy stays");
+		}
+		nestrt_model_free(m);
+		nestrt_weights_close(w);
 	}
-	nestrt_model_free(m);
-	nestrt_weights_close(w);
+	/* the tensors are read when the first instance is created: a file cut
+	 * short before then is an error then, not a crash */
+	{
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan1};
+		nestrt_error err = {{0}};
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		int cut = w && truncate(path, 4096) == 0;
+		nestrt_model *m = cut ? nestrt_model_new(&desc, w, &err) : NULL;
+		CHECK(cut && !m && strstr(err.message, "file shrank before it was read"),
+		      "weights cut short between open and the first instance: '%s'", err.message);
+		const void *data = NULL;
+		CHECK(w && nestrt_weights_info(w, 0, NULL, NULL, &data, NULL) == -1, "and nestrt_weights_info's data: -1");
+		nestrt_model_free(m);
+		nestrt_weights_close(w);
+	}
 	unlink(path);
 	free(path);
 }
