@@ -49,6 +49,11 @@ int main(int argc, char **argv)
 		FILE *f = fopen(argv[4], "wb");
 		fwrite(out, sizeof(float), (size_t)(T * V), f);
 		fclose(f);
+		gpt2_seq_free(s);
+		gpt2_free(m);
+		nestrt_weights_close(w);
+		free(tok);
+		free(out);
 		return 0;
 	}
 	int bad = 0;
@@ -122,5 +127,11 @@ int main(int argc, char **argv)
 	gpt2_seq_free(s);
 	gpt2_free(m);
 	nestrt_weights_close(w);
+	free(a);
+	free(a2);
+	free(b);
+	free(c);
+	free(tok);
+	free(out);
 	return bad != 0;
 }

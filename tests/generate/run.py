@@ -45,10 +45,14 @@ def build(model, cfg, out, extra=()):
         raise RuntimeError("nestc build failed: " + r.stderr)
 
 
+# check-asan links the test programs with the sanitizers' runtime
+LINK_FLAGS = os.environ.get("NESTC_TEST_LDFLAGS", "").split()
+
+
 def link(src, objdir, exe, defs=()):
     r = sh(["cc", "-O1", "-I" + os.path.join(ROOT, "runtime"), "-I" + objdir] + list(defs) + [src] +
            sorted(os.path.join(objdir, f) for f in os.listdir(objdir) if f.endswith(".o")) +
-           [LIB, "-lm", "-lpthread", "-ldl", "-o", exe])
+           [LIB, "-lm", "-lpthread", "-ldl"] + LINK_FLAGS + ["-o", exe])
     if r.returncode != 0:
         raise RuntimeError("cc failed: " + r.stderr)
 
@@ -101,7 +105,8 @@ with tempfile.TemporaryDirectory() as work:
                         ' gpt2 *m = gpt2_new(w, &e); gpt2_seq *s = gpt2_seq_new(m, &e);\n'
                         ' int32_t t[%d]; for (int i = 0; i < %d; i++) t[i] = (i * 7 + 1) %% 256;\n'
                         ' static float o[%d]; if (gpt2_prefill(m, s, t, o)) return 1;\n'
-                        ' FILE *f = fopen(v[2], "wb"); fwrite(o, 4, %d, f); fclose(f); return 0; }\n'
+                        ' FILE *f = fopen(v[2], "wb"); fwrite(o, 4, %d, f); fclose(f);\n'
+                        ' gpt2_seq_free(s); gpt2_free(m); nestrt_weights_close(w); return 0; }\n'
                         % (T, T, T * 256, T * 256))
             link(drv, sd, os.path.join(sd, "s"))
             ref_path = os.path.join(sd, "ref.bin")
