@@ -911,6 +911,9 @@ int scalar_of_consts(Node *x, int depth);
 /* A transpose of a matrix that only matmuls read as their right operand: no
  * copy is made, the matmul reads the rows of its input. */
 int virtual_transpose(Graph *g, Node *t);
+/* A slice of a state with run-time size read only by the matmuls right after
+ * it, as their right operand: they read the state in place. */
+int virtual_slice(Graph *g, Node *s);
 
 /* ------------------------------------------------------- codegen/build.c, cache.c */
 

@@ -24,6 +24,41 @@ static int stateful(const Node *n)
 	return n->op == OP_STATE || n->op == OP_STORE || (n->op == OP_INPUT && n->a[1] == 1);
 }
 
+int virtual_slice(Graph *g, Node *s)
+{
+	/* a slice of a state whose size varies at run time (the positions of a
+	 * KV cache so far), read only by matmuls as their right operand right
+	 * after it: they read the state in place (codegen/matmul.c), no copy */
+	if (s->op != OP_SLICE || !dtype_is_float(s->dtype) || s->rank < 3 || !gdyn_has(g, s))
+		return 0;
+	Node *t = s->in[0];
+	if (t->op != OP_STATE && !(t->op == OP_INPUT && t->a[1] == 1))
+		return 0;
+	for (int k = 0; k < s->rank - 2; k++) {
+		/* whole batch axes: start 0, the state's size */
+		if (gdyn_find(g, s->id, 16 + k) || s->a[k] != 0 || gdyn_find(g, s->id, k) || s->shape[k] != t->shape[k])
+			return 0;
+	}
+	for (int j = 0; j < g->noutputs; j++)
+		if (g->outputs[j] == s)
+			return 0;
+	int users = 0;
+	for (int i = s->id + 1; i < g->nnodes; i++) {
+		Node *x = g->nodes[i];
+		for (int k = 0; k < x->nin; k++)
+			if (x->in[k] == s) {
+				if (x->op != OP_MATMUL || k != 1 || x->in[0] == s || x->rank != s->rank || x->in[0]->rank != s->rank)
+					return 0;
+				/* nothing between may write the state */
+				for (int m = s->id + 1; m < i; m++)
+					if (g->nodes[m]->op == OP_STORE || g->nodes[m]->op == OP_CALL)
+						return 0;
+				users++;
+			}
+	}
+	return users > 0;
+}
+
 int virtual_transpose(Graph *g, Node *t)
 {
 	if (t->op == OP_TRANSPOSE && stateful(t->in[0]))
@@ -273,8 +308,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			i = pl->ew_into[i];
 		for (int k = 0; k < x->nin; k++) {
 			Node *in = x->in[k];
-			/* a matmul reads a virtual transpose's input itself */
-			if (virtual_transpose(g, in))
+			/* a matmul reads a virtual transpose's or slice's input itself */
+			if (virtual_transpose(g, in) || virtual_slice(g, in))
 				in = in->in[0];
 			int r = root[in->id];
 			if (last[r] < i)
@@ -335,6 +370,12 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		case OP_TRANSPOSE:
 			if (virtual_transpose(g, x)) {
 				pl->kind[i] = BUF_NONE; /* read in place by the matmuls that use it */
+				continue;
+			}
+			break;
+		case OP_SLICE:
+			if (virtual_slice(g, x)) {
+				pl->kind[i] = BUF_NONE;
 				continue;
 			}
 			break;

@@ -194,6 +194,10 @@ typedef struct Fn {
 	LLVMValueRef par_lo, par_hi; /* in a pool task: the range of the kernel's outermost loop */
 	int64_t ws_need;         /* own + callees */
 	LLVMValueRef kp_on;      /* NESTRT_PROFILE=2 in this call: time each kernel */
+	/* a matmul reading its right operand through a virtual slice (plan.c):
+	 * the sliced tensor's storage and its row length, for mm_panel */
+	Node *bview;
+	LLVMValueRef bview_ldb;
 } Fn;
 
 struct Gen {

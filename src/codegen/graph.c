@@ -547,7 +547,10 @@ static void emit_graph_body(Fn *F)
 				kernel(F, n, k_transpose);
 			break;
 		case OP_CONCAT: k_concat(F, n); break;
-		case OP_SLICE: kernel(F, n, k_slice); break;
+		case OP_SLICE:
+			if (!virtual_slice(g, n))
+				kernel(F, n, k_slice);
+			break;
 		case OP_EXPAND: k_expand(F, n); break;
 		case OP_GATHER: k_gather(F, n); break;
 		case OP_CAUSAL_MASK: kernel(F, n, k_causal_mask); break;

@@ -304,7 +304,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		llvm.LLVMPositionBuilderAtEnd(B, vec);
 		LLVMValueRef kp = loop_to(F, &lp, K);
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef so = iadd(G, elem_off(G, ob, kp, Nn), iadd(G, cw, ci64(G, v * vw)));
+			LLVMValueRef so = iadd(G, elem_off(G, ob, kp, F->bview ? F->bview_ldb : Nn), iadd(G, cw, ci64(G, v * vw)));
 			LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), vpt, ""), "");
 			llvm.LLVMSetAlignment(x, (unsigned)dtype_size(n->dtype));
 			LLVMValueRef dof = iadd(G, imul(G, kp, wide), ci64(G, v * vw));
@@ -318,7 +318,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		LLVMValueRef c = loop_to(F, &lc, wide);
 		LLVMValueRef col = iadd(G, cw, c);
 		LLVMValueRef in = llvm.LLVMBuildICmp(B, LLVMIntSLT, col, Nn, "");
-		LLVMValueRef so = iadd(G, elem_off(G, ob, k2, Nn), llvm.LLVMBuildSelect(B, in, col, lastcol, ""));
+		LLVMValueRef so = iadd(G, elem_off(G, ob, k2, F->bview ? F->bview_ldb : Nn), llvm.LLVMBuildSelect(B, in, col, lastcol, ""));
 		LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, bbase, &so, 1, ""), "");
 		LLVMValueRef dof = iadd(G, imul(G, k2, wide), c);
 		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, in, x, zero, ""), llvm.LLVMBuildGEP2(B, et, buf, &dof, 1, ""));
@@ -485,7 +485,7 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	}
 	Loop lw;
 	LLVMValueRef jw = loop_to(F, &lw, npanels);
-	mm_panel(F, n, a, nptr(F, b), packed, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
+	mm_panel(F, n, a, F->bview ? nptr(F, F->bview) : nptr(F, b), packed, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
 	loop_end(F, &lw);
 }
 
@@ -533,6 +533,18 @@ void k_matmul(Fn *F, Node *n)
 	/* batch strides (elements) of a, b and the result */
 	LLVMValueRef sa[MAX_RANK], sb[MAX_RANK], so[MAX_RANK];
 	LLVMValueRef mat_a = imul(G, M, K), mat_b = imul(G, K, Nn), mat_o = imul(G, M, Nn);
+	/* b a virtual slice of a state (plan.c): read in place, the sliced
+	 * tensor's strides, from the slice's start */
+	Node *bv = fl && b->rank >= 3 && virtual_slice(F->g, b) ? b->in[0] : NULL;
+	LLVMValueRef bstart = NULL;
+	if (bv) {
+		LLVMValueRef st[MAX_RANK];
+		strides(F, bv, bv->rank, NULL, st);
+		bstart = ci64(G, 0);
+		for (int k = 0; k < bv->rank; k++)
+			bstart = elem_off(G, bstart, attrv(F, b, k), st[k]);
+		mat_b = imul(G, dimv(F, bv, bv->rank - 2), dimv(F, bv, bv->rank - 1));
+	}
 	LLVMValueRef ra = mat_a, rb = mat_b, ro = mat_o;
 	for (int k = batch - 1; k >= 0; k--) {
 		int ia = k - (batch - (a->rank - 2)), ib = k - (batch - (b->rank - 2));
@@ -544,7 +556,7 @@ void k_matmul(Fn *F, Node *n)
 		if (ia >= 0 && a->rank > 2)
 			ra = imul(G, ra, dimv(F, a, ia));
 		if (ib >= 0 && b->rank > 2)
-			rb = imul(G, rb, dimv(F, b, ib));
+			rb = imul(G, rb, dimv(F, bv ? bv : b, ib));
 		ro = imul(G, ro, dimv(F, n, k));
 	}
 	/* batched without broadcasting (attention's heads): one task per matrix */
@@ -556,7 +568,7 @@ void k_matmul(Fn *F, Node *n)
 		return;
 	}
 	Loop bl[MAX_RANK];
-	LLVMValueRef oa = ci64(G, 0), ob = ci64(G, 0), oo = ci64(G, 0);
+	LLVMValueRef oa = ci64(G, 0), ob = bstart ? bstart : ci64(G, 0), oo = ci64(G, 0);
 	for (int k = 0; k < batch; k++) {
 		LLVMValueRef i = loop_to(F, &bl[k], dimv(F, n, k));
 		oa = elem_off(G, oa, i, sa[k]);
@@ -565,7 +577,10 @@ void k_matmul(Fn *F, Node *n)
 	}
 	if (fl && b->rank != 1) {
 		int plain = batch == 0 && !(F->v && F->v->ndyn) && !gdyn_has(F->g, b);
-		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain, 0, plain ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
+		F->bview = bv;
+		F->bview_ldb = bv ? dimv(F, bv, bv->rank - 1) : NULL;
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain && !bv, 0, plain && !bv ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
+		F->bview = NULL;
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
 		return;
