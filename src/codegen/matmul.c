@@ -577,10 +577,41 @@ void k_matmul(Fn *F, Node *n)
 	}
 	if (fl && b->rank != 1) {
 		int plain = batch == 0 && !(F->v && F->v->ndyn) && !gdyn_has(F->g, b);
+		LLVMBasicBlockRef after = NULL;
+		if (!plain && fn_dynamic(F)) {
+			/* one row at run time (a decode step's attention): a plain row
+			 * times B, read once in place, no packing */
+			LLVMBasicBlockRef one = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvone");
+			LLVMBasicBlockRef many = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvmany");
+			after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvdone");
+			llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, M, ci64(G, 1), ""), one, many);
+			llvm.LLVMPositionBuilderAtEnd(B, one);
+			Node *bn = bv ? bv : b;
+			LLVMValueRef ldb = bv ? dimv(F, bv, bv->rank - 1) : Nn;
+			Loop lz, lk, lj;
+			LLVMValueRef z = loop_to(F, &lz, Nn);
+			store_at(F, n, iadd(G, oo, z), fconst(G, dt, 0));
+			loop_end(F, &lz);
+			LLVMValueRef kk = loop_to(F, &lk, K);
+			LLVMValueRef aik = load_at(F, a, iadd(G, oa, kk));
+			LLVMValueRef brow = elem_off(G, ob, kk, ldb);
+			LLVMValueRef j = loop_to(F, &lj, Nn);
+			LLVMValueRef oidx = iadd(G, oo, j);
+			LLVMValueRef prod = llvm.LLVMBuildFMul(B, aik, load_at(F, bn, iadd(G, brow, j)), "");
+			store_at(F, n, oidx, llvm.LLVMBuildFAdd(B, load_at(F, n, oidx), prod, ""));
+			loop_end(F, &lj);
+			loop_end(F, &lk);
+			llvm.LLVMBuildBr(B, after);
+			llvm.LLVMPositionBuilderAtEnd(B, many);
+		}
 		F->bview = bv;
 		F->bview_ldb = bv ? dimv(F, bv, bv->rank - 1) : NULL;
 		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain && !bv, 0, plain && !bv ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
 		F->bview = NULL;
+		if (after) {
+			llvm.LLVMBuildBr(B, after);
+			llvm.LLVMPositionBuilderAtEnd(B, after);
+		}
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
 		return;
