@@ -2797,6 +2797,9 @@ static int pool_by_taps(Ctx *c, NodeIO *io, Val *x, int is_max, int incl, const 
 	if (taps > 64)
 		return node_err(c, 1, "a pooling window of %lld taps with dilation or 3 spatial axes is not supported",
 		                (long long)taps), -1;
+	int want_idx = is_max && io->n->n_output > 1 && io->n->output[1] && *io->n->output[1];
+	int colmajor = (int)attr_i(io->n, "storage_order", 0);
+	char *idx = NULL;
 	char *xp = padnd(c, ref(c, x), x->dt, x->rank, x->shape, lo, hi, is_max ? "-inf" : "0.0");
 	int64_t psh[MAX_RANK];
 	memcpy(psh, x->shape, sizeof psh);
@@ -2830,12 +2833,58 @@ static int pool_by_taps(Ctx *c, NodeIO *io, Val *x, int is_max, int incl, const 
 			}
 			cur = c->vals[c->nvals - 1];
 		}
+		if (want_idx) {
+			/* the flat input position each output reads at this tap (NCHW order) */
+			int64_t osh2[MAX_RANK];
+			osh2[0] = x->shape[0];
+			osh2[1] = x->shape[1];
+			for (int d = 0; d < ns; d++)
+				osh2[2 + d] = out[d];
+			Val *tv = new_val(c, "", DT_I64, x->rank, osh2);
+			free(tv->name);
+			tv->name = xasprintf("%s.tap%lld", out_name(io, 1), (long long)t);
+			val_alloc(tv);
+			int64_t pos[MAX_RANK];
+			for (int64_t q = 0; q < tv->n; q++) {
+				unravel(q, x->rank, osh2, pos);
+				int64_t pp[MAX_RANK], sp = 0, area = 1;
+				for (int d = 0; d < ns; d++) {
+					pp[d] = pos[2 + d] * st[d] + off[d] * dil[d] - lo[d];
+					pp[d] = pp[d] < 0 ? 0 : pp[d] >= x->shape[2 + d] ? x->shape[2 + d] - 1 : pp[d];
+					area *= x->shape[2 + d];
+				}
+				/* storage_order 1: the spatial position in column-major order */
+				for (int e = 0; e < ns; e++) {
+					int d = colmajor ? ns - 1 - e : e;
+					sp = sp * x->shape[2 + d] + pp[d];
+				}
+				tv->i[q] = (pos[0] * x->shape[1] + pos[1]) * area + sp;
+			}
+			char *ti = xstrdup(ref(c, tv));
+			char *nidx = !idx ? xstrdup(ti) : tmp(c, "where(%s > %s, %s, %s)", cur->id, acc, ti, idx);
+			free(ti);
+			free(idx);
+			idx = nidx;
+		}
 		char *nacc = !acc ? xstrdup(cur->id)
 		                  : tmp(c, is_max ? "maximum(%s, %s)" : "%s + %s", acc, cur->id);
 		free(acc);
 		acc = nacc;
 	}
 	free(xp);
+	if (want_idx) {
+		int64_t ish[MAX_RANK];
+		ish[0] = x->shape[0];
+		ish[1] = x->shape[1];
+		for (int d = 0; d < ns; d++)
+			ish[2 + d] = out[d];
+		Val *iv = def(c, io, 1, DT_I64, x->rank, ish, "%s", idx);
+		free(idx);
+		if (!iv) {
+			free(acc);
+			return -1;
+		}
+	}
 	int64_t osh[MAX_RANK];
 	osh[0] = x->shape[0];
 	osh[1] = x->shape[1];
@@ -2882,8 +2931,9 @@ static int tr_pool(Ctx *c, NodeIO *io, int is_max)
 	Val *x0 = in_(io, 0);
 	if (!x0)
 		return node_err(c, 0, "needs an input"), -1;
-	if (io->n->n_output > 1)
-		return node_err(c, 1, "the Indices output is not supported"), -1;
+	int want_idx = io->n->n_output > 1 && io->n->output[1] && *io->n->output[1];
+	if (want_idx && !is_max)
+		return node_err(c, 0, "AveragePool has no Indices output"), -1;
 	if (x0->rank < 3)
 		return node_err(c, 0, "input of rank %d", x0->rank), -1;
 	if (!dtype_is_float(x0->dt) && (!is_max || x0->dt == DT_BOOL))
@@ -2914,7 +2964,7 @@ static int tr_pool(Ctx *c, NodeIO *io, int is_max)
 	int dilated = 0;
 	for (int d = 0; d < gdn; d++)
 		dilated |= gd[d] != 1;
-	if (x0->rank > 4 || dilated) {
+	if (x0->rank > 4 || dilated || want_idx) {
 		int ns = x0->rank - 2;
 		int64_t k[MAX_RANK], st[MAX_RANK], dl[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], out[MAX_RANK], t[2 * MAX_RANK + 1];
 		int64_t xhi[MAX_RANK];
@@ -2956,7 +3006,7 @@ static int tr_pool(Ctx *c, NodeIO *io, int is_max)
 			if (need > 0)
 				hi[d] += need;
 		}
-		if (attr_i(io->n, "storage_order", 0))
+		if (attr_i(io->n, "storage_order", 0) && !want_idx)
 			return node_err(c, 1, "storage_order=1 is not supported"), -1;
 		return pool_by_taps(c, io, x0, is_max, (int)attr_i(io->n, "count_include_pad", 0), k, st, dl, lo, hi, xhi,
 		                    out);
