@@ -559,6 +559,50 @@ void k_matmul(Fn *F, Node *n)
 			rb = imul(G, rb, dimv(F, bv ? bv : b, ib));
 		ro = imul(G, ro, dimv(F, n, k));
 	}
+	/* one row per head at run time (a decode step's attention): the heads on
+	 * the pool, each a row times its B read once in place */
+	LLVMBasicBlockRef mv_after = NULL;
+	Node *bn = bv ? bv : b;
+	if (fl && b->rank == 3 && n->rank == 3 && a->rank == 3 && batch == 1 && node_dynamic(F, n) &&
+	    !gdyn_find(F->g, n->id, 0) && !gdyn_find(F->g, a->id, 0) && !gdyn_find(F->g, b->id, 0) &&
+	    a->shape[0] == n->shape[0] && b->shape[0] == n->shape[0] && n->shape[0] > 1) {
+		LLVMBasicBlockRef one = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvheads");
+		LLVMBasicBlockRef rest = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvrest");
+		mv_after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvheadsdone");
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, M, ci64(G, 1), ""), one, rest);
+		llvm.LLVMPositionBuilderAtEnd(B, one);
+		LLVMValueRef vals[8] = {
+			llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bn), G->i64, ""),
+			llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), K, Nn, bv ? dimv(F, bv, bv->rank - 1) : Nn, sb[0],
+			bstart ? bstart : ci64(G, 0),
+		};
+		Fn T;
+		LLVMValueRef got[8];
+		Task tk = task_begin(F, &T, "mv", vals, 8, got);
+		LLVMTypeRef ept = llvm.LLVMPointerType(elem_t(G, dt), 0);
+		T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
+		T.ptr[bn->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
+		T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
+		Loop lt, lz, lk, lj;
+		LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+		LLVMValueRef ta = imul(G, t, got[3]), tb0 = iadd(G, got[7], imul(G, t, got[6])), to = imul(G, t, got[4]);
+		LLVMValueRef z = loop_to(&T, &lz, got[4]);
+		store_at(&T, n, iadd(G, to, z), fconst(G, dt, 0));
+		loop_end(&T, &lz);
+		LLVMValueRef kk = loop_to(&T, &lk, got[3]);
+		LLVMValueRef aik = load_at(&T, a, iadd(G, ta, kk));
+		LLVMValueRef brow = elem_off(G, tb0, kk, got[5]);
+		LLVMValueRef j = loop_to(&T, &lj, got[4]);
+		LLVMValueRef oidx = iadd(G, to, j);
+		LLVMValueRef prod = llvm.LLVMBuildFMul(B, aik, load_at(&T, bn, iadd(G, brow, j)), "");
+		store_at(&T, n, oidx, llvm.LLVMBuildFAdd(B, load_at(&T, n, oidx), prod, ""));
+		loop_end(&T, &lj);
+		loop_end(&T, &lk);
+		loop_end(&T, &lt);
+		task_end(F, &T, &tk, ci64(G, n->shape[0]));
+		llvm.LLVMBuildBr(B, mv_after);
+		llvm.LLVMPositionBuilderAtEnd(B, rest);
+	}
 	/* batched without broadcasting (attention's heads): one task per matrix */
 	if (batch > 0 && matmul_pooled(n, node_dynamic(F, n))) {
 		LLVMValueRef nb = ci64(G, 1);
@@ -614,6 +658,10 @@ void k_matmul(Fn *F, Node *n)
 		}
 		for (int k = batch - 1; k >= 0; k--)
 			loop_end(F, &bl[k]);
+		if (mv_after) {
+			llvm.LLVMBuildBr(B, mv_after);
+			llvm.LLVMPositionBuilderAtEnd(B, mv_after);
+		}
 		return;
 	}
 	LLVMValueRef zero = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
