@@ -154,10 +154,14 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		if (m->op != OP_MATMUL || !dtype_is_float(m->dtype))
 			continue;
 		int two = m->rank == 2 && m->in[0]->rank == 2 && m->in[1]->rank == 2;
-		if (!two && !(m->rank > 2 && matmul_pooled(m, dynamic)))
+		/* batched: without broadcasting (with run-time dims, its batch axes
+		 * known: the loop over them applies the epilogue per matrix) */
+		if (!two && !(m->rank > 2 && matmul_pooled(m, 0)))
 			continue;
-		/* with run-time dims, a 2-D matmul whose right operand is a known weight */
-		if (dynamic && (!two || gdyn_has(g, m->in[1])))
+		for (int k = 0; dynamic && k < m->rank - 2; k++)
+			if (gdyn_find(g, m->id, k))
+				two = -1;
+		if (two < 0)
 			continue;
 		/* the shape the chain has: the matmul's, or that of the one reshape
 		 * that unfolds its rows (values.c, fold_rows), whose elements are
@@ -175,7 +179,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 			}
 			int r = sh->rank;
 			if (!e || !epilogue_op(e->op) || e->dtype != m->dtype || !same_shape(g, e, r, sh->shape, sh) ||
-			    (sh != m && e->op == OP_CAUSAL_MASK) || (dynamic && e->op == OP_CAUSAL_MASK))
+			    (sh != m && e->op == OP_CAUSAL_MASK))
 				break;
 			if (e->nin == 2) {
 				Node *c = view ? view : cur;

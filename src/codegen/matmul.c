@@ -564,6 +564,7 @@ void k_matmul(Fn *F, Node *n)
 	LLVMBasicBlockRef mv_after = NULL;
 	Node *bn = bv ? bv : b;
 	if (fl && b->rank == 3 && n->rank == 3 && a->rank == 3 && batch == 1 && node_dynamic(F, n) &&
+	    F->plan->epi_next[n->id] < 0 &&
 	    !gdyn_find(F->g, n->id, 0) && !gdyn_find(F->g, a->id, 0) && !gdyn_find(F->g, b->id, 0) &&
 	    a->shape[0] == n->shape[0] && b->shape[0] == n->shape[0] && n->shape[0] > 1) {
 		LLVMBasicBlockRef one = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvheads");
@@ -645,6 +646,8 @@ void k_matmul(Fn *F, Node *n)
 			store_at(F, n, oidx, llvm.LLVMBuildFAdd(B, load_at(F, n, oidx), prod, ""));
 			loop_end(F, &lj);
 			loop_end(F, &lk);
+			/* the fused epilogue (scale, causal mask, ...) over the row */
+			mm_epilogue_apply(F, n, ci64(G, 1), Nn, oo, ci64(G, 0), Nn);
 			llvm.LLVMBuildBr(B, after);
 			llvm.LLVMPositionBuilderAtEnd(B, many);
 		}
