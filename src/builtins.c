@@ -512,6 +512,11 @@ static Value *b_split(LowerCtx *x, Args *a)
 		return VERR;
 	int64_t parts, axis;
 	int ax;
+	if (a->npos < 2) {
+		/* split(x, axis=-1): the count of arguments is right, the parts are missing */
+		error_at(x->d, a->call->loc, "split() takes the number of parts as its second argument");
+		return VERR;
+	}
 	if (!ct_int(x, a->pos[1], a->posloc[1], "the number of parts of split()", &parts))
 		return VERR;
 	if (!int_opt(x, a, 2, "axis", 0, &axis) || !norm_axis(x, axis, t->rank, arg_loc(a, 2, "axis"), &ax))

@@ -163,6 +163,10 @@ def extremes(nestc, tmp):
         # length 0 (it has no element) in a message crashed ptree_str
         "empty param array in a message": "type B = { w: f32[2] }\nparam p: B[0]\n"
                                           "export fn forward(x: f32[4]) -> f32[4] {\n  return x + relu(p)\n}\n",
+        # found by make fuzz FUZZ_SECONDS=600: split() with its axis named and no parts read
+        # a missing second argument
+        "split without parts": "export fn forward(x: f32[4]) -> f32[4] {\n  let a, b = split(x, axis=-1)\n"
+                               "  return a\n}\n",
     }
     path = os.path.join(tmp, "extreme.nest")
     for name, text in cases.items():
