@@ -3,6 +3,8 @@
  * errors raised by compiled code. */
 #include "internal.h"
 
+#include <sys/mman.h>
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,37 @@ static pthread_once_t atexit_once = PTHREAD_ONCE_INIT;
 /* How deep this thread is in nestrt_call, so nested calls are not counted
  * twice in the total. */
 static _Thread_local int call_depth;
+
+/* Workspaces: a large one is mapped, zero pages that take memory only where
+ * a call touches them (an instance whose entries take prompts of up to
+ * CTX tokens does not hold their buffers until a call needs them); a small
+ * one comes from the heap. Either way it starts zeroed. */
+#define WS_MAP_MIN ((size_t)1 << 20)
+
+static size_t ws_bytes(size_t ws)
+{
+	return ws ? (ws + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : WS_ALIGN;
+}
+
+static char *ws_alloc(size_t alloc)
+{
+	if (alloc >= WS_MAP_MIN) {
+		void *p = mmap(NULL, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	char *p = aligned_alloc(WS_ALIGN, alloc);
+	if (p)
+		memset(p, 0, alloc);
+	return p;
+}
+
+static void ws_free(char *p, size_t alloc)
+{
+	if (p && alloc >= WS_MAP_MIN)
+		munmap(p, alloc);
+	else
+		free(p);
+}
 
 static uint64_t now_nanos(void)
 {
@@ -290,14 +323,13 @@ nestrt_ctx *nestrt_ctx_new(const char *model, const nestrt_slot *slots, int nslo
 		goto fail;
 	}
 	/* Rounded up to the alignment, as aligned_alloc requires; at least one line. */
-	size_t alloc = ws_size ? (ws_size + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : WS_ALIGN;
-	x->ws = aligned_alloc(WS_ALIGN, alloc);
+	size_t alloc = ws_bytes(ws_size);
+	x->ws = ws_alloc(alloc);
 	if (!x->ws) {
 		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes", model ? model : "model",
 		               ws_size);
 		goto fail;
 	}
-	memset(x->ws, 0, alloc);
 	x->ws_size = ws_size;
 	const char *env = getenv("NESTRT_PROFILE");
 	x->profile = env && strcmp(env, "1") == 0 ? 1 : env && strcmp(env, "2") == 0 ? 2 : 0;
@@ -346,7 +378,7 @@ void nestrt_ctx_free(nestrt_ctx *x)
 	free(x->params);
 	free(x->calls);
 	free(x->nanos);
-	free(x->ws);
+	ws_free(x->ws, ws_bytes(x->ws_size));
 	free(c->kstats);
 	free(c);
 }
@@ -354,15 +386,14 @@ void nestrt_ctx_free(nestrt_ctx *x)
 nestrt_ctx *nestrt__ctx_clone(nestrt_ctx *parent, nestrt_error *err)
 {
 	Ctx *c = calloc(1, sizeof *c);
-	size_t ws = parent->ws_size, alloc = ws ? (ws + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN : WS_ALIGN;
-	char *mem = c ? aligned_alloc(WS_ALIGN, alloc) : NULL;
+	size_t ws = parent->ws_size, alloc = ws_bytes(ws);
+	char *mem = c ? ws_alloc(alloc) : NULL;
 	if (!mem) {
 		free(c);
 		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes",
 		               parent->model ? parent->model : "model", ws);
 		return NULL;
 	}
-	memset(mem, 0, alloc);
 	/* the same params, table and counters; a workspace and error of its own */
 	c->pub.params = parent->params;
 	c->pub.slots = parent->slots;
@@ -381,7 +412,7 @@ void nestrt__ctx_clone_free(nestrt_ctx *x)
 {
 	if (!x)
 		return;
-	free(x->ws);
+	ws_free(x->ws, ws_bytes(x->ws_size));
 	free(x);
 }
 
