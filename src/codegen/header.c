@@ -52,6 +52,29 @@ static void arg_macro(char *up, size_t n, const char *name, Entry *en, int k, co
 			*c = (char)(*c - 'a' + 'A');
 }
 
+/* An entry's C prototype: the model, the sequence (if it has state), the
+ * run-time dims, the inputs, the results. */
+static void prototype(Buf *b, const char *name, Entry *en)
+{
+	Graph *g = en->g;
+	buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
+	if (en->uses_state)
+		buf_printf(b, ", %s_seq *s", name);
+	for (int j = 0; j < en->ndims; j++)
+		buf_printf(b, ", int64_t %s", en->dim_names[j]);
+	for (int i = 0; i < g->ninputs; i++) {
+		char pn[300];
+		buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
+	}
+	for (int j = 0; j < g->noutputs; j++) {
+		if (g->noutputs == 1)
+			buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
+		else
+			buf_printf(b, ", %s *out%d", c_type(g->outputs[j]->dtype), j);
+	}
+	buf_puts(b, ");\n\n");
+}
+
 /* A dimension or element count as a C expression of the run-time dims. */
 static void c_affine(Buf *b, const Affine *f, Entry *en)
 {
@@ -131,22 +154,7 @@ static void dyn_entry_text(Program *p, Buf *b, const char *name, Entry *en)
 			buf_puts(b, ")\n");
 		}
 	}
-	buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
-	if (en->uses_state)
-		buf_printf(b, ", %s_seq *s", name);
-	for (int j = 0; j < en->ndims; j++)
-		buf_printf(b, ", int64_t %s", en->dim_names[j]);
-	for (int i = 0; i < g->ninputs; i++) {
-		char pn[300];
-		buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
-	}
-	for (int j = 0; j < g->noutputs; j++) {
-		if (g->noutputs == 1)
-			buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
-		else
-			buf_printf(b, ", %s *out%d", c_type(g->outputs[j]->dtype), j);
-	}
-	buf_puts(b, ");\n\n");
+	prototype(b, name, en);
 }
 
 void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
@@ -232,18 +240,7 @@ void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 				buf_printf(b, "#define %s INT64_C(%lld)\n", up, (long long)v->shape[i]);
 			}
 		}
-		buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
-		for (int i = 0; i < g->ninputs; i++) {
-			char pn[300];
-			buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
-		}
-		for (int j = 0; j < g->noutputs; j++) {
-			if (g->noutputs == 1)
-				buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
-			else
-				buf_printf(b, ", %s *out%d", c_type(g->outputs[j]->dtype), j);
-		}
-		buf_puts(b, ");\n\n");
+		prototype(b, name, en);
 	}
 	buf_printf(b, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
 }
