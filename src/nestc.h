@@ -901,7 +901,7 @@ Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
 /* A float matmul whose panels (2-D) or matrices (a batch without
  * broadcasting) run as pool tasks, with packing buffers of their own; the
  * others pack into the scratch area of the workspace. */
-int matmul_pooled(Node *x, int dynamic);
+int matmul_pooled(Graph *g, Node *x, int dynamic);
 /* The most tensors one loop of elementwise ops (op_elementwise) reads when
  * ops are made inline (plan.c). */
 #define EW_LEAVES 12

@@ -156,7 +156,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		int two = m->rank == 2 && m->in[0]->rank == 2 && m->in[1]->rank == 2;
 		/* batched: without broadcasting (with run-time dims, its batch axes
 		 * known: the loop over them applies the epilogue per matrix) */
-		if (!two && !(m->rank > 2 && matmul_pooled(m, 0)))
+		if (!two && !(m->rank > 2 && matmul_pooled(g, m, 0)))
 			continue;
 		for (int k = 0; dynamic && k < m->rank - 2; k++)
 			if (gdyn_find(g, m->id, k))
@@ -250,7 +250,7 @@ static void plan_elementwise(Graph *g, Plan *pl, int dynamic)
 	free(leaves);
 }
 
-int matmul_pooled(Node *x, int dynamic)
+int matmul_pooled(Graph *g, Node *x, int dynamic)
 {
 	if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || dynamic)
 		return 0;
@@ -262,8 +262,11 @@ int matmul_pooled(Node *x, int dynamic)
 		return 1;
 	if (a->rank != x->rank || b->rank != x->rank)
 		return 0;
+	/* with an entry's run-time dims, the batch axes must be known (the rows,
+	 * columns and depth of each matrix go to the tasks at run time) */
 	for (int k = 0; k < batch; k++)
-		if (a->shape[k] != x->shape[k] || b->shape[k] != x->shape[k])
+		if (a->shape[k] != x->shape[k] || b->shape[k] != x->shape[k] || gdyn_find(g, x->id, k) ||
+		    gdyn_find(g, a->id, k) || gdyn_find(g, b->id, k))
 			return 0;
 	return 1;
 }
@@ -441,7 +444,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
 		/* pool tasks pack on their own stacks */
-		if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || matmul_pooled(x, max_numel != NULL))
+		if (x->op != OP_MATMUL || !dtype_is_float(x->dtype) || matmul_pooled(g, x, max_numel != NULL))
 			continue;
 		Node *a = x->in[0];
 		int64_t k = g->ngdyn ? gdyn_max_field(g, a, a->rank - 1) : max_numel ? max_numel[a->id] : a->shape[a->rank - 1];

@@ -379,11 +379,15 @@ Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, L
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	Task t;
-	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nvals);
+	/* an entry's run-time dims go along as the last word, so that the task's
+	 * shapes and attributes (dimv, attrv) read them as the caller's do */
+	int nenv = nvals + (F->dims != NULL);
+	LLVMTypeRef env_t = llvm.LLVMArrayType(G->i64, (unsigned)nenv);
 	t.env = entry_alloca(F, env_t, "taskenv");
-	for (int i = 0; i < nvals; i++) {
+	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		llvm.LLVMBuildStore(B, vals[i], llvm.LLVMBuildGEP2(B, env_t, t.env, ix, 2, ""));
+		LLVMValueRef x = i < nvals ? vals[i] : llvm.LLVMBuildPtrToInt(B, F->dims, G->i64, "");
+		llvm.LLVMBuildStore(B, x, llvm.LLVMBuildGEP2(B, env_t, t.env, ix, 2, ""));
 	}
 	LLVMTypeRef tt_args[3] = {G->i8p, G->i64, G->i64};
 	LLVMTypeRef task_t = llvm.LLVMFunctionType(llvm.LLVMVoidTypeInContext(G->C), tt_args, 3, 0);
@@ -399,9 +403,13 @@ Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, L
 	LLVMBasicBlockRef start = llvm.LLVMAppendBasicBlockInContext(G->C, t.fn, "start");
 	llvm.LLVMPositionBuilderAtEnd(B, T->entry);
 	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(t.fn, 0), llvm.LLVMPointerType(env_t, 0), "");
-	for (int i = 0; i < nvals; i++) {
+	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
-		got[i] = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
+		if (i < nvals)
+			got[i] = x;
+		else
+			T->dims = llvm.LLVMBuildIntToPtr(B, x, llvm.LLVMPointerType(G->i64, 0), "dims");
 	}
 	/* allocas stay in the entry block, before this branch */
 	llvm.LLVMBuildBr(B, start);

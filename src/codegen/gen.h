@@ -198,6 +198,7 @@ typedef struct Fn {
 	 * the sliced tensor's storage and its row length, for mm_panel */
 	Node *bview;
 	LLVMValueRef bview_ldb;
+	LLVMValueRef bview_batch, bview_start; /* for mm_pool's matrices: their stride, the first one's start */
 } Fn;
 
 struct Gen {

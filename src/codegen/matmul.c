@@ -392,7 +392,10 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	Node *ops[8], *other[8];
 	int first[8];
 	int nepi = mm_epilogue(F, n, ops, other, first);
-	int nenv = 8 + nepi;
+	/* B through a virtual slice (MM_BATCH): its storage, row length, matrix
+	 * stride and start go along after the epilogue's operands */
+	Node *bv = what == MM_BATCH ? F->bview : NULL;
+	int nenv = 8 + nepi + (bv ? 3 : 0);
 	/* with pre-packed panels a task takes a run of them (3 runs a thread,
 	 * as even as can be), so that the next panel it prefetches is its own;
 	 * else a panel a task, which balances the threads best */
@@ -405,22 +408,31 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		parts = llvm.LLVMBuildSelect(B, have, runs, ntasks, "");
 		ntasks = parts;
 	}
-	LLVMValueRef vals[8 + 8] = {
-		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, b), G->i64, ""),
+	LLVMValueRef vals[8 + 8 + 3] = {
+		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bv ? bv : b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
 		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), parts,
 	};
 	for (int i = 0; i < nepi; i++)
 		vals[8 + i] = other[i] && !scalar_of_consts(other[i], 0) ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
 		                                                   : ci64(G, 0);
+	if (bv) {
+		vals[8 + nepi] = F->bview_ldb;
+		vals[9 + nepi] = F->bview_batch;
+		vals[10 + nepi] = F->bview_start;
+	}
 	Fn T;
-	LLVMValueRef got[8 + 8];
+	LLVMValueRef got[8 + 8 + 3];
 	Task tk = task_begin(F, &T, "mm", vals, nenv, got);
 	for (int i = 0; i < nepi; i++)
 		if (other[i] && !scalar_of_consts(other[i], 0))
 			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
 	T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
-	T.ptr[b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
+	T.ptr[bv ? bv->id : b->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
+	if (bv) {
+		T.bview = bv;
+		T.bview_ldb = got[8 + nepi];
+	}
 	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
 	LLVMValueRef tpk = packed ? llvm.LLVMBuildIntToPtr(B, got[6], G->i8p, "packed") : NULL;
 	int mr, nv;
@@ -448,7 +460,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		loop_end(&T, &lp);
 	} else {
 		LLVMValueRef oa = imul(G, t, imul(G, got[3], got[4]));
-		LLVMValueRef ob = imul(G, t, imul(G, got[4], got[5]));
+		LLVMValueRef ob = bv ? iadd(G, got[10 + nepi], imul(G, t, got[9 + nepi])) : imul(G, t, imul(G, got[4], got[5]));
 		LLVMValueRef oo = imul(G, t, imul(G, got[3], got[5]));
 		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
 	}
@@ -604,12 +616,25 @@ void k_matmul(Fn *F, Node *n)
 		llvm.LLVMBuildBr(B, mv_after);
 		llvm.LLVMPositionBuilderAtEnd(B, rest);
 	}
-	/* batched without broadcasting (attention's heads): one task per matrix */
-	if (batch > 0 && matmul_pooled(n, node_dynamic(F, n))) {
+	/* batched without broadcasting (attention's heads): one task per matrix;
+	 * with run-time dims too when the batch axes are known, B read in place
+	 * when it is a slice of a state (a prefill's attention over the cache) */
+	if (batch > 0 && (!bv || batch == 1) && matmul_pooled(F->g, n, F->v && F->v->ndyn && node_dynamic(F, n))) {
 		LLVMValueRef nb = ci64(G, 1);
 		for (int k = 0; k < batch; k++)
 			nb = imul(G, nb, dimv(F, n, k));
+		if (bv) {
+			F->bview = bv;
+			F->bview_ldb = dimv(F, bv, bv->rank - 1);
+			F->bview_batch = sb[batch - 1];
+			F->bview_start = bstart;
+		}
 		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0, NULL);
+		F->bview = NULL;
+		if (mv_after) {
+			llvm.LLVMBuildBr(B, mv_after);
+			llvm.LLVMPositionBuilderAtEnd(B, mv_after);
+		}
 		return;
 	}
 	Loop bl[MAX_RANK];
