@@ -7,16 +7,48 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct nestrt_seq {
 	const nestrt_model_desc *desc; /* the model it was made for */
 	int n;
 	void **bufs;                   /* 64-byte aligned, zeroed */
-	size_t *bytes;
+	size_t *bytes;                 /* of each; those of STATE_MAP_MIN and more are mapped */
 	int busy;                      /* a call is using it */
 	int64_t (*box)[2][NESTRT_MAX_RANK]; /* per state, what was written: [lo, hi) per axis */
 	int *written;
 };
+
+/* A state of 2 MiB or more (a layer's key or value cache) is mapped and
+ * asked for huge pages: a decode step writes one column of a transposed key
+ * cache, a store every row of 4 KiB, and reads the cache's rows one by one;
+ * with 4 KiB pages each is a TLB miss. Mapped pages are zero until written. */
+#define STATE_MAP_MIN ((size_t)2 << 20)
+
+static void *state_alloc(size_t b)
+{
+	if (b < STATE_MAP_MIN) {
+		void *p = aligned_alloc(64, b);
+		if (p)
+			memset(p, 0, b);
+		return p;
+	}
+	void *p = mmap(NULL, b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	madvise(p, b, MADV_HUGEPAGE); /* a hint */
+#endif
+	return p;
+}
+
+static void state_free(void *p, size_t b)
+{
+	if (p && b >= STATE_MAP_MIN)
+		munmap(p, b);
+	else
+		free(p);
+}
 
 nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nstates, nestrt_error *err)
 {
@@ -45,11 +77,9 @@ nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nsta
 		if (state_bytes[i] < 0 || (uint64_t)state_bytes[i] > SIZE_MAX - 64)
 			goto oom;
 		size_t b = ((size_t)state_bytes[i] + 63) / 64 * 64;
-		s->bufs[i] = aligned_alloc(64, b ? b : 64);
-		if (!s->bufs[i])
-			goto oom;
-		memset(s->bufs[i], 0, b ? b : 64);
 		s->bytes[i] = b ? b : 64;
+		if (!(s->bufs[i] = state_alloc(s->bytes[i])))
+			goto oom;
 	}
 	return s;
 oom:
@@ -71,8 +101,8 @@ void nestrt_seq_free(nestrt_seq *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; s->bufs && i < s->n; i++)
-		free(s->bufs[i]);
+	for (int i = 0; s->bufs && s->bytes && i < s->n; i++)
+		state_free(s->bufs[i], s->bytes[i]);
 	free(s->bufs);
 	free(s->bytes);
 	free(s->box);

@@ -379,9 +379,12 @@ static int own_kernel(Fn *F, Node *n)
 {
 	switch (n->op) {
 	case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT: case OP_CALL:
+	case OP_STATE: /* the sequence's buffer itself */
 		return 0;
 	case OP_TRANSPOSE:
 		return !virtual_transpose(F->g, n);
+	case OP_SLICE: /* a view its matmul reads in place */
+		return !virtual_slice(F->g, n);
 	default:
 		return 1;
 	}
