@@ -171,7 +171,9 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		for (int len = 0; len < 8 && users[cur->id] == 1 && !is_out[cur->id]; len++) {
 			Node *e = next_reader(g, cur);
 			Node *view = NULL;
-			if (two && cur == m && e && e->op == OP_RESHAPE && e->shape[e->rank - 1] == m->shape[1] &&
+			/* the reshape may follow ops of the chain (linear()'s bias, then
+			 * the rows unfolded for the activation and the residual) */
+			if (two && sh == m && e && e->op == OP_RESHAPE && e->shape[e->rank - 1] == m->shape[1] &&
 			    users[e->id] == 1 && !is_out[e->id]) {
 				view = e;
 				sh = e;

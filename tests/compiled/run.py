@@ -2871,8 +2871,9 @@ const O = 45
 param fc: { weight: f32[O, I], bias: f32[O] }
 param gn: { weight: f32[C], bias: f32[C] }
 
-export fn forward(x: f32[N, C, H, W], t: f32[B, T, I], u: f32[T, I]) -> (f32[N, C, H, W], f32[B, T, O], f32[T, O], f32[N, C * H * W]) {
-  return group_norm(x, G, gn.weight, gn.bias), linear(t, fc.weight, fc.bias), linear(u, fc.weight), flatten(x, 1)
+export fn forward(x: f32[N, C, H, W], t: f32[B, T, I], u: f32[T, I], r: f32[B, T, O]) -> (f32[N, C, H, W], f32[B, T, O], f32[T, O], f32[N, C * H * W], f32[B, T, O]) {
+  return group_norm(x, G, gn.weight, gn.bias), linear(t, fc.weight, fc.bias), linear(u, fc.weight), flatten(x, 1),
+         r + gelu(linear(t, fc.weight, fc.bias))
 }
 """
 
@@ -2895,10 +2896,11 @@ def nn_layers():
             fb = rng.uniform(-0.5, 0.5, z["O"]).astype(np.float32)
             gw = (1 + 0.1 * rng.standard_normal(z["C"])).astype(np.float32)
             gb = (0.1 * rng.standard_normal(z["C"])).astype(np.float32)
+            resid = rng.standard_normal((z["B"], z["T"], z["O"])).astype(np.float32)
             d = tmpdir(tag)
             wpath = os.path.join(d, "w.safetensors")
             write_safetensors(wpath, [("fc.weight", fw), ("fc.bias", fb), ("gn.weight", gw), ("gn.bias", gb)])
-            m = Model(d, write(os.path.join(d, "nn.nest"), src), None, {"x": x, "t": t, "u": u}, weights=wpath)
+            m = Model(d, write(os.path.join(d, "nn.nest"), src), None, {"x": x, "t": t, "u": u, "r": resid}, weights=wpath)
             out = os.path.join(d, "out")
             m.build(out)
             env = dict(os.environ, NESTRT_NUM_THREADS=str(threads)) if threads else None
@@ -2908,10 +2910,15 @@ def nn_layers():
             r = run([exe], env=env)
             if r.returncode != 0:
                 raise Fail("compiled program: " + describe([exe], r))
-            refs = [bi.group_norm_ref(x, z["G"], gw, gb), bi.linear_ref(t, fw, fb), bi.linear_ref(u, fw),
-                    x.reshape(z["N"], -1)]
+            # the bias, the exact GELU and the residual run in the matmul's
+            # epilogue, after the reshape that unfolds the folded rows
+            lin = bi.linear_ref(t, fw, fb)
+            gelu = 0.5 * lin * (1 + np.vectorize(math.erf)(lin / math.sqrt(2)))
+            refs = [bi.group_norm_ref(x, z["G"], gw, gb), lin, bi.linear_ref(u, fw),
+                    x.reshape(z["N"], -1), resid + gelu]
             bad = []
-            for lab, p, ref in zip(("group_norm", "linear", "linear_no_bias", "flatten"), c.outputs, refs):
+            for lab, p, ref in zip(("group_norm", "linear", "linear_no_bias", "flatten", "residual_gelu_linear"),
+                                   c.outputs, refs):
                 got = np.load(p).astype(np.float64)
                 if got.shape != ref.shape:
                     bad.append("%s: shape %s, expected %s" % (lab, got.shape, ref.shape))
