@@ -130,8 +130,9 @@ class BenchCore:
 
     def measure_peak(self, repeats=3):
         """The fp32 FMA peak at 1 and 2 threads from bench/peak.c (the widest FMA the CPU
-        has, chosen by its features), best of `repeats` runs each: other processes on
-        this shared machine can only lower it. --peak1/--peak2 override it."""
+        has, chosen by its features; FLOPs over the threads' CPU time, so that other
+        processes on this shared machine do not lower it), the best of `repeats` runs of
+        it. --peak1/--peak2 override it."""
         exe = os.path.join(self.work, "peak")
         measured, isa = {}, None
         try:
@@ -148,7 +149,8 @@ class BenchCore:
         given = [t for t in (1, 2) if t not in measured or self.peak[t] != measured[t]]
         self.peak_note = "%s GFLOP/s at 1 thread, %s at 2 (%s)" % (
             "%.0f" % self.peak[1] if self.peak[1] else "?", "%.0f" % self.peak[2] if self.peak[2] else "?",
-            ("measured in this run by bench/peak.c: %s FMA, independent accumulators, best of %d" % (isa, repeats)
+            ("measured in this run by bench/peak.c: %s FMA, independent accumulators, FLOPs over each thread's "
+             "CPU time, best of %d x 20 runs" % (isa, repeats)
              if measured else "bench/peak.c failed") + ("; given with --peak%s" % "/".join(map(str, given))
                                                           if given and measured else ""))
 

@@ -61,7 +61,9 @@ each with nestc / ORT (goal <= 0.9), % of the FMA peak and the max relative diff
 - conv3x3: bench/conv3x3.nest, one 3x3 convolution (stride 1, padding 1, batch 1) at 64ch 56x56,
   128ch 28x28, 256ch 14x14 and 512ch 7x7 (goals >= 80% of the peak, >= 1.1x ORT's speed).
 The FMA peak is measured at the start of every run (bench/peak.c: independent-accumulator
-FMA loops at the widest vector width the CPU's features offer, 1 and 2 threads, best of 3).
+FMA loops at the widest vector width the CPU's features offer, 1 and 2 threads, FLOPs over
+each thread's CPU time so that other processes' turns on the cores do not count, the best
+of 3 x 20 runs). Every "% of FMA peak" column uses it.
 
 Files: run.py (this driver), common.py (configuration, servers, measurement), core.py
 (environments, probing, builds, model files, report helpers), sections_gpt2.py,
