@@ -3,7 +3,7 @@
 
 Run: run.py NESTC [--rounds N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
      SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, matmul, resnet, resnet18,
-              bert, vit, resnet50, conv3x3
+              bert, vit, resnet50, conv3x3, onnx
      (all by default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
@@ -59,7 +59,11 @@ each with nestc / ORT (goal <= 0.9), % of the FMA peak and the max relative diff
 - vit: samples/vit.nest, ViT-B/16, batch 2 of 224x224 (goal >= 80% of the peak at 1 thread);
 - resnet50: samples/resnet50.nest, torchvision's ResNet-50, 1x3x224x224;
 - conv3x3: bench/conv3x3.nest, one 3x3 convolution (stride 1, padding 1, batch 1) at 64ch 56x56,
-  128ch 28x28, 256ch 14x14 and 512ch 7x7 (goals >= 80% of the peak, >= 1.1x ORT's speed).
+  128ch 28x28, 256ch 14x14 and 512ch 7x7 (goals >= 80% of the peak, >= 1.1x ORT's speed);
+- onnx (issue #11): `nestc build model.onnx` of the ONNX files of gpt2-small, bert and
+  resnet50 (weights from the import, DIR.safetensors) against the hand-written sample
+  (goal: imported / sample <= 1.05) and ONNX Runtime, with the repeated regions and
+  variants `nestc report` finds.
 The FMA peak is measured at the start of every run (bench/peak.c: independent-accumulator
 FMA loops at the widest vector width the CPU's features offer, 1 and 2 threads, FLOPs over
 each thread's CPU time so that other processes' turns on the cores do not count, the best
@@ -89,7 +93,7 @@ class Bench(NetSections, CNNSections, GPT2Sections, BenchCore):
 
 
 SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "matmul", "resnet", "resnet18",
-            "bert", "vit", "resnet50", "conv3x3")
+            "bert", "vit", "resnet50", "conv3x3", "onnx")
 
 
 def main():
@@ -149,7 +153,7 @@ def main():
             b.gpt2_decode()
         elif sec == "gpt2-prefill":
             b.gpt2_prefill()
-        elif sec in ("bert", "vit", "resnet50", "conv3x3"):
+        elif sec in ("bert", "vit", "resnet50", "conv3x3", "onnx"):
             getattr(b, sec)()
         sys.stdout.flush()
     print("\n(benchmark took %.0f s)" % (time.time() - t0))

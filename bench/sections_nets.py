@@ -1,12 +1,14 @@
 """The sections of bench/run.py for issue #9's networks: BERT-base, ViT-B/16 and ResNet-50
 (samples/bert.nest, vit.nest, resnet50.nest against ONNX Runtime on the same weights,
 bench/models.py's plain-PyTorch twins exported to ONNX), and single 3x3 convolutions
-at ResNet shapes (bench/conv3x3.nest). Every table gives % of the FMA peak that
+at ResNet shapes (bench/conv3x3.nest); and (issue #11) `nestc build` of those models'
+ONNX exports against the samples. Every table gives % of the FMA peak that
 bench/peak.c measured in this run, and the max relative difference (max |a - b| /
 max |b|) from the model in float64 PyTorch."""
 import os
+import re
 
-from common import BENCH, ROOT, Unavailable, background_note, cell, measure
+from common import BENCH, GPT2_SMALL, ROOT, Unavailable, background_note, cell, gpt2_flop, measure, sh
 
 BERT = dict(N=2, T=128, L=12, D=768, H=12, FF=3072, V=30522)
 VIT = dict(N=2, IMG=224, PATCH=16, L=12, D=768, H=12, FF=3072)
@@ -194,5 +196,86 @@ class NetSections:
                                      ("met" if speed >= CONV_SPEEDUP_GOAL else "not met") if speed else "?"))
         if goals:
             print("\nGoals (issue #9), nestc's convolutions:\n" + "\n".join("- " + g for g in goals))
+        if bgs:
+            background_note(sum(bgs) / len(bgs))
+
+    def onnx(self):
+        """Issue #11: nestc building the ONNX exports of the sections above (GPT-2 small,
+        BERT-base, ResNet-50) against the hand-written samples and ONNX Runtime."""
+        print("\n## ONNX import: `nestc build model.onnx` against the hand-written sample and ONNX Runtime, "
+              "on the same file and weights\n")
+        cases = [("GPT-2 small", "gpt2-small", "gpt2", os.path.join(ROOT, "samples", "gpt2.nest"), GPT2_SMALL,
+                  [GPT2_SMALL[k] for k in ("L", "D", "H", "V", "CTX", "S")], "tokens.npy", gpt2_flop(**GPT2_SMALL)),
+                 ("BERT-base", "bert", "bert", os.path.join(ROOT, "samples", "bert.nest"), BERT,
+                  [BERT[k] for k in ("N", "T", "L", "D", "H", "FF", "V")], "x.npy", bert_flop(**BERT)),
+                 ("ResNet-50", "resnet50", "resnet50", os.path.join(ROOT, "samples", "resnet50.nest"), RESNET50,
+                  [RESNET50[k] for k in ("BATCH", "IMG", "C0", "CLASSES")], "x.npy", resnet50_flop(**RESNET50))]
+        print("| model | threads | sample ms | imported ms | imported / sample | goal <= 1.05 | ORT ms | imported / ORT "
+              "| imported % of peak | regions found (nodes x occurrences) | region calls -> variants "
+              "| max rel diff imported, sample vs fp64 |")
+        print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | --- |")
+        bgs = []
+        for title, tag, kind, src, cfg, values, xname, flop in cases:
+            d = os.path.join(self.work, tag)
+            try:
+                if "torch" in self.why_not:
+                    raise Unavailable(self.why_not["torch"])
+                self.files(kind, d, values, src, cfg)
+                onnx = os.path.join(d, "model.onnx")
+                # the file's name names the model's C symbols: "model" would meet the harness's variable
+                imported = os.path.join(d, "imported.onnx")
+                if not os.path.islink(imported):
+                    os.symlink("model.onnx", imported)
+                rep = sh([self.nestc, "report", imported], timeout=1800)
+            except Unavailable as e:
+                print("| %s | | unavailable: %s |" % (title, cell(e)))
+                continue
+            found = re.findall(r"^region (\S+): (\d+) nodes, (\d+) occurrences", rep, re.M)
+            tot = re.search(r"totals: (\d+) region calls?, (\d+) unique variants?", rep)
+            regions = "; ".join("%s (%s x %s)" % f for f in found) or "none"
+            variants = "%s -> %s" % tot.groups() if tot else "?"
+            w = os.path.join(d, "weights.safetensors")
+            x = os.path.join(d, xname)
+            builds = {}
+            for label, s, outdir, name in (("sample", src, os.path.join(d, "nestc"), kind),
+                                           ("imported", imported, os.path.join(d, "nestc-onnx"), "imported")):
+                try:
+                    builds[label] = (self.nestc_build(s, cfg if label == "sample" else {}, outdir, name), None)
+                except Unavailable as e:
+                    builds[label] = (None, "nestc: %s" % e)
+            wi = os.path.join(d, "nestc-onnx.safetensors")    # nestc build X.onnx -o DIR writes DIR.safetensors
+            specs = []
+            for t in (1, 2):
+                for label, weights in (("sample", w), ("imported", wi)):
+                    exe, err = builds[label]
+                    o = os.path.join(d, "onnx-%s-%d.npy" % (label, t))
+                    specs.append(dict(label=label, threads=t, error=err, out=o, env=self.nestc_env(t),
+                                      log=os.path.join(d, "onnx-%s-%d.log" % (label, t)),
+                                      cmd=None if err else [exe, weights, o, "2", x]))
+                oenv = self.base_env()
+                oenv["NODE_PATH"] = self.node_path
+                o = os.path.join(d, "onnx-ort-%d.npy" % t)
+                specs.append(dict(label="ONNX Runtime", threads=t, error=self.why_not.get("ort"), out=o, env=oenv,
+                                  log=os.path.join(d, "onnx-ort-%d.log" % t),
+                                  cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), o, "2", x]))
+            res, bg = measure(specs, self.rounds, budget=self.budget(0))
+            if bg is not None:
+                bgs.append(bg)
+            ref = self.reference(d)
+            for t in (1, 2):
+                r = {q["label"]: q for q in res if q["threads"] == t}
+                ms = {k: v["ms"] for k, v in r.items()}
+                ratio = ms["imported"] / ms["sample"] if ms["imported"] and ms["sample"] else None
+                vs_ort = ms["imported"] / ms["ONNX Runtime"] if ms["imported"] and ms["ONNX Runtime"] else None
+                diffs = ", ".join(fmt(self.rel_diff(r[k]["out"], ref)) if ms[k] and ref is not None else "-"
+                                  for k in ("imported", "sample"))
+                why = "; ".join("%s: %s" % (k, cell(v["error"])) for k, v in r.items() if v["ms"] is None)
+                print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    title, t, "%.2f" % ms["sample"] if ms["sample"] else "-",
+                    "%.2f" % ms["imported"] if ms["imported"] else "-", "%.2f" % ratio if ratio else "-",
+                    ("met" if ratio <= 1.05 else "not met") if ratio else "?",
+                    "%.2f" % ms["ONNX Runtime"] if ms["ONNX Runtime"] else "-", "%.2f" % vs_ort if vs_ort else "-",
+                    self.pct(flop / ms["imported"] / 1e6, t) if ms["imported"] else "-", regions, variants,
+                    diffs + ("; unavailable: " + why if why else "")))
         if bgs:
             background_note(sum(bgs) / len(bgs))
