@@ -54,7 +54,9 @@ forward, the cache a prefill of the first P tokens fills and the logits of each 
 
 Networks of issue #9 (bench/sections_nets.py), nestc against ONNX Runtime at 1 and 2 threads,
 each with nestc / ORT (goal <= 0.9), % of the FMA peak and the max relative difference
-(max |a - b| / max |b|) from float64 PyTorch (goal <= 1e-4):
+(max |a - b| / max |b|) from float64 PyTorch (goal <= 1e-4), and "% of peak per CPU time"
+(GFLOP/s over cpu/wall against the peak's share of one core: the speed while the process
+had its cores, a figure that holds when other processes share the machine):
 - bert: samples/bert.nest, BERT-base, batch 2 of 128 tokens (goal >= 80% of the peak at 1 thread);
 - vit: samples/vit.nest, ViT-B/16, batch 2 of 224x224 (goal >= 80% of the peak at 1 thread);
 - resnet50: samples/resnet50.nest, torchvision's ResNet-50, 1x3x224x224;

@@ -91,22 +91,26 @@ class NetSections:
                           budget=self.budget(0))
         ref = self.reference(d)
         ort = {r["threads"]: r["ms"] for r in res if r["label"] == "ONNX Runtime" and r["ms"]}
-        print("| runtime | threads | median ms | min ms | GFLOP/s | % of FMA peak | time / ORT | cpu/wall | runs "
-              "| max rel diff vs fp64 |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| runtime | threads | median ms | min ms | GFLOP/s | % of FMA peak | time / ORT | cpu/wall "
+              "| % of peak per CPU time | runs | max rel diff vs fp64 |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         nest = {}
         for r in sorted(res, key=lambda r: r["threads"]):
             if r["ms"] is None:
-                print("| %s | %d | unavailable: %s | | | | | | | |" % (r["label"], r["threads"], cell(r["error"])))
+                print("| %s | %d | unavailable: %s | | | | | | | | |" % (r["label"], r["threads"], cell(r["error"])))
                 continue
             t, g = r["threads"], flop / r["ms"] / 1e6
+            # GFLOP per CPU-second against one core's share of the peak: the speed while
+            # the process had its cores, when other processes take turns on them
+            cpu_pct = ("%.0f%%" % (100 * g / r["cpu"] / (self.peak[t] / t))
+                       if r.get("cpu") and self.peak.get(t) else "-")
             rel = self.rel_diff(r["out"], ref) if ref is not None else "no reference"
             if r["label"] == "nestc":
                 nest[t] = (r["ms"] / ort[t] if t in ort else None, g / self.peak[t] if self.peak.get(t) else None, rel)
-            print("| %s | %d | %.2f | %.2f | %.1f | %s | %s | %s | %d | %s |"
+            print("| %s | %d | %.2f | %.2f | %.1f | %s | %s | %s | %s | %d | %s |"
                   % (r["label"], t, r["ms"], r["min"], g, self.pct(g, t),
                      "%.2f" % (r["ms"] / ort[t]) if t in ort else "-",
-                     "%.2f" % r["cpu"] if r.get("cpu") is not None else "-", r["n"], fmt(rel)))
+                     "%.2f" % r["cpu"] if r.get("cpu") is not None else "-", cpu_pct, r["n"], fmt(rel)))
         goals = []
         for t in (1, 2):
             ratio, frac, rel = nest.get(t, (None, None, None))
