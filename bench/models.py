@@ -453,6 +453,15 @@ if torch is not None:
                 x = layer(x)
             return self.layernorm(x[:, 0])
 
+    class Conv3x3(nn.Module):
+        """bench/conv3x3.nest: one 3x3 convolution C -> C, stride 1, padding 1, no bias."""
+        def __init__(self, C):
+            super().__init__()
+            self.conv = nn.Conv2d(C, C, 3, 1, 1, bias=False)
+
+        def forward(self, x):
+            return self.conv(x)
+
     def transformer_init(model, seed):
         """Weights and embeddings ~ 0.02 N(0, 1), biases 0.02 N(0, 1), LayerNorm scales
         1 + 0.1 N(0, 1): a trained model's scale, with every parameter mattering."""
@@ -648,10 +657,7 @@ def conv_files(d, C, HW, seed=1):
     (bench/conv3x3.nest): its weight is conv.weight."""
     torch.manual_seed(seed)
     x = np.random.default_rng(seed).standard_normal((1, C, HW, HW)).astype(np.float32)
-    model = nn.Module()
-    model.conv = nn.Conv2d(C, C, 3, 1, 1, bias=False)
-    model.forward = lambda x: model.conv(x)
-    model_files(d, model.eval(), x, seed, lambda m, s: resnet18_init(m, s))
+    model_files(d, Conv3x3(C).eval(), x, seed, resnet18_init)
 
 
 def matmul_files(d, M, N, K, seed=1):
