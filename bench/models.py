@@ -11,6 +11,14 @@ files every runtime of bench/run.py reads: written once, the same for all of the
                                        num_batches_tracked included), DIR/x.npy,
                                        DIR/model.onnx (opset 14, static shapes), DIR/ref.npy
   models.py matmul DIR M N K           DIR/a.npy, DIR/b.npy, DIR/ref.npy (float64)
+  models.py bert DIR N T L D H FF V    DIR/weights.safetensors (Hugging Face BertModel's names),
+                                       DIR/x.npy (i32[N, T] token ids), DIR/ref.npy (float64
+                                       last hidden state), DIR/model.onnx (opset 14, static)
+  models.py vit DIR N IMG PATCH L D H FF     the same for ViTModel: x.npy f32[N, 3, IMG, IMG],
+                                       ref.npy the final-normed CLS features [N, D]
+  models.py resnet50 DIR BATCH IMG C0 CLASSES   the same for torchvision's resnet50
+  models.py conv DIR C HW              one 3x3 convolution C -> C (stride 1, padding 1) on
+                                       x.npy f32[1, C, HW, HW]; weight conv.weight
   models.py gpt2-decode DIR L D H V CTX P,P.. N,N..
                                        DIR/weights.safetensors (gpt2's), DIR/tokens.npy (i32[CTX]),
                                        DIR/decode.onnx (one decode step, opset 14, P dynamic),
@@ -26,6 +34,9 @@ GPT2Decode is one decode step of the same model over past keys/values [L, H, P, 
 (samples/gpt2.nest's decode; ONNX Runtime and PyTorch eager run it in the gpt2-decode
 section), gpt2_kv the whole-sequence forward that also returns the cache. ResNet18BN matches samples/resnet18.nest: torchvision's resnet18 module tree
 (written out here, no torchvision) with its batch norms, in eval mode.
+Bert, ViT and ResNet50BN match samples/bert.nest, samples/vit.nest and
+samples/resnet50.nest (Hugging Face BertModel and ViTModel without poolers, LayerNorm
+eps 1e-12, exact GELU; torchvision's resnet50, v1.5).
 Weights are random with a fixed seed. The .safetensors writer is our own (JSON
 header padded to 8 bytes, tensors in name order, little-endian F32).
 """
@@ -318,7 +329,7 @@ if torch is not None:
             x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
             return self.fc(torch.flatten(self.avgpool(x), 1))
 
-    def resnet18_init(model, seed):
+    def resnet18_init(model, seed, last="conv2.weight"):
         """He-normal convolutions (the second of each block halved, so the residual sum
         stays in range), batch-norm statistics that matter: means around 0, variances
         in [0.5, 1.5), scales around 1; num_batches_tracked as after some training."""
@@ -334,8 +345,179 @@ if torch is not None:
                 elif t.dim() == 1:
                     t.copy_(1.0 + 0.1 * torch.randn(t.shape, generator=g))
                 else:
-                    std = math.sqrt(2.0 / t[0].numel()) * (0.5 if name.endswith("conv2.weight") else 1.0)
+                    std = math.sqrt(2.0 / t[0].numel()) * (0.5 if name.endswith(last) else 1.0)
                     t.copy_(std * torch.randn(t.shape, generator=g))
+
+
+    # ------------------------------------------------------- BERT-base, ViT-B/16
+
+    class BertSelf(nn.Module):
+        def __init__(self, D, H):
+            super().__init__()
+            self.H = H
+            self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
+
+        def forward(self, x):
+            N, T, D = x.shape
+            H = self.H
+            q = self.query(x).reshape(N, T, H, D // H).transpose(1, 2)
+            k = self.key(x).reshape(N, T, H, D // H).permute(0, 2, 3, 1)
+            v = self.value(x).reshape(N, T, H, D // H).transpose(1, 2)
+            a = torch.softmax((q @ k) * (1.0 / math.sqrt(D // H)), dim=-1)
+            return (a @ v).transpose(1, 2).reshape(N, T, D)
+
+    class BertLayer(nn.Module):
+        """Hugging Face's BertLayer: attention.self.{query,key,value}, attention.output.{dense,
+        LayerNorm}, intermediate.dense, output.{dense,LayerNorm}; post-norm, exact GELU."""
+        def __init__(self, D, H, FF, eps):
+            super().__init__()
+            self.attention = nn.Module()
+            self.attention.self = BertSelf(D, H)
+            self.attention.output = nn.Module()
+            self.attention.output.dense = nn.Linear(D, D)
+            self.attention.output.LayerNorm = nn.LayerNorm(D, eps=eps)
+            self.intermediate = nn.Module()
+            self.intermediate.dense = nn.Linear(D, FF)
+            self.output = nn.Module()
+            self.output.dense = nn.Linear(FF, D)
+            self.output.LayerNorm = nn.LayerNorm(D, eps=eps)
+
+        def forward(self, x):
+            ao = self.attention.output
+            x = ao.LayerNorm(x + ao.dense(self.attention.self(x)))
+            m = F.gelu(self.intermediate.dense(x))
+            return self.output.LayerNorm(x + self.output.dense(m))
+
+    class Bert(nn.Module):
+        """samples/bert.nest: Hugging Face BertModel without the pooler, token ids [N, T] in
+        (token type 0, no padding mask), last hidden state [N, T, D] out."""
+        def __init__(self, L, D, H, FF, V, MAXPOS=512, TYPES=2, eps=1e-12):
+            super().__init__()
+            self.embeddings = nn.Module()
+            self.embeddings.word_embeddings = nn.Embedding(V, D)
+            self.embeddings.position_embeddings = nn.Embedding(MAXPOS, D)
+            self.embeddings.token_type_embeddings = nn.Embedding(TYPES, D)
+            self.embeddings.LayerNorm = nn.LayerNorm(D, eps=eps)
+            self.encoder = nn.Module()
+            self.encoder.layer = nn.ModuleList([BertLayer(D, H, FF, eps) for _ in range(L)])
+
+        def forward(self, tokens):
+            e = self.embeddings
+            T = tokens.shape[1]
+            x = e.word_embeddings(tokens) + e.position_embeddings.weight[:T] + e.token_type_embeddings.weight[0]
+            x = e.LayerNorm(x)
+            for layer in self.encoder.layer:
+                x = layer(x)
+            return x
+
+    class ViTLayer(nn.Module):
+        """Hugging Face's ViTLayer: layernorm_before, attention.attention.{query,key,value},
+        attention.output.dense, layernorm_after, intermediate.dense, output.dense; pre-norm."""
+        def __init__(self, D, H, FF, eps):
+            super().__init__()
+            self.layernorm_before = nn.LayerNorm(D, eps=eps)
+            self.attention = nn.Module()
+            self.attention.attention = BertSelf(D, H)
+            self.attention.output = nn.Module()
+            self.attention.output.dense = nn.Linear(D, D)
+            self.layernorm_after = nn.LayerNorm(D, eps=eps)
+            self.intermediate = nn.Module()
+            self.intermediate.dense = nn.Linear(D, FF)
+            self.output = nn.Module()
+            self.output.dense = nn.Linear(FF, D)
+
+        def forward(self, x):
+            x = x + self.attention.output.dense(self.attention.attention(self.layernorm_before(x)))
+            return x + self.output.dense(F.gelu(self.intermediate.dense(self.layernorm_after(x))))
+
+    class ViT(nn.Module):
+        """samples/vit.nest: Hugging Face ViTModel without the pooler, images [N, 3, IMG, IMG]
+        in, the final-normed CLS features [N, D] out."""
+        def __init__(self, IMG, PATCH, L, D, H, FF, eps=1e-12):
+            super().__init__()
+            S = (IMG // PATCH) ** 2 + 1
+            self.embeddings = nn.Module()
+            self.embeddings.cls_token = nn.Parameter(torch.empty(1, 1, D))
+            self.embeddings.position_embeddings = nn.Parameter(torch.empty(1, S, D))
+            self.embeddings.patch_embeddings = nn.Module()
+            self.embeddings.patch_embeddings.projection = nn.Conv2d(3, D, PATCH, PATCH)
+            self.encoder = nn.Module()
+            self.encoder.layer = nn.ModuleList([ViTLayer(D, H, FF, eps) for _ in range(L)])
+            self.layernorm = nn.LayerNorm(D, eps=eps)
+
+        def forward(self, images):
+            e = self.embeddings
+            p = e.patch_embeddings.projection(images).flatten(2).transpose(1, 2)
+            x = torch.cat([e.cls_token.expand(images.shape[0], -1, -1), p], dim=1) + e.position_embeddings
+            for layer in self.encoder.layer:
+                x = layer(x)
+            return self.layernorm(x[:, 0])
+
+    class Conv3x3(nn.Module):
+        """bench/conv3x3.nest: one 3x3 convolution C -> C, stride 1, padding 1, no bias."""
+        def __init__(self, C):
+            super().__init__()
+            self.conv = nn.Conv2d(C, C, 3, 1, 1, bias=False)
+
+        def forward(self, x):
+            return self.conv(x)
+
+    def transformer_init(model, seed):
+        """Weights and embeddings ~ 0.02 N(0, 1), biases 0.02 N(0, 1), LayerNorm scales
+        1 + 0.1 N(0, 1): a trained model's scale, with every parameter mattering."""
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "LayerNorm.weight" in name or ("layernorm" in name and name.endswith(".weight")):
+                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(0.02 * torch.randn(p.shape, generator=g))
+
+    # -------------------------------------------------------------- ResNet-50
+
+    class Bottleneck(nn.Module):
+        """torchvision's Bottleneck (v1.5: the stride on conv2): conv1 1x1, conv2 3x3,
+        conv3 1x1 to 4x the width, each with a batch norm; downsample = Sequential(conv, bn)."""
+        def __init__(self, i, w, stride, down):
+            super().__init__()
+            self.conv1 = nn.Conv2d(i, w, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(w)
+            self.conv2 = nn.Conv2d(w, w, 3, stride, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(w)
+            self.conv3 = nn.Conv2d(w, 4 * w, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(4 * w)
+            self.downsample = None
+            if down:
+                self.downsample = nn.Sequential(nn.Conv2d(i, 4 * w, 1, stride, bias=False), nn.BatchNorm2d(4 * w))
+
+        def forward(self, x):
+            h = F.relu(self.bn1(self.conv1(x)))
+            h = F.relu(self.bn2(self.conv2(h)))
+            h = self.bn3(self.conv3(h))
+            return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+    class ResNet50BN(nn.Module):
+        """torchvision.models.resnet50's module tree (so its state dict names), C0 the
+        first stage's width (64; smaller for tests), in eval mode: samples/resnet50.nest."""
+        def __init__(self, classes=1000, C0=64):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, C0, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(C0)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            i = C0
+            for s, n in enumerate((3, 4, 6, 3)):
+                w = C0 << s
+                blocks = [Bottleneck(i, w, 1 if s == 0 else 2, True)] + [Bottleneck(4 * w, w, 1, False)
+                                                                         for _ in range(n - 1)]
+                self.add_module("layer%d" % (s + 1), nn.Sequential(*blocks))
+                i = 4 * w
+            self.avgpool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(i, classes)
+
+        def forward(self, x):
+            x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
 def gpt2_files(d, L, D, H, V, CTX, S, seed=1):
@@ -430,6 +612,54 @@ def resnet18_files(d, IMG, seed=1):
     os.replace(tmp, os.path.join(d, "model.onnx"))
 
 
+def export_onnx(model, args, path, inputs, outputs):
+    """model (float32) to ONNX, opset 14, static shapes, written atomically."""
+    tmp = path + ".tmp.onnx"
+    with torch.no_grad():
+        torch.onnx.export(model, args, tmp, opset_version=14, input_names=inputs, output_names=outputs,
+                          do_constant_folding=True)
+    os.replace(tmp, path)
+
+
+def model_files(d, model, x, seed, init):
+    """The files of one model: weights (its state dict), x.npy, ref.npy (float64), model.onnx."""
+    init(model, seed)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    save_safetensors(os.path.join(d, "weights.safetensors"), state)
+    save_npy(os.path.join(d, "x.npy"), x)
+    with torch.no_grad():
+        xt = torch.from_numpy(x)
+        ref = model.double()(xt.double() if x.dtype.kind == "f" else xt).numpy()
+    save_npy(os.path.join(d, "ref.npy"), ref)
+    export_onnx(model.float(), (torch.from_numpy(x),), os.path.join(d, "model.onnx"), ["x"], ["y"])
+
+
+def bert_files(d, N, T, L, D, H, FF, V, seed=1):
+    torch.manual_seed(seed)
+    tokens = np.random.default_rng(seed).integers(0, V, size=(N, T), dtype=np.int32)
+    model_files(d, Bert(L, D, H, FF, V).eval(), tokens, seed, transformer_init)
+
+
+def vit_files(d, N, IMG, PATCH, L, D, H, FF, seed=1):
+    torch.manual_seed(seed)
+    x = np.random.default_rng(seed).standard_normal((N, 3, IMG, IMG)).astype(np.float32)
+    model_files(d, ViT(IMG, PATCH, L, D, H, FF).eval(), x, seed, transformer_init)
+
+
+def resnet50_files(d, BATCH, IMG, C0, CLASSES, seed=1):
+    torch.manual_seed(seed)
+    x = np.random.default_rng(seed).standard_normal((BATCH, 3, IMG, IMG)).astype(np.float32)
+    model_files(d, ResNet50BN(CLASSES, C0).eval(), x, seed, lambda m, s: resnet18_init(m, s, "conv3.weight"))
+
+
+def conv_files(d, C, HW, seed=1):
+    """One 3x3 convolution, C -> C channels, stride 1, padding 1, no bias, on [1, C, HW, HW]
+    (bench/conv3x3.nest): its weight is conv.weight."""
+    torch.manual_seed(seed)
+    x = np.random.default_rng(seed).standard_normal((1, C, HW, HW)).astype(np.float32)
+    model_files(d, Conv3x3(C).eval(), x, seed, resnet18_init)
+
+
 def matmul_files(d, M, N, K, seed=1):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K)).astype(np.float32)
@@ -448,8 +678,8 @@ def main():
         ints = lambda s: [int(x) for x in s.split(",") if x]
         return gpt2_decode_files(d, *[int(x) for x in sys.argv[3:8]], ints(sys.argv[8]), ints(sys.argv[9]))
     args = [int(x) for x in sys.argv[3:]]
-    {"gpt2": gpt2_files, "resnet": resnet_files, "resnet18": resnet18_files,
-     "matmul": matmul_files}[kind](d, *args)
+    {"gpt2": gpt2_files, "resnet": resnet_files, "resnet18": resnet18_files, "matmul": matmul_files,
+     "bert": bert_files, "vit": vit_files, "resnet50": resnet50_files, "conv": conv_files}[kind](d, *args)
 
 
 if __name__ == "__main__":
