@@ -928,8 +928,12 @@ typedef struct ConvGeom {
 	int64_t elems;    /* elements of all copies; 0 when the input is read in place */
 } ConvGeom;
 int conv_geom(const Node *n, int dynamic, ConvGeom *cg);
-/* a per-channel operand of a convolution's epilogue, evaluated per channel */
-int conv_chan_operand(Node *conv, Node *o, int top, int depth);
+/* a per-channel operand of a convolution's epilogue, evaluated per channel
+ * from nodes read where they are stored (conv_chan_ready) */
+int conv_chan_operand(const struct Plan *pl, Node *conv, Node *o, int top, int depth);
+int conv_chan_ready(const struct Plan *pl, const Node *conv, const Node *o);
+/* the start of a slice that is one run of its input's elements, else -1 */
+int64_t slice_run(const Node *s);
 
 /* ------------------------------------------------------- codegen/build.c, cache.c */
 

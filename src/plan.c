@@ -150,13 +150,48 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 	return 1;
 }
 
+/* A slice whose elements are one run of its input's (a row of a matrix of
+ * batch norm statistics): the run's start, else -1. */
+int64_t slice_run(const Node *s)
+{
+	const Node *x = s->in[0];
+	if (s->op != OP_SLICE || s->rank != x->rank)
+		return -1;
+	int k = 0;
+	while (k < s->rank && s->shape[k] == 1)
+		k++;
+	for (int j = k + 1; j < s->rank; j++)
+		if (s->shape[j] != x->shape[j] || s->a[j] != 0)
+			return -1;
+	int64_t start = 0, stride = 1;
+	for (int j = s->rank - 1; j >= 0; j--) {
+		start += s->a[j] * stride;
+		stride *= x->shape[j];
+	}
+	return start;
+}
+
+/* A node that a convolution's epilogue reads where it is stored: a param,
+ * an input, or a node computed before it whose storage holds its value (not
+ * made inline, not a matmul's or a convolution's with an epilogue of its
+ * own; elementwise nodes are computed again, per channel). */
+int conv_chan_ready(const Plan *pl, const Node *conv, const Node *o)
+{
+	if (stateful(o))
+		return 0;
+	if (o->op == OP_PARAM || o->op == OP_INPUT)
+		return 1;
+	return o->id < conv->id && !op_elementwise(o->op) && pl->fused_into[o->id] < 0 && pl->epi_next[o->id] < 0;
+}
+
 /* Can o (an operand of an op of a convolution's epilogue; `top` for that
  * operand itself, shaped [O, 1, 1] or [1, O, 1, 1]) be evaluated channel by
- * channel when the convolution runs? Its nodes hold O elements or one, and
- * are ready (computed before, params, inputs, constants) or elementwise ops
- * and reshapes of such nodes: batch_norm's scale and shift, which are made
- * after the convolution, are computed per channel by its tiles. */
-int conv_chan_operand(Node *conv, Node *o, int top, int depth)
+ * channel when the convolution runs? Its nodes hold O elements or one and
+ * are ready (conv_chan_ready), scalar constants, runs of ready nodes
+ * (slice_run), or elementwise ops and reshapes of such nodes: batch_norm's
+ * scale and shift, which are made after the convolution, are computed per
+ * channel by its tiles. */
+int conv_chan_operand(const Plan *pl, Node *conv, Node *o, int top, int depth)
 {
 	int64_t O = conv->shape[1], ne = shape_numel(o->rank, o->shape);
 	if (depth > 16 || o->dtype != conv->dtype || stateful(o))
@@ -166,8 +201,10 @@ int conv_chan_operand(Node *conv, Node *o, int top, int depth)
 		return 0;
 	if (o->rank != 0 && ne != O)
 		return 0;
-	if (o->id < conv->id || o->op == OP_PARAM || o->op == OP_INPUT || (o->op == OP_CONST && o->rank == 0))
+	if (conv_chan_ready(pl, conv, o) || (o->op == OP_CONST && o->rank == 0))
 		return 1;
+	if (o->op == OP_SLICE)
+		return slice_run(o) >= 0 && o->in[0]->dtype == o->dtype && conv_chan_ready(pl, conv, o->in[0]);
 	OpClass c = op_info[o->op].cls;
 	if (o->op != OP_RESHAPE && c != OPC_UNARY && c != OPC_BINARY)
 		return 0;
@@ -179,7 +216,7 @@ int conv_chan_operand(Node *conv, Node *o, int top, int depth)
 		if (o->op != OP_RESHAPE && i->rank != 0 &&
 		    (i->rank != o->rank || memcmp(i->shape, o->shape, (size_t)o->rank * sizeof o->shape[0])))
 			return 0;
-		if (!conv_chan_operand(conv, i, 0, depth + 1))
+		if (!conv_chan_operand(pl, conv, i, 0, depth + 1))
 			return 0;
 	}
 	return 1;
@@ -208,7 +245,7 @@ static void plan_conv_epilogues(Graph *g, Plan *pl, int dynamic, const int *user
 			if (e->nin == 2) {
 				Node *o = e->in[0] == cur ? e->in[1] : e->in[0];
 				int ok = o != cur && o->dtype == m->dtype &&
-				         (scalar_of_consts(o, 0) || conv_chan_operand(m, o, 1, 0) ||
+				         (scalar_of_consts(o, 0) || conv_chan_operand(pl, m, o, 1, 0) ||
 				          (same_shape(g, o, m->rank, m->shape, m) && o->id < m->id && !stateful(o)));
 				if (!ok)
 					break;

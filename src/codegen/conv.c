@@ -79,21 +79,20 @@ static void cv_add_leaf(ConvK *k, Node *x)
 }
 
 /* The nodes a per-channel operand reads where they are stored. */
-static int cv_ready(Node *conv, Node *o)
-{
-	return o->id < conv->id || o->op == OP_PARAM || o->op == OP_INPUT;
-}
-
-static void cv_chan_leaves(ConvK *k, Node *o)
+static void cv_chan_leaves(Fn *F, ConvK *k, Node *o)
 {
 	if (scalar_of_consts(o, 0))
 		return;
-	if (cv_ready(k->n, o)) {
+	if (conv_chan_ready(F->plan, k->n, o)) {
 		cv_add_leaf(k, o);
 		return;
 	}
+	if (o->op == OP_SLICE) {
+		cv_add_leaf(k, o->in[0]);
+		return;
+	}
 	for (int i = 0; i < o->nin; i++)
-		cv_chan_leaves(k, o->in[i]);
+		cv_chan_leaves(F, k, o->in[i]);
 }
 
 /* Channel ch's element of a per-channel operand (conv_chan_operand). */
@@ -101,10 +100,12 @@ static LLVMValueRef cv_chan(Fn *F, ConvK *k, Node *o, LLVMValueRef ch)
 {
 	if (scalar_of_consts(o, 0))
 		return const_scalar(F, o);
-	if (cv_ready(k->n, o))
+	if (conv_chan_ready(F->plan, k->n, o))
 		return load_at(F, o, o->rank == 0 ? ci64(F->gen, 0) : ch);
 	if (o->op == OP_CONST)
 		return const_value(F->gen, o);
+	if (o->op == OP_SLICE)
+		return load_at(F, o->in[0], iadd(F->gen, ch, ci64(F->gen, slice_run(o))));
 	if (o->op == OP_RESHAPE)
 		return cv_chan(F, k, o->in[0], ch);
 	if (o->nin == 1)
@@ -414,7 +415,7 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 			if (cv_full(&k, k.other[e]))
 				cv_add_leaf(&k, k.other[e]);
 			else
-				cv_chan_leaves(&k, k.other[e]);
+				cv_chan_leaves(F, &k, k.other[e]);
 		}
 	int nl = k.nleaf;
 	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
