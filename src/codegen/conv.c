@@ -518,8 +518,99 @@ void k_conv2d(Fn *F, Node *n)
 	loop_end(F, &ln);
 }
 
+/* Max and average pooling of static shapes, a plane a task of the pool: per
+ * output row, the kernel's rows inside the image, and per kernel column the
+ * output columns that read inside it (known when compiling), as loops
+ * without tests over a row of accumulators, which vectorise. */
+static void k_pool_rows(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt), ept = llvm.LLVMPointerType(et, 0);
+	int is_max = n->op == OP_MAXPOOL2D, vw = G->vbytes / dtype_size(dt);
+	int64_t H = x->shape[2], W = x->shape[3], OH = n->shape[2], OW = n->shape[3];
+	int64_t KH = n->a[0], KW = n->a[1], sh = n->a[2], sw = n->a[3], ph = n->a[4], pw = n->a[5];
+	LLVMValueRef vals[2] = {llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, "")};
+	Fn T;
+	LLVMValueRef got[2];
+	Task tk = task_begin(F, &T, "pool", vals, 2, got);
+	T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "");
+	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "");
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	LLVMValueRef acc = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, OW), "row");
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	Loop lp, loh, li, lk, lo;
+	LLVMValueRef pl = loop_begin(&T, &lp, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef oh = loop_to(&T, &loh, ci64(G, OH));
+	LLVMValueRef i = loop_to(&T, &li, ci64(G, OW));
+	llvm.LLVMBuildStore(B, fconst(G, dt, is_max ? -INFINITY : 0), llvm.LLVMBuildGEP2(B, et, acc, &i, 1, ""));
+	loop_end(&T, &li);
+	for (int64_t kh = 0; kh < KH; kh++) {
+		LLVMValueRef ih = iadd(G, imul(G, oh, ci64(G, sh)), ci64(G, kh - ph));
+		LLVMBasicBlockRef j = if_begin(&T, in_range(G, ih, ci64(G, H)));
+		LLVMValueRef row = imul(G, iadd(G, imul(G, pl, ci64(G, H)), ih), ci64(G, W));
+		for (int64_t kw = 0; kw < KW; kw++) {
+			int64_t lo = 0, hi = OW;
+			while (lo < OW && lo * sw + kw - pw < 0)
+				lo++;
+			while (hi > lo && (hi - 1) * sw + kw - pw >= W)
+				hi--;
+			if (lo >= hi)
+				continue;
+			/* by vectors of vw columns while a vector's sw*vw inputs stay in the
+			 * row (strided columns as one load and a shuffle, not a gather),
+			 * then one by one */
+			int64_t hv = hi;
+			while (hv > lo && (hv - 1) * sw + kw - pw + sw - 1 >= W)
+				hv--;
+			int64_t nvb = sw <= 2 ? (hv - lo) / vw : 0;
+			if (nvb > 0) {
+				LLVMTypeRef wt = llvm.LLVMVectorType(et, (unsigned)(sw * vw)), vt = llvm.LLVMVectorType(et, (unsigned)vw);
+				LLVMValueRef mask[64];
+				for (int l = 0; l < vw; l++)
+					mask[l] = ci32(G, (int)(l * sw));
+				LLVMValueRef t = loop_to(&T, &lk, ci64(G, nvb));
+				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, vw)));
+				LLVMValueRef at = iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw)));
+				LLVMValueRef ld = llvm.LLVMBuildLoad2(B, wt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, T.ptr[x->id], &at, 1, ""), llvm.LLVMPointerType(wt, 0), ""), "");
+				llvm.LLVMSetAlignment(ld, (unsigned)dtype_size(dt));
+				LLVMValueRef v = sw == 1 ? ld : llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
+				LLVMValueRef ap = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+				LLVMValueRef cur = llvm.LLVMBuildLoad2(B, vt, ap, "");
+				llvm.LLVMSetAlignment(cur, (unsigned)dtype_size(dt));
+				LLVMValueRef st = llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), ap);
+				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
+				loop_end(&T, &lk);
+			}
+			LLVMValueRef ow = loop_begin(&T, &lk, ci64(G, lo + nvb * vw), ci64(G, hi));
+			LLVMValueRef v = load_at(&T, x, iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw))));
+			LLVMValueRef ap = llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, "");
+			LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, ap, "");
+			llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), ap);
+			loop_end(&T, &lk);
+		}
+		if_end(&T, j);
+	}
+	LLVMValueRef o = loop_to(&T, &lo, ci64(G, OW));
+	LLVMValueRef r = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, acc, &o, 1, ""), "");
+	if (!is_max) /* padding counts in the average (count_include_pad) */
+		r = llvm.LLVMBuildFDiv(B, r, fconst(G, dt, (double)(KH * KW)), "");
+	store_at(&T, n, iadd(G, imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW)), o), r);
+	loop_end(&T, &lo);
+	loop_end(&T, &loh);
+	loop_end(&T, &lp);
+	task_end(F, &T, &tk, ci64(G, x->shape[0] * x->shape[1]));
+}
+
 void k_pool(Fn *F, Node *n)
 {
+	if (n->op != OP_GLOBAL_AVGPOOL2D && dtype_is_float(n->dtype) && !fn_dynamic(F) && n->a[0] * n->a[1] <= 64) {
+		k_pool_rows(F, n);
+		return;
+	}
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	Node *x = n->in[0];
