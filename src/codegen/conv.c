@@ -328,14 +328,63 @@ static void cv_tile_at(Fn *F, ConvK *k, LLVMValueRef bimg, LLVMValueRef ooff, LL
 		cv_branch(F, a.lastc, cv_cols, &a);
 }
 
-/* The copies of image nn (ConvGeom) for channels [c0, c1). */
+/* A row's output columns ow that read x at ow*sw + off inside [0, W):
+ * [lo, hi); and the end hv of those whose vector of sw*vw inputs (the
+ * strided loads below) stays in the row as well. */
+static void row_range(int64_t OW, int64_t W, int64_t sw, int64_t off, int64_t *lo, int64_t *hi, int64_t *hv)
+{
+	*lo = 0, *hi = OW;
+	while (*lo < OW && *lo * sw + off < 0)
+		(*lo)++;
+	while (*hi > *lo && (*hi - 1) * sw + off >= W)
+		(*hi)--;
+	*hv = *hi;
+	while (*hv > *lo && (*hv - 1) * sw + off + sw - 1 >= W)
+		(*hv)--;
+}
+
+/* vw elements of x from `at` on, sw apart, as a vector: one load of sw*vw
+ * elements and a shuffle (the loop vectoriser makes gathers of them, slow
+ * on AMD Zen) */
+static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int vw)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, (unsigned)(sw * vw));
+	LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, "");
+	LLVMValueRef ld = llvm.LLVMBuildLoad2(B, wt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(wt, 0), ""), "");
+	llvm.LLVMSetAlignment(ld, (unsigned)dtype_size(x->dtype));
+	if (sw == 1)
+		return ld;
+	LLVMValueRef mask[64];
+	for (int l = 0; l < vw; l++)
+		mask[l] = ci32(G, (int)(l * sw));
+	return llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
+}
+
+/* Zeros into dst[at + i] for i in [lo, hi). */
+static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, int64_t lo, int64_t hi)
+{
+	Gen *G = F->gen;
+	if (lo >= hi)
+		return;
+	Loop l;
+	LLVMValueRef i = loop_begin(F, &l, ci64(G, lo), ci64(G, hi));
+	LLVMValueRef o = iadd(G, at, i);
+	llvm.LLVMBuildStore(G->B, fconst(G, n->dtype, 0), llvm.LLVMBuildGEP2(G->B, elem_t(G, n->dtype), dst, &o, 1, ""));
+	loop_end(F, &l);
+}
+
+/* The copies of image nn (ConvGeom) for channels [c0, c1): per row, zeros
+ * where the kernel reads padding and the image's columns between, by
+ * vectors. */
 static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	ConvGeom *cg = &k->cg;
-	LLVMTypeRef et = elem_t(G, k->n->dtype);
-	Loop lc, lr, lw;
+	LLVMTypeRef et = elem_t(G, k->n->dtype), vt = llvm.LLVMVectorType(et, (unsigned)k->vw);
+	Loop lc, lr, lv, lw;
 	LLVMValueRef c = loop_begin(F, &lc, c0, c1);
 	LLVMValueRef plane = imul(G, iadd(G, imul(G, nn, ci64(G, k->C)), c), ci64(G, k->H * k->W));
 	int slot = 0;
@@ -343,21 +392,37 @@ static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValu
 		if (!(cg->phases >> q & 1))
 			continue;
 		for (int64_t kw = 0; kw < k->KW; kw++) {
+			int64_t off = kw * cg->dw - cg->pw, lo, hi, hv;
+			row_range(k->OW, k->W, cg->sw, off, &lo, &hi, &hv);
+			int64_t nvb = cg->sw <= 2 ? (hv - lo) / k->vw : 0;
 			LLVMValueRef dst = imul(G, iadd(G, ci64(G, (kw * cg->nslot + slot) * k->C), c), ci64(G, k->CP));
 			LLVMValueRef r = loop_to(F, &lr, ci64(G, cg->hr));
 			LLVMValueRef ih = iadd(G, imul(G, r, ci64(G, cg->sh)), ci64(G, q - cg->ph));
 			LLVMValueRef okh = in_range(G, ih, ci64(G, k->H));
 			LLVMValueRef drow = iadd(G, dst, imul(G, r, ci64(G, k->OW)));
-			LLVMValueRef srow = iadd(G, plane, imul(G, ih, ci64(G, k->W)));
-			LLVMValueRef ow = loop_to(F, &lw, ci64(G, k->OW));
-			LLVMValueRef iw = iadd(G, imul(G, ow, ci64(G, cg->sw)), ci64(G, kw * cg->dw - cg->pw));
-			LLVMValueRef ok = llvm.LLVMBuildAnd(B, okh, in_range(G, iw, ci64(G, k->W)), "");
-			/* padding: read the plane's first element, store a zero */
-			LLVMValueRef at = llvm.LLVMBuildSelect(B, ok, iadd(G, srow, iw), plane, "");
-			LLVMValueRef v = llvm.LLVMBuildSelect(B, ok, load_at(F, k->x, at), fconst(G, k->n->dtype, 0), "");
+			LLVMBasicBlockRef j = if_begin(F, llvm.LLVMBuildNot(B, okh, ""));
+			zero_run(F, k->n, cps, drow, 0, k->OW);
+			if_end(F, j);
+			j = if_begin(F, okh);
+			LLVMValueRef srow = iadd(G, iadd(G, plane, imul(G, ih, ci64(G, k->W))), ci64(G, off));
+			zero_run(F, k->n, cps, drow, 0, lo);
+			if (nvb > 0) {
+				LLVMValueRef t = loop_to(F, &lv, ci64(G, nvb));
+				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, k->vw)));
+				LLVMValueRef v = strided_vec(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw))), cg->sw, k->vw);
+				LLVMValueRef dof = iadd(G, drow, ow);
+				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, "");
+				LLVMValueRef st = llvm.LLVMBuildStore(B, v, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""));
+				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(k->n->dtype));
+				loop_end(F, &lv);
+			}
+			LLVMValueRef ow = loop_begin(F, &lw, ci64(G, lo + nvb * k->vw), ci64(G, hi));
 			LLVMValueRef dof = iadd(G, drow, ow);
-			llvm.LLVMBuildStore(B, v, llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, ""));
+			llvm.LLVMBuildStore(B, load_at(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw)))),
+			                    llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, ""));
 			loop_end(F, &lw);
+			zero_run(F, k->n, cps, drow, hi, k->OW);
+			if_end(F, j);
 			loop_end(F, &lr);
 		}
 		slot++;
@@ -542,7 +607,7 @@ static void k_pool_rows(Fn *F, Node *n)
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
 	LLVMValueRef acc = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, OW), "row");
 	llvm.LLVMPositionBuilderAtEnd(B, body);
-	Loop lp, loh, li, lk, lo;
+	Loop lp, loh, li, lk, lout;
 	LLVMValueRef pl = loop_begin(&T, &lp, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 	LLVMValueRef oh = loop_to(&T, &loh, ci64(G, OH));
 	LLVMValueRef i = loop_to(&T, &li, ci64(G, OW));
@@ -553,31 +618,17 @@ static void k_pool_rows(Fn *F, Node *n)
 		LLVMBasicBlockRef j = if_begin(&T, in_range(G, ih, ci64(G, H)));
 		LLVMValueRef row = imul(G, iadd(G, imul(G, pl, ci64(G, H)), ih), ci64(G, W));
 		for (int64_t kw = 0; kw < KW; kw++) {
-			int64_t lo = 0, hi = OW;
-			while (lo < OW && lo * sw + kw - pw < 0)
-				lo++;
-			while (hi > lo && (hi - 1) * sw + kw - pw >= W)
-				hi--;
+			int64_t lo, hi, hv;
+			row_range(OW, W, sw, kw - pw, &lo, &hi, &hv);
 			if (lo >= hi)
 				continue;
-			/* by vectors of vw columns while a vector's sw*vw inputs stay in the
-			 * row (strided columns as one load and a shuffle, not a gather),
-			 * then one by one */
-			int64_t hv = hi;
-			while (hv > lo && (hv - 1) * sw + kw - pw + sw - 1 >= W)
-				hv--;
+			/* by vectors while a vector's inputs stay in the row, then one by one */
 			int64_t nvb = sw <= 2 ? (hv - lo) / vw : 0;
 			if (nvb > 0) {
-				LLVMTypeRef wt = llvm.LLVMVectorType(et, (unsigned)(sw * vw)), vt = llvm.LLVMVectorType(et, (unsigned)vw);
-				LLVMValueRef mask[64];
-				for (int l = 0; l < vw; l++)
-					mask[l] = ci32(G, (int)(l * sw));
+				LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
 				LLVMValueRef t = loop_to(&T, &lk, ci64(G, nvb));
 				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, vw)));
-				LLVMValueRef at = iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw)));
-				LLVMValueRef ld = llvm.LLVMBuildLoad2(B, wt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, T.ptr[x->id], &at, 1, ""), llvm.LLVMPointerType(wt, 0), ""), "");
-				llvm.LLVMSetAlignment(ld, (unsigned)dtype_size(dt));
-				LLVMValueRef v = sw == 1 ? ld : llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
+				LLVMValueRef v = strided_vec(&T, x, iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw))), sw, vw);
 				LLVMValueRef ap = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, ""), llvm.LLVMPointerType(vt, 0), "");
 				LLVMValueRef cur = llvm.LLVMBuildLoad2(B, vt, ap, "");
 				llvm.LLVMSetAlignment(cur, (unsigned)dtype_size(dt));
@@ -594,12 +645,12 @@ static void k_pool_rows(Fn *F, Node *n)
 		}
 		if_end(&T, j);
 	}
-	LLVMValueRef o = loop_to(&T, &lo, ci64(G, OW));
+	LLVMValueRef o = loop_to(&T, &lout, ci64(G, OW));
 	LLVMValueRef r = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, acc, &o, 1, ""), "");
 	if (!is_max) /* padding counts in the average (count_include_pad) */
 		r = llvm.LLVMBuildFDiv(B, r, fconst(G, dt, (double)(KH * KW)), "");
 	store_at(&T, n, iadd(G, imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW)), o), r);
-	loop_end(&T, &lo);
+	loop_end(&T, &lout);
 	loop_end(&T, &loh);
 	loop_end(&T, &lp);
 	task_end(F, &T, &tk, ci64(G, x->shape[0] * x->shape[1]));
