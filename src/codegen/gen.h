@@ -337,7 +337,7 @@ void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
 
 /* ------------------------------------------------------------------ matmul.c */
 
-/* C = A @ B for one matrix at element offsets oa, ob, oo (conv2d's too) */
+/* C = A @ B for one matrix at element offsets oa, ob, oo (conv_transpose2d's too) */
 void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
               LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
               LLVMValueRef buf_in, LLVMValueRef tmp_in);
