@@ -914,6 +914,26 @@ int virtual_transpose(Graph *g, Node *t);
 /* A slice of a state with run-time size read only by the matmuls right after
  * it, as their right operand: they read the state in place. */
 int virtual_slice(Graph *g, Node *s);
+/* A float conv2d of a static graph is computed from shifted copies of its
+ * input (codegen/conv.c): per kernel column kw and row phase q = kh*dh mod
+ * sh, a copy of every channel with rows Hr = OH + max(kh*dh / sh) and
+ * columns OW, zero where the kernel reads padding, so that the rows of the
+ * implicit patch matrix are contiguous runs of a copy at a constant offset.
+ * conv_geom fills the layout; 0 when the convolution is not one of these. */
+typedef struct ConvGeom {
+	int64_t sh, sw, ph, pw, dh, dw, groups;
+	int64_t hr;       /* rows of one channel of a copy */
+	int64_t nslot;    /* copies per kernel column: the phases in use */
+	uint64_t phases;  /* bit q: phase q in use */
+	int64_t elems;    /* elements of all copies; 0 when the input is read in place */
+} ConvGeom;
+int conv_geom(const Node *n, int dynamic, ConvGeom *cg);
+/* a per-channel operand of a convolution's epilogue, evaluated per channel
+ * from nodes read where they are stored (conv_chan_ready) */
+int conv_chan_operand(const struct Plan *pl, Node *conv, Node *o, int top, int depth);
+int conv_chan_ready(const struct Plan *pl, const Node *conv, const Node *o);
+/* the start of a slice that is one run of its input's elements, else -1 */
+int64_t slice_run(const Node *s);
 
 /* ------------------------------------------------------- codegen/build.c, cache.c */
 

@@ -125,6 +125,138 @@ static Node *next_reader(Graph *g, Node *c)
 	return NULL;
 }
 
+/* conv2d: see ConvGeom (nestc.h). The input is read in place for a 1x1
+ * convolution of stride 1 without padding whose output planes are whole
+ * vectors (the tiles read whole vectors, of at most 16 elements). */
+int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
+{
+	if (n->op != OP_CONV2D || !dtype_is_float(n->dtype) || dynamic)
+		return 0;
+	const Node *x = n->in[0], *w = n->in[1];
+	*cg = (ConvGeom){.sh = n->a[0], .sw = n->a[1], .ph = n->a[2], .pw = n->a[3], .groups = n->a[4],
+	                 .dh = n->a[5] ? n->a[5] : 1, .dw = n->a[6] ? n->a[6] : 1};
+	if (cg->sh < 1 || cg->sh > 64 || cg->groups < 1)
+		return 0;
+	int64_t KH = w->shape[2], KW = w->shape[3], OH = n->shape[2], OW = n->shape[3], m = 0;
+	for (int64_t kh = 0; kh < KH; kh++) {
+		cg->phases |= (uint64_t)1 << ((kh * cg->dh) % cg->sh);
+		if ((kh * cg->dh) / cg->sh > m)
+			m = (kh * cg->dh) / cg->sh;
+	}
+	cg->nslot = __builtin_popcountll(cg->phases);
+	cg->hr = OH + m;
+	int inplace = KH == 1 && KW == 1 && cg->sh == 1 && cg->sw == 1 && cg->ph == 0 && cg->pw == 0 && (OH * OW) % 16 == 0;
+	cg->elems = inplace ? 0 : KW * cg->nslot * x->shape[1] * cg->hr * OW;
+	return 1;
+}
+
+/* A slice whose elements are one run of its input's (a row of a matrix of
+ * batch norm statistics): the run's start, else -1. */
+int64_t slice_run(const Node *s)
+{
+	const Node *x = s->in[0];
+	if (s->op != OP_SLICE || s->rank != x->rank)
+		return -1;
+	int k = 0;
+	while (k < s->rank && s->shape[k] == 1)
+		k++;
+	for (int j = k + 1; j < s->rank; j++)
+		if (s->shape[j] != x->shape[j] || s->a[j] != 0)
+			return -1;
+	int64_t start = 0, stride = 1;
+	for (int j = s->rank - 1; j >= 0; j--) {
+		start += s->a[j] * stride;
+		stride *= x->shape[j];
+	}
+	return start;
+}
+
+/* A node that a convolution's epilogue reads where it is stored: a param,
+ * an input, or a node computed before it whose storage holds its value (not
+ * made inline, not a matmul's or a convolution's with an epilogue of its
+ * own; elementwise nodes are computed again, per channel). */
+int conv_chan_ready(const Plan *pl, const Node *conv, const Node *o)
+{
+	if (stateful(o))
+		return 0;
+	if (o->op == OP_PARAM || o->op == OP_INPUT)
+		return 1;
+	return o->id < conv->id && !op_elementwise(o->op) && pl->fused_into[o->id] < 0 && pl->epi_next[o->id] < 0;
+}
+
+/* Can o (an operand of an op of a convolution's epilogue; `top` for that
+ * operand itself, shaped [O, 1, 1] or [1, O, 1, 1]) be evaluated channel by
+ * channel when the convolution runs? Its nodes hold O elements or one and
+ * are ready (conv_chan_ready), scalar constants, runs of ready nodes
+ * (slice_run), or elementwise ops and reshapes of such nodes: batch_norm's
+ * scale and shift, which are made after the convolution, are computed per
+ * channel by its tiles. */
+int conv_chan_operand(const Plan *pl, Node *conv, Node *o, int top, int depth)
+{
+	int64_t O = conv->shape[1], ne = shape_numel(o->rank, o->shape);
+	if (depth > 16 || o->dtype != conv->dtype || stateful(o))
+		return 0;
+	if (top && !((o->rank == 3 && o->shape[0] == O && o->shape[1] == 1 && o->shape[2] == 1) ||
+	             (o->rank == 4 && o->shape[0] == 1 && o->shape[1] == O && o->shape[2] == 1 && o->shape[3] == 1)))
+		return 0;
+	if (o->rank != 0 && ne != O)
+		return 0;
+	if (conv_chan_ready(pl, conv, o) || (o->op == OP_CONST && o->rank == 0))
+		return 1;
+	if (o->op == OP_SLICE)
+		return slice_run(o) >= 0 && o->in[0]->dtype == o->dtype && conv_chan_ready(pl, conv, o->in[0]);
+	OpClass c = op_info[o->op].cls;
+	if (o->op != OP_RESHAPE && c != OPC_UNARY && c != OPC_BINARY)
+		return 0;
+	for (int k = 0; k < o->nin; k++) {
+		Node *i = o->in[k];
+		/* elements line up: the same count, or a scalar */
+		if (i->rank != 0 && shape_numel(i->rank, i->shape) != ne)
+			return 0;
+		if (o->op != OP_RESHAPE && i->rank != 0 &&
+		    (i->rank != o->rank || memcmp(i->shape, o->shape, (size_t)o->rank * sizeof o->shape[0])))
+			return 0;
+		if (!conv_chan_operand(pl, conv, i, 0, depth + 1))
+			return 0;
+	}
+	return 1;
+}
+
+/* The epilogues of convolutions (codegen/conv.c applies them to its tiles in
+ * registers): while the value has one reader, an op that works on vectors
+ * (add, sub, mul, div, max, min, relu, neg) of the same shape whose other
+ * operand is a scalar, per channel (conv_chan_operand: batch_norm's scale
+ * and shift) or a ready tensor of the result's shape (a residual). */
+static void plan_conv_epilogues(Graph *g, Plan *pl, int dynamic, const int *users, const int *is_out)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *m = g->nodes[i], *cur = m;
+		ConvGeom cg;
+		if (!conv_geom(m, dynamic, &cg))
+			continue;
+		for (int len = 0; len < 8 && users[cur->id] == 1 && !is_out[cur->id]; len++) {
+			Node *e = next_reader(g, cur);
+			if (!e || e->dtype != m->dtype || !same_shape(g, e, m->rank, m->shape, m))
+				break;
+			Op op = e->op;
+			if (op != OP_ADD && op != OP_SUB && op != OP_MUL && op != OP_DIV && op != OP_MAX && op != OP_MIN &&
+			    op != OP_RELU && op != OP_NEG)
+				break;
+			if (e->nin == 2) {
+				Node *o = e->in[0] == cur ? e->in[1] : e->in[0];
+				int ok = o != cur && o->dtype == m->dtype &&
+				         (scalar_of_consts(o, 0) || conv_chan_operand(pl, m, o, 1, 0) ||
+				          (same_shape(g, o, m->rank, m->shape, m) && o->id < m->id && !stateful(o)));
+				if (!ok)
+					break;
+			}
+			pl->epi_next[cur->id] = e->id;
+			pl->fused_into[e->id] = m->id;
+			cur = e;
+		}
+	}
+}
+
 /* The chains of elementwise ops fused into the matmul that produces their
  * input (bias, activation, residual; attention's scale and causal mask): from
  * a 2-D float matmul or a batch of them on the pool, while the value has one
@@ -200,6 +332,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 			cur = e;
 		}
 	}
+	plan_conv_epilogues(g, pl, dynamic, users, is_out);
 	free(users);
 	free(is_out);
 }
@@ -455,17 +588,13 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 		if (need > panel)
 			panel = need;
 	}
-	/* a convolution as a matmul (codegen.c): the patches of one image
-	 * (k = C*KH*KW rows of OH*OW); its panels run on the pool */
-	for (int i = 0; i < n && !max_numel; i++) {
-		Node *x = g->nodes[i];
-		if (x->op != OP_CONV2D || !dtype_is_float(x->dtype) || x->a[4] != 1)
+	/* a convolution's shifted copies of one image (codegen/conv.c), then
+	 * 16 elements that its last tiles read beyond them */
+	for (int i = 0; i < n; i++) {
+		ConvGeom cg;
+		if (!conv_geom(g->nodes[i], max_numel != NULL, &cg) || !cg.elems)
 			continue;
-		Node *w = x->in[1];
-		if (w->shape[2] == 1 && w->shape[3] == 1 && x->a[0] == 1 && x->a[1] == 1 && x->a[2] == 0 && x->a[3] == 0)
-			continue; /* 1x1, stride 1, no padding: the image is the matrix */
-		int64_t k = sat_mul(sat_mul(w->shape[1], w->shape[2]), w->shape[3]);
-		int64_t need = sat_mul(sat_mul(sat_mul(k, x->shape[2]), x->shape[3]), 8);
+		int64_t need = sat_mul(cg.elems + 16, dtype_size(g->nodes[i]->dtype));
 		if (need > panel)
 			panel = need;
 	}

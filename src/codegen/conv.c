@@ -1,9 +1,11 @@
-/* conv.c - conv2d (as a matrix product per image with the matmul's tiles
- * when it can, else direct loops) and max, average and global average
- * pooling. */
+/* conv.c - conv2d (register tiles over shifted copies of the input with
+ * the epilogue fused, when its shapes are static; else direct loops) and
+ * max, average and global average pooling. */
 #include "gen.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Is attribute k of n taken at run time (a reuse_hash variant)? */
 static int attr_dynamic(Fn *F, Node *n, int k)
@@ -27,81 +29,512 @@ static LLVMValueRef dilated(Fn *F, Node *n, int ax, LLVMValueRef k)
 	return imul(G, k, d);
 }
 
-/* conv2d as a matrix product per image (implicit GEMM): the patches of the
- * image laid out as col[C*KH*KW, OH*OW] in the scratch area (im2col; a 1x1
- * convolution of stride 1 without padding reads the image itself), then
- * out[O, OH*OW] = w[O, C*KH*KW] @ col with the matmul's tiles, then the bias
- * by rows. Static shapes, one group. */
-static void k_conv2d_gemm(Fn *F, Node *n)
+/* ---- conv2d from shifted copies of the input (ConvGeom, nestc.h) ----
+ *
+ * The implicit patch matrix of one image has a row per (c, kh, kw) and a
+ * column per output pixel p = oh*OW + ow. In the copy for kernel column kw
+ * and row phase q, row (c, kh, kw) is the contiguous run of OH*OW elements
+ * from channel c's row kh*dh / sh: no patch matrix is written, the copies
+ * hold KW * (phases) elements per input element of the output's size (3 for
+ * a 3x3 convolution against im2col's 9). A register tile is mr output
+ * channels by nv vectors of consecutive pixels (rows wrap: no lane is lost
+ * at a row's end, only after a plane's last vector); the weights are
+ * broadcast as they stand, [O, C/g*KH*KW] read along a row, the copies read
+ * as vectors, and bias and the fused epilogue (plan.c: batch norm's scale
+ * and shift, the residual, relu) are applied in registers before the store.
+ * The tiles of an image are tasks of the pool; so is making the copies. */
+
+#define CV_MAX_MR 12
+#define CV_MAX_NV 4
+#define CV_MAX_LEAF 40
+
+typedef struct ConvK {
+	Node *n, *x, *w, *b;
+	ConvGeom cg;
+	int64_t C, H, W, O, OH, OW, KW, Cg, Og, S, Kw, P, CP;
+	int vw, mr, nv;
+	int64_t nvec, nct, nrtg, nrt, ntiles;
+	int64_t *soff;    /* per kernel position s = kh*KW + kw: its row's offset in the copies */
+	Node *ops[8], *other[8];
+	int first[8], nepi;
+	Node *leaf[CV_MAX_LEAF]; /* nodes the tasks read, by pointer */
+	int nleaf;
+} ConvK;
+
+/* A per-channel operand (or a scalar) is one unless it has the result's
+ * shape (a residual, read at each pixel). */
+static int cv_full(ConvK *k, Node *o)
+{
+	return o->rank == 4 && !memcmp(o->shape, k->n->shape, sizeof o->shape[0] * 4);
+}
+
+static void cv_add_leaf(ConvK *k, Node *x)
+{
+	for (int i = 0; i < k->nleaf; i++)
+		if (k->leaf[i] == x)
+			return;
+	if (k->nleaf == CV_MAX_LEAF)
+		ice("conv2d: more than %d operands", CV_MAX_LEAF);
+	k->leaf[k->nleaf++] = x;
+}
+
+/* The nodes a per-channel operand reads where they are stored. */
+static void cv_chan_leaves(Fn *F, ConvK *k, Node *o)
+{
+	if (scalar_of_consts(o, 0))
+		return;
+	if (conv_chan_ready(F->plan, k->n, o)) {
+		cv_add_leaf(k, o);
+		return;
+	}
+	if (o->op == OP_SLICE) {
+		cv_add_leaf(k, o->in[0]);
+		return;
+	}
+	for (int i = 0; i < o->nin; i++)
+		cv_chan_leaves(F, k, o->in[i]);
+}
+
+/* Channel ch's element of a per-channel operand (conv_chan_operand). */
+static LLVMValueRef cv_chan(Fn *F, ConvK *k, Node *o, LLVMValueRef ch)
+{
+	if (scalar_of_consts(o, 0))
+		return const_scalar(F, o);
+	if (conv_chan_ready(F->plan, k->n, o))
+		return load_at(F, o, o->rank == 0 ? ci64(F->gen, 0) : ch);
+	if (o->op == OP_CONST)
+		return const_value(F->gen, o);
+	if (o->op == OP_SLICE)
+		return load_at(F, o->in[0], iadd(F->gen, ch, ci64(F->gen, slice_run(o))));
+	if (o->op == OP_RESHAPE)
+		return cv_chan(F, k, o->in[0], ch);
+	if (o->nin == 1)
+		return unop(F, o->op, o->dtype, cv_chan(F, k, o->in[0], ch));
+	return binop(F, o->op, o->in[0]->dtype, cv_chan(F, k, o->in[0], ch), cv_chan(F, k, o->in[1], ch));
+}
+
+/* v (one element or a vector) of channel o at element offset off of the
+ * result, through the bias and the fused epilogue; chv[e]: the channel's
+ * value of op e's operand when it is per channel. */
+static LLVMValueRef cv_epilogue(Fn *F, ConvK *k, LLVMValueRef v, int lanes, LLVMValueRef bias, LLVMValueRef *chv,
+                                LLVMValueRef off)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	Node *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+	DType dt = k->n->dtype;
+	LLVMTypeRef et = elem_t(G, dt), vt = lanes > 1 ? llvm.LLVMVectorType(et, (unsigned)lanes) : et;
+#define CV_SPLAT(s) (lanes > 1 ? splat(G, vt, lanes, (s)) : (s))
+	if (bias)
+		v = llvm.LLVMBuildFAdd(B, v, CV_SPLAT(bias), "");
+	for (int e = 0; e < k->nepi; e++) {
+		Node *x = k->ops[e], *o = k->other[e];
+		if (x->op == OP_RELU) {
+			LLVMValueRef z = llvm.LLVMConstNull(vt);
+			v = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, v, z, ""), z, v, ""); /* keeps NaN */
+			continue;
+		}
+		if (x->op == OP_NEG) {
+			v = llvm.LLVMBuildFNeg(B, v, "");
+			continue;
+		}
+		LLVMValueRef ov;
+		if (chv[e]) {
+			ov = CV_SPLAT(chv[e]);
+		} else {
+			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, o), &off, 1, "");
+			ov = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
+			llvm.LLVMSetAlignment(ov, (unsigned)dtype_size(dt));
+		}
+		LLVMValueRef a = k->first[e] ? v : ov, b = k->first[e] ? ov : v;
+		v = x->op == OP_MAX || x->op == OP_MIN ? fmaxmin(G, a, b, x->op == OP_MAX) : binop(F, x->op, dt, a, b);
+	}
+#undef CV_SPLAT
+	return v;
+}
+
+/* One register tile: channels o0.. (mr) by pixels col0.. (nv vectors, of
+ * which the last has `rem` valid lanes), over the channels of the group
+ * whose copies start at bg; the result's image at element ooff. */
+static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, LLVMValueRef o0, LLVMValueRef col0,
+                    LLVMValueRef ooff)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = k->n->dtype;
+	int vw = k->vw;
+	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef arow[CV_MAX_MR], phi[CV_MAX_MR][CV_MAX_NV], nacc[CV_MAX_MR][CV_MAX_NV];
+	for (int r = 0; r < mr; r++)
+		arow[r] = imul(G, iadd(G, o0, ci64(G, r)), ci64(G, k->Kw));
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef c = llvm.LLVMBuildPhi(B, G->i64, "c"), z = ci64(G, 0), zv = llvm.LLVMConstNull(vt);
+	llvm.LLVMAddIncoming(c, &z, &pre, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(phi[r][v], &zv, &pre, 1);
+			nacc[r][v] = phi[r][v];
+		}
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, c, ci64(G, k->Cg), ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	LLVMValueRef cb = iadd(G, imul(G, c, ci64(G, k->CP)), col0), ca = imul(G, c, ci64(G, k->S));
+	/* the kernel's positions unrolled: constant offsets into the copies */
+	for (int s = 0; s < k->S; s++) {
+		LLVMValueRef bv[CV_MAX_NV];
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = iadd(G, cb, ci64(G, k->soff[s] + v * vw));
+			LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bg, &off, 1, ""), vpt, "");
+			bv[v] = llvm.LLVMBuildLoad2(B, vt, p, "");
+			llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
+		}
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef bc = splat(G, vt, vw, load_at(F, k->w, iadd(G, arow[r], iadd(G, ca, ci64(G, s)))));
+			for (int v = 0; v < nv; v++) {
+				LLVMTypeRef ts[3] = {vt, vt, vt};
+				LLVMValueRef vs[3] = {bc, bv[v], nacc[r][v]};
+				nacc[r][v] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+	}
+	LLVMValueRef cn = iadd(G, c, ci64(G, 1));
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(c, &cn, &end, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			llvm.LLVMAddIncoming(phi[r][v], &nacc[r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	for (int r = 0; r < mr; r++) {
+		LLVMValueRef o = iadd(G, o0, ci64(G, r)), chv[8] = {0};
+		LLVMValueRef bias = k->b ? load_at(F, k->b, o) : NULL;
+		for (int e = 0; e < k->nepi; e++)
+			if (k->other[e] && !cv_full(k, k->other[e]))
+				chv[e] = cv_chan(F, k, k->other[e], o);
+		LLVMValueRef row = iadd(G, iadd(G, ooff, imul(G, o, ci64(G, k->P))), col0);
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = iadd(G, row, ci64(G, v * vw));
+			if (v < nv - 1 || rem == vw) {
+				LLVMValueRef x = cv_epilogue(F, k, phi[r][v], vw, bias, chv, off);
+				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, k->n), &off, 1, "");
+				LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, p, vpt, ""));
+				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
+				continue;
+			}
+			/* the plane's last pixels: the valid lanes one by one */
+			for (int l = 0; l < rem; l++) {
+				LLVMValueRef ol = iadd(G, off, ci64(G, l));
+				LLVMValueRef x = llvm.LLVMBuildExtractElement(B, phi[r][v], ci32(G, l), "");
+				store_at(F, k->n, ol, cv_epilogue(F, k, x, 1, bias, chv, ol));
+			}
+		}
+	}
+}
+
+/* The tile shape: up to 24 accumulators of 32 registers with AVX-512 (12
+ * of 16 otherwise) as mr channels by nv vectors; nv so that the vectors of
+ * a plane fill the tiles (a 7x7 plane is 4 vectors of 16: one tile of 4),
+ * then the shape whose k step loads least per FMA. */
+static void cv_shape(Gen *G, ConvK *k)
+{
+	int regs = G->vbytes >= 64 ? 24 : 12;
+	double best = -1;
+	for (int nv = CV_MAX_NV; nv >= 1; nv--) {
+		int mr = regs / nv;
+		if (mr > CV_MAX_MR)
+			mr = CV_MAX_MR;
+		if (mr > k->Og)
+			mr = (int)k->Og;
+		double fill = (double)k->nvec / (double)(((k->nvec + nv - 1) / nv) * nv);
+		double per = (double)(mr * nv) / (double)(mr + nv) / 1.6; /* FMAs per load, 1.6 keeps 2 FMA ports busy */
+		double score = fill * (per < 1 ? per : 1);
+		if (score > best + 1e-9) {
+			best = score;
+			k->mr = mr;
+			k->nv = nv;
+		}
+	}
+}
+
+/* Code for `cond ? then : else` of two tile shapes (a, b: mr, nv, rem). */
+static void cv_branch(Fn *F, LLVMValueRef cond, void (*emit)(Fn *, void *, int), void *arg)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMBasicBlockRef yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvlast");
+	LLVMBasicBlockRef no = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvwhole");
+	LLVMBasicBlockRef join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvjoin");
+	llvm.LLVMBuildCondBr(B, cond, yes, no);
+	llvm.LLVMPositionBuilderAtEnd(B, yes);
+	emit(F, arg, 1);
+	llvm.LLVMBuildBr(B, join);
+	llvm.LLVMPositionBuilderAtEnd(B, no);
+	emit(F, arg, 0);
+	llvm.LLVMBuildBr(B, join);
+	llvm.LLVMPositionBuilderAtEnd(B, join);
+}
+
+typedef struct CvAt {
+	ConvK *k;
+	LLVMValueRef bg, o0, col0, ooff, lastr, lastc;
+	int nv, rem; /* the column shape chosen */
+} CvAt;
+
+static void cv_rows(Fn *F, void *arg, int last)
+{
+	CvAt *a = arg;
+	ConvK *k = a->k;
+	cv_tile(F, k, last ? (int)(k->Og - (k->nrtg - 1) * k->mr) : k->mr, a->nv, a->rem, a->bg, a->o0, a->col0, a->ooff);
+}
+
+static void cv_cols(Fn *F, void *arg, int last)
+{
+	CvAt *a = arg;
+	ConvK *k = a->k;
+	a->nv = last ? (int)(k->nvec - (k->nct - 1) * k->nv) : k->nv;
+	a->rem = last ? (int)(k->P - (k->nvec - 1) * k->vw) : k->vw;
+	/* the last row tile is shorter unless mr divides the group's channels */
+	if (k->Og % k->mr)
+		cv_branch(F, a->lastr, cv_rows, a);
+	else
+		cv_rows(F, a, 0);
+}
+
+/* Tile i of an image (column tile i / nrt, row tile i % nrt), with the
+ * shapes of the last row and column tiles where they differ. */
+static void cv_tile_at(Fn *F, ConvK *k, LLVMValueRef bimg, LLVMValueRef ooff, LLVMValueRef i)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef ct = idiv(G, i, ci64(G, k->nrt)), rt = irem(G, i, ci64(G, k->nrt));
+	LLVMValueRef grp = idiv(G, rt, ci64(G, k->nrtg)), rtg = irem(G, rt, ci64(G, k->nrtg));
+	LLVMValueRef goff = imul(G, grp, ci64(G, k->Cg * k->CP));
+	CvAt a = {.k = k, .ooff = ooff,
+	          .bg = llvm.LLVMBuildGEP2(B, elem_t(G, k->n->dtype), bimg, &goff, 1, ""),
+	          .o0 = iadd(G, imul(G, grp, ci64(G, k->Og)), imul(G, rtg, ci64(G, k->mr))),
+	          .col0 = imul(G, ct, ci64(G, (int64_t)k->nv * k->vw)),
+	          .lastr = llvm.LLVMBuildICmp(B, LLVMIntEQ, rtg, ci64(G, k->nrtg - 1), ""),
+	          .lastc = llvm.LLVMBuildICmp(B, LLVMIntEQ, ct, ci64(G, k->nct - 1), "")};
+	int same = k->nvec % k->nv == 0 && k->P % k->vw == 0; /* the last column tile is like the others */
+	if (k->nct == 1 || same)
+		cv_cols(F, &a, k->nct == 1);
+	else
+		cv_branch(F, a.lastc, cv_cols, &a);
+}
+
+/* A row's output columns ow that read x at ow*sw + off inside [0, W):
+ * [lo, hi); and the end hv of those whose vector of sw*vw inputs (the
+ * strided loads below) stays in the row as well. */
+static void row_range(int64_t OW, int64_t W, int64_t sw, int64_t off, int64_t *lo, int64_t *hi, int64_t *hv)
+{
+	*lo = 0, *hi = OW;
+	while (*lo < OW && *lo * sw + off < 0)
+		(*lo)++;
+	while (*hi > *lo && (*hi - 1) * sw + off >= W)
+		(*hi)--;
+	*hv = *hi;
+	while (*hv > *lo && (*hv - 1) * sw + off + sw - 1 >= W)
+		(*hv)--;
+}
+
+/* vw elements of x from `at` on, sw apart, as a vector: one load of sw*vw
+ * elements and a shuffle (the loop vectoriser makes gathers of them, slow
+ * on AMD Zen) */
+static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int vw)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, (unsigned)(sw * vw));
+	LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, "");
+	LLVMValueRef ld = llvm.LLVMBuildLoad2(B, wt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(wt, 0), ""), "");
+	llvm.LLVMSetAlignment(ld, (unsigned)dtype_size(x->dtype));
+	if (sw == 1)
+		return ld;
+	LLVMValueRef mask[64];
+	for (int l = 0; l < vw; l++)
+		mask[l] = ci32(G, (int)(l * sw));
+	return llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
+}
+
+/* Zeros into dst[at + i] for i in [lo, hi). */
+static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, int64_t lo, int64_t hi)
+{
+	Gen *G = F->gen;
+	if (lo >= hi)
+		return;
+	Loop l;
+	LLVMValueRef i = loop_begin(F, &l, ci64(G, lo), ci64(G, hi));
+	LLVMValueRef o = iadd(G, at, i);
+	llvm.LLVMBuildStore(G->B, fconst(G, n->dtype, 0), llvm.LLVMBuildGEP2(G->B, elem_t(G, n->dtype), dst, &o, 1, ""));
+	loop_end(F, &l);
+}
+
+/* The copies of image nn (ConvGeom) for channels [c0, c1): per row, zeros
+ * where the kernel reads padding and the image's columns between, by
+ * vectors. */
+static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvGeom *cg = &k->cg;
+	LLVMTypeRef et = elem_t(G, k->n->dtype), vt = llvm.LLVMVectorType(et, (unsigned)k->vw);
+	Loop lc, lr, lv, lw;
+	LLVMValueRef c = loop_begin(F, &lc, c0, c1);
+	LLVMValueRef plane = imul(G, iadd(G, imul(G, nn, ci64(G, k->C)), c), ci64(G, k->H * k->W));
+	int slot = 0;
+	for (int64_t q = 0; q < cg->sh; q++) {
+		if (!(cg->phases >> q & 1))
+			continue;
+		for (int64_t kw = 0; kw < k->KW; kw++) {
+			int64_t off = kw * cg->dw - cg->pw, lo, hi, hv;
+			row_range(k->OW, k->W, cg->sw, off, &lo, &hi, &hv);
+			int64_t nvb = cg->sw <= 2 ? (hv - lo) / k->vw : 0;
+			LLVMValueRef dst = imul(G, iadd(G, ci64(G, (kw * cg->nslot + slot) * k->C), c), ci64(G, k->CP));
+			LLVMValueRef r = loop_to(F, &lr, ci64(G, cg->hr));
+			LLVMValueRef ih = iadd(G, imul(G, r, ci64(G, cg->sh)), ci64(G, q - cg->ph));
+			LLVMValueRef okh = in_range(G, ih, ci64(G, k->H));
+			LLVMValueRef drow = iadd(G, dst, imul(G, r, ci64(G, k->OW)));
+			LLVMBasicBlockRef j = if_begin(F, llvm.LLVMBuildNot(B, okh, ""));
+			zero_run(F, k->n, cps, drow, 0, k->OW);
+			if_end(F, j);
+			j = if_begin(F, okh);
+			LLVMValueRef srow = iadd(G, iadd(G, plane, imul(G, ih, ci64(G, k->W))), ci64(G, off));
+			zero_run(F, k->n, cps, drow, 0, lo);
+			if (nvb > 0) {
+				LLVMValueRef t = loop_to(F, &lv, ci64(G, nvb));
+				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, k->vw)));
+				LLVMValueRef v = strided_vec(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw))), cg->sw, k->vw);
+				LLVMValueRef dof = iadd(G, drow, ow);
+				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, "");
+				LLVMValueRef st = llvm.LLVMBuildStore(B, v, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""));
+				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(k->n->dtype));
+				loop_end(F, &lv);
+			}
+			LLVMValueRef ow = loop_begin(F, &lw, ci64(G, lo + nvb * k->vw), ci64(G, hi));
+			LLVMValueRef dof = iadd(G, drow, ow);
+			llvm.LLVMBuildStore(B, load_at(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw)))),
+			                    llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, ""));
+			loop_end(F, &lw);
+			zero_run(F, k->n, cps, drow, hi, k->OW);
+			if_end(F, j);
+			loop_end(F, &lr);
+		}
+		slot++;
+	}
+	loop_end(F, &lc);
+}
+
+/* The pointers of the nodes the tasks read, as i64s into vals; in a task,
+ * back into T's pointers. */
+static void cv_env(Fn *F, ConvK *k, LLVMValueRef *vals)
+{
+	for (int i = 0; i < k->nleaf; i++)
+		vals[i] = llvm.LLVMBuildPtrToInt(F->gen->B, nptr(F, k->leaf[i]), F->gen->i64, "");
+}
+
+static void cv_unenv(Fn *T, ConvK *k, LLVMValueRef *got)
+{
+	for (int i = 0; i < k->nleaf; i++)
+		T->ptr[k->leaf[i]->id] = llvm.LLVMBuildIntToPtr(T->gen->B, got[i], llvm.LLVMPointerType(elem_t(T->gen, k->leaf[i]->dtype), 0), "");
+}
+
+static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK k = {.n = n, .x = n->in[0], .w = n->in[1], .b = n->nin > 2 ? n->in[2] : NULL, .cg = *cg};
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
-	int64_t C = x->shape[1], H = x->shape[2], W = x->shape[3];
-	int64_t O = n->shape[1], OH = n->shape[2], OW = n->shape[3], KH = w->shape[2], KW = w->shape[3];
-	int64_t sh = n->a[0], sw = n->a[1], ph = n->a[2], pw = n->a[3];
-	int64_t K = C * KH * KW, P = OH * OW;
-	int direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+	k.C = k.x->shape[1], k.H = k.x->shape[2], k.W = k.x->shape[3];
+	k.O = n->shape[1], k.OH = n->shape[2], k.OW = n->shape[3], k.KW = k.w->shape[3];
+	k.Cg = k.w->shape[1], k.Og = k.O / cg->groups, k.S = k.w->shape[2] * k.KW, k.Kw = k.Cg * k.S;
+	k.P = k.OH * k.OW;
+	k.CP = cg->elems ? cg->hr * k.OW : k.P;
+	k.vw = G->vbytes / dtype_size(n->dtype);
+	k.nvec = (k.P + k.vw - 1) / k.vw;
+	cv_shape(G, &k);
+	k.nct = (k.nvec + k.nv - 1) / k.nv;
+	k.nrtg = (k.Og + k.mr - 1) / k.mr;
+	k.nrt = cg->groups * k.nrtg;
+	k.ntiles = k.nct * k.nrt;
+	/* row (c, kh, kw)'s offset from channel c of the copies */
+	k.soff = xcalloc((size_t)k.S, sizeof *k.soff);
+	for (int64_t kh = 0; kh < k.w->shape[2]; kh++) {
+		int64_t ph = kh * cg->dh, slot = __builtin_popcountll(cg->phases & (((uint64_t)1 << (ph % cg->sh)) - 1));
+		for (int64_t kw = 0; kw < k.KW; kw++)
+			k.soff[kh * k.KW + kw] = (kw * cg->nslot + slot) * k.C * k.CP + ph / cg->sh * k.OW;
+	}
+	k.nepi = mm_epilogue(F, n, k.ops, k.other, k.first);
+	cv_add_leaf(&k, k.x);
+	cv_add_leaf(&k, k.w);
+	cv_add_leaf(&k, n);
+	if (k.b)
+		cv_add_leaf(&k, k.b);
+	for (int e = 0; e < k.nepi; e++)
+		if (k.other[e]) {
+			if (cv_full(&k, k.other[e]))
+				cv_add_leaf(&k, k.other[e]);
+			else
+				cv_chan_leaves(F, &k, k.other[e]);
+		}
+	int nl = k.nleaf;
+	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
 	LLVMValueRef soff = ci64(G, F->plan->scratch);
-	LLVMValueRef col = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "col");
-	/* the patches and the result of one image, seen as matrices */
-	Node cm = {.op = OP_CONV2D, .dtype = n->dtype, .rank = 2, .shape = {K, P}, .id = F->g->nnodes};
-	Node om = *n;
-	om.rank = 2, om.shape[0] = O, om.shape[1] = P;
-	LLVMValueRef out0 = nptr(F, n);
+	LLVMValueRef cps = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "copies");
+	if (cg->elems) {
+		/* what the last tiles read beyond the copies: zeros */
+		for (int i = 0; i < 16; i++)
+			llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), llvm.LLVMBuildGEP2(B, et, cps, (LLVMValueRef[]){ci64(G, cg->elems + i)}, 1, ""));
+	}
+	LLVMValueRef nth = llvm.LLVMBuildSExt(B, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), G->i64, "");
+	LLVMValueRef parts = imul(G, nth, ci64(G, 4));
+	parts = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, parts, ci64(G, k.ntiles), ""), parts, ci64(G, k.ntiles), "");
 	Loop ln;
 	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
-	LLVMValueRef xoff = imul(G, nn, ci64(G, C * H * W));
-	if (direct) {
-		F->ptr[cm.id] = llvm.LLVMBuildGEP2(B, et, nptr(F, x), &xoff, 1, "");
-	} else {
-		Loop lr, loh, low;
-		LLVMValueRef r = loop_to(F, &lr, ci64(G, K));
-		LLVMValueRef c = idiv(G, r, ci64(G, KH * KW));
-		LLVMValueRef kh = idiv(G, irem(G, r, ci64(G, KH * KW)), ci64(G, KW));
-		LLVMValueRef kw = irem(G, r, ci64(G, KW));
-		LLVMValueRef plane = elem_off(G, xoff, c, ci64(G, H * W));
-		LLVMValueRef oh = loop_to(F, &loh, ci64(G, OH));
-		LLVMValueRef ih = iadd(G, isub(G, imul(G, oh, ci64(G, sh)), ci64(G, ph)), dilated(F, n, 0, kh));
-		LLVMValueRef okh = in_range(G, ih, ci64(G, H));
-		LLVMValueRef drow = iadd(G, imul(G, r, ci64(G, P)), imul(G, oh, ci64(G, OW)));
-		LLVMValueRef ow = loop_to(F, &low, ci64(G, OW));
-		LLVMValueRef iw = iadd(G, isub(G, imul(G, ow, ci64(G, sw)), ci64(G, pw)), dilated(F, n, 1, kw));
-		LLVMValueRef ok = llvm.LLVMBuildAnd(B, okh, in_range(G, iw, ci64(G, W)), "");
-		/* out of the image: read element 0 of the plane, store a zero */
-		LLVMValueRef at = iadd(G, plane, llvm.LLVMBuildSelect(B, ok, iadd(G, imul(G, ih, ci64(G, W)), iw), ci64(G, 0), ""));
-		LLVMValueRef v = llvm.LLVMBuildSelect(B, ok, load_at(F, x, at), fconst(G, n->dtype, 0), "");
-		LLVMValueRef dof = iadd(G, drow, ow);
-		llvm.LLVMBuildStore(B, v, llvm.LLVMBuildGEP2(B, et, col, &dof, 1, ""));
-		loop_end(F, &low);
-		loop_end(F, &loh);
-		loop_end(F, &lr);
-		F->ptr[cm.id] = col;
+	cv_env(F, &k, vals);
+	vals[nl] = nn;
+	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, cps, G->i64, "");
+	vals[nl + 2] = parts;
+	Fn T;
+	Task tk;
+	if (cg->elems) {
+		/* the copies: a task per channel */
+		tk = task_begin(F, &T, "cvcopy", vals, nl + 2, got);
+		cv_unenv(&T, &k, got);
+		cv_copy(&T, &k, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), got[nl], llvm.LLVMGetParam(tk.fn, 1),
+		        llvm.LLVMGetParam(tk.fn, 2));
+		task_end(F, &T, &tk, ci64(G, k.C));
 	}
-	LLVMValueRef ooff = imul(G, nn, ci64(G, O * P));
-	F->ptr[n->id] = llvm.LLVMBuildGEP2(B, et, out0, &ooff, 1, "");
-	LLVMValueRef z = ci64(G, 0);
-	mm_tiled(F, &om, w, &cm, ci64(G, O), ci64(G, K), ci64(G, P), z, z, z, 1, 0, NULL, NULL, NULL);
-	if (b) {
-		Loop lo, lp;
-		LLVMValueRef o = loop_begin(F, &lo, z, ci64(G, O));
-		LLVMValueRef bo = load_at(F, b, o);
-		LLVMValueRef p = loop_begin(F, &lp, z, ci64(G, P));
-		LLVMValueRef at = iadd(G, imul(G, o, ci64(G, P)), p);
-		store_at(F, n, at, llvm.LLVMBuildFAdd(B, load_at(F, n, at), bo, ""));
-		loop_end(F, &lp);
-		loop_end(F, &lo);
-	}
-	F->ptr[n->id] = out0;
-	F->ptr[cm.id] = NULL;
+	/* the tiles: a task a run of them, column tiles outermost so that a run
+	 * reads the same pixels with every channel's weights */
+	tk = task_begin(F, &T, "cv", vals, nl + 3, got);
+	cv_unenv(&T, &k, got);
+	LLVMValueRef bimg = cg->elems ? llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "")
+	                              : llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl], ci64(G, k.C * k.P))}, 1, "");
+	LLVMValueRef ooff = imul(G, got[nl], ci64(G, k.O * k.P));
+	Loop lt, li;
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef i0 = idiv(G, imul(G, t, ci64(G, k.ntiles)), got[nl + 2]);
+	LLVMValueRef i1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), ci64(G, k.ntiles)), got[nl + 2]);
+	LLVMValueRef i = loop_begin(&T, &li, i0, i1);
+	cv_tile_at(&T, &k, bimg, ooff, i);
+	loop_end(&T, &li);
+	loop_end(&T, &lt);
+	task_end(F, &T, &tk, parts);
 	loop_end(F, &ln);
+	free(k.soff);
 }
 
 void k_conv2d(Fn *F, Node *n)
 {
-	if (dtype_is_float(n->dtype) && n->a[4] == 1 && !fn_dynamic(F)) { /* its scratch is planned for static graphs only */
-		k_conv2d_gemm(F, n);
+	ConvGeom cg;
+	if (conv_geom(n, fn_dynamic(F), &cg)) { /* its scratch is planned for static graphs only */
+		k_conv2d_tiled(F, n, &cg);
 		return;
 	}
 	Gen *G = F->gen;
@@ -150,8 +583,85 @@ void k_conv2d(Fn *F, Node *n)
 	loop_end(F, &ln);
 }
 
+/* Max and average pooling of static shapes, a plane a task of the pool: per
+ * output row, the kernel's rows inside the image, and per kernel column the
+ * output columns that read inside it (known when compiling), as loops
+ * without tests over a row of accumulators, which vectorise. */
+static void k_pool_rows(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt), ept = llvm.LLVMPointerType(et, 0);
+	int is_max = n->op == OP_MAXPOOL2D, vw = G->vbytes / dtype_size(dt);
+	int64_t H = x->shape[2], W = x->shape[3], OH = n->shape[2], OW = n->shape[3];
+	int64_t KH = n->a[0], KW = n->a[1], sh = n->a[2], sw = n->a[3], ph = n->a[4], pw = n->a[5];
+	LLVMValueRef vals[2] = {llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, "")};
+	Fn T;
+	LLVMValueRef got[2];
+	Task tk = task_begin(F, &T, "pool", vals, 2, got);
+	T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "");
+	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "");
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	LLVMValueRef acc = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, OW), "row");
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	Loop lp, loh, li, lk, lout;
+	LLVMValueRef pl = loop_begin(&T, &lp, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef oh = loop_to(&T, &loh, ci64(G, OH));
+	LLVMValueRef i = loop_to(&T, &li, ci64(G, OW));
+	llvm.LLVMBuildStore(B, fconst(G, dt, is_max ? -INFINITY : 0), llvm.LLVMBuildGEP2(B, et, acc, &i, 1, ""));
+	loop_end(&T, &li);
+	for (int64_t kh = 0; kh < KH; kh++) {
+		LLVMValueRef ih = iadd(G, imul(G, oh, ci64(G, sh)), ci64(G, kh - ph));
+		LLVMBasicBlockRef j = if_begin(&T, in_range(G, ih, ci64(G, H)));
+		LLVMValueRef row = imul(G, iadd(G, imul(G, pl, ci64(G, H)), ih), ci64(G, W));
+		for (int64_t kw = 0; kw < KW; kw++) {
+			int64_t lo, hi, hv;
+			row_range(OW, W, sw, kw - pw, &lo, &hi, &hv);
+			if (lo >= hi)
+				continue;
+			/* by vectors while a vector's inputs stay in the row, then one by one */
+			int64_t nvb = sw <= 2 ? (hv - lo) / vw : 0;
+			if (nvb > 0) {
+				LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
+				LLVMValueRef t = loop_to(&T, &lk, ci64(G, nvb));
+				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, vw)));
+				LLVMValueRef v = strided_vec(&T, x, iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw))), sw, vw);
+				LLVMValueRef ap = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+				LLVMValueRef cur = llvm.LLVMBuildLoad2(B, vt, ap, "");
+				llvm.LLVMSetAlignment(cur, (unsigned)dtype_size(dt));
+				LLVMValueRef st = llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), ap);
+				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
+				loop_end(&T, &lk);
+			}
+			LLVMValueRef ow = loop_begin(&T, &lk, ci64(G, lo + nvb * vw), ci64(G, hi));
+			LLVMValueRef v = load_at(&T, x, iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw))));
+			LLVMValueRef ap = llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, "");
+			LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, ap, "");
+			llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), ap);
+			loop_end(&T, &lk);
+		}
+		if_end(&T, j);
+	}
+	LLVMValueRef o = loop_to(&T, &lout, ci64(G, OW));
+	LLVMValueRef r = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, acc, &o, 1, ""), "");
+	if (!is_max) /* padding counts in the average (count_include_pad) */
+		r = llvm.LLVMBuildFDiv(B, r, fconst(G, dt, (double)(KH * KW)), "");
+	store_at(&T, n, iadd(G, imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW)), o), r);
+	loop_end(&T, &lout);
+	loop_end(&T, &loh);
+	loop_end(&T, &lp);
+	task_end(F, &T, &tk, ci64(G, x->shape[0] * x->shape[1]));
+}
+
 void k_pool(Fn *F, Node *n)
 {
+	if (n->op != OP_GLOBAL_AVGPOOL2D && dtype_is_float(n->dtype) && !fn_dynamic(F) && n->a[0] * n->a[1] <= 64) {
+		k_pool_rows(F, n);
+		return;
+	}
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	Node *x = n->in[0];

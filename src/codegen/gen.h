@@ -338,11 +338,17 @@ void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
 
 /* ------------------------------------------------------------------ matmul.c */
 
-/* C = A @ B for one matrix at element offsets oa, ob, oo (conv2d's too) */
+/* C = A @ B for one matrix at element offsets oa, ob, oo (conv_transpose2d's too) */
 void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
               LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
               LLVMValueRef buf_in, LLVMValueRef tmp_in);
 void k_matmul(Fn *F, Node *n);
+/* The ops of the fused epilogue of n (plan.c) and each one's other operand
+ * (NULL for a unary op; first: the chain's value is its first operand);
+ * how many. A scalar computed from constants as an LLVM constant. Shared
+ * with conv.c. */
+int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first);
+LLVMValueRef const_scalar(Fn *F, Node *x);
 /* The pack plan of a graph (what libnestrt packs at model creation, issue
  * #14), appended to *plan (*len int64s), and as a constant global. */
 void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len);

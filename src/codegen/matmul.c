@@ -177,7 +177,7 @@ static void mm_shape(Gen *G, Node *n, int *mr, int *nv)
 
 /* The operand other than the chain's value of each op of a matmul's fused
  * epilogue (plan.c), NULL for a unary op; returns how many ops. */
-static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first)
+int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first)
 {
 	int k = 0;
 	Node *prev = n;
@@ -195,7 +195,7 @@ static int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first)
 }
 
 /* A scalar of constants (plan.c), as LLVM constants fold it. */
-static LLVMValueRef const_scalar(Fn *F, Node *x)
+LLVMValueRef const_scalar(Fn *F, Node *x)
 {
 	if (x->op == OP_CONST)
 		return const_value(F->gen, x);

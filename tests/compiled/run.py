@@ -2375,6 +2375,129 @@ def kernels_batch_norm():
     return single("kernels.batch_norm", fn)
 
 
+# conv2d's register tiles (issue #9) against NumPy directly, at 1e-5 relative, at 1
+# and 3 threads: 1x1 (read in place and copied), 3x3 with batch norm, a residual and
+# relu fused, 7x7 stride 2 on 3 channels with a bias, strided 1x1, dilation,
+# groups and depthwise, rectangular strides and padding, planes of OW = 7, 5, 1,
+# O not a multiple of 16, batch 2, the chain's value as the second operand, and
+# f64. The fused ops must not run as kernels of their own (NESTRT_PROFILE=2). Max and
+# average pooling, strides 1, 2 and 3, wide enough for the vector loop of each row.
+SRC_CONV = """
+export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3: f32[1, 3, 23, 21],
+                  w7: f32[20, 3, 7, 7], b20: f32[20], w1: f32[24, 16, 1, 1], wg: f32[18, 8, 3, 3],
+                  wd: f32[16, 1, 3, 3], bd: f32[16], e: f32[2, 32, 4, 4], w1b: f32[40, 32, 1, 1],
+                  r: f32[2, 40, 4, 4], w5: f32[8, 3, 5, 5], wr: f32[4, 3, 3, 21], big: f32[1, 32, 20, 20],
+                  wb: f32[40, 32, 3, 3], pl: f32[2, 3, 37, 41]) ->
+    (f32[2, 16, 9, 7], f32[1, 20, 12, 11], f32[2, 24, 5, 4], f32[2, 18, 9, 7], f32[2, 16, 9, 7],
+     f32[2, 40, 4, 4], f32[1, 8, 5, 5], f32[1, 4, 23, 1], f32[1, 40, 20, 20], f64[1, 8, 5, 5],
+     f32[2, 3, 19, 21], f32[2, 3, 36, 40], f32[2, 3, 12, 14]) {
+  let c1 = relu(batch_norm(conv2d(a, w3, padding=1), s[0], s[1], s[2], s[3]) + a)
+  let c2 = relu(conv2d(x3, w7, b20, stride=2, padding=3))
+  let c3 = 1.0 - conv2d(a, w1, stride=2)
+  let c4 = conv2d(a, wg, padding=2, dilation=2, groups=2)
+  let c5 = maximum(conv2d(a, wd, bd, padding=1, groups=16), 0.25) * 2.0
+  let c6 = relu(conv2d(e, w1b) + r)
+  let c7 = conv2d(x3, w5, stride=4)
+  let c8 = conv2d(x3, wr, padding=[1, 0])
+  let c9 = relu(conv2d(big, wb, padding=1)) / 4.0
+  let c10 = conv2d(f64(x3), f64(w5), stride=4)
+  let p1 = max_pool2d(pl, 3, stride=2, padding=1)
+  let p2 = avg_pool2d(pl, 2, stride=1)
+  let p3 = max_pool2d(pl, [4, 5], stride=3, padding=[0, 2])
+  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3
+}
+"""
+
+
+def conv_ref(x, w, b=None, stride=1, pad=0, dil=1, groups=1):
+    """conv2d in float64, PyTorch's definition written out: a sum over kernel positions
+    of strided windows of the zero-padded input, group by group."""
+    pair = lambda v: (v, v) if isinstance(v, int) else v
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(pad), pair(dil)
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, hh, ww = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = (hh + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (ww + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for g in range(groups):
+        xs, ws = xp[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og]
+        for i in range(kh):
+            for j in range(kw):
+                win = xs[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", win, ws[:, :, i, j])
+    if b is not None:
+        out += b.astype(np.float64).reshape(1, -1, 1, 1)
+    return out
+
+
+def pool_ref(x, k, s, p, how):
+    """Max (padding -inf) or average (padding counted as zeros) pooling in float64."""
+    fill = -np.inf if how is np.max else 0.0
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=fill)
+    oh, ow = (xp.shape[2] - k[0]) // s[0] + 1, (xp.shape[3] - k[1]) // s[1] + 1
+    wins = [xp[:, :, i:i + s[0] * (oh - 1) + 1:s[0], j:j + s[1] * (ow - 1) + 1:s[1]] for i in range(k[0]) for j in range(k[1])]
+    return how(np.stack(wins), axis=0)
+
+
+@check("kernels.conv2d")
+def kernels_conv2d():
+    def fn():
+        shapes = dict(a=(2, 16, 9, 7), w3=(16, 16, 3, 3), s=(4, 16), x3=(1, 3, 23, 21), w7=(20, 3, 7, 7), b20=(20,),
+                      w1=(24, 16, 1, 1), wg=(18, 8, 3, 3), wd=(16, 1, 3, 3), bd=(16,), e=(2, 32, 4, 4),
+                      w1b=(40, 32, 1, 1), r=(2, 40, 4, 4), w5=(8, 3, 5, 5), wr=(4, 3, 3, 21), big=(1, 32, 20, 20),
+                      wb=(40, 32, 3, 3), pl=(2, 3, 37, 41))
+        ins = rng_inputs(23, **shapes)
+        ins["s"][1] = np.abs(ins["s"][1]) + 0.1   # variances
+        i = {k: v.astype(np.float64) for k, v in ins.items()}
+        sc = i["s"][2] / np.sqrt(i["s"][1] + 1e-5)
+        bn = lambda y: y * sc.reshape(1, -1, 1, 1) + (i["s"][3] - i["s"][0] * sc).reshape(1, -1, 1, 1)
+        refs = [np.maximum(bn(conv_ref(i["a"], i["w3"], pad=1)) + i["a"], 0),
+                np.maximum(conv_ref(i["x3"], i["w7"], i["b20"], stride=2, pad=3), 0),
+                1.0 - conv_ref(i["a"], i["w1"], stride=2),
+                conv_ref(i["a"], i["wg"], pad=2, dil=2, groups=2),
+                np.maximum(conv_ref(i["a"], i["wd"], i["bd"], pad=1, groups=16), 0.25) * 2.0,
+                np.maximum(conv_ref(i["e"], i["w1b"]) + i["r"], 0),
+                conv_ref(i["x3"], i["w5"], stride=4),
+                conv_ref(i["x3"], i["wr"], pad=(1, 0)),
+                np.maximum(conv_ref(i["big"], i["wb"], pad=1), 0) / 4.0,
+                conv_ref(i["x3"], i["w5"], stride=4),
+                pool_ref(i["pl"], (3, 3), (2, 2), (1, 1), np.max), pool_ref(i["pl"], (2, 2), (1, 1), (0, 0), np.mean),
+                pool_ref(i["pl"], (4, 5), (3, 3), (0, 2), np.max)]
+        mdl = region_model("kernels.conv2d", SRC_CONV, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        c = mdl.call(mdl.entry(out), "np")
+        exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                             name="driver_np")
+        problems = []
+        for threads in ("1", "3"):
+            env = dict(os.environ, NESTRT_NUM_THREADS=threads, NESTRT_PROFILE="2")
+            r = run([exe], env=env)
+            if r.returncode != 0:
+                raise Fail("compiled program at %s threads: %s" % (threads, describe([exe], r)))
+            for k, (p, ref) in enumerate(zip(c.outputs, refs)):
+                g = np.load(p)
+                err = float(np.max(np.abs(g.astype(np.float64) - ref))) if np.all(np.isfinite(g)) else float("inf")
+                tol = (1e-12 if g.dtype == np.float64 else 1e-5) * max(1.0, float(np.max(np.abs(ref))))
+                if g.shape != ref.shape or not err <= tol:
+                    problems.append("result %d at %s threads: shape %s vs %s, max abs err %.3g" %
+                                    (k + 1, threads, g.shape, ref.shape, err))
+            # relu, batch norm's mul and add, the residual's add, 1 - x, maximum, the
+            # scalar mul and div: applied by the tiles, never a kernel over the result
+            # (batch norm's [C] scale and shift are kernels of their own)
+            ops = set(re.findall(r"^\s+(\w+)\s+f(?:32|64)\[\d+, \d+, \d+, \d+\]", r.stderr, re.M))
+            if "conv2d" not in ops:
+                problems.append("no conv2d kernel line at NESTRT_PROFILE=2")
+            fused = ops & {"relu", "add", "sub", "mul", "div", "maximum"}
+            if fused:
+                problems.append("ops not fused into the convolutions: %s" % ", ".join(sorted(fused)))
+        if problems:
+            raise Fail("; ".join(problems))
+    return single("kernels.conv2d", fn)
+
+
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split
 # over their outermost loop: at 1, 2 and 3 threads against the interpreter.
 SRC_PAR = """
