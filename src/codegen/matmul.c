@@ -107,7 +107,9 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 
 /* Rows [0, M) of one panel as register tiles: tiles of mr rows, then the
  * rest by 8, 4, 2 and 1 rows. Arguments as mm_tile's, with the rows' bases
- * (arow0, crow0) for row 0. */
+ * (arow0, crow0) for row 0; with `epi`, the tiles go straight into the
+ * result (cbase is its storage, ldc its N) and each is finished by the fused
+ * epilogue. */
 /* M and N of a matmul's result when they are compile-time constants, else -1. */
 static int64_t mm_static_m(Fn *F, Node *n, Node *a)
 {
@@ -121,9 +123,12 @@ static int64_t mm_static_n(Fn *F, Node *n)
 	return node_dynamic(F, n) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
 }
 
+static void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo,
+                             LLVMValueRef cw, LLVMValueRef ncols);
+
 static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M,
                     LLVMValueRef K, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
-                    LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj)
+                    LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj, int epi)
 {
 	Gen *G = F->gen;
 	int sizes[5] = {mr, 8, 4, 2, 1};
@@ -149,6 +154,10 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		LLVMValueRef pfline = pf ? imul(G, idiv(G, i, ci64(G, h)), K) : NULL;
 		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, K, elem_off(G, arow0, i, K),
 		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj);
+		/* the fused epilogue on the tile just stored, still in L1: over a
+		 * whole panel afterwards its rows (N apart) came back from L3 */
+		if (epi)
+			mm_epilogue_rows(F, n, i, ci64(G, h), ldc, crow0, cj, wide);
 		loop_end(F, &lt);
 		done = elem_off(G, done, cnt, ci64(G, h));
 	}
@@ -204,10 +213,9 @@ LLVMValueRef const_scalar(Fn *F, Node *x)
 	return binop(F, x->op, x->in[0]->dtype, const_scalar(F, x->in[0]), const_scalar(F, x->in[1]));
 }
 
-/* The epilogue on columns [cw, cw + ncols) of every row, in place: the
- * panel's results are still in the cache. */
-static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo, LLVMValueRef cw,
-                              LLVMValueRef ncols)
+/* The epilogue on columns [cw, cw + ncols) of rows [r0, r0 + M), in place. */
+static void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo,
+                             LLVMValueRef cw, LLVMValueRef ncols)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -217,7 +225,7 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	if (!k)
 		return;
 	Loop li, lj;
-	LLVMValueRef i = loop_to(F, &li, M);
+	LLVMValueRef i = iadd(G, r0, loop_to(F, &li, M));
 	LLVMValueRef row = elem_off(G, oo, i, Nn);
 	LLVMValueRef j = loop_to(F, &lj, ncols);
 	LLVMValueRef col = iadd(G, cw, j);
@@ -240,6 +248,13 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	store_at(F, n, off, v);
 	loop_end(F, &lj);
 	loop_end(F, &li);
+}
+
+/* The epilogue on columns [cw, cw + ncols) of every row, in place. */
+static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo, LLVMValueRef cw,
+                              LLVMValueRef ncols)
+{
+	mm_epilogue_rows(F, n, ci64(F->gen, 0), M, Nn, oo, cw, ncols);
 }
 
 /* One panel of B, columns jw*wide .. +wide, against every row of A: the
@@ -350,17 +365,16 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	int64_t Ns = mm_static_n(F, n);
 	llvm.LLVMPositionBuilderAtEnd(B, whole);
 	if (Ns < 0 || Ns >= nv * vw)
-		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw);
+		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw, 1);
 	llvm.LLVMBuildBr(B, after);
 	/* the last columns: into tmp, then the valid ones to C */
 	llvm.LLVMPositionBuilderAtEnd(B, part);
 	if (Ns >= 0 && Ns % (nv * vw) == 0) {
 		llvm.LLVMBuildBr(B, after);
 		llvm.LLVMPositionBuilderAtEnd(B, after);
-		mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 		return;
 	}
-	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0));
+	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0);
 	Loop li, lj;
 	LLVMValueRef i = loop_to(F, &li, M);
 	LLVMValueRef j = loop_to(F, &lj, left);
@@ -369,9 +383,9 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	store_at(F, n, iadd(G, elem_off(G, oo, i, Nn), iadd(G, cw, j)), x);
 	loop_end(F, &lj);
 	loop_end(F, &li);
+	mm_epilogue_apply(F, n, M, Nn, oo, cw, left);
 	llvm.LLVMBuildBr(B, after);
 	llvm.LLVMPositionBuilderAtEnd(B, after);
-	mm_epilogue_apply(F, n, M, Nn, oo, cw, llvm.LLVMBuildSelect(B, full, wide, left, ""));
 }
 
 /* A matmul as tasks of the runtime's thread pool: a function of this module

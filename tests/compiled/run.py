@@ -2314,6 +2314,35 @@ def kernels_batched_epilogue():
     return single("kernels.batched_matmul_epilogue", fn)
 
 
+# The same with whole panels (N past a panel's width) and several row tiles
+# (M = 29: tiles of 12, 12, 4 and 1 rows), where each tile applies the epilogue
+# (its rows' offset matters to the causal mask); and a plain matmul's bias and
+# gelu at odd sizes.
+SRC_BMM_WIDE = SRC_BMM.replace("[3, 9, 8]", "[2, 29, 8]").replace("[3, 8, 9]", "[2, 8, 100]") \
+    .replace("[3, 9, 9]", "[2, 29, 100]").replace("r: f32[9]", "r: f32[100]")
+SRC_LIN_GELU = """
+param w: f32[100, 37]
+param b: f32[100]
+export fn forward(x: f32[29, 37], y: f32[29, 100]) -> f32[29, 100] {
+  return y + gelu(linear(x, w, b))
+}
+"""
+
+
+@check("kernels.batched_epilogue_wide")
+def kernels_batched_epilogue_wide():
+    def fn():
+        mdl = region_model("kernels.bmmw", SRC_BMM_WIDE, rng_inputs(5, q=(2, 29, 8), kt=(2, 8, 100), e=(2, 29, 100), r=(100,)))
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        values_ok(mdl.check_compiled(out))
+        mdl = region_model("kernels.lingelu", SRC_LIN_GELU, rng_inputs(6, x=(29, 37), y=(29, 100)))
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        values_ok(mdl.check_compiled(out))
+    return single("kernels.batched_matmul_epilogue_wide", fn)
+
+
 # batch_norm in compiled code against NumPy directly (not the interpreter), at
 # 1e-5 relative: NCHW with odd sizes, rank 2, rank 3, and after a convolution in a
 # region with a relu, where x * scale + shift + relu is one elementwise loop.
