@@ -18,7 +18,11 @@
 #include "onnx.pb-c.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +73,14 @@ typedef struct Val {
 	double *f;      /* float dtypes */
 	int64_t *i;     /* integer dtypes and bool */
 	int is_input;   /* graph input (not frozen) */
-	int lazy;       /* a big initializer in a dry pass: its data is not read (zeros) */
+	int lazy;       /* a big initializer not decoded: zeros in a dry pass, else raw below */
+	/* a big initializer's bytes, read in place (ONNX dtype raw_ot) until a fold
+	 * needs its values (val_decode): weights go to the weights file as they
+	 * are, never through doubles */
+	const unsigned char *raw;
+	int raw_ot;
+	Onnx__TensorProto *src; /* the TensorProto raw points into, or NULL */
+	unsigned char *rawbuf;  /* external data read for it (owned), or NULL */
 	int shape_use;  /* (input) used where a value must be known */
 } Val;
 
@@ -82,6 +93,8 @@ typedef struct WEntry {
 	int64_t shape[MAX_RANK];
 	void *data;
 	size_t nbytes;
+	int borrowed;   /* data points into an initializer's bytes: not freed here */
+	Onnx__TensorProto *src; /* that initializer: its bytes are released once copied out */
 } WEntry;
 
 typedef struct Ctx {
@@ -363,6 +376,41 @@ static int float_lit(char *out, size_t n, double x, DType dt)
 	return 1;
 }
 
+static void raw_elem(Val *v, int ot, const unsigned char *p, int64_t k);
+static int elem_size(int ot);
+
+/* Element k of v in the weights file's layout at p. */
+static void put_elem(unsigned char *p, const Val *v, int64_t k)
+{
+	switch (v->dt) {
+	case DT_F32: { float x = (float)v->f[k]; memcpy(p, &x, 4); break; }
+	case DT_F64: memcpy(p, &v->f[k], 8); break;
+	case DT_I32: { int32_t x = (int32_t)v->i[k]; memcpy(p, &x, 4); break; }
+	case DT_I64: memcpy(p, &v->i[k], 8); break;
+	case DT_BOOL: p[0] = v->i[k] != 0; break;
+	default: break;
+	}
+}
+
+/* Element k of a lazy value, decoded alone into a one-element Val. */
+static Val raw_one(const Val *v, int64_t k, double *f, int64_t *i)
+{
+	Val one = {.dt = v->dt, .n = 1, .known = 1};
+	if (dtype_is_float(v->dt))
+		one.f = f;
+	else
+		one.i = i;
+	raw_elem(&one, v->raw_ot, v->raw + (size_t)k * (size_t)elem_size(v->raw_ot), 0);
+	return one;
+}
+
+/* Does the ONNX dtype store its elements as the Nest dtype does? */
+static int raw_same_layout(int ot, DType dt)
+{
+	return (ot == OT_FLOAT && dt == DT_F32) || (ot == OT_DOUBLE && dt == DT_F64) || (ot == OT_INT32 && dt == DT_I32) ||
+	       (ot == OT_INT64 && dt == DT_I64);
+}
+
 static void add_weight(Ctx *c, const char *name, Val *v)
 {
 	if (c->nw == c->capw) {
@@ -375,19 +423,56 @@ static void add_weight(Ctx *c, const char *name, Val *v)
 	e->dt = v->dt;
 	e->rank = v->rank;
 	memcpy(e->shape, v->shape, sizeof e->shape);
-	e->nbytes = (size_t)v->n * (size_t)dtype_size(v->dt);
+	size_t es = (size_t)dtype_size(v->dt);
+	e->nbytes = (size_t)v->n * es;
+	if (v->lazy && v->raw && raw_same_layout(v->raw_ot, v->dt)) {
+		/* the initializer's bytes are the weight's: no copy */
+		e->data = (void *)v->raw;
+		e->borrowed = 1;
+		e->src = v->src;
+		return;
+	}
 	e->data = xmalloc(e->nbytes + 1);
 	unsigned char *p = e->data;
 	for (int64_t k = 0; k < v->n; k++) {
-		switch (v->dt) {
-		case DT_F32: { float x = (float)v->f[k]; memcpy(p + 4 * k, &x, 4); break; }
-		case DT_F64: memcpy(p + 8 * k, &v->f[k], 8); break;
-		case DT_I32: { int32_t x = (int32_t)v->i[k]; memcpy(p + 4 * k, &x, 4); break; }
-		case DT_I64: memcpy(p + 8 * k, &v->i[k], 8); break;
-		case DT_BOOL: p[k] = v->i[k] != 0; break;
-		default: break;
+		if (v->lazy && v->raw) {
+			double f;
+			int64_t i;
+			Val one = raw_one(v, k, &f, &i);
+			put_elem(p + es * (size_t)k, &one, 0);
+		} else {
+			put_elem(p + es * (size_t)k, v, k);
 		}
 	}
+}
+
+/* A lazy value's data decoded, as a value read at once would have it. */
+static void val_decode(Val *v)
+{
+	if (!v->lazy || !v->raw)
+		return; /* decoded, or a dry pass's zeros */
+	val_alloc(v);
+	size_t es = (size_t)elem_size(v->raw_ot);
+	for (int64_t k = 0; k < v->n; k++)
+		raw_elem(v, v->raw_ot, v->raw + (size_t)k * es, k);
+	v->lazy = 0;
+	v->raw = NULL;
+	v->src = NULL;
+}
+
+/* Are all elements of a lazy value equal (and not NaN), as ref's test on
+ * decoded data finds? Stops at the first that differs: weights differ early. */
+static int raw_splat(const Val *v)
+{
+	double f0, f;
+	int64_t i0, i;
+	Val a = raw_one(v, 0, &f0, &i0);
+	for (int64_t k = 1; k < v->n; k++) {
+		Val b = raw_one(v, k, &f, &i);
+		if (kget(&b, 0) != kget(&a, 0) || (b.f && isnan(b.f[0])))
+			return 0;
+	}
+	return 1;
 }
 
 static int is_inner(Ctx *c, Val *v)
@@ -445,12 +530,16 @@ static const char *ref(Ctx *c, Val *v)
 		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
 		return "__empty__";
 	}
+	if (v->lazy && v->raw && raw_splat(v))
+		val_decode(v); /* a splat: full() below, as when it was read at once */
 	int splat = !v->lazy;
 	for (int64_t k = 1; k < v->n && splat; k++)
 		splat = kget(v, k) == kget(v, 0) && !(v->f && isnan(v->f[k]));
-	char lit[128];
+	char lit[128] = "";
 	int have = 1;
-	if (dtype_is_float(v->dt))
+	if (v->lazy && v->raw)
+		have = 0; /* not decoded: a param */
+	else if (dtype_is_float(v->dt))
 		have = float_lit(lit, sizeof lit, v->f[0], v->dt);
 	else if (v->dt == DT_BOOL)
 		snprintf(lit, sizeof lit, "%s", v->i[0] ? "true" : "false");
@@ -598,9 +687,56 @@ static void raw_elem(Val *v, int ot, const unsigned char *p, int64_t k)
 	}
 }
 
+/* Bytes [off, off + len) of a file (len < 0: to its end); its size in *flen.
+ * 1: the range is outside the file (nothing read). */
+static int read_file_range(const char *path, long long off, long long len, unsigned char **data, size_t *flen,
+                           char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		/* not a regular file: read it whole */
+		unsigned char *all;
+		if (read_file_all(path, &all, flen, err, errlen) < 0)
+			return -1;
+		if (len < 0)
+			len = (long long)*flen - off;
+		if (off < 0 || len < 0 || (size_t)off > *flen || (size_t)len > *flen - (size_t)off) {
+			free(all);
+			return 1;
+		}
+		memmove(all, all + off, (size_t)len);
+		*data = all;
+		return 0;
+	}
+	*flen = (size_t)st.st_size;
+	if (len < 0)
+		len = (long long)*flen - off;
+	if (off < 0 || len < 0 || (size_t)off > *flen || (size_t)len > *flen - (size_t)off) {
+		fclose(f);
+		return 1;
+	}
+	unsigned char *b = xmalloc((size_t)len + 1);
+	if (fseeko(f, (off_t)off, SEEK_SET) < 0 || fread(b, 1, (size_t)len, f) != (size_t)len) {
+		snprintf(err, errlen, "cannot read: %s", ferror(f) ? strerror(errno) : "the file is shorter than its size");
+		fclose(f);
+		free(b);
+		return -1;
+	}
+	fclose(f);
+	*data = b;
+	return 0;
+}
+
 /* A TensorProto as a known Val named name; NULL after node_err. base: the
- * model's directory for external data. */
-static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base)
+ * model's directory for external data. keep: t outlives the context, so a big
+ * tensor's bytes may stay where they are, decoded only if a fold needs them. */
+static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base, int keep)
 {
 	int ot = t->has_data_type ? t->data_type : 0;
 	int dt = onnx_nest_dtype(ot);
@@ -629,9 +765,9 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 		n *= shape[k];
 	}
 	Val *v = new_val(c, name, (DType)dt, (int)t->n_dims, shape);
-	val_alloc(v); /* calloc: pages of zeros that are never touched cost nothing */
 	int es = elem_size(ot);
 	if (c->dry && n > 65536) {
+		val_alloc(v); /* calloc: pages of zeros that are never touched cost nothing */
 		v->lazy = 1;
 		return v;
 	}
@@ -659,7 +795,9 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 		char *dir = dir_of(base), *p = xasprintf("%s%s", dir, loc), err[300];
 		free(dir);
 		size_t flen;
-		if (read_file_all(p, &ext, &flen, err, sizeof err) < 0) {
+		/* only the tensor's range: a model's tensors share one file */
+		int rr = read_file_range(p, off, len, &ext, &flen, err, sizeof err);
+		if (rr < 0) {
 			node_err(c, 0, "tensor '%.200s': external data %s: %s", name, p, err);
 			free(p);
 			return NULL;
@@ -667,13 +805,12 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 		free(p);
 		if (len < 0)
 			len = (long long)flen - off;
-		if (off < 0 || len < 0 || (size_t)off > flen || (size_t)len > flen - (size_t)off) {
+		if (rr > 0) {
 			node_err(c, 0, "tensor '%.200s': external data offset %lld length %lld outside the %zu-byte file", name,
 			         off, len, flen);
-			free(ext);
 			return NULL;
 		}
-		raw = ext + off;
+		raw = ext;
 		rawlen = (size_t)len;
 	} else if (t->has_raw_data) {
 		raw = t->raw_data.data;
@@ -686,11 +823,22 @@ static Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const cha
 			free(ext);
 			return NULL;
 		}
+		if (keep && n > 65536) {
+			v->known = 1;
+			v->lazy = 1;
+			v->raw = raw;
+			v->raw_ot = ot;
+			v->src = ext ? NULL : t;
+			v->rawbuf = ext;
+			return v;
+		}
+		val_alloc(v);
 		for (int64_t k = 0; k < n; k++)
 			raw_elem(v, ot, raw + (size_t)k * (size_t)es, k);
 		free(ext);
 		return v;
 	}
+	val_alloc(v);
 	size_t have = 0;
 	switch (ot) {
 	case OT_FLOAT: have = t->n_float_data; break;
@@ -852,6 +1000,15 @@ static void alias(Ctx *c, NodeIO *io, int k, Val *v)
 	const char *id = v->id || (c->rmode && v == c->rin) ? ref(c, v) : NULL;
 	Val *o = new_val(c, out_name(io, k), v->dt, v->rank, v->shape);
 	o->id = id ? xstrdup(id) : NULL;
+	if (v->lazy && v->raw) {
+		/* the same bytes (owned by v) */
+		o->known = 1;
+		o->lazy = 1;
+		o->raw = v->raw;
+		o->raw_ot = v->raw_ot;
+		o->src = v->src;
+		return;
+	}
 	if (v->known) {
 		val_alloc(o);
 		for (int64_t j = 0; j < v->n; j++) {
@@ -1926,7 +2083,7 @@ static int tr_constant_of_shape(Ctx *c, NodeIO *io, const char *base)
 	DType dt = DT_F32;
 	double x = 0;
 	if (va && va->t) {
-		Val *t = tensor_val(c, va->t, "value", base);
+		Val *t = tensor_val(c, va->t, "value", base, 0);
 		if (!t)
 			return -1;
 		dt = t->dt;
@@ -1972,7 +2129,7 @@ static int tr_constant(Ctx *c, NodeIO *io, const char *base)
 {
 	Onnx__AttributeProto *a;
 	if ((a = attr(io->n, "value")) && a->t) {
-		Val *t = tensor_val(c, a->t, out_name(io, 0), base);
+		Val *t = tensor_val(c, a->t, out_name(io, 0), base, 0);
 		return t ? 0 : -1;
 	}
 	int64_t one = 1;
@@ -3327,6 +3484,17 @@ static int translate_node(Ctx *c, Onnx__NodeProto *n, const char *base)
 	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
 		return node_err(c, 1, "operator domain '%.100s' is not supported", n->domain), -1;
 	const char *op = n->op_type ? n->op_type : "";
+	/* Big initializers stay undecoded where the op only names them (a
+	 * weight operand next to a run-time one); everywhere else a fold may
+	 * read them. Gather reads its indices, never its data. */
+	static const char *const names_only[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "LayerNormalization", "Add",
+	                                         "Sub", "Mul", "Div", "Gather", "Identity", NULL};
+	int keep = 0;
+	for (int k = 0; names_only[k] && !all_known(&io); k++)
+		keep |= !strcmp(op, names_only[k]);
+	for (int k = 0; k < io.nin; k++)
+		if (io.in[k] && io.in[k]->lazy && !(keep && (k == 0 || strcmp(op, "Gather"))))
+			val_decode(io.in[k]);
 	static const char *const bin[] = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
 	                                  "GreaterOrEqual", "And", "Or", NULL};
 	static const char *const un[] = {"Neg", "Sqrt", "Exp", "Log", "Tanh", "Erf", "Relu", "Sigmoid", "Reciprocal",
@@ -4446,7 +4614,7 @@ static Val *frozen_val(Ctx *c, const char *name, const char *file)
 		node_err(c, 0, "--freeze %s=%s: not a TensorProto file (malformed or truncated)", name, file);
 		return NULL;
 	}
-	Val *v = tensor_val(c, t, name, file);
+	Val *v = tensor_val(c, t, name, file, 0);
 	onnx__tensor_proto__free_unpacked(t, NULL);
 	return v;
 }
@@ -4493,8 +4661,22 @@ static char *safetensors_bytes(Ctx *c, size_t *len)
 	memcpy(out + 8, h.s, h.len);
 	char *p = out + 8 + h.len;
 	for (int k = 0; k < c->nw; k++) {
-		memcpy(p, c->w[k].data, c->w[k].nbytes);
-		p += c->w[k].nbytes;
+		WEntry *e = &c->w[k];
+		memcpy(p, e->data, e->nbytes);
+		p += e->nbytes;
+		/* an initializer's bytes, once copied out for the last time, are
+		 * given back: the model's weights are not held twice over */
+		int later = 0;
+		for (int j = k + 1; j < c->nw && e->src && !later; j++)
+			later = c->w[j].src == e->src;
+		if (e->src && !later) {
+			free(e->src->raw_data.data);
+			e->src->raw_data.data = NULL;
+			e->src->raw_data.len = 0;
+			for (int j = 0; j <= k; j++)
+				if (c->w[j].src == e->src)
+					c->w[j].data = NULL;
+		}
 	}
 	buf_free(&h);
 	*len = total;
@@ -4516,7 +4698,7 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		Onnx__TensorProto *t = g->initializer[k];
 		if (!t->name || !*t->name)
 			return node_err(c, 0, "initializer #%zu has no name", k), -1;
-		if (!tensor_val(c, t, t->name, c->path))
+		if (!tensor_val(c, t, t->name, c->path, 1))
 			return -1;
 	}
 	/* inputs */
@@ -4747,6 +4929,7 @@ static void ctx_free(Ctx *c)
 		free(c->vals[k]->id);
 		free(c->vals[k]->f);
 		free(c->vals[k]->i);
+		free(c->vals[k]->rawbuf);
 		free(c->vals[k]);
 	}
 	free(c->vals);
@@ -4757,7 +4940,8 @@ static void ctx_free(Ctx *c)
 		free(c->w[k].name);
 		free(c->w[k].id);
 		free(c->w[k].path);
-		free(c->w[k].data);
+		if (!c->w[k].borrowed)
+			free(c->w[k].data);
 	}
 	free(c->w);
 	for (int k = 0; k < c->next; k++) {
@@ -5013,12 +5197,26 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	unsigned char *data;
 	size_t len;
 	char err[300];
-	if (read_file_all(path, &data, &len, err, sizeof err) < 0) {
+	/* mapped, not read: the unpacked model copies what it keeps */
+	void *map = MAP_FAILED;
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (map != MAP_FAILED) {
+		data = map;
+		len = (size_t)st.st_size;
+	} else if (read_file_all(path, &data, &len, err, sizeof err) < 0) {
 		fprintf(stderr, "%s: error: %s\n", path, err);
 		return 1;
 	}
 	Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
-	free(data);
+	if (map != MAP_FAILED)
+		munmap(map, len);
+	else
+		free(data);
 	if (!m) {
 		fprintf(stderr, "%s: error: not an ONNX model: the file is malformed or truncated\n", path);
 		return 1;
