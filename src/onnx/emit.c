@@ -314,6 +314,8 @@ static void ctx_free(Ctx *c)
 		free(c->vals[k]);
 	}
 	free(c->vals);
+	tab_free(&c->vtab);
+	tab_free(&c->idtab);
 	for (int k = 0; k < c->ids.n; k++)
 		free(c->ids.v[k]);
 	free(c->ids.v);

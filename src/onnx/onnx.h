@@ -35,6 +35,15 @@ enum {
 	OT_UINT64 = 13, OT_BFLOAT16 = 16,
 };
 
+/* An open-addressing index from names to positions in an array the context
+ * owns (vals, ids), filled from it lazily: a big graph's lookups per node
+ * input would otherwise scan everything. */
+typedef struct NameTab {
+	int *slot;      /* array positions, -1: empty */
+	size_t cap, n;
+	int synced;     /* positions below this are in the index */
+} NameTab;
+
 typedef struct Val {
 	char *name;     /* ONNX name */
 	char *id;       /* Nest expression naming it, or NULL (not yet materialised) */
@@ -46,8 +55,8 @@ typedef struct Val {
 	double *f;      /* float dtypes */
 	int64_t *i;     /* integer dtypes and bool */
 	int is_input;   /* graph input (not frozen) */
-	int lazy;       /* a big initializer not decoded: zeros in a dry pass, else raw below */
-	/* a big initializer's bytes, read in place (ONNX dtype raw_ot) until a fold
+	int lazy;       /* an initializer not decoded: raw below, or zeros (big, in a dry pass) */
+	/* an initializer's bytes, read in place (ONNX dtype raw_ot) until a fold
 	 * needs its values (val_decode): weights go to the weights file as they
 	 * are, never through doubles */
 	const unsigned char *raw;
@@ -100,6 +109,8 @@ typedef struct Ctx {
 	int rcount;
 	int broken;      /* a value named only inside a segment was used after it */
 	Vec garbage;     /* strings freed with the context */
+	NameTab vtab;    /* find_val's index of vals */
+	NameTab idtab;   /* id_taken's index of ids */
 	struct OPlan *plan;
 } Ctx;
 
@@ -164,6 +175,7 @@ extern const char *const onnx_keywords[];
 const char *onnx_dtype_name(int t);
 int nest_to_onnx(DType d);
 void node_err(Ctx *c, int unsupported, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tab_free(NameTab *t);
 int id_taken(Ctx *c, const char *s);
 char *make_id(Ctx *c, const char *name, const char *prefix);
 Val *find_val(Ctx *c, const char *name);

@@ -586,14 +586,49 @@ int tr_batchnorm(Ctx *c, NodeIO *io)
 
 static const char *other_in(Onnx__NodeProto *n, const char *name);
 
-static int uses_of(Onnx__GraphProto *g, const char *name)
+/* Every name the graph reads (node inputs, graph outputs), sorted: the uses
+ * of a name are a range of it. */
+typedef struct Uses {
+	const char **name;
+	size_t n;
+} Uses;
+
+static int cmp_name(const void *a, const void *b)
 {
-	int n = 0;
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static Uses uses_index(Onnx__GraphProto *g)
+{
+	Uses u = {0};
+	size_t cap = g->n_output;
+	for (size_t k = 0; k < g->n_node; k++)
+		cap += g->node[k]->n_input;
+	u.name = xmalloc((cap + 1) * sizeof *u.name);
 	for (size_t k = 0; k < g->n_node; k++)
 		for (size_t j = 0; j < g->node[k]->n_input; j++)
-			n += g->node[k]->input[j] && !strcmp(g->node[k]->input[j], name);
+			if (g->node[k]->input[j])
+				u.name[u.n++] = g->node[k]->input[j];
 	for (size_t j = 0; j < g->n_output; j++)
-		n += g->output[j]->name && !strcmp(g->output[j]->name, name);
+		if (g->output[j]->name)
+			u.name[u.n++] = g->output[j]->name;
+	qsort(u.name, u.n, sizeof *u.name, cmp_name);
+	return u;
+}
+
+static int uses_of(const Uses *u, const char *name)
+{
+	size_t lo = 0, hi = u->n;
+	while (lo < hi) { /* the first not below name */
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(u->name[mid], name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int n = 0;
+	while (lo + (size_t)n < u->n && !strcmp(u->name[lo + (size_t)n], name))
+		n++;
 	return n;
 }
 
@@ -633,6 +668,7 @@ int *find_layernorms(Onnx__GraphProto *g)
 {
 	int n = (int)g->n_node;
 	int *grp = xmalloc(((size_t)n + 1) * sizeof(int));
+	Uses uses = uses_index(g);
 	for (int k = 0; k <= n; k++)
 		grp[k] = -1;
 	for (int k = 0; k < n; k++) {
@@ -660,9 +696,9 @@ int *find_layernorms(Onnx__GraphProto *g)
 			continue;
 		if (!is_op(q[8], "Add", 2) || !has_in(q[8], q[7]->output[0]))
 			continue;
-		int ok = uses_of(g, m) == 1 && uses_of(g, d) == 2;
+		int ok = uses_of(&uses, m) == 1 && uses_of(&uses, d) == 2;
 		for (int j = 2; ok && j < 8; j++)
-			ok = uses_of(g, q[j]->output[0]) == 1;
+			ok = uses_of(&uses, q[j]->output[0]) == 1;
 		if (ok)
 			grp[k] = last;
 	}
@@ -686,10 +722,11 @@ int *find_layernorms(Onnx__GraphProto *g)
 		ok = ok && is_op(q[7], "Mul", 2) && has_in(q[7], x) && has_in(q[7], q[6]->output[0]);
 		ok = ok && is_op(q[8], "Mul", 2) && has_in(q[8], q[7]->output[0]);
 		for (int j = 0; ok && j < 8; j++)
-			ok = uses_of(g, q[j]->output[0]) == 1;
+			ok = uses_of(&uses, q[j]->output[0]) == 1;
 		if (ok)
 			grp[k] = -(last + 2);
 	}
+	free(uses.name);
 	return grp;
 }
 

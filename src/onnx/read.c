@@ -85,6 +85,63 @@ const char *const onnx_keywords[] = {"const", "param", "type", "fn", "export", "
                                        "region", "true", "false", "inf", "pi", "f32", "f64", "i32", "i64",
                                        "bool", "f16", "bf16", "int", "float", "forward", NULL};
 
+static const char *val_key(Ctx *c, int k)
+{
+	return c->vals[k]->name;
+}
+
+static const char *id_key(Ctx *c, int k)
+{
+	return c->ids.v[k];
+}
+
+/* Position k under its name; a later position of the same name replaces an
+ * earlier one (the newest value of a name is the one found). */
+static void tab_put(NameTab *t, Ctx *c, const char *(*key)(Ctx *, int), int k)
+{
+	if (2 * (t->n + 1) > t->cap) {
+		NameTab old = *t;
+		t->cap = old.cap ? 2 * old.cap : 1024;
+		t->slot = xmalloc(t->cap * sizeof *t->slot);
+		for (size_t j = 0; j < t->cap; j++)
+			t->slot[j] = -1;
+		t->n = 0;
+		for (size_t j = 0; j < old.cap; j++)
+			if (old.slot[j] >= 0)
+				tab_put(t, c, key, old.slot[j]);
+		free(old.slot);
+	}
+	const char *name = key(c, k);
+	size_t h = (size_t)hash_str(name) & (t->cap - 1);
+	for (; t->slot[h] >= 0; h = (h + 1) & (t->cap - 1))
+		if (!strcmp(key(c, t->slot[h]), name)) {
+			if (t->slot[h] < k)
+				t->slot[h] = k;
+			return;
+		}
+	t->slot[h] = k;
+	t->n++;
+}
+
+/* The position of name among the first n of the array, or -1. */
+static int tab_get(NameTab *t, Ctx *c, const char *(*key)(Ctx *, int), int n, const char *name)
+{
+	while (t->synced < n)
+		tab_put(t, c, key, t->synced++);
+	if (!t->cap)
+		return -1;
+	for (size_t h = (size_t)hash_str(name) & (t->cap - 1); t->slot[h] >= 0; h = (h + 1) & (t->cap - 1))
+		if (!strcmp(key(c, t->slot[h]), name))
+			return t->slot[h];
+	return -1;
+}
+
+void tab_free(NameTab *t)
+{
+	free(t->slot);
+	memset(t, 0, sizeof *t);
+}
+
 int id_taken(Ctx *c, const char *s)
 {
 	for (int k = 0; onnx_keywords[k]; k++)
@@ -92,10 +149,7 @@ int id_taken(Ctx *c, const char *s)
 			return 1;
 	if (is_builtin(s))
 		return 1;
-	for (int k = 0; k < c->ids.n; k++)
-		if (!strcmp(c->ids.v[k], s))
-			return 1;
-	return 0;
+	return tab_get(&c->idtab, c, id_key, c->ids.n, s) >= 0;
 }
 
 /* A fresh Nest identifier made from an ONNX name (prefix when it is empty,
@@ -132,10 +186,8 @@ char *make_id(Ctx *c, const char *name, const char *prefix)
 
 Val *find_val(Ctx *c, const char *name)
 {
-	for (int k = c->nvals - 1; k >= 0; k--)
-		if (!strcmp(c->vals[k]->name, name))
-			return c->vals[k];
-	return NULL;
+	int k = tab_get(&c->vtab, c, val_key, c->nvals, name);
+	return k >= 0 ? c->vals[k] : NULL;
 }
 
 Val *new_val(Ctx *c, const char *name, DType dt, int rank, const int64_t *shape)
@@ -168,13 +220,26 @@ void val_alloc(Val *v)
 	v->known = 1;
 }
 
+/* Element k of a known value; one not decoded is read from its bytes. */
 double kget(const Val *v, int64_t k)
 {
+	if (v->raw) {
+		double f;
+		int64_t i;
+		Val one = raw_one(v, k, &f, &i);
+		return kget(&one, 0);
+	}
 	return v->f ? v->f[k] : (double)v->i[k];
 }
 
 int64_t kgeti(const Val *v, int64_t k)
 {
+	if (v->raw) {
+		double f;
+		int64_t i;
+		Val one = raw_one(v, k, &f, &i);
+		return kgeti(&one, 0);
+	}
 	return v->f ? (int64_t)v->f[k] : v->i[k];
 }
 
@@ -390,8 +455,9 @@ static int read_file_range(const char *path, long long off, long long len, unsig
 }
 
 /* A TensorProto as a known Val named name; NULL after node_err. base: the
- * model's directory for external data. keep: t outlives the context, so a big
- * tensor's bytes may stay where they are, decoded only if a fold needs them. */
+ * model's directory for external data. keep: t outlives the context, so the
+ * tensor's bytes may stay where they are, decoded only if a fold needs them
+ * (a dry pass still gives big ones zeros, and reads nothing of them). */
 Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base, int keep)
 {
 	int ot = t->has_data_type ? t->data_type : 0;
@@ -479,7 +545,7 @@ Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base
 			free(ext);
 			return NULL;
 		}
-		if (keep && n > 65536) {
+		if (keep) {
 			v->known = 1;
 			v->lazy = 1;
 			v->raw = raw;
