@@ -220,26 +220,33 @@ void val_alloc(Val *v)
 	v->known = 1;
 }
 
-/* Element k of a known value; one not decoded is read from its bytes. */
+/* v, or for one not decoded element *k of its bytes decoded alone into
+ * *one (and *k then 0). */
+static const Val *readable(const Val *v, int64_t *k, Val *one, double *f, int64_t *i)
+{
+	if (!v->raw)
+		return v;
+	*one = raw_one(v, *k, f, i);
+	*k = 0;
+	return one;
+}
+
+/* Element k of a known value. */
 double kget(const Val *v, int64_t k)
 {
-	if (v->raw) {
-		double f;
-		int64_t i;
-		Val one = raw_one(v, k, &f, &i);
-		return kget(&one, 0);
-	}
+	double f;
+	int64_t i;
+	Val one;
+	v = readable(v, &k, &one, &f, &i);
 	return v->f ? v->f[k] : (double)v->i[k];
 }
 
 int64_t kgeti(const Val *v, int64_t k)
 {
-	if (v->raw) {
-		double f;
-		int64_t i;
-		Val one = raw_one(v, k, &f, &i);
-		return kgeti(&one, 0);
-	}
+	double f;
+	int64_t i;
+	Val one;
+	v = readable(v, &k, &one, &f, &i);
 	return v->f ? (int64_t)v->f[k] : v->i[k];
 }
 
