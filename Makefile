@@ -21,11 +21,15 @@ LLVM_CFLAGS = `$(LLVM_CONFIG) --cflags`
 # libLLVM is loaded with dlopen when code is generated (src/codegen/llvm.c): its path.
 LLVM_LIB = `$(LLVM_CONFIG) --libdir`/lib`$(LLVM_CONFIG) --libs | sed 's/^-l//'`.so
 LDLIBS = $(JANSSON_LIBS) -lxxhash -lprotobuf-c -ldl -lpthread -lm
-# ONNX in (src/onnx.c): Debian's onnx.proto (libonnx-dev), compiled by protoc-c.
+# ONNX in (src/onnx/): Debian's onnx.proto (libonnx-dev), compiled by protoc-c.
 ONNX_PROTO = /usr/include/onnx/onnx.proto
 PROTOC_C = protoc-c
 
 B = build
+# The ONNX importer, src/onnx/: one object per phase.
+ONNX_OBJS = $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_shape.o $(B)/onnx_ops_nn.o $(B)/onnx_ops_conv.o \
+	$(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
+ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
 HDRS = src/nestc.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
@@ -44,7 +48,7 @@ FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/l
        $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
        $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/dims.o $(B)/regions.o
 OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
-       $(B)/onnx.o $(B)/onnx.pb-c.o $(B)/main.o
+       $(ONNX_OBJS) $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
 RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_npy.o $(B)/rt_pool.o $(B)/rt_pack.o
@@ -313,8 +317,22 @@ $(B)/onnx.pb-c.c $(B)/onnx.pb-c.h: $(ONNX_PROTO) $(B)/stamp
 	cd $(B) && $(PROTOC_C) --c_out=. onnx.proto
 $(B)/onnx.pb-c.o: $(B)/onnx.pb-c.c $(B)/onnx.pb-c.h
 	$(CC) -std=c11 $(CFLAGS) -I$(B) -c -o $@ $(B)/onnx.pb-c.c
-$(B)/onnx.o: src/onnx.c $(B)/onnx.pb-c.h $(HDRS) $(B)/stamp
-	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx.c
+$(B)/onnx_read.o: src/onnx/read.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/read.c
+$(B)/onnx_fold.o: src/onnx/fold.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/fold.c
+$(B)/onnx_ops_shape.o: src/onnx/ops_shape.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops_shape.c
+$(B)/onnx_ops_nn.o: src/onnx/ops_nn.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops_nn.c
+$(B)/onnx_ops_conv.o: src/onnx/ops_conv.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops_conv.c
+$(B)/onnx_ops.o: src/onnx/ops.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops.c
+$(B)/onnx_outline.o: src/onnx/outline.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/outline.c
+$(B)/onnx_emit.o: src/onnx/emit.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/emit.c
 $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/main.c
 

@@ -5,9 +5,15 @@ Builds samples/gpt2.nest at GPT-2-small width (D=768, H=12, V=50257, S=128) with
 L = 1, 12, 48 layers, hierarchically and with --no-regions, measured side by
 side in one run (runs interleaved, medians), and prints wall time, peak RSS,
 objects, .text bytes and the ratios the issue sets as goals.
-Run: compile.py NESTC [--repeat N]
+Then the same goal for a model that arrives flat: GPT-2 (D=256 H=4 V=1000 CTX=128
+S=32) exported by torch.onnx with L = 1, 12, 48 layers (bench/models.py; needs
+python3-torch, skipped without it), `nestc import` and `nestc build model.onnx`
+(import in memory + build, no cache, one job) timed side by side, with the regions
+and variants the import finds.
+Run: compile.py NESTC [--repeat N] [--onnx-only]
 """
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -110,9 +116,58 @@ def incremental(nestc, repeat, tmp):
     print("resnet, down_block edited / cold -j1: %.0f%%   (goal: <= 50%%)" % (100 * r["edit"] / r["j1"]))
 
 
+def onnx_layers(nestc, repeat, tmp):
+    """Issue #11 on a flat ONNX export: build time of 48 layers against 1."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import models
+    print()
+    if models.torch is None:
+        print("onnx: skipped (no python3-torch; sh scripts/bench-deps.sh installs it)")
+        return
+    D, H, V, CTX, S = 256, 4, 1000, 128, 32
+    layers = (1, 12, 48)
+    found = {}
+    for L in layers:
+        d = os.path.join(tmp, "onnx%d" % L)
+        os.makedirs(d)
+        models.gpt2_files(d, L, D, H, V, CTX, S)
+        r = subprocess.run([nestc, "report", os.path.join(d, "model.onnx")], capture_output=True, text=True)
+        if r.returncode:
+            sys.exit("nestc report failed:\n" + r.stderr)
+        regions = re.findall(r"^region (\w+): (\d+) nodes, (\d+) occurrences", r.stdout, re.M)
+        variants = re.findall(r"^region (\w+) .*\n\s+(\d+) calls -> (\d+) variant", r.stdout, re.M)
+        found[L] = (regions, variants)
+    t = {(L, k): [] for L in layers for k in ("import", "build")}
+    for _ in range(repeat):
+        for L in layers:
+            d = os.path.join(tmp, "onnx%d" % L)
+            m = os.path.join(d, "model.onnx")
+            t[(L, "import")].append(timed([nestc, "import", m, "-o", os.path.join(d, "m.nest"), "-w",
+                                           os.path.join(d, "m.safetensors")]))
+            shutil.rmtree(os.path.join(d, "out"), ignore_errors=True)
+            t[(L, "build")].append(timed([nestc, "build", m, "-o", os.path.join(d, "out"), "--no-cache", "-j1"]))
+    med = {k: statistics.median(v) for k, v in t.items()}
+    print("GPT-2 exported flat by torch.onnx (D=%d H=%d V=%d CTX=%d S=%d), medians of %d runs:" % (D, H, V, CTX, S,
+                                                                                                  repeat))
+    print("%-6s %10s %22s %8s  %s" % ("layers", "import ms", "build .onnx ms (all)", "regions", "occurrences, variants"))
+    for L in layers:
+        regions, variants = found[L]
+        occ = ", ".join("%s x%s (%s nodes)" % (n, k, nn) for n, nn, k in regions) or "none"
+        var = ", ".join("%s: %s calls -> %s" % v for v in variants) or "none"
+        print("%-6d %10.0f %22.0f %8d  %s; %s" % (L, med[(L, "import")] * 1e3, med[(L, "build")] * 1e3, len(regions),
+                                                 occ, var))
+    print()
+    print("onnx build L=48 / L=1: %.2f, L=12 / L=1: %.2f   (goal: L=48 <= 1.2)" %
+          (med[(48, "build")] / med[(1, "build")], med[(12, "build")] / med[(1, "build")]))
+
+
 def main():
     nestc = os.path.abspath(sys.argv[1])
     repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 5
+    if "--onnx-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            onnx_layers(nestc, repeat, tmp)
+        return
     configs = [(1, False), (12, False), (48, False), (1, True), (12, True), (48, True)]
     res = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,6 +193,8 @@ def main():
     print("--no-regions L=48 / hierarchical L=48: time %.1fx   (goal: >= 30x)" % (f48[0] / h48[0]))
     with tempfile.TemporaryDirectory() as tmp:
         incremental(nestc, repeat, tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_layers(nestc, repeat, tmp)
 
 
 if __name__ == "__main__":

@@ -1084,7 +1084,7 @@ void random_fill(Tensor *t, const char *name, uint64_t seed);
 /* random_fill for param i: a variance (ParamInfo.positive) is drawn in [0.5, 1.5). */
 void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed);
 
-/* ------------------------------------------------------------------ onnx.c */
+/* ------------------------------------------------------------------ onnx/ (src/onnx/emit.c, read.c) */
 
 /* ONNX in: a model file translated to Nest source text (and the weights its
  * params read, as .safetensors bytes). */

@@ -385,7 +385,52 @@ def cli_checks(nestc, work):
     want = 0.5 * hv * (1 + np.tanh(0.7978845608028654 * (hv + 0.044715 * hv ** 3)))
     why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(os.path.join(d, "py.npy")), want)
     out.append(("fused patterns: values", why))
+    out += big_initializer_checks(nestc, d)
     out += outline_checks(nestc, d)
+    return out
+
+
+def big_initializer_checks(nestc, d):
+    """Initializers of more than 64 Ki elements, which the import reads in place: named
+    by a MatMul (a param with the file's bytes), through Identity, folded (a Transpose of
+    one: decoded), a splat (a full()), float16 (converted), in the model and in
+    external data; values against NumPy."""
+    from onnx import helper as H, TensorProto as TP
+    out = []
+    rng = np.random.default_rng(5)
+    K, N = 300, 256                     # 76,800 elements each
+    w1 = rng.standard_normal((K, N)).astype(np.float32)
+    w2 = rng.standard_normal((N, K)).astype(np.float32)
+    sp = np.full((K, N), 0.5, np.float32)
+    w3 = rng.standard_normal((K, N)).astype(np.float16)
+    nodes = [H.make_node("MatMul", ["x", "w1"], ["a"]), H.make_node("Identity", ["w1"], ["w1i"]),
+             H.make_node("MatMul", ["x", "w1i"], ["b"]), H.make_node("Transpose", ["w2"], ["w2t"], perm=[1, 0]),
+             H.make_node("MatMul", ["x", "w2t"], ["c"]), H.make_node("MatMul", ["x", "sp"], ["e"]),
+             H.make_node("MatMul", ["x", "w3"], ["f"]), H.make_node("Sum", ["a", "b", "c", "e", "f"], ["y"])]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(sp, "sp"),
+             numpy_helper.from_array(w3, "w3")]
+    f32 = lambda n, shape: H.make_tensor_value_info(n, TP.FLOAT, shape)
+    big = os.path.join(d, "big", "big.onnx")
+    os.makedirs(os.path.dirname(big), exist_ok=True)
+    make_model(big, nodes, [f32("x", [2, K])], [f32("y", [2, N])], inits=inits)
+    ext = os.path.join(d, "big", "big_ext.onnx")
+    onnx.save(onnx.load(big), ext, save_as_external_data=True, all_tensors_to_one_file=True,
+              location="big_ext.data", size_threshold=1024)
+    x = rng.standard_normal((2, K)).astype(np.float32)
+    np.save(os.path.join(d, "big", "x.npy"), x)
+    xd = x.astype(np.float64)
+    want = xd @ (2 * w1.astype(np.float64) + w2.T.astype(np.float64) + sp + w3.astype(np.float64))
+    r = run([nestc, "import", big, "-o", os.path.join(d, "big", "big.nest"), "-w", os.path.join(d, "big", "big.st")])
+    text = open(os.path.join(d, "big", "big.nest")).read() if r.returncode == 0 else ""
+    ok = r.returncode == 0 and "param w1: f32[300, 256]" in text and "f32(full([300, 256], 0.5))" in text and \
+        "param w3: f32[300, 256]" in text
+    out.append(("big initializers: params, a splat as full()", None if ok else "exit %d: %s%s" % (
+        r.returncode, short(r.stderr), text)))
+    for name, model in (("in the model", big), ("in external data", ext)):
+        y = os.path.join(d, "big", "y.npy")
+        r = run([nestc, "run", model, "--input", "x=" + os.path.join(d, "big", "x.npy"), "--output", y])
+        why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(y), want)
+        out.append(("big initializers %s: values" % name, why))
     return out
 
 

@@ -1,0 +1,809 @@
+/* ops_nn.c - the translation of matrix products (MatMul, Gemm, Einsum),
+ * reductions, activations, Softmax, LayerNormalization and
+ * BatchNormalization, and the multi-node patterns exporters write for
+ * layernorm and tanh-GELU, recognised and translated as one. */
+#include "onnx.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int matmul_shape(Ctx *c, Val *a, Val *b, int *r, int64_t *sh)
+{
+	if (a->rank < 1 || b->rank < 1)
+		return node_err(c, 0, "matmul of a 0-d tensor"), -1;
+	int64_t ka = a->shape[a->rank - 1], kb = b->rank == 1 ? b->shape[0] : b->shape[b->rank - 2];
+	if (ka != kb)
+		return node_err(c, 0, "inner dimensions differ (%lld vs %lld)", (long long)ka, (long long)kb), -1;
+	int ba = a->rank > 2 ? a->rank - 2 : 0, bb = b->rank > 2 ? b->rank - 2 : 0;
+	int br;
+	int64_t bs[MAX_RANK];
+	if (broadcast(c, ba, a->shape, bb, b->shape, &br, bs) < 0)
+		return -1;
+	*r = br;
+	memcpy(sh, bs, sizeof(int64_t) * (size_t)br);
+	if (a->rank >= 2)
+		sh[(*r)++] = a->shape[a->rank - 2];
+	if (b->rank >= 2)
+		sh[(*r)++] = b->shape[b->rank - 1];
+	return 0;
+}
+
+int tr_matmul(Ctx *c, NodeIO *io)
+{
+	Val *a, *b;
+	if (inputs(c, io, "two inputs", 2, &a, &b) < 0)
+		return -1;
+	int r;
+	int64_t sh[MAX_RANK];
+	if (matmul_shape(c, a, b, &r, sh) < 0)
+		return -1;
+	const char *x = ref(c, a), *y = ref(c, b);
+	return def(c, io, 0, a->dt, r, sh, "%s @ %s", x, y) ? 0 : -1;
+}
+
+int tr_gemm(Ctx *c, NodeIO *io)
+{
+	Val *a, *b, *cc = in_(io, 2);
+	if (inputs(c, io, "two matrices", 2, &a, &b) < 0)
+		return -1;
+	if (a->rank != 2 || b->rank != 2)
+		return node_err(c, 0, "needs two matrices"), -1;
+	int ta = (int)attr_i(io->n, "transA", 0), tb = (int)attr_i(io->n, "transB", 0);
+	double alpha = attr_f(io->n, "alpha", 1), beta = attr_f(io->n, "beta", 1);
+	int64_t m = ta ? a->shape[1] : a->shape[0], k1 = ta ? a->shape[0] : a->shape[1];
+	int64_t k2 = tb ? b->shape[1] : b->shape[0], nn = tb ? b->shape[0] : b->shape[1];
+	if (k1 != k2)
+		return node_err(c, 0, "inner dimensions differ (%lld vs %lld)", (long long)k1, (long long)k2), -1;
+	int64_t sh[2] = {m, nn};
+	Buf e = {0};
+	char lit[64];
+	if (alpha != 1 && float_lit(lit, sizeof lit, alpha, a->dt))
+		buf_printf(&e, "%s(%s) * ", dtype_name(a->dt), lit);
+	buf_puts(&e, "(");
+	if (ta)
+		buf_printf(&e, "transpose(%s, [1, 0])", ref(c, a));
+	else
+		buf_puts(&e, ref(c, a));
+	buf_puts(&e, " @ ");
+	if (tb)
+		buf_printf(&e, "transpose(%s, [1, 0])", ref(c, b));
+	else
+		buf_puts(&e, ref(c, b));
+	buf_puts(&e, ")");
+	if (cc && beta != 0) {
+		int r;
+		int64_t bs[MAX_RANK];
+		if (broadcast(c, 2, sh, cc->rank, cc->shape, &r, bs) < 0 || r != 2 || bs[0] != m || bs[1] != nn) {
+			buf_free(&e);
+			return node_err(c, 0, "C does not broadcast to the product"), -1;
+		}
+		if (beta != 1 && float_lit(lit, sizeof lit, beta, a->dt))
+			buf_printf(&e, " + %s(%s) * %s", dtype_name(a->dt), lit, ref(c, cc));
+		else
+			buf_printf(&e, " + %s", ref(c, cc));
+	}
+	Val *o = def(c, io, 0, a->dt, 2, sh, "%s", e.s);
+	buf_free(&e);
+	return o ? 0 : -1;
+}
+
+/* Einsum without repeated letters in an operand: operands are transposed to
+ * one order of all letters, broadcast-multiplied and summed. */
+int tr_einsum(Ctx *c, NodeIO *io)
+{
+	char *eq = attr_s(io->n, "equation");
+	if (!eq)
+		return node_err(c, 0, "no equation"), -1;
+	int rc = -1;
+	char terms[4][MAX_RANK + 1];
+	char outt[MAX_RANK + 1];
+	int nt = 0, has_out = 0;
+	memset(terms, 0, sizeof terms);
+	memset(outt, 0, sizeof outt);
+	/* expand "..." into upper-case letters, per operand rank */
+	char *arrow = strstr(eq, "->");
+	Buf lhs = {0};
+	buf_printf(&lhs, "%.*s", arrow ? (int)(arrow - eq) : (int)strlen(eq), eq);
+	int ell = 0; /* ellipsis rank (max over operands) */
+	{
+		char *s = lhs.s ? lhs.s : "";
+		int k = 0;
+		while (1) {
+			char *comma = strchr(s, ',');
+			int len = comma ? (int)(comma - s) : (int)strlen(s);
+			if (nt >= 2 || k >= io->nin || !io->in[k]) {
+				node_err(c, 1, "einsum of more than two operands, or of missing ones");
+				goto done;
+			}
+			Val *v = io->in[k];
+			int letters = 0, dots = 0, j = 0;
+			for (int q = 0; q < len; q++) {
+				if (s[q] == '.') {
+					dots++;
+				} else if (s[q] != ' ') {
+					letters++;
+				}
+			}
+			int er = dots ? v->rank - letters : 0;
+			if ((dots && dots != 3) || er < 0 || (!dots && letters != v->rank)) {
+				node_err(c, 0, "term %d does not match the rank %d of its operand", k, v->rank);
+				goto done;
+			}
+			if (er > ell)
+				ell = er;
+			for (int q = 0; q < len; q++) {
+				if (s[q] == ' ')
+					continue;
+				if (s[q] == '.') {
+					if (s[q + 1] == '.' && s[q + 2] == '.') {
+						for (int e = 0; e < er; e++)
+							terms[nt][j++] = (char)('0' + (MAX_RANK - er) + e);
+						q += 2;
+					}
+					continue;
+				}
+				if (!((s[q] >= 'a' && s[q] <= 'z') || (s[q] >= 'A' && s[q] <= 'Z')) || j >= MAX_RANK) {
+					node_err(c, 1, "equation '%s' is not supported", eq);
+					goto done;
+				}
+				terms[nt][j++] = s[q];
+			}
+			nt++;
+			k++;
+			if (!comma)
+				break;
+			s = comma + 1;
+		}
+	}
+	/* a letter twice in a term: that operand's diagonal, by an identity mask
+	 * and a sum over the second occurrence */
+	Val *opv[2] = {io->in[0], nt > 1 ? io->in[1] : NULL};
+	for (int t = 0; t < nt; t++) {
+		for (;;) {
+			int len = (int)strlen(terms[t]), p = -1, q = -1;
+			for (int a = 0; a < len && p < 0; a++)
+				for (int b = a + 1; b < len && p < 0; b++)
+					if (terms[t][a] == terms[t][b]) {
+						p = a;
+						q = b;
+					}
+			if (p < 0)
+				break;
+			Val *v = opv[t];
+			int off = v->rank - len;
+			int64_t nd = v->shape[p + off];
+			if (nd != v->shape[q + off]) {
+				node_err(c, 0, "letter %c has sizes %lld and %lld in one term", terms[t][p], (long long)nd,
+				         (long long)v->shape[q + off]);
+				goto done;
+			}
+			int64_t msh[MAX_RANK];
+			for (int d = 0; d < v->rank; d++)
+				msh[d] = d == p + off || d == q + off ? nd : 1;
+			Val *mask = new_val(c, "", v->dt, v->rank, msh);
+			free(mask->name);
+			mask->name = xasprintf("%s.diagonal%d", out_name(io, 0), c->ntmp);
+			val_alloc(mask);
+			for (int64_t a = 0; a < nd; a++)
+				kset(mask, a * nd + a, 1);
+			/* the mask's elements in order: only axes p, q are > 1, so [a, b] is a * nd + b */
+			char *mx = xstrdup(ref(c, mask));
+			char *d = tmp(c, "sum(%s * %s, axis=%d)", ref(c, v), mx, q + off);
+			free(mx);
+			int64_t nsh[MAX_RANK];
+			int r = 0;
+			for (int e = 0; e < v->rank; e++)
+				if (e != q + off)
+					nsh[r++] = v->shape[e];
+			Val *nv = new_val(c, "", v->dt, r, nsh);
+			free(nv->name);
+			nv->name = xasprintf("%s.diag", out_name(io, 0));
+			nv->id = d;
+			opv[t] = nv;
+			memmove(terms[t] + q, terms[t] + q + 1, (size_t)(len - q));
+		}
+	}
+	if (arrow) {
+		has_out = 1;
+		int j = 0;
+		for (char *s = arrow + 2; *s; s++) {
+			if (*s == ' ')
+				continue;
+			if (*s == '.') {
+				if (s[1] == '.' && s[2] == '.') {
+					for (int e = 0; e < ell && j < MAX_RANK; e++)
+						outt[j++] = (char)('0' + (MAX_RANK - ell) + e);
+					s += 2;
+				}
+				continue;
+			}
+			if (j >= MAX_RANK) {
+				node_err(c, 1, "equation '%s' is not supported", eq);
+				goto done;
+			}
+			outt[j++] = *s;
+		}
+	}
+	/* all letters, and each one's size */
+	char all[27 + MAX_RANK];
+	int64_t size[128] = {0};
+	int na = 0;
+	for (int t = 0; t < nt; t++) {
+		Val *v = opv[t];
+		int off = v->rank - (int)strlen(terms[t]);
+		for (int q = 0; terms[t][q]; q++) {
+			unsigned char L = (unsigned char)terms[t][q];
+			int64_t d = v->shape[q + off];
+			if (!size[L]) {
+				all[na++] = (char)L;
+				size[L] = d;
+			} else if (size[L] != d) {
+				if (size[L] == 1)
+					size[L] = d;
+				else if (d != 1) {
+					node_err(c, 0, "letter %c has sizes %lld and %lld", L, (long long)size[L], (long long)d);
+					goto done;
+				}
+			}
+		}
+	}
+	if (!has_out) {
+		/* implicit: ellipsis letters, then letters appearing once, sorted */
+		int j = 0;
+		for (int e = 0; e < ell; e++)
+			outt[j++] = (char)('0' + (MAX_RANK - ell) + e);
+		for (int L = 'A'; L <= 'z'; L++) {
+			if (L > 'Z' && L < 'a')
+				continue;
+			int cnt = 0;
+			for (int t = 0; t < nt; t++)
+				cnt += strchr(terms[t], L) != NULL;
+			if (cnt == 1 && j < MAX_RANK)
+				outt[j++] = (char)L;
+		}
+	}
+	int orank = (int)strlen(outt);
+	/* order: output letters, then the summed ones */
+	char order[27 + MAX_RANK];
+	int no = 0;
+	for (int q = 0; q < orank; q++) {
+		if (!size[(unsigned char)outt[q]]) {
+			node_err(c, 0, "output letter %c is in no input", outt[q]);
+			goto done;
+		}
+		order[no++] = outt[q];
+	}
+	for (int q = 0; q < na; q++)
+		if (!strchr(outt, all[q]))
+			order[no++] = all[q];
+	if (no > MAX_RANK) {
+		node_err(c, 1, "einsum over %d letters is more than nestc's rank %d", no, MAX_RANK);
+		goto done;
+	}
+	int64_t osh[MAX_RANK];
+	for (int q = 0; q < orank; q++)
+		osh[q] = size[(unsigned char)outt[q]];
+	char *parts[2] = {NULL, NULL};
+	for (int t = 0; t < nt; t++) {
+		Val *v = opv[t];
+		/* transpose the operand's letters into 'order' order, then reshape with 1s */
+		int len = (int)strlen(terms[t]);
+		int64_t perm[MAX_RANK], sh[MAX_RANK];
+		int j = 0;
+		for (int q = 0; q < no; q++) {
+			char *p = strchr(terms[t], order[q]);
+			if (p)
+				perm[j++] = p - terms[t];
+		}
+		int ident = 1;
+		for (int q = 0; q < len; q++)
+			ident &= perm[q] == q;
+		char *x = xstrdup(ref(c, v));
+		if (!ident) {
+			char *pl = list_text(len, perm);
+			char *t2 = tmp(c, "transpose(%s, %s)", x, pl);
+			free(pl);
+			free(x);
+			x = t2;
+		}
+		int64_t cur[MAX_RANK];
+		j = 0;
+		for (int q = 0; q < len; q++)
+			cur[q] = v->shape[perm[q]];
+		for (int q = 0; q < no; q++)
+			sh[q] = strchr(terms[t], order[q]) ? cur[j++] : 1;
+		if (no != len) {
+			char *l = list_text(no, sh);
+			char *t2 = tmp(c, "reshape(%s, %s)", x, l);
+			free(l);
+			free(x);
+			x = t2;
+		}
+		parts[t] = x;
+	}
+	Buf e = {0};
+	if (nt == 2)
+		buf_printf(&e, "%s * %s", parts[0], parts[1]);
+	else
+		buf_puts(&e, parts[0]);
+	if (no > orank) {
+		char *prod = tmp(c, "%s", e.s);
+		buf_free(&e);
+		e = (Buf){0};
+		buf_printf(&e, "sum(%s, axis=[", prod);
+		for (int q = orank; q < no; q++)
+			buf_printf(&e, "%s%d", q > orank ? ", " : "", q);
+		buf_puts(&e, "])");
+		free(prod);
+	}
+	/* broadcasting of size-1 letters in the product: make sure of the final shape */
+	Val *o = def(c, io, 0, io->in[0]->dt, orank, osh, "%s", e.s);
+	buf_free(&e);
+	free(parts[0]);
+	free(parts[1]);
+	rc = o ? 0 : -1;
+done:
+	buf_free(&lhs);
+	free(eq);
+	return rc;
+}
+
+int tr_reduce(Ctx *c, NodeIO *io, const char *fn, const char *pre, const char *post)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	int64_t axes[MAX_RANK + 1];
+	int given;
+	int na;
+	/* ReduceSum takes axes as an input from opset 13, the others from 18 */
+	na = get_axes(c, io, 1, axes, &given);
+	if (na < 0)
+		return -1;
+	int keep = (int)attr_i(io->n, "keepdims", 1);
+	int noop = (int)attr_i(io->n, "noop_with_empty_axes", 0);
+	if (!na && noop) {
+		alias(c, io, 0, a);
+		return 0;
+	}
+	int red[MAX_RANK] = {0};
+	if (!na)
+		for (int k = 0; k < a->rank; k++)
+			red[k] = 1;
+	for (int k = 0; k < na; k++) {
+		int x = oaxis(c, axes[k], a->rank);
+		if (x < 0)
+			return -1;
+		red[x] = 1;
+	}
+	int64_t sh[MAX_RANK];
+	int r = 0;
+	Buf al = {0};
+	buf_puts(&al, "[");
+	int first = 1;
+	for (int k = 0; k < a->rank; k++) {
+		if (red[k]) {
+			buf_printf(&al, "%s%d", first ? "" : ", ", k);
+			first = 0;
+		}
+		if (!red[k] || keep)
+			sh[r++] = red[k] ? 1 : a->shape[k];
+	}
+	buf_puts(&al, "]");
+	if (first) {
+		buf_free(&al);
+		alias(c, io, 0, a);
+		return 0;
+	}
+	if (!strcmp(fn, "mean") && !dtype_is_float(a->dt)) {
+		buf_free(&al);
+		return node_err(c, 1, "the mean of integers is not supported"), -1;
+	}
+	if ((pre || post) && !dtype_is_float(a->dt) && strcmp(pre ? pre : "", "abs(%s)")) {
+		buf_free(&al);
+		return node_err(c, 1, "%s of integers is not supported", io->n->op_type), -1;
+	}
+	char *xs = pre ? tmp(c, pre, ref(c, a)) : xstrdup(ref(c, a));
+	char *e = xasprintf("%s(%s, axis=%s, keepdim=%s)", fn, xs, al.s, keep ? "true" : "false");
+	Val *o = def(c, io, 0, a->dt, r, sh, post ? post : "%s", e);
+	free(xs);
+	free(e);
+	buf_free(&al);
+	return o ? 0 : -1;
+}
+
+/* Activations and other elementwise ops written with Nest's: fmt uses %1$s
+ * for x, %2$s and %3$s for the attributes alpha and beta (literals). */
+int tr_act(Ctx *c, NodeIO *io, const char *fmt, const char *aname, double adef, const char *bname, double bdef)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt))
+		return node_err(c, 1, "%s of %s is not supported", io->n->op_type, dtype_name(a->dt)), -1;
+	char al[64] = "0.0", bl[64] = "0.0";
+	if (aname && !float_lit(al, sizeof al, attr_f(io->n, aname, adef), DT_F32))
+		return node_err(c, 1, "a NaN %s is not supported", aname), -1;
+	if (bname && !float_lit(bl, sizeof bl, attr_f(io->n, bname, bdef), DT_F32))
+		return node_err(c, 1, "a NaN %s is not supported", bname), -1;
+	char ap[80], bp[80];
+	snprintf(ap, sizeof ap, "%s(%s)", dtype_name(a->dt), al);
+	snprintf(bp, sizeof bp, "%s(%s)", dtype_name(a->dt), bl);
+	return def(c, io, 0, a->dt, a->rank, a->shape, fmt, ref(c, a), ap, bp) ? 0 : -1;
+}
+
+/* ArgMax, and ArgMin as the argmax of the negated input. */
+int tr_argmax(Ctx *c, NodeIO *io)
+{
+	int neg = !strcmp(io->n->op_type, "ArgMin");
+	Val *a;
+	if (inputs(c, io, neg ? "a numeric input" : "an input", 1, &a) < 0)
+		return -1;
+	if (neg && a->dt == DT_BOOL)
+		return node_err(c, 0, "needs a numeric input"), -1;
+	if (attr_i(io->n, "select_last_index", 0))
+		return node_err(c, 1, "select_last_index=1 is not supported"), -1;
+	int ax = oaxis(c, attr_i(io->n, "axis", 0), a->rank);
+	if (ax < 0)
+		return -1;
+	int keep = (int)attr_i(io->n, "keepdims", 1);
+	int64_t sh[MAX_RANK];
+	int r = 0;
+	for (int k = 0; k < a->rank; k++)
+		if (k != ax || keep)
+			sh[r++] = k == ax ? 1 : a->shape[k];
+	return def(c, io, 0, DT_I64, r, sh, "argmax(%s%s, axis=%d, keepdim=%s)", neg ? "-" : "", ref(c, a), ax,
+	           keep ? "true" : "false")
+	           ? 0
+	           : -1;
+}
+
+int tr_softmax(Ctx *c, NodeIO *io)
+{
+	const char *fn = !strcmp(io->n->op_type, "LogSoftmax") ? "log_softmax" : "softmax";
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt))
+		return node_err(c, 0, "needs a float input"), -1;
+	int ax = oaxis(c, attr_i(io->n, "axis", c->opset >= 13 ? -1 : 1), a->rank);
+	if (ax < 0)
+		return -1;
+	if (c->opset >= 13 || ax == a->rank - 1)
+		return def(c, io, 0, a->dt, a->rank, a->shape, "%s(%s, axis=%d)", fn, ref(c, a), ax) ? 0 : -1;
+	/* before opset 13: the input as a matrix [prod(:axis), prod(axis:)] */
+	int64_t m[2] = {1, 1};
+	for (int k = 0; k < a->rank; k++)
+		m[k < ax ? 0 : 1] *= a->shape[k];
+	char *l = list_text(2, m), *s = list_text(a->rank, a->shape);
+	Val *o = def(c, io, 0, a->dt, a->rank, a->shape, "reshape(%s(reshape(%s, %s), axis=1), %s)", fn, ref(c, a), l, s);
+	free(l);
+	free(s);
+	return o ? 0 : -1;
+}
+
+int tr_layernorm(Ctx *c, NodeIO *io)
+{
+	Val *a, *sc, *b = in_(io, 2);
+	if (inputs(c, io, "X and Scale", 2, &a, &sc) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt))
+		return node_err(c, 0, "needs a float input"), -1;
+	int ax = oaxis(c, attr_i(io->n, "axis", -1), a->rank);
+	if (ax < 0)
+		return -1;
+	double eps = attr_f(io->n, "epsilon", 1e-5);
+	char el[64];
+	float_lit(el, sizeof el, (float)eps, DT_F32);
+	int want_stats = io->n->n_output > 1;
+	const char *x = ref(c, a), *s = ref(c, sc);
+	if (ax == a->rank - 1 && sc->rank == 1 && b && b->rank == 1 && !want_stats)
+		return def(c, io, 0, a->dt, a->rank, a->shape, "layernorm(%s, %s, %s, eps=%s)", x, s, ref(c, b), el) ? 0 : -1;
+	Buf al = {0};
+	buf_puts(&al, "[");
+	for (int k = ax; k < a->rank; k++)
+		buf_printf(&al, "%s%d", k > ax ? ", " : "", k);
+	buf_puts(&al, "]");
+	char *m = tmp(c, "mean(%s, axis=%s, keepdim=true)", x, al.s);
+	char *d = tmp(c, "%s - %s", x, m);
+	char *inv = tmp(c, "rsqrt(mean(%s * %s, axis=%s, keepdim=true) + %s(%s))", d, d, al.s, dtype_name(a->dt), el);
+	Val *o = def(c, io, 0, a->dt, a->rank, a->shape, b ? "%s * %s * %s + %s" : "%s * %s * %s", d, inv, s,
+	             b ? ref(c, b) : "");
+	int rc = o ? 0 : -1;
+	if (o && want_stats) {
+		int64_t sh[MAX_RANK];
+		for (int k = 0; k < a->rank; k++)
+			sh[k] = k < ax ? a->shape[k] : 1;
+		if (io->n->n_output > 1 && *io->n->output[1])
+			rc |= def(c, io, 1, a->dt, a->rank, sh, "%s", m) ? 0 : -1;
+		if (io->n->n_output > 2 && *io->n->output[2])
+			rc |= def(c, io, 2, a->dt, a->rank, sh, "%s", inv) ? 0 : -1;
+	}
+	free(m);
+	free(d);
+	free(inv);
+	buf_free(&al);
+	return rc;
+}
+
+int tr_batchnorm(Ctx *c, NodeIO *io)
+{
+	Val *x, *sc, *b, *m, *v;
+	if (inputs(c, io, "five inputs", 5, &x, &sc, &b, &m, &v) < 0)
+		return -1;
+	if (x->rank < 2 || !dtype_is_float(x->dt))
+		return node_err(c, 0, "input of rank %d and dtype %s", x->rank, dtype_name(x->dt)), -1;
+	char el[64];
+	float_lit(el, sizeof el, (float)attr_f(io->n, "epsilon", 1e-5), DT_F32);
+	const char *xs = ref(c, x), *ms = ref(c, m), *vs = ref(c, v), *ss = ref(c, sc), *bs = ref(c, b);
+	if (!attr_i(io->n, "training_mode", 0)) {
+		if (io->n->n_output > 1)
+			return node_err(c, 1, "the running statistics outputs outside training mode are not supported"), -1;
+		return def(c, io, 0, x->dt, x->rank, x->shape, "batch_norm(%s, %s, %s, %s, %s, eps=%s)", xs, ms, vs, ss, bs,
+		           el)
+		               ? 0
+		               : -1;
+	}
+	/* training mode: the batch's statistics normalise; the running ones are
+	 * updated with momentum */
+	char mo[64], om[64];
+	double mom = attr_f(io->n, "momentum", 0.9);
+	float_lit(mo, sizeof mo, (float)mom, DT_F32);
+	float_lit(om, sizeof om, (float)(1 - mom), DT_F32);
+	Buf al = {0};
+	buf_puts(&al, "[0");
+	for (int k = 2; k < x->rank; k++)
+		buf_printf(&al, ", %d", k);
+	buf_puts(&al, "]");
+	char *bm = tmp(c, "mean(%s, axis=%s)", xs, al.s);
+	int64_t bsh[MAX_RANK];
+	bsh[0] = x->shape[1];
+	for (int k = 1; k < x->rank - 1; k++)
+		bsh[k] = 1;
+	char *bl = list_text(x->rank - 1, bsh);
+	char *d = tmp(c, "%s - reshape(%s, %s)", xs, bm, bl);
+	char *bv = tmp(c, "mean(%s * %s, axis=%s)", d, d, al.s);
+	Val *o = def(c, io, 0, x->dt, x->rank, x->shape, "batch_norm(%s, %s, %s, %s, %s, eps=%s)", xs, bm, bv, ss, bs, el);
+	int rc = o ? 0 : -1;
+	if (o && io->n->n_output > 1 && *io->n->output[1])
+		rc |= def(c, io, 1, m->dt, m->rank, m->shape, "%s * %s(%s) + %s * %s(%s)", ms, dtype_name(m->dt), mo, bm,
+		          dtype_name(m->dt), om)
+		              ? 0
+		              : -1;
+	if (!rc && io->n->n_output > 2 && *io->n->output[2])
+		rc |= def(c, io, 2, v->dt, v->rank, v->shape, "%s * %s(%s) + %s * %s(%s)", vs, dtype_name(v->dt), mo, bv,
+		          dtype_name(v->dt), om)
+		              ? 0
+		              : -1;
+	free(bm);
+	free(bl);
+	free(d);
+	free(bv);
+	buf_free(&al);
+	return rc;
+}
+
+static const char *other_in(Onnx__NodeProto *n, const char *name);
+
+/* Every name the graph reads (node inputs, graph outputs), sorted: the uses
+ * of a name are a range of it. */
+typedef struct Uses {
+	const char **name;
+	size_t n;
+} Uses;
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static Uses uses_index(Onnx__GraphProto *g)
+{
+	Uses u = {0};
+	size_t cap = g->n_output;
+	for (size_t k = 0; k < g->n_node; k++)
+		cap += g->node[k]->n_input;
+	u.name = xmalloc((cap + 1) * sizeof *u.name);
+	for (size_t k = 0; k < g->n_node; k++)
+		for (size_t j = 0; j < g->node[k]->n_input; j++)
+			if (g->node[k]->input[j])
+				u.name[u.n++] = g->node[k]->input[j];
+	for (size_t j = 0; j < g->n_output; j++)
+		if (g->output[j]->name)
+			u.name[u.n++] = g->output[j]->name;
+	qsort(u.name, u.n, sizeof *u.name, cmp_name);
+	return u;
+}
+
+static int uses_of(const Uses *u, const char *name)
+{
+	size_t lo = 0, hi = u->n;
+	while (lo < hi) { /* the first not below name */
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(u->name[mid], name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int n = 0;
+	while (lo + (size_t)n < u->n && !strcmp(u->name[lo + (size_t)n], name))
+		n++;
+	return n;
+}
+
+static int is_op(Onnx__NodeProto *n, const char *op, size_t nin)
+{
+	return n->op_type && !strcmp(n->op_type, op) && n->n_input == nin && n->n_output == 1 && n->output[0];
+}
+
+static int has_in(Onnx__NodeProto *n, const char *name)
+{
+	for (size_t j = 0; j < n->n_input; j++)
+		if (n->input[j] && !strcmp(n->input[j], name))
+			return 1;
+	return 0;
+}
+
+/* The first nine nodes from k on that are not Constant nodes (exporters put
+ * the constants a pattern uses among its nodes); the index of the last, or
+ * -1 when there are fewer. */
+static int pattern_nodes(Onnx__GraphProto *g, int k, Onnx__NodeProto **q, int want)
+{
+	int got = 0, j = k;
+	for (; j < (int)g->n_node && got < want; j++) {
+		Onnx__NodeProto *n = g->node[j];
+		if (n->op_type && !strcmp(n->op_type, "Constant") && j > k)
+			continue;
+		q[got++] = n;
+	}
+	return got == want ? j - 1 : -1;
+}
+
+/* LayerNormalization as exporters before opset 17 write it: ReduceMean, Sub,
+ * Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul weight, Add bias (Constant
+ * nodes among them), the intermediates used nowhere else. grp[k] = the last
+ * node of the pattern starting at node k, or -1. */
+int *find_layernorms(Onnx__GraphProto *g)
+{
+	int n = (int)g->n_node;
+	int *grp = xmalloc(((size_t)n + 1) * sizeof(int));
+	Uses uses = uses_index(g);
+	for (int k = 0; k <= n; k++)
+		grp[k] = -1;
+	for (int k = 0; k < n; k++) {
+		Onnx__NodeProto *q[9];
+		if (!is_op(g->node[k], "ReduceMean", 1) && !is_op(g->node[k], "ReduceMean", 2))
+			continue;
+		int last = pattern_nodes(g, k, q, 9);
+		if (last < 0)
+			continue;
+		const char *x = q[0]->input[0], *m = q[0]->output[0];
+		if (!x || !is_op(q[1], "Sub", 2) || strcmp(q[1]->input[0], x) || strcmp(q[1]->input[1], m))
+			continue;
+		const char *d = q[1]->output[0];
+		if (!is_op(q[2], "Pow", 2) || strcmp(q[2]->input[0], d))
+			continue;
+		if (!(is_op(q[3], "ReduceMean", 1) || is_op(q[3], "ReduceMean", 2)) || strcmp(q[3]->input[0], q[2]->output[0]))
+			continue;
+		if (!is_op(q[4], "Add", 2) || !has_in(q[4], q[3]->output[0]))
+			continue;
+		if (!is_op(q[5], "Sqrt", 1) || strcmp(q[5]->input[0], q[4]->output[0]))
+			continue;
+		if (!is_op(q[6], "Div", 2) || strcmp(q[6]->input[0], d) || strcmp(q[6]->input[1], q[5]->output[0]))
+			continue;
+		if (!is_op(q[7], "Mul", 2) || !has_in(q[7], q[6]->output[0]))
+			continue;
+		if (!is_op(q[8], "Add", 2) || !has_in(q[8], q[7]->output[0]))
+			continue;
+		int ok = uses_of(&uses, m) == 1 && uses_of(&uses, d) == 2;
+		for (int j = 2; ok && j < 8; j++)
+			ok = uses_of(&uses, q[j]->output[0]) == 1;
+		if (ok)
+			grp[k] = last;
+	}
+	/* GELU, tanh form: Mul x x, Mul x _, Mul _ c, Add x _, Mul _ c, Tanh,
+	 * Add _ 1, Mul x _, Mul _ 0.5; kind 2 is marked as grp = -(last + 2) */
+	for (int k = 0; k < n; k++) {
+		Onnx__NodeProto *q[9];
+		if (grp[k] != -1 || !is_op(g->node[k], "Mul", 2))
+			continue;
+		int last = pattern_nodes(g, k, q, 9);
+		if (last < 0)
+			continue;
+		const char *x = q[0]->input[0];
+		int ok = !strcmp(q[0]->input[1], x);
+		ok = ok && is_op(q[1], "Mul", 2) && has_in(q[1], x) && has_in(q[1], q[0]->output[0]);
+		ok = ok && is_op(q[2], "Mul", 2) && has_in(q[2], q[1]->output[0]);
+		ok = ok && is_op(q[3], "Add", 2) && has_in(q[3], x) && has_in(q[3], q[2]->output[0]);
+		ok = ok && is_op(q[4], "Mul", 2) && has_in(q[4], q[3]->output[0]);
+		ok = ok && is_op(q[5], "Tanh", 1) && !strcmp(q[5]->input[0], q[4]->output[0]);
+		ok = ok && is_op(q[6], "Add", 2) && has_in(q[6], q[5]->output[0]);
+		ok = ok && is_op(q[7], "Mul", 2) && has_in(q[7], x) && has_in(q[7], q[6]->output[0]);
+		ok = ok && is_op(q[8], "Mul", 2) && has_in(q[8], q[7]->output[0]);
+		for (int j = 0; ok && j < 8; j++)
+			ok = uses_of(&uses, q[j]->output[0]) == 1;
+		if (ok)
+			grp[k] = -(last + 2);
+	}
+	free(uses.name);
+	return grp;
+}
+
+static int near(Val *v, double want)
+{
+	return v && v->known && v->n == 1 && fabs(kget(v, 0) - want) <= 1e-6 * fabs(want) + 1e-7;
+}
+
+/* GELU's tanh form as gelu_tanh(x): 1 if done, 0 if the constants differ. */
+int try_gelu_tanh(Ctx *c, Onnx__GraphProto *g, int k)
+{
+	Onnx__NodeProto *q[9];
+	if (pattern_nodes(g, k, q, 9) < 0)
+		return 0;
+	Val *x = find_val(c, q[0]->input[0]);
+	if (!x || x->known || !dtype_is_float(x->dt))
+		return 0;
+	if (!near(find_val(c, other_in(q[2], q[1]->output[0])), 0.044715) ||
+	    !near(find_val(c, other_in(q[4], q[3]->output[0])), 0.7978845608028654) ||
+	    !near(find_val(c, other_in(q[6], q[5]->output[0])), 1) || !near(find_val(c, other_in(q[8], q[7]->output[0])), 0.5))
+		return 0;
+	c->node = q[8];
+	NodeIO io = {.n = q[8]};
+	return def(c, &io, 0, x->dt, x->rank, x->shape, "gelu_tanh(%s)", ref(c, x)) ? 1 : -1;
+}
+
+/* The other operand of a two-input node. */
+static const char *other_in(Onnx__NodeProto *n, const char *name)
+{
+	return !strcmp(n->input[0], name) ? n->input[1] : n->input[0];
+}
+
+/* Translates the pattern at nodes k..k+8 as one layernorm when the values
+ * allow (last axis, a known exponent 2 and eps, 1-d weight and bias); 1 if
+ * done, 0 to translate the nodes one by one, -1 after an error. */
+int try_layernorm(Ctx *c, Onnx__GraphProto *g, int k)
+{
+	Onnx__NodeProto *q[9];
+	if (pattern_nodes(g, k, q, 9) < 0)
+		return 0;
+	Val *x = find_val(c, q[0]->input[0]);
+	if (!x || x->known || !dtype_is_float(x->dt) || x->rank < 1)
+		return 0;
+	int64_t last = x->shape[x->rank - 1];
+	for (int j = 0; j < 4; j += 3) {
+		int64_t ax[MAX_RANK + 1];
+		int na = attr_ints(q[j], "axes", ax, MAX_RANK);
+		if (na < 0 && q[j]->n_input == 2) {
+			Val *av = find_val(c, q[j]->input[1]);
+			if (!av || !av->known || av->n != 1)
+				return 0;
+			ax[0] = kgeti(av, 0);
+			na = 1;
+		}
+		if (na != 1 || (ax[0] != -1 && ax[0] != x->rank - 1) || !attr_i(q[j], "keepdims", 1))
+			return 0;
+	}
+	Val *two = find_val(c, q[2]->input[1]);
+	Val *eps = find_val(c, other_in(q[4], q[3]->output[0]));
+	Val *w = find_val(c, other_in(q[7], q[6]->output[0]));
+	Val *b = find_val(c, other_in(q[8], q[7]->output[0]));
+	if (!two || !two->known || two->n != 1 || kget(two, 0) != 2 || !eps || !eps->known || eps->n != 1 || !w || !b)
+		return 0;
+	if (w->rank != 1 || b->rank != 1 || w->shape[0] != last || b->shape[0] != last || w->dt != x->dt || b->dt != x->dt)
+		return 0;
+	char el[64];
+	if (!float_lit(el, sizeof el, kget(eps, 0), x->dt))
+		return 0;
+	c->node = q[8];
+	NodeIO io = {.n = q[8]};
+	const char *xs = ref(c, x);
+	char *xs2 = xstrdup(xs);
+	const char *ws = ref(c, w);
+	char *ws2 = xstrdup(ws);
+	const char *bs = ref(c, b);
+	Val *o = def(c, &io, 0, x->dt, x->rank, x->shape, "layernorm(%s, %s, %s, eps=%s)", xs2, ws2, bs, el);
+	free(xs2);
+	free(ws2);
+	return o ? 1 : -1;
+}
