@@ -3,7 +3,7 @@
 # Does nothing (and needs no network) when everything is already there.
 set -eu
 # protobuf-c reads ONNX files: protoc-c compiles Debian's onnx.proto (libonnx-dev)
-# at build time (src/onnx.c). libonnx-testdata holds ONNX's backend node tests,
+# at build time (src/onnx/). libonnx-testdata holds ONNX's backend node tests,
 # python3-onnx reads their TensorProto files in tests/onnx/run.py.
 need="flex bison libjansson-dev libxxhash-dev llvm-dev pkg-config make gcc python3-numpy mandoc ninja-build clang libclang-rt-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3-onnx"
 missing=""
