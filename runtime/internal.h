@@ -119,9 +119,10 @@ NESTRT_HIDDEN int nestrt__pread_all(int fd, void *dst, size_t len, uint64_t off)
 /* The message for nestrt__pread_all's answer e (not 0) about path: "file
  * shrank WHEN it was read" or the errno's; returns -1. */
 NESTRT_HIDDEN int nestrt__read_error(nestrt_error *err, const char *path, int e, const char *when);
-/* Anonymous memory advised into huge pages (a few hundred page faults for
- * GPT-2's 475 MB instead of 120,000), for munmap; NULL with errno set. */
-NESTRT_HIDDEN void *nestrt__map_huge(size_t bytes);
+/* Anonymous memory of at least *bytes advised into huge pages (a few
+ * hundred page faults for GPT-2's 475 MB instead of 120,000); *bytes
+ * becomes its length, for munmap. NULL with errno set. */
+NESTRT_HIDDEN void *nestrt__map_huge(size_t *bytes);
 /* Read every tensor not read yet, and close the file. Under w->mu. 0, or -1
  * with err set (and still pending). */
 NESTRT_HIDDEN int nestrt__weights_settle(nestrt_weights *w, nestrt_error *err);

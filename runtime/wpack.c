@@ -202,7 +202,7 @@ static void release(nestrt_weights *w, Tensor *t)
 static int pack_alloc(WPack *p, size_t bytes)
 {
 	if (bytes >= PACK_MAP_MIN) {
-		void *m = nestrt__map_huge(bytes);
+		void *m = nestrt__map_huge(&bytes);
 		if (!m)
 			return -1;
 		p->data = m;
@@ -242,6 +242,7 @@ typedef struct PackJob {
 	int inplace;        /* transposed, dst == src: each task moves its rows aside first */
 	size_t scratch_len;
 	unsigned char *scratch[NSCRATCH];
+	size_t scratch_map[NSCRATCH];  /* each one's mapped length */
 	int busy[NSCRATCH];
 	int oom;
 	int fd;             /* >= 0: the rows come from the file, at foff, not from dst */
@@ -314,7 +315,8 @@ static void scatter_rows(PackJob *j, int64_t r0, int64_t r1)
  * exactly the bytes of the wide rows it is made of (the last one, short of
  * rows, runs into the room after the tensor), so tasks never meet. */
 /* A scratch buffer of the job's for this task (busy until it is given
- * back), or -1 out of memory (noted in the job). */
+ * back), or -1 out of memory (noted in the job). One huge page: in 4 KiB
+ * pages each buffer's first use took 256 page faults. */
 static int claim_scratch(PackJob *j)
 {
 	int s = 0;
@@ -323,8 +325,11 @@ static int claim_scratch(PackJob *j)
 		if (__atomic_compare_exchange_n(&j->busy[s], &zero, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
 	}
-	if (!j->scratch[s])
-		j->scratch[s] = malloc(j->scratch_len);
+	if (!j->scratch[s]) {
+		size_t len = j->scratch_len < PACK_MAP_MIN ? PACK_MAP_MIN : j->scratch_len;
+		if ((j->scratch[s] = nestrt__map_huge(&len)))
+			j->scratch_map[s] = len;
+	}
 	if (!j->scratch[s]) {
 		__atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
@@ -427,7 +432,8 @@ static int can_pack_in_place(nestrt_weights *w, Tensor *t, const void **data, ne
 static void scratch_free(PackJob *j)
 {
 	for (int s = 0; s < NSCRATCH; s++)
-		free(j->scratch[s]);
+		if (j->scratch[s])
+			munmap(j->scratch[s], j->scratch_map[s]);
 }
 
 /* req[i] straight from the file into its tensor's place, packed, when it
@@ -660,7 +666,7 @@ static int copy_packed(nestrt_weights *w, const nestrt_prepacked *packs, int npa
 	}
 	if (total == 0)
 		return 0;
-	unsigned char *m = nestrt__map_huge(total);
+	unsigned char *m = nestrt__map_huge(&total);
 	CopyPiece *pc = m ? malloc(npieces * sizeof *pc) : NULL;
 	if (!pc) {
 		if (m)
