@@ -625,8 +625,8 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
  * tables). Pieces of 2 MiB on the pool. Where the matrices are in a
  * read-only mapping of a file (the program), the pieces are read from that
  * file: the kernel copies them from the page cache, and the program's
- * 120,000 pages are never mapped nor unmapped (that took half the time of
- * the copy). Else each piece is copied from the mapping, and the program's
+ * 4 KiB pages are never mapped nor unmapped (GPT-2 small: 8,000 page
+ * faults at creation before, 330 now). Else each piece is copied from the mapping, and the program's
  * pages it has copied are given back (they stay in the page cache), so that
  * the peak RSS is the weights once. t->data moves to the copy. */
 #define COPY_PIECE ((size_t)2 << 20)
