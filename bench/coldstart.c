@@ -9,7 +9,11 @@
  * Prints the time from opening the weights (creating the first instance,
  * when embedded) to the end of the first call, with its parts, the time
  * until every instance has made its first call, the peak RSS (VmHWM) and
- * its ratio to the weights' size, and the first call's output checksum.
+ * its ratio to the weights' size, the first call's output checksum, and the
+ * page faults of opening and creating the first instance and of its first
+ * call (a count that other processes' load does not change: on a virtual
+ * machine each costs some 20 us, a huge page's about as much as a small
+ * page's).
  * The caller's token and output buffers are touched before the clock starts:
  * a server has them already, and their page faults are not the runtime's. */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +25,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+
+static long faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt + ru.ru_majflt;
+}
 
 static double now(void)
 {
@@ -49,6 +60,7 @@ int main(int argc, char **argv)
 		tokens[i] = (int32_t)((i * 7919) % GPT2_FORWARD_OUT_DIM1);
 	memset(out, 0, sizeof out);
 	nestrt_error err;
+	long f0 = faults(), f_new = 0, f_call = 0;
 	double t0 = now(), t_open = t0, t_new = t0, first = 0;
 #ifndef EMBEDDED
 	nestrt_weights *w = nestrt_weights_open(argv[1], &err);
@@ -66,14 +78,17 @@ int main(int argc, char **argv)
 #else
 		m[i] = gpt2_new(w, &err);
 #endif
-		if (i == 0)
+		if (i == 0) {
 			t_new = now();
+			f_new = faults();
+		}
 		if (!m[i] || gpt2_forward(m[i], tokens, out) != 0) {
 			fprintf(stderr, "coldstart: %s\n", m[i] ? gpt2_error(m[i]) : err.message);
 			return 1;
 		}
 		if (i == 0) {
 			first = now() - t0;
+			f_call = faults();
 			for (int k = 0; k < GPT2_FORWARD_OUT_NUMEL; k++)
 				sum += out[k];
 		}
@@ -83,8 +98,10 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	double mb = (double)ru.ru_maxrss / 1024.0, file = (double)st.st_size / (1 << 20);
 	printf("instances %d: open to end of first call %.3f s (open %.3f, new %.3f, call %.3f), all %.3f s; "
-	       "peak RSS %.0f MiB = %.2fx the %.0f MiB weights; checksum %.6g\n",
-	       n, first, t_open - t0, t_new - t_open, t0 + first - t_new, all, mb, mb / file, file, sum);
+	       "peak RSS %.0f MiB = %.2fx the %.0f MiB weights; checksum %.6g (page faults: open and new %ld, "
+	       "first call %ld)\n",
+	       n, first, t_open - t0, t_new - t_open, t0 + first - t_new, all, mb, mb / file, file, sum, f_new - f0,
+	       f_call - f_new);
 	for (int i = 0; i < n; i++)
 		gpt2_free(m[i]);
 #ifndef EMBEDDED

@@ -14,6 +14,7 @@
 
 #include "nestrt.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,27 +55,102 @@ typedef struct nestrt__ctx {
 NESTRT_HIDDEN nestrt_ctx *nestrt__ctx_clone(nestrt_ctx *parent, nestrt_error *err);
 NESTRT_HIDDEN void nestrt__ctx_clone_free(nestrt_ctx *ctx);
 
-/* ---- pre-packing at creation (pack.c, weights.c) ---- */
+/* ---- weights (weights.c: the .safetensors reader; wpack.c, above it:
+ * packed memory, sharing, and the public calls that need both) ---- */
+/* A dtype as a .safetensors file spells it. */
+typedef struct nestrt__stdtype {
+	const char *name;   /* as spelled in the file */
+	const char *lower;  /* for messages; nestrt_dtype_name() for ours */
+	int size;
+	int dtype;          /* NESTRT_*, or -1 when nestc has no such tensors */
+} nestrt__stdtype;
+
+typedef struct nestrt__tensor {
+	char *name;
+	const nestrt__stdtype *st;
+	int rank;
+	int64_t shape[NESTRT_MAX_RANK];
+	uint64_t begin, end;          /* in the data section */
+	const unsigned char *data;    /* in the mapping */
+	void *copy;                   /* aligned copy, made by bind when data is not */
+	int direct;                   /* some instance reads it unpacked (pack.c's plans) */
+	int released;                 /* its whole pages were given back: only its packed copies hold it */
+	size_t room;                  /* bytes at data that are ours (read from a file): room to pack in place */
+	int loaded;                   /* read from the file already (weights.pending) */
+	int inplace;                  /* data holds its packed copy; copy, when made, the unpacked form */
+} nestrt__tensor;
+
+/* A packed copy (pack.c's layout), shared by every instance over the weights. */
+typedef struct nestrt__wpack {
+	nestrt__tensor *t;
+	int64_t k, n, wide;
+	int flags;
+	void *data;
+	size_t bytes;                 /* mapped (wpack.c's pack_alloc) when not 0, else malloc'd */
+	int inplace;                  /* in its tensor's own room: not freed on its own */
+	struct nestrt__wpack *next;
+} nestrt__wpack;
+
+struct nestrt_weights {
+	char *path;
+	void *map;                    /* the file's bytes: read into owned memory, or mapped */
+	size_t mapsize;
+	int mapped;                   /* NESTRT_MMAP=1: map is the file itself */
+	nestrt__tensor *t;            /* sorted by name */
+	size_t n;
+	int refs;                     /* the caller's, and one per instance */
+	pthread_mutex_t mu;           /* packs, direct and released, reading */
+	nestrt__wpack *packs;
+	int fd;                       /* the file, until its tensors are read (pending), else -1 */
+	uint64_t data_off;            /* where its data section starts */
+	int pending;                  /* tensors still to read: at the first instance (or bind, or info) */
+	void *packmem;                /* embedded matrices packed by nestc, copied into huge pages */
+	size_t packmemsize;
+	const void *shared;           /* the embedded image these weights are of (the registry's key) */
+};
+
+/* weights.c (wpack.c and the compiler's adapters use these) */
+/* The file's dtype for one of ours (NULL: none). */
+NESTRT_HIDDEN const nestrt__stdtype *nestrt__stdtype_of(int dtype);
+NESTRT_HIDDEN nestrt__tensor *nestrt__weights_find(nestrt_weights *w, const char *name);
+NESTRT_HIDDEN int nestrt__tensor_cmp(const void *a, const void *b);
+/* pread all of [off, off + len) into dst: 0, an errno, or -1 for a short file. */
+NESTRT_HIDDEN int nestrt__pread_all(int fd, void *dst, size_t len, uint64_t off);
+/* The message for nestrt__pread_all's answer e (not 0) about path: "file
+ * shrank WHEN it was read" or the errno's; returns -1. */
+NESTRT_HIDDEN int nestrt__read_error(nestrt_error *err, const char *path, int e, const char *when);
+/* Anonymous memory of at least *bytes advised into huge pages (a few
+ * hundred page faults for GPT-2's 475 MB instead of 120,000); *bytes
+ * becomes its length, for munmap. NULL with errno set. */
+NESTRT_HIDDEN void *nestrt__map_huge(size_t *bytes);
+/* Read every tensor not read yet, and close the file. Under w->mu. 0, or -1
+ * with err set (and still pending). */
+NESTRT_HIDDEN int nestrt__weights_settle(nestrt_weights *w, nestrt_error *err);
+/* Free what the reader made of w (its last reference is gone, its packed
+ * copies freed already). */
+NESTRT_HIDDEN void nestrt__weights_free(nestrt_weights *w);
+/* A valid pointer for tensors with no elements: aligned for any dtype. */
+NESTRT_HIDDEN extern const unsigned char nestrt__empty_data[64];
+/* nestrt_weights_bind without its last step: data[i] may be a packed copy
+ * standing for its param (the key nestrt_packed looks it up by), which
+ * nestrt__weights_pack or nestrt__weights_unpacked then settles. */
+NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams,
+                                            const void **data, nestrt_error *err);
+/* Weights from a file are read when the first instance is created (packed
+ * straight from the file where they may be): this reads whatever is not
+ * read yet and closes the file. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err);
+
+/* wpack.c (above weights.c; pack.c and model.c use these) */
+/* A request for a packed copy (pack.c gathers them from the plans). */
 typedef struct nestrt__packreq {
 	int param;                 /* index into the model's params */
 	int64_t k, n, wide;
 	int flags;
 	const void *data;          /* filled by nestrt__weights_pack */
 } nestrt__packreq;
-/* Follow the model's pack plans and make its copies; sets the context's
- * lookup table. 0, or -1 with err set. */
-NESTRT_HIDDEN int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err);
-/* The plans' requests alone (deduplicated; data unset), and per param
- * whether it is read unpacked (gathers no request serves count as read):
- * what packs_make follows, and what nestc build --embed-weights packs
- * ahead of time. Both malloc'd (NULL when none); 0, or -1 out of memory. */
-NESTRT_HIDDEN int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq,
-                                         unsigned char **direct);
-/* Embedded weights packed ahead of time (nestc build --embed-weights): each
- * becomes a tensor of w held only in that packed form, bound like any
- * other (params gives its dtype and shape); nothing packs it again. */
-NESTRT_HIDDEN int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
-                                             const nestrt_prepacked *packs, int npacks, nestrt_error *err);
+/* The panel layout: bytes of a copy, panels p0..p1-1 of src into dst, and
+ * back (the k*n elements in their own order). */
 NESTRT_HIDDEN size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags);
 NESTRT_HIDDEN void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags,
                                        int64_t p0, int64_t p1);
@@ -85,24 +161,34 @@ NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int6
  * that no instance reads unpacked. 0, or -1 with err set. */
 NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
                                        const unsigned char *direct, int nparams, nestrt_error *err);
+/* Params whose tensor holds only a packed copy: their elements back, in a
+ * copy, and data[i] pointing to it. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err);
+/* Embedded weights packed ahead of time (nestc build --embed-weights): each
+ * becomes a tensor of w held only in that packed form, bound like any
+ * other (params gives its dtype and shape); nothing packs it again. */
+NESTRT_HIDDEN int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
+                                             const nestrt_prepacked *packs, int npacks, nestrt_error *err);
 /* The weights of an embedded image (and its packed matrices), shared by
  * every instance over the same image while one lives; a reference the
  * caller closes. NULL with err set. */
 NESTRT_HIDDEN nestrt_weights *nestrt__weights_embedded(const void *image, size_t size, const char *name,
                                                        const nestrt_param *params, int nparams,
                                                        const nestrt_prepacked *packs, int npacks, nestrt_error *err);
-/* nestrt_weights_bind without its last step: data[i] may be a packed copy
- * standing for its param (the key nestrt_packed looks it up by), which
- * nestrt__weights_pack or nestrt__weights_unpacked then settles. */
-NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams,
-                                            const void **data, nestrt_error *err);
-NESTRT_HIDDEN int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err);
-/* Weights from a file are read when the first instance is created (packed
- * straight from the file where they may be): this reads whatever is not
- * read yet and closes the file. 0, or -1 with err set. */
-NESTRT_HIDDEN int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err);
-/* Instances hold a reference to their weights (weights.c). */
+/* Instances hold a reference to their weights. */
 NESTRT_HIDDEN void nestrt__weights_ref(nestrt_weights *w);
+
+/* ---- pre-packing at creation (pack.c) ---- */
+/* Follow the model's pack plans and make its copies; sets the context's
+ * lookup table. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weights *w, nestrt_error *err);
+/* The plans' requests alone (deduplicated; data unset), and per param
+ * whether it is read unpacked (gathers no request serves count as read):
+ * what packs_make follows, and what nestc build --embed-weights packs
+ * ahead of time. Both malloc'd (NULL when none); 0, or -1 out of memory. */
+NESTRT_HIDDEN int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq,
+                                         unsigned char **direct);
+/* The instance's bound params (dispatch.c). */
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
 

@@ -9,7 +9,7 @@
  * input or param, and which inputs are read in other ways. Creating an
  * instance follows the plan from the entry points through every call,
  * gathers the (param, k, n, wide, flags) requests and has the weights make
- * the copies (weights.c keeps them, shared by every instance over the same
+ * the copies (wpack.c keeps them, shared by every instance over the same
  * weights, and drops the unpacked form of a weight nothing reads unpacked).
  * Calls only look copies up: nothing is packed inside a call, so instances
  * may be called from many threads at once. A request the plan did not

@@ -9,7 +9,8 @@
  * `gpt2e` built with --name gpt2e --embed-weights WEIGHTS. V and D are the
  * vocabulary and width (wte.weight is [V, D]), NPARAMS the params' count.
  * Every result is compared bit for bit with an instance made with
- * NESTRT_PREPACK=0, which packs nothing and reads every weight as it is. */
+ * NESTRT_PREPACK=0, which packs nothing and reads every weight as it is.
+ * The program replaces its own file on disk once (and puts a copy back). */
 #define _POSIX_C_SOURCE 200809L
 #include "gpt2.h"
 #include "gpt2e.h"
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define S GPT2_FORWARD_TOKENS_NUMEL
 #define OUT GPT2_FORWARD_OUT_NUMEL
@@ -73,6 +76,55 @@ static void *create_and_call(void *arg)
 	conc[k] = gpt2e_new_embedded(&err);
 	conc_rc[k] = conc[k] ? gpt2e_forward(conc[k], tokens, conc_out[k]) : -1;
 	return NULL;
+}
+
+/* A copy of this program's file at dst, every byte XORed with x. 0, or -1. */
+static int copy_self(const char *dst, unsigned char x)
+{
+	FILE *in = fopen("/proc/self/exe", "rb"), *out = in ? fopen(dst, "wb") : NULL;
+	unsigned char buf[1 << 16];
+	size_t n;
+	int rc = out ? 0 : -1;
+	while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0) {
+		for (size_t i = 0; i < n; i++)
+			buf[i] ^= x;
+		rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+	}
+	if (in && ferror(in))
+		rc = -1;
+	if (out && fclose(out) != 0)
+		rc = -1;
+	if (in)
+		fclose(in);
+	return rc == 0 ? chmod(dst, 0755) : -1;
+}
+
+/* The packed matrices of embedded weights are read from the program's file
+ * while it is the file mapped; replaced on disk by other bytes (as by an
+ * upgrade) while the program runs, they come from the mapping. The kernel
+ * then names the mapping "PATH (deleted)": a file of that name, of other
+ * bytes, is not the program's either. No embedded instance may live (it
+ * would share its copy). */
+static void replaced_program(void)
+{
+	char self[4096], keep[4200], bad[4200], gone[4200];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (!CHECK(n > 0 && (size_t)n < sizeof self - 1, "readlink /proc/self/exe"))
+		return;
+	self[n] = 0;
+	snprintf(keep, sizeof keep, "%s.keep", self);
+	snprintf(bad, sizeof bad, "%s.bad", self);
+	snprintf(gone, sizeof gone, "%s (deleted)", self);
+	int ok = copy_self(keep, 0) == 0 && copy_self(gone, 0x5a) == 0 && copy_self(bad, 0xff) == 0 &&
+	         rename(bad, self) == 0;
+	nestrt_error err;
+	gpt2e *m = ok ? gpt2e_new_embedded(&err) : NULL;
+	CHECK(ok && m && gpt2e_forward(m, tokens, out) == 0 && same(),
+	      "embedded, the program's file replaced by other bytes as it runs: bit-identical");
+	gpt2e_free(m);
+	CHECK(rename(keep, self) == 0, "the program's file put back");
+	unlink(bad);
+	unlink(gone);
 }
 
 int main(int argc, char **argv)
@@ -203,6 +255,7 @@ int main(int argc, char **argv)
 	      "embedded with NESTRT_PREPACK=0 (the packed matrices unpacked): bit-identical");
 
 	gpt2e_free(mf);
+	replaced_program();
 	for (int k = 0; k < 3; k++)
 		gpt2e_free(me[k]);
 	gpt2_free(md);

@@ -1,0 +1,952 @@
+/* wpack.c - weights in packed form: the panel layout of nestrt_packed, the
+ * copies pack.c's requests ask for (made once, kept with the weights and
+ * shared by every instance over them), read straight from the file into
+ * their panels where they may be, their memory (huge pages), the unpacked
+ * form given back when nothing reads it, the matrices nestc packed ahead of
+ * time (--embed-weights), and the registry that shares embedded weights
+ * between instances. weights.c reads the files. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+typedef nestrt__tensor Tensor;
+typedef nestrt__wpack WPack;
+
+/* ------------------------------------------------------------ panel layout */
+
+/* The panel layout (nestrt_packed in nestrt.h): pack.c asks for copies,
+ * this file makes and keeps them. */
+size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags)
+{
+	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
+	int64_t panels = (n + wide - 1) / wide;
+	if (k <= 0 || n <= 0 || wide <= 0 || (uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide / 2)
+		return 0;
+	size_t bytes = (size_t)panels * (size_t)k * (size_t)wide * es;
+	return (bytes + 63) / 64 * 64;
+}
+
+/* Bt's rows c0.. (cols of them, k long) as the columns of a panel: blocks
+ * of 16 k by every column, so that both the rows read and the panel's rows
+ * written stay in L1. */
+#define TRANS_PANEL(T)                                                                                         \
+	static void trans_panel_##T(T *panel, const T *rows, int64_t k, int64_t wide, int64_t cols)              \
+	{                                                                                                      \
+		for (int64_t i0 = 0; i0 < k; i0 += 16) {                                                       \
+			int64_t i1 = i0 + 16 < k ? i0 + 16 : k;                                                \
+			for (int64_t c = 0; c < cols; c++) {                                                   \
+				const T *row = rows + c * k;                                                   \
+				for (int64_t i = i0; i < i1; i++)                                              \
+					panel[i * wide + c] = row[i];                                          \
+			}                                                                                      \
+		}                                                                                              \
+	}
+TRANS_PANEL(uint32_t)
+TRANS_PANEL(uint64_t)
+
+/* Panels p0..p1-1 of src into dst (laid out for all of them). */
+void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags, int64_t p0,
+                         int64_t p1)
+{
+	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
+	const char *s = src;
+	for (int64_t p = p0; p < p1; p++) {
+		char *panel = (char *)dst + (size_t)(p * k * wide) * es;
+		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
+		if (cols < wide)
+			for (int64_t i = 0; i < k; i++)
+				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);
+		if (flags & NESTRT_PACK_TRANS) {
+			/* Bt[n, k]: row c of Bt is column c of the panel (bits copied) */
+			const char *rows = s + (size_t)(p * wide * k) * es;
+			if (es == 4)
+				trans_panel_uint32_t((uint32_t *)panel, (const uint32_t *)rows, k, wide, cols);
+			else
+				trans_panel_uint64_t((uint64_t *)panel, (const uint64_t *)rows, k, wide, cols);
+		} else {
+			for (int64_t i = 0; i < k; i++)
+				memcpy(panel + (size_t)(i * wide) * es, s + (size_t)(i * n + p * wide) * es, (size_t)cols * es);
+		}
+	}
+}
+
+/* The inverse: the k*n elements of a packed copy back in their own order
+ * (restore puts a dropped weight back from it). */
+void nestrt__unpack(void *dst, const void *packed, int64_t k, int64_t n, int64_t wide, int flags)
+{
+	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
+	const char *src = packed;
+	char *d = dst;
+	for (int64_t p = 0; p * wide < n; p++) {
+		const char *panel = src + (size_t)(p * k * wide) * es;
+		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
+		if (flags & NESTRT_PACK_TRANS) {
+			for (int64_t c = 0; c < cols; c++)
+				for (int64_t i = 0; i < k; i++)
+					memcpy(d + (size_t)((p * wide + c) * k + i) * es, panel + (size_t)(i * wide + c) * es, es);
+		} else {
+			for (int64_t i = 0; i < k; i++)
+				memcpy(d + (size_t)(i * n + p * wide) * es, panel + (size_t)(i * wide) * es, (size_t)cols * es);
+		}
+	}
+}
+
+/* The tensor whose bound data is p (tensor_data's answer), or NULL. */
+static Tensor *tensor_at(nestrt_weights *w, const void *p)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		if (t->end > t->begin && (t->copy == p || (const void *)t->data == p))
+			return t;
+	}
+	return NULL;
+}
+
+static size_t page_size(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	return pg > 0 ? (size_t)pg : 4096;
+}
+
+/* A packed copy of all of t, from which it can be restored. */
+static void pack_free(WPack *p);
+static int registry_drop(nestrt_weights *w);
+
+static WPack *whole_pack(nestrt_weights *w, Tensor *t)
+{
+	for (WPack *p = w->packs; p; p = p->next)
+		if (p->t == t && (uint64_t)(p->k * p->n) * (uint64_t)t->st->size == t->end - t->begin)
+			return p;
+	return NULL;
+}
+
+/* Put a released tensor's elements back in place, from a packed copy (the
+ * file is not read again: it may have changed). Under w->mu. */
+static int restore(nestrt_weights *w, Tensor *t)
+{
+	if (!t->released)
+		return 0;
+	if (w->mapped) {
+		t->released = 0;
+		return 0; /* the pages come back from the file */
+	}
+	WPack *p = whole_pack(w, t);
+	if (t->inplace) {
+		/* its place holds the packed copy: the elements go to a copy */
+		size_t nb = (size_t)(t->end - t->begin);
+		t->copy = aligned_alloc(64, (nb + 63) / 64 * 64);
+		if (!t->copy)
+			return -1;
+		nestrt__unpack(t->copy, p->data, p->k, p->n, p->wide, p->flags);
+	} else {
+		nestrt__unpack((void *)t->data, p->data, p->k, p->n, p->wide, p->flags);
+	}
+	t->released = 0;
+	return 0;
+}
+
+/* Where t's elements are (once restored). */
+static const void *elements(const Tensor *t)
+{
+	return t->inplace ? (const void *)t->copy : (const void *)t->data;
+}
+
+/* Params whose tensor holds only a packed copy where its elements were (in
+ * place, or packed by nestc): their elements back, in a copy, and data[i]
+ * pointing to it. */
+int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err)
+{
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	int rc = nestrt__weights_settle(w, err);
+	for (int i = 0; i < nparams && rc == 0; i++) {
+		Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
+		if (!t || !t->inplace)
+			continue;
+		if (restore(w, t) < 0)
+			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		t->direct = 1;
+		data[i] = t->copy;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+
+/* Give back the pages that hold only t's bytes. Only for the file's bytes
+ * (not an embedded image, not an aligned copy), and only when a packed copy
+ * holds all of it. Under w->mu. */
+static void release(nestrt_weights *w, Tensor *t)
+{
+	if (t->released || t->direct || t->copy || !w->map || !whole_pack(w, t))
+		return;
+	size_t pg = page_size();
+	uintptr_t b = ((uintptr_t)t->data + pg - 1) / pg * pg;
+	uintptr_t e = ((uintptr_t)t->data + (size_t)(t->end - t->begin)) / pg * pg;
+	if (e <= b)
+		return;
+	if (madvise((void *)b, e - b, MADV_DONTNEED) == 0)
+		t->released = 1;
+}
+
+/* Memory for a packed copy: large ones mapped on their own and advised
+ * into huge pages (a few hundred page faults for GPT-2's 475 MB instead of
+ * 120,000), the rest from malloc. */
+#define PACK_MAP_MIN ((size_t)1 << 21)
+static int pack_alloc(WPack *p, size_t bytes)
+{
+	if (bytes >= PACK_MAP_MIN) {
+		void *m = nestrt__map_huge(&bytes);
+		if (!m)
+			return -1;
+		p->data = m;
+		p->bytes = bytes;
+		return 0;
+	}
+	p->data = aligned_alloc(64, bytes);
+	p->bytes = 0;
+	return p->data ? 0 : -1;
+}
+
+static void pack_free(WPack *p)
+{
+	if (p->inplace)
+		; /* its tensor's room, freed with the weights */
+	else if (p->bytes)
+		munmap(p->data, p->bytes);
+	else
+		free(p->data);
+	free(p);
+}
+
+/* Packing on the pool, in tasks of about PACK_TASK bytes of the source. A
+ * transposed copy reads Bt's rows in order, panel after panel: when the
+ * unpacked form goes anyway (release), each task gives back the pages it
+ * has read, so that the peak is the weights plus a few tasks' worth, not
+ * plus the whole copy (GPT-2's tied embedding is 154 MB). */
+#define PACK_TASK ((size_t)1 << 20)
+#define NSCRATCH 64
+typedef struct PackJob {
+	void *dst;
+	const void *src;
+	int64_t k, n, wide;
+	int flags;
+	int64_t per;        /* panels per task */
+	int give_back;      /* madvise the rows read away */
+	int inplace;        /* transposed, dst == src: each task moves its rows aside first */
+	size_t scratch_len;
+	unsigned char *scratch[NSCRATCH];
+	size_t scratch_map[NSCRATCH];  /* each one's mapped length */
+	int busy[NSCRATCH];
+	int oom;
+	int fd;             /* >= 0: the rows come from the file, at foff, not from dst */
+	uint64_t foff;
+	int err;            /* errno of a failed read, or -1 for a short file */
+} PackJob;
+
+/* preadv of all the bytes iov asks for (it is advanced as they come). */
+static int preadv_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t r = preadv(fd, iov, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : -1;
+		off += (uint64_t)r;
+		while (n > 0 && (size_t)r >= iov->iov_len) {
+			r -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + r;
+			iov->iov_len -= (size_t)r;
+		}
+	}
+	return 0;
+}
+
+static void read_failed(PackJob *j, int e)
+{
+	int zero = 0;
+	__atomic_compare_exchange_n(&j->err, &zero, e, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* Rows [r0, r1) of a plain matrix read from the file straight into their
+ * packed places: row i's slice of panel p is wide elements at
+ * (p * k + i) * wide; the kernel copies, nothing else touches the bytes
+ * (the room past the last column is fresh memory: zeros). */
+#define NIOV 1024
+static void scatter_rows(PackJob *j, int64_t r0, int64_t r1)
+{
+	size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
+	int64_t np = (j->n + j->wide - 1) / j->wide;
+	struct iovec iov[NIOV];
+	int n = 0;
+	uint64_t off = j->foff + (uint64_t)(r0 * j->n) * es;
+	for (int64_t i = r0; i < r1; i++)
+		for (int64_t p = 0; p < np; p++) {
+			int64_t cols = j->n - p * j->wide < j->wide ? j->n - p * j->wide : j->wide;
+			iov[n].iov_base = (char *)j->dst + (size_t)((p * j->k + i) * j->wide) * es;
+			iov[n].iov_len = (size_t)cols * es;
+			if (++n == NIOV || (i == r1 - 1 && p == np - 1)) {
+				size_t len = 0;
+				for (int q = 0; q < n; q++)
+					len += iov[q].iov_len;
+				int e = preadv_all(j->fd, iov, n, off);
+				if (e) {
+					read_failed(j, e);
+					return;
+				}
+				off += len;
+				n = 0;
+			}
+		}
+}
+
+/* A task's transposed panels p0..p1-1 where their rows were: a panel takes
+ * exactly the bytes of the wide rows it is made of (the last one, short of
+ * rows, runs into the room after the tensor), so tasks never meet. */
+/* A scratch buffer of the job's for this task (busy until it is given
+ * back), or -1 out of memory (noted in the job). One huge page: in 4 KiB
+ * pages each buffer's first use took 256 page faults. */
+static int claim_scratch(PackJob *j)
+{
+	int s = 0;
+	for (;; s = (s + 1) % NSCRATCH) {
+		int zero = 0;
+		if (__atomic_compare_exchange_n(&j->busy[s], &zero, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			break;
+	}
+	if (!j->scratch[s]) {
+		size_t len = j->scratch_len < PACK_MAP_MIN ? PACK_MAP_MIN : j->scratch_len;
+		if ((j->scratch[s] = nestrt__map_huge(&len)))
+			j->scratch_map[s] = len;
+	}
+	if (!j->scratch[s]) {
+		__atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
+		return -1;
+	}
+	return s;
+}
+
+static void pack_in_place(PackJob *j, int64_t p0, int64_t p1)
+{
+	int s = claim_scratch(j);
+	if (s < 0)
+		return;
+	{
+		size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4;
+		int64_t r0 = p0 * j->wide, r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
+		char *at = (char *)j->dst + (size_t)(r0 * j->k) * es;
+		size_t len = (size_t)((r1 - r0) * j->k) * es;
+		int e = 0;
+		if (j->fd >= 0)
+			e = nestrt__pread_all(j->fd, j->scratch[s], len, j->foff + (uint64_t)(r0 * j->k) * es);
+		else
+			memcpy(j->scratch[s], at, len);
+		if (e)
+			read_failed(j, e);
+		else
+			nestrt__pack_panels(at, j->scratch[s], j->k, j->n - r0, j->wide, j->flags, 0, p1 - p0);
+	}
+	__atomic_store_n(&j->busy[s], 0, __ATOMIC_RELEASE);
+}
+
+static void pack_task(void *env, int64_t begin, int64_t end)
+{
+	PackJob *j = env;
+	int64_t np = (j->n + j->wide - 1) / j->wide;
+	for (int64_t t = begin; t < end; t++) {
+		int64_t p0 = t * j->per, p1 = p0 + j->per < np ? p0 + j->per : np;
+		if (j->inplace && !(j->flags & NESTRT_PACK_TRANS)) {
+			/* from the file: tasks of rows (per rows each) */
+			int64_t r0 = t * j->per, r1 = r0 + j->per < j->k ? r0 + j->per : j->k;
+			scatter_rows(j, r0, r1);
+			continue;
+		}
+		if (j->inplace) {
+			pack_in_place(j, p0, p1);
+			continue;
+		}
+		nestrt__pack_panels(j->dst, j->src, j->k, j->n, j->wide, j->flags, p0, p1);
+		if (j->give_back) {
+			size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4, pg = page_size();
+			int64_t r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
+			uintptr_t a = (uintptr_t)j->src + (size_t)(p0 * j->wide * j->k) * es;
+			uintptr_t e = (uintptr_t)j->src + (size_t)(r1 * j->k) * es;
+			a = (a + pg - 1) / pg * pg;
+			e = e / pg * pg;
+			if (e > a)
+				madvise((void *)a, e - a, MADV_DONTNEED);
+		}
+	}
+}
+
+/* memcpy on the pool, in pieces of PACK_TASK bytes. */
+typedef struct CopyJob {
+	unsigned char *dst;
+	const unsigned char *src;
+	size_t len;
+} CopyJob;
+
+static void copy_task(void *env, int64_t begin, int64_t end)
+{
+	CopyJob *j = env;
+	for (int64_t t = begin; t < end; t++) {
+		size_t off = (size_t)t * PACK_TASK;
+		memcpy(j->dst + off, j->src + off, j->len - off < PACK_TASK ? j->len - off : PACK_TASK);
+	}
+}
+
+static void copy_parallel(void *dst, const void *src, size_t len)
+{
+	CopyJob j = {dst, src, len};
+	nestrt_parallel_for((int64_t)((len + PACK_TASK - 1) / PACK_TASK), copy_task, &j);
+}
+
+/* Is req[i] the only request for t, of all of it, with room to pack it
+ * where it is (read from a file, read by no instance as it is)? */
+static int can_pack_in_place(nestrt_weights *w, Tensor *t, const void **data, nestrt__packreq *req, int nreq, int i,
+                             size_t bytes)
+{
+	nestrt__packreq *q = &req[i];
+	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	if (!t || t->direct || t->copy || t->inplace || t->released || w->mapped || bytes > t->room ||
+	    (uint64_t)(q->k * q->n) * es != t->end - t->begin)
+		return 0;
+	for (int r = 0; r < nreq; r++)
+		if (r != i && tensor_at(w, data[req[r].param]) == t)
+			return 0;
+	return 1;
+}
+
+static void scratch_free(PackJob *j)
+{
+	for (int s = 0; s < NSCRATCH; s++)
+		if (j->scratch[s])
+			munmap(j->scratch[s], j->scratch_map[s]);
+}
+
+/* req[i] straight from the file into its tensor's place, packed, when it
+ * may be packed in place and is not read yet: a plain matrix row by row
+ * into the panels (preadv), a transposed one a task's rows at a time into
+ * scratch and from there into its panels. 0 (also when it does not apply),
+ * or -1 with err set. Under w->mu. */
+static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq, int i, nestrt_error *err)
+{
+	nestrt__packreq *q = &req[i];
+	Tensor *t = tensor_at(w, data[q->param]);
+	size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
+	if (!t || t->loaded || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
+		return 0;
+	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	WPack *p = calloc(1, sizeof *p);
+	PackJob *j = calloc(1, sizeof *j);
+	if (!p || !j) {
+		free(p);
+		free(j);
+		return nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+	}
+	*j = (PackJob){.dst = (void *)t->data, .k = q->k, .n = q->n, .wide = q->wide, .flags = q->flags, .inplace = 1,
+	               .fd = w->fd, .foff = w->data_off + t->begin};
+	int64_t ntasks;
+	if (q->flags & NESTRT_PACK_TRANS) {
+		int64_t per = (int64_t)(PACK_TASK / ((size_t)(q->k * q->wide) * es));
+		j->per = per < 1 ? 1 : per;
+		j->scratch_len = (size_t)(j->per * q->k * q->wide) * es;
+		ntasks = ((q->n + q->wide - 1) / q->wide + j->per - 1) / j->per;
+	} else {
+		int64_t per = (int64_t)(PACK_TASK / ((size_t)q->n * es));
+		j->per = per < 1 ? 1 : per;
+		ntasks = (q->k + j->per - 1) / j->per;
+	}
+	nestrt_parallel_for(ntasks, pack_task, j);
+	int oom = j->oom, e = j->err;
+	scratch_free(j);
+	free(j);
+	if (oom || e) {
+		free(p);
+		if (oom)
+			return nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+		return nestrt__read_error(err, w->path, e, "before");
+	}
+	*p = (WPack){t, q->k, q->n, q->wide, q->flags, (void *)t->data, 0, 1, w->packs};
+	w->packs = p;
+	t->loaded = 1;
+	t->inplace = 1;
+	t->released = 1;
+	return 0;
+}
+
+int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
+                         const unsigned char *direct, int nparams, nestrt_error *err)
+{
+	int rc = 0;
+	void *whole = NULL;    /* a plain matrix packed in place: its elements, set aside */
+	size_t whole_len = 0;
+	pthread_mutex_lock(&w->mu);
+	/* weights read unpacked: back in place first, and never dropped */
+	for (int i = 0; i < nparams && rc == 0; i++) {
+		Tensor *t = direct[i] ? tensor_at(w, data[i]) : NULL;
+		if (!t)
+			continue;
+		if (restore(w, t) < 0)
+			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		t->direct = 1;
+		data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
+	}
+	/* not read yet: a weight packed where it goes is read from the file
+	 * right into its packed form, then the rest is read */
+	for (int i = 0; i < nreq && rc == 0 && w->pending; i++)
+		rc = pack_from_file(w, data, req, nreq, i, err);
+	if (rc == 0)
+		rc = nestrt__weights_settle(w, err);
+	for (int i = 0; i < nreq && rc == 0; i++) {
+		nestrt__packreq *q = &req[i];
+		Tensor *t = tensor_at(w, data[q->param]);
+		WPack *p = NULL;
+		for (WPack *x = w->packs; x && t && !p; x = x->next)
+			if (x->t == t && x->k == q->k && x->n == q->n && x->wide == q->wide && x->flags == q->flags)
+				p = x;
+		if (!p) {
+			size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
+			size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+			int64_t np = (q->n + q->wide - 1) / q->wide;
+			int64_t per = (int64_t)(PACK_TASK / ((size_t)(q->k * q->wide) * es));
+			per = per < 1 ? 1 : per;
+			int inplace = bytes && can_pack_in_place(w, t, data, req, nreq, i, bytes);
+			p = calloc(1, sizeof *p);
+			if (!p || !bytes || (!inplace && pack_alloc(p, bytes) < 0)) {
+				free(p);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+				break;
+			}
+			if (t && restore(w, t) < 0) {
+				free(p);
+				rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+				break;
+			}
+			const void *src = t ? elements(t) : data[q->param];
+			PackJob *j = calloc(1, sizeof *j);
+			if (!j) {
+				pack_free(p);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+				break;
+			}
+			*j = (PackJob){.dst = p->data, .src = src, .k = q->k, .n = q->n, .wide = q->wide, .flags = q->flags,
+			               .per = per, .fd = -1};
+			if (inplace && (q->flags & NESTRT_PACK_TRANS)) {
+				/* panel by panel, each task's rows set aside first */
+				j->dst = (void *)t->data;
+				j->inplace = 1;
+				j->scratch_len = (size_t)(per * q->k * q->wide) * es;
+			} else if (inplace) {
+				/* all of it set aside, then packed from there */
+				size_t nb = (size_t)(t->end - t->begin);
+				if (nb > whole_len) {
+					free(whole);
+					whole_len = 0;
+					if (!(whole = malloc(nb))) {
+						free(j);
+						free(p);
+						rc = nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+						break;
+					}
+					whole_len = nb;
+				}
+				copy_parallel(whole, t->data, nb);
+				j->src = whole;
+				j->dst = (void *)t->data;
+			} else if (t && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && w->map &&
+			           (uint64_t)(q->k * q->n) * es == t->end - t->begin) {
+				/* the rows read can go as they are read when nothing else
+				 * will want them */
+				j->give_back = 1;
+				for (int r = 0; r < nreq; r++)
+					j->give_back &= r <= i || tensor_at(w, data[req[r].param]) != t;
+			}
+			nestrt_parallel_for((np + per - 1) / per, pack_task, j);
+			int oom = j->oom, give_back = j->give_back;
+			scratch_free(j);
+			free(j);
+			if (oom) {
+				/* in place, a task without scratch left its rows as they were:
+				 * the tensor is in neither form (cannot happen but for malloc) */
+				free(p);
+				rc = nestrt__seterr(err, "%s: out of memory packing weights", w->path);
+				break;
+			}
+			if (inplace) {
+				p->data = (void *)t->data;
+				p->inplace = 1;
+				t->inplace = 1;
+				t->released = 1; /* its elements are only in the packed copy */
+			}
+			p->t = t;
+			p->k = q->k;
+			p->n = q->n;
+			p->wide = q->wide;
+			p->flags = q->flags;
+			p->next = w->packs;
+			w->packs = p;
+			/* drop what only the packed copies need at once, so that the
+			 * peak is the weights plus one copy, not plus all of them */
+			if (t && !inplace) {
+				release(w, t);
+				if (give_back)
+					t->released = 1; /* its rows are gone whatever release() did */
+			}
+		}
+		q->data = p->data;
+	}
+	pthread_mutex_unlock(&w->mu);
+	free(whole);
+	return rc;
+}
+
+/* ------------------------------------------------------------ packed by nestc */
+
+/* The program's packed matrices copied into anonymous memory advised into
+ * huge pages: read where they are linked, from the program's file-backed
+ * 4 KiB pages, the products took 2 to 4 times as long on the machine of
+ * issue #14 (a virtual machine, where every TLB miss walks two page
+ * tables). Pieces of 2 MiB on the pool. Where the matrices are in a
+ * read-only mapping of a file (the program), the pieces are read from that
+ * file: the kernel copies them from the page cache, and the program's
+ * 4 KiB pages are never mapped nor unmapped (GPT-2 small: 8,000 page
+ * faults at creation before, 330 now). Else each piece is copied from the mapping, and the program's
+ * pages it has copied are given back (they stay in the page cache), so that
+ * the peak RSS is the weights once. t->data moves to the copy. */
+#define COPY_PIECE ((size_t)2 << 20)
+typedef struct CopyPiece {
+	unsigned char *dst;
+	const unsigned char *src;
+	size_t len;
+	uint64_t off;       /* of src in the file, when fd >= 0 */
+} CopyPiece;
+typedef struct CopyPieces {
+	const CopyPiece *v;
+	size_t pg;
+	int fd;             /* the file src is mapped from (a piece it fails to give is copied), or -1 */
+} CopyPieces;
+
+static void copy_pieces(void *env, int64_t begin, int64_t end)
+{
+	CopyPieces *j = env;
+	for (int64_t i = begin; i < end; i++) {
+		const CopyPiece *c = &j->v[i];
+		if (j->fd >= 0 && nestrt__pread_all(j->fd, c->dst, c->len, c->off) == 0)
+			continue;
+#ifdef MADV_POPULATE_READ
+		/* the program's pages mapped in one call, not a fault every 64 KiB
+		 * (a hint: older kernels say EINVAL) */
+		uintptr_t pa = (uintptr_t)c->src / j->pg * j->pg, pe = ((uintptr_t)c->src + c->len + j->pg - 1) / j->pg * j->pg;
+		madvise((void *)pa, pe - pa, MADV_POPULATE_READ);
+#endif
+		memcpy(c->dst, c->src, c->len);
+		uintptr_t a = ((uintptr_t)c->src + j->pg - 1) / j->pg * j->pg, e = ((uintptr_t)c->src + c->len) / j->pg * j->pg;
+		if (e > a)
+			madvise((void *)a, e - a, MADV_DONTNEED);
+	}
+}
+
+static size_t packed_len(const nestrt_prepacked *q)
+{
+	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	return (size_t)((q->n + q->wide - 1) / q->wide * q->wide * q->k) * es;
+}
+
+/* The file whose read-only mapping holds every pack (/proc/self/maps: the
+ * same device and inode once opened), open, and the address its offset 0
+ * would have (*base); -1 when there is none (no /proc, an anonymous or
+ * writable mapping, a file replaced since, packs in several mappings). Its
+ * bytes are then the mapping's: a read-only private mapping shows the page
+ * cache. The first bytes of each pack are compared all the same. */
+static int image_file(const nestrt_prepacked *packs, int npacks, uintptr_t *base)
+{
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < npacks; i++) {
+		uintptr_t a = (uintptr_t)packs[i].data, e = a + packed_len(&packs[i]);
+		lo = a < lo ? a : lo;
+		hi = e > hi ? e : hi;
+	}
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -1;
+	char line[4096 + 128];
+	int fd = -1;
+	while (fd < 0 && fgets(line, sizeof line, f)) {
+		unsigned long start, end, off, ino;
+		unsigned maj, mnr;
+		char perms[8];
+		int at = 0;
+		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &mnr, &ino, &at) != 7 ||
+		    lo < start || hi > end)
+			continue;
+		char *path = line + at, *nl = strchr(path, '\n');
+		if (nl)
+			*nl = 0;
+		if (ino == 0 || perms[1] != '-' || path[0] != '/')
+			break;
+		int f2 = open(path, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (f2 >= 0 && fstat(f2, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == ino && major(st.st_dev) == maj &&
+		    minor(st.st_dev) == mnr) {
+			fd = f2;
+			*base = start - off;
+		} else if (f2 >= 0) {
+			close(f2);
+		}
+		break;
+	}
+	fclose(f);
+	for (int i = 0; fd >= 0 && i < npacks; i++) {
+		unsigned char head[64];
+		size_t n = packed_len(&packs[i]) < sizeof head ? packed_len(&packs[i]) : sizeof head;
+		if (nestrt__pread_all(fd, head, n, (uint64_t)((uintptr_t)packs[i].data - *base)) != 0 ||
+		    memcmp(head, packs[i].data, n) != 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	return fd;
+}
+
+static int copy_packed(nestrt_weights *w, const nestrt_prepacked *packs, int npacks)
+{
+	size_t total = 0, npieces = 0;
+	for (int i = 0; i < npacks; i++) {
+		total += (packed_len(&packs[i]) + 63) / 64 * 64;
+		npieces += (packed_len(&packs[i]) + COPY_PIECE - 1) / COPY_PIECE;
+	}
+	if (total == 0)
+		return 0;
+	unsigned char *m = nestrt__map_huge(&total);
+	CopyPiece *pc = m ? malloc(npieces * sizeof *pc) : NULL;
+	if (!pc) {
+		if (m)
+			munmap(m, total);
+		return -1;
+	}
+	w->packmem = m;
+	w->packmemsize = total;
+	uintptr_t base = 0;
+	int fd = image_file(packs, npacks, &base);
+	size_t at = 0, k = 0;
+	for (int i = 0; i < npacks; i++) {
+		size_t len = packed_len(&packs[i]);
+		Tensor *t = nestrt__weights_find(w, packs[i].name);
+		const unsigned char *src = packs[i].data;
+		for (size_t o = 0; o < len; o += COPY_PIECE)
+			pc[k++] = (CopyPiece){m + at + o, src + o, len - o < COPY_PIECE ? len - o : COPY_PIECE,
+			                      (uint64_t)((uintptr_t)src + o - base)};
+		t->data = m + at;
+		at += (len + 63) / 64 * 64;
+	}
+	CopyPieces j = {pc, page_size(), fd};
+	nestrt_parallel_for((int64_t)k, copy_pieces, &j);
+	free(pc);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
+                               const nestrt_prepacked *packs, int npacks, nestrt_error *err)
+{
+	if (npacks <= 0)
+		return 0;
+	if (!packs || w->packs)
+		return nestrt__seterr(err, "%s: invalid packed weights", w->path);
+	Tensor *nt = realloc(w->t, (w->n + (size_t)npacks) * sizeof *nt);
+	if (!nt)
+		return nestrt__seterr(err, "%s: out of memory", w->path);
+	w->t = nt;
+	for (int i = 0; i < npacks; i++) {
+		const nestrt_prepacked *pk = &packs[i];
+		const nestrt_param *p = NULL;
+		for (int j = 0; j < nparams && !p; j++)
+			if (pk->name && params[j].name && strcmp(params[j].name, pk->name) == 0)
+				p = &params[j];
+		const nestrt__stdtype *st = p ? nestrt__stdtype_of(p->dtype) : NULL;
+		int64_t numel = 1;
+		for (int k = 0; p && k < p->rank; k++)
+			numel *= p->shape[k];
+		if (!p || !st || !pk->data || pk->k <= 0 || pk->n <= 0 || pk->wide <= 0 || pk->k * pk->n != numel ||
+		    (size_t)st->size != (pk->flags & NESTRT_PACK_F64 ? 8u : 4u) || nestrt__weights_find(w, pk->name))
+			return nestrt__seterr(err, "%s: packed weight %d ('%s') does not fit the model", w->path, i,
+			                      pk->name ? pk->name : "(null)");
+		Tensor *t = &w->t[w->n];
+		memset(t, 0, sizeof *t);
+		if (!(t->name = strdup(pk->name)))
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		w->n++;
+		t->st = st;
+		t->rank = p->rank;
+		memcpy(t->shape, p->shape, sizeof t->shape);
+		t->begin = 0;
+		t->end = (uint64_t)numel * (uint64_t)st->size;
+		t->data = pk->data;
+		t->inplace = 1;
+		t->released = 1;
+	}
+	qsort(w->t, w->n, sizeof *w->t, nestrt__tensor_cmp);
+	if (copy_packed(w, packs, npacks) < 0)
+		return nestrt__seterr(err, "%s: out of memory", w->path);
+	for (int i = 0; i < npacks; i++) {
+		Tensor *t = nestrt__weights_find(w, packs[i].name);
+		WPack *p = calloc(1, sizeof *p);
+		if (!p)
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		*p = (WPack){t, packs[i].k, packs[i].n, packs[i].wide, packs[i].flags, (void *)t->data, 0, 1, w->packs};
+		w->packs = p;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ embedded, shared */
+
+/* The weights of each embedded image in use, so that every instance of a
+ * program's model shares them (and their packed copies): at most
+ * NREGISTRY images at once; beyond, each instance gets weights of its own. */
+#define NREGISTRY 16
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	const void *image;
+	nestrt_weights *w;
+} registry[NREGISTRY];
+
+static int registry_drop(nestrt_weights *w)
+{
+	pthread_mutex_lock(&registry_mu);
+	int last = __atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0;
+	for (int i = 0; last && i < NREGISTRY; i++)
+		if (registry[i].w == w)
+			registry[i].w = NULL, registry[i].image = NULL;
+	pthread_mutex_unlock(&registry_mu);
+	return last;
+}
+
+nestrt_weights *nestrt__weights_embedded(const void *image, size_t size, const char *name, const nestrt_param *params,
+                                         int nparams, const nestrt_prepacked *packs, int npacks, nestrt_error *err)
+{
+	pthread_mutex_lock(&registry_mu);
+	for (int i = 0; i < NREGISTRY; i++)
+		if (registry[i].w && registry[i].image == image) {
+			nestrt_weights *w = registry[i].w;
+			__atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&registry_mu);
+			return w;
+		}
+	pthread_mutex_unlock(&registry_mu);
+	nestrt_weights *w = nestrt_weights_from_memory(image, size, name, err);
+	if (!w)
+		return NULL;
+	if (nestrt__weights_add_packed(w, params, nparams, packs, npacks, err) < 0) {
+		nestrt_weights_close(w);
+		return NULL;
+	}
+	pthread_mutex_lock(&registry_mu);
+	int free_slot = -1;
+	for (int i = 0; i < NREGISTRY; i++) {
+		if (registry[i].w && registry[i].image == image) {
+			/* made meanwhile by another thread: that one */
+			nestrt_weights *other = registry[i].w;
+			__atomic_add_fetch(&other->refs, 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&registry_mu);
+			nestrt_weights_close(w);
+			return other;
+		}
+		if (!registry[i].w && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot >= 0) {
+		registry[free_slot].image = image;
+		registry[free_slot].w = w;
+		w->shared = image;
+	}
+	pthread_mutex_unlock(&registry_mu);
+	return w;
+}
+
+/* ------------------------------------------------------------ references, bind, inspection */
+
+void nestrt__weights_ref(nestrt_weights *w)
+{
+	if (w)
+		__atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
+}
+
+void nestrt_weights_close(nestrt_weights *w)
+{
+	/* the last of the caller and the instances over w frees it */
+	if (!w)
+		return;
+	if (w->shared) {
+		if (!registry_drop(w))
+			return;
+	} else if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) > 0) {
+		return;
+	}
+	if (w->packmem)
+		munmap(w->packmem, w->packmemsize);
+	for (WPack *p = w->packs, *next; p; p = next) {
+		next = p->next;
+		pack_free(p);
+	}
+	nestrt__weights_free(w);
+}
+
+int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
+                        nestrt_error *err)
+{
+	if (nestrt__weights_bind_keys(w, params, nparams, data, err) < 0)
+		return -1;
+	return nestrt__weights_unpacked(w, data, nparams, err);
+}
+
+/* Also the elements of a weight whose unpacked form went (restored from its
+ * packed copy, and kept). */
+int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, const char **file_dtype,
+                        const void **data, size_t *nbytes)
+{
+	if (!w || i < 0 || (size_t)i >= w->n)
+		return -1;
+	const Tensor *t = &w->t[i];
+	if (info) {
+		memset(info, 0, sizeof *info);
+		info->name = t->name;
+		info->dtype = t->st->dtype;
+		info->rank = t->rank;
+		memcpy(info->shape, t->shape, sizeof info->shape);
+	}
+	if (file_dtype)
+		*file_dtype = t->st->name;
+	if (data) {
+		/* a weight dropped for its packed copies goes back in place, and
+		 * stays: the caller reads it */
+		nestrt_weights *mw = (nestrt_weights *)w;
+		pthread_mutex_lock(&mw->mu);
+		int bad = nestrt__weights_settle(mw, NULL) < 0 || restore(mw, &mw->t[i]) < 0;
+		mw->t[i].direct = 1;
+		pthread_mutex_unlock(&mw->mu);
+		if (bad)
+			return -1;
+		*data = t->end > t->begin ? elements(t) : (const void *)nestrt__empty_data;
+	}
+	if (nbytes)
+		*nbytes = (size_t)(t->end - t->begin);
+	return 0;
+}
