@@ -14,7 +14,7 @@ LLVM_CONFIG = llvm-config
 PYTHON = /usr/bin/python3
 CFLAGS = -O2 -g
 WARN = -Wall -Wextra -Wno-unused-parameter
-XCFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Isrc -Ibuild
+XCFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Isrc -I$(B)
 JANSSON_CFLAGS = `pkg-config --cflags jansson`
 JANSSON_LIBS = `pkg-config --libs jansson`
 LLVM_CFLAGS = `$(LLVM_CONFIG) --cflags`
@@ -103,7 +103,8 @@ check-asan: deps
 	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors and
-# the .npy reader. They need clang (scripts/deps.sh installs it); every object
+# the .npy reader, the ONNX importer (then the front end on its text; about
+# 8,000 inputs a second, so the smoke run's 20,000 take seconds). They need clang (scripts/deps.sh installs it); every object
 # they use is built again into build-fuzz/ with coverage, ASan and UBSan.
 #   make fuzz                    each target FUZZ_SECONDS (60) seconds, one after
 #                                another; one line per target with its exec count;
@@ -116,7 +117,7 @@ FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-re
 FUZZ_SECONDS = 60
 FUZZ_SMOKE_SECONDS = 30
 FUZZ_SMOKE_RUNS = 20000
-FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy
+FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy build-fuzz/fuzz_onnx
 fuzz: deps
 	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
 	@sh tests/fuzz/libfuzzer.sh build-fuzz $(FUZZ_SECONDS)
@@ -129,6 +130,10 @@ $(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_common.h $(
 $(B)/fuzz_npy: tests/fuzz/fuzz_npy.c tests/fuzz/fuzz_common.h $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o \
 		$(B)/util.o $(B)/dtype.o $(RT_IO_OBJS) $(LDLIBS)
+# the ONNX importer, then the front end on the Nest text it writes
+FUZZ_ONNX_OBJS = $(ONNX_OBJS) $(B)/onnx.pb-c.o $(FRONT_OBJS) $(B)/interp_tensor.o $(B)/weights.o $(B)/npy.o $(RT_IO_OBJS)
+$(B)/fuzz_onnx: tests/fuzz/fuzz_onnx.c tests/fuzz/fuzz_common.h $(FUZZ_ONNX_OBJS)
+	$(CC) $(XCFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_onnx.c $(FUZZ_ONNX_OBJS) $(LDLIBS)
 
 # libnestrt built with ThreadSanitizer, and tests/runtime/test_threads.c (one
 # instance called from eight threads, fork during calls) linked with it.

@@ -218,7 +218,8 @@ int tr_einsum(Ctx *c, NodeIO *io)
 				}
 				continue;
 			}
-			if (j >= MAX_RANK) {
+			/* letters only, as in the terms: a letter indexes size[128] */
+			if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')) || j >= MAX_RANK) {
 				node_err(c, 1, "equation '%s' is not supported", eq);
 				goto done;
 			}

@@ -3,11 +3,12 @@
 #
 #   sh tests/fuzz/libfuzzer.sh BUILD_DIR SECONDS [TARGET...]
 #
-# TARGETs are fuzz_frontend, fuzz_safetensors and fuzz_npy (all by default),
-# built by `make fuzz` into BUILD_DIR. Each target fuzzes a corpus of its own,
-# BUILD_DIR/corpus/TARGET (kept between runs, so it grows), seeded from
-# tests/fuzz/corpus/KIND and, for the front end, from every .nest file of
-# samples/ and tests/. Inputs are at most 256 KB; an input running over
+# TARGETs are fuzz_frontend, fuzz_safetensors, fuzz_npy and fuzz_onnx (all by
+# default), built by `make fuzz` into BUILD_DIR. Each target fuzzes a corpus
+# of its own, BUILD_DIR/corpus/TARGET (kept between runs, so it grows), seeded
+# from tests/fuzz/corpus/KIND and, for the front end, from every .nest file of
+# samples/ and tests/; its dictionary is tests/fuzz/KIND.dict if there is one
+# (nest.dict for the front end). Inputs are at most 256 KB; an input running over
 # FUZZ_TIMEOUT seconds (default 20) or FUZZ_RSS_MB of memory (default 2048)
 # is a finding too, as is a leak. A finding is kept in BUILD_DIR/findings/
 # (crash-*, leak-*, timeout-*, oom-*), with the log in BUILD_DIR/logs/.
@@ -21,7 +22,7 @@ fi
 B=$1
 secs=$2
 shift 2
-[ $# -eq 0 ] && set -- fuzz_frontend fuzz_safetensors fuzz_npy
+[ $# -eq 0 ] && set -- fuzz_frontend fuzz_safetensors fuzz_npy fuzz_onnx
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 timeout=${FUZZ_TIMEOUT:-20}
@@ -52,6 +53,7 @@ for t in "$@"; do
 	mkdir -p "$corpus"
 	seeddirs=$here/corpus/$kind
 	extra=
+	[ -f "$here/$kind.dict" ] && extra=-dict=$here/$kind.dict
 	if [ "$kind" = frontend ]; then
 		seeds=$B/seeds/frontend
 		rm -rf "$seeds" && mkdir -p "$seeds"

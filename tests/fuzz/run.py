@@ -7,6 +7,9 @@
 2. The malformed .safetensors and .npy corpus (tests/io/make_corpus.py) is fed
    to `nestc run`: each must be rejected (exit 1) naming the file, and no output
    file may appear.
+3. Every .onnx file of tests/fuzz/corpus/onnx/ (the seeds of fuzz_onnx and the
+   inputs it found crashing the importer, crash-*.onnx) goes through
+   `nestc check`: exit 0 or 1, no sanitizer report.
 Run: run.py NESTC
 """
 import glob
@@ -177,12 +180,20 @@ def extremes(nestc, tmp):
         verdict(why is None, "extreme: " + name, why or "")
 
 
+def onnx_files(nestc, tmp):
+    for f in sorted(glob.glob(os.path.join(HERE, "corpus", "onnx", "*.onnx"))):
+        r = subprocess.run([nestc, "check", f], capture_output=True, text=True, errors="replace")
+        why = bad_run(r)
+        verdict(why is None, "onnx " + os.path.basename(f), why or "")
+
+
 def main():
     nestc = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
         fuzz_models(nestc, tmp)
         corpus(nestc, tmp)
         extremes(nestc, tmp)
+        onnx_files(nestc, tmp)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
