@@ -490,7 +490,7 @@ int tr_slice(Ctx *c, NodeIO *io)
 		NodeIO sub = *io;
 		Onnx__NodeProto fake = *io->n;
 		char *outs[1];
-		outs[0] = k == last ? io->n->output[0] : NULL;
+		outs[0] = k == last ? (io->n->n_output ? io->n->output[0] : "") : NULL; /* no output: as out_name() */
 		char *nm = NULL;
 		if (k != last) {
 			nm = xasprintf("%s.axis%d", io->n->n_output ? io->n->output[0] : "slice", x);
