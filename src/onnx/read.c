@@ -461,6 +461,31 @@ static int read_file_range(const char *path, long long off, long long len, unsig
 	return 0;
 }
 
+/* Whether the data held in the model (raw bytes or typed values) is what
+ * its shape needs; else a node_err saying how much it holds. */
+static int data_matches(Ctx *c, const Onnx__TensorProto *t, int ot, int es, int64_t n, const char *name)
+{
+	if (t->has_raw_data) {
+		if (t->raw_data.len == (size_t)n * (size_t)es)
+			return 1;
+		node_err(c, 0, "tensor '%.200s' has %zu bytes of data, not the %lld its shape needs", name, t->raw_data.len,
+		         (long long)n * es);
+		return 0;
+	}
+	size_t have;
+	switch (ot) {
+	case OT_FLOAT: have = t->n_float_data; break;
+	case OT_DOUBLE: have = t->n_double_data; break;
+	case OT_INT64: have = t->n_int64_data; break;
+	case OT_UINT32: case OT_UINT64: have = t->n_uint64_data; break;
+	default: have = t->n_int32_data; break;
+	}
+	if (have == (size_t)n)
+		return 1;
+	node_err(c, 0, "tensor '%.200s' has %zu values, not the %lld of its shape", name, have, (long long)n);
+	return 0;
+}
+
 /* A TensorProto as a known Val named name; NULL after node_err. base: the
  * model's directory for external data. keep: t outlives the context, so the
  * tensor's bytes may stay where they are, decoded only if a fold needs them
@@ -495,6 +520,12 @@ Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base
 	}
 	Val *v = new_val(c, name, (DType)dt, (int)t->n_dims, shape);
 	int es = elem_size(ot);
+	int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+	/* the data in the model must match the shape before anything is sized by
+	 * the shape (a declared 2^31 elements asked a dry pass for 17 GB; found
+	 * by fuzz_onnx); external data is checked once read */
+	if (!external && !data_matches(c, t, ot, es, n, name))
+		return NULL;
 	if (c->dry && n > 65536) {
 		val_alloc(v); /* calloc: pages of zeros that are never touched cost nothing */
 		v->lazy = 1;
@@ -568,18 +599,6 @@ Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base
 		return v;
 	}
 	val_alloc(v);
-	size_t have = 0;
-	switch (ot) {
-	case OT_FLOAT: have = t->n_float_data; break;
-	case OT_DOUBLE: have = t->n_double_data; break;
-	case OT_INT64: have = t->n_int64_data; break;
-	case OT_UINT32: case OT_UINT64: have = t->n_uint64_data; break;
-	default: have = t->n_int32_data; break;
-	}
-	if (have != (size_t)n) {
-		node_err(c, 0, "tensor '%.200s' has %zu values, not the %lld of its shape", name, have, (long long)n);
-		return NULL;
-	}
 	for (int64_t k = 0; k < n; k++) {
 		switch (ot) {
 		case OT_FLOAT: kset(v, k, t->float_data[k]); break;
