@@ -27,7 +27,7 @@ PROTOC_C = protoc-c
 
 B = build
 # The ONNX importer, src/onnx/: one object per phase.
-ONNX_OBJS = $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_shape.o $(B)/onnx_ops_nn.o $(B)/onnx_ops_conv.o \
+ONNX_OBJS = $(B)/onnx_wire.o $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_shape.o $(B)/onnx_ops_nn.o $(B)/onnx_ops_conv.o \
 	$(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
 ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
@@ -325,6 +325,8 @@ $(B)/onnx.pb-c.c $(B)/onnx.pb-c.h: $(ONNX_PROTO) $(B)/stamp
 	cd $(B) && $(PROTOC_C) --c_out=. onnx.proto
 $(B)/onnx.pb-c.o: $(B)/onnx.pb-c.c $(B)/onnx.pb-c.h
 	$(CC) -std=c11 $(CFLAGS) -I$(B) -c -o $@ $(B)/onnx.pb-c.c
+$(B)/onnx_wire.o: src/onnx/wire.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/wire.c
 $(B)/onnx_read.o: src/onnx/read.c $(ONNX_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/read.c
 $(B)/onnx_fold.o: src/onnx/fold.c $(ONNX_HDRS) $(B)/stamp

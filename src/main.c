@@ -541,7 +541,8 @@ int main(int argc, char **argv)
 		} else if (wpath && is_run && !ro.weights) {
 			ro.weights = wpath;
 		}
-		if (wpath && (im.nweights || import_weights) && write_file_atomic(wpath, im.weights, im.weights_len) < 0) {
+		int kept;
+		if (wpath && (im.nweights || import_weights) && write_parts_atomic(wpath, im.weights, im.nparts, &kept) < 0) {
 			fprintf(stderr, "nestc: error: cannot write %s: %s\n", wpath, strerror(errno));
 			onnx_import_free(&im);
 			rc = 1;

@@ -58,6 +58,16 @@ uint64_t hash_str(const char *s);
 /* Write a whole file atomically: a temporary file beside PATH, then rename.
  * Returns 0, or -1 with errno set and nothing left behind. */
 int write_file_atomic(const char *path, const void *data, size_t n);
+/* A file's bytes given in parts (a header, then tensors where they lie). */
+typedef struct Part {
+	const void *p;
+	size_t n;
+} Part;
+/* Write the parts, one after the other, as write_file_atomic does; but a
+ * regular file at PATH that holds exactly these bytes already is left as it
+ * is, mtime too, when kept is not NULL (*kept: 1 if it was; rebuilding a
+ * model rewrote 150 MB of unchanged weights). */
+int write_parts_atomic(const char *path, const Part *parts, int n, int *kept);
 
 /* ------------------------------------------------------------------ diag.c */
 
@@ -1098,11 +1108,15 @@ typedef struct OnnxOptions {
 
 typedef struct OnnxImport {
 	char *text;          /* the Nest module */
-	char *weights;       /* .safetensors bytes */
-	size_t weights_len;
+	/* the .safetensors file: its header, then each param's bytes, most of
+	 * them where they lie in the model (mapped until onnx_import_free) */
+	Part *weights;
+	int nparts;
+	size_t weights_len;  /* the file's size */
 	int nweights;        /* params in it */
 	int unsupported;     /* on failure: an op, dtype or attribute nestc lacks */
 	char *outline;       /* the repeated layers found: regions and occurrences, or NULL */
+	struct OnnxHeld *held; /* the model and the import the parts point into */
 } OnnxImport;
 
 /* 0, or 1 after a message "FILE: error: node 'NAME' (Op, opset N): reason". */

@@ -227,8 +227,59 @@ uint64_t hash_str(const char *s)
 	return hash_bytes(s, strlen(s), 0);
 }
 
-int write_file_atomic(const char *path, const void *data, size_t n)
+/* Does the regular file at path hold exactly these bytes? Read in chunks and
+ * compared as read: a changed file differs early or in its size. */
+static int same_content(const char *path, const Part *parts, int n, size_t total)
 {
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != total) {
+		close(fd);
+		return 0;
+	}
+	enum { CHUNK = 1 << 18 };
+	char *buf = xmalloc(CHUNK);
+	int k = 0, same = 1;
+	size_t at = 0; /* into parts[k] */
+	size_t left = total;
+	while (left && same) {
+		ssize_t r = read(fd, buf, left < CHUNK ? left : CHUNK);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			same = 0;
+			break;
+		}
+		left -= (size_t)r;
+		for (size_t got = 0; got < (size_t)r && same;) {
+			while (k < n && at == parts[k].n) {
+				k++;
+				at = 0;
+			}
+			size_t m = parts[k].n - at < (size_t)r - got ? parts[k].n - at : (size_t)r - got;
+			same = !memcmp(buf + got, (const char *)parts[k].p + at, m);
+			got += m;
+			at += m;
+		}
+	}
+	free(buf);
+	close(fd);
+	return same;
+}
+
+int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
+{
+	size_t total = 0;
+	for (int k = 0; k < n; k++)
+		total += parts[k].n;
+	if (kept)
+		*kept = 0;
+	if (kept && same_content(path, parts, n, total)) {
+		*kept = 1;
+		return 0;
+	}
 	char *tmp = xasprintf("%s.tmp.XXXXXX", path);
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
@@ -237,17 +288,19 @@ int write_file_atomic(const char *path, const void *data, size_t n)
 		errno = e;
 		return -1;
 	}
-	const char *p = data;
-	size_t left = n;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
+	for (int k = 0; k < n; k++) {
+		const char *p = parts[k].p;
+		size_t left = parts[k].n;
+		while (left > 0) {
+			ssize_t w = write(fd, p, left);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				goto fail;
+			}
+			p += w;
+			left -= (size_t)w;
 		}
-		p += w;
-		left -= (size_t)w;
 	}
 	if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
 		fd = -1;
@@ -267,4 +320,10 @@ fail:;
 	free(tmp);
 	errno = e;
 	return -1;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t n)
+{
+	Part p = {data, n};
+	return write_parts_atomic(path, &p, 1, NULL);
 }

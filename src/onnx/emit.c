@@ -1,7 +1,7 @@
 /* emit.c - the import driver: translating the graph (inputs, nodes with
  * their fused patterns and segments, outputs) into the Nest module text,
- * the passes that find the repeated layers first, and the weights as
- * .safetensors bytes. */
+ * the passes that find the repeated layers first, and the weights as the
+ * parts of a .safetensors file. */
 #include "onnx.h"
 
 #include <fcntl.h>
@@ -11,11 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *safetensors_bytes(Ctx *c, size_t *len)
+/* The .safetensors file as parts: the header, then each weight's bytes where
+ * they are (most in the mapped model: nothing is copied). */
+static void safetensors_parts(Ctx *c, OnnxImport *out, char **head)
 {
 	static const char *const st_names[DT_COUNT] = {"BOOL", "I32", "I64", "F32", "F64"};
 	Buf h = {0};
-	buf_putc(&h, '{');
+	buf_printf(&h, "%8s{", "");
 	size_t off = 0;
 	for (int k = 0; k < c->nw; k++) {
 		WEntry *e = &c->w[k];
@@ -35,36 +37,18 @@ static char *safetensors_bytes(Ctx *c, size_t *len)
 		off += e->nbytes;
 	}
 	buf_putc(&h, '}');
-	while ((h.len + 8) % 8)
+	while (h.len % 8)
 		buf_putc(&h, ' ');
-	size_t total = 8 + h.len + off;
-	char *out = xmalloc(total);
-	uint64_t hl = h.len;
+	uint64_t hl = h.len - 8;
 	for (int i = 0; i < 8; i++)
-		out[i] = (char)(hl >> (8 * i));
-	memcpy(out + 8, h.s, h.len);
-	char *p = out + 8 + h.len;
-	for (int k = 0; k < c->nw; k++) {
-		WEntry *e = &c->w[k];
-		memcpy(p, e->data, e->nbytes);
-		p += e->nbytes;
-		/* an initializer's bytes, once copied out for the last time, are
-		 * given back: the model's weights are not held twice over */
-		int later = 0;
-		for (int j = k + 1; j < c->nw && e->src && !later; j++)
-			later = c->w[j].src == e->src;
-		if (e->src && !later) {
-			free(e->src->raw_data.data);
-			e->src->raw_data.data = NULL;
-			e->src->raw_data.len = 0;
-			for (int j = 0; j <= k; j++)
-				if (c->w[j].src == e->src)
-					c->w[j].data = NULL;
-		}
-	}
-	buf_free(&h);
-	*len = total;
-	return out;
+		h.s[i] = (char)(hl >> (8 * i));
+	out->weights = xmalloc((size_t)(c->nw + 1) * sizeof *out->weights);
+	out->weights[0] = (Part){h.s, h.len};
+	for (int k = 0; k < c->nw; k++)
+		out->weights[k + 1] = (Part){c->w[k].data, c->w[k].nbytes};
+	out->nparts = c->nw + 1;
+	out->weights_len = h.len + off;
+	*head = h.s;
 }
 
 static int import_graph(Ctx *c, Onnx__ModelProto *m)
@@ -379,13 +363,33 @@ static OPlan *follow_plan(Ctx *c, Onnx__ModelProto *m, OPlan *plan)
 	return NULL;
 }
 
+/* What an import's weight parts point into, kept until onnx_import_free. */
+typedef struct OnnxHeld {
+	unsigned char *data; /* the file, */
+	size_t len;
+	int mapped;          /* mapped (else read into memory) */
+	Onnx__ModelProto *m; /* its initializers' bytes in data */
+	Ctx *c;              /* the weights decoded or read from external files */
+	char *head;          /* the .safetensors header */
+} OnnxHeld;
+
+static void release_file(unsigned char *data, size_t len, int mapped)
+{
+	if (mapped)
+		munmap(data, len);
+	else
+		free(data);
+}
+
 int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 {
 	memset(out, 0, sizeof *out);
 	unsigned char *data;
 	size_t len;
 	char err[300];
-	/* mapped, not read: the unpacked model copies what it keeps */
+	/* mapped, not read: the weights stay where they are in the file, and the
+	 * pages of a big model are not copied (a file truncated by another
+	 * process meanwhile is a SIGBUS, as for any tool that maps its input) */
 	void *map = MAP_FAILED;
 	struct stat st;
 	int fd = open(path, O_RDONLY);
@@ -400,12 +404,10 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 		fprintf(stderr, "%s: error: %s\n", path, err);
 		return 1;
 	}
-	Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, data);
-	if (map != MAP_FAILED)
-		munmap(map, len);
-	else
-		free(data);
+	int mapped = map != MAP_FAILED;
+	Onnx__ModelProto *m = onnx_model_unpack(data, len);
 	if (!m) {
+		release_file(data, len, mapped);
 		fprintf(stderr, "%s: error: not an ONNX model: the file is malformed or truncated\n", path);
 		return 1;
 	}
@@ -476,13 +478,21 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	out->text = c.body.s;
 	c.body = (Buf){0};
 	out->nweights = c.nw;
-	out->weights = safetensors_bytes(&c, &out->weights_len);
 	rc = 0;
 done:
-	onnx__model_proto__free_unpacked(m0, NULL);
 	expanded_free(ex);
 	c.plan = NULL;
-	ctx_free(&c);
+	if (rc == 0) {
+		OnnxHeld *h = xcalloc(1, sizeof *h);
+		*h = (OnnxHeld){.data = data, .len = len, .mapped = mapped, .m = m0, .c = xmalloc(sizeof c)};
+		safetensors_parts(&c, out, &h->head);
+		*h->c = c;
+		out->held = h;
+	} else {
+		onnx_model_free(m0, data, len);
+		ctx_free(&c);
+		release_file(data, len, mapped);
+	}
 	plan_free(plan);
 	return rc;
 }
@@ -492,5 +502,14 @@ void onnx_import_free(OnnxImport *im)
 	free(im->text);
 	free(im->weights);
 	free(im->outline);
+	OnnxHeld *h = im->held;
+	if (h) {
+		ctx_free(h->c);
+		free(h->c);
+		onnx_model_free(h->m, h->data, h->len);
+		release_file(h->data, h->len, h->mapped);
+		free(h->head);
+		free(h);
+	}
 	memset(im, 0, sizeof *im);
 }

@@ -107,7 +107,6 @@ static void add_weight(Ctx *c, const char *name, Val *v)
 		/* the initializer's bytes are the weight's: no copy */
 		e->data = (void *)v->raw;
 		e->borrowed = 1;
-		e->src = v->src;
 		return;
 	}
 	e->data = xmalloc(e->nbytes + 1);

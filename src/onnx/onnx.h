@@ -15,7 +15,8 @@
  * opset N): reason". Nothing here trusts the file: protobuf-c rejects
  * malformed bytes, and every index, count and shape is checked before use.
  *
- * The files, one phase each, call downwards only: read.c (values, tensors
+ * The files, one phase each, call downwards only: wire.c (the model
+ * unpacked, its weights left in the file) <- read.c (values, tensors
  * from the file) <- fold.c (values as Nest text) <- ops_shape.c, ops_nn.c,
  * ops_conv.c <- ops.c (dispatch) <- outline.c (repeated layers) <- emit.c
  * (the driver). This header declares what one file uses of another, in a
@@ -76,7 +77,6 @@ typedef struct WEntry {
 	void *data;
 	size_t nbytes;
 	int borrowed;   /* data points into an initializer's bytes: not freed here */
-	Onnx__TensorProto *src; /* that initializer: its bytes are released once copied out */
 } WEntry;
 
 typedef struct Ctx {
@@ -167,6 +167,14 @@ typedef struct Expanded {
 	Onnx__NodeProto **ccall;
 	Onnx__FunctionProto **cfn;
 } Expanded;
+
+/* ------------------------------------------------------------------ wire.c: the model unpacked, its weights left in place */
+
+/* The model in data[0, len), its initializers' raw_data pointing into data
+ * (which must outlive it), or NULL: not a ModelProto protobuf-c accepts. */
+Onnx__ModelProto *onnx_model_unpack(const uint8_t *data, size_t len);
+/* Free a model from onnx_model_unpack(data, len). */
+void onnx_model_free(Onnx__ModelProto *m, const uint8_t *data, size_t len);
 
 /* ------------------------------------------------------------------ read.c: errors, names, values, tensors from the file, attributes, local functions */
 

@@ -54,11 +54,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!im.text)
 		broken("a successful import has no text", NULL);
-	if (im.nweights < 0 || (im.nweights && (!im.weights || im.weights_len < 8)))
+	if (im.nweights < 0 || (im.nweights && (!im.weights || im.nparts != im.nweights + 1 || im.weights_len < 8)))
 		broken("params without weights bytes", NULL);
 	/* the weights bytes are read (ASan checks they are all there) */
-	for (size_t k = 0; k < im.weights_len; k++)
-		touched += (unsigned char)im.weights[k];
+	size_t total = 0;
+	for (int p = 0; im.weights && p < im.nparts; p++) {
+		const unsigned char *b = im.weights[p].p;
+		for (size_t k = 0; k < im.weights[p].n; k++)
+			touched += b[k];
+		total += im.weights[p].n;
+	}
+	if (total != im.weights_len)
+		broken("the weights parts do not add up to weights_len", NULL);
 	if (im.outline)
 		touched += (unsigned)strlen(im.outline);
 
