@@ -5,11 +5,14 @@ Builds samples/gpt2.nest at GPT-2-small width (D=768, H=12, V=50257, S=128) with
 L = 1, 12, 48 layers, hierarchically and with --no-regions, measured side by
 side in one run (runs interleaved, medians), and prints wall time, peak RSS,
 objects, .text bytes and the ratios the issue sets as goals.
-Then the same goal for a model that arrives flat: GPT-2 (D=256 H=4 V=1000 CTX=128
-S=32) exported by torch.onnx with L = 1, 12, 48 layers (bench/models.py; needs
-python3-torch, skipped without it), `nestc import` and `nestc build model.onnx`
-(import in memory + build, no cache, one job) timed side by side, with the regions
-and variants the import finds.
+Then the same goal for models that arrive flat, exported by torch.onnx with L = 1,
+12, 48 layers (bench/models.py; needs python3-torch, skipped without it): GPT-2
+(D=256 H=4 V=1000 CTX=128 S=32), a BERT-style encoder and a ResNet (L identity
+bottlenecks in its third stage after the downsampling one). `nestc import` and `nestc build model.onnx` (import in
+memory + build, no cache, one job) are timed side by side, the build both as a
+rebuild (the weights file beside the output there from the run before, left alone
+when unchanged) and as a first build (no weights file), with the regions and
+variants the import finds.
 Run: compile.py NESTC [--repeat N] [--onnx-only]
 """
 import os
@@ -117,7 +120,9 @@ def incremental(nestc, repeat, tmp):
 
 
 def onnx_layers(nestc, repeat, tmp):
-    """Issue #11 on a flat ONNX export: build time of 48 layers against 1."""
+    """Issue #11 on flat ONNX exports: build time of 48 layers against 1, for GPT-2,
+    a BERT-style encoder and a ResNet (L identity bottlenecks in its third stage, after the
+    one that downsamples: the blocks that repeat)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import models
     print()
@@ -125,40 +130,58 @@ def onnx_layers(nestc, repeat, tmp):
         print("onnx: skipped (no python3-torch; sh scripts/bench-deps.sh installs it)")
         return
     D, H, V, CTX, S = 256, 4, 1000, 128, 32
+    nets = [("gpt2", "GPT-2 (D=%d H=%d V=%d CTX=%d S=%d)" % (D, H, V, CTX, S),
+             lambda d, L: models.gpt2_files(d, L, D, H, V, CTX, S)),
+            ("bert", "BERT-style encoder (N=1 T=32 D=256 H=4 FF=1024 V=1000)",
+             lambda d, L: models.bert_onnx(os.path.join(d, "model.onnx"), 1, 32, L, 256, 4, 1024, 1000)),
+            ("resnet", "ResNet (bottlenecks 1, 1, 1+L, 1; C0=32, 1x3x64x64, 100 classes)",
+             lambda d, L: models.resnet_deep_onnx(os.path.join(d, "model.onnx"), L, 1, 64, 32, 100))]
     layers = (1, 12, 48)
-    found = {}
-    for L in layers:
-        d = os.path.join(tmp, "onnx%d" % L)
-        os.makedirs(d)
-        models.gpt2_files(d, L, D, H, V, CTX, S)
-        r = subprocess.run([nestc, "report", os.path.join(d, "model.onnx")], capture_output=True, text=True)
-        if r.returncode:
-            sys.exit("nestc report failed:\n" + r.stderr)
-        regions = re.findall(r"^region (\w+): (\d+) nodes, (\d+) occurrences", r.stdout, re.M)
-        variants = re.findall(r"^region (\w+) .*\n\s+(\d+) calls -> (\d+) variant", r.stdout, re.M)
-        found[L] = (regions, variants)
-    t = {(L, k): [] for L in layers for k in ("import", "build")}
-    for _ in range(repeat):
+    summary = []
+    for key, title, make in nets:
+        found = {}
         for L in layers:
-            d = os.path.join(tmp, "onnx%d" % L)
-            m = os.path.join(d, "model.onnx")
-            t[(L, "import")].append(timed([nestc, "import", m, "-o", os.path.join(d, "m.nest"), "-w",
-                                           os.path.join(d, "m.safetensors")]))
-            shutil.rmtree(os.path.join(d, "out"), ignore_errors=True)
-            t[(L, "build")].append(timed([nestc, "build", m, "-o", os.path.join(d, "out"), "--no-cache", "-j1"]))
-    med = {k: statistics.median(v) for k, v in t.items()}
-    print("GPT-2 exported flat by torch.onnx (D=%d H=%d V=%d CTX=%d S=%d), medians of %d runs:" % (D, H, V, CTX, S,
-                                                                                                  repeat))
-    print("%-6s %10s %22s %8s  %s" % ("layers", "import ms", "build .onnx ms (all)", "regions", "occurrences, variants"))
-    for L in layers:
-        regions, variants = found[L]
-        occ = ", ".join("%s x%s (%s nodes)" % (n, k, nn) for n, nn, k in regions) or "none"
-        var = ", ".join("%s: %s calls -> %s" % v for v in variants) or "none"
-        print("%-6d %10.0f %22.0f %8d  %s; %s" % (L, med[(L, "import")] * 1e3, med[(L, "build")] * 1e3, len(regions),
-                                                 occ, var))
-    print()
-    print("onnx build L=48 / L=1: %.2f, L=12 / L=1: %.2f   (goal: L=48 <= 1.2)" %
-          (med[(48, "build")] / med[(1, "build")], med[(12, "build")] / med[(1, "build")]))
+            d = os.path.join(tmp, "%s%d" % (key, L))
+            os.makedirs(d)
+            make(d, L)
+            r = subprocess.run([nestc, "report", os.path.join(d, "model.onnx")], capture_output=True, text=True)
+            if r.returncode:
+                sys.exit("nestc report failed:\n" + r.stderr)
+            regions = re.findall(r"^region (\w+): (\d+) nodes, (\d+) occurrences", r.stdout, re.M)
+            variants = re.findall(r"^region (\w+) .*\n\s+(\d+) calls -> (\d+) variant", r.stdout, re.M)
+            found[L] = (regions, variants)
+        # build: the weights file beside the output is there from the run before
+        # (a rebuild: left alone when unchanged); first: it is not (written)
+        t = {(L, k): [] for L in layers for k in ("import", "build", "first")}
+        for _ in range(repeat):
+            for L in layers:
+                d = os.path.join(tmp, "%s%d" % (key, L))
+                m = os.path.join(d, "model.onnx")
+                out = os.path.join(d, "out")
+                t[(L, "import")].append(timed([nestc, "import", m, "-o", os.path.join(d, "m.nest"), "-w",
+                                               os.path.join(d, "m.safetensors")]))
+                for k in ("first", "build"):
+                    shutil.rmtree(out, ignore_errors=True)
+                    if k == "first" and os.path.exists(out + ".safetensors"):
+                        os.unlink(out + ".safetensors")
+                    t[(L, k)].append(timed([nestc, "build", m, "-o", out, "--no-cache", "-j1"]))
+        med = {k: statistics.median(v) for k, v in t.items()}
+        print("%s exported flat by torch.onnx, medians of %d runs:" % (title, repeat))
+        print("%-6s %10s %10s %10s %8s  %s" % ("layers", "import ms", "build ms", "first ms", "regions",
+                                               "occurrences, variants"))
+        for L in layers:
+            regions, variants = found[L]
+            occ = ", ".join("%s x%s (%s nodes)" % (n, k, nn) for n, nn, k in regions) or "none"
+            var = ", ".join("%s: %s calls -> %s" % v for v in variants) or "none"
+            print("%-6d %10.0f %10.0f %10.0f %8d  %s; %s" % (L, med[(L, "import")] * 1e3, med[(L, "build")] * 1e3,
+                                                            med[(L, "first")] * 1e3, len(regions), occ, var))
+        summary.append("%-7s build L=48 / L=1: %.2f (first build %.2f), L=12 / L=1: %.2f" %
+                       (key, med[(48, "build")] / med[(1, "build")], med[(48, "first")] / med[(1, "first")],
+                        med[(12, "build")] / med[(1, "build")]))
+        print()
+    print("onnx (goal: build L=48 / L=1 <= 1.2; load average %.2f):" % os.getloadavg()[0])
+    for line in summary:
+        print("  " + line)
 
 
 def main():

@@ -498,14 +498,15 @@ if torch is not None:
 
     class ResNet50BN(nn.Module):
         """torchvision.models.resnet50's module tree (so its state dict names), C0 the
-        first stage's width (64; smaller for tests), in eval mode: samples/resnet50.nest."""
-        def __init__(self, classes=1000, C0=64):
+        first stage's width (64; smaller for tests), in eval mode: samples/resnet50.nest.
+        stages: the blocks per stage (deeper ResNets grow the third: 101 has 23, 152 36)."""
+        def __init__(self, classes=1000, C0=64, stages=(3, 4, 6, 3)):
             super().__init__()
             self.conv1 = nn.Conv2d(3, C0, 7, 2, 3, bias=False)
             self.bn1 = nn.BatchNorm2d(C0)
             self.maxpool = nn.MaxPool2d(3, 2, 1)
             i = C0
-            for s, n in enumerate((3, 4, 6, 3)):
+            for s, n in enumerate(stages):
                 w = C0 << s
                 blocks = [Bottleneck(i, w, 1 if s == 0 else 2, True)] + [Bottleneck(4 * w, w, 1, False)
                                                                          for _ in range(n - 1)]
@@ -650,6 +651,26 @@ def resnet50_files(d, BATCH, IMG, C0, CLASSES, seed=1):
     torch.manual_seed(seed)
     x = np.random.default_rng(seed).standard_normal((BATCH, 3, IMG, IMG)).astype(np.float32)
     model_files(d, ResNet50BN(CLASSES, C0).eval(), x, seed, lambda m, s: resnet18_init(m, s, "conv3.weight"))
+
+
+def resnet_deep_onnx(path, L, BATCH, IMG, C0, CLASSES, seed=1):
+    """Only model.onnx of ResNet50BN with L identity bottlenecks after the downsampling one
+    in its third stage (blocks 1, 1, 1 + L, 1): the depth a ResNet grows by (101 has 22 there,
+    152 35), L the number of equal layers as in GPT-2's L, for bench/compile.py."""
+    torch.manual_seed(seed)
+    x = np.random.default_rng(seed).standard_normal((BATCH, 3, IMG, IMG)).astype(np.float32)
+    model = ResNet50BN(CLASSES, C0, (1, 1, 1 + L, 1)).eval()
+    resnet18_init(model, seed, "conv3.weight")
+    export_onnx(model, (torch.from_numpy(x),), path, ["x"], ["y"])
+
+
+def bert_onnx(path, N, T, L, D, H, FF, V, seed=1):
+    """Only model.onnx of Bert (bench/compile.py)."""
+    torch.manual_seed(seed)
+    tokens = np.random.default_rng(seed).integers(0, V, size=(N, T), dtype=np.int32)
+    model = Bert(L, D, H, FF, V).eval()
+    transformer_init(model, seed)
+    export_onnx(model, (torch.from_numpy(tokens),), path, ["x"], ["y"])
 
 
 def conv_files(d, C, HW, seed=1):
