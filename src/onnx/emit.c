@@ -192,14 +192,14 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		nargs++;
 	}
 	/* nodes */
-	int *lngrp = find_layernorms(g);
+	PatMark *pat = find_patterns(g);
 	for (size_t k = 0; k < g->n_node; k++) {
 		c->node = g->node[k];
 		c->node_index = (int)k;
 		if (c->plan && c->plan->seg_at[k] >= 0)
 			seg_begin(c, c->plan->seg_at[k]);
-		int fused = 0, kind = lngrp[k] >= 0 ? 1 : lngrp[k] <= -2 ? 2 : 0;
-		int gend = kind == 1 ? lngrp[k] : kind == 2 ? -lngrp[k] - 2 : -1;
+		int fused = 0, kind = pat[k].kind;
+		int gend = kind ? pat[k].last : -1;
 		if (kind) {
 			/* the pattern's constants first, then the pattern as one node */
 			for (int j = (int)k + 1; j <= gend && !c->failed; j++)
@@ -209,7 +209,7 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 					if (translate_node(c, g->node[j]) < 0 && !c->failed)
 						node_err(c, 0, "cannot translate");
 				}
-			fused = c->failed ? -1 : kind == 1 ? try_layernorm(c, g, (int)k) : try_gelu_tanh(c, g, (int)k);
+			fused = c->failed ? -1 : try_pattern(c, g, (int)k, &pat[k]);
 			if (!fused) {
 				/* translate them one by one after all (the constants are done) */
 				for (int j = (int)k; j <= gend && fused >= 0; j++) {
@@ -226,7 +226,7 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		if (fused < 0 || (!fused && translate_node(c, g->node[k]) < 0)) {
 			buf_free(&sig);
-			free(lngrp);
+			free(pat);
 			if (!c->failed)
 				node_err(c, 0, "cannot translate");
 			return -1;
@@ -243,11 +243,11 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 			seg_end(c, c->plan->seg_end[k]);
 		if (c->failed) {
 			buf_free(&sig);
-			free(lngrp);
+			free(pat);
 			return -1;
 		}
 	}
-	free(lngrp);
+	free(pat);
 	c->node = NULL;
 	/* outputs */
 	if (!g->n_output) {

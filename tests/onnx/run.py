@@ -55,6 +55,9 @@ RTOL, ATOL = 1e-3, 1e-7
 TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
 UNSUPPORTED = re.compile(r"not supported|does not support|more than nestc's|nestc needs it")
 
+sys.path.insert(0, HERE)
+import exported  # noqa: E402  (an exported BERT layer: tests/onnx/exported.py)
+
 # the driver generator of the compiled-code tests
 _spec = importlib.util.spec_from_file_location("compiled_run", os.path.join(ROOT, "tests", "compiled", "run.py"))
 cr = importlib.util.module_from_spec(_spec)
@@ -387,6 +390,7 @@ def cli_checks(nestc, work):
     out.append(("fused patterns: values", why))
     out += big_initializer_checks(nestc, d)
     out += outline_checks(nestc, d)
+    out += exported.checks(nestc, d, run, short, cr)
     return out
 
 
