@@ -349,6 +349,8 @@ static void par_emit(Fn *F, Node *n, LLVMValueRef units, void (*emit)(Fn *, Node
 		ntasks = llvm.LLVMBuildSelect(B, small, ci64(G, 1), ntasks, "");
 	}
 	LLVMValueRef chunk = idiv(G, iadd(G, units, isub(G, ntasks, ci64(G, 1))), ntasks);
+	/* no units (a run-time dim of 0): no tasks, and no division by 0 */
+	chunk = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, chunk, ci64(G, 1), ""), ci64(G, 1), chunk, "");
 	ntasks = idiv(G, iadd(G, units, isub(G, chunk, ci64(G, 1))), chunk);
 	/* the tensors the kernel reads: an elementwise tree's leaves */
 	Node *use[EW_LEAVES + 1];
