@@ -174,15 +174,13 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		buf_puts(&ty, "]");
 		Val *v = new_val(c, vi->name, (DType)dt, (int)sp->n_dim, shape);
-		int64_t nz[MAX_RANK];
-		for (int d = 0; d < v->rank; d++)
-			nz[d] = shape[d] ? shape[d] : 1; /* an empty input is an error only where it is used */
-		if (check_shape(c, v->rank, nz) < 0) {
+		if (check_shape(c, v->rank, shape) < 0) {
 			buf_free(&ty);
 			buf_free(&sig);
 			return -1;
 		}
 		v->is_input = 1;
+		v->ot = ot;
 		v->id = make_id(c, vi->name, "in_");
 		buf_printf(&sig, "%s%s: %s", nargs ? ", " : "", v->id, ty.s);
 		if (ot != OT_FLOAT && ot != OT_DOUBLE && ot != OT_INT32 && ot != OT_INT64 && ot != OT_BOOL)

@@ -64,6 +64,9 @@ typedef struct Val {
 	Onnx__TensorProto *src; /* the TensorProto raw points into, or NULL */
 	unsigned char *rawbuf;  /* external data read for it (owned), or NULL */
 	int shape_use;  /* (input) used where a value must be known */
+	int ot;         /* its ONNX dtype where known (inputs, initializers, a Cast to
+	                 * float16 or bfloat16), else 0: the Nest one holds several
+	                 * (bfloat16 in f32), and CastLike's target needs the ONNX one */
 } Val;
 
 typedef struct WEntry {
