@@ -23,6 +23,7 @@ static const char *const builtins[] = {
 	"topk", "take_along_axis", "cumsum",
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
 	"conv_transpose2d", "interpolate", "batch_norm",
+	"round_bf16", /* issue #11: ONNX's bfloat16 */
 	NULL,
 };
 
@@ -40,6 +41,7 @@ int is_builtin(const char *name)
 static const char *const shadowable[] = {
 	"linear", "flatten", "group_norm", "batch_norm", "conv_transpose2d", "interpolate",
 	"topk", "take_along_axis", "cumsum", /* issue #10 */
+	"round_bf16",
 	NULL,
 };
 
@@ -119,6 +121,20 @@ static Value *b_reduce(LowerCtx *x, Args *a, Op op)
 		error_at(x->d, a->call->loc, "argmax() takes exactly one axis");
 		return VERR;
 	}
+	/* a sum over no elements is 0; a maximum, minimum, position or mean of
+	 * none is undefined (NumPy raises) unless no result element asks for one */
+	int64_t kept = 1, reduced = 1;
+	for (int i = 0; i < t->rank; i++)
+		if (mask & ((int64_t)1 << i))
+			reduced = reduced && t->shape[i];
+		else
+			kept = kept && t->shape[i];
+	if (op != OP_SUM && !reduced && kept) {
+		error_at(x->d, a->call->loc, "%s() over an axis of size 0 of %s: the %s of no elements is undefined",
+		         a->fname, nstr(x, t), op == OP_MEAN ? "mean" : op == OP_ARGMAX ? "position of the maximum"
+		                                   : op == OP_AMAX ? "maximum" : "minimum");
+		return VERR;
+	}
 	int64_t shape[MAX_RANK];
 	int r = 0;
 	for (int i = 0; i < t->rank; i++) {
@@ -148,6 +164,7 @@ static double ct_math(const char *f, double v)
 	if (!strcmp(f, "sin")) return sin(v);
 	if (!strcmp(f, "cos")) return cos(v);
 	if (!strcmp(f, "abs")) return fabs(v);
+	if (!strcmp(f, "round_bf16")) return round_bf16((float)v);
 	if (!strcmp(f, "relu")) return v > 0 ? v : 0;
 	if (!strcmp(f, "silu")) return v / (1.0 + exp(-v));
 	if (!strcmp(f, "gelu")) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
@@ -180,6 +197,10 @@ static Value *b_unary(LowerCtx *x, Args *a, Op op)
 			return VERR;
 		}
 	} else if (!float_tensor(x, a, t)) {
+		return VERR;
+	} else if (op == OP_ROUND_BF16 && t->dtype != DT_F32) {
+		/* from f64 it would round twice (to f32, then to bfloat16) */
+		error_at(x->d, a->call->loc, "round_bf16() needs an f32 tensor, not %s", nstr(x, t));
 		return VERR;
 	}
 	return vtensor(x, unary_node(x, op, t->dtype, t, a->call->loc));
@@ -697,6 +718,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 		{"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH},
 		{"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"gelu", OP_GELU}, {"gelu_tanh", OP_GELU_TANH},
 		{"silu", OP_SILU}, {"erf", OP_ERF}, {"abs", OP_ABS}, {"sin", OP_SIN}, {"cos", OP_COS},
+		{"round_bf16", OP_ROUND_BF16},
 	};
 	for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
 		if (!strcmp(a->fname, unary[i].name))

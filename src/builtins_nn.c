@@ -145,6 +145,11 @@ static Value *b_pool(LowerCtx *x, Args *a, Op op)
 		return VERR;
 	}
 	if (op == OP_GLOBAL_AVGPOOL2D) {
+		/* a mean of no elements, as mean() */
+		if (!(t->shape[2] && t->shape[3]) && t->shape[0] && t->shape[1]) {
+			error_at(x->d, a->call->loc, "%s() of %s: the mean of no elements is undefined", a->fname, nstr(x, t));
+			return VERR;
+		}
 		int64_t shape[4] = {t->shape[0], t->shape[1], 1, 1};
 		Node *r = mk_node(x, op, t->dtype, 4, shape, a->call->loc);
 		node_add_input(x->p, r, t);

@@ -112,6 +112,7 @@ typedef enum DType { DT_BOOL, DT_I32, DT_I64, DT_F32, DT_F64, DT_COUNT } DType;
 const char *dtype_name(DType t);
 int dtype_size(DType t);
 int dtype_is_float(DType t);
+float round_bf16(float v);
 
 /* ------------------------------------------------------------------ ast.c */
 

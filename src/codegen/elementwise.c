@@ -240,6 +240,18 @@ LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 		                       llvm.LLVMBuildNeg(B, x, ""), x, "");
 	case OP_SIN: return math1(G, "llvm.sin", dt, x);
 	case OP_COS: return math1(G, "llvm.cos", dt, x);
+	case OP_ROUND_BF16: {
+		/* as round_bf16() (dtype.c): add half an ulp of bfloat16, less one
+		 * unless the kept part is odd, and clear the low 16 bits; NaN kept */
+		LLVMTypeRef i32 = G->i32;
+		LLVMValueRef u = llvm.LLVMBuildBitCast(B, x, i32, "");
+		LLVMValueRef odd = llvm.LLVMBuildAnd(B, llvm.LLVMBuildLShr(B, u, llvm.LLVMConstInt(i32, 16, 0), ""),
+		                                     llvm.LLVMConstInt(i32, 1, 0), "");
+		LLVMValueRef r = llvm.LLVMBuildAdd(B, u, llvm.LLVMBuildAdd(B, odd, llvm.LLVMConstInt(i32, 0x7fff, 0), ""), "");
+		r = llvm.LLVMBuildAnd(B, r, llvm.LLVMConstInt(i32, 0xffff0000u, 0), "");
+		LLVMValueRef nan = llvm.LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+		return llvm.LLVMBuildSelect(B, nan, x, llvm.LLVMBuildBitCast(B, r, elem_t(G, dt), ""), "");
+	}
 	default: break;
 	}
 	ice("unop: %s", op_name(op));

@@ -153,6 +153,7 @@
 	X(LLVMTypeOf) \
 	X(LLVMBuildFPToSI) \
 	X(LLVMBuildShl) \
+	X(LLVMBuildLShr) \
 	X(LLVMBuildBitCast) \
 	X(LLVMBuildPtrToInt) \
 	X(LLVMBuildIntToPtr) \

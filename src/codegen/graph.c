@@ -303,39 +303,55 @@ static void emit_chain(Fn *F, int i, int n, int pos)
 
 /* ---- kernels on the thread pool ---- */
 
-/* The units of a kernel's outermost loop when it is worth splitting over the
- * pool (0 if not): the rows of a row kernel, else axis 0 of the result. Only
- * static shapes, and not inside a task already. */
+/* The units of a kernel's outermost loop, which the pool's tasks split: the
+ * rows of a row kernel, else axis 0 of the result; NULL when the kernel runs
+ * inline (inside a task already, a scalar, or a static shape too small to be
+ * worth a dispatch). With run-time dims the units are a run-time value and
+ * par_emit decides at run time how many tasks to make. */
 #define PAR_MIN_ELEMS 32768
-static int64_t par_units(Fn *F, Node *n)
+static LLVMValueRef par_units(Fn *F, Node *n)
 {
-	if (F->par_lo || node_dynamic(F, n) || n->rank < 1)
-		return 0;
-	int64_t numel = shape_numel(n->rank, n->shape);
-	if (numel < PAR_MIN_ELEMS)
-		return 0;
-	int64_t units = n->shape[0];
-	if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM) {
-		units = numel / n->shape[n->rank - 1];
-	} else if (n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) {
-		units = 1;
-		for (int k = 0; k < n->a[0]; k++)
-			units *= n->shape[k];
+	Gen *G = F->gen;
+	if (F->par_lo || n->rank < 1)
+		return NULL;
+	int dyn = node_dynamic(F, n);
+	if (!dyn && shape_numel(n->rank, n->shape) < PAR_MIN_ELEMS)
+		return NULL;
+	/* the units' axes: [0, hi) */
+	int hi = 1;
+	if (n->op == OP_LAYERNORM || n->op == OP_RMSNORM)
+		hi = n->rank - 1;
+	else if (n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX)
+		hi = (int)n->a[0];
+	else if (n->op == OP_GROUPNORM) /* rows of [N, G, R] */
+		hi = 2;
+	int64_t su = 1;
+	LLVMValueRef units = ci64(G, 1);
+	for (int k = 0; k < hi; k++) {
+		su *= n->shape[k];
+		units = imul(G, units, dimv(F, n, k));
 	}
-	if (n->op == OP_GROUPNORM) /* rows of [N, G, R] */
-		units = n->shape[0] * n->shape[1];
-	return units >= 2 ? units : 0;
+	return !dyn && su < 2 ? NULL : units;
 }
 
 /* emit(n) as tasks of the pool, each over a range of the outermost loop's
- * units; the operands' pointers travel in an i64 array. */
-static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
+ * units; the operands' pointers travel in an i64 array. Up to 16 tasks; one
+ * (run inline by the pool) when the kernel is smaller than PAR_MIN_ELEMS at
+ * run time, as a decode step's are. */
+static void par_emit(Fn *F, Node *n, LLVMValueRef units, void (*emit)(Fn *, Node *))
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	int64_t ntasks = units < 16 ? units : 16;
-	int64_t chunk = (units + ntasks - 1) / ntasks;
-	ntasks = (units + chunk - 1) / chunk;
+	LLVMValueRef sixteen = ci64(G, 16);
+	LLVMValueRef ntasks = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, units, sixteen, ""), units, sixteen, "");
+	if (node_dynamic(F, n)) {
+		LLVMValueRef small = llvm.LLVMBuildICmp(B, LLVMIntSLT, numelv(F, n), ci64(G, PAR_MIN_ELEMS), "");
+		ntasks = llvm.LLVMBuildSelect(B, small, ci64(G, 1), ntasks, "");
+	}
+	LLVMValueRef chunk = idiv(G, iadd(G, units, isub(G, ntasks, ci64(G, 1))), ntasks);
+	/* no units (a run-time dim of 0): no tasks, and no division by 0 */
+	chunk = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, chunk, ci64(G, 1), ""), ci64(G, 1), chunk, "");
+	ntasks = idiv(G, iadd(G, units, isub(G, chunk, ci64(G, 1))), chunk);
 	/* the tensors the kernel reads: an elementwise tree's leaves */
 	Node *use[EW_LEAVES + 1];
 	int nuse = 1;
@@ -348,24 +364,27 @@ static void par_emit(Fn *F, Node *n, int64_t units, void (*emit)(Fn *, Node *))
 		for (int k = 0; k < n->nin; k++)
 			use[nuse++] = n->in[k];
 	}
-	LLVMValueRef vals[EW_LEAVES + 1], got[EW_LEAVES + 1];
+	/* the chunk and the units go along after the pointers */
+	LLVMValueRef vals[EW_LEAVES + 3], got[EW_LEAVES + 3];
 	for (int i = 0; i < nuse; i++)
 		vals[i] = llvm.LLVMBuildPtrToInt(B, nptr(F, use[i]), G->i64, "");
+	vals[nuse] = chunk;
+	vals[nuse + 1] = units;
 	Fn T;
-	Task tk = task_begin(F, &T, "par", vals, nuse, got);
+	Task tk = task_begin(F, &T, "par", vals, nuse + 2, got);
 	for (int i = 0; i < nuse; i++)
 		T.ptr[use[i]->id] = llvm.LLVMBuildIntToPtr(B, got[i], llvm.LLVMPointerType(elem_t(G, use[i]->dtype), 0), "");
-	T.par_lo = imul(G, llvm.LLVMGetParam(tk.fn, 1), ci64(G, chunk));
-	LLVMValueRef hi = imul(G, llvm.LLVMGetParam(tk.fn, 2), ci64(G, chunk));
-	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, ci64(G, units), ""), hi, ci64(G, units), "");
+	T.par_lo = imul(G, llvm.LLVMGetParam(tk.fn, 1), got[nuse]);
+	LLVMValueRef hi = imul(G, llvm.LLVMGetParam(tk.fn, 2), got[nuse]);
+	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, got[nuse + 1], ""), hi, got[nuse + 1], "");
 	emit(&T, n);
-	task_end(F, &T, &tk, ci64(G, ntasks));
+	task_end(F, &T, &tk, ntasks);
 }
 
 /* A kernel, on the pool when large enough. */
 static void kernel(Fn *F, Node *n, void (*emit)(Fn *, Node *))
 {
-	int64_t units = par_units(F, n);
+	LLVMValueRef units = par_units(F, n);
 	if (units)
 		par_emit(F, n, units, emit);
 	else
@@ -534,7 +553,7 @@ static void emit_graph_body(Fn *F)
 			break;
 		case OP_NEG: case OP_NOT: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_TANH:
 		case OP_SIGMOID: case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF:
-		case OP_ABS: case OP_SIN: case OP_COS: case OP_CAST:
+		case OP_ABS: case OP_SIN: case OP_COS: case OP_CAST: case OP_ROUND_BF16:
 		case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
 		case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE:
 		case OP_AND: case OP_OR: case OP_WHERE:

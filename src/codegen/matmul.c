@@ -388,6 +388,67 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	llvm.LLVMPositionBuilderAtEnd(B, after);
 }
 
+/* One row of A (M = 1) times B read in place (rows ldb apart, from ob) into
+ * C's row at oo: register tiles of 1 row by 4 vectors, then by 1, then the
+ * last columns one at a time. Nothing is packed: each element of B is read
+ * once, as a decode step's attention over the cache wants (packing the cache
+ * read it twice; a row accumulated through memory waited on its own stores,
+ * k after k). */
+static void mv_row(Fn *F, Node *n, Node *a, Node *bn, LLVMValueRef K, LLVMValueRef Nn, LLVMValueRef ldb,
+                   LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int vw = G->vbytes / dtype_size(n->dtype);
+	LLVMValueRef bbase = nptr(F, bn), cbase = nptr(F, n), done = ci64(G, 0);
+	/* a long row (a decode step's scores over the cache): B's rows streamed
+	 * one after the other into C's row, which stays in L1; register tiles
+	 * would read B down its columns, a line of each of K rows at a time */
+	LLVMBasicBlockRef wide = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvwide");
+	LLVMBasicBlockRef tiles = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvtiles");
+	LLVMBasicBlockRef join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvrowdone");
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSGE, Nn, ci64(G, 16 * vw), ""), wide, tiles);
+	llvm.LLVMPositionBuilderAtEnd(B, wide);
+	Loop lz, lk, lj;
+	LLVMValueRef z = loop_to(F, &lz, Nn);
+	store_at(F, n, iadd(G, oo, z), fconst(G, n->dtype, 0));
+	loop_end(F, &lz);
+	LLVMValueRef kk = loop_to(F, &lk, K);
+	LLVMValueRef aik = load_at(F, a, iadd(G, oa, kk));
+	LLVMValueRef brow = elem_off(G, ob, kk, ldb);
+	LLVMValueRef j = loop_to(F, &lj, Nn);
+	LLVMValueRef oidx = iadd(G, oo, j);
+	LLVMValueRef prod = llvm.LLVMBuildFMul(B, aik, load_at(F, bn, iadd(G, brow, j)), "");
+	store_at(F, n, oidx, llvm.LLVMBuildFAdd(B, load_at(F, n, oidx), prod, ""));
+	loop_end(F, &lj);
+	loop_end(F, &lk);
+	llvm.LLVMBuildBr(B, join);
+	/* a short row (a decode step's weighted sum of values): the row in
+	 * registers, 1 by 4 vectors, then 1 by 1, then the last columns */
+	llvm.LLVMPositionBuilderAtEnd(B, tiles);
+	for (int nv = 4; nv >= 1; nv -= 3) {
+		LLVMValueRef w = ci64(G, nv * vw);
+		LLVMValueRef cnt = idiv(G, isub(G, Nn, done), w);
+		Loop lt;
+		LLVMValueRef cj = elem_off(G, done, loop_to(F, &lt, cnt), w);
+		mm_tile(F, n, a, 1, nv, vw, NULL, NULL, NULL, K, oa, bbase, ldb, iadd(G, ob, cj), cbase, oo, Nn, cj);
+		loop_end(F, &lt);
+		done = elem_off(G, done, cnt, w);
+	}
+	Loop lc, lk2;
+	LLVMValueRef c = iadd(G, done, loop_to(F, &lc, isub(G, Nn, done)));
+	LLVMValueRef cidx = iadd(G, oo, c);
+	store_at(F, n, cidx, fconst(G, n->dtype, 0));
+	LLVMValueRef k2 = loop_to(F, &lk2, K);
+	LLVMValueRef p2 = llvm.LLVMBuildFMul(B, load_at(F, a, iadd(G, oa, k2)),
+	                                     load_at(F, bn, iadd(G, elem_off(G, ob, k2, ldb), c)), "");
+	store_at(F, n, cidx, llvm.LLVMBuildFAdd(B, load_at(F, n, cidx), p2, ""));
+	loop_end(F, &lk2);
+	loop_end(F, &lc);
+	llvm.LLVMBuildBr(B, join);
+	llvm.LLVMPositionBuilderAtEnd(B, join);
+}
+
 /* A matmul as tasks of the runtime's thread pool: a function of this module
  * runs tasks [begin, end) with its packing buffers on its own stack; the
  * operands and sizes travel in an i64 array (a, b, c, M, K, N, packed). A
@@ -586,11 +647,11 @@ void k_matmul(Fn *F, Node *n)
 		ro = imul(G, ro, dimv(F, n, k));
 	}
 	/* one row per head at run time (a decode step's attention): the heads on
-	 * the pool, each a row times its B read once in place */
+	 * the pool, each a row times its B read once in place, then the fused
+	 * epilogue (scale, causal mask) on the row */
 	LLVMBasicBlockRef mv_after = NULL;
 	Node *bn = bv ? bv : b;
 	if (fl && b->rank == 3 && n->rank == 3 && a->rank == 3 && batch == 1 && node_dynamic(F, n) &&
-	    F->plan->epi_next[n->id] < 0 &&
 	    !gdyn_find(F->g, n->id, 0) && !gdyn_find(F->g, a->id, 0) && !gdyn_find(F->g, b->id, 0) &&
 	    a->shape[0] == n->shape[0] && b->shape[0] == n->shape[0] && n->shape[0] > 1) {
 		LLVMBasicBlockRef one = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvheads");
@@ -598,33 +659,33 @@ void k_matmul(Fn *F, Node *n)
 		mv_after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvheadsdone");
 		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, M, ci64(G, 1), ""), one, rest);
 		llvm.LLVMPositionBuilderAtEnd(B, one);
-		LLVMValueRef vals[8] = {
+		Node *ops[8], *other[8];
+		int first[8];
+		int nepi = mm_epilogue(F, n, ops, other, first);
+		LLVMValueRef vals[8 + 8] = {
 			llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bn), G->i64, ""),
 			llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), K, Nn, bv ? dimv(F, bv, bv->rank - 1) : Nn, sb[0],
 			bstart ? bstart : ci64(G, 0),
 		};
+		for (int i = 0; i < nepi; i++)
+			vals[8 + i] = other[i] && !scalar_of_consts(other[i], 0)
+			                  ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "") : ci64(G, 0);
 		Fn T;
-		LLVMValueRef got[8];
-		Task tk = task_begin(F, &T, "mv", vals, 8, got);
+		LLVMValueRef got[8 + 8];
+		Task tk = task_begin(F, &T, "mv", vals, 8 + nepi, got);
 		LLVMTypeRef ept = llvm.LLVMPointerType(elem_t(G, dt), 0);
 		T.ptr[a->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "a");
 		T.ptr[bn->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "b");
 		T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[2], ept, "c");
-		Loop lt, lz, lk, lj;
+		for (int i = 0; i < nepi; i++)
+			if (other[i] && !scalar_of_consts(other[i], 0))
+				T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i],
+				                                             llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
+		Loop lt;
 		LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-		LLVMValueRef ta = imul(G, t, got[3]), tb0 = iadd(G, got[7], imul(G, t, got[6])), to = imul(G, t, got[4]);
-		LLVMValueRef z = loop_to(&T, &lz, got[4]);
-		store_at(&T, n, iadd(G, to, z), fconst(G, dt, 0));
-		loop_end(&T, &lz);
-		LLVMValueRef kk = loop_to(&T, &lk, got[3]);
-		LLVMValueRef aik = load_at(&T, a, iadd(G, ta, kk));
-		LLVMValueRef brow = elem_off(G, tb0, kk, got[5]);
-		LLVMValueRef j = loop_to(&T, &lj, got[4]);
-		LLVMValueRef oidx = iadd(G, to, j);
-		LLVMValueRef prod = llvm.LLVMBuildFMul(B, aik, load_at(&T, bn, iadd(G, brow, j)), "");
-		store_at(&T, n, oidx, llvm.LLVMBuildFAdd(B, load_at(&T, n, oidx), prod, ""));
-		loop_end(&T, &lj);
-		loop_end(&T, &lk);
+		LLVMValueRef to = imul(G, t, got[4]);
+		mv_row(&T, n, a, bn, got[3], got[4], got[5], imul(G, t, got[3]), iadd(G, got[7], imul(G, t, got[6])), to);
+		mm_epilogue_rows(&T, n, ci64(G, 0), ci64(G, 1), got[4], to, ci64(G, 0), got[4]);
 		loop_end(&T, &lt);
 		task_end(F, &T, &tk, ci64(G, n->shape[0]));
 		llvm.LLVMBuildBr(B, mv_after);
@@ -670,21 +731,7 @@ void k_matmul(Fn *F, Node *n)
 			after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mvdone");
 			llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, M, ci64(G, 1), ""), one, many);
 			llvm.LLVMPositionBuilderAtEnd(B, one);
-			Node *bn = bv ? bv : b;
-			LLVMValueRef ldb = bv ? dimv(F, bv, bv->rank - 1) : Nn;
-			Loop lz, lk, lj;
-			LLVMValueRef z = loop_to(F, &lz, Nn);
-			store_at(F, n, iadd(G, oo, z), fconst(G, dt, 0));
-			loop_end(F, &lz);
-			LLVMValueRef kk = loop_to(F, &lk, K);
-			LLVMValueRef aik = load_at(F, a, iadd(G, oa, kk));
-			LLVMValueRef brow = elem_off(G, ob, kk, ldb);
-			LLVMValueRef j = loop_to(F, &lj, Nn);
-			LLVMValueRef oidx = iadd(G, oo, j);
-			LLVMValueRef prod = llvm.LLVMBuildFMul(B, aik, load_at(F, bn, iadd(G, brow, j)), "");
-			store_at(F, n, oidx, llvm.LLVMBuildFAdd(B, load_at(F, n, oidx), prod, ""));
-			loop_end(F, &lj);
-			loop_end(F, &lk);
+			mv_row(F, n, a, bv ? bv : b, K, Nn, bv ? dimv(F, bv, bv->rank - 1) : Nn, oa, ob, oo);
 			/* the fused epilogue (scale, causal mask, ...) over the row */
 			mm_epilogue_apply(F, n, ci64(G, 1), Nn, oo, ci64(G, 0), Nn);
 			llvm.LLVMBuildBr(B, after);

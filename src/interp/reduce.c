@@ -28,7 +28,7 @@ Tensor *op_reduce(Node *n, Tensor *x)
 		ice("interp: %s %%%d: %lld outputs for %lld kept elements", op_name(n->op), n->id,
 		    (long long)o->n, (long long)s);
 	Op op = n->op;
-	/* identities; an empty amax/amin gives -inf/+inf (NumPy raises) */
+	/* identities; lowering refuses an empty amax/amin/mean with result elements */
 	for (int64_t k = 0; k < o->n; k++) {
 		if (o->f)
 			o->f[k] = op == OP_AMAX ? -INFINITY : op == OP_AMIN ? INFINITY : 0.0;

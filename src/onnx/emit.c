@@ -158,15 +158,13 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		buf_puts(&ty, "]");
 		Val *v = new_val(c, vi->name, (DType)dt, (int)sp->n_dim, shape);
-		int64_t nz[MAX_RANK];
-		for (int d = 0; d < v->rank; d++)
-			nz[d] = shape[d] ? shape[d] : 1; /* an empty input is an error only where it is used */
-		if (check_shape(c, v->rank, nz) < 0) {
+		if (check_shape(c, v->rank, shape) < 0) {
 			buf_free(&ty);
 			buf_free(&sig);
 			return -1;
 		}
 		v->is_input = 1;
+		v->ot = ot;
 		v->id = make_id(c, vi->name, "in_");
 		buf_printf(&sig, "%s%s: %s", nargs ? ", " : "", v->id, ty.s);
 		if (ot != OT_FLOAT && ot != OT_DOUBLE && ot != OT_INT32 && ot != OT_INT64 && ot != OT_BOOL)
@@ -176,14 +174,14 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		nargs++;
 	}
 	/* nodes */
-	int *lngrp = find_layernorms(g);
+	PatMark *pat = find_patterns(g);
 	for (size_t k = 0; k < g->n_node; k++) {
 		c->node = g->node[k];
 		c->node_index = (int)k;
 		if (c->plan && c->plan->seg_at[k] >= 0)
 			seg_begin(c, c->plan->seg_at[k]);
-		int fused = 0, kind = lngrp[k] >= 0 ? 1 : lngrp[k] <= -2 ? 2 : 0;
-		int gend = kind == 1 ? lngrp[k] : kind == 2 ? -lngrp[k] - 2 : -1;
+		int fused = 0, kind = pat[k].kind;
+		int gend = kind ? pat[k].last : -1;
 		if (kind) {
 			/* the pattern's constants first, then the pattern as one node */
 			for (int j = (int)k + 1; j <= gend && !c->failed; j++)
@@ -193,7 +191,7 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 					if (translate_node(c, g->node[j]) < 0 && !c->failed)
 						node_err(c, 0, "cannot translate");
 				}
-			fused = c->failed ? -1 : kind == 1 ? try_layernorm(c, g, (int)k) : try_gelu_tanh(c, g, (int)k);
+			fused = c->failed ? -1 : try_pattern(c, g, (int)k, &pat[k]);
 			if (!fused) {
 				/* translate them one by one after all (the constants are done) */
 				for (int j = (int)k; j <= gend && fused >= 0; j++) {
@@ -210,7 +208,7 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		if (fused < 0 || (!fused && translate_node(c, g->node[k]) < 0)) {
 			buf_free(&sig);
-			free(lngrp);
+			free(pat);
 			if (!c->failed)
 				node_err(c, 0, "cannot translate");
 			return -1;
@@ -227,11 +225,11 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 			seg_end(c, c->plan->seg_end[k]);
 		if (c->failed) {
 			buf_free(&sig);
-			free(lngrp);
+			free(pat);
 			return -1;
 		}
 	}
-	free(lngrp);
+	free(pat);
 	c->node = NULL;
 	/* outputs */
 	if (!g->n_output) {

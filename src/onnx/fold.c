@@ -16,10 +16,8 @@ int check_shape(Ctx *c, int rank, const int64_t *shape)
 	}
 	int64_t n = 1;
 	for (int k = 0; k < rank; k++) {
-		if (shape[k] == 0) {
-			node_err(c, 1, "a tensor with no elements (dimension %d is 0) is not supported", k);
-			return -1;
-		}
+		if (shape[k] == 0)
+			continue; /* no elements: Nest has empty tensors; the other dims stay bounded */
 		if (shape[k] < 0 || shape[k] > ((int64_t)1 << 40) || n > ((int64_t)1 << 40) / shape[k]) {
 			node_err(c, 0, "dimension %d is out of range (%lld)", k, (long long)shape[k]);
 			return -1;
@@ -152,14 +150,21 @@ static const char *ext_ref(Ctx *c, Val *v, const char *id)
 	return e->ph;
 }
 
+/* Names known value v by a `let` of the expression in b (freed). */
+static const char *let_known(Ctx *c, Val *v, Buf *b)
+{
+	v->id = make_id(c, v->name, "c_");
+	buf_printf(&c->body, "  let %s = %s\n", v->id, b->s);
+	buf_free(b);
+	if (c->rmode && !is_inner(c, v))
+		vec_push(&c->inner, v); /* its name is the segment's */
+	return v->id;
+}
+
 /* The Nest expression of v, making it a literal, a full() or a param when
  * it is a known value not yet named. */
 const char *ref(Ctx *c, Val *v)
 {
-	if (v->n == 0 && !v->known) {
-		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
-		return "__empty__";
-	}
 	if (c->rmode) {
 		if (v == c->rin)
 			return "@X@";
@@ -175,8 +180,12 @@ const char *ref(Ctx *c, Val *v)
 		return "__broken__";
 	}
 	if (v->n == 0) {
-		node_err(c, 1, "'%.200s' has no elements: a tensor with no elements is not supported", v->name);
-		return "__empty__";
+		/* no element to write: an empty tensor of its shape */
+		Buf b = {0};
+		buf_printf(&b, "%s(zeros(", dtype_name(v->dt));
+		shape_text(&b, v->rank, v->shape);
+		buf_puts(&b, "))");
+		return let_known(c, v, &b);
 	}
 	if (v->lazy && v->raw && raw_splat(v))
 		val_decode(v); /* a splat: full() below, as when it was read at once */
@@ -213,14 +222,8 @@ const char *ref(Ctx *c, Val *v)
 			b = (Buf){0};
 		}
 	}
-	if (b.s) {
-		v->id = make_id(c, v->name, "c_");
-		buf_printf(&c->body, "  let %s = %s\n", v->id, b.s);
-		buf_free(&b);
-		if (c->rmode && !is_inner(c, v))
-			vec_push(&c->inner, v); /* its name is the segment's */
-		return v->id;
-	}
+	if (b.s)
+		return let_known(c, v, &b);
 	int rm = c->rmode;
 	c->rmode = 0;
 	v->id = make_id(c, v->name, "c_");
@@ -317,12 +320,7 @@ int def_list(Ctx *c, NodeIO *io, int k, DType dt, int rank, const int64_t *shape
 /* A new known value for output k (filled by the caller). */
 Val *def_known(Ctx *c, NodeIO *io, int k, DType dt, int rank, const int64_t *shape)
 {
-	/* a known value may have no elements (empty axes, the shape of a 0-d
-	 * tensor); one that is needed as a tensor may not (ref) */
-	int64_t nz[MAX_RANK];
-	for (int j = 0; j < rank && j < MAX_RANK; j++)
-		nz[j] = shape[j] ? shape[j] : 1;
-	if (check_shape(c, rank, nz) < 0)
+	if (check_shape(c, rank, shape) < 0)
 		return NULL;
 	Val *v = new_val(c, out_name(io, k), dt, rank, shape);
 	val_alloc(v);

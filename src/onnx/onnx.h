@@ -18,7 +18,7 @@
  * The files, one phase each, call downwards only: wire.c (the model
  * unpacked, its weights left in the file) <- read.c (values, tensors
  * from the file) <- fold.c (values as Nest text) <- ops_shape.c, ops_nn.c,
- * ops_conv.c <- ops.c (dispatch) <- outline.c (repeated layers) <- emit.c
+ * ops_conv.c, patterns.c <- ops.c (dispatch) <- outline.c (repeated layers) <- emit.c
  * (the driver). This header declares what one file uses of another, in a
  * section per owning file. */
 #ifndef NESTC_ONNX_H
@@ -65,6 +65,9 @@ typedef struct Val {
 	Onnx__TensorProto *src; /* the TensorProto raw points into, or NULL */
 	unsigned char *rawbuf;  /* external data read for it (owned), or NULL */
 	int shape_use;  /* (input) used where a value must be known */
+	int ot;         /* its ONNX dtype where known (inputs, initializers, a Cast to
+	                 * float16 or bfloat16), else 0: the Nest one holds several
+	                 * (bfloat16 in f32), and CastLike's target needs the ONNX one */
 } Val;
 
 typedef struct WEntry {
@@ -272,9 +275,19 @@ int tr_argmax(Ctx *c, NodeIO *io);
 int tr_softmax(Ctx *c, NodeIO *io);
 int tr_layernorm(Ctx *c, NodeIO *io);
 int tr_batchnorm(Ctx *c, NodeIO *io);
-int *find_layernorms(Onnx__GraphProto *g);
-int try_gelu_tanh(Ctx *c, Onnx__GraphProto *g, int k);
-int try_layernorm(Ctx *c, Onnx__GraphProto *g, int k);
+
+/* ------------------------------------------------------------------ patterns.c: multi-node patterns as one builtin */
+
+enum { PAT_NONE, PAT_LAYERNORM, PAT_GELU_TANH, PAT_GELU_ERF };
+/* Per node: the pattern starting there (kind PAT_NONE: none) and its last
+ * node; the nodes between are the pattern's and Constant nodes. */
+typedef struct PatMark {
+	int kind, last;
+} PatMark;
+PatMark *find_patterns(Onnx__GraphProto *g);
+/* The pattern at node k as one builtin: 1 if done, 0 when its values do not
+ * fit (translate the nodes one by one), -1 after an error. */
+int try_pattern(Ctx *c, Onnx__GraphProto *g, int k, const PatMark *m);
 
 /* ------------------------------------------------------------------ ops_conv.c: convolution and pooling */
 

@@ -215,25 +215,37 @@ static int tr_cast(Ctx *c, NodeIO *io, int to)
 	int dt = onnx_nest_dtype(to);
 	if (dt < 0)
 		return node_err(c, 1, "cast to %s is not supported", onnx_dtype_name(to)), -1;
+	/* bfloat16 is held in f32, rounded to its 8 bits of significand (ties to
+	 * even), so that later ops see the value a bfloat16 has */
+	int bf16 = to == OT_BFLOAT16;
+	Val *o;
 	if (a->known) {
-		Val *o = def_known(c, io, 0, (DType)dt, a->rank, a->shape);
+		o = def_known(c, io, 0, (DType)dt, a->rank, a->shape);
 		if (!o)
 			return -1;
 		for (int64_t k = 0; k < a->n; k++) {
 			if (a->f && !o->f)
 				kseti(o, k, isnan(a->f[k]) ? 0 : (int64_t)a->f[k]);
+			else if (bf16)
+				kset(o, k, round_bf16(a->f ? (float)a->f[k] : (float)a->i[k]));
 			else if (a->f)
 				kset(o, k, a->f[k]);
 			else
 				kseti(o, k, a->i[k]);
 		}
-		return 0;
-	}
-	if ((DType)dt == a->dt) {
+	} else if (bf16) {
+		const char *x = ref(c, a);
+		o = def(c, io, 0, DT_F32, a->rank, a->shape, a->dt == DT_F32 ? "round_bf16(%s)" : "round_bf16(f32(%s))", x);
+	} else if ((DType)dt == a->dt) {
 		alias(c, io, 0, a);
 		return 0;
+	} else {
+		o = def(c, io, 0, (DType)dt, a->rank, a->shape, "%s(%s)", dtype_name((DType)dt), ref(c, a));
 	}
-	return def(c, io, 0, (DType)dt, a->rank, a->shape, "%s(%s)", dtype_name((DType)dt), ref(c, a)) ? 0 : -1;
+	if (!o)
+		return -1;
+	o->ot = to == OT_BFLOAT16 || to == OT_FLOAT16 ? to : 0;
+	return 0;
 }
 
 static int tr_clip(Ctx *c, NodeIO *io)
@@ -293,7 +305,7 @@ static int tr_castlike(Ctx *c, NodeIO *io)
 	Val *t = in_(io, 1);
 	if (!t)
 		return node_err(c, 0, "needs target_type"), -1;
-	return tr_cast(c, io, nest_to_onnx(t->dt));
+	return tr_cast(c, io, t->ot ? t->ot : nest_to_onnx(t->dt));
 }
 
 static int tr_cast_to(Ctx *c, NodeIO *io)

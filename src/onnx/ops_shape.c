@@ -404,8 +404,8 @@ int tr_split(Ctx *c, NodeIO *io)
 	}
 	int64_t off = 0;
 	for (int k = 0; k < no; k++) {
-		if (parts[k] <= 0) {
-			node_err(c, 1, "a split part with no elements is not supported");
+		if (parts[k] < 0) {
+			node_err(c, 0, "split part %d has %lld elements", k, (long long)parts[k]);
 			goto done;
 		}
 		if (take_positions(c, io, k, a, ax, parts[k], off, 1) < 0)
@@ -485,8 +485,6 @@ int tr_slice(Ctx *c, NodeIO *io)
 			e = e < -1 ? -1 : (e > d - 1 ? d - 1 : e);
 			cnt = s > e ? (s - e + (-p) - 1) / (-p) : 0;
 		}
-		if (cnt == 0)
-			return node_err(c, 1, "a slice with no elements is not supported"), -1;
 		NodeIO sub = *io;
 		Onnx__NodeProto fake = *io->n;
 		char *outs[1];
@@ -707,9 +705,9 @@ int tr_range(Ctx *c, NodeIO *io)
 	if (st == 0)
 		return node_err(c, 0, "delta is 0"), -1;
 	double cnt = ceil((b - a) / st);
-	if (cnt < 1)
-		return node_err(c, 1, "an empty range is not supported"), -1;
-	if (cnt > 1e9)
+	if (cnt < 0)
+		cnt = 0; /* an empty range */
+	if (!(cnt <= 1e9)) /* NaN too */
 		return node_err(c, 0, "a range of %g elements", cnt), -1;
 	int64_t n = (int64_t)cnt;
 	Val *o = def_known(c, io, 0, s->dt, 1, &n);

@@ -620,10 +620,10 @@ OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
 	}
 	int *cut = xcalloc((size_t)n + 1, sizeof *cut), *who = xcalloc((size_t)n + 1, sizeof *who), ncut = 0;
 	int64_t cc = 0, ss = 0;
-	int *lngrp = find_layernorms(g);
+	PatMark *pat = find_patterns(g);
 	char *inside = xcalloc((size_t)n + 2, 1); /* cut positions within a fused pattern */
 	for (int i = 0; i < n; i++) {
-		int e = lngrp[i] >= 0 ? lngrp[i] : lngrp[i] <= -2 ? -lngrp[i] - 2 : -1;
+		int e = pat[i].kind ? pat[i].last : -1;
 		for (int j = i + 1; j <= e; j++)
 			inside[j] = 1;
 	}
@@ -657,7 +657,7 @@ OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
 			p = NULL;
 		}
 	}
-	free(lngrp);
+	free(pat);
 	free(inside);
 	free(cnt);
 	free(sum);

@@ -519,6 +519,7 @@ Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base
 		n *= shape[k];
 	}
 	Val *v = new_val(c, name, (DType)dt, (int)t->n_dims, shape);
+	v->ot = ot;
 	int es = elem_size(ot);
 	int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 	/* the data in the model must match the shape before anything is sized by

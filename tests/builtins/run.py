@@ -1576,7 +1576,104 @@ export fn f(x: f32[2, 5, 24], w: f32[40, 24], w2: f32[24, 40], b: f32[40], r: f3
     O("plain", d(fx) @ d(fw2)),
 ])
 
+# --- round_bf16: ONNX's Cast to bfloat16, held in f32 ------------------------------------
+
+
+def bf16_ref(x):
+    """The nearest bfloat16 of each float32, ties to even, from the bits; NaN stays."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), np.float32(np.nan), r)
+
+
+bfx = np.concatenate([uni((40,), -4, 4), randn((20,)) * np.float32(1e-39), np.array([
+    1.00390625, 1.01171875, -1.00390625, -1.01171875,  # ties: to even (down, up)
+    1.0 + 2 ** -8 + 2 ** -20, 3.3895314e38, 3.3961e38, 3.4e38, -3.4e38,  # above a tie; the largest; to inf
+    np.finfo(np.float32).max, 1e-45, -0.0, 0.0, np.inf, -np.inf, np.nan], np.float32)]).astype(np.float32)
+with np.errstate(over="ignore"):  # 3 * 3.39e38 is inf, as in the program
+    bfx3 = bf16_ref(bf16_ref(bfx) * np.float32(3.0))
+case("round_bf16", """
+export fn f(x: f32[76]) -> (f32[76], f32[76], f32) {
+  return round_bf16(x), round_bf16(round_bf16(x) * 3.0), round_bf16(1.01171875)
+}
+""", dict(x=bfx), [
+    O("values", bf16_ref(bfx), tol=0.0), O("twice", bfx3, tol=0.0),
+    O("compile_time", np.float32(1.015625), tol=0.0),
+])
+
+# --- tensors with no elements (a dimension of 0) -----------------------------------------
+
+z03 = np.zeros((0, 3), np.float32)
+w34 = uni((3, 4))
+x30 = np.zeros((3, 0), np.float32)
+y04 = np.zeros((0, 4), np.float32)
+case("zero_size_elementwise_matmul", """
+export fn f(x: f32[0, 3], w: f32[3, 4], a: f32[3, 0], b: f32[0, 4], v: f32[3]) -> (f32[0, 4], f32[3, 4], f32[0, 3], f32[0, 3], f32[0, 3], f32[3, 0], f32[0, 3]) {
+  return x @ w, a @ b, exp(x) * 2.0 + 1.0, x + v, where(x > 0.0, x, v), transpose(x, [1, 0]), relu(x) - x
+}
+""", dict(x=z03, w=w34, a=x30, b=y04, v=uni((3,))), [
+    O("matmul_m0", np.zeros((0, 4))), O("matmul_k0", np.zeros((3, 4)), tol=0.0),
+    O("unary", np.zeros((0, 3))), O("broadcast", np.zeros((0, 3))), O("where", np.zeros((0, 3))),
+    O("transpose", np.zeros((3, 0))), O("relu", np.zeros((0, 3))),
+])
+case("zero_size_reductions", """
+export fn f(x: f32[0, 3], i: i32[4, 0]) -> (f32[3], f32[0], f32, f32[1, 3], i32[4], i32, f32[0, 3], f32[0, 3]) {
+  return sum(x, axis=0), sum(x, axis=1), sum(x), sum(x, axis=0, keepdim=true), sum(i, axis=1), sum(i), softmax(x, axis=0), cumsum(x, 0)
+}
+""", dict(x=z03, i=np.zeros((4, 0), np.int32)), [
+    O("sum_empty_axis", np.zeros(3), tol=0.0), O("sum_kept_axis", np.zeros(0)),
+    O("sum_all", np.float32(0), tol=0.0), O("sum_keepdim", np.zeros((1, 3)), tol=0.0),
+    O("sum_i32", np.zeros(4), "i32"), O("sum_i32_all", np.int32(0), "i32"),
+    O("softmax", np.zeros((0, 3))), O("cumsum", np.zeros((0, 3))),
+])
+case("zero_size_no_output_elements", """
+export fn f(x: f32[0, 3], y: f32[2, 0]) -> (f32[0], f32[0], f32[0], i64[0], f32[2, 0], f32[2, 0]) {
+  return amax(x, axis=1), amin(x, axis=1), mean(x, axis=1), argmax(x, axis=1), layernorm(y, zeros([0]), zeros([0])), softmax(y)
+}
+""", dict(x=z03, y=np.zeros((2, 0), np.float32)), [
+    O("amax", np.zeros(0)), O("amin", np.zeros(0)), O("mean", np.zeros(0)), O("argmax", np.zeros(0), "i64"),
+    O("layernorm", np.zeros((2, 0))), O("softmax", np.zeros((2, 0))),
+])
+zx = uni((4, 3))
+case("zero_size_shape_ops", """
+export fn f(x: f32[4, 3], e: f32[0, 3]) -> (f32[0, 3], f32[4, 0], f32[4, 3], f32[0, 2, 3], f32[0], f32[3, 0], f32[0, 3], f32[0, 3], f32[0, 1, 3], i64[0], f32[2, 0]) {
+  return x[2:2], x[:, 1:1], concat([x, e], axis=0), reshape(e, [-1, 2, 3]), reshape(e, [0]), transpose(e, [1, 0]), expand(x[0:1], [0, 3]), e[0:0] * 2.0, unsqueeze(e, 1), arange(0), zeros([2, 0])
+}
+""", dict(x=zx, e=z03), [
+    O("slice_rows", np.zeros((0, 3))), O("slice_cols", np.zeros((4, 0))),
+    O("concat_empty", zx, tol=0.0), O("reshape_infer", np.zeros((0, 2, 3))),
+    O("reshape_flat", np.zeros(0)), O("transpose", np.zeros((3, 0))),
+    O("expand_to_0", np.zeros((0, 3))), O("slice_empty", np.zeros((0, 3))),
+    O("unsqueeze", np.zeros((0, 1, 3))), O("arange0", np.zeros(0), "i64"), O("zeros", np.zeros((2, 0))),
+])
+case("zero_size_index", """
+export fn f(x: f32[4, 3], i: i32[0], e: f32[0, 3], j: i64[2, 0]) -> (f32[0, 3], f32[2, 0, 3], f32[0, 3], f32[0]) {
+  return x[i], x[j], e[i], x[1][i]
+}
+""", dict(x=zx, i=np.zeros(0, np.int32), e=z03, j=np.zeros((2, 0), np.int64)), [
+    O("gather_empty_index", np.zeros((0, 3))), O("gather_2d_empty_index", np.zeros((2, 0, 3))),
+    O("gather_from_empty", np.zeros((0, 3))), O("gather_1d", np.zeros(0)),
+])
+case("zero_size_nn", """
+export fn f(x: f32[0, 3, 4, 4], y: f32[0, 3], z: f32[2, 0], w: f32[5, 3, 3, 3]) -> (f32[0], f32[0, 0], i64[0, 0], f32[0, 3, 2, 2], f32[0, 3, 2, 2], f32[0, 5, 2, 2], f32[2, 0], f32[0, 3, 1, 1]) {
+  let v, i = topk(y, 0, axis=1)
+  return amax(y, axis=1), v, i, max_pool2d(x, 2), avg_pool2d(x, 2), conv2d(x, w, zeros([5])), rmsnorm(z, zeros([0])), global_avg_pool2d(x)
+}
+""", dict(x=np.zeros((0, 3, 4, 4), np.float32), y=z03, z=np.zeros((2, 0), np.float32), w=uni((5, 3, 3, 3))), [
+    O("amax_no_rows", np.zeros(0)), O("topk_k0_values", np.zeros((0, 0))), O("topk_k0_indices", np.zeros((0, 0)), "i64"),
+    O("max_pool_batch0", np.zeros((0, 3, 2, 2))), O("avg_pool_batch0", np.zeros((0, 3, 2, 2))),
+    O("conv_batch0", np.zeros((0, 5, 2, 2))), O("rmsnorm", np.zeros((2, 0))), O("global_pool", np.zeros((0, 3, 1, 1))),
+])
+error_case("zero_size_gather_from_empty_table", """
+export fn f(e: f32[0, 3], i: i32[1]) -> f32[1, 3] {
+  return e[i]
+}
+""", dict(e=z03, i=np.zeros(1, np.int32)), 1, "index 0 >= 0")
+
+
 # ----------------------------------------------------------------------------- running
+
+
 
 
 def np_dtype_name(dt):

@@ -2036,6 +2036,32 @@ def math_erf_sweep():
     return single("math.erf_sweep_ulp", fn)
 
 
+# round_bf16 compiled (an integer add and mask on the bits, codegen/elementwise.c) over the
+# whole float range: every 4093rd bit pattern and the special values, bit for bit against
+# NumPy's nearest bfloat16, ties to even; NaN stays NaN.
+@check("math.round_bf16_sweep")
+def math_round_bf16_sweep():
+    def fn():
+        x = np.concatenate([erf_sweep_inputs(), np.array([1.00390625, 1.01171875, -1.00390625, 3.3961e38, 3.3895314e38],
+                                                          np.float32)])
+        src = "export fn forward(x: f32[%d]) -> f32[%d] {\n  return round_bf16(x)\n}\n" % (len(x), len(x))
+        m = region_model("math.round_bf16", src, {"x": x})
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        g = run_compiled(m, out)[0]
+        u = x.view(np.uint32).astype(np.uint64)
+        want = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32)
+        nan = np.isnan(x)
+        if not np.array_equal(np.isnan(g), nan):
+            raise Fail("NaN where the input is %s" % ("not NaN" if np.isnan(g[~nan]).any() else "NaN but not out"))
+        bad = np.flatnonzero(g.view(np.uint32)[~nan] != want[~nan])
+        if len(bad):
+            i = bad[0]
+            raise Fail("%d differ; x=%r: got %r, expected %r" % (len(bad), float(x[~nan][i]), float(g[~nan][i]),
+                                                                float(want[~nan][i:i + 1].view(np.float32)[0])))
+    return single("math.round_bf16_sweep_bits", fn)
+
+
 # ----------------------------------------------------------------------------- 3c. upsampling (issue #10)
 
 

@@ -64,8 +64,16 @@ LCFG = "-D L=2 -D D=64 -D H=4 -D KVH=2 -D F=128 -D V=256 -D CTX=64".split()
 PROMPT = [str(t) for t in [5, 17, 3, 99, 42, 7, 7, 200, 13, 1, 0, 255, 64, 31, 8, 150]]
 
 with tempfile.TemporaryDirectory() as work:
-    for name, model, cfg, mac in (("gpt2", GPT2, GCFG, ["-DMODEL=gpt2", "-DMODEL_UP=GPT2"]),
-                                  ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"])):
+    # the long ones decode at positions where a step's attention rows are
+    # 61..68 and 251..260 long: the row kernels' 4-vector tiles, their tails,
+    # and the rows of 256 and more streamed through memory (codegen/matmul.c)
+    GMAC = ["-DMODEL=gpt2", "-DMODEL_UP=GPT2"]
+    LONG = "-D L=1 -D D=64 -D H=2 -D V=256 -D CTX=320 -D S=16".split()
+    for name, model, cfg, mac, prompt, steps in (
+            ("gpt2", GPT2, GCFG, GMAC, PROMPT, 32),
+            ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
+            ("gpt2_ctx320_p60", GPT2, LONG, GMAC, [str((i * 37 + 11) % 256) for i in range(60)], 8),
+            ("gpt2_ctx320_p250", GPT2, LONG, GMAC, [str((i * 53 + 5) % 256) for i in range(250)], 10)):
         d = os.path.join(work, name)
         os.mkdir(d)
         try:
@@ -75,8 +83,8 @@ with tempfile.TemporaryDirectory() as work:
             assert r.returncode == 0, r.stderr
             exe = os.path.join(d, "generate")
             link(os.path.join(ROOT, "scripts", "generate.c"), os.path.join(d, "out"), exe, mac)
-            r = sh(["/usr/bin/python3", os.path.join(HERE, "check_generate.py"), NESTC, model, exe, w, d, "32",
-                    " ".join(cfg)] + PROMPT)
+            r = sh(["/usr/bin/python3", os.path.join(HERE, "check_generate.py"), NESTC, model, exe, w, d, str(steps),
+                    " ".join(cfg)] + prompt)
             result(r.returncode == 0, name + ".generate_vs_interpreter", (r.stdout + r.stderr).strip())
         except Exception as e:  # a failed build is this check's failure
             result(False, name + ".generate_vs_interpreter", str(e))
