@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
-Run: run.py NESTC [--rounds N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
+Run: run.py NESTC [--rounds N] [--procs N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
      SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, matmul, resnet, resnet18,
               bert, vit, resnet50, conv3x3, onnx
      (all by default); PEER: ort, torch, sgemm
@@ -20,6 +20,11 @@ the other and then asked in turn, A B C D A B C D ..., for --rounds rounds (>= 2
 the quick sections go on for more rounds within a time budget, up to 5 times as many),
 so that the machine's drift hits all of them alike; each forward is timed inside its
 server (clock_gettime, process.hrtime, perf_counter_ns) and the median is quoted.
+The rounds are shared out over --procs fresh processes of each runtime (default 3),
+one set after the other, and the median is over all their runs: on this virtual
+machine one process of a binary can run 15-20% slower than another of the same
+binary for its whole life (where its memory landed), which one process per runtime
+would take for a difference between runtimes.
 K is chosen per server so that a turn lasts about TURN_S seconds. Between turns the
 driver waits until the previous server uses no more CPU (its spinning threads have
 gone idle; OpenBLAS's spin for about 0.1 s).
@@ -83,6 +88,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 from common import GPT2_SHAPE, GPT2_SMALL, log  # noqa: E402
 from core import BenchCore  # noqa: E402
 from sections_cnn import CNNSections  # noqa: E402
@@ -102,12 +108,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("nestc")
     ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
+    ap.add_argument("--procs", type=int, default=3,
+                    help="fresh processes of each runtime the rounds are shared out over (default 3)")
     ap.add_argument("--only", default=",".join(SECTIONS))
     ap.add_argument("--skip", default="", help="peers to leave out: ort,torch,sgemm")
     ap.add_argument("--work", help="folder for models and builds (default: NESTC's folder/bench)")
     ap.add_argument("--peak1", type=float, help="FMA peak GFLOP/s at 1 thread (default: measured, bench/peak.c)")
     ap.add_argument("--peak2", type=float, help="FMA peak GFLOP/s at 2 threads (default: measured)")
     args = ap.parse_args()
+    common.PROCS = max(1, args.procs)
     sections = args.only.split(",")
     bad = set(p for p in args.skip.split(",") if p) - {"ort", "torch", "sgemm"}
     if bad:
@@ -134,8 +143,9 @@ def main():
                               if "sgemm" not in b.why_not else "unavailable: " + b.why_not["sgemm"]))
     print("- method: every runtime in its own process, warmed up, then runs interleaved A B A B ... over at least "
           "%d rounds (the quick sections go on for up to 5 times as many within a time budget), K runs per turn, "
-          "median of all runs; FLOPs = 2*M*N*K per matrix product (attention and LM head included), "
-          "2*O*I*k*k*OH*OW per convolution; outputs against the model in float64 PyTorch" % args.rounds)
+          "the rounds shared out over %d fresh processes of each runtime (a process's speed depends on where its "
+          "memory landed), median of all runs; FLOPs = 2*M*N*K per matrix product (attention and LM head included), "
+          "2*O*I*k*k*OH*OW per convolution; outputs against the model in float64 PyTorch" % (args.rounds, common.PROCS))
     sys.stdout.flush()
     for sec in sections:
         log("section %s" % sec)
