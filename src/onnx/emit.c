@@ -454,7 +454,7 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 				if (!segs->key[k])
 					segs->key[k] = xstrdup("");
 			ctx_free(&c1);
-			plan = ok ? choose_regions(segs) : NULL;
+			plan = ok ? choose_regions(segs, m->graph) : NULL;
 			plan_free(segs);
 		}
 	}

@@ -309,7 +309,7 @@ void group_params(Ctx *c, char **regions, char **body);
 OPlan *plan_from_calls(Ctx *c0, Expanded *e, int nnodes);
 OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g);
 void plan_index(OPlan *p);
-OPlan *choose_regions(OPlan *p);
+OPlan *choose_regions(OPlan *p, Onnx__GraphProto *g);
 
 /* ------------------------------------------------------------------ emit.c: the driver */
 

@@ -687,7 +687,34 @@ void plan_index(OPlan *p)
 /* From the probe's keys: the group length L whose consecutive repeats cover
  * the most nodes; each repeat of the group becomes one segment of a new plan,
  * assigned to the region of its key. NULL when nothing repeats. */
-OPlan *choose_regions(OPlan *p)
+/* How many times segments [i, i + L) repeat back to back from i. */
+static int group_runs(OPlan *p, int i, int L)
+{
+	int m = p->nseg, runs = 1;
+	for (;;) {
+		int j = i + runs * L, eq = j + L <= m;
+		for (int t = 0; eq && t < L; t++)
+			eq = *p->key[i + t] && !strcmp(p->key[i + t], p->key[j + t]) && p->end[j + t - 1] == p->start[j + t];
+		if (!eq)
+			return runs;
+		runs++;
+	}
+}
+
+/* Whether segment i is one elementwise activation node. */
+static int lone_activation(Onnx__GraphProto *g, OPlan *p, int i)
+{
+	static const char *const acts[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish"};
+	if (p->end[i] - p->start[i] != 1)
+		return 0;
+	const char *op = g->node[p->start[i]]->op_type;
+	for (size_t k = 0; k < sizeof acts / sizeof *acts; k++)
+		if (op && !strcmp(op, acts[k]))
+			return 1;
+	return 0;
+}
+
+OPlan *choose_regions(OPlan *p, Onnx__GraphProto *g)
 {
 	int m = p->nseg, bestL = 0, bestcov = 0;
 	for (int L = 1; L <= m / 2; L++) {
@@ -732,18 +759,18 @@ OPlan *choose_regions(OPlan *p)
 	q->rnodes = xcalloc((size_t)m, sizeof(int));
 	char **bkey = xcalloc((size_t)m, sizeof(char *));
 	for (int i = 0; i + 2 * L <= m;) {
-		int runs = 1;
-		for (;;) {
-			int j = i + runs * L, eq = j + L <= m;
-			for (int t = 0; eq && t < L; t++)
-				eq = *p->key[i + t] && !strcmp(p->key[i + t], p->key[j + t]) && p->end[j + t - 1] == p->start[j + t];
-			if (!eq)
-				break;
-			runs++;
-		}
+		int runs = group_runs(p, i, L);
 		if (runs < 2) {
 			i++;
 			continue;
+		}
+		/* a group that starts with a lone activation (the previous block's
+		 * Add -> Relu, cut between them) starts one segment later when it
+		 * repeats as often there: the activation then ends each region, where
+		 * the block's last convolution or matmul applies it */
+		if (L > 1 && lone_activation(g, p, i) && i + 1 + 2 * L <= m && group_runs(p, i + 1, L) >= runs) {
+			i++;
+			runs = group_runs(p, i, L);
 		}
 		/* the group's key: its segments' keys */
 		Buf k = {0};

@@ -656,6 +656,43 @@ def outline_checks(nestc, d):
         text = open(nest).read() if r.returncode == 0 else ""
         out.append((tag + ": --no-outline", None if r.returncode == 0 and "@region" not in text
                     else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    # residual blocks that end in Add -> Relu (ResNet's): each region ends with
+    # the relu, where the block's last matmul applies it, not starting with the
+    # previous block's; 4 blocks between a stem and a head, values against NumPy
+    from onnx import helper as H0, TensorProto as TP0
+    rng = np.random.default_rng(3)
+    nodes, inits, ws = [H0.make_node("Relu", ["x"], ["s"])], [], []
+    h = "s"
+    for i in range(4):
+        w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+        ws.append(w)
+        inits.append(numpy_helper.from_array(w, "blocks.%d.weight" % i))
+        nodes += [H0.make_node("MatMul", [h, "blocks.%d.weight" % i], ["m%d" % i]),
+                  H0.make_node("Add", ["m%d" % i, h], ["a%d" % i]),
+                  H0.make_node("Relu", ["a%d" % i], ["r%d" % i])]
+        h = "r%d" % i
+    head = (rng.standard_normal((8, 3)) * 0.3).astype(np.float32)
+    inits.append(numpy_helper.from_array(head, "head.weight"))
+    nodes.append(H0.make_node("MatMul", [h, "head.weight"], ["y"]))
+    path = os.path.join(d, "resblocks.onnx")
+    make_model(path, nodes, [H0.make_tensor_value_info("x", TP0.FLOAT, [4, 8])],
+               [H0.make_tensor_value_info("y", TP0.FLOAT, [4, 3])], inits=inits, opset=17)
+    want = np.maximum(x.astype(np.float64), 0)
+    for w in ws:
+        want = np.maximum(want @ w + want, 0)
+    want = want @ head
+    nest = os.path.join(d, "resblocks.nest")
+    r = run([nestc, "import", path, "-o", nest, "-w", os.path.join(d, "resblocks.safetensors")])
+    text = open(nest).read() if r.returncode == 0 else ""
+    body = text[text.find("fn layer("):text.find("export fn")]
+    ok = (r.returncode == 0 and text.count("@region") == 1 and text.count("= layer(") == 4
+          and "relu(x)" not in body and re.search(r"relu\(\w+\)\n  return \w+\n}", body) is not None)
+    out.append(("outline residual blocks: each region ends with its relu",
+                None if ok else "exit %d: %s\n%s" % (r.returncode, short(r.stderr), text)))
+    yp = os.path.join(d, "ry.npy")
+    r = run([nestc, "run", path, "--input", "x=" + xp, "--output", yp])
+    out.append(("outline residual blocks: values",
+                "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), want)))
     # model-local functions (torch's export_modules_as_functions): each a region
     from onnx import helper as H, TensorProto as TP
     fn = H.make_function("pkg", "Block", ["x", "w", "b"], ["y"],
