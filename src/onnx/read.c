@@ -241,13 +241,27 @@ double kget(const Val *v, int64_t k)
 	return v->f ? v->f[k] : (double)v->i[k];
 }
 
+/* A float as an int64, saturated (NaN is 0): a cast of one out of range is
+ * undefined, and a model may hold any float where an integer is expected
+ * (found by fuzz_onnx: TopK's k as a float of 7e22); callers check the range. */
+static int64_t f2i64(double x)
+{
+	if (x != x)
+		return 0;
+	if (x >= 9223372036854775807.0)
+		return INT64_MAX;
+	if (x <= -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)x;
+}
+
 int64_t kgeti(const Val *v, int64_t k)
 {
 	double f;
 	int64_t i;
 	Val one;
 	v = readable(v, &k, &one, &f, &i);
-	return v->f ? (int64_t)v->f[k] : v->i[k];
+	return v->f ? f2i64(v->f[k]) : v->i[k];
 }
 
 /* Store x into element k, rounded / wrapped to the dtype. */
@@ -258,9 +272,9 @@ void kset(Val *v, int64_t k, double x)
 	else if (v->dt == DT_BOOL)
 		v->i[k] = x != 0;
 	else if (v->dt == DT_I32)
-		v->i[k] = (int32_t)(int64_t)x;
+		v->i[k] = (int32_t)f2i64(x);
 	else
-		v->i[k] = (int64_t)x;
+		v->i[k] = f2i64(x);
 }
 
 void kseti(Val *v, int64_t k, int64_t x)
