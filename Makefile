@@ -56,7 +56,7 @@ RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_wpack.o $(B
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 
-deps:
+deps: $(B)/stamp
 	@sh scripts/deps.sh
 
 # The small GPT-2 of the README: compiled with regions, linked into a C program,
@@ -210,7 +210,11 @@ uninstall:
 $(B)/nestc: $(OBJS) $(RT_IO_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(RT_IO_OBJS) $(LDLIBS)
 
+# The build directory, made once the dependencies are installed: every
+# generated file and object waits for it, so make -j builds nothing before
+# apt-get is done.
 $(B)/stamp:
+	@sh scripts/deps.sh
 	mkdir -p $(B)
 	touch $@
 
@@ -320,7 +324,9 @@ $(B)/npy.o: src/npy.c $(HDRS) $(RT_HDRS) $(B)/stamp
 $(B)/run.o: src/run.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/run.c
 # protoc-c writes onnx.pb-c.[ch] next to its copy of the .proto, in $(B).
-$(B)/onnx.pb-c.c $(B)/onnx.pb-c.h: $(ONNX_PROTO) $(B)/stamp
+# Not a prerequisite: the .proto may not be installed yet when make starts
+# (a fresh machine; scripts/deps.sh installs it first, see $(B)/stamp).
+$(B)/onnx.pb-c.c $(B)/onnx.pb-c.h: $(B)/stamp
 	cp $(ONNX_PROTO) $(B)/onnx.proto
 	cd $(B) && $(PROTOC_C) --c_out=. onnx.proto
 $(B)/onnx.pb-c.o: $(B)/onnx.pb-c.c $(B)/onnx.pb-c.h

@@ -33,6 +33,10 @@ static int spin = 1;            /* threads <= cores: idle workers poll before sl
 static int want = 1;            /* the size asked for (NESTRT_NUM_THREADS or the cores) */
 static int restart;             /* in a forked child: no workers yet */
 
+/* A claim takes a share of what is left (guided scheduling): large runs
+ * while much is left, single tasks at the end, so that a loop of many small
+ * tasks (a copy a channel) does not pay two contended atomics a task, and
+ * the threads still end together. */
 static void run_chunks(uint64_t gen, nestrt_task fn, void *env, int64_t n)
 {
 	in_task = 1;
@@ -40,11 +44,14 @@ static void run_chunks(uint64_t gen, nestrt_task fn, void *env, int64_t n)
 		uint64_t c = __atomic_load_n(&ctr, __ATOMIC_ACQUIRE);
 		if ((c >> 32) != (gen & 0xffffffffu) || (int64_t)(c & 0xffffffffu) >= n)
 			break;
-		if (!__atomic_compare_exchange_n(&ctr, &c, c + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			continue;
 		int64_t i = (int64_t)(c & 0xffffffffu);
-		fn(env, i, i + 1);
-		if (__atomic_add_fetch(&finished, 1, __ATOMIC_ACQ_REL) == n) {
+		int64_t k = (n - i) / (2 * nthreads);
+		if (k < 1)
+			k = 1;
+		if (!__atomic_compare_exchange_n(&ctr, &c, c + (uint64_t)k, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		fn(env, i, i + k);
+		if (__atomic_add_fetch(&finished, k, __ATOMIC_ACQ_REL) == n) {
 			pthread_mutex_lock(&mu);
 			pthread_cond_signal(&done_cv);
 			pthread_mutex_unlock(&mu);

@@ -471,18 +471,12 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	 * stride and start go along after the epilogue's operands */
 	Node *bv = what == MM_BATCH ? F->bview : NULL;
 	int nenv = 8 + nepi + (bv ? 3 : 0);
-	/* with pre-packed panels a task takes a run of them (3 runs a thread,
-	 * as even as can be), so that the next panel it prefetches is its own;
-	 * else a panel a task, which balances the threads best */
+	/* a task a panel: the pool hands out runs of them, shorter towards the
+	 * end (guided), so that the threads finish together; a matrix-vector
+	 * product (a decode step) is paced by memory, and two threads that
+	 * read at different speeds ended up to a sixth of it apart with three
+	 * fixed runs each */
 	LLVMValueRef parts = ntasks;
-	if (what == MM_PANELS && packed) {
-		LLVMValueRef nth = call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0);
-		LLVMValueRef runs = imul(G, llvm.LLVMBuildSExt(B, nth, G->i64, ""), ci64(G, 3));
-		runs = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, runs, ntasks, ""), runs, ntasks, "");
-		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
-		parts = llvm.LLVMBuildSelect(B, have, runs, ntasks, "");
-		ntasks = parts;
-	}
 	LLVMValueRef vals[8 + 8 + 3] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bv ? bv : b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,

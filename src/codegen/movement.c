@@ -50,21 +50,108 @@ void k_slice(Fn *F, Node *n)
 }
 
 /* store: the value (in[1], shaped as n) written into the target (in[0]) in
- * place, from the starts a[k] on. */
+ * place, from the starts a[k] on. The loops over axes [0, rank) of the
+ * value, axis 0 from lo to hi; strides st[0] the value's, st[1] the
+ * target's, base the target's start. */
+static void store_nest(Fn *F, Node *t, Node *v, int rank, LLVMValueRef *dims, LLVMValueRef st[2][MAX_RANK],
+                       LLVMValueRef base, LLVMValueRef lo, LLVMValueRef hi)
+{
+	Gen *G = F->gen;
+	Loop L[MAX_RANK];
+	LLVMValueRef off[2] = {ci64(G, 0), base};
+	for (int k = 0; k < rank; k++) {
+		LLVMValueRef i = k == 0 ? loop_begin(F, &L[k], lo, hi) : loop_to(F, &L[k], dims[k]);
+		off[0] = elem_off(G, off[0], i, st[0][k]);
+		off[1] = elem_off(G, off[1], i, st[1][k]);
+	}
+	store_at(F, t, off[1], load_at(F, v, off[0]));
+	for (int k = rank - 1; k >= 0; k--)
+		loop_end(F, &L[k]);
+}
+
+/* A store of many short runs (a decode step's key, written as a column of
+ * the transposed cache: 768 runs of one float, a cache line each) waits on a
+ * miss a run, and one core keeps only a few in flight (17-25 us a layer):
+ * with 256 runs or more, or 32768 elements, its axis 0 is split over the
+ * pool, where the cores' misses overlap. Everything the tasks need is
+ * computed here and sent along. */
+#define STORE_PAR_RUNS 256
+#define STORE_PAR_ELEMS 32768
+
 void k_store(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
 	Node *t = n->in[0], *v = n->in[1];
-	LLVMValueRef st[2][MAX_RANK], off[2];
+	int rank = n->rank;
+	LLVMValueRef st[2][MAX_RANK], dims[MAX_RANK];
 	strides(F, v, v->rank, NULL, st[0]);
 	strides(F, t, t->rank, NULL, st[1]);
 	LLVMValueRef base = ci64(G, 0);
 	for (int k = 0; k < t->rank; k++)
 		base = elem_off(G, base, attrv(F, n, k), st[1][k]);
-	Nest N;
-	nest_begin(F, &N, n, 2, st, off);
-	store_at(F, t, iadd(G, off[1], base), load_at(F, v, off[0]));
-	nest_end(F, &N);
+	for (int k = 0; k < rank; k++)
+		dims[k] = dimv(F, n, k);
+	int may = rank >= 2 && !F->par_lo;
+	if (may && !node_dynamic(F, n)) {
+		int64_t last = n->shape[rank - 1], numel = shape_numel(rank, n->shape);
+		may = numel > 0 && n->shape[0] > 1 &&
+		      ((last * dtype_size(n->dtype) < 64 && numel / last >= STORE_PAR_RUNS) || numel >= STORE_PAR_ELEMS);
+	}
+	if (!may) {
+		store_nest(F, t, v, rank, dims, st, base, ci64(G, 0), dims[0]);
+		return;
+	}
+	/* on the pool when big, a run of axis 0 a task (up to 16); else here */
+	LLVMValueRef numel = numelv(F, n), last = dims[rank - 1];
+	LLVMValueRef lastb = imul(G, last, ci64(G, dtype_size(n->dtype)));
+	LLVMValueRef runs = idiv(G, numel, llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, last, ci64(G, 1), ""),
+	                                                      ci64(G, 1), last, ""));
+	LLVMValueRef short_runs = llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, lastb, ci64(G, 64), ""),
+	                                           llvm.LLVMBuildICmp(B, LLVMIntSGE, runs, ci64(G, STORE_PAR_RUNS), ""), "");
+	LLVMValueRef big = llvm.LLVMBuildOr(B, short_runs,
+	                                    llvm.LLVMBuildICmp(B, LLVMIntSGE, numel, ci64(G, STORE_PAR_ELEMS), ""), "");
+	LLVMBasicBlockRef pool = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "storepool");
+	LLVMBasicBlockRef here = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "storehere");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "storedone");
+	llvm.LLVMBuildCondBr(B, big, pool, here);
+	llvm.LLVMPositionBuilderAtEnd(B, here);
+	store_nest(F, t, v, rank, dims, st, base, ci64(G, 0), dims[0]);
+	llvm.LLVMBuildBr(B, done);
+	llvm.LLVMPositionBuilderAtEnd(B, pool);
+	LLVMValueRef sixteen = ci64(G, 16);
+	LLVMValueRef ntasks = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, dims[0], sixteen, ""), dims[0], sixteen, "");
+	LLVMValueRef chunk = idiv(G, iadd(G, dims[0], isub(G, ntasks, ci64(G, 1))), ntasks);
+	chunk = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, chunk, ci64(G, 1), ""), ci64(G, 1), chunk, "");
+	ntasks = idiv(G, iadd(G, dims[0], isub(G, chunk, ci64(G, 1))), chunk);
+	/* t, v, base, chunk, then per axis: its size and both strides */
+	LLVMValueRef vals[4 + 3 * MAX_RANK], got[4 + 3 * MAX_RANK];
+	vals[0] = llvm.LLVMBuildPtrToInt(B, nptr(F, t), G->i64, "");
+	vals[1] = llvm.LLVMBuildPtrToInt(B, nptr(F, v), G->i64, "");
+	vals[2] = base;
+	vals[3] = chunk;
+	for (int k = 0; k < rank; k++) {
+		vals[4 + 3 * k] = dims[k];
+		vals[5 + 3 * k] = st[0][k];
+		vals[6 + 3 * k] = st[1][k];
+	}
+	Fn T;
+	Task tk = task_begin(F, &T, "store", vals, 4 + 3 * rank, got);
+	T.ptr[t->id] = llvm.LLVMBuildIntToPtr(B, got[0], llvm.LLVMPointerType(elem_t(G, t->dtype), 0), "t");
+	T.ptr[v->id] = llvm.LLVMBuildIntToPtr(B, got[1], llvm.LLVMPointerType(elem_t(G, v->dtype), 0), "v");
+	LLVMValueRef tdims[MAX_RANK], tst[2][MAX_RANK];
+	for (int k = 0; k < rank; k++) {
+		tdims[k] = got[4 + 3 * k];
+		tst[0][k] = got[5 + 3 * k];
+		tst[1][k] = got[6 + 3 * k];
+	}
+	LLVMValueRef lo = imul(G, llvm.LLVMGetParam(tk.fn, 1), got[3]);
+	LLVMValueRef hi = imul(G, llvm.LLVMGetParam(tk.fn, 2), got[3]);
+	hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, tdims[0], ""), hi, tdims[0], "");
+	store_nest(&T, t, v, rank, tdims, tst, got[2], lo, hi);
+	task_end(F, &T, &tk, ntasks);
+	llvm.LLVMBuildBr(B, done);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
 }
 
 void k_expand(Fn *F, Node *n)
