@@ -936,9 +936,21 @@ typedef struct ConvGeom {
 	int64_t hr;       /* rows of one channel of a copy */
 	int64_t nslot;    /* copies per kernel column: the phases in use */
 	uint64_t phases;  /* bit q: phase q in use */
-	int64_t elems;    /* elements of all copies; 0 when the input is read in place */
+	int64_t extra;    /* copy rows beyond a band's output rows: max(kh*dh / sh) */
+	/* The copies are made per task, for a band of output pixels: band b has
+	 * pixels [b*blen, min(OH*OW, (b+1)*blen)) (blen a multiple of 16), and
+	 * each of the nsplit tasks of a band (a share of the output channels)
+	 * copies the rows these pixels read, from row b*blen / OW on, into its
+	 * own slot of `slot` elements (bcp a channel), so that no core reads
+	 * copies that another core wrote. */
+	int64_t blen, nband, nsplit, brows, bcp, slot;
+	int64_t elems;    /* elements of all the slots; 0 when the input is read in place */
 } ConvGeom;
+#define CV_MAX_MR 12 /* a convolution's register tile: channels */
+#define CV_MAX_NV 4  /* and vectors of pixels */
 int conv_geom(const Node *n, int dynamic, ConvGeom *cg);
+/* the register tile of a convolution: mr channels by nv vectors of pixels */
+void conv_tile_shape(int64_t nvec, int64_t Og, int regs, int *mr, int *nv);
 /* a per-channel operand of a convolution's epilogue, evaluated per channel
  * from nodes read where they are stored (conv_chan_ready) */
 int conv_chan_operand(const struct Plan *pl, Node *conv, Node *o, int top, int depth);

@@ -42,10 +42,13 @@ static LLVMValueRef dilated(Fn *F, Node *n, int ax, LLVMValueRef k)
  * broadcast as they stand, [O, C/g*KH*KW] read along a row, the copies read
  * as vectors, and bias and the fused epilogue (plan.c: batch norm's scale
  * and shift, the residual, relu) are applied in registers before the store.
- * The tiles of an image are tasks of the pool; so is making the copies. */
+ * A task of the pool takes a band of output pixels and a share of the output
+ * channels (ConvGeom, plan.c: conv_bands), makes the copies of the rows the
+ * band reads in its own slot of the scratch area and computes the band's tiles from them: with
+ * copies of all the rows, made by channels over the pool, half of what a
+ * tile read came from the other core's cache, which cost a 3x3 convolution
+ * of 256 channels at 14x14 a fifth of its speed at two threads. */
 
-#define CV_MAX_MR 12
-#define CV_MAX_NV 4
 #define CV_MAX_LEAF 40
 
 typedef struct ConvK {
@@ -53,7 +56,8 @@ typedef struct ConvK {
 	ConvGeom cg;
 	int64_t C, H, W, O, OH, OW, KW, Cg, Og, S, Kw, P, CP;
 	int vw, mr, nv;
-	int64_t nvec, nct, nrtg, nrt, ntiles;
+	int64_t blen;     /* pixels of the band whose tiles are being made */
+	int64_t nvec, nct, nrtg, nrt, ntiles; /* nvec, nct: the band's vectors and column tiles */
 	int64_t *soff;    /* per kernel position s = kh*KW + kw: its row's offset in the copies */
 	Node *ops[8], *other[8];
 	int first[8], nepi;
@@ -154,9 +158,10 @@ static LLVMValueRef cv_epilogue(Fn *F, ConvK *k, LLVMValueRef v, int lanes, LLVM
 
 /* One register tile: channels o0.. (mr) by pixels col0.. (nv vectors, of
  * which the last has `rem` valid lanes), over the channels of the group
- * whose copies start at bg; the result's image at element ooff. */
+ * whose copies start at bg, where the pixels are at icol; the result's image
+ * at element ooff. */
 static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, LLVMValueRef o0, LLVMValueRef col0,
-                    LLVMValueRef ooff)
+                    LLVMValueRef icol, LLVMValueRef ooff)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -184,7 +189,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
-	LLVMValueRef cb = iadd(G, imul(G, c, ci64(G, k->CP)), col0), ca = imul(G, c, ci64(G, k->S));
+	LLVMValueRef cb = iadd(G, imul(G, c, ci64(G, k->CP)), icol), ca = imul(G, c, ci64(G, k->S));
 	/* the kernel's positions unrolled: constant offsets into the copies */
 	for (int s = 0; s < k->S; s++) {
 		LLVMValueRef bv[CV_MAX_NV];
@@ -227,7 +232,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
 				continue;
 			}
-			/* the plane's last pixels: the valid lanes one by one */
+			/* the band's last pixels: the valid lanes one by one */
 			for (int l = 0; l < rem; l++) {
 				LLVMValueRef ol = iadd(G, off, ci64(G, l));
 				LLVMValueRef x = llvm.LLVMBuildExtractElement(B, phi[r][v], ci32(G, l), "");
@@ -237,29 +242,11 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	}
 }
 
-/* The tile shape: up to 24 accumulators of 32 registers with AVX-512 (12
- * of 16 otherwise) as mr channels by nv vectors; nv so that the vectors of
- * a plane fill the tiles (a 7x7 plane is 4 vectors of 16: one tile of 4),
- * then the shape whose k step loads least per FMA. */
+/* The tile shape (plan.c: conv_tile_shape), with 32 vector registers (AVX-512)
+ * or 16. */
 static void cv_shape(Gen *G, ConvK *k)
 {
-	int regs = G->vbytes >= 64 ? 24 : 12;
-	double best = -1;
-	for (int nv = CV_MAX_NV; nv >= 1; nv--) {
-		int mr = regs / nv;
-		if (mr > CV_MAX_MR)
-			mr = CV_MAX_MR;
-		if (mr > k->Og)
-			mr = (int)k->Og;
-		double fill = (double)k->nvec / (double)(((k->nvec + nv - 1) / nv) * nv);
-		double per = (double)(mr * nv) / (double)(mr + nv) / 1.6; /* FMAs per load, 1.6 keeps 2 FMA ports busy */
-		double score = fill * (per < 1 ? per : 1);
-		if (score > best + 1e-9) {
-			best = score;
-			k->mr = mr;
-			k->nv = nv;
-		}
-	}
+	conv_tile_shape(k->nvec, k->Og, G->vbytes >= 64 ? 24 : 12, &k->mr, &k->nv);
 }
 
 /* Code for `cond ? then : else` of two tile shapes (a, b: mr, nv, rem). */
@@ -282,7 +269,7 @@ static void cv_branch(Fn *F, LLVMValueRef cond, void (*emit)(Fn *, void *, int),
 
 typedef struct CvAt {
 	ConvK *k;
-	LLVMValueRef bg, o0, col0, ooff, lastr, lastc;
+	LLVMValueRef bg, o0, col0, icol, ooff, lastr, lastc;
 	int nv, rem; /* the column shape chosen */
 } CvAt;
 
@@ -290,7 +277,8 @@ static void cv_rows(Fn *F, void *arg, int last)
 {
 	CvAt *a = arg;
 	ConvK *k = a->k;
-	cv_tile(F, k, last ? (int)(k->Og - (k->nrtg - 1) * k->mr) : k->mr, a->nv, a->rem, a->bg, a->o0, a->col0, a->ooff);
+	cv_tile(F, k, last ? (int)(k->Og - (k->nrtg - 1) * k->mr) : k->mr, a->nv, a->rem, a->bg, a->o0, a->col0, a->icol,
+	        a->ooff);
 }
 
 static void cv_cols(Fn *F, void *arg, int last)
@@ -298,7 +286,7 @@ static void cv_cols(Fn *F, void *arg, int last)
 	CvAt *a = arg;
 	ConvK *k = a->k;
 	a->nv = last ? (int)(k->nvec - (k->nct - 1) * k->nv) : k->nv;
-	a->rem = last ? (int)(k->P - (k->nvec - 1) * k->vw) : k->vw;
+	a->rem = last ? (int)(k->blen - (k->nvec - 1) * k->vw) : k->vw;
 	/* the last row tile is shorter unless mr divides the group's channels */
 	if (k->Og % k->mr)
 		cv_branch(F, a->lastr, cv_rows, a);
@@ -306,22 +294,24 @@ static void cv_cols(Fn *F, void *arg, int last)
 		cv_rows(F, a, 0);
 }
 
-/* Tile i of an image (column tile i / nrt, row tile i % nrt), with the
- * shapes of the last row and column tiles where they differ. */
-static void cv_tile_at(Fn *F, ConvK *k, LLVMValueRef bimg, LLVMValueRef ooff, LLVMValueRef i)
+/* The tile of column tile ct of the band from pixel p0 on and row tile rt,
+ * with the shapes of the last row and column tiles where they differ; the
+ * band's pixels are at ioff of bimg (the copies, or the image in place). */
+static void cv_tile_at(Fn *F, ConvK *k, LLVMValueRef bimg, LLVMValueRef ooff, LLVMValueRef ct, LLVMValueRef rt,
+                       LLVMValueRef p0, LLVMValueRef ioff)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	LLVMValueRef ct = idiv(G, i, ci64(G, k->nrt)), rt = irem(G, i, ci64(G, k->nrt));
+	LLVMValueRef col = imul(G, ct, ci64(G, (int64_t)k->nv * k->vw));
 	LLVMValueRef grp = idiv(G, rt, ci64(G, k->nrtg)), rtg = irem(G, rt, ci64(G, k->nrtg));
 	LLVMValueRef goff = imul(G, grp, ci64(G, k->Cg * k->CP));
 	CvAt a = {.k = k, .ooff = ooff,
 	          .bg = llvm.LLVMBuildGEP2(B, elem_t(G, k->n->dtype), bimg, &goff, 1, ""),
 	          .o0 = iadd(G, imul(G, grp, ci64(G, k->Og)), imul(G, rtg, ci64(G, k->mr))),
-	          .col0 = imul(G, ct, ci64(G, (int64_t)k->nv * k->vw)),
+	          .col0 = iadd(G, p0, col), .icol = iadd(G, ioff, col),
 	          .lastr = llvm.LLVMBuildICmp(B, LLVMIntEQ, rtg, ci64(G, k->nrtg - 1), ""),
 	          .lastc = llvm.LLVMBuildICmp(B, LLVMIntEQ, ct, ci64(G, k->nct - 1), "")};
-	int same = k->nvec % k->nv == 0 && k->P % k->vw == 0; /* the last column tile is like the others */
+	int same = k->nvec % k->nv == 0 && k->blen % k->vw == 0; /* the last column tile is like the others */
 	if (k->nct == 1 || same)
 		cv_cols(F, &a, k->nct == 1);
 	else
@@ -375,10 +365,11 @@ static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, int64_t 
 	loop_end(F, &l);
 }
 
-/* The copies of image nn (ConvGeom) for channels [c0, c1): per row, zeros
- * where the kernel reads padding and the image's columns between, by
- * vectors. */
-static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1)
+/* The copies of image nn (ConvGeom) for channels [c0, c1), rows [r0, r0 +
+ * nr) of each to rows [0, nr): per row, zeros where the kernel reads padding
+ * and the image's columns between, by vectors. */
+static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef r0,
+                    LLVMValueRef nr)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -396,8 +387,8 @@ static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValu
 			row_range(k->OW, k->W, cg->sw, off, &lo, &hi, &hv);
 			int64_t nvb = cg->sw <= 2 ? (hv - lo) / k->vw : 0;
 			LLVMValueRef dst = imul(G, iadd(G, ci64(G, (kw * cg->nslot + slot) * k->C), c), ci64(G, k->CP));
-			LLVMValueRef r = loop_to(F, &lr, ci64(G, cg->hr));
-			LLVMValueRef ih = iadd(G, imul(G, r, ci64(G, cg->sh)), ci64(G, q - cg->ph));
+			LLVMValueRef r = loop_to(F, &lr, nr);
+			LLVMValueRef ih = iadd(G, imul(G, iadd(G, r0, r), ci64(G, cg->sh)), ci64(G, q - cg->ph));
 			LLVMValueRef okh = in_range(G, ih, ci64(G, k->H));
 			LLVMValueRef drow = iadd(G, dst, imul(G, r, ci64(G, k->OW)));
 			LLVMBasicBlockRef j = if_begin(F, llvm.LLVMBuildNot(B, okh, ""));
@@ -444,6 +435,29 @@ static void cv_unenv(Fn *T, ConvK *k, LLVMValueRef *got)
 		T->ptr[k->leaf[i]->id] = llvm.LLVMBuildIntToPtr(T->gen->B, got[i], llvm.LLVMPointerType(elem_t(T->gen, k->leaf[i]->dtype), 0), "");
 }
 
+/* The tiles of a band of len pixels from p0 on, whose pixels are at ioff of
+ * bimg: column tiles outermost (a run reads the same pixels with every
+ * channel's weights), row tiles in [rt0, rt1). */
+typedef struct CvBand {
+	ConvK *k;
+	LLVMValueRef bimg, ooff, p0, ioff, rt0, rt1;
+} CvBand;
+
+static void cv_band(Fn *F, void *arg, int last)
+{
+	CvBand *a = arg;
+	ConvK *k = a->k;
+	k->blen = last ? k->P - (k->cg.nband - 1) * k->cg.blen : k->cg.blen;
+	k->nvec = (k->blen + k->vw - 1) / k->vw;
+	k->nct = (k->nvec + k->nv - 1) / k->nv;
+	Loop lc, lr;
+	LLVMValueRef ct = loop_to(F, &lc, ci64(F->gen, k->nct));
+	LLVMValueRef rt = loop_begin(F, &lr, a->rt0, a->rt1);
+	cv_tile_at(F, k, a->bimg, a->ooff, ct, rt, a->p0, a->ioff);
+	loop_end(F, &lr);
+	loop_end(F, &lc);
+}
+
 static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 {
 	Gen *G = F->gen;
@@ -454,9 +468,10 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 	k.O = n->shape[1], k.OH = n->shape[2], k.OW = n->shape[3], k.KW = k.w->shape[3];
 	k.Cg = k.w->shape[1], k.Og = k.O / cg->groups, k.S = k.w->shape[2] * k.KW, k.Kw = k.Cg * k.S;
 	k.P = k.OH * k.OW;
-	k.CP = cg->elems ? cg->hr * k.OW : k.P;
+	k.CP = cg->elems ? cg->bcp : k.P;
 	k.vw = G->vbytes / dtype_size(n->dtype);
-	k.nvec = (k.P + k.vw - 1) / k.vw;
+	k.blen = cg->elems ? cg->blen : k.P; /* the tile shape fits a whole band */
+	k.nvec = (k.blen + k.vw - 1) / k.vw;
 	cv_shape(G, &k);
 	k.nct = (k.nvec + k.nv - 1) / k.nv;
 	k.nrtg = (k.Og + k.mr - 1) / k.mr;
@@ -484,48 +499,71 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 		}
 	int nl = k.nleaf;
 	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
-	LLVMValueRef soff = ci64(G, F->plan->scratch);
-	LLVMValueRef cps = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "copies");
-	if (cg->elems) {
-		/* what the last tiles read beyond the copies: zeros */
-		for (int i = 0; i < 16; i++)
-			llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0), llvm.LLVMBuildGEP2(B, et, cps, (LLVMValueRef[]){ci64(G, cg->elems + i)}, 1, ""));
-	}
-	LLVMValueRef nth = llvm.LLVMBuildSExt(B, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), G->i64, "");
-	LLVMValueRef parts = imul(G, nth, ci64(G, 4));
-	parts = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, parts, ci64(G, k.ntiles), ""), parts, ci64(G, k.ntiles), "");
-	Loop ln;
+	Loop ln, lt, li;
 	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
 	cv_env(F, &k, vals);
 	vals[nl] = nn;
-	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, cps, G->i64, "");
-	vals[nl + 2] = parts;
 	Fn T;
 	Task tk;
-	if (cg->elems) {
-		/* the copies: a task per channel */
-		tk = task_begin(F, &T, "cvcopy", vals, nl + 2, got);
+	if (!cg->elems) {
+		/* the input read in place: a task a run of the tiles (column tiles
+		 * outermost), four runs a thread */
+		LLVMValueRef nth = llvm.LLVMBuildSExt(B, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), G->i64, "");
+		LLVMValueRef parts = imul(G, nth, ci64(G, 4));
+		parts = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, parts, ci64(G, k.ntiles), ""), parts,
+		                             ci64(G, k.ntiles), "");
+		vals[nl + 1] = parts;
+		tk = task_begin(F, &T, "cv", vals, nl + 2, got);
 		cv_unenv(&T, &k, got);
-		cv_copy(&T, &k, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), got[nl], llvm.LLVMGetParam(tk.fn, 1),
-		        llvm.LLVMGetParam(tk.fn, 2));
-		task_end(F, &T, &tk, ci64(G, k.C));
+		LLVMValueRef bimg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl], ci64(G, k.C * k.P))}, 1, "");
+		LLVMValueRef ooff = imul(G, got[nl], ci64(G, k.O * k.P));
+		LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+		LLVMValueRef i0 = idiv(G, imul(G, t, ci64(G, k.ntiles)), got[nl + 1]);
+		LLVMValueRef i1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), ci64(G, k.ntiles)), got[nl + 1]);
+		LLVMValueRef i = loop_begin(&T, &li, i0, i1);
+		cv_tile_at(&T, &k, bimg, ooff, idiv(G, i, ci64(G, k.nrt)), irem(G, i, ci64(G, k.nrt)), ci64(G, 0), ci64(G, 0));
+		loop_end(&T, &li);
+		loop_end(&T, &lt);
+		task_end(F, &T, &tk, parts);
+		loop_end(F, &ln);
+		free(k.soff);
+		return;
 	}
-	/* the tiles: a task a run of them, column tiles outermost so that a run
-	 * reads the same pixels with every channel's weights */
+	/* task t: band t / nsplit, share t % nsplit of the row tiles, its copies
+	 * in slot t; one thread makes a band's copies once (nsplit 1) */
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef cps = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "copies");
+	LLVMValueRef one = llvm.LLVMBuildICmp(B, LLVMIntEQ, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), ci32(G, 1), "");
+	LLVMValueRef nsplit = llvm.LLVMBuildSelect(B, one, ci64(G, 1), ci64(G, cg->nsplit), "");
+	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, cps, G->i64, "");
+	vals[nl + 2] = nsplit;
+	LLVMValueRef ntasks = imul(G, ci64(G, cg->nband), nsplit);
 	tk = task_begin(F, &T, "cv", vals, nl + 3, got);
 	cv_unenv(&T, &k, got);
-	LLVMValueRef bimg = cg->elems ? llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "")
-	                              : llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl], ci64(G, k.C * k.P))}, 1, "");
+	nsplit = got[nl + 2];
 	LLVMValueRef ooff = imul(G, got[nl], ci64(G, k.O * k.P));
-	Loop lt, li;
 	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-	LLVMValueRef i0 = idiv(G, imul(G, t, ci64(G, k.ntiles)), got[nl + 2]);
-	LLVMValueRef i1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), ci64(G, k.ntiles)), got[nl + 2]);
-	LLVMValueRef i = loop_begin(&T, &li, i0, i1);
-	cv_tile_at(&T, &k, bimg, ooff, i);
-	loop_end(&T, &li);
+	LLVMValueRef band = idiv(G, t, nsplit), share = irem(G, t, nsplit);
+	LLVMValueRef so = imul(G, t, ci64(G, cg->slot));
+	LLVMValueRef slot = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), &so, 1, "slot");
+	/* what the band's last tiles read beyond its copies: zeros */
+	for (int z = 0; z < 16; z++)
+		llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0),
+		                    llvm.LLVMBuildGEP2(B, et, slot, (LLVMValueRef[]){ci64(G, cg->slot - 16 + z)}, 1, ""));
+	/* the rows from the band's first on (fewer at the end of the copies) */
+	LLVMValueRef p0 = imul(G, band, ci64(G, cg->blen)), r0 = idiv(G, p0, ci64(G, k.OW));
+	LLVMValueRef nr = isub(G, ci64(G, cg->hr), r0);
+	nr = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, nr, ci64(G, cg->brows), ""), nr, ci64(G, cg->brows), "");
+	cv_copy(&T, &k, slot, got[nl], ci64(G, 0), ci64(G, k.C), r0, nr);
+	CvBand a = {.k = &k, .bimg = slot, .ooff = ooff, .p0 = p0, .ioff = isub(G, p0, imul(G, r0, ci64(G, k.OW))),
+	            .rt0 = idiv(G, imul(G, share, ci64(G, k.nrt)), nsplit),
+	            .rt1 = idiv(G, imul(G, iadd(G, share, ci64(G, 1)), ci64(G, k.nrt)), nsplit)};
+	if (k.P % cg->blen == 0 || cg->nband == 1)
+		cv_band(&T, &a, k.P % cg->blen != 0);
+	else
+		cv_branch(&T, llvm.LLVMBuildICmp(B, LLVMIntEQ, band, ci64(G, cg->nband - 1), ""), cv_band, &a);
 	loop_end(&T, &lt);
-	task_end(F, &T, &tk, parts);
+	task_end(F, &T, &tk, ntasks);
 	loop_end(F, &ln);
 	free(k.soff);
 }

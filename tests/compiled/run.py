@@ -2435,17 +2435,22 @@ def kernels_batch_norm():
 # relu fused, 7x7 stride 2 on 3 channels with a bias, strided 1x1, dilation,
 # groups and depthwise, rectangular strides and padding, planes of OW = 7, 5, 1,
 # O not a multiple of 16, batch 2, the chain's value as the second operand, and
-# f64. The fused ops must not run as kernels of their own (NESTRT_PROFILE=2). Max and
+# f64; and shapes whose tasks (plan.c: conv_bands) are bands of pixels that end
+# inside a row, with a shorter last band, split over shares of the channels (30x26
+# and 7x7 planes, stride 2 to 15x13). The fused ops must not run as kernels of their
+# own (NESTRT_PROFILE=2). Max and
 # average pooling, strides 1, 2 and 3, wide enough for the vector loop of each row.
 SRC_CONV = """
 export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3: f32[1, 3, 23, 21],
                   w7: f32[20, 3, 7, 7], b20: f32[20], w1: f32[24, 16, 1, 1], wg: f32[18, 8, 3, 3],
                   wd: f32[16, 1, 3, 3], bd: f32[16], e: f32[2, 32, 4, 4], w1b: f32[40, 32, 1, 1],
                   r: f32[2, 40, 4, 4], w5: f32[8, 3, 5, 5], wr: f32[4, 3, 3, 21], big: f32[1, 32, 20, 20],
-                  wb: f32[40, 32, 3, 3], pl: f32[2, 3, 37, 41]) ->
+                  wb: f32[40, 32, 3, 3], pl: f32[2, 3, 37, 41], m: f32[2, 48, 30, 26], wm: f32[64, 48, 3, 3],
+                  wm2: f32[96, 48, 3, 3], s7: f32[1, 128, 7, 7], w77: f32[128, 128, 3, 3]) ->
     (f32[2, 16, 9, 7], f32[1, 20, 12, 11], f32[2, 24, 5, 4], f32[2, 18, 9, 7], f32[2, 16, 9, 7],
      f32[2, 40, 4, 4], f32[1, 8, 5, 5], f32[1, 4, 23, 1], f32[1, 40, 20, 20], f64[1, 8, 5, 5],
-     f32[2, 3, 19, 21], f32[2, 3, 36, 40], f32[2, 3, 12, 14]) {
+     f32[2, 3, 19, 21], f32[2, 3, 36, 40], f32[2, 3, 12, 14], f32[2, 64, 30, 26], f32[2, 96, 15, 13],
+     f32[1, 128, 7, 7]) {
   let c1 = relu(batch_norm(conv2d(a, w3, padding=1), s[0], s[1], s[2], s[3]) + a)
   let c2 = relu(conv2d(x3, w7, b20, stride=2, padding=3))
   let c3 = 1.0 - conv2d(a, w1, stride=2)
@@ -2459,7 +2464,10 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
   let p1 = max_pool2d(pl, 3, stride=2, padding=1)
   let p2 = avg_pool2d(pl, 2, stride=1)
   let p3 = max_pool2d(pl, [4, 5], stride=3, padding=[0, 2])
-  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3
+  let c11 = relu(conv2d(m, wm, padding=1))
+  let c12 = conv2d(m, wm2, stride=2, padding=1)
+  let c13 = conv2d(s7, w77, padding=1)
+  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13
 }
 """
 
@@ -2502,7 +2510,8 @@ def kernels_conv2d():
         shapes = dict(a=(2, 16, 9, 7), w3=(16, 16, 3, 3), s=(4, 16), x3=(1, 3, 23, 21), w7=(20, 3, 7, 7), b20=(20,),
                       w1=(24, 16, 1, 1), wg=(18, 8, 3, 3), wd=(16, 1, 3, 3), bd=(16,), e=(2, 32, 4, 4),
                       w1b=(40, 32, 1, 1), r=(2, 40, 4, 4), w5=(8, 3, 5, 5), wr=(4, 3, 3, 21), big=(1, 32, 20, 20),
-                      wb=(40, 32, 3, 3), pl=(2, 3, 37, 41))
+                      wb=(40, 32, 3, 3), pl=(2, 3, 37, 41), m=(2, 48, 30, 26), wm=(64, 48, 3, 3),
+                      wm2=(96, 48, 3, 3), s7=(1, 128, 7, 7), w77=(128, 128, 3, 3))
         ins = rng_inputs(23, **shapes)
         ins["s"][1] = np.abs(ins["s"][1]) + 0.1   # variances
         i = {k: v.astype(np.float64) for k, v in ins.items()}
@@ -2519,7 +2528,10 @@ def kernels_conv2d():
                 np.maximum(conv_ref(i["big"], i["wb"], pad=1), 0) / 4.0,
                 conv_ref(i["x3"], i["w5"], stride=4),
                 pool_ref(i["pl"], (3, 3), (2, 2), (1, 1), np.max), pool_ref(i["pl"], (2, 2), (1, 1), (0, 0), np.mean),
-                pool_ref(i["pl"], (4, 5), (3, 3), (0, 2), np.max)]
+                pool_ref(i["pl"], (4, 5), (3, 3), (0, 2), np.max),
+                np.maximum(conv_ref(i["m"], i["wm"], pad=1), 0),
+                conv_ref(i["m"], i["wm2"], stride=2, pad=1),
+                conv_ref(i["s7"], i["w77"], pad=1)]
         mdl = region_model("kernels.conv2d", SRC_CONV, ins)
         out = os.path.join(mdl.d, "out")
         mdl.build(out)
