@@ -44,10 +44,11 @@ static LLVMValueRef dilated(Fn *F, Node *n, int ax, LLVMValueRef k)
  * and shift, the residual, relu) are applied in registers before the store.
  * A task of the pool takes a band of output pixels and a share of the output
  * channels (ConvGeom, plan.c: conv_bands), makes the copies of the rows the
- * band reads in its own slot of the scratch area and computes the band's tiles from them: with
- * copies of all the rows, made by channels over the pool, half of what a
- * tile read came from the other core's cache, which cost a 3x3 convolution
- * of 256 channels at 14x14 a fifth of its speed at two threads. */
+ * band reads in its own slot of the scratch area and computes the band's
+ * tiles from them: with copies of all the rows, made by channels over the
+ * pool, half of what a tile read came from the other core's cache, which
+ * cost a 3x3 convolution of 256 channels at 14x14 a fifth of its speed at
+ * two threads. */
 
 #define CV_MAX_LEAF 40
 
