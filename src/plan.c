@@ -201,6 +201,8 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 	for (int pass = 0; pass < 2; pass++)
 		for (int64_t u = 1; u <= nvec; u++) {
 			int64_t len = u * 16, nb = (P + len - 1) / len;
+			if (nb > 64) /* more tasks than any layout takes (below) */
+				continue;
 			double tiles = tile_time(u, Og) * fma_vec, rows = 0;
 			for (int64_t b = 0; b < nb; b++)
 				rows += (double)band_rows(b * len, len < P - b * len ? len : P - b * len, OW, cg->extra);
