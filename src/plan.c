@@ -174,11 +174,18 @@ static double tile_time(int64_t nvec, int64_t Og)
 	return t;
 }
 
-/* The copy rows of a band of len pixels from p0 on: the output rows they are
- * in, plus the extra rows the kernel reads below. */
-static int64_t band_rows(int64_t p0, int64_t len, int64_t OW, int64_t extra)
+/* The copy rows of the bands of len pixels of a plane of P: each band's
+ * output rows plus the extra rows the kernel reads below; their sum into
+ * *sum, the most into *most. */
+static void band_rows(int64_t P, int64_t len, int64_t OW, int64_t extra, double *sum, int64_t *most)
 {
-	return (p0 + len - 1) / OW - p0 / OW + 1 + extra;
+	*sum = 0, *most = 0;
+	for (int64_t p0 = 0; p0 < P; p0 += len) {
+		int64_t end = p0 + len < P ? p0 + len : P, r = (end - 1) / OW - p0 / OW + 1 + extra;
+		*sum += (double)r;
+		if (r > *most)
+			*most = r;
+	}
 }
 
 /* The tasks of a convolution from copies: bands of blen output pixels, each
@@ -197,15 +204,15 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 	double fma_vec = (double)O * (double)(C / cg->groups) * (double)(KH * KW); /* vector FMAs a vector of pixels */
 	double copy_row = (double)(C * KW * cg->nslot * OW);                      /* elements a copied row */
 	double best = 0;
-	int64_t bu = nvec > 0 ? nvec : 1, bs = 1, bt = 0;
+	int64_t bu = nvec > 0 ? nvec : 1, bs = 1, bt = 0, most;
+	/* from the shortest bands that make at most 64 tasks (below) on */
 	for (int pass = 0; pass < 2; pass++)
-		for (int64_t u = 1; u <= nvec; u++) {
+		for (int64_t u = nvec / 64 > 1 ? nvec / 64 : 1; u <= nvec; u++) {
 			int64_t len = u * 16, nb = (P + len - 1) / len;
-			if (nb > 64) /* more tasks than any layout takes (below) */
+			if (nb > 64)
 				continue;
-			double tiles = tile_time(u, Og) * fma_vec, rows = 0;
-			for (int64_t b = 0; b < nb; b++)
-				rows += (double)band_rows(b * len, len < P - b * len ? len : P - b * len, OW, cg->extra);
+			double tiles = tile_time(u, Og) * fma_vec, rows;
+			band_rows(P, len, OW, cg->extra, &rows, &most);
 			double copy = rows / (double)nb * copy_row;
 			for (int64_t ns = 1; ns <= 16; ns *= 2) {
 				int64_t tasks = nb * ns;
@@ -224,12 +231,8 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 	cg->blen = bu * 16;
 	cg->nband = (P + cg->blen - 1) / cg->blen;
 	cg->nsplit = bs;
-	cg->brows = 0;
-	for (int64_t b = 0; b < cg->nband; b++) {
-		int64_t p0 = b * cg->blen, r = band_rows(p0, cg->blen < P - p0 ? cg->blen : P - p0, OW, cg->extra);
-		if (r > cg->brows)
-			cg->brows = r;
-	}
+	double rows;
+	band_rows(P, cg->blen, OW, cg->extra, &rows, &cg->brows);
 }
 
 /* conv2d: see ConvGeom (nestc.h). The input is read in place for a 1x1

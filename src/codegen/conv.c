@@ -459,12 +459,60 @@ static void cv_band(Fn *F, void *arg, int last)
 	loop_end(F, &lc);
 }
 
+/* The tasks of image vals[nl] from copies: task t takes band t / nsplit and
+ * share t % nsplit of the row tiles, its copies in slot t; one thread makes
+ * a band's copies once (nsplit 1). */
+static void cv_bands_tasks(Fn *F, ConvK *k, LLVMValueRef *vals, int nl)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvGeom *cg = &k->cg;
+	Node *n = k->n;
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	LLVMValueRef got[CV_MAX_LEAF + 4];
+	Fn T;
+	Loop lt;
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef cps = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "copies");
+	LLVMValueRef one = llvm.LLVMBuildICmp(B, LLVMIntEQ, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), ci32(G, 1), "");
+	LLVMValueRef nsplit = llvm.LLVMBuildSelect(B, one, ci64(G, 1), ci64(G, cg->nsplit), "");
+	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, cps, G->i64, "");
+	vals[nl + 2] = nsplit;
+	LLVMValueRef ntasks = imul(G, ci64(G, cg->nband), nsplit);
+	Task tk = task_begin(F, &T, "cv", vals, nl + 3, got);
+	cv_unenv(&T, k, got);
+	nsplit = got[nl + 2];
+	LLVMValueRef ooff = imul(G, got[nl], ci64(G, k->O * k->P));
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef band = idiv(G, t, nsplit), share = irem(G, t, nsplit);
+	LLVMValueRef so = imul(G, t, ci64(G, cg->slot));
+	LLVMValueRef slot = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), &so, 1, "slot");
+	/* what the band's last tiles read beyond its copies: zeros */
+	for (int z = 0; z < 16; z++)
+		llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0),
+		                    llvm.LLVMBuildGEP2(B, et, slot, (LLVMValueRef[]){ci64(G, cg->slot - 16 + z)}, 1, ""));
+	/* the rows from the band's first on (fewer at the end of the copies) */
+	LLVMValueRef p0 = imul(G, band, ci64(G, cg->blen)), r0 = idiv(G, p0, ci64(G, k->OW));
+	LLVMValueRef nr = isub(G, ci64(G, cg->hr), r0);
+	nr = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, nr, ci64(G, cg->brows), ""), nr, ci64(G, cg->brows), "");
+	cv_copy(&T, k, slot, got[nl], ci64(G, 0), ci64(G, k->C), r0, nr);
+	CvBand a = {.k = k, .bimg = slot, .ooff = ooff, .p0 = p0, .ioff = isub(G, p0, imul(G, r0, ci64(G, k->OW))),
+	            .rt0 = idiv(G, imul(G, share, ci64(G, k->nrt)), nsplit),
+	            .rt1 = idiv(G, imul(G, iadd(G, share, ci64(G, 1)), ci64(G, k->nrt)), nsplit)};
+	if (k->P % cg->blen == 0 || cg->nband == 1)
+		cv_band(&T, &a, k->P % cg->blen != 0);
+	else
+		cv_branch(&T, llvm.LLVMBuildICmp(B, LLVMIntEQ, band, ci64(G, cg->nband - 1), ""), cv_band, &a);
+	loop_end(&T, &lt);
+	task_end(F, &T, &tk, ntasks);
+}
+
 static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	ConvK k = {.n = n, .x = n->in[0], .w = n->in[1], .b = n->nin > 2 ? n->in[2] : NULL, .cg = *cg};
-	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	LLVMTypeRef et = elem_t(G, n->dtype);
 	k.C = k.x->shape[1], k.H = k.x->shape[2], k.W = k.x->shape[3];
 	k.O = n->shape[1], k.OH = n->shape[2], k.OW = n->shape[3], k.KW = k.w->shape[3];
 	k.Cg = k.w->shape[1], k.Og = k.O / cg->groups, k.S = k.w->shape[2] * k.KW, k.Kw = k.Cg * k.S;
@@ -526,45 +574,9 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 		loop_end(&T, &li);
 		loop_end(&T, &lt);
 		task_end(F, &T, &tk, parts);
-		loop_end(F, &ln);
-		free(k.soff);
-		return;
+	} else {
+		cv_bands_tasks(F, &k, vals, nl);
 	}
-	/* task t: band t / nsplit, share t % nsplit of the row tiles, its copies
-	 * in slot t; one thread makes a band's copies once (nsplit 1) */
-	LLVMValueRef soff = ci64(G, F->plan->scratch);
-	LLVMValueRef cps = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "copies");
-	LLVMValueRef one = llvm.LLVMBuildICmp(B, LLVMIntEQ, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), ci32(G, 1), "");
-	LLVMValueRef nsplit = llvm.LLVMBuildSelect(B, one, ci64(G, 1), ci64(G, cg->nsplit), "");
-	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, cps, G->i64, "");
-	vals[nl + 2] = nsplit;
-	LLVMValueRef ntasks = imul(G, ci64(G, cg->nband), nsplit);
-	tk = task_begin(F, &T, "cv", vals, nl + 3, got);
-	cv_unenv(&T, &k, got);
-	nsplit = got[nl + 2];
-	LLVMValueRef ooff = imul(G, got[nl], ci64(G, k.O * k.P));
-	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-	LLVMValueRef band = idiv(G, t, nsplit), share = irem(G, t, nsplit);
-	LLVMValueRef so = imul(G, t, ci64(G, cg->slot));
-	LLVMValueRef slot = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), &so, 1, "slot");
-	/* what the band's last tiles read beyond its copies: zeros */
-	for (int z = 0; z < 16; z++)
-		llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0),
-		                    llvm.LLVMBuildGEP2(B, et, slot, (LLVMValueRef[]){ci64(G, cg->slot - 16 + z)}, 1, ""));
-	/* the rows from the band's first on (fewer at the end of the copies) */
-	LLVMValueRef p0 = imul(G, band, ci64(G, cg->blen)), r0 = idiv(G, p0, ci64(G, k.OW));
-	LLVMValueRef nr = isub(G, ci64(G, cg->hr), r0);
-	nr = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, nr, ci64(G, cg->brows), ""), nr, ci64(G, cg->brows), "");
-	cv_copy(&T, &k, slot, got[nl], ci64(G, 0), ci64(G, k.C), r0, nr);
-	CvBand a = {.k = &k, .bimg = slot, .ooff = ooff, .p0 = p0, .ioff = isub(G, p0, imul(G, r0, ci64(G, k.OW))),
-	            .rt0 = idiv(G, imul(G, share, ci64(G, k.nrt)), nsplit),
-	            .rt1 = idiv(G, imul(G, iadd(G, share, ci64(G, 1)), ci64(G, k.nrt)), nsplit)};
-	if (k.P % cg->blen == 0 || cg->nband == 1)
-		cv_band(&T, &a, k.P % cg->blen != 0);
-	else
-		cv_branch(&T, llvm.LLVMBuildICmp(B, LLVMIntEQ, band, ci64(G, cg->nband - 1), ""), cv_band, &a);
-	loop_end(&T, &lt);
-	task_end(F, &T, &tk, ntasks);
 	loop_end(F, &ln);
 	free(k.soff);
 }

@@ -476,11 +476,10 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	 * product (a decode step) is paced by memory, and two threads that
 	 * read at different speeds ended up to a sixth of it apart with three
 	 * fixed runs each */
-	LLVMValueRef parts = ntasks;
 	LLVMValueRef vals[8 + 8 + 3] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bv ? bv : b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
-		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), parts,
+		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), ntasks,
 	};
 	for (int i = 0; i < nepi; i++)
 		vals[8 + i] = other[i] && !scalar_of_consts(other[i], 0) ? llvm.LLVMBuildPtrToInt(B, nptr(F, other[i]), G->i64, "")
