@@ -37,14 +37,20 @@ LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max)
  * call per element is most of a transformer's time otherwise): Cephes' range
  * reduction to [-ln2/2, ln2/2], a degree-6 polynomial, and the power of two
  * put into the exponent bits. Relative error about 2e-7; NaN, +-inf and
- * underflow keep their meaning. f64 keeps libm's exp. */
+ * underflow keep their meaning. f64 keeps libm's exp. The clamps are
+ * compare-and-selects, which x86 does in one max or min (llvm.minnum and
+ * maxnum cost two more instructions each for their NaN rule); NaN passes
+ * them and is given back at the end. Clamped below, the power of two is
+ * 2^-127, whose exponent bits are 0: the product is 0 with no select of its
+ * own. Above, the clamp gives 2^127 * 1.41, so overflow is selected. */
 LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x)
 {
 	if (dt != DT_F32)
 		return math1(G, "llvm.exp", dt, x);
 	LLVMBuilderRef B = G->B;
 	LLVMValueRef hi = fconst(G, dt, 88.3762626647949), lo = fconst(G, dt, -88.3762626647949);
-	LLVMValueRef xc = math2(G, "llvm.minnum", dt, math2(G, "llvm.maxnum", dt, x, lo), hi);
+	LLVMValueRef xc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), lo, x, "");
+	xc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, xc, hi, ""), hi, xc, "");
 	LLVMValueRef n = math1(G, "llvm.floor", dt,
 	                       llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, xc, fconst(G, dt, 1.44269504088896341), ""),
 	                                          fconst(G, dt, 0.5), ""));
@@ -61,7 +67,6 @@ LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x)
 	LLVMValueRef ni = llvm.LLVMBuildFPToSI(B, n, G->i32, "");
 	LLVMValueRef bits = llvm.LLVMBuildShl(B, llvm.LLVMBuildAdd(B, ni, ci32(G, 127), ""), ci32(G, 23), "");
 	LLVMValueRef e = llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildBitCast(B, bits, G->f32, ""), "");
-	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), fconst(G, dt, 0), e, "");
 	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), fconst(G, dt, INFINITY), e, "");
 	return llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, e, "");
 }

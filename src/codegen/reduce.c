@@ -126,7 +126,7 @@ static LLVMValueRef red_step(Gen *G, int kind, LLVMValueRef acc, LLVMValueRef x,
 	return kind == RED_MAX ? fmaxmin(G, acc, x, 1) : llvm.LLVMBuildFAdd(G->B, acc, x, "");
 }
 
-/* The sum or the NaN-propagating maximum of x[base + k], k in [0, len)
+/* The sum or the maximum (NaN-propagating in the tail only) of x[base + k], k in [0, len)
  * (RED_SQDEV: the sum of (x - mean)^2), a contiguous row. The loop
  * vectoriser keeps an ordered float reduction scalar and LLVM-C before 18
  * cannot set fast-math flags, so this loop is written in vectors: one partial
@@ -151,14 +151,26 @@ static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef l
 	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
 	llvm.LLVMSetAlignment(v, (unsigned)dtype_size(dt));
 	LLVMValueRef a = llvm.LLVMBuildLoad2(B, vt, acc, "");
-	llvm.LLVMBuildStore(B, red_step(G, kind, a, v, vmean), acc);
+	if (kind == RED_MAX) {
+		/* a plain maximum, one instruction on x86 (fmaxmin's NaN rule took
+		 * six on the loop's chain); softmax, its only user, needs no NaN
+		 * from it: a NaN's exponential makes the sum and the row NaN */
+		llvm.LLVMBuildStore(B, llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, v, a, ""), v, a, ""), acc);
+	} else {
+		llvm.LLVMBuildStore(B, red_step(G, kind, a, v, vmean), acc);
+	}
 	loop_end(F, &lv);
 	a = llvm.LLVMBuildLoad2(B, vt, acc, "");
-	LLVMValueRef r = llvm.LLVMBuildExtractElement(B, a, ci32(G, 0), "");
-	for (int l = 1; l < vw; l++) {
-		LLVMValueRef e = llvm.LLVMBuildExtractElement(B, a, ci32(G, l), "");
-		r = red_step(G, kind == RED_SQDEV ? RED_SUM : kind, r, e, NULL);
+	/* the lanes folded in halves (log2 steps: a chain lane after lane
+	 * was most of a short row's time, softmax over 128 keys) */
+	for (int w = vw / 2; w >= 1; w /= 2) {
+		LLVMValueRef idx[64];
+		for (int l = 0; l < vw; l++)
+			idx[l] = ci32(G, (l + w) % vw);
+		LLVMValueRef hi = llvm.LLVMBuildShuffleVector(B, a, llvm.LLVMGetUndef(vt), llvm.LLVMConstVector(idx, (unsigned)vw), "");
+		a = red_step(G, kind == RED_SQDEV ? RED_SUM : kind, a, hi, NULL);
 	}
+	LLVMValueRef r = llvm.LLVMBuildExtractElement(B, a, ci32(G, 0), "");
 	llvm.LLVMBuildStore(B, r, sacc);
 	LLVMValueRef k = loop_begin(F, &lt, imul(G, nvec, ci64(G, vw)), len);
 	LLVMValueRef e = load_at(F, x, iadd(G, base, k));
@@ -213,10 +225,13 @@ void k_softmax(Fn *F, Node *n)
 		s = llvm.LLVMBuildLoad2(B, t, sum, "");
 	}
 	LLVMValueRef ls = n->op == OP_LOG_SOFTMAX ? math1(G, "llvm.log", dt, s) : NULL;
+	/* times the reciprocal, as PyTorch does: a division per element was a
+	 * third of the row's time */
+	LLVMValueRef rs = llvm.LLVMBuildFDiv(B, fconst(G, dt, 1), s, "");
 	k = loop_to(F, &l3, len);
 	off = elem_off(G, base, k, inner);
 	if (n->op == OP_SOFTMAX)
-		store_at(F, n, off, llvm.LLVMBuildFDiv(B, load_at(F, n, off), s, ""));
+		store_at(F, n, off, llvm.LLVMBuildFMul(B, load_at(F, n, off), rs, ""));
 	else
 		store_at(F, n, off, llvm.LLVMBuildFSub(B, llvm.LLVMBuildFSub(B, load_at(F, x, off), m, ""), ls, ""));
 	loop_end(F, &l3);

@@ -687,6 +687,26 @@ export fn f(x: f32[2, 3, 5], m: f32[3, 4]) -> (f32[2, 3, 5], f32[2, 3, 5], f32[2
     O("softmax_axis_neg1", softmax_ref(sx, -1)),
 ])
 
+# Rows longer than a vector (16 f32 on AVX-512): the maximum and the sum run in
+# vectors, folded lane by lane in halves, then the tail. A NaN inside a vector
+# or in the tail makes its row NaN; -inf entries give 0; a row whose maximum is
+# in the tail or in the last lane of a vector still subtracts it.
+lx = uni((6, 40), -4, 4)
+lx[0, 5] = np.nan                              # in the first vector
+lx[1, 37] = np.nan                             # in the tail
+lx[2, ::3] = -np.inf
+lx[3, 38] = 300.0                              # the maximum in the tail
+lx[4, 31] = 90.0                               # the maximum in a vector's last lane
+lx[5, :] = -1000.0
+lx[5, 17] = -999.0
+case("softmax_long_rows", """
+export fn f(x: f32[6, 40]) -> (f32[6, 40], f32[6, 40]) {
+  return softmax(x), log_softmax(x)
+}
+""", dict(x=lx), [
+    O("softmax", softmax_ref(lx)), O("log_softmax", log_softmax_ref(lx)),
+])
+
 # --- normalisation --------------------------------------------------------------------
 
 nx = randn((5, 8))

@@ -1573,13 +1573,13 @@ def region_opts():
 # cannot change them unnoticed)
 
 
-def run_compiled(m, out, tag="np"):
+def run_compiled(m, out, tag="np", env=None):
     """Runs the compiled entry of the build in `out` (no interpreter); returns its outputs."""
     e = m.entry(out)
     c = m.call(e, tag)
     exe = compile_driver(m.d, [c], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
                          name="driver_" + tag)
-    r = run([exe])
+    r = run([exe], env=env)
     if r.returncode != 0:
         raise Fail("compiled program: " + describe([exe], r))
     return [np.load(p) for p in c.outputs]
@@ -2592,6 +2592,51 @@ def kernels_parallel():
             values_ok(mdl.check_compiled(out, env=dict(os.environ, NESTRT_NUM_THREADS=str(threads))))
         return fn
     return sum((single("kernels.parallel_%d_threads" % t, case(t)) for t in (1, 2, 3)), [])
+
+
+# Transposes that move the input's contiguous axis (a key matrix turned for
+# q @ k^T): blocks of a vector's width each way transposed in registers, the
+# edges element by element. Shapes with full blocks and with edges on both
+# axes, the contiguous axis becoming axis 0 (the axis the pool's tasks split)
+# or a middle one, i32 as well as f32, and a transpose that keeps the last
+# axis last (the plain copy); against NumPy, bit for bit, at 1 and 3 threads.
+SRC_TRANSPOSE = """
+export fn forward(k: f32[2, 37, 3, 35], a: f32[200, 170], b: f32[32, 48], i: i32[19, 33], c: f32[3, 40, 20]) ->
+    (f32[2, 3, 35, 37], f32[170, 200], f32[48, 32], i32[33, 19], f32[40, 3, 20], f32[20, 3, 40]) {
+  return transpose(k, [0, 2, 3, 1]), transpose(a, [1, 0]), transpose(b, [1, 0]), transpose(i, [1, 0]),
+         transpose(c, [1, 0, 2]), transpose(c, [2, 0, 1])
+}
+"""
+
+
+@check("kernels.transpose_blocks")
+def kernels_transpose_blocks():
+    rng = np.random.default_rng(12)
+    ins = {"k": rng.standard_normal((2, 37, 3, 35)).astype(np.float32),
+           "a": rng.standard_normal((200, 170)).astype(np.float32),
+           "b": rng.standard_normal((32, 48)).astype(np.float32),
+           "i": rng.integers(-1000, 1000, (19, 33)).astype(np.int32),
+           "c": rng.standard_normal((3, 40, 20)).astype(np.float32)}
+    refs = [ins["k"].transpose(0, 2, 3, 1), ins["a"].T, ins["b"].T, ins["i"].T, ins["c"].transpose(1, 0, 2),
+            ins["c"].transpose(2, 0, 1)]
+
+    def case(threads):
+        def fn():
+            mdl = region_model("kernels.transpose%d" % threads, SRC_TRANSPOSE, ins)
+            out = os.path.join(mdl.d, "out")
+            mdl.build(out)
+            got = run_compiled(mdl, out, env=dict(os.environ, NESTRT_NUM_THREADS=str(threads)))
+            bad = []
+            for k, (g, r) in enumerate(zip(got, refs)):
+                if g.dtype != r.dtype or g.shape != r.shape:
+                    bad.append("output %d: %s%s, expected %s%s" % (k, g.dtype, g.shape, r.dtype, r.shape))
+                elif not np.array_equal(g, r):
+                    w = np.argwhere(g != r)
+                    bad.append("output %d: %d of %d differ, first at %s" % (k, len(w), g.size, list(w[0])))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    return sum((single("kernels.transpose_blocks_%d_threads" % t, case(t)) for t in (1, 3)), [])
 
 
 # ----------------------------------------------------------------------------- 6. two models
