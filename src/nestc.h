@@ -945,10 +945,22 @@ typedef struct ConvGeom {
 	 * copies that another core wrote. */
 	int64_t blen, nband, nsplit, brows, bcp, slot;
 	int64_t elems;    /* elements of all the slots; 0 when the input is read in place */
+	/* Small planes whose pixels fill vectors badly (a 7x7 plane is 49 pixels
+	 * in 4 vectors of 16) may be computed with output channels in the lanes
+	 * instead (codegen/conv.c, on AVX-512 with the weights pre-packed): from
+	 * copies of whole planes, lcp elements a channel (0: the input read in
+	 * place, a 1x1 of stride 1 without padding), lelems in all. */
+	int64_t lanes, lcp, lelems;
 } ConvGeom;
 #define CV_MAX_MR 12 /* a convolution's register tile: channels */
 #define CV_MAX_NV 4  /* and vectors of pixels */
 int conv_geom(const Node *n, int dynamic, ConvGeom *cg);
+/* Output channels in the lanes (ConvGeom.lanes) are taken on AVX-512
+ * (vbytes 64) for f32 with the weights pre-packed as a matmul's transposed
+ * right operand, panels of CL_NV vectors of channels: the request (k, n,
+ * wide, flags) into rec, else 0. The pack plan asks for the same. */
+#define CL_NV 3
+int conv_lanes_pack(const Node *n, int dynamic, int vbytes, int64_t rec[4]);
 /* the register tile of a convolution: mr channels by nv vectors of pixels */
 void conv_tile_shape(int64_t nvec, int64_t Og, int regs, int *mr, int *nv);
 /* a per-channel operand of a convolution's epilogue, evaluated per channel

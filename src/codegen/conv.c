@@ -581,9 +581,324 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 	free(k.soff);
 }
 
+/* ---- conv2d with output channels in the lanes (ConvGeom.lanes) ----
+ *
+ * A 7x7 plane is 49 pixels: the tiles above compute 64 for them. Here a
+ * register tile is CL_MR pixels by CL_NV vectors of consecutive output
+ * channels. The weights [O, Cg*KH*KW] are read as the transposed right
+ * operand of a matmul, pre-packed in panels of CL_NV vectors of channels
+ * (nestrt_packed: k rows of `wide` contiguous elements, zeros past O); the
+ * pixels are broadcast from copies of whole planes (the implicit patch
+ * matrix's rows, as above) or from the input itself for a 1x1. A task is a
+ * panel. The reduction runs in blocks of channels (CL_KBLOCK elements) so
+ * that the panel's block and the copies' stay in L2; between blocks the
+ * tiles' sums wait in a buffer of the task's. Bias and epilogue are applied
+ * in registers, a vector of channels at a time, and each channel's value
+ * goes to its plane element by element. */
+
+#define CL_KBLOCK 1152
+
+/* pixels a tile: 7 when the plane is a multiple of 7 (every ResNet plane),
+ * else the most up to 8 that leaves the fewest pixels over */
+static int cl_mr(int64_t P)
+{
+	int best = 8;
+	for (int m = 8; m >= 5; m--)
+		if ((P + m - 1) / m * m - P < (P + best - 1) / best * best - P)
+			best = m;
+	return P % 7 == 0 ? 7 : best;
+}
+
+typedef struct ClTask {
+	ConvK *k;
+	LLVMValueRef base, pan, o0, ooff, part, chv[8];
+	int64_t wide;
+} ClTask;
+
+/* One tile: pixels [p0, p0 + mr) by the panel's CL_NV vectors of channels,
+ * over channels [c0, c1) of the reduction; the sums start from the task's
+ * buffer (`from_part`) or zero and end in it, or (`last`) go through bias
+ * and epilogue to the result. */
+static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, LLVMValueRef c1, int from_part, int last)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK *k = t->k;
+	DType dt = k->n->dtype;
+	int vw = k->vw, nv = CL_NV;
+	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef acc[8][CL_NV], phi[8][CL_NV];
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			if (from_part) {
+				LLVMValueRef off = iadd(G, imul(G, iadd(G, p0, ci64(G, r)), ci64(G, t->wide)), ci64(G, v * vw));
+				acc[r][v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->part, &off, 1, ""), vpt, ""), "");
+				llvm.LLVMSetAlignment(acc[r][v], 64);
+			} else {
+				acc[r][v] = llvm.LLVMConstNull(vt);
+			}
+		}
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef c = llvm.LLVMBuildPhi(B, G->i64, "c");
+	llvm.LLVMAddIncoming(c, &c0, &pre, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
+			acc[r][v] = phi[r][v];
+		}
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, c, c1, ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fma.v%df32", vw);
+	LLVMValueRef arow = iadd(G, imul(G, c, ci64(G, k->CP)), p0), brow = imul(G, imul(G, c, ci64(G, k->S)), ci64(G, t->wide));
+	for (int s = 0; s < k->S; s++) {
+		LLVMValueRef bv[CL_NV];
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = iadd(G, brow, ci64(G, s * t->wide + v * vw));
+			bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->pan, &off, 1, ""), vpt, ""), "");
+			llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
+		}
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef off = iadd(G, arow, ci64(G, k->soff[s] + r));
+			LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, t->base, &off, 1, ""), "");
+			LLVMValueRef bc = splat(G, vt, vw, x);
+			for (int v = 0; v < nv; v++) {
+				LLVMTypeRef ts[3] = {vt, vt, vt};
+				LLVMValueRef vs[3] = {bc, bv[v], acc[r][v]};
+				acc[r][v] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+	}
+	LLVMValueRef cn = iadd(G, c, ci64(G, 1));
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(c, &cn, &end, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	if (!last) {
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef off = iadd(G, imul(G, iadd(G, p0, ci64(G, r)), ci64(G, t->wide)), ci64(G, v * vw));
+				LLVMValueRef st = llvm.LLVMBuildStore(B, phi[r][v], llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->part, &off, 1, ""), vpt, ""));
+				llvm.LLVMSetAlignment(st, 64);
+			}
+		return;
+	}
+	/* a vector of channels at a time, those below O (the last panel's may not be) */
+	for (int v = 0; v < nv; v++) {
+		LLVMValueRef o = iadd(G, t->o0, ci64(G, v * vw));
+		LLVMBasicBlockRef j = if_begin(F, llvm.LLVMBuildICmp(B, LLVMIntSLT, o, ci64(G, k->O), ""));
+		LLVMValueRef bias = NULL, chv[8] = {0};
+		if (k->b) {
+			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, k->b), &o, 1, "");
+			bias = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
+			llvm.LLVMSetAlignment(bias, (unsigned)dtype_size(dt));
+		}
+		for (int e = 0; e < k->nepi; e++)
+			if (t->chv[e]) {
+				LLVMValueRef off = ci64(G, v * vw);
+				chv[e] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->chv[e], &off, 1, ""), vpt, ""), "");
+				llvm.LLVMSetAlignment(chv[e], 64);
+			}
+		/* channel l of the vector at pixel p: element (o + l) * P + p of the image */
+		LLVMValueRef plane0 = iadd(G, t->ooff, imul(G, o, ci64(G, k->P)));
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef px = iadd(G, plane0, iadd(G, p0, ci64(G, r)));
+			LLVMValueRef x = phi[r][v];
+			if (bias)
+				x = llvm.LLVMBuildFAdd(B, x, bias, "");
+			for (int e = 0; e < k->nepi; e++) {
+				Node *op = k->ops[e], *ot = k->other[e];
+				if (op->op == OP_RELU) {
+					LLVMValueRef z = llvm.LLVMConstNull(vt);
+					x = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, z, ""), z, x, ""); /* keeps NaN */
+					continue;
+				}
+				if (op->op == OP_NEG) {
+					x = llvm.LLVMBuildFNeg(B, x, "");
+					continue;
+				}
+				LLVMValueRef ov;
+				if (chv[e]) {
+					ov = chv[e];
+				} else if (scalar_of_consts(ot, 0)) {
+					ov = splat(G, vt, vw, const_scalar(F, ot));
+				} else { /* the result's shape (a residual): a lane a plane */
+					ov = llvm.LLVMGetUndef(vt);
+					for (int l = 0; l < vw; l++)
+						ov = llvm.LLVMBuildInsertElement(B, ov, load_at(F, ot, iadd(G, px, ci64(G, (int64_t)l * k->P))), ci32(G, l), "");
+				}
+				LLVMValueRef a = k->first[e] ? x : ov, b = k->first[e] ? ov : x;
+				x = op->op == OP_MAX || op->op == OP_MIN ? fmaxmin(G, a, b, op->op == OP_MAX) : binop(F, op->op, dt, a, b);
+			}
+			for (int l = 0; l < vw; l++)
+				store_at(F, k->n, iadd(G, px, ci64(G, (int64_t)l * k->P)), llvm.LLVMBuildExtractElement(B, x, ci32(G, l), ""));
+		}
+		if_end(F, j);
+	}
+}
+
+/* The tiles of pixels [0, P) over channels [c0, c1) (ClTask t) */
+static void cl_tiles(Fn *F, ClTask *t, int mr, LLVMValueRef c0, LLVMValueRef c1, int from_part, int last)
+{
+	Gen *G = F->gen;
+	ConvK *k = t->k;
+	int64_t nfull = k->P / mr, rest = k->P % mr;
+	Loop lt;
+	LLVMValueRef ti = loop_to(F, &lt, ci64(G, nfull));
+	cl_tile(F, t, mr, imul(G, ti, ci64(G, mr)), c0, c1, from_part, last);
+	loop_end(F, &lt);
+	if (rest)
+		cl_tile(F, t, (int)rest, ci64(G, nfull * mr), c0, c1, from_part, last);
+}
+
+static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK k = {.n = n, .x = n->in[0], .w = n->in[1], .b = n->nin > 2 ? n->in[2] : NULL, .cg = *cg};
+	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
+	k.C = k.x->shape[1], k.H = k.x->shape[2], k.W = k.x->shape[3];
+	k.O = n->shape[1], k.OH = n->shape[2], k.OW = n->shape[3], k.KW = k.w->shape[3];
+	k.Cg = k.w->shape[1], k.Og = k.O, k.S = k.w->shape[2] * k.KW, k.Kw = k.Cg * k.S;
+	k.P = k.OH * k.OW;
+	k.CP = cg->lcp ? cg->lcp : k.P;
+	k.vw = G->vbytes / dtype_size(n->dtype);
+	int64_t wide = CL_NV * k.vw, npan = (k.O + wide - 1) / wide;
+	int mr = cl_mr(k.P);
+	int64_t cb = CL_KBLOCK / k.S > 1 ? CL_KBLOCK / k.S : 1, nkb = (k.Cg + cb - 1) / cb;
+	k.soff = xcalloc((size_t)k.S, sizeof *k.soff);
+	for (int64_t kh = 0; kh < k.w->shape[2]; kh++) {
+		int64_t ph = kh * cg->dh, slot = __builtin_popcountll(cg->phases & (((uint64_t)1 << (ph % cg->sh)) - 1));
+		for (int64_t kw = 0; kw < k.KW; kw++)
+			k.soff[kh * k.KW + kw] = cg->lcp ? (kw * cg->nslot + slot) * k.C * k.CP + ph / cg->sh * k.OW : 0;
+	}
+	k.nepi = mm_epilogue(F, n, k.ops, k.other, k.first);
+	cv_add_leaf(&k, k.x);
+	cv_add_leaf(&k, n);
+	if (k.b)
+		cv_add_leaf(&k, k.b);
+	for (int e = 0; e < k.nepi; e++)
+		if (k.other[e]) {
+			if (cv_full(&k, k.other[e]))
+				cv_add_leaf(&k, k.other[e]);
+			else
+				cv_chan_leaves(F, &k, k.other[e]);
+		}
+	int nl = k.nleaf;
+	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef cps = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "copies");
+	Loop ln, lt;
+	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
+	cv_env(F, &k, vals);
+	vals[nl] = nn;
+	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, cps, G->i64, "");
+	vals[nl + 2] = llvm.LLVMBuildPtrToInt(B, packed, G->i64, "");
+	Fn T;
+	Task tk;
+	if (cg->lcp) {
+		/* the copies of the image, runs of channels over the pool: every
+		 * panel's task reads all of them */
+		int64_t parts = k.C < 16 ? k.C : 16;
+		tk = task_begin(F, &T, "clcopy", vals, nl + 3, got);
+		cv_unenv(&T, &k, got);
+		LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+		LLVMValueRef c0 = idiv(G, imul(G, t, ci64(G, k.C)), ci64(G, parts));
+		LLVMValueRef c1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), ci64(G, k.C)), ci64(G, parts));
+		cv_copy(&T, &k, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), got[nl], c0, c1, ci64(G, 0), ci64(G, cg->hr));
+		loop_end(&T, &lt);
+		task_end(F, &T, &tk, ci64(G, parts));
+	}
+	tk = task_begin(F, &T, "cl", vals, nl + 3, got);
+	cv_unenv(&T, &k, got);
+	ClTask a = {.k = &k, .wide = wide, .ooff = imul(G, got[nl], ci64(G, k.O * k.P))};
+	a.base = cg->lcp ? llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "")
+	                 : llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl], ci64(G, k.C * k.P))}, 1, "");
+	/* the task's buffers, in its entry block: the sums between blocks, and
+	 * the panel's channels' values of the per-channel operands */
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	if (nkb > 1) {
+		a.part = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, k.P * wide), "part");
+		llvm.LLVMSetAlignment(a.part, 64);
+	}
+	for (int e = 0; e < k.nepi; e++)
+		if (k.other[e] && !cv_full(&k, k.other[e]) && !scalar_of_consts(k.other[e], 0)) {
+			a.chv[e] = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, wide), "chan");
+			llvm.LLVMSetAlignment(a.chv[e], 64);
+		}
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	LLVMValueRef j = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	a.o0 = imul(G, j, ci64(G, wide));
+	LLVMValueRef po = imul(G, a.o0, ci64(G, k.Kw));
+	a.pan = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildIntToPtr(B, got[nl + 2], ept, ""), &po, 1, "panel");
+	for (int e = 0; e < k.nepi; e++)
+		if (a.chv[e]) {
+			Loop lc;
+			LLVMValueRef l = loop_to(&T, &lc, ci64(G, wide));
+			LLVMValueRef o = iadd(G, a.o0, l);
+			LLVMBasicBlockRef jj = if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, o, ci64(G, k.O), ""));
+			llvm.LLVMBuildStore(B, cv_chan(&T, &k, k.other[e], o), llvm.LLVMBuildGEP2(B, et, a.chv[e], &l, 1, ""));
+			if_end(&T, jj);
+			loop_end(&T, &lc);
+		}
+	if (nkb == 1) {
+		cl_tiles(&T, &a, mr, ci64(G, 0), ci64(G, k.Cg), 0, 1);
+	} else {
+		/* the first block from zero, the middle ones through the buffer, the last to the result */
+		cl_tiles(&T, &a, mr, ci64(G, 0), ci64(G, cb), 0, 0);
+		if (nkb > 2) {
+			Loop lb;
+			LLVMValueRef kb = loop_begin(&T, &lb, ci64(G, 1), ci64(G, nkb - 1));
+			LLVMValueRef c0 = imul(G, kb, ci64(G, cb));
+			cl_tiles(&T, &a, mr, c0, iadd(G, c0, ci64(G, cb)), 1, 0);
+			loop_end(&T, &lb);
+		}
+		cl_tiles(&T, &a, mr, ci64(G, (nkb - 1) * cb), ci64(G, k.Cg), 1, 1);
+	}
+	loop_end(&T, &lt);
+	task_end(F, &T, &tk, ci64(G, npan));
+	loop_end(F, &ln);
+	free(k.soff);
+}
+
 void k_conv2d(Fn *F, Node *n)
 {
 	ConvGeom cg;
+	int64_t rec[4];
+	Node *wt = n->in[1];
+	if (conv_lanes_pack(n, fn_dynamic(F), F->gen->vbytes, rec) && (wt->op == OP_PARAM || wt->op == OP_INPUT)) {
+		/* channels in the lanes when the weights were pre-packed, else
+		 * pixels (NESTRT_PREPACK=0, or a request the pack plan missed) */
+		Gen *G = F->gen;
+		LLVMBuilderRef B = G->B;
+		conv_geom(n, fn_dynamic(F), &cg);
+		LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
+		LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(B, nptr(F, wt), G->i8p, ""), ci64(G, rec[0]), ci64(G, rec[1]),
+		                      ci64(G, rec[2]), ci32(G, (int)rec[3])};
+		LLVMValueRef packed = call(G, "nestrt_packed", G->i8p, at, av, 6);
+		LLVMBasicBlockRef yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cllanes");
+		LLVMBasicBlockRef no = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clpixels");
+		LLVMBasicBlockRef join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cldone");
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), ""), yes, no);
+		llvm.LLVMPositionBuilderAtEnd(B, yes);
+		k_conv2d_lanes(F, n, &cg, packed);
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, no);
+		k_conv2d_tiled(F, n, &cg);
+		llvm.LLVMBuildBr(B, join);
+		llvm.LLVMPositionBuilderAtEnd(B, join);
+		return;
+	}
 	if (conv_geom(n, fn_dynamic(F), &cg)) { /* its scratch is planned for static graphs only */
 		k_conv2d_tiled(F, n, &cg);
 		return;

@@ -2565,6 +2565,82 @@ def kernels_conv2d():
     return single("kernels.conv2d", fn)
 
 
+# Convolutions of small planes with output channels in the lanes (codegen/
+# conv.c, AVX-512 with pre-packed weights): 7x7 with bias, relu and a
+# per-channel scale and shift; a reduction in two and in three blocks of
+# channels; 80 output channels (a panel of 48, then one of 32); a 1x1 read in
+# place with a residual; 1x1 and 3x3 of stride 2 onto 7x7; 5x5 and 9x9 planes
+# (tiles of 5 pixels, and of 6 with 3 over). Against NumPy at 1 and 3
+# threads, and with NESTRT_PREPACK=0 (the pixels' tiles instead).
+SRC_LANES = """
+param k3: { weight: f32[64, 48, 3, 3], bias: f32[64] }
+param bn: { scale: f32[64], shift: f32[64] }
+param kb: { weight: f32[80, 160, 3, 3] }
+param kc: { weight: f32[48, 300, 3, 3] }
+param k1: { weight: f32[96, 64, 1, 1] }
+param ks: { weight: f32[64, 64, 1, 1] }
+param k2: { weight: f32[48, 64, 3, 3] }
+param k9: { weight: f32[48, 16, 3, 3] }
+export fn forward(x7: f32[2, 48, 7, 7], x160: f32[1, 160, 7, 7], x5: f32[1, 300, 5, 5], r: f32[2, 96, 7, 7],
+                  x14: f32[1, 64, 14, 14], x9: f32[1, 16, 9, 9]) ->
+    (f32[2, 64, 7, 7], f32[1, 80, 7, 7], f32[1, 48, 5, 5], f32[2, 96, 7, 7], f32[1, 64, 7, 7], f32[1, 48, 7, 7],
+     f32[1, 48, 9, 9]) {
+  let a = relu(conv2d(x7, k3.weight, k3.bias, padding=1) * reshape(bn.scale, [64, 1, 1]) + reshape(bn.shift, [64, 1, 1]))
+  let b = conv2d(x160, kb.weight, padding=1)
+  let c = conv2d(x5, kc.weight, padding=1)
+  let d = relu(conv2d(a, k1.weight) + r)
+  let e = conv2d(x14, ks.weight, stride=2)
+  let f = conv2d(x14, k2.weight, stride=2, padding=1)
+  let g = conv2d(x9, k9.weight, padding=1) - 1.0
+  return a, b, c, d, e, f, g
+}
+"""
+
+
+@check("kernels.conv2d_lanes")
+def kernels_conv2d_lanes():
+    ins = rng_inputs(31, x7=(2, 48, 7, 7), x160=(1, 160, 7, 7), x5=(1, 300, 5, 5), r=(2, 96, 7, 7),
+                     x14=(1, 64, 14, 14), x9=(1, 16, 9, 9))
+    mdl = region_model("kernels.conv2d_lanes", SRC_LANES, ins)
+    out = os.path.join(mdl.d, "out")
+    state = {}
+
+    def refs():
+        if "refs" not in state:
+            w = read_safetensors(mdl.weights)
+            i = {k: v.astype(np.float64) for k, v in ins.items()}
+            a = conv_ref(i["x7"], w["k3.weight"], w["k3.bias"], pad=1)
+            a = np.maximum(a * w["bn.scale"].astype(np.float64).reshape(1, -1, 1, 1)
+                           + w["bn.shift"].astype(np.float64).reshape(1, -1, 1, 1), 0)
+            state["refs"] = [a, conv_ref(i["x160"], w["kb.weight"], pad=1), conv_ref(i["x5"], w["kc.weight"], pad=1),
+                             np.maximum(conv_ref(a, w["k1.weight"]) + i["r"], 0), conv_ref(i["x14"], w["ks.weight"], stride=2),
+                             conv_ref(i["x14"], w["k2.weight"], stride=2, pad=1), conv_ref(i["x9"], w["k9.weight"], pad=1) - 1.0]
+        return state["refs"]
+
+    def case(threads, prepack):
+        def fn():
+            if "built" not in state:
+                mdl.build(out)
+                state["built"] = True
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            if not prepack:
+                env["NESTRT_PREPACK"] = "0"
+            got = run_compiled(mdl, out, tag="t%d%s" % (threads, "" if prepack else "np"), env=env)
+            bad = []
+            for k, (g, ref) in enumerate(zip(got, refs())):
+                if g.shape != ref.shape:
+                    bad.append("output %d: shape %s, expected %s" % (k, g.shape, ref.shape))
+                    continue
+                err = np.abs(g.astype(np.float64) - ref).max()
+                if not err <= 1e-4 * max(1.0, np.abs(ref).max()):
+                    bad.append("output %d: max abs err %.3g" % (k, err))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    return (single("kernels.conv2d_lanes_1_thread", case(1, True)) + single("kernels.conv2d_lanes_3_threads", case(3, True))
+            + single("kernels.conv2d_lanes_not_prepacked", case(1, False)))
+
+
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split
 # over their outermost loop: at 1, 2 and 3 threads against the interpreter.
 SRC_PAR = """
