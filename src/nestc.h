@@ -900,6 +900,12 @@ typedef struct Plan {
 	int *epi_next;      /* per node: the next op of a matmul's fused epilogue, or -1 */
 	int *fused_into;    /* per node: the matmul whose tiles apply this op, or -1 */
 	int *ew_into;       /* per node: the elementwise op that computes it inline, or -1 */
+	/* softmax(q @ k [epilogue], axis=-1) @ v run a matrix of the batch at a
+	 * time (codegen/attention.c), emitted at the second matmul: per node,
+	 * for that matmul the first one's id, for the first matmul and the
+	 * softmax -2, else -1. q, k, v and the epilogue's operands live until
+	 * the second matmul. */
+	int *attn;
 } Plan;
 
 /* Plan a graph's buffers: liveness-based reuse of workspace offsets. `maxshape`
@@ -913,6 +919,9 @@ Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
  * broadcasting) run as pool tasks, with packing buffers of their own; the
  * others pack into the scratch area of the workspace. */
 int matmul_pooled(Graph *g, Node *x, int dynamic);
+/* The most elements of an attention's scores per matrix (Plan.attn): two
+ * buffers of them on a task's stack. */
+#define ATTN_MAX_ELEMS 65536
 /* The most tensors one loop of elementwise ops (op_elementwise) reads when
  * ops are made inline (plan.c). */
 #define EW_LEAVES 12

@@ -559,6 +559,50 @@ static int64_t sat_mul(int64_t a, int64_t b)
 	return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+/* The readers of x in g (an output counts twice); the last one in *one. */
+static int readers(Graph *g, Node *x, Node **one)
+{
+	int u = 0;
+	for (int i = x->id + 1; i < g->nnodes; i++)
+		for (int k = 0; k < g->nodes[i]->nin; k++)
+			if (g->nodes[i]->in[k] == x) {
+				u++;
+				*one = g->nodes[i];
+			}
+	for (int j = 0; j < g->noutputs; j++)
+		if (g->outputs[j] == x)
+			u += 2;
+	return u;
+}
+
+/* Attentions run a matrix of the batch at a time (Plan.attn): f32 of static
+ * shapes, q @ k batched without broadcasting (its epilogue as planned), a
+ * softmax over the last axis its only reader, a matmul of the softmax by a
+ * batched v the softmax's only reader and with no epilogue of its own, a
+ * head's scores at most ATTN_MAX_ELEMS. */
+static void plan_attention(Graph *g, Plan *pl, int dynamic)
+{
+	for (int i = 0; i < g->nnodes; i++)
+		pl->attn[i] = -1;
+	for (int i = 0; i < g->nnodes && !dynamic; i++) {
+		Node *qk = g->nodes[i], *e = qk, *sm = NULL, *pv = NULL;
+		int r = qk->rank;
+		if (qk->op != OP_MATMUL || qk->dtype != DT_F32 || r < 3 || !matmul_pooled(g, qk, 0) ||
+		    virtual_slice(g, qk->in[1]) || qk->shape[r - 2] * qk->shape[r - 1] > ATTN_MAX_ELEMS)
+			continue;
+		for (int k = pl->epi_next[qk->id]; k >= 0; k = pl->epi_next[k])
+			e = g->nodes[k];
+		if (readers(g, e, &sm) != 1 || sm->op != OP_SOFTMAX || sm->in[0] != e || sm->a[0] != r - 1 ||
+		    pl->ew_into[sm->id] >= 0 || pl->fused_into[sm->id] >= 0)
+			continue;
+		if (readers(g, sm, &pv) != 1 || pv->op != OP_MATMUL || pv->in[0] != sm || pv->dtype != DT_F32 ||
+		    pv->rank != r || !matmul_pooled(g, pv, 0) || virtual_slice(g, pv->in[1]) || pl->epi_next[pv->id] >= 0)
+			continue;
+		pl->attn[qk->id] = pl->attn[sm->id] = -2;
+		pl->attn[pv->id] = qk->id;
+	}
+}
+
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 {
 	Arena *a = p->arena;
@@ -572,6 +616,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	pl->epi_next = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 	pl->fused_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 	pl->ew_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
+	pl->attn = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 
 	/* storage roots: a reshape shares its input's storage, a fused
 	 * elementwise op its matmul's */
@@ -582,6 +627,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	int dynamic = !max_numel ? 0 : g->ngdyn ? 1 : 2;
 	plan_epilogues(g, pl, dynamic);
 	plan_elementwise(g, pl, dynamic);
+	plan_attention(g, pl, max_numel != NULL || g->ngdyn);
 	for (int i = 0; i < n; i++) {
 		Node *x = g->nodes[i];
 		root[i] = x->op == OP_RESHAPE ? root[x->in[0]->id] : pl->fused_into[i] >= 0 ? pl->fused_into[i] : i;
@@ -602,6 +648,21 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			if (last[r] < i)
 				last[r] = i;
 		}
+	}
+	/* an attention's inputs live until it runs, at its second matmul */
+	for (int i = 0; i < n; i++) {
+		if (pl->attn[i] < 0)
+			continue;
+		Node *qk = g->nodes[pl->attn[i]];
+		int r = root[qk->in[0]->id];
+		last[r] = last[r] > i ? last[r] : i;
+		r = root[qk->in[1]->id];
+		last[r] = last[r] > i ? last[r] : i;
+		for (int e = pl->epi_next[qk->id]; e >= 0; e = pl->epi_next[e])
+			for (int k = 0; k < g->nodes[e]->nin; k++) {
+				r = root[g->nodes[e]->in[k]->id];
+				last[r] = last[r] > i ? last[r] : i;
+			}
 	}
 	/* outputs live to the end; each output computed in place at most once */
 	int *out_of = xmalloc(((size_t)n + 1) * sizeof(int));
@@ -671,8 +732,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 			pl->index[i] = root[i];
 			continue;
 		default:
-			if (pl->ew_into[i] >= 0) {
-				pl->kind[i] = BUF_NONE; /* computed inline by its reader */
+			if (pl->ew_into[i] >= 0 || pl->attn[i] == -2 || (pl->fused_into[i] >= 0 && pl->attn[pl->fused_into[i]] == -2)) {
+				/* computed inline by its reader, or an attention's scores
+				 * and probabilities (buffers of its tasks) */
+				pl->kind[i] = BUF_NONE;
 				continue;
 			}
 			if (pl->fused_into[i] >= 0) {

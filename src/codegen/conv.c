@@ -118,6 +118,22 @@ static LLVMValueRef cv_chan(Fn *F, ConvK *k, Node *o, LLVMValueRef ch)
 	return binop(F, o->op, o->in[0]->dtype, cv_chan(F, k, o->in[0], ch), cv_chan(F, k, o->in[1], ch));
 }
 
+/* v (one element or a vector) through op e of the fused epilogue, whose
+ * other operand (when it has one) is ov, of v's type */
+static LLVMValueRef cv_epi_op(Fn *F, ConvK *k, int e, LLVMValueRef v, LLVMValueRef ov)
+{
+	LLVMBuilderRef B = F->gen->B;
+	Node *x = k->ops[e];
+	if (x->op == OP_RELU) {
+		LLVMValueRef z = llvm.LLVMConstNull(llvm.LLVMTypeOf(v));
+		return llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, v, z, ""), z, v, ""); /* keeps NaN */
+	}
+	if (x->op == OP_NEG)
+		return llvm.LLVMBuildFNeg(B, v, "");
+	LLVMValueRef a = k->first[e] ? v : ov, b = k->first[e] ? ov : v;
+	return x->op == OP_MAX || x->op == OP_MIN ? fmaxmin(F->gen, a, b, x->op == OP_MAX) : binop(F, x->op, k->n->dtype, a, b);
+}
+
 /* v (one element or a vector) of channel o at element offset off of the
  * result, through the bias and the fused epilogue; chv[e]: the channel's
  * value of op e's operand when it is per channel. */
@@ -126,35 +142,75 @@ static LLVMValueRef cv_epilogue(Fn *F, ConvK *k, LLVMValueRef v, int lanes, LLVM
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	DType dt = k->n->dtype;
-	LLVMTypeRef et = elem_t(G, dt), vt = lanes > 1 ? llvm.LLVMVectorType(et, (unsigned)lanes) : et;
+	LLVMTypeRef et = elem_t(G, k->n->dtype), vt = lanes > 1 ? llvm.LLVMVectorType(et, (unsigned)lanes) : et;
 #define CV_SPLAT(s) (lanes > 1 ? splat(G, vt, lanes, (s)) : (s))
 	if (bias)
 		v = llvm.LLVMBuildFAdd(B, v, CV_SPLAT(bias), "");
 	for (int e = 0; e < k->nepi; e++) {
-		Node *x = k->ops[e], *o = k->other[e];
-		if (x->op == OP_RELU) {
-			LLVMValueRef z = llvm.LLVMConstNull(vt);
-			v = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, v, z, ""), z, v, ""); /* keeps NaN */
-			continue;
-		}
-		if (x->op == OP_NEG) {
-			v = llvm.LLVMBuildFNeg(B, v, "");
-			continue;
-		}
-		LLVMValueRef ov;
+		LLVMValueRef ov = NULL;
 		if (chv[e]) {
 			ov = CV_SPLAT(chv[e]);
-		} else {
-			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, o), &off, 1, "");
+		} else if (k->other[e]) {
+			LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, k->other[e]), &off, 1, "");
 			ov = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), "");
-			llvm.LLVMSetAlignment(ov, (unsigned)dtype_size(dt));
+			llvm.LLVMSetAlignment(ov, (unsigned)dtype_size(k->n->dtype));
 		}
-		LLVMValueRef a = k->first[e] ? v : ov, b = k->first[e] ? ov : v;
-		v = x->op == OP_MAX || x->op == OP_MIN ? fmaxmin(G, a, b, x->op == OP_MAX) : binop(F, x->op, dt, a, b);
+		v = cv_epi_op(F, k, e, v, ov);
 	}
 #undef CV_SPLAT
 	return v;
+}
+
+/* The loop of a register tile over channels c in [c0, c1): the
+ * accumulators acc (mr by nv vectors of type vt, from `init`, or zeros when
+ * init is NULL) are phis of its head; the builder is left in its body, and
+ * tile_loop_end closes it with the body's sums and leaves the builder after
+ * the loop, where acc holds the results. */
+typedef struct TileLoop {
+	LLVMBasicBlockRef head, done;
+	LLVMValueRef c, phi[CV_MAX_MR][CV_MAX_NV];
+	int mr, nv;
+} TileLoop;
+
+static void tile_loop_begin(Fn *F, TileLoop *L, int mr, int nv, LLVMTypeRef vt, LLVMValueRef c0, LLVMValueRef c1,
+                            LLVMValueRef init[][CV_MAX_NV], LLVMValueRef acc[][CV_MAX_NV])
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	L->head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvkbody");
+	L->done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvkdone");
+	L->mr = mr, L->nv = nv;
+	llvm.LLVMBuildBr(B, L->head);
+	llvm.LLVMPositionBuilderAtEnd(B, L->head);
+	L->c = llvm.LLVMBuildPhi(B, G->i64, "c");
+	llvm.LLVMAddIncoming(L->c, &c0, &pre, 1);
+	LLVMValueRef zv = llvm.LLVMConstNull(vt);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			L->phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(L->phi[r][v], init ? &init[r][v] : &zv, &pre, 1);
+			acc[r][v] = L->phi[r][v];
+		}
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, L->c, c1, ""), body, L->done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+}
+
+static void tile_loop_end(Fn *F, TileLoop *L, LLVMValueRef acc[][CV_MAX_NV])
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef cn = iadd(G, L->c, ci64(G, 1));
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, L->head);
+	llvm.LLVMAddIncoming(L->c, &cn, &end, 1);
+	for (int r = 0; r < L->mr; r++)
+		for (int v = 0; v < L->nv; v++) {
+			llvm.LLVMAddIncoming(L->phi[r][v], &acc[r][v], &end, 1);
+			acc[r][v] = L->phi[r][v];
+		}
+	llvm.LLVMPositionBuilderAtEnd(B, L->done);
 }
 
 /* One register tile: channels o0.. (mr) by pixels col0.. (nv vectors, of
@@ -169,25 +225,12 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	DType dt = k->n->dtype;
 	int vw = k->vw;
 	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
-	LLVMValueRef arow[CV_MAX_MR], phi[CV_MAX_MR][CV_MAX_NV], nacc[CV_MAX_MR][CV_MAX_NV];
+	LLVMValueRef arow[CV_MAX_MR], nacc[CV_MAX_MR][CV_MAX_NV];
 	for (int r = 0; r < mr; r++)
 		arow[r] = imul(G, iadd(G, o0, ci64(G, r)), ci64(G, k->Kw));
-	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
-	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvk");
-	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvkbody");
-	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "cvkdone");
-	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMPositionBuilderAtEnd(B, head);
-	LLVMValueRef c = llvm.LLVMBuildPhi(B, G->i64, "c"), z = ci64(G, 0), zv = llvm.LLVMConstNull(vt);
-	llvm.LLVMAddIncoming(c, &z, &pre, 1);
-	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++) {
-			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
-			llvm.LLVMAddIncoming(phi[r][v], &zv, &pre, 1);
-			nacc[r][v] = phi[r][v];
-		}
-	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, c, ci64(G, k->Cg), ""), body, done);
-	llvm.LLVMPositionBuilderAtEnd(B, body);
+	TileLoop L;
+	tile_loop_begin(F, &L, mr, nv, vt, ci64(G, 0), ci64(G, k->Cg), NULL, nacc);
+	LLVMValueRef c = L.c;
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	LLVMValueRef cb = iadd(G, imul(G, c, ci64(G, k->CP)), icol), ca = imul(G, c, ci64(G, k->S));
@@ -209,14 +252,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 			}
 		}
 	}
-	LLVMValueRef cn = iadd(G, c, ci64(G, 1));
-	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
-	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMAddIncoming(c, &cn, &end, 1);
-	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++)
-			llvm.LLVMAddIncoming(phi[r][v], &nacc[r][v], &end, 1);
-	llvm.LLVMPositionBuilderAtEnd(B, done);
+	tile_loop_end(F, &L, nacc);
 	for (int r = 0; r < mr; r++) {
 		LLVMValueRef o = iadd(G, o0, ci64(G, r)), chv[8] = {0};
 		LLVMValueRef bias = k->b ? load_at(F, k->b, o) : NULL;
@@ -227,7 +263,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 		for (int v = 0; v < nv; v++) {
 			LLVMValueRef off = iadd(G, row, ci64(G, v * vw));
 			if (v < nv - 1 || rem == vw) {
-				LLVMValueRef x = cv_epilogue(F, k, phi[r][v], vw, bias, chv, off);
+				LLVMValueRef x = cv_epilogue(F, k, nacc[r][v], vw, bias, chv, off);
 				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, k->n), &off, 1, "");
 				LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, p, vpt, ""));
 				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
@@ -236,7 +272,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 			/* the band's last pixels: the valid lanes one by one */
 			for (int l = 0; l < rem; l++) {
 				LLVMValueRef ol = iadd(G, off, ci64(G, l));
-				LLVMValueRef x = llvm.LLVMBuildExtractElement(B, phi[r][v], ci32(G, l), "");
+				LLVMValueRef x = llvm.LLVMBuildExtractElement(B, nacc[r][v], ci32(G, l), "");
 				store_at(F, k->n, ol, cv_epilogue(F, k, x, 1, bias, chv, ol));
 			}
 		}
@@ -507,18 +543,48 @@ static void cv_bands_tasks(Fn *F, ConvK *k, LLVMValueRef *vals, int nl)
 	task_end(F, &T, &tk, ntasks);
 }
 
+/* The shapes of convolution n, the copies' row offsets for a channel pitch
+ * CP (none when the input is read in place, inplace), the fused epilogue and
+ * the nodes the tasks read (the weights when `weights`). */
+static void cv_setup(Fn *F, ConvK *k, Node *n, ConvGeom *cg, int64_t CP, int inplace, int weights)
+{
+	*k = (ConvK){.n = n, .x = n->in[0], .w = n->in[1], .b = n->nin > 2 ? n->in[2] : NULL, .cg = *cg};
+	k->C = k->x->shape[1], k->H = k->x->shape[2], k->W = k->x->shape[3];
+	k->O = n->shape[1], k->OH = n->shape[2], k->OW = n->shape[3], k->KW = k->w->shape[3];
+	k->Cg = k->w->shape[1], k->Og = k->O / cg->groups, k->S = k->w->shape[2] * k->KW, k->Kw = k->Cg * k->S;
+	k->P = k->OH * k->OW;
+	k->CP = CP;
+	k->vw = F->gen->vbytes / dtype_size(n->dtype);
+	/* row (c, kh, kw)'s offset from channel c of the copies */
+	k->soff = xcalloc((size_t)k->S, sizeof *k->soff);
+	for (int64_t kh = 0; kh < k->w->shape[2]; kh++) {
+		int64_t ph = kh * cg->dh, slot = __builtin_popcountll(cg->phases & (((uint64_t)1 << (ph % cg->sh)) - 1));
+		for (int64_t kw = 0; kw < k->KW && !inplace; kw++)
+			k->soff[kh * k->KW + kw] = (kw * cg->nslot + slot) * k->C * k->CP + ph / cg->sh * k->OW;
+	}
+	k->nepi = mm_epilogue(F, n, k->ops, k->other, k->first);
+	cv_add_leaf(k, k->x);
+	if (weights)
+		cv_add_leaf(k, k->w);
+	cv_add_leaf(k, n);
+	if (k->b)
+		cv_add_leaf(k, k->b);
+	for (int e = 0; e < k->nepi; e++)
+		if (k->other[e]) {
+			if (cv_full(k, k->other[e]))
+				cv_add_leaf(k, k->other[e]);
+			else
+				cv_chan_leaves(F, k, k->other[e]);
+		}
+}
+
 static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	ConvK k = {.n = n, .x = n->in[0], .w = n->in[1], .b = n->nin > 2 ? n->in[2] : NULL, .cg = *cg};
+	ConvK k;
 	LLVMTypeRef et = elem_t(G, n->dtype);
-	k.C = k.x->shape[1], k.H = k.x->shape[2], k.W = k.x->shape[3];
-	k.O = n->shape[1], k.OH = n->shape[2], k.OW = n->shape[3], k.KW = k.w->shape[3];
-	k.Cg = k.w->shape[1], k.Og = k.O / cg->groups, k.S = k.w->shape[2] * k.KW, k.Kw = k.Cg * k.S;
-	k.P = k.OH * k.OW;
-	k.CP = cg->elems ? cg->bcp : k.P;
-	k.vw = G->vbytes / dtype_size(n->dtype);
+	cv_setup(F, &k, n, cg, cg->elems ? cg->bcp : n->shape[2] * n->shape[3], 0, 1);
 	k.blen = cg->elems ? cg->blen : k.P; /* the tile shape fits a whole band */
 	k.nvec = (k.blen + k.vw - 1) / k.vw;
 	cv_shape(G, &k);
@@ -526,26 +592,6 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 	k.nrtg = (k.Og + k.mr - 1) / k.mr;
 	k.nrt = cg->groups * k.nrtg;
 	k.ntiles = k.nct * k.nrt;
-	/* row (c, kh, kw)'s offset from channel c of the copies */
-	k.soff = xcalloc((size_t)k.S, sizeof *k.soff);
-	for (int64_t kh = 0; kh < k.w->shape[2]; kh++) {
-		int64_t ph = kh * cg->dh, slot = __builtin_popcountll(cg->phases & (((uint64_t)1 << (ph % cg->sh)) - 1));
-		for (int64_t kw = 0; kw < k.KW; kw++)
-			k.soff[kh * k.KW + kw] = (kw * cg->nslot + slot) * k.C * k.CP + ph / cg->sh * k.OW;
-	}
-	k.nepi = mm_epilogue(F, n, k.ops, k.other, k.first);
-	cv_add_leaf(&k, k.x);
-	cv_add_leaf(&k, k.w);
-	cv_add_leaf(&k, n);
-	if (k.b)
-		cv_add_leaf(&k, k.b);
-	for (int e = 0; e < k.nepi; e++)
-		if (k.other[e]) {
-			if (cv_full(&k, k.other[e]))
-				cv_add_leaf(&k, k.other[e]);
-			else
-				cv_chan_leaves(F, &k, k.other[e]);
-		}
 	int nl = k.nleaf;
 	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
 	Loop ln, lt, li;
@@ -627,33 +673,16 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 	DType dt = k->n->dtype;
 	int vw = k->vw, nv = CL_NV;
 	LLVMTypeRef et = elem_t(G, dt), vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
-	LLVMValueRef acc[8][CL_NV], phi[8][CL_NV];
+	LLVMValueRef init[CV_MAX_MR][CV_MAX_NV], acc[CV_MAX_MR][CV_MAX_NV];
 	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++) {
-			if (from_part) {
-				LLVMValueRef off = iadd(G, imul(G, iadd(G, p0, ci64(G, r)), ci64(G, t->wide)), ci64(G, v * vw));
-				acc[r][v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->part, &off, 1, ""), vpt, ""), "");
-				llvm.LLVMSetAlignment(acc[r][v], 64);
-			} else {
-				acc[r][v] = llvm.LLVMConstNull(vt);
-			}
+		for (int v = 0; v < nv && from_part; v++) {
+			LLVMValueRef off = iadd(G, imul(G, iadd(G, p0, ci64(G, r)), ci64(G, t->wide)), ci64(G, v * vw));
+			init[r][v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->part, &off, 1, ""), vpt, ""), "");
+			llvm.LLVMSetAlignment(init[r][v], 64);
 		}
-	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
-	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clk");
-	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clkbody");
-	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "clkdone");
-	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMPositionBuilderAtEnd(B, head);
-	LLVMValueRef c = llvm.LLVMBuildPhi(B, G->i64, "c");
-	llvm.LLVMAddIncoming(c, &c0, &pre, 1);
-	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++) {
-			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
-			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
-			acc[r][v] = phi[r][v];
-		}
-	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, c, c1, ""), body, done);
-	llvm.LLVMPositionBuilderAtEnd(B, body);
+	TileLoop L;
+	tile_loop_begin(F, &L, mr, nv, vt, c0, c1, from_part ? init : NULL, acc);
+	LLVMValueRef c = L.c;
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fma.v%df32", vw);
 	LLVMValueRef arow = iadd(G, imul(G, c, ci64(G, k->CP)), p0), brow = imul(G, imul(G, c, ci64(G, k->S)), ci64(G, t->wide));
@@ -675,19 +704,12 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 			}
 		}
 	}
-	LLVMValueRef cn = iadd(G, c, ci64(G, 1));
-	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
-	llvm.LLVMBuildBr(B, head);
-	llvm.LLVMAddIncoming(c, &cn, &end, 1);
-	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++)
-			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &end, 1);
-	llvm.LLVMPositionBuilderAtEnd(B, done);
+	tile_loop_end(F, &L, acc);
 	if (!last) {
 		for (int r = 0; r < mr; r++)
 			for (int v = 0; v < nv; v++) {
 				LLVMValueRef off = iadd(G, imul(G, iadd(G, p0, ci64(G, r)), ci64(G, t->wide)), ci64(G, v * vw));
-				LLVMValueRef st = llvm.LLVMBuildStore(B, phi[r][v], llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->part, &off, 1, ""), vpt, ""));
+				LLVMValueRef st = llvm.LLVMBuildStore(B, acc[r][v], llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->part, &off, 1, ""), vpt, ""));
 				llvm.LLVMSetAlignment(st, 64);
 			}
 		return;
@@ -712,32 +734,20 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 		LLVMValueRef plane0 = iadd(G, t->ooff, imul(G, o, ci64(G, k->P)));
 		for (int r = 0; r < mr; r++) {
 			LLVMValueRef px = iadd(G, plane0, iadd(G, p0, ci64(G, r)));
-			LLVMValueRef x = phi[r][v];
+			LLVMValueRef x = acc[r][v];
 			if (bias)
 				x = llvm.LLVMBuildFAdd(B, x, bias, "");
 			for (int e = 0; e < k->nepi; e++) {
-				Node *op = k->ops[e], *ot = k->other[e];
-				if (op->op == OP_RELU) {
-					LLVMValueRef z = llvm.LLVMConstNull(vt);
-					x = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, z, ""), z, x, ""); /* keeps NaN */
-					continue;
-				}
-				if (op->op == OP_NEG) {
-					x = llvm.LLVMBuildFNeg(B, x, "");
-					continue;
-				}
-				LLVMValueRef ov;
-				if (chv[e]) {
-					ov = chv[e];
-				} else if (scalar_of_consts(ot, 0)) {
+				Node *ot = k->other[e];
+				LLVMValueRef ov = chv[e];
+				if (!ov && ot && scalar_of_consts(ot, 0)) {
 					ov = splat(G, vt, vw, const_scalar(F, ot));
-				} else { /* the result's shape (a residual): a lane a plane */
+				} else if (!ov && ot) { /* the result's shape (a residual): a lane a plane */
 					ov = llvm.LLVMGetUndef(vt);
 					for (int l = 0; l < vw; l++)
 						ov = llvm.LLVMBuildInsertElement(B, ov, load_at(F, ot, iadd(G, px, ci64(G, (int64_t)l * k->P))), ci32(G, l), "");
 				}
-				LLVMValueRef a = k->first[e] ? x : ov, b = k->first[e] ? ov : x;
-				x = op->op == OP_MAX || op->op == OP_MIN ? fmaxmin(G, a, b, op->op == OP_MAX) : binop(F, op->op, dt, a, b);
+				x = cv_epi_op(F, k, e, x, ov);
 			}
 			for (int l = 0; l < vw; l++)
 				store_at(F, k->n, iadd(G, px, ci64(G, (int64_t)l * k->P)), llvm.LLVMBuildExtractElement(B, x, ci32(G, l), ""));
@@ -764,35 +774,12 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	ConvK k = {.n = n, .x = n->in[0], .w = n->in[1], .b = n->nin > 2 ? n->in[2] : NULL, .cg = *cg};
+	ConvK k;
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
-	k.C = k.x->shape[1], k.H = k.x->shape[2], k.W = k.x->shape[3];
-	k.O = n->shape[1], k.OH = n->shape[2], k.OW = n->shape[3], k.KW = k.w->shape[3];
-	k.Cg = k.w->shape[1], k.Og = k.O, k.S = k.w->shape[2] * k.KW, k.Kw = k.Cg * k.S;
-	k.P = k.OH * k.OW;
-	k.CP = cg->lcp ? cg->lcp : k.P;
-	k.vw = G->vbytes / dtype_size(n->dtype);
+	cv_setup(F, &k, n, cg, cg->lcp ? cg->lcp : n->shape[2] * n->shape[3], !cg->lcp, 0);
 	int64_t wide = CL_NV * k.vw, npan = (k.O + wide - 1) / wide;
 	int mr = cl_mr(k.P);
 	int64_t cb = CL_KBLOCK / k.S > 1 ? CL_KBLOCK / k.S : 1, nkb = (k.Cg + cb - 1) / cb;
-	k.soff = xcalloc((size_t)k.S, sizeof *k.soff);
-	for (int64_t kh = 0; kh < k.w->shape[2]; kh++) {
-		int64_t ph = kh * cg->dh, slot = __builtin_popcountll(cg->phases & (((uint64_t)1 << (ph % cg->sh)) - 1));
-		for (int64_t kw = 0; kw < k.KW; kw++)
-			k.soff[kh * k.KW + kw] = cg->lcp ? (kw * cg->nslot + slot) * k.C * k.CP + ph / cg->sh * k.OW : 0;
-	}
-	k.nepi = mm_epilogue(F, n, k.ops, k.other, k.first);
-	cv_add_leaf(&k, k.x);
-	cv_add_leaf(&k, n);
-	if (k.b)
-		cv_add_leaf(&k, k.b);
-	for (int e = 0; e < k.nepi; e++)
-		if (k.other[e]) {
-			if (cv_full(&k, k.other[e]))
-				cv_add_leaf(&k, k.other[e]);
-			else
-				cv_chan_leaves(F, &k, k.other[e]);
-		}
 	int nl = k.nleaf;
 	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
 	LLVMValueRef soff = ci64(G, F->plan->scratch);

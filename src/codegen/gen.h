@@ -355,6 +355,12 @@ LLVMValueRef const_scalar(Fn *F, Node *x);
 void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len);
 LLVMValueRef pack_plan_global(Gen *G, const int64_t *plan, int len, const char *sym, int private);
 
+/* ------------------------------------------------------------------ attention.c */
+
+/* softmax(q @ k [epilogue], axis=-1) @ v (Plan.attn), a matrix of the batch
+ * a task, emitted at the second matmul pv */
+void k_attention(Fn *F, Node *pv);
+
 /* ------------------------------------------------------------------ reduce.c */
 
 void k_reduce(Fn *F, Node *n);

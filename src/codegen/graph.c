@@ -417,7 +417,18 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 	double numel = 1, flops;
 	for (int k = 0; k < n->rank; k++)
 		numel *= (double)n->shape[k];
-	if (n->op == OP_MATMUL) { /* 2*M*N*K, K the left operand's last axis */
+	const char *op = op_name(n->op);
+	Node *sh = n; /* whose shape the profile shows */
+	if (n->op == OP_MATMUL && F->plan->attn[n->id] >= 0) {
+		/* an attention (attention.c): its scores' shape, both products */
+		Node *qk = F->g->nodes[F->plan->attn[n->id]];
+		double scores = 1;
+		for (int k = 0; k < qk->rank; k++)
+			scores *= (double)qk->shape[k];
+		op = "attention";
+		sh = qk;
+		flops = 2 * scores * (double)qk->in[0]->shape[qk->rank - 1] + 2 * numel * (double)qk->shape[qk->rank - 1];
+	} else if (n->op == OP_MATMUL) { /* 2*M*N*K, K the left operand's last axis */
 		Node *a = n->in[0];
 		flops = 2 * numel * (double)(a->rank ? a->shape[a->rank - 1] : 1);
 	} else if (n->op == OP_CONV2D) { /* 2 * outputs * C/g*KH*KW, the weight [O, C/g, KH, KW] */
@@ -433,10 +444,10 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 		flops = 0; /* the shape is known only at run time */
 	Buf b = {0};
 	if (F->g->ngdyn)
-		dyn_shape_str(G->p->arena, &b, F->g, n); /* f32[T, 768]: the shapes of the calls vary */
+		dyn_shape_str(G->p->arena, &b, F->g, sh); /* f32[T, 768]: the shapes of the calls vary */
 	else
-		shape_str(&b, n->dtype, n->rank, n->shape);
-	LLVMValueRef f[6] = {cstr(G, op_name(n->op)), cstr(G, b.s ? b.s : ""), source_where(G, n),
+		shape_str(&b, sh->dtype, sh->rank, sh->shape);
+	LLVMValueRef f[6] = {cstr(G, op), cstr(G, b.s ? b.s : ""), source_where(G, n),
 	                     G->kp_owner ? cstr(G, G->kp_owner) : llvm.LLVMConstPointerNull(G->i8p),
 	                     ci64(G, G->kp_slot), llvm.LLVMConstReal(G->f64, flops)};
 	buf_free(&b);
@@ -541,9 +552,15 @@ static void emit_graph_body(Fn *F)
 		}
 		if (n->op == OP_CALL && i <= skip_until)
 			continue;
-		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0)
-			continue; /* applied by its matmul's tiles, or inline by its reader */
+		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0 || pl->attn[i] == -2)
+			continue; /* applied by its matmul's tiles, inline by its reader, or by its attention */
 		LLVMValueRef t0 = own_kernel(F, n) ? kp_begin(F) : NULL;
+		if (pl->attn[i] >= 0) {
+			k_attention(F, n);
+			if (t0)
+				kp_end(F, n, t0);
+			continue;
+		}
 		switch (n->op) {
 		case OP_INPUT: case OP_PARAM: case OP_RESHAPE: case OP_RESULT: case OP_STATE:
 			break;

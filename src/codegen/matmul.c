@@ -27,10 +27,6 @@ static void prefetch_l2(Gen *G, LLVMValueRef p)
  * nodes). A's elements (rows K apart from arow) are broadcast,
  * B's rows (ldb apart, from column bj) loaded as vectors into FMAs; the tile
  * is stored at C[crow + r*ldc + cj]. */
-#ifndef MM_UNROLL
-#define MM_UNROLL 4
-#endif
-
 static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pfline,
                     LLVMValueRef pflast, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
                     LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj)
@@ -47,78 +43,61 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 			LLVMValueRef off = iadd(G, elem_off(G, crow, ci64(G, r), ldc), iadd(G, cj, ci64(G, v * vw)));
 			cp[r][v] = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, cbase, &off, 1, ""), vpt, "");
 		}
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++)
 			acc[r][v] = zv;
-	/* k in steps of MM_UNROLL, then the rest one by one: a k step is 24
-	 * FMAs and 11 loads, and the loop's own counting and the row pointers'
-	 * arithmetic per step cost a few percent at 8x3 */
-	LLVMValueRef kmain = imul(G, idiv(G, K, ci64(G, MM_UNROLL)), ci64(G, MM_UNROLL));
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
+	LLVMValueRef k0 = ci64(G, 0);
+	llvm.LLVMAddIncoming(k, &k0, &pre, 1);
 	LLVMValueRef phi[MM_MAX_MR][4];
-	for (int pass = 0; pass < 2; pass++) {
-		int u = pass == 0 ? MM_UNROLL : 1;
-		LLVMValueRef lo = pass == 0 ? ci64(G, 0) : kmain, hi = pass == 0 ? kmain : K;
-		LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
-		LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmk");
-		LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkbody");
-		LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmkdone");
-		llvm.LLVMBuildBr(B, head);
-		llvm.LLVMPositionBuilderAtEnd(B, head);
-		LLVMValueRef k = llvm.LLVMBuildPhi(B, G->i64, "k");
-		llvm.LLVMAddIncoming(k, &lo, &pre, 1);
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++) {
-				phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
-				llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
-			}
-		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, hi, ""), body, done);
-		llvm.LLVMPositionBuilderAtEnd(B, body);
-		LLVMValueRef cur[MM_MAX_MR][4];
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++)
-				cur[r][v] = phi[r][v];
-		for (int uu = 0; uu < u; uu++) {
-			LLVMValueRef kk = iadd(G, k, ci64(G, uu));
-			LLVMValueRef bv[4];
-			LLVMValueRef brow = iadd(G, imul(G, kk, ldb), bj);
-			for (int v = 0; v < nv; v++) {
-				LLVMValueRef off = iadd(G, brow, ci64(G, v * vw));
-				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, bbase, &off, 1, "");
-				bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
-				llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
-			}
-			char fma[32];
-			snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
-			for (int r = 0; r < mr; r++) {
-				LLVMValueRef aoff = iadd(G, elem_off(G, arow, ci64(G, r), K), kk);
-				LLVMValueRef sc = load_at(F, a, aoff);
-				LLVMValueRef bc = splat(G, vt, vw, sc);
-				for (int v = 0; v < nv; v++) {
-					LLVMTypeRef ts[3] = {vt, vt, vt};
-					LLVMValueRef vs[3] = {bc, bv[v], cur[r][v]};
-					cur[r][v] = call(G, fma, vt, ts, vs, 3);
-				}
-			}
-			if (pf) {
-				/* one line of the next panel per k (clamped to its last line) */
-				LLVMValueRef line = iadd(G, pfline, kk);
-				line = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, line, pflast, ""), line, pflast, "");
-				LLVMValueRef off = imul(G, line, ci64(G, 64));
-				prefetch_l2(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
-			}
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			phi[r][v] = llvm.LLVMBuildPhi(B, vt, "acc");
+			llvm.LLVMAddIncoming(phi[r][v], &acc[r][v], &pre, 1);
 		}
-		LLVMValueRef kn = iadd(G, k, ci64(G, u));
-		LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
-		llvm.LLVMBuildBr(B, head);
-		llvm.LLVMAddIncoming(k, &kn, &end, 1);
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++)
-				llvm.LLVMAddIncoming(phi[r][v], &cur[r][v], &end, 1);
-		llvm.LLVMPositionBuilderAtEnd(B, done);
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++)
-				acc[r][v] = phi[r][v];
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, k, K, ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	LLVMValueRef bv[4], nacc[MM_MAX_MR][4];
+	LLVMValueRef brow = iadd(G, imul(G, k, ldb), bj);
+	for (int v = 0; v < nv; v++) {
+		LLVMValueRef off = iadd(G, brow, ci64(G, v * vw));
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, bbase, &off, 1, "");
+		bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, p, vpt, ""), "");
+		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
 	}
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	for (int r = 0; r < mr; r++) {
+		LLVMValueRef aoff = iadd(G, elem_off(G, arow, ci64(G, r), K), k);
+		LLVMValueRef sc = load_at(F, a, aoff);
+		LLVMValueRef bc = splat(G, vt, vw, sc);
+		for (int v = 0; v < nv; v++) {
+			LLVMTypeRef ts[3] = {vt, vt, vt};
+			LLVMValueRef vs[3] = {bc, bv[v], phi[r][v]};
+			nacc[r][v] = call(G, fma, vt, ts, vs, 3);
+		}
+	}
+	if (pf) {
+		/* one line of the next panel per k (clamped to its last line) */
+		LLVMValueRef line = iadd(G, pfline, k);
+		line = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, line, pflast, ""), line, pflast, "");
+		LLVMValueRef off = imul(G, line, ci64(G, 64));
+		prefetch_l2(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
+	}
+	LLVMValueRef kn = iadd(G, k, ci64(G, 1));
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(k, &kn, &end, 1);
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			llvm.LLVMAddIncoming(phi[r][v], &nacc[r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
 			LLVMValueRef st = llvm.LLVMBuildStore(B, phi[r][v], cp[r][v]);

@@ -2565,6 +2565,71 @@ def kernels_conv2d():
     return single("kernels.conv2d", fn)
 
 
+# Attentions, softmax(q @ k ..., axis=-1) @ v, run a matrix of the batch at a
+# time (codegen/attention.c): rank 4 with a scale, more keys than queries and
+# value rows of another width; rank 3 with GPT-2's causal mask (rows not a
+# multiple of a vector); an epilogue that reads a tensor of the scores' shape
+# (relu, then a mask subtracted); and, not taken that way, a softmax that is
+# also a result. Against NumPy at 1 and 3 threads; the profile names one
+# attention kernel per attention taken, and the one softmax left.
+SRC_ATTN = """
+export fn forward(q: f32[2, 3, 37, 24], k: f32[2, 3, 24, 45], v: f32[2, 3, 45, 20], c: f32[3, 33, 16],
+                  ck: f32[3, 16, 33], m: f32[2, 3, 37, 45]) ->
+    (f32[2, 3, 37, 20], f32[3, 33, 16], f32[2, 3, 37, 20], f32[2, 3, 37, 45], f32[2, 3, 37, 20]) {
+  let a = softmax(q @ k * 0.2, axis=-1) @ v
+  let b = softmax(causal_mask(c @ ck * rsqrt(16.0)), axis=-1) @ c
+  let s = softmax(q @ k, axis=-1)
+  let d = softmax(relu(q @ k) - m, axis=-1) @ v
+  return a, b, s @ v, s, d
+}
+"""
+
+
+def softmax_np(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@check("kernels.attention")
+def kernels_attention():
+    def fn():
+        ins = rng_inputs(41, q=(2, 3, 37, 24), k=(2, 3, 24, 45), v=(2, 3, 45, 20), c=(3, 33, 16), ck=(3, 16, 33),
+                         m=(2, 3, 37, 45))
+        i = {n: x.astype(np.float64) for n, x in ins.items()}
+        cs = i["c"] @ i["ck"] / 4.0
+        cs = np.where(np.triu(np.ones((33, 33), bool), 1), -np.inf, cs)
+        s = softmax_np(i["q"] @ i["k"])
+        refs = [softmax_np(i["q"] @ i["k"] * 0.2) @ i["v"], softmax_np(cs) @ i["c"], s @ i["v"], s,
+                softmax_np(np.maximum(i["q"] @ i["k"], 0) - i["m"]) @ i["v"]]
+        mdl = region_model("kernels.attention", SRC_ATTN, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        c = mdl.call(mdl.entry(out), "np")
+        exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                             name="driver_np")
+        problems = []
+        for threads in ("1", "3"):
+            r = run([exe], env=dict(os.environ, NESTRT_NUM_THREADS=threads, NESTRT_PROFILE="2"))
+            if r.returncode != 0:
+                raise Fail("compiled program at %s threads: %s" % (threads, describe([exe], r)))
+            for n, (p, ref) in enumerate(zip(c.outputs, refs)):
+                g = np.load(p)
+                err = float(np.max(np.abs(g.astype(np.float64) - ref))) if np.all(np.isfinite(g)) else float("inf")
+                if g.shape != ref.shape or not err <= 1e-5 * max(1.0, float(np.max(np.abs(ref)))):
+                    problems.append("result %d at %s threads: shape %s vs %s, max abs err %.3g"
+                                    % (n + 1, threads, g.shape, ref.shape, err))
+            lines = re.findall(r"^\s+(\w+)\s+(f32\[[\d, ]+\])", r.stderr, re.M)
+            att = sorted(sh for op, sh in lines if op == "attention")
+            if att != ["f32[2, 3, 37, 45]", "f32[2, 3, 37, 45]", "f32[3, 33, 33]"]:
+                problems.append("attention kernels at %s threads: %s" % (threads, att or "none"))
+            sm = sorted(sh for op, sh in lines if op == "softmax")
+            if sm != ["f32[2, 3, 37, 45]"]:
+                problems.append("softmax kernels at %s threads: %s (the one that is a result)" % (threads, sm))
+        if problems:
+            raise Fail("; ".join(problems))
+    return single("kernels.attention", fn)
+
+
 # Convolutions of small planes with output channels in the lanes (codegen/
 # conv.c, AVX-512 with pre-packed weights): 7x7 with bias, relu and a
 # per-channel scale and shift; a reduction in two and in three blocks of
