@@ -389,6 +389,37 @@ static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int
 	return llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
 }
 
+/* As strided_vec, with the sw*vw elements from `at` loaded under a mask:
+ * element e (at + e, known relative to its row: rel = at - row start) is
+ * read when 0 <= rel + e < W, else it is `fill` (llvm.masked.load, which
+ * does not touch the masked-off addresses). */
+static LLVMValueRef strided_vec_masked(Fn *F, Node *x, LLVMValueRef at, int64_t rel, int64_t W, int64_t sw, int vw,
+                                       LLVMValueRef fill)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	unsigned n = (unsigned)(sw * vw);
+	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, n), wpt = llvm.LLVMPointerType(wt, 0);
+	LLVMValueRef bits[64], fills[64];
+	for (unsigned e = 0; e < n; e++) {
+		bits[e] = llvm.LLVMConstInt(G->i1, rel + (int64_t)e >= 0 && rel + (int64_t)e < W, 0);
+		fills[e] = fill;
+	}
+	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.masked.load", 16);
+	LLVMTypeRef tys[2] = {wt, wpt};
+	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, tys, 2);
+	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, tys, 2);
+	LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, ""), wpt, "");
+	LLVMValueRef args[4] = {p, ci32(G, dtype_size(x->dtype)), llvm.LLVMConstVector(bits, n), llvm.LLVMConstVector(fills, n)};
+	LLVMValueRef ld = llvm.LLVMBuildCall2(B, ft, fn, args, 4, "");
+	if (sw == 1)
+		return ld;
+	LLVMValueRef mask[64];
+	for (int l = 0; l < vw; l++)
+		mask[l] = ci32(G, (int)(l * sw));
+	return llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
+}
+
 /* Zeros into dst[at + i] for i in [lo, hi). */
 static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, int64_t lo, int64_t hi)
 {
@@ -937,9 +968,19 @@ void k_conv2d(Fn *F, Node *n)
 }
 
 /* Max and average pooling of static shapes, a plane a task of the pool: per
- * output row, the kernel's rows inside the image, and per kernel column the
- * output columns that read inside it (known when compiling), as loops
- * without tests over a row of accumulators, which vectorise. */
+ * output row, the row's outputs as vectors in registers (a row of
+ * accumulators in memory, updated at other offsets kernel column after
+ * kernel column, waited on its own stores); per kernel row inside the image
+ * and kernel column, a vector of inputs per vector of outputs, loaded under
+ * a mask (known when compiling) where some of its outputs read outside the
+ * image, the padding's value in their lanes. Strides up to 4. */
+static int pool_rows_ok(Gen *G, Node *n)
+{
+	int vw = G->vbytes / dtype_size(n->dtype);
+	int64_t nch = (n->shape[3] + vw - 1) / vw;
+	return n->a[3] <= 4 && nch <= 16 && n->a[0] * n->a[1] * nch <= 1024;
+}
+
 static void k_pool_rows(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -948,24 +989,29 @@ static void k_pool_rows(Fn *F, Node *n)
 	DType dt = n->dtype;
 	LLVMTypeRef et = elem_t(G, dt), ept = llvm.LLVMPointerType(et, 0);
 	int is_max = n->op == OP_MAXPOOL2D, vw = G->vbytes / dtype_size(dt);
+	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
 	int64_t H = x->shape[2], W = x->shape[3], OH = n->shape[2], OW = n->shape[3];
 	int64_t KH = n->a[0], KW = n->a[1], sh = n->a[2], sw = n->a[3], ph = n->a[4], pw = n->a[5];
+	int nch = (int)((OW + vw - 1) / vw);
+	LLVMValueRef init = fconst(G, dt, is_max ? -INFINITY : 0), vinit = splat(G, vt, vw, init);
 	LLVMValueRef vals[2] = {llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, "")};
 	Fn T;
 	LLVMValueRef got[2];
 	Task tk = task_begin(F, &T, "pool", vals, 2, got);
 	T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "");
 	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "");
+	/* the accumulators: allocas of the entry block, which become registers */
+	LLVMValueRef acc[16];
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-	LLVMValueRef acc = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, OW), "row");
+	for (int c = 0; c < nch; c++)
+		acc[c] = llvm.LLVMBuildAlloca(B, vt, "acc");
 	llvm.LLVMPositionBuilderAtEnd(B, body);
-	Loop lp, loh, li, lk, lout;
+	Loop lp, loh;
 	LLVMValueRef pl = loop_begin(&T, &lp, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 	LLVMValueRef oh = loop_to(&T, &loh, ci64(G, OH));
-	LLVMValueRef i = loop_to(&T, &li, ci64(G, OW));
-	llvm.LLVMBuildStore(B, fconst(G, dt, is_max ? -INFINITY : 0), llvm.LLVMBuildGEP2(B, et, acc, &i, 1, ""));
-	loop_end(&T, &li);
+	for (int c = 0; c < nch; c++)
+		llvm.LLVMBuildStore(B, vinit, acc[c]);
 	for (int64_t kh = 0; kh < KH; kh++) {
 		LLVMValueRef ih = iadd(G, imul(G, oh, ci64(G, sh)), ci64(G, kh - ph));
 		LLVMBasicBlockRef j = if_begin(&T, in_range(G, ih, ci64(G, H)));
@@ -973,37 +1019,38 @@ static void k_pool_rows(Fn *F, Node *n)
 		for (int64_t kw = 0; kw < KW; kw++) {
 			int64_t lo, hi, hv;
 			row_range(OW, W, sw, kw - pw, &lo, &hi, &hv);
-			if (lo >= hi)
-				continue;
-			/* by vectors while a vector's inputs stay in the row, then one by one */
-			int64_t nvb = sw <= 2 ? (hv - lo) / vw : 0;
-			if (nvb > 0) {
-				LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
-				LLVMValueRef t = loop_to(&T, &lk, ci64(G, nvb));
-				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, vw)));
-				LLVMValueRef v = strided_vec(&T, x, iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw))), sw, vw);
-				LLVMValueRef ap = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, ""), llvm.LLVMPointerType(vt, 0), "");
-				LLVMValueRef cur = llvm.LLVMBuildLoad2(B, vt, ap, "");
-				llvm.LLVMSetAlignment(cur, (unsigned)dtype_size(dt));
-				LLVMValueRef st = llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), ap);
-				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
-				loop_end(&T, &lk);
+			for (int c = 0; c < nch; c++) {
+				int64_t o0 = (int64_t)c * vw, o1 = o0 + vw;
+				LLVMValueRef v = NULL, at = iadd(G, row, ci64(G, o0 * sw + kw - pw));
+				if (o1 > lo && o0 < hi && o0 < OW) {
+					if (o0 >= lo && o1 <= hv)
+						v = strided_vec(&T, x, at, sw, vw);
+					else /* some outputs read the padding: their lanes masked */
+						v = strided_vec_masked(&T, x, at, o0 * sw + kw - pw, W, sw, vw, init);
+				}
+				if (!v)
+					continue;
+				LLVMValueRef cur = llvm.LLVMBuildLoad2(B, vt, acc[c], "");
+				llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), acc[c]);
 			}
-			LLVMValueRef ow = loop_begin(&T, &lk, ci64(G, lo + nvb * vw), ci64(G, hi));
-			LLVMValueRef v = load_at(&T, x, iadd(G, row, iadd(G, imul(G, ow, ci64(G, sw)), ci64(G, kw - pw))));
-			LLVMValueRef ap = llvm.LLVMBuildGEP2(B, et, acc, &ow, 1, "");
-			LLVMValueRef cur = llvm.LLVMBuildLoad2(B, et, ap, "");
-			llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), ap);
-			loop_end(&T, &lk);
 		}
 		if_end(&T, j);
 	}
-	LLVMValueRef o = loop_to(&T, &lout, ci64(G, OW));
-	LLVMValueRef r = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, acc, &o, 1, ""), "");
-	if (!is_max) /* padding counts in the average (count_include_pad) */
-		r = llvm.LLVMBuildFDiv(B, r, fconst(G, dt, (double)(KH * KW)), "");
-	store_at(&T, n, iadd(G, imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW)), o), r);
-	loop_end(&T, &lout);
+	LLVMValueRef orow = imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW));
+	for (int c = 0; c < nch; c++) {
+		int64_t o0 = (int64_t)c * vw;
+		LLVMValueRef r = llvm.LLVMBuildLoad2(B, vt, acc[c], "");
+		if (!is_max) /* padding counts in the average (count_include_pad) */
+			r = llvm.LLVMBuildFDiv(B, r, splat(G, vt, vw, fconst(G, dt, (double)(KH * KW))), "");
+		LLVMValueRef at = iadd(G, orow, ci64(G, o0));
+		if (o0 + vw <= OW) {
+			LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, T.ptr[n->id], &at, 1, ""), vpt, "");
+			llvm.LLVMSetAlignment(llvm.LLVMBuildStore(B, r, p), (unsigned)dtype_size(dt));
+		} else {
+			for (int64_t ow = o0; ow < OW; ow++)
+				store_at(&T, n, iadd(G, orow, ci64(G, ow)), llvm.LLVMBuildExtractElement(B, r, ci32(G, (int)(ow - o0)), ""));
+		}
+	}
 	loop_end(&T, &loh);
 	loop_end(&T, &lp);
 	task_end(F, &T, &tk, ci64(G, x->shape[0] * x->shape[1]));
@@ -1011,7 +1058,8 @@ static void k_pool_rows(Fn *F, Node *n)
 
 void k_pool(Fn *F, Node *n)
 {
-	if (n->op != OP_GLOBAL_AVGPOOL2D && dtype_is_float(n->dtype) && !fn_dynamic(F) && n->a[0] * n->a[1] <= 64) {
+	if (n->op != OP_GLOBAL_AVGPOOL2D && dtype_is_float(n->dtype) && !fn_dynamic(F) && n->a[0] * n->a[1] <= 64 &&
+	    pool_rows_ok(F->gen, n)) {
 		k_pool_rows(F, n);
 		return;
 	}

@@ -7,19 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* A prefetch of the line at p into L2 (prefetcht1). The intrinsic's name is
- * mangled with its pointer type, which differs between typed (LLVM 14) and
- * opaque pointers (15 and later): LLVM declares it. */
-static void prefetch_l2(Gen *G, LLVMValueRef p)
-{
-	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
-	LLVMTypeRef pt = G->i8p;
-	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, &pt, 1);
-	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, &pt, 1);
-	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, 0), ci32(G, 2), ci32(G, 1)};
-	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
-}
-
 #define MM_MAX_MR 16
 
 /* One register tile of C = A @ B: mr rows by nv vectors of vw columns over
@@ -27,8 +14,7 @@ static void prefetch_l2(Gen *G, LLVMValueRef p)
  * nodes). A's elements (rows K apart from arow) are broadcast,
  * B's rows (ldb apart, from column bj) loaded as vectors into FMAs; the tile
  * is stored at C[crow + r*ldc + cj]. */
-static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pfline,
-                    LLVMValueRef pflast, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
+static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
                     LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj)
 {
 	Gen *G = F->gen;
@@ -83,13 +69,6 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 			nacc[r][v] = call(G, fma, vt, ts, vs, 3);
 		}
 	}
-	if (pf) {
-		/* one line of the next panel per k (clamped to its last line) */
-		LLVMValueRef line = iadd(G, pfline, k);
-		line = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, line, pflast, ""), line, pflast, "");
-		LLVMValueRef off = imul(G, line, ci64(G, 64));
-		prefetch_l2(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
-	}
 	LLVMValueRef kn = iadd(G, k, ci64(G, 1));
 	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMBuildBr(B, head);
@@ -126,7 +105,7 @@ static int64_t mm_static_n(Fn *F, Node *n)
 static void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo,
                              LLVMValueRef cw, LLVMValueRef ncols);
 
-static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef pf, LLVMValueRef pflast, LLVMValueRef M,
+static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef M,
                     LLVMValueRef K, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
                     LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj, int epi)
 {
@@ -149,10 +128,7 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		Loop lt;
 		LLVMValueRef t = loop_to(F, &lt, cnt);
 		LLVMValueRef i = elem_off(G, done, t, ci64(G, h));
-		/* tile t prefetches lines t*K.. of the next panel: the first few
-		 * tiles fetch all of it while the rest compute */
-		LLVMValueRef pfline = pf ? imul(G, idiv(G, i, ci64(G, h)), K) : NULL;
-		mm_tile(F, n, a, h, nv, vw, pf, pfline, pflast, K, elem_off(G, arow0, i, K),
+		mm_tile(F, n, a, h, nv, vw, K, elem_off(G, arow0, i, K),
 		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj);
 		/* the fused epilogue on the tile just stored, still in L1: over a
 		 * whole panel afterwards its rows (N apart) came back from L3 */
@@ -342,7 +318,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		llvm.LLVMBuildBr(B, pdone);
 		llvm.LLVMPositionBuilderAtEnd(B, pdone);
 	}
-	LLVMValueRef panel = buf, pf = NULL, pflast = NULL;
+	LLVMValueRef panel = buf;
 	if (packed) {
 		LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
 		llvm.LLVMBuildBr(B, join);
@@ -365,7 +341,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	int64_t Ns = mm_static_n(F, n);
 	llvm.LLVMPositionBuilderAtEnd(B, whole);
 	if (Ns < 0 || Ns >= nv * vw)
-		mm_rows(F, n, a, mr, nv, vw, pf, pflast, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw, 1);
+		mm_rows(F, n, a, mr, nv, vw, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw, 1);
 	llvm.LLVMBuildBr(B, after);
 	/* the last columns: into tmp, then the valid ones to C */
 	llvm.LLVMPositionBuilderAtEnd(B, part);
@@ -374,7 +350,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		llvm.LLVMPositionBuilderAtEnd(B, after);
 		return;
 	}
-	mm_rows(F, n, a, mr, nv, vw, NULL, NULL, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0);
+	mm_rows(F, n, a, mr, nv, vw, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0);
 	Loop li, lj;
 	LLVMValueRef i = loop_to(F, &li, M);
 	LLVMValueRef j = loop_to(F, &lj, left);
@@ -431,7 +407,7 @@ static void mv_row(Fn *F, Node *n, Node *a, Node *bn, LLVMValueRef K, LLVMValueR
 		LLVMValueRef cnt = idiv(G, isub(G, Nn, done), w);
 		Loop lt;
 		LLVMValueRef cj = elem_off(G, done, loop_to(F, &lt, cnt), w);
-		mm_tile(F, n, a, 1, nv, vw, NULL, NULL, NULL, K, oa, bbase, ldb, iadd(G, ob, cj), cbase, oo, Nn, cj);
+		mm_tile(F, n, a, 1, nv, vw, K, oa, bbase, ldb, iadd(G, ob, cj), cbase, oo, Nn, cj);
 		loop_end(F, &lt);
 		done = elem_off(G, done, cnt, w);
 	}

@@ -1057,6 +1057,27 @@ export fn f(x: f32[2, 3, 7, 6], n: f32[1, 2, 5, 5]) -> (f32[2, 3, 3, 3], f32[1, 
     O("avg_list_args", pool_ref(px, (3, 2), (2, 1), (1, 0), "avg")),
 ])
 
+# Rows wider than a vector (16 lanes with AVX-512): the compiled pools keep a row's outputs in
+# vectors, with the columns that read padding at either end filled lane by lane.
+wx = uni((1, 3, 9, 75), -3, 3)
+wn = -uni((1, 2, 8, 112), 1, 3)
+case("pool2d_wide_rows", """
+export fn f(x: f32[1, 3, 9, 75], n: f32[1, 2, 8, 112]) -> (f32[1, 3, 5, 38], f32[1, 3, 4, 37], f32[1, 3, 9, 75],
+        f32[1, 2, 4, 56], f32[1, 3, 5, 38], f32[1, 2, 4, 56], f32[1, 3, 7, 38]) {
+  return max_pool2d(x, 3, stride=2, padding=1), max_pool2d(x, 2), max_pool2d(x, 3, stride=1, padding=1),
+         max_pool2d(n, 3, stride=2, padding=1), avg_pool2d(x, 3, stride=2, padding=1),
+         avg_pool2d(n, 3, stride=2, padding=1), max_pool2d(x, [3, 5], stride=[1, 2], padding=[0, 2])
+}
+""", dict(x=wx, n=wn), [
+    O("max_k3_s2_p1", pool_ref(wx, 3, 2, 1), tol=0.0),
+    O("max_k2", pool_ref(wx, 2), tol=0.0),
+    O("max_k3_s1_p1", pool_ref(wx, 3, 1, 1), tol=0.0),
+    O("max_resnet_row_neg", pool_ref(wn, 3, 2, 1), tol=0.0),
+    O("avg_k3_s2_p1", pool_ref(wx, 3, 2, 1, "avg")),
+    O("avg_resnet_row_neg", pool_ref(wn, 3, 2, 1, "avg")),
+    O("max_rect_k3x5", pool_ref(wx, (3, 5), (1, 2), (0, 2)), tol=0.0),
+])
+
 # --- indexing and gather ---------------------------------------------------------------
 
 ix = uni((5, 4))
