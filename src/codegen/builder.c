@@ -84,6 +84,45 @@ LLVMValueRef math2(Gen *G, const char *base, DType dt, LLVMValueRef x, LLVMValue
 	return call(G, name, t, ts, vs, 2);
 }
 
+/* llvm.masked.load / llvm.masked.store of a vector of type vt at p (a
+ * pointer to its elements): lanes whose mask bit is 0 are not read (`pass`
+ * in their place) or not written; their addresses may lie outside the
+ * storage. The intrinsics are declared by LLVM: their names carry the
+ * pointer type, typed before LLVM 15 and opaque after. */
+static LLVMValueRef masked_intrinsic(Gen *G, const char *name, LLVMTypeRef vt, LLVMTypeRef *ft)
+{
+	unsigned id = llvm.LLVMLookupIntrinsicID(name, strlen(name));
+	LLVMTypeRef tys[2] = {vt, llvm.LLVMPointerType(vt, 0)};
+	*ft = llvm.LLVMIntrinsicGetType(G->C, id, tys, 2);
+	return llvm.LLVMGetIntrinsicDeclaration(G->M, id, tys, 2);
+}
+
+LLVMValueRef masked_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass, unsigned align)
+{
+	LLVMTypeRef ft;
+	LLVMValueRef fn = masked_intrinsic(G, "llvm.masked.load", vt, &ft);
+	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, llvm.LLVMPointerType(vt, 0), ""), ci32(G, (int)align), mask, pass};
+	return llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
+}
+
+void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align)
+{
+	LLVMTypeRef ft, vt = llvm.LLVMTypeOf(v);
+	LLVMValueRef fn = masked_intrinsic(G, "llvm.masked.store", vt, &ft);
+	LLVMValueRef args[4] = {v, llvm.LLVMBuildPointerCast(G->B, p, llvm.LLVMPointerType(vt, 0), ""), ci32(G, (int)align), mask};
+	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
+}
+
+/* The lanes i < n (n an i64 at run time) of a vector of vw lanes, as an i1 mask. */
+LLVMValueRef lanes_below(Gen *G, int vw, LLVMValueRef n)
+{
+	LLVMValueRef idx[64];
+	for (int l = 0; l < vw; l++)
+		idx[l] = ci64(G, l);
+	LLVMTypeRef it = llvm.LLVMVectorType(G->i64, (unsigned)vw);
+	return llvm.LLVMBuildICmp(G->B, LLVMIntSLT, llvm.LLVMConstVector(idx, (unsigned)vw), splat(G, it, vw, n), "");
+}
+
 /* ---- loops and conditional blocks ---- */
 
 LLVMValueRef loop_begin(Fn *F, Loop *L, LLVMValueRef lo, LLVMValueRef hi)

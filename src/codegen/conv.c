@@ -391,7 +391,7 @@ static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int
 
 /* As strided_vec, with the sw*vw elements from `at` loaded under a mask:
  * element e (at + e, known relative to its row: rel = at - row start) is
- * read when 0 <= rel + e < W, else it is `fill` (llvm.masked.load, which
+ * read when 0 <= rel + e < W, else it is `fill` (a masked load, which
  * does not touch the masked-off addresses). */
 static LLVMValueRef strided_vec_masked(Fn *F, Node *x, LLVMValueRef at, int64_t rel, int64_t W, int64_t sw, int vw,
                                        LLVMValueRef fill)
@@ -399,19 +399,14 @@ static LLVMValueRef strided_vec_masked(Fn *F, Node *x, LLVMValueRef at, int64_t 
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	unsigned n = (unsigned)(sw * vw);
-	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, n), wpt = llvm.LLVMPointerType(wt, 0);
+	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, n);
 	LLVMValueRef bits[64], fills[64];
 	for (unsigned e = 0; e < n; e++) {
 		bits[e] = llvm.LLVMConstInt(G->i1, rel + (int64_t)e >= 0 && rel + (int64_t)e < W, 0);
 		fills[e] = fill;
 	}
-	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.masked.load", 16);
-	LLVMTypeRef tys[2] = {wt, wpt};
-	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, tys, 2);
-	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, tys, 2);
-	LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, ""), wpt, "");
-	LLVMValueRef args[4] = {p, ci32(G, dtype_size(x->dtype)), llvm.LLVMConstVector(bits, n), llvm.LLVMConstVector(fills, n)};
-	LLVMValueRef ld = llvm.LLVMBuildCall2(B, ft, fn, args, 4, "");
+	LLVMValueRef ld = masked_load(G, wt, llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, ""), llvm.LLVMConstVector(bits, n),
+	                              llvm.LLVMConstVector(fills, n), (unsigned)dtype_size(x->dtype));
 	if (sw == 1)
 		return ld;
 	LLVMValueRef mask[64];

@@ -47,28 +47,40 @@ LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x)
 {
 	if (dt != DT_F32)
 		return math1(G, "llvm.exp", dt, x);
+	return exp_fast_v(G, x, 0);
+}
+
+LLVMValueRef exp_fast_v(Gen *G, LLVMValueRef x, int lanes)
+{
 	LLVMBuilderRef B = G->B;
-	LLVMValueRef hi = fconst(G, dt, 88.3762626647949), lo = fconst(G, dt, -88.3762626647949);
+	LLVMTypeRef ft = lanes ? llvm.LLVMVectorType(G->f32, (unsigned)lanes) : G->f32;
+	LLVMTypeRef it = lanes ? llvm.LLVMVectorType(G->i32, (unsigned)lanes) : G->i32;
+#define KF(v) (lanes ? splat(G, ft, lanes, fconst(G, DT_F32, (v))) : fconst(G, DT_F32, (v)))
+#define KI(v) (lanes ? splat(G, it, lanes, ci32(G, (v))) : ci32(G, (v)))
+	LLVMValueRef hi = KF(88.3762626647949), lo = KF(-88.3762626647949);
 	LLVMValueRef xc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, x, lo, ""), lo, x, "");
 	xc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, xc, hi, ""), hi, xc, "");
-	LLVMValueRef n = math1(G, "llvm.floor", dt,
-	                       llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, xc, fconst(G, dt, 1.44269504088896341), ""),
-	                                          fconst(G, dt, 0.5), ""));
-	LLVMValueRef r = llvm.LLVMBuildFSub(B, xc, llvm.LLVMBuildFMul(B, n, fconst(G, dt, 0.693359375), ""), "");
-	r = llvm.LLVMBuildFSub(B, r, llvm.LLVMBuildFMul(B, n, fconst(G, dt, -2.12194440e-4), ""), "");
+	char fl[32];
+	snprintf(fl, sizeof fl, lanes ? "llvm.floor.v%df32" : "llvm.floor.f32", lanes);
+	LLVMValueRef fa = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, xc, KF(1.44269504088896341), ""), KF(0.5), "");
+	LLVMValueRef n = call(G, fl, ft, &ft, &fa, 1);
+	LLVMValueRef r = llvm.LLVMBuildFSub(B, xc, llvm.LLVMBuildFMul(B, n, KF(0.693359375), ""), "");
+	r = llvm.LLVMBuildFSub(B, r, llvm.LLVMBuildFMul(B, n, KF(-2.12194440e-4), ""), "");
 	static const double c[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
 	                           1.6666665459E-1, 5.0000001201E-1};
-	LLVMValueRef p = fconst(G, dt, c[0]);
+	LLVMValueRef p = KF(c[0]);
 	for (int i = 1; i < 6; i++)
-		p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, r, ""), fconst(G, dt, c[i]), "");
+		p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, r, ""), KF(c[i]), "");
 	p = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildFMul(B, r, r, ""), ""), r, ""),
-	                       fconst(G, dt, 1), "");
+	                       KF(1), "");
 	/* 2^n: n + 127 in the exponent field */
-	LLVMValueRef ni = llvm.LLVMBuildFPToSI(B, n, G->i32, "");
-	LLVMValueRef bits = llvm.LLVMBuildShl(B, llvm.LLVMBuildAdd(B, ni, ci32(G, 127), ""), ci32(G, 23), "");
-	LLVMValueRef e = llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildBitCast(B, bits, G->f32, ""), "");
-	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), fconst(G, dt, INFINITY), e, "");
+	LLVMValueRef ni = llvm.LLVMBuildFPToSI(B, n, it, "");
+	LLVMValueRef bits = llvm.LLVMBuildShl(B, llvm.LLVMBuildAdd(B, ni, KI(127), ""), KI(23), "");
+	LLVMValueRef e = llvm.LLVMBuildFMul(B, p, llvm.LLVMBuildBitCast(B, bits, ft, ""), "");
+	e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, x, hi, ""), KF(INFINITY), e, "");
 	return llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealUNO, x, x, ""), x, e, "");
+#undef KF
+#undef KI
 }
 
 /* tanh(x) = 1 - 2 / (exp(2x) + 1), through exp_fast for f32 */

@@ -308,6 +308,12 @@ void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v);
 void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off);
 void nest_end(Fn *F, Nest *N);
 
+/* masked vector loads and stores (lanes off: not touched), and the mask of
+ * lanes [0, n) */
+LLVMValueRef masked_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
+void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align);
+LLVMValueRef lanes_below(Gen *G, int vw, LLVMValueRef n);
+
 void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v);
 Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, LLVMValueRef *got);
 void task_end(Fn *F, Fn *T, Task *t, LLVMValueRef ntasks);
@@ -318,6 +324,8 @@ void task_end(Fn *F, Fn *T, Task *t, LLVMValueRef ntasks);
 LLVMValueRef fmaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max);
 LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max);
 LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x);
+/* exp_fast of f32 x, a scalar (lanes 0) or a vector of `lanes` */
+LLVMValueRef exp_fast_v(Gen *G, LLVMValueRef x, int lanes);
 LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x);
 /* an OP_CONST, OP_FULL or OP_ARANGE node's value */

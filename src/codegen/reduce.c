@@ -132,6 +132,22 @@ static LLVMValueRef red_step(Gen *G, int kind, LLVMValueRef acc, LLVMValueRef x,
  * cannot set fast-math flags, so this loop is written in vectors: one partial
  * result per lane (sums reassociated, as NumPy's pairwise sums are), folded
  * at the end, then the tail element by element. */
+/* The vw lanes of a folded into one by red_step, in halves (log2 steps: a
+ * chain lane after lane was most of a short row's time, softmax over 128
+ * keys). */
+static LLVMValueRef lanes_fold(Gen *G, int kind, LLVMValueRef a, int vw)
+{
+	LLVMTypeRef vt = llvm.LLVMTypeOf(a);
+	for (int w = vw / 2; w >= 1; w /= 2) {
+		LLVMValueRef idx[64];
+		for (int l = 0; l < vw; l++)
+			idx[l] = ci32(G, (l + w) % vw);
+		LLVMValueRef hi = llvm.LLVMBuildShuffleVector(G->B, a, llvm.LLVMGetUndef(vt), llvm.LLVMConstVector(idx, (unsigned)vw), "");
+		a = red_step(G, kind, a, hi, NULL);
+	}
+	return llvm.LLVMBuildExtractElement(G->B, a, ci32(G, 0), "");
+}
+
 static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef len, int kind, LLVMValueRef mean)
 {
 	Gen *G = F->gen;
@@ -160,24 +176,57 @@ static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef l
 		llvm.LLVMBuildStore(B, red_step(G, kind, a, v, vmean), acc);
 	}
 	loop_end(F, &lv);
-	a = llvm.LLVMBuildLoad2(B, vt, acc, "");
-	/* the lanes folded in halves (log2 steps: a chain lane after lane
-	 * was most of a short row's time, softmax over 128 keys) */
-	for (int w = vw / 2; w >= 1; w /= 2) {
-		LLVMValueRef idx[64];
-		for (int l = 0; l < vw; l++)
-			idx[l] = ci32(G, (l + w) % vw);
-		LLVMValueRef hi = llvm.LLVMBuildShuffleVector(B, a, llvm.LLVMGetUndef(vt), llvm.LLVMConstVector(idx, (unsigned)vw), "");
-		a = red_step(G, kind == RED_SQDEV ? RED_SUM : kind, a, hi, NULL);
-	}
-	LLVMValueRef r = llvm.LLVMBuildExtractElement(B, a, ci32(G, 0), "");
-	llvm.LLVMBuildStore(B, r, sacc);
+	llvm.LLVMBuildStore(B, lanes_fold(G, kind == RED_SQDEV ? RED_SUM : kind, llvm.LLVMBuildLoad2(B, vt, acc, ""), vw), sacc);
 	LLVMValueRef k = loop_begin(F, &lt, imul(G, nvec, ci64(G, vw)), len);
 	LLVMValueRef e = load_at(F, x, iadd(G, base, k));
 	LLVMValueRef c = llvm.LLVMBuildLoad2(B, t, sacc, "");
 	llvm.LLVMBuildStore(B, red_step(G, kind, c, e, mean), sacc);
 	loop_end(F, &lt);
 	return llvm.LLVMBuildLoad2(B, t, sacc, "");
+}
+
+/* softmax of an f32 row [base, base + len) of x into n: the maximum, then
+ * the exponentials stored and summed in one pass, then the product with
+ * the sum's reciprocal, all in vectors; the row's last elements (fewer than
+ * a vector: ViT's 197 keys) by masked loads and stores, where a loop the
+ * vectoriser made ran them one by one through the exponential's 30
+ * instructions. */
+static void softmax_row(Fn *F, Node *n, Node *x, LLVMValueRef base, LLVMValueRef len)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int vw = G->vbytes / 4;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMValueRef zero = llvm.LLVMConstNull(vt);
+	LLVMValueRef m = splat(G, vt, vw, row_reduce(F, x, base, len, RED_MAX, NULL));
+	LLVMValueRef acc = entry_alloca(F, vt, "esum");
+	llvm.LLVMBuildStore(B, zero, acc);
+	LLVMValueRef nvec = idiv(G, len, ci64(G, vw)), tail = elem_off(G, base, nvec, ci64(G, vw));
+	LLVMValueRef mask = lanes_below(G, vw, isub(G, len, imul(G, nvec, ci64(G, vw))));
+#define SM_AT(node, off) llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, nptr(F, node), (LLVMValueRef[]){off}, 1, ""), vpt, "")
+	Loop l1, l2;
+	LLVMValueRef off = elem_off(G, base, loop_to(F, &l1, nvec), ci64(G, vw));
+	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, SM_AT(x, off), "");
+	llvm.LLVMSetAlignment(v, 4);
+	LLVMValueRef e = exp_fast_v(G, llvm.LLVMBuildFSub(B, v, m, ""), vw);
+	llvm.LLVMSetAlignment(llvm.LLVMBuildStore(B, e, SM_AT(n, off)), 4);
+	llvm.LLVMBuildStore(B, llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, vt, acc, ""), e, ""), acc);
+	loop_end(F, &l1);
+	v = masked_load(G, vt, SM_AT(x, tail), mask, zero, 4);
+	e = exp_fast_v(G, llvm.LLVMBuildFSub(B, v, m, ""), vw);
+	masked_store(G, e, SM_AT(n, tail), mask, 4);
+	LLVMValueRef s = llvm.LLVMBuildFAdd(B, llvm.LLVMBuildLoad2(B, vt, acc, ""), llvm.LLVMBuildSelect(B, mask, e, zero, ""), "");
+	/* times the reciprocal, as PyTorch does: a division per element was a
+	 * third of the row's time */
+	LLVMValueRef rs = splat(G, vt, vw, llvm.LLVMBuildFDiv(B, fconst(G, DT_F32, 1), lanes_fold(G, RED_SUM, s, vw), ""));
+	off = elem_off(G, base, loop_to(F, &l2, nvec), ci64(G, vw));
+	v = llvm.LLVMBuildLoad2(B, vt, SM_AT(n, off), "");
+	llvm.LLVMSetAlignment(v, 4);
+	llvm.LLVMSetAlignment(llvm.LLVMBuildStore(B, llvm.LLVMBuildFMul(B, v, rs, ""), SM_AT(n, off)), 4);
+	loop_end(F, &l2);
+	v = masked_load(G, vt, SM_AT(n, tail), mask, zero, 4);
+	masked_store(G, llvm.LLVMBuildFMul(B, v, rs, ""), SM_AT(n, tail), mask, 4);
+#undef SM_AT
 }
 
 void k_softmax(Fn *F, Node *n)
@@ -197,6 +246,12 @@ void k_softmax(Fn *F, Node *n)
 	/* rows along the last axis are contiguous: reductions in vectors */
 	int rows = n->a[0] == x->rank - 1;
 	LLVMValueRef k, off, m;
+	if (rows && n->op == OP_SOFTMAX && dt == DT_F32) {
+		softmax_row(F, n, x, base, len);
+		loop_end(F, &li);
+		loop_end(F, &lo);
+		return;
+	}
 	if (rows) {
 		m = row_reduce(F, x, base, len, RED_MAX, NULL);
 	} else {

@@ -707,6 +707,28 @@ export fn f(x: f32[6, 40]) -> (f32[6, 40], f32[6, 40]) {
     O("softmax", softmax_ref(lx)), O("log_softmax", log_softmax_ref(lx)),
 ])
 
+# Rows of any length: whole vectors, then the last elements under a mask (197 keys, ViT's
+# attention: 12 vectors of 16 and 5 over), exactly vectors long (16, 32), shorter than a
+# vector, and of one element. Extremes in the masked part: the maximum in the row's last
+# element, -inf there, a NaN there.
+tx = uni((4, 197), -5, 5)
+tx[0, 196] = 60.0
+tx[1, 192:] = -np.inf
+tx[2, 194] = np.nan
+tx[3, :] = -700.0
+tx[3, 193] = -699.0
+ux = uni((3, 32), -5, 5)
+vx = uni((3, 7), -5, 5)
+case("softmax_vector_tails", """
+export fn f(t: f32[4, 197], u: f32[3, 32], v: f32[3, 7], w: f32[2, 1]) -> (f32[4, 197], f32[3, 32], f32[3, 16], f32[3, 7],
+        f32[2, 1]) {
+  return softmax(t), softmax(u), softmax(u[:, 0:16]), softmax(v), softmax(w)
+}
+""", dict(t=tx, u=ux, v=vx, w=uni((2, 1), -5, 5)), [
+    O("row_197", softmax_ref(tx)), O("row_32", softmax_ref(ux)), O("row_16", softmax_ref(ux[:, 0:16])),
+    O("row_7", softmax_ref(vx)), O("row_1", np.ones((2, 1))),
+])
+
 # --- normalisation --------------------------------------------------------------------
 
 nx = randn((5, 8))
