@@ -16,7 +16,7 @@ static const char usage_text[] =
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
-	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--no-regions]\n"
+	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--target=TRIPLE] [--no-regions]\n"
 	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
@@ -368,9 +368,10 @@ int main(int argc, char **argv)
 				rc = usage_error("--emit takes obj, asm or llvm, not '%s'", v);
 				goto out;
 			}
-		} else if (is_build && (v = flag_value(argc, argv, &i, "--target", &missing))) {
+		} else if ((is_build || is_report) && (v = flag_value(argc, argv, &i, "--target", &missing))) {
 			bo.target = v;
-			vec_push(&passthru, xasprintf("--target=%s", v));
+			if (is_build)
+				vec_push(&passthru, xasprintf("--target=%s", v));
 		} else if (is_build && (v = flag_value(argc, argv, &i, "--cpu", &missing))) {
 			bo.cpu = v;
 			vec_push(&passthru, xasprintf("--cpu=%s", v));
@@ -600,6 +601,12 @@ int main(int argc, char **argv)
 		ir_dump(stdout, p);
 	/* the region pass runs for every command but run, which ignores regions */
 	RegionTable *rt = NULL;
+	if (p && !d.nerrors && is_report && bo.target) {
+		/* the fingerprints of a cross build: its triple must be one LLVM builds for */
+		char why[512];
+		if (!target_known(bo.target, why, sizeof why))
+			error_plain(&d, "%s", why);
+	}
 	if (p && !d.nerrors && !is_run && !is_weights) {
 		char *triple = bo.target ? NULL : host_id();
 		RegionOptions rop = {.no_regions = no_regions, .opt_level = is_build ? bo.opt_level : 2,

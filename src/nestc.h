@@ -1005,6 +1005,8 @@ typedef struct BuildOptions {
 int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o);
 /* The host as a target, computed without LLVM (malloc'd). */
 char *host_id(void);
+/* Is `triple` a target this LLVM builds for? Else 0 and the reason in why. */
+int target_known(const char *triple, char *why, size_t n);
 /* The paths build_model writes (header, objects or archive), for depfiles and
  * `nestc plan`; the caller frees each and the array. */
 char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n);

@@ -547,6 +547,20 @@ static void llvm_fatal(const char *reason)
 	_exit(1);
 }
 
+int target_known(const char *triple, char *why, size_t n)
+{
+	if (llvm_load(why, n) < 0)
+		return 0;
+	LLVMTargetRef t;
+	char *err = NULL;
+	if (llvm.LLVMGetTargetFromTriple(triple, &t, &err)) {
+		snprintf(why, n, "unknown target '%s': %s", triple, err);
+		llvm.LLVMDisposeMessage(err);
+		return 0;
+	}
+	return 1;
+}
+
 /* LLVM, the target machine's parameters: only when something must be compiled. */
 static int setup_llvm(Shared *sh, Diag *d)
 {

@@ -1869,20 +1869,21 @@ export fn main(q: f32[4, D]) -> f32[4, D] {
 }
 """
 
-# XXH3-128 of each variant's canonical text (src/regions.c serialise, src/ir.c node_text):
-# a change of these is a change of every compile-cache key.
+# XXH3-128 of each variant's canonical text (src/regions.c serialise, src/ir.c node_text)
+# for FP_TARGET: a change of these is a change of every compile-cache key.
+FP_TARGET = "x86_64-linux-gnu"
 FP_GOLDEN = {
-    "base.0": "3c525e0968174a6ff0898d528d5d2c17",
-    "op.0": "afa195062c4914b40b1eb561a8c74f9e",
-    "cdtype.0": "8f377935f3540c0be73ea16db138143a",
-    "attr.0": "b7058258f62807dd59a1daf45a4beeb9",
-    "cvalue.0": "48c2cada3978bfb7bc354482761a7682",
+    "base.0": "3c99959bf1ed82d3a7bfb860c21ccc0f",
+    "op.0": "5a151d4114e774546b177007cdbc2422",
+    "cdtype.0": "e429a750c10ce928518f68b5fb438b87",
+    "attr.0": "99d6f1eb237afba9dcd166744374ee32",
+    "cvalue.0": "3e6f9c2f27b6c51cece63743efc4f3f1",
 }
 # the variants of SRC_CALLS (a fingerprint covers the variants a region calls)
 FP_GOLDEN_CALLS = {
-    "inner.0": "963eba6622f373c4bc54ccc2f8253421",
-    "inner.1": "660d7664e13c12b10b610b6b5da3a045",
-    "outer.0": "09cc05280bf435ecebad93abcae2031c",
+    "inner.0": "49bc7cee1fdc2a0cc348274ea5753438",
+    "inner.1": "760d2b1db214abcd60cb3b4d295454a3",
+    "outer.0": "a420f114e4b3a7e35e5cdc402a981108",
 }
 
 
@@ -1917,15 +1918,35 @@ def region_fingerprints():
                        "fingerprints %s, expected [%s] as base.0" % (fb, fa))
 
     def golden():
-        got = {v["name"]: v["fingerprint"] for v in report_json(region_model("region.fp_golden", SRC_FP, {}))["variants"]}
+        # for a named target: the host's fingerprints hash its /proc/cpuinfo (host_id)
+        tgt = "--target=" + FP_TARGET
+        got = {v["name"]: v["fingerprint"]
+               for v in report_json(region_model("region.fp_golden", SRC_FP, {}), tgt)["variants"]}
         if got != FP_GOLDEN:
             raise Fail("fingerprints %s, expected %s" % (got, FP_GOLDEN))
         got = {v["name"]: v["fingerprint"]
-               for v in report_json(region_model("region.fp_golden2", SRC_CALLS, {}))["variants"]}
+               for v in report_json(region_model("region.fp_golden2", SRC_CALLS, {}), tgt)["variants"]}
         if got != FP_GOLDEN_CALLS:
             raise Fail("fingerprints %s, expected %s" % (got, FP_GOLDEN_CALLS))
+        # a build for that target has the same ones
+        out = os.path.join(TMP, "region.fp_golden", "out")
+        r = nestc("build", os.path.join(TMP, "region.fp_golden", "m.nest"), tgt, "--no-cache", "-o", out,
+                  "--report=json", "--report-file", os.path.join(TMP, "region.fp_golden", "build.json"))
+        with open(os.path.join(TMP, "region.fp_golden", "build.json")) as f:
+            got = {v["name"]: v["fingerprint"] for v in json.load(f)["variants"]}
+        if got != FP_GOLDEN:
+            raise Fail("build --target's fingerprints %s, expected %s" % (got, FP_GOLDEN))
+        # the host's differ from them
+        host = {v["name"]: v["fingerprint"]
+                for v in report_json(region_model("region.fp_golden_host", SRC_FP, {}))["variants"]}
+        if set(host.values()) & set(FP_GOLDEN.values()):
+            raise Fail("the host's fingerprints %s share some with %s's" % (host, FP_TARGET))
+        # an unknown target is an error
+        r = nestc("report", os.path.join(TMP, "region.fp_golden", "m.nest"), "--target=nosuch-none", ok=False)
+        if r.returncode != 1 or "unknown target 'nosuch-none'" not in r.stderr:
+            raise Fail("report --target=nosuch-none: exit %d, stderr %r" % (r.returncode, r.stderr))
         # the text report shows the first 16 hex digits
-        t = nestc("report", os.path.join(TMP, "region.fp_golden", "m.nest")).stdout
+        t = nestc("report", os.path.join(TMP, "region.fp_golden", "m.nest"), tgt).stdout
         for name, f in FP_GOLDEN.items():
             if "  variant %s  fingerprint %s  " % (name, f[:16]) not in t:
                 raise Fail("text report: no 'variant %s  fingerprint %s'" % (name, f[:16]))
