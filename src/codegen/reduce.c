@@ -126,12 +126,6 @@ static LLVMValueRef red_step(Gen *G, int kind, LLVMValueRef acc, LLVMValueRef x,
 	return kind == RED_MAX ? fmaxmin(G, acc, x, 1) : llvm.LLVMBuildFAdd(G->B, acc, x, "");
 }
 
-/* The sum or the maximum (NaN-propagating in the tail only) of x[base + k], k in [0, len)
- * (RED_SQDEV: the sum of (x - mean)^2), a contiguous row. The loop
- * vectoriser keeps an ordered float reduction scalar and LLVM-C before 18
- * cannot set fast-math flags, so this loop is written in vectors: one partial
- * result per lane (sums reassociated, as NumPy's pairwise sums are), folded
- * at the end, then the tail element by element. */
 /* The vw lanes of a folded into one by red_step, in halves (log2 steps: a
  * chain lane after lane was most of a short row's time, softmax over 128
  * keys). */
@@ -148,6 +142,12 @@ static LLVMValueRef lanes_fold(Gen *G, int kind, LLVMValueRef a, int vw)
 	return llvm.LLVMBuildExtractElement(G->B, a, ci32(G, 0), "");
 }
 
+/* The sum or the maximum (NaN-propagating in the tail only) of x[base + k], k in [0, len)
+ * (RED_SQDEV: the sum of (x - mean)^2), a contiguous row. The loop
+ * vectoriser keeps an ordered float reduction scalar and LLVM-C before 18
+ * cannot set fast-math flags, so this loop is written in vectors: one partial
+ * result per lane (sums reassociated, as NumPy's pairwise sums are), folded
+ * at the end, then the tail element by element. */
 static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef len, int kind, LLVMValueRef mean)
 {
 	Gen *G = F->gen;
