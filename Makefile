@@ -93,12 +93,16 @@ check-run:
 
 # The whole suite again, built with AddressSanitizer and UBSan; then each
 # libFuzzer target on its seeds and FUZZ_SMOKE_RUNS inputs from a fixed seed
-# (at most FUZZ_SMOKE_SECONDS; see fuzz below).
+# (at most FUZZ_SMOKE_SECONDS; see fuzz below). LeakSanitizer does not scan
+# thread-local storage (use_tls=0): GCC 12's reads a bogus dynamic TLS range of
+# the dlopen'ed libLLVM on Debian 12's glibc (0x458-0x18000155a, "Tracer caught
+# signal 11") for some builds, e.g. a 2x2/2 average pool of a 6x6 image; nestc
+# keeps no heap pointer only in TLS, and the suite reports no leak without it.
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
 		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
-	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=use_tls=0 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
 	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
