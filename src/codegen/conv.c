@@ -372,15 +372,28 @@ static void row_range(int64_t OW, int64_t W, int64_t sw, int64_t off, int64_t *l
 
 /* vw elements of x from `at` on, sw apart, as a vector: one load of sw*vw
  * elements and a shuffle (the loop vectoriser makes gathers of them, slow
- * on AMD Zen) */
-static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int vw)
+ * on AMD Zen). With `fill`, the load is masked: element e (at + e, known
+ * relative to its row: rel = at - row start) is read when 0 <= rel + e < W,
+ * else it is `fill`, its address untouched. */
+static LLVMValueRef strided_vec_masked(Fn *F, Node *x, LLVMValueRef at, int64_t rel, int64_t W, int64_t sw, int vw,
+                                       LLVMValueRef fill)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, (unsigned)(sw * vw));
-	LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, "");
-	LLVMValueRef ld = llvm.LLVMBuildLoad2(B, wt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(wt, 0), ""), "");
-	llvm.LLVMSetAlignment(ld, (unsigned)dtype_size(x->dtype));
+	unsigned n = (unsigned)(sw * vw), align = (unsigned)dtype_size(x->dtype);
+	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, n);
+	LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, ""), ld;
+	if (fill) {
+		LLVMValueRef bits[64], fills[64];
+		for (unsigned e = 0; e < n; e++) {
+			bits[e] = llvm.LLVMConstInt(G->i1, rel + (int64_t)e >= 0 && rel + (int64_t)e < W, 0);
+			fills[e] = fill;
+		}
+		ld = masked_load(G, wt, p, llvm.LLVMConstVector(bits, n), llvm.LLVMConstVector(fills, n), align);
+	} else {
+		ld = llvm.LLVMBuildLoad2(B, wt, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(wt, 0), ""), "");
+		llvm.LLVMSetAlignment(ld, align);
+	}
 	if (sw == 1)
 		return ld;
 	LLVMValueRef mask[64];
@@ -389,30 +402,9 @@ static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int
 	return llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
 }
 
-/* As strided_vec, with the sw*vw elements from `at` loaded under a mask:
- * element e (at + e, known relative to its row: rel = at - row start) is
- * read when 0 <= rel + e < W, else it is `fill` (a masked load, which
- * does not touch the masked-off addresses). */
-static LLVMValueRef strided_vec_masked(Fn *F, Node *x, LLVMValueRef at, int64_t rel, int64_t W, int64_t sw, int vw,
-                                       LLVMValueRef fill)
+static LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int vw)
 {
-	Gen *G = F->gen;
-	LLVMBuilderRef B = G->B;
-	unsigned n = (unsigned)(sw * vw);
-	LLVMTypeRef et = elem_t(G, x->dtype), wt = llvm.LLVMVectorType(et, n);
-	LLVMValueRef bits[64], fills[64];
-	for (unsigned e = 0; e < n; e++) {
-		bits[e] = llvm.LLVMConstInt(G->i1, rel + (int64_t)e >= 0 && rel + (int64_t)e < W, 0);
-		fills[e] = fill;
-	}
-	LLVMValueRef ld = masked_load(G, wt, llvm.LLVMBuildGEP2(B, et, nptr(F, x), &at, 1, ""), llvm.LLVMConstVector(bits, n),
-	                              llvm.LLVMConstVector(fills, n), (unsigned)dtype_size(x->dtype));
-	if (sw == 1)
-		return ld;
-	LLVMValueRef mask[64];
-	for (int l = 0; l < vw; l++)
-		mask[l] = ci32(G, (int)(l * sw));
-	return llvm.LLVMBuildShuffleVector(B, ld, llvm.LLVMGetUndef(wt), llvm.LLVMConstVector(mask, (unsigned)vw), "");
+	return strided_vec_masked(F, x, at, 0, 0, sw, vw, NULL);
 }
 
 /* Zeros into dst[at + i] for i in [lo, hi). */
