@@ -444,6 +444,13 @@ Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, L
 	LLVMValueRef e = llvm.LLVMBuildPointerCast(B, llvm.LLVMGetParam(t.fn, 0), llvm.LLVMPointerType(env_t, 0), "");
 	for (int i = 0; i < nenv; i++) {
 		LLVMValueRef ix[2] = {ci32(G, 0), ci32(G, i)};
+		/* a size known at compile time stays a constant in the task, so
+		 * that its loops' addresses fold (a tile's rows K apart become
+		 * immediate offsets instead of registers reloaded in the k loop) */
+		if (i < nvals && llvm.LLVMIsAConstantInt(vals[i])) {
+			got[i] = vals[i];
+			continue;
+		}
 		LLVMValueRef x = llvm.LLVMBuildLoad2(B, G->i64, llvm.LLVMBuildGEP2(B, env_t, e, ix, 2, ""), "");
 		if (i < nvals)
 			got[i] = x;

@@ -118,6 +118,7 @@
 	X(LLVMGetSectionName) \
 	X(LLVMGetSectionSize) \
 	X(LLVMGetTargetFromTriple) \
+	X(LLVMIsAConstantInt) \
 	X(LLVMInt1TypeInContext) \
 	X(LLVMInt32TypeInContext) \
 	X(LLVMInt64TypeInContext) \
