@@ -232,7 +232,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	tile_loop_begin(F, &L, mr, nv, vt, ci64(G, 0), ci64(G, k->Cg), NULL, nacc);
 	LLVMValueRef c = L.c;
 	char fma[32];
-	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	LLVMValueRef cb = iadd(G, imul(G, c, ci64(G, k->CP)), icol), ca = imul(G, c, ci64(G, k->S));
 	/* the kernel's positions unrolled: constant offsets into the copies */
 	for (int s = 0; s < k->S; s++) {
@@ -702,7 +702,7 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 	tile_loop_begin(F, &L, mr, nv, vt, c0, c1, from_part ? init : NULL, acc);
 	LLVMValueRef c = L.c;
 	char fma[32];
-	snprintf(fma, sizeof fma, "llvm.fma.v%df32", vw);
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
 	LLVMValueRef arow = iadd(G, imul(G, c, ci64(G, k->CP)), p0), brow = imul(G, imul(G, c, ci64(G, k->S)), ci64(G, t->wide));
 	for (int s = 0; s < k->S; s++) {
 		LLVMValueRef bv[CL_NV];

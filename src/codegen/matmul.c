@@ -58,7 +58,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
 	}
 	char fma[32];
-	snprintf(fma, sizeof fma, "llvm.fma.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
 	for (int r = 0; r < mr; r++) {
 		LLVMValueRef aoff = iadd(G, elem_off(G, arow, ci64(G, r), K), k);
 		LLVMValueRef sc = load_at(F, a, aoff);
