@@ -119,6 +119,7 @@
 	X(LLVMGetSectionSize) \
 	X(LLVMGetTargetFromTriple) \
 	X(LLVMIsAConstantInt) \
+	X(LLVMConstIntGetSExtValue) \
 	X(LLVMInt1TypeInContext) \
 	X(LLVMInt32TypeInContext) \
 	X(LLVMInt64TypeInContext) \
