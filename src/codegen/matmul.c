@@ -30,7 +30,7 @@ static void prefetch_line(Gen *G, LLVMValueRef p)
  * is stored at C[crow + r*ldc + cj]. */
 static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef bbase, LLVMValueRef ldb,
                     LLVMValueRef bj, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc, LLVMValueRef cj,
-                    LLVMValueRef pf, int pfsh)
+                    LLVMValueRef pf, LLVMValueRef pfsh)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -89,7 +89,7 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		 * a prefetch every k, the same line 2^pfsh times over (a branch to
 		 * skip the repeats made LLVM hoist the broadcasts above it and
 		 * spill three accumulators a k step) */
-		LLVMValueRef off = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, k, ci64(G, pfsh), ""), ci64(G, 6), "");
+		LLVMValueRef off = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, k, pfsh, ""), ci64(G, 6), "");
 		prefetch_line(G, llvm.LLVMBuildGEP2(B, G->i8, pf, &off, 1, ""));
 	}
 	LLVMValueRef kn = iadd(G, k, ci64(G, 1));
@@ -147,16 +147,35 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	 * the panel's compute (an earlier version fetched all of it from the
 	 * first tiles, a line every k, and ran 2.5x slower). At one thread,
 	 * interleaved with the build before: GPT-2 small 0.91-0.97x the time,
-	 * BERT-base 0.95-0.97x, ViT-B/16 0.91-0.99x. Only with M known and at
-	 * least 3 tiles a panel, where a line every k step still covers it. */
-	int pfsh = -1;
+	 * BERT-base 0.95-0.97x, ViT-B/16 0.91-0.99x. Only with at least 3
+	 * tiles a panel, where a line every k step still covers it; with M
+	 * known at run time only (a prefill), the same choice made there, and
+	 * fewer tiles prefetch their own panel (lines already in the cache). */
+	LLVMValueRef pfsh = NULL, pfbase = NULL, share = NULL;
 	int64_t K_s = llvm.LLVMIsAConstantInt(K) ? llvm.LLVMConstIntGetSExtValue(K) : -1;
-	if (next && Ms >= 0 && K_s > 0 && llvm.LLVMIsAConstantInt(wide)) {
+	if (next && K_s > 0 && llvm.LLVMIsAConstantInt(wide)) {
 		int64_t lines = (K_s * llvm.LLVMConstIntGetSExtValue(wide) * dtype_size(n->dtype) + 63) / 64;
-		int64_t ntiles = Ms / mr, e = lines > 0 ? ntiles * K_s / lines : 0;
-		if (ntiles >= 3 && e >= 1)
-			for (pfsh = 0; ((int64_t)2 << pfsh) <= e && pfsh < 20; pfsh++)
-				;
+		if (Ms >= 0) {
+			int64_t ntiles = Ms / mr, e = ntiles * K_s / lines, sh = 0;
+			if (ntiles >= 3 && e >= 1) {
+				while (((int64_t)2 << sh) <= e && sh < 20)
+					sh++;
+				pfsh = ci64(G, sh);
+				pfbase = next;
+				share = ci64(G, (K_s >> sh) * 64);
+			}
+		} else {
+			LLVMBuilderRef B = G->B;
+			LLVMValueRef ntiles = idiv(G, M, ci64(G, mr));
+			LLVMValueRef e = idiv(G, imul(G, ntiles, K), ci64(G, lines));
+			LLVMValueRef ok = llvm.LLVMBuildICmp(B, LLVMIntSGE, ntiles, ci64(G, 3), "");
+			e = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSGE, e, ci64(G, 1), ""), e, ci64(G, 1), "");
+			LLVMTypeRef ts[2] = {G->i64, G->i1};
+			LLVMValueRef vs[2] = {e, llvm.LLVMConstInt(G->i1, 0, 0)};
+			pfsh = isub(G, ci64(G, 63), call(G, "llvm.ctlz.i64", G->i64, ts, vs, 2));
+			pfbase = llvm.LLVMBuildSelect(B, ok, next, llvm.LLVMBuildPointerCast(B, panel, G->i8p, ""), "");
+			share = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, K, pfsh, ""), ci64(G, 6), "");
+		}
 	}
 	for (int s = 0; s < 5; s++) {
 		int h = sizes[s];
@@ -173,12 +192,12 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		LLVMValueRef t = loop_to(F, &lt, cnt);
 		LLVMValueRef i = elem_off(G, done, t, ci64(G, h));
 		LLVMValueRef pf = NULL;
-		if (pfsh >= 0 && s == 0) {
-			LLVMValueRef off = imul(G, t, ci64(G, (K_s >> pfsh) * 64));
-			pf = llvm.LLVMBuildGEP2(G->B, G->i8, next, &off, 1, "");
+		if (pfsh && s == 0) {
+			LLVMValueRef off = imul(G, t, share);
+			pf = llvm.LLVMBuildGEP2(G->B, G->i8, pfbase, &off, 1, "");
 		}
 		mm_tile(F, n, a, h, nv, vw, K, elem_off(G, arow0, i, K),
-		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj, pf, pfsh < 0 ? 0 : pfsh);
+		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj, pf, pfsh);
 		/* the fused epilogue on the tile just stored, still in L1: over a
 		 * whole panel afterwards its rows (N apart) came back from L3 */
 		if (epi)
@@ -462,7 +481,7 @@ static void mv_row(Fn *F, Node *n, Node *a, Node *bn, LLVMValueRef K, LLVMValueR
 		LLVMValueRef cnt = idiv(G, isub(G, Nn, done), w);
 		Loop lt;
 		LLVMValueRef cj = elem_off(G, done, loop_to(F, &lt, cnt), w);
-		mm_tile(F, n, a, 1, nv, vw, K, oa, bbase, ldb, iadd(G, ob, cj), cbase, oo, Nn, cj, NULL, 0);
+		mm_tile(F, n, a, 1, nv, vw, K, oa, bbase, ldb, iadd(G, ob, cj), cbase, oo, Nn, cj, NULL, NULL);
 		loop_end(F, &lt);
 		done = elem_off(G, done, cnt, w);
 	}
