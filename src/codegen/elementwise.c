@@ -115,9 +115,7 @@ static LLVMValueRef tanh_fast(Gen *G, DType dt, LLVMValueRef x)
 /* a * b + c, fused where the target has an FMA */
 static LLVMValueRef fmuladd(Gen *G, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
-	LLVMTypeRef ts[3] = {G->f32, G->f32, G->f32};
-	LLVMValueRef vs[3] = {a, b, c};
-	return call(G, "llvm.fmuladd.f32", G->f32, ts, vs, 3);
+	return fma_f32(G, 0, a, b, c);
 }
 
 /* Horner's scheme in t over coefficients c[0] (highest) .. c[n - 1] */
