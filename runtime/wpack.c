@@ -101,6 +101,29 @@ TRANS_PANEL(uint64_t)
 #define trans_panel_8 trans_panel_uint64_t
 #endif
 
+/* Winograd F(4x4, 3x3)'s G (6x3, codegen/conv.c): panel p of the
+ * transforms of src [n, c, 3, 3] (NESTRT_PACK_WINO), computed in double. */
+static const double WINO_G[6][3] = {{1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                    {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+
+static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int64_t wide, int64_t p)
+{
+	int64_t c = k / 36;
+	for (int64_t o = p * wide; o < n && o < (p + 1) * wide; o++)
+		for (int64_t i = 0; i < c; i++) {
+			const float *g = src + (o * c + i) * 9;
+			double t[6][3];
+			for (int a = 0; a < 6; a++)
+				for (int b = 0; b < 3; b++)
+					t[a][b] = WINO_G[a][0] * g[b] + WINO_G[a][1] * g[3 + b] + WINO_G[a][2] * g[6 + b];
+			for (int a = 0; a < 6; a++)
+				for (int b = 0; b < 6; b++) {
+					double u = t[a][0] * WINO_G[b][0] + t[a][1] * WINO_G[b][1] + t[a][2] * WINO_G[b][2];
+					panel[((a * 6 + b) * c + i) * wide + (o - p * wide)] = (float)u;
+				}
+		}
+}
+
 /* Panels p0..p1-1 of src into dst (laid out for all of them). */
 void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags, int64_t p0,
                          int64_t p1)
@@ -113,7 +136,9 @@ void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64
 		if (cols < wide)
 			for (int64_t i = 0; i < k; i++)
 				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);
-		if (flags & NESTRT_PACK_TRANS) {
+		if (flags & NESTRT_PACK_WINO) {
+			wino_panel((float *)panel, src, k, n, wide, p);
+		} else if (flags & NESTRT_PACK_TRANS) {
 			/* Bt[n, k]: row c of Bt is column c of the panel (bits copied) */
 			const char *rows = s + (size_t)(p * wide * k) * es;
 			if (es == 4)

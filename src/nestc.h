@@ -960,7 +960,22 @@ typedef struct ConvGeom {
 	 * copies of whole planes, lcp elements a channel (0: the input read in
 	 * place, a 1x1 of stride 1 without padding), lelems in all. */
 	int64_t lanes, lcp, lelems;
+	/* A 3x3 convolution of stride 1 on planes of enough 4x4 tiles is
+	 * computed by Winograd's F(4x4, 3x3) (codegen/conv.c): a product of
+	 * 36 matrices [tiles, C] x [C, O] in place of 9 [O, C] x [C, pixels],
+	 * a fourth of the multiplications; welems elements of scratch hold the
+	 * weights' transforms (36 C O, when they are not pre-packed) and the
+	 * input's (36 C by the tiles rounded up to WINO_MR). */
+	int64_t wino, welems;
 } ConvGeom;
+#define WINO_MIN_TILES 16
+#define WINO_MR 6 /* tiles a register tile of the products */
+/* The products' panels of output channels: 4 vectors on AVX-512, 2 on
+ * AVX2 (codegen/conv.c); Winograd is taken with 32-byte vectors or wider. */
+#define WINO_WIDE(vbytes) ((vbytes) >= 64 ? 64 : 16)
+/* A Winograd convolution on this target asks for its weights' transforms
+ * pre-packed (NESTRT_PACK_WINO): the request into rec, else 0. */
+int conv_wino_pack(const Node *n, int dynamic, int vbytes, int64_t rec[4]);
 #define CV_MAX_MR 12 /* a convolution's register tile: channels */
 #define CV_MAX_NV 4  /* and vectors of pixels */
 int conv_geom(const Node *n, int dynamic, ConvGeom *cg);

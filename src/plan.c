@@ -261,12 +261,26 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 		cg->elems = 0;
 		return 1;
 	}
+	/* Winograd: 4x4 output tiles need a plane of at least 16 of them to
+	 * pay for the transforms (WINO_MIN_TILES); channels by whole vectors (C
+	 * in 16s: the input's transforms take a vector of channels; O in 64s:
+	 * the products' panels), padding up to 2, f32 (its error, a few units
+	 * in the last place of the sums' magnitude, is far inside f32's use
+	 * here; in f64 it would be a loss); the transforms' scratch (36 C O)
+	 * and a task's buffers (36 C a row of tiles, on its stack) bounded,
+	 * images whose elements' offsets fit 32 bits (the gathers' indices) */
+	int64_t T = ((OH + 3) / 4) * ((OW + 3) / 4);
+	cg->wino = n->dtype == DT_F32 && cg->groups == 1 && KH == 3 && KW == 3 && cg->sh == 1 && cg->sw == 1 &&
+	           cg->dh == 1 && cg->dw == 1 && cg->ph <= 2 && cg->pw <= 2 && x->shape[1] % 16 == 0 &&
+	           n->shape[1] % 64 == 0 && x->shape[1] * n->shape[1] <= 256 * 512 && T >= WINO_MIN_TILES &&
+	           x->shape[1] * x->shape[2] * x->shape[3] < ((int64_t)1 << 30) && n->shape[1] * OH * OW < ((int64_t)1 << 30);
+	cg->welems = cg->wino ? 36 * x->shape[1] * (n->shape[1] + (T + WINO_MR - 1) / WINO_MR * WINO_MR) : 0;
 	/* channels in the lanes: a plane of at most 256 pixels that wastes a
 	 * tenth of its vectors' lanes or more, whole vectors of output channels,
 	 * enough of a reduction to keep the tiles busy (at 14x14, 6% of the
 	 * lanes lost, the pixels' tiles were 10% faster) */
 	int64_t P = OH * OW, O = n->shape[1], Kt = w->shape[1] * KH * KW;
-	cg->lanes = cg->groups == 1 && P <= 256 && ((P + 15) / 16 * 16 - P) * 10 >= P && O % 16 == 0 && O >= 48 && Kt >= 64;
+	cg->lanes = !cg->wino && cg->groups == 1 && P <= 256 && ((P + 15) / 16 * 16 - P) * 10 >= P && O % 16 == 0 && O >= 48 && Kt >= 64;
 	if (cg->lanes) {
 		int whole = KH == 1 && KW == 1 && cg->sh == 1 && cg->sw == 1 && cg->ph == 0 && cg->pw == 0;
 		cg->lcp = whole ? 0 : (cg->hr * OW + 15) / 16 * 16;
@@ -292,6 +306,18 @@ int conv_lanes_pack(const Node *n, int dynamic, int vbytes, int64_t rec[4])
 	rec[1] = n->shape[1];
 	rec[2] = CL_NV * 16;
 	rec[3] = 1; /* [O, K]: the transposed operand */
+	return 1;
+}
+
+int conv_wino_pack(const Node *n, int dynamic, int vbytes, int64_t rec[4])
+{
+	ConvGeom cg;
+	if (!conv_geom(n, dynamic, &cg) || !cg.wino || vbytes < 32)
+		return 0;
+	rec[0] = 36 * n->in[0]->shape[1];
+	rec[1] = n->shape[1];
+	rec[2] = WINO_WIDE(vbytes);
+	rec[3] = 4; /* NESTRT_PACK_WINO */
 	return 1;
 }
 
@@ -800,9 +826,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	 * 16 elements that its last tiles read beyond them */
 	for (int i = 0; i < n; i++) {
 		ConvGeom cg;
-		if (!conv_geom(g->nodes[i], max_numel != NULL, &cg) || (!cg.elems && !cg.lelems))
+		if (!conv_geom(g->nodes[i], max_numel != NULL, &cg) || (!cg.elems && !cg.lelems && !cg.welems))
 			continue;
-		int64_t need = sat_mul((cg.elems > cg.lelems ? cg.elems : cg.lelems) + 16, dtype_size(g->nodes[i]->dtype));
+		int64_t e = cg.elems > cg.lelems ? cg.elems : cg.lelems;
+		int64_t need = sat_mul((e > cg.welems ? e : cg.welems) + 16, dtype_size(g->nodes[i]->dtype));
 		if (need > panel)
 			panel = need;
 	}

@@ -876,11 +876,356 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	free(k.soff);
 }
 
+/* ---- conv2d by Winograd's F(4x4, 3x3) (ConvGeom.wino) ----
+ *
+ * Output tile (4x4 pixels of a channel) Y = A^T [U (.) V] A where V = B^T d B
+ * is the transform of the 6x6 input patch d and U = G g G^T the transform of
+ * the 3x3 kernel g (Lavin and Gray's matrices, points 0, +-1, +-2, +-1/2):
+ * per point p of the 36, the sum over input channels is a matrix product
+ * M_p[tiles, O] = V_p[tiles, C] x U_p[C, O], 36 C O multiply-adds per tile
+ * against 144 C O for its 16 pixels directly. U is made at each call, a task
+ * a vector of output channels, into the scratch area: panels of `wide`
+ * channels, U[p][panel][c][wide]. A task of the pool takes a block of tb
+ * tiles of one image (tiles row by row across the image): their input
+ * transforms, a vector of channels at a time (lanes C apart in the
+ * planes, gathered), into V[p][tile][c] on its stack; then per panel of
+ * channels the 36 products as register tiles of mr tiles by nv vectors of
+ * channels (V broadcast, U's panel loaded) into M[p][tile][wide], and the
+ * output transforms, through bias and the fused epilogue in registers and
+ * scattered into the planes. A block's V and M stay in L2 (tb from C). */
+
+static const double WG_BT[6 * 6] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
+                                    0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
+static const double WG_G[6 * 3] = {1.0 / 4, 0, 0, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
+                                   1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6, 0, 0, 1};
+static const double WG_AT[4 * 6] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+
+
+/* out[r*os] = sum over c of m[r][c] in[c*is] (rows by cols), vectors of
+ * vw f32: +-1 as additions, zeros skipped */
+static void wg_apply(Gen *G, int vw, const double *m, int rows, int cols, LLVMValueRef *in, int is, LLVMValueRef *out,
+                     int os)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw);
+	for (int r = 0; r < rows; r++) {
+		LLVMValueRef acc = NULL;
+		for (int c = 0; c < cols; c++) {
+			double e = m[r * cols + c];
+			LLVMValueRef x = in[c * is];
+			if (e == 0)
+				continue;
+			LLVMValueRef ev = splat(G, vt, vw, llvm.LLVMConstReal(G->f32, e));
+			if (!acc)
+				acc = e == 1 ? x : e == -1 ? llvm.LLVMBuildFNeg(B, x, "") : llvm.LLVMBuildFMul(B, ev, x, "");
+			else if (e == 1)
+				acc = llvm.LLVMBuildFAdd(B, acc, x, "");
+			else if (e == -1)
+				acc = llvm.LLVMBuildFSub(B, acc, x, "");
+			else
+				acc = fma_f32(G, vw, ev, x, acc);
+		}
+		out[r * os] = acc ? acc : llvm.LLVMConstNull(vt);
+	}
+}
+
+/* <0, s, 2s, ...> (vw lanes of i32: gathers and scatters of 32-bit
+ * offsets move 16 lanes an instruction, of 64-bit ones 8), and vw lanes of
+ * true */
+static LLVMValueRef wg_lanes(Gen *G, int vw, int64_t s)
+{
+	LLVMValueRef e[64];
+	for (int l = 0; l < vw; l++)
+		e[l] = ci32(G, (int)(l * s));
+	return llvm.LLVMConstVector(e, (unsigned)vw);
+}
+
+static LLVMValueRef wg_all(Gen *G, int vw)
+{
+	return splat(G, llvm.LLVMVectorType(G->i1, (unsigned)vw), vw, llvm.LLVMConstInt(G->i1, 1, 0));
+}
+
+/* the vector at element off of p (f32) */
+static LLVMValueRef wg_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef off)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef q = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, p, &off, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+	LLVMValueRef v = llvm.LLVMBuildLoad2(B, vt, q, "");
+	llvm.LLVMSetAlignment(v, 4);
+	return v;
+}
+
+static void wg_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef off)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef q = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, p, &off, 1, ""),
+	                                           llvm.LLVMPointerType(llvm.LLVMTypeOf(v), 0), "");
+	llvm.LLVMSetAlignment(llvm.LLVMBuildStore(B, v, q), 4);
+}
+
+/* p + off + lane offsets lo (i32): the sum in 32 bits, so that x86 takes
+ * 32-bit indices (vgatherdps, 16 lanes an instruction; through a vector
+ * of 64-bit pointers, two of 8) */
+static LLVMValueRef wg_ptrs(Gen *G, int vw, LLVMValueRef p, LLVMValueRef off, LLVMValueRef lo)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef it = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+	LLVMValueRef idx = llvm.LLVMBuildAdd(B, splat(G, it, vw, llvm.LLVMBuildTrunc(B, off, G->i32, "")), lo, "");
+	return llvm.LLVMBuildGEP2(B, G->f32, p, &idx, 1, "");
+}
+
+/* vw lanes of f32 at p + off + lane offsets lo, under mask */
+static LLVMValueRef wg_gather(Gen *G, int vw, LLVMValueRef p, LLVMValueRef off, LLVMValueRef lo, LLVMValueRef mask)
+{
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw);
+	return masked_gather(G, vt, wg_ptrs(G, vw, p, off, lo), mask, llvm.LLVMConstNull(vt), 4);
+}
+
+static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK k;
+	cv_setup(F, &k, n, cg, n->shape[2] * n->shape[3], 1, 1);
+	int vw = k.vw, nv = (int)(WINO_WIDE(G->vbytes) / vw), mr = WINO_MR;
+	int64_t wide = WINO_WIDE(G->vbytes), npan = k.O / wide, C = k.C, HW = k.H * k.W;
+	int64_t TW = (k.OW + 3) / 4, TH = (k.OH + 3) / 4, NT = TH * TW;
+	/* the products' tasks: a block of whole row tiles (groups of mr tiles)
+	 * by a panel, M in 512 KiB at most; blocks of block b the groups
+	 * [b ng / nblk, (b + 1) ng / nblk), tb tiles at most; a multiple of 4
+	 * tasks where there are groups enough (2 or 4 threads share them
+	 * evenly; a block more reads the panel's transforms once more) */
+	int64_t ng = (NT + mr - 1) / mr, tp = ng * mr, gmax = 512 * 1024 / (144 * wide) / mr;
+	if (gmax < 1)
+		gmax = 1;
+	int64_t nblk = (ng + gmax - 1) / gmax;
+	while ((nblk * npan) % 4 && nblk < ng)
+		nblk++;
+	int64_t tb = (ng + nblk - 1) / nblk * mr;
+	LLVMTypeRef et = G->f32, ept = llvm.LLVMPointerType(et, 0), vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	/* scratch: the weights' transforms when they are not pre-packed
+	 * (NESTRT_PACK_WINO; made here in the same layout), then the input's */
+	LLVMValueRef soff = ci64(G, F->plan->scratch);
+	LLVMValueRef ubuf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "wgu");
+	LLVMValueRef vbuf = llvm.LLVMBuildGEP2(B, et, ubuf, (LLVMValueRef[]){ci64(G, 36 * C * k.O)}, 1, "wgv");
+	LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
+	ubuf = llvm.LLVMBuildSelect(B, have, llvm.LLVMBuildPointerCast(B, packed, ept, ""), ubuf, "");
+	int nl = k.nleaf;
+	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4];
+	cv_env(F, &k, vals);
+	vals[nl] = llvm.LLVMBuildPtrToInt(B, ubuf, G->i64, "");
+	vals[nl + 1] = llvm.LLVMBuildPtrToInt(B, vbuf, G->i64, "");
+	LLVMValueRef all = wg_all(G, vw);
+	Fn T;
+	Task tk;
+	Loop l1, l2, l3, l4;
+
+	/* the weights' transforms, a task a vector of output channels */
+	LLVMBasicBlockRef jw = if_begin(F, llvm.LLVMBuildNot(B, have, ""));
+	tk = task_begin(F, &T, "wgw", vals, nl + 1, got);
+	cv_unenv(&T, &k, got);
+	{
+		LLVMValueRef u = llvm.LLVMBuildIntToPtr(B, got[nl], ept, "");
+		LLVMValueRef gi = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+		LLVMValueRef o0 = imul(G, gi, ci64(G, vw));
+		LLVMValueRef j = idiv(G, o0, ci64(G, wide)), l0 = irem(G, o0, ci64(G, wide));
+		LLVMValueRef lo = wg_lanes(G, vw, C * 9);
+		LLVMValueRef c = loop_to(&T, &l2, ci64(G, C));
+		LLVMValueRef g[9], t[18], uu[36];
+		LLVMValueRef woff = iadd(G, imul(G, o0, ci64(G, C * 9)), imul(G, c, ci64(G, 9)));
+		for (int s = 0; s < 9; s++)
+			g[s] = wg_gather(G, vw, T.ptr[k.w->id], iadd(G, woff, ci64(G, s)), lo, all);
+		for (int kw = 0; kw < 3; kw++)
+			wg_apply(G, vw, WG_G, 6, 3, &g[kw], 3, &t[kw], 3);
+		for (int i = 0; i < 6; i++)
+			wg_apply(G, vw, WG_G, 6, 3, &t[i * 3], 1, &uu[i * 6], 1);
+		for (int p = 0; p < 36; p++) {
+			LLVMValueRef off = imul(G, iadd(G, imul(G, iadd(G, imul(G, j, ci64(G, 36)), ci64(G, p)), ci64(G, C)), c), ci64(G, wide));
+			wg_store(G, uu[p], u, iadd(G, off, l0));
+		}
+		loop_end(&T, &l2);
+		loop_end(&T, &l1);
+	}
+	task_end(F, &T, &tk, ci64(G, k.O / vw));
+	if_end(F, jw);
+
+	Loop ln;
+	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
+	vals[nl + 2] = nn;
+
+	/* the input's transforms: a task a group of tiles by a vector of
+	 * channels, into V[p][tile][c] */
+	tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
+	cv_unenv(&T, &k, got);
+	{
+		LLVMValueRef v = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
+		LLVMValueRef ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
+		LLVMValueRef lc = wg_lanes(G, vw, HW);
+		LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+		LLVMValueRef c0 = imul(G, irem(G, unit, ci64(G, C / vw)), ci64(G, vw));
+		LLVMValueRef tg = idiv(G, unit, ci64(G, C / vw));
+		LLVMValueRef t = iadd(G, imul(G, tg, ci64(G, mr)), loop_to(&T, &l2, ci64(G, mr)));
+		LLVMValueRef ih0 = isub(G, imul(G, idiv(G, t, ci64(G, TW)), ci64(G, 4)), ci64(G, cg->ph));
+		LLVMValueRef iw0 = isub(G, imul(G, irem(G, t, ci64(G, TW)), ci64(G, 4)), ci64(G, cg->pw));
+		LLVMValueRef cbase = imul(G, c0, ci64(G, HW));
+		LLVMValueRef rin[6], cin[6], d[36], tt[36], vv[36];
+		for (int i = 0; i < 6; i++) {
+			rin[i] = in_range(G, iadd(G, ih0, ci64(G, i)), ci64(G, k.H));
+			cin[i] = in_range(G, iadd(G, iw0, ci64(G, i)), ci64(G, k.W));
+		}
+		LLVMTypeRef mt = llvm.LLVMVectorType(G->i1, (unsigned)vw);
+		for (int i = 0; i < 6; i++)
+			for (int j = 0; j < 6; j++) {
+				LLVMValueRef off = iadd(G, imul(G, iadd(G, ih0, ci64(G, i)), ci64(G, k.W)), iadd(G, iw0, ci64(G, j)));
+				LLVMValueRef m = splat(G, mt, vw, llvm.LLVMBuildAnd(B, rin[i], cin[j], ""));
+				d[i * 6 + j] = wg_gather(G, vw, ximg, iadd(G, cbase, off), lc, m);
+			}
+		for (int j = 0; j < 6; j++)
+			wg_apply(G, vw, WG_BT, 6, 6, &d[j], 6, &tt[j], 6);
+		for (int i = 0; i < 6; i++)
+			wg_apply(G, vw, WG_BT, 6, 6, &tt[i * 6], 1, &vv[i * 6], 1);
+		for (int p = 0; p < 36; p++)
+			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
+		loop_end(&T, &l2);
+		loop_end(&T, &l1);
+	}
+	task_end(F, &T, &tk, ci64(G, ng * (C / vw)));
+
+	/* the products and the output's transforms: a task a block of tiles by
+	 * a panel of channels */
+	tk = task_begin(F, &T, "wg", vals, nl + 3, got);
+	cv_unenv(&T, &k, got);
+	LLVMValueRef u = llvm.LLVMBuildIntToPtr(B, got[nl], ept, "");
+	LLVMValueRef vb = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
+	LLVMValueRef ooff = imul(G, got[nl + 2], ci64(G, k.O * k.P));
+	/* the task's buffers, in its entry block */
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	LLVMValueRef mb = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, 36 * tb * wide), "wgm");
+	llvm.LLVMSetAlignment(mb, 64);
+	LLVMValueRef chv[8] = {0};
+	for (int e = 0; e < k.nepi; e++)
+		if (k.other[e] && !cv_full(&k, k.other[e]) && !scalar_of_consts(k.other[e], 0)) {
+			chv[e] = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, wide), "chan");
+			llvm.LLVMSetAlignment(chv[e], 64);
+		}
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef blk = idiv(G, unit, ci64(G, npan)), j = irem(G, unit, ci64(G, npan));
+	LLVMValueRef g0 = idiv(G, imul(G, blk, ci64(G, ng)), ci64(G, nblk));
+	LLVMValueRef g1 = idiv(G, imul(G, iadd(G, blk, ci64(G, 1)), ci64(G, ng)), ci64(G, nblk));
+	LLVMValueRef t0 = imul(G, g0, ci64(G, mr)), bt = imul(G, isub(G, g1, g0), ci64(G, mr)); /* bt <= tb tiles */
+	LLVMValueRef o0 = imul(G, j, ci64(G, wide));
+	for (int e = 0; e < k.nepi; e++)
+		if (chv[e]) {
+			LLVMValueRef l = loop_to(&T, &l3, ci64(G, wide));
+			llvm.LLVMBuildStore(B, cv_chan(&T, &k, k.other[e], iadd(G, o0, l)), llvm.LLVMBuildGEP2(B, et, chv[e], &l, 1, ""));
+			loop_end(&T, &l3);
+		}
+	/* the 36 products of the block's tiles and this panel, into M[p][tile][wide] */
+	{
+		LLVMValueRef p = loop_to(&T, &l3, ci64(G, 36));
+		LLVMValueRef rg = loop_to(&T, &l4, isub(G, g1, g0));
+		LLVMValueRef r0 = imul(G, rg, ci64(G, mr));
+		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){imul(G, iadd(G, imul(G, p, ci64(G, tp)), iadd(G, t0, r0)), ci64(G, C))}, 1, "");
+		LLVMValueRef pan = imul(G, iadd(G, imul(G, j, ci64(G, 36)), p), ci64(G, C * wide));
+		LLVMValueRef bb = llvm.LLVMBuildGEP2(B, et, u, &pan, 1, "");
+		LLVMValueRef acc[CV_MAX_MR][CV_MAX_NV];
+		TileLoop L;
+		tile_loop_begin(&T, &L, mr, nv, vt, ci64(G, 0), ci64(G, C), NULL, acc);
+		LLVMValueRef bv[CV_MAX_NV];
+		for (int v = 0; v < nv; v++)
+			bv[v] = wg_load(G, vt, bb, iadd(G, imul(G, L.c, ci64(G, wide)), ci64(G, v * vw)));
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef off = iadd(G, L.c, ci64(G, r * C));
+			LLVMValueRef a = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, arow, &off, 1, ""), "");
+			LLVMValueRef bc = splat(G, vt, vw, a);
+			for (int v = 0; v < nv; v++)
+				acc[r][v] = fma_f32(G, vw, bc, bv[v], acc[r][v]);
+		}
+		tile_loop_end(&T, &L, acc);
+		LLVMValueRef row0 = iadd(G, imul(G, p, ci64(G, tb)), r0);
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				wg_store(G, acc[r][v], mb, iadd(G, imul(G, iadd(G, row0, ci64(G, r)), ci64(G, wide)), ci64(G, v * vw)));
+		loop_end(&T, &l4);
+		loop_end(&T, &l3);
+	}
+	/* output transforms of the block's tiles in the image */
+	{
+		LLVMValueRef tl = loop_to(&T, &l3, bt);
+		LLVMValueRef t = iadd(G, t0, tl);
+		LLVMBasicBlockRef jt = if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, t, ci64(G, NT), ""));
+		LLVMValueRef oh0 = imul(G, idiv(G, t, ci64(G, TW)), ci64(G, 4));
+		LLVMValueRef ow0 = imul(G, irem(G, t, ci64(G, TW)), ci64(G, 4));
+		LLVMValueRef lp = wg_lanes(G, vw, k.P);
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef o = iadd(G, o0, ci64(G, v * vw));
+			LLVMValueRef m[36], tt[24], y[16], bias = NULL, cv[8] = {0};
+			for (int p = 0; p < 36; p++)
+				m[p] = wg_load(G, vt, mb, iadd(G, imul(G, iadd(G, ci64(G, p * tb), tl), ci64(G, wide)), ci64(G, v * vw)));
+			for (int s = 0; s < 6; s++)
+				wg_apply(G, vw, WG_AT, 4, 6, &m[s], 6, &tt[s], 6);
+			for (int a = 0; a < 4; a++)
+				wg_apply(G, vw, WG_AT, 4, 6, &tt[a * 6], 1, &y[a * 4], 1);
+			if (k.b)
+				bias = wg_load(G, vt, T.ptr[k.b->id], o);
+			for (int e = 0; e < k.nepi; e++)
+				if (chv[e])
+					cv[e] = wg_load(G, vt, chv[e], ci64(G, v * vw));
+			LLVMValueRef plane = imul(G, o, ci64(G, k.P)); /* from the image's start, in 32 bits */
+			for (int a = 0; a < 4; a++)
+				for (int b = 0; b < 4; b++) {
+					LLVMValueRef oh = iadd(G, oh0, ci64(G, a)), ow = iadd(G, ow0, ci64(G, b));
+					LLVMBasicBlockRef jin = NULL;
+					if (k.OH % 4 || k.OW % 4)
+						jin = if_begin(&T, llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, oh, ci64(G, k.OH), ""),
+						                                     llvm.LLVMBuildICmp(B, LLVMIntSLT, ow, ci64(G, k.OW), ""), ""));
+					LLVMValueRef px = iadd(G, plane, iadd(G, imul(G, oh, ci64(G, k.OW)), ow));
+					LLVMValueRef x = y[a * 4 + b];
+					if (bias)
+						x = llvm.LLVMBuildFAdd(B, x, bias, "");
+					for (int e = 0; e < k.nepi; e++) {
+						Node *ot = k.other[e];
+						LLVMValueRef ov = cv[e];
+						if (!ov && ot && scalar_of_consts(ot, 0))
+							ov = splat(G, vt, vw, const_scalar(&T, ot));
+						else if (!ov && ot) /* the result's shape (a residual) */
+							ov = wg_gather(G, vw, llvm.LLVMBuildGEP2(B, et, T.ptr[ot->id], &ooff, 1, ""), px, lp, all);
+						x = cv_epi_op(&T, &k, e, x, ov);
+					}
+					masked_scatter(G, x, wg_ptrs(G, vw, llvm.LLVMBuildGEP2(B, et, T.ptr[n->id], &ooff, 1, ""), px, lp), all, 4);
+					if (jin)
+						if_end(&T, jin);
+				}
+		}
+		if_end(&T, jt);
+		loop_end(&T, &l3);
+	}
+	loop_end(&T, &l1);
+	task_end(F, &T, &tk, ci64(G, nblk * npan));
+	loop_end(F, &ln);
+	free(k.soff);
+}
+
 void k_conv2d(Fn *F, Node *n)
 {
 	ConvGeom cg;
 	int64_t rec[4];
 	Node *wt = n->in[1];
+	if (conv_wino_pack(n, fn_dynamic(F), F->gen->vbytes, rec)) {
+		Gen *G = F->gen;
+		LLVMValueRef packed = llvm.LLVMConstPointerNull(G->i8p);
+		if (wt->op == OP_PARAM || wt->op == OP_INPUT) {
+			LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
+			LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, wt), G->i8p, ""), ci64(G, rec[0]),
+			                      ci64(G, rec[1]), ci64(G, rec[2]), ci32(G, (int)rec[3])};
+			packed = call(G, "nestrt_packed", G->i8p, at, av, 6);
+		}
+		conv_geom(n, fn_dynamic(F), &cg);
+		k_conv2d_wino(F, n, &cg, packed);
+		return;
+	}
 	if (conv_lanes_pack(n, fn_dynamic(F), F->gen->vbytes, rec) && (wt->op == OP_PARAM || wt->op == OP_INPUT)) {
 		/* channels in the lanes when the weights were pre-packed, else
 		 * pixels (NESTRT_PREPACK=0, or a request the pack plan missed) */

@@ -53,7 +53,7 @@ LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x)
 /* a * b + c for f32 scalars or vectors of `lanes`, as llvm.fmuladd: one
  * fused instruction where the target has FMA, a multiply and an add where
  * it has not (x86-64 without AVX2: llvm.fma would be a libm call a lane) */
-static LLVMValueRef fma_f32(Gen *G, int lanes, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+LLVMValueRef fma_f32(Gen *G, int lanes, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
 	LLVMTypeRef ft = lanes ? llvm.LLVMVectorType(G->f32, (unsigned)lanes) : G->f32;
 	char name[40];

@@ -315,6 +315,9 @@ void nest_end(Fn *F, Nest *N);
 LLVMValueRef masked_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
 void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align);
 LLVMValueRef lanes_below(Gen *G, int vw, LLVMValueRef n);
+/* the same through a vector of pointers (one per lane) */
+LLVMValueRef masked_gather(Gen *G, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
+void masked_scatter(Gen *G, LLVMValueRef v, LLVMValueRef ptrs, LLVMValueRef mask, unsigned align);
 
 void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v);
 Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, LLVMValueRef *got);
@@ -328,6 +331,8 @@ LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max);
 LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x);
 /* exp_fast of f32 x, a scalar (lanes 0) or a vector of `lanes` */
 LLVMValueRef exp_fast_v(Gen *G, LLVMValueRef x, int lanes);
+/* a * b + c in f32 (llvm.fmuladd), a scalar (lanes 0) or a vector of `lanes` */
+LLVMValueRef fma_f32(Gen *G, int lanes, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x);
 /* an OP_CONST, OP_FULL or OP_ARANGE node's value */

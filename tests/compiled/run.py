@@ -2767,6 +2767,88 @@ def kernels_conv2d_lanes():
             + single("kernels.conv2d_lanes_not_prepacked", case(1, False)))
 
 
+# 3x3 convolutions of stride 1 by Winograd's F(4x4, 3x3) (codegen/conv.c,
+# plan.c: conv_geom's wino): a bias, batch norm's scale and shift and relu
+# fused; 128 output channels (two panels of 64 on AVX-512); planes whose
+# sides are not multiples of 4 (the last tiles' pixels outside); a residual;
+# padding 0 and 2; batch 2; a convolution of another's result; a weight that
+# is also read as it is (its transforms are pre-packed beside it). Against
+# NumPy at 2e-5 of the largest magnitude (F(4x4, 3x3) in f32 is good to a
+# few units of 1e-6 here; a wrong transform is off by the values' size), at
+# 1 and 3 threads, with NESTRT_PREPACK=0 (the transforms made at each call),
+# and built for AVX2 (panels of 16 channels). Each of the 5 is a Winograd
+# kernel (its tasks in the objects).
+SRC_WINO = """
+param k1: { weight: f32[64, 32, 3, 3], bias: f32[64] }
+param bn: { scale: f32[64], shift: f32[64] }
+param k2: { weight: f32[128, 48, 3, 3] }
+param k3: { weight: f32[64, 16, 3, 3] }
+param k4: { weight: f32[64, 16, 3, 3] }
+param k5: { weight: f32[64, 64, 3, 3] }
+export fn forward(x: f32[2, 32, 20, 20], y: f32[1, 48, 18, 22], r: f32[1, 128, 18, 22], z: f32[1, 16, 26, 19],
+                  u: f32[1, 16, 15, 15]) ->
+    (f32[2, 64, 20, 20], f32[1, 128, 18, 22], f32[1, 64, 24, 17], f32[1, 64, 17, 17], f32[2, 64, 20, 20],
+     f32[64, 16, 3, 3]) {
+  let a = relu(conv2d(x, k1.weight, k1.bias, padding=1) * reshape(bn.scale, [64, 1, 1]) + reshape(bn.shift, [64, 1, 1]))
+  let b = relu(conv2d(y, k2.weight, padding=1) + r)
+  let c = conv2d(z, k3.weight) - 1.0
+  let d = conv2d(u, k4.weight, padding=2)
+  let e = conv2d(a, k5.weight, padding=1)
+  return a, b, c, d, e, k4.weight * 2.0
+}
+"""
+
+
+@check("kernels.conv2d_winograd")
+def kernels_conv2d_winograd():
+    ins = rng_inputs(37, x=(2, 32, 20, 20), y=(1, 48, 18, 22), r=(1, 128, 18, 22), z=(1, 16, 26, 19),
+                     u=(1, 16, 15, 15))
+    mdl = region_model("kernels.conv2d_winograd", SRC_WINO, ins)
+    state = {}
+
+    def refs():
+        if "refs" not in state:
+            w = {k: v.astype(np.float64) for k, v in read_safetensors(mdl.weights).items()}
+            i = {k: v.astype(np.float64) for k, v in ins.items()}
+            a = conv_ref(i["x"], w["k1.weight"], w["k1.bias"], pad=1)
+            a = np.maximum(a * w["bn.scale"].reshape(1, -1, 1, 1) + w["bn.shift"].reshape(1, -1, 1, 1), 0)
+            state["refs"] = [a, np.maximum(conv_ref(i["y"], w["k2.weight"], pad=1) + i["r"], 0),
+                             conv_ref(i["z"], w["k3.weight"]) - 1.0, conv_ref(i["u"], w["k4.weight"], pad=2),
+                             conv_ref(a, w["k5.weight"], pad=1), w["k4.weight"] * 2.0]
+        return state["refs"]
+
+    def case(threads, prepack, cpu=None):
+        def fn():
+            out = os.path.join(mdl.d, "out" + (cpu or ""))
+            if out not in state:
+                mdl.build(out, *(("--cpu", cpu) if cpu else ()))
+                syms = subprocess.run(["nm", "--defined-only"] + sorted(glob.glob(os.path.join(out, "*.o"))),
+                                      capture_output=True, text=True, check=True).stdout
+                n = len(re.findall(r" wgi\.task\.\d+$", syms, re.M))
+                if n != 5:
+                    raise Fail("%d Winograd convolutions in the objects, expected 5" % n)
+                state[out] = True
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            if not prepack:
+                env["NESTRT_PREPACK"] = "0"
+            got = run_compiled(mdl, out, tag="t%d%s%s" % (threads, "" if prepack else "np", cpu or ""), env=env)
+            bad = []
+            for k, (g, ref) in enumerate(zip(got, refs())):
+                if g.shape != ref.shape:
+                    bad.append("output %d: shape %s, expected %s" % (k, g.shape, ref.shape))
+                    continue
+                err = np.abs(g.astype(np.float64) - ref).max()
+                if not err <= 2e-5 * np.abs(ref).max():
+                    bad.append("output %d: max abs err %.3g (largest value %.3g)" % (k, err, np.abs(ref).max()))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    return (single("kernels.conv2d_winograd_1_thread", case(1, True))
+            + single("kernels.conv2d_winograd_3_threads", case(3, True))
+            + single("kernels.conv2d_winograd_not_prepacked", case(1, False))
+            + single("kernels.conv2d_winograd_avx2", case(2, True, "haswell")))
+
+
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split
 # over their outermost loop: at 1, 2 and 3 threads against the interpreter.
 SRC_PAR = """
