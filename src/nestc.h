@@ -965,7 +965,8 @@ typedef struct ConvGeom {
 	 * 36 matrices [tiles, C] x [C, O] in place of 9 [O, C] x [C, pixels],
 	 * a fourth of the multiplications; welems elements of scratch hold the
 	 * weights' transforms (36 C O, when they are not pre-packed) and the
-	 * input's (36 C by the tiles rounded up to WINO_MR). */
+	 * input's (36 C by the tiles rounded up to WINO_MR, then to 16, and 16
+	 * more). */
 	int64_t wino, welems;
 } ConvGeom;
 #define WINO_MIN_TILES 16

@@ -261,20 +261,20 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 		cg->elems = 0;
 		return 1;
 	}
-	/* Winograd: 4x4 output tiles need a plane of at least 16 of them to
-	 * pay for the transforms (WINO_MIN_TILES); channels by whole vectors (C
-	 * in 16s: the input's transforms take a vector of channels; O in 64s:
-	 * the products' panels), padding up to 2, f32 (its error, a few units
-	 * in the last place of the sums' magnitude, is far inside f32's use
-	 * here; in f64 it would be a loss); the transforms' scratch (36 C O)
-	 * and a task's buffers (36 C a row of tiles, on its stack) bounded,
-	 * images whose elements' offsets fit 32 bits (the gathers' indices) */
+	/* Winograd F(4x4, 3x3): 4x4 output tiles, at least WINO_MIN_TILES of
+	 * them to pay for the transforms (at 14x14, 16 tiles: 0.55x the time of
+	 * the pixels' tiles at one thread); input channels in 16s (a task of the
+	 * input's transforms takes 16), output channels in 64s (the products'
+	 * panels), padding up to 2, f32 only (its rounding error, some 1e-6 of
+	 * the largest output here, would be a loss in f64); the transforms'
+	 * scratch (36 C O) bounded, and images whose elements' offsets fit 32
+	 * bits (the gathers' indices) */
 	int64_t T = ((OH + 3) / 4) * ((OW + 3) / 4);
 	cg->wino = n->dtype == DT_F32 && cg->groups == 1 && KH == 3 && KW == 3 && cg->sh == 1 && cg->sw == 1 &&
 	           cg->dh == 1 && cg->dw == 1 && cg->ph <= 2 && cg->pw <= 2 && x->shape[1] % 16 == 0 &&
 	           n->shape[1] % 64 == 0 && x->shape[1] * n->shape[1] <= 256 * 512 && T >= WINO_MIN_TILES &&
 	           x->shape[1] * x->shape[2] * x->shape[3] < ((int64_t)1 << 30) && n->shape[1] * OH * OW < ((int64_t)1 << 30);
-	cg->welems = cg->wino ? 36 * x->shape[1] * (n->shape[1] + (T + WINO_MR - 1) / WINO_MR * WINO_MR) : 0;
+	cg->welems = cg->wino ? 36 * x->shape[1] * (n->shape[1] + ((T + WINO_MR - 1) / WINO_MR * WINO_MR + 15) / 16 * 16 + 16) : 0;
 	/* channels in the lanes: a plane of at most 256 pixels that wastes a
 	 * tenth of its vectors' lanes or more, whole vectors of output channels,
 	 * enough of a reduction to keep the tiles busy (at 14x14, 6% of the

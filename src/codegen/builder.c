@@ -105,9 +105,8 @@ LLVMValueRef masked_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef ma
 	return llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
 }
 
-/* llvm.masked.gather / llvm.masked.scatter over a vector of pointers:
- * overloaded on the value's and the pointers' vector types (declared by
- * LLVM, as above) */
+/* llvm.masked.gather over a vector of pointers: overloaded on the value's
+ * and the pointers' vector types (declared by LLVM, as above) */
 static LLVMValueRef gs_intrinsic(Gen *G, const char *name, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMTypeRef *ft)
 {
 	unsigned id = llvm.LLVMLookupIntrinsicID(name, strlen(name));
@@ -122,14 +121,6 @@ LLVMValueRef masked_gather(Gen *G, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueR
 	LLVMValueRef fn = gs_intrinsic(G, "llvm.masked.gather", vt, ptrs, &ft);
 	LLVMValueRef args[4] = {ptrs, ci32(G, (int)align), mask, pass};
 	return llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
-}
-
-void masked_scatter(Gen *G, LLVMValueRef v, LLVMValueRef ptrs, LLVMValueRef mask, unsigned align)
-{
-	LLVMTypeRef ft;
-	LLVMValueRef fn = gs_intrinsic(G, "llvm.masked.scatter", llvm.LLVMTypeOf(v), ptrs, &ft);
-	LLVMValueRef args[4] = {v, ptrs, ci32(G, (int)align), mask};
-	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
 }
 
 void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align)

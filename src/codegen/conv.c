@@ -1,6 +1,7 @@
 /* conv.c - conv2d (register tiles over shifted copies of the input with
- * the epilogue fused, when its shapes are static; else direct loops) and
- * max, average and global average pooling. */
+ * the epilogue fused, when its shapes are static: pixels or output channels
+ * in the lanes, or Winograd's F(4x4, 3x3) for 3x3 of stride 1; else direct
+ * loops) and max, average and global average pooling. */
 #include "gen.h"
 
 #include <math.h>
@@ -880,19 +881,20 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
  *
  * Output tile (4x4 pixels of a channel) Y = A^T [U (.) V] A where V = B^T d B
  * is the transform of the 6x6 input patch d and U = G g G^T the transform of
- * the 3x3 kernel g (Lavin and Gray's matrices, points 0, +-1, +-2, +-1/2):
- * per point p of the 36, the sum over input channels is a matrix product
- * M_p[tiles, O] = V_p[tiles, C] x U_p[C, O], 36 C O multiply-adds per tile
- * against 144 C O for its 16 pixels directly. U is made at each call, a task
- * a vector of output channels, into the scratch area: panels of `wide`
- * channels, U[p][panel][c][wide]. A task of the pool takes a block of tb
- * tiles of one image (tiles row by row across the image): their input
- * transforms, a vector of channels at a time (lanes C apart in the
- * planes, gathered), into V[p][tile][c] on its stack; then per panel of
- * channels the 36 products as register tiles of mr tiles by nv vectors of
- * channels (V broadcast, U's panel loaded) into M[p][tile][wide], and the
- * output transforms, through bias and the fused epilogue in registers and
- * scattered into the planes. A block's V and M stay in L2 (tb from C). */
+ * the 3x3 kernel g (Lavin and Gray's matrices, points 0, +-1, +-2 and
+ * infinity): per point p of the 36, the sum over input channels is a matrix
+ * product M_p[tiles, O] = V_p[tiles, C] x U_p[C, O], 36 C O multiply-adds
+ * per tile against 144 C O for its 16 pixels directly. U comes pre-packed
+ * (NESTRT_PACK_WINO, runtime/wpack.c) in panels of `wide` output channels,
+ * U[panel][p C + c][wide], else is made at each call in the scratch area in
+ * the same layout, a task a vector of output channels. Then, per image: the
+ * input's transforms over the pool, a vector of tiles by 16 channels a
+ * task, into V[p][c][tile] in the scratch area; then a task a block of whole
+ * groups of WINO_MR tiles by a panel: the 36 products as register tiles of
+ * WINO_MR tiles by nv vectors of channels (V broadcast, U's panel loaded)
+ * into M[p][tile][wide] on its stack, and the output's transforms, a vector
+ * of channels at a time, through bias and the fused epilogue in registers,
+ * stored a row of 4 pixels of each channel at a time. */
 
 static const double WG_BT[6 * 6] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
                                     0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
@@ -981,6 +983,55 @@ static LLVMValueRef wg_gather(Gen *G, int vw, LLVMValueRef p, LLVMValueRef off, 
 	return masked_gather(G, vt, wg_ptrs(G, vw, p, off, lo), mask, llvm.LLVMConstNull(vt), 4);
 }
 
+/* a shuffle of a and b (b may be NULL: a's own lanes) by a constant mask */
+static LLVMValueRef wg_shuf(Gen *G, LLVMValueRef a, LLVMValueRef b, const int *mask, int n)
+{
+	LLVMValueRef m[64];
+	for (int i = 0; i < n; i++)
+		m[i] = ci32(G, mask[i]);
+	return llvm.LLVMBuildShuffleVector(G->B, a, b ? b : llvm.LLVMGetUndef(llvm.LLVMTypeOf(a)), llvm.LLVMConstVector(m, (unsigned)n), "");
+}
+
+/* The output's transforms hold a row of 4 pixels of vw channels in x[0..3]
+ * (lanes: channels); the image wants each channel's 4 pixels side by side.
+ * wg_to_runs: run l = x[0][l], x[1][l], x[2][l], x[3][l]; wg_from_runs the
+ * inverse (a residual read the same way). 4-element loads and stores with
+ * shuffles cost a fifth of the 16 scatters (or gathers) of a vector a
+ * pixel, whose lanes each wrote a plane of its own. */
+static void wg_to_runs(Gen *G, int vw, LLVMValueRef *x, LLVMValueRef *run)
+{
+	int m[64];
+	for (int l = 0; l < vw; l++)
+		m[2 * l] = l, m[2 * l + 1] = vw + l;
+	LLVMValueRef s01 = wg_shuf(G, x[0], x[1], m, 2 * vw), s23 = wg_shuf(G, x[2], x[3], m, 2 * vw);
+	for (int l = 0; l < vw; l++)
+		m[4 * l] = 2 * l, m[4 * l + 1] = 2 * l + 1, m[4 * l + 2] = 2 * vw + 2 * l, m[4 * l + 3] = 2 * vw + 2 * l + 1;
+	LLVMValueRef all = wg_shuf(G, s01, s23, m, 4 * vw);
+	for (int l = 0; l < vw; l++) {
+		int e[4] = {4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3};
+		run[l] = wg_shuf(G, all, NULL, e, 4);
+	}
+}
+
+static void wg_from_runs(Gen *G, int vw, LLVMValueRef *run, LLVMValueRef *x)
+{
+	LLVMValueRef cur[64];
+	int m[64], n = vw, w = 4;
+	for (int l = 0; l < vw; l++)
+		cur[l] = run[l];
+	for (; n > 1; n /= 2, w *= 2) {
+		for (int i = 0; i < 2 * w; i++)
+			m[i] = i;
+		for (int i = 0; i < n / 2; i++)
+			cur[i] = wg_shuf(G, cur[2 * i], cur[2 * i + 1], m, 2 * w);
+	}
+	for (int b = 0; b < 4; b++) {
+		for (int l = 0; l < vw; l++)
+			m[l] = 4 * l + b;
+		x[b] = wg_shuf(G, cur[0], NULL, m, vw);
+	}
+}
+
 static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 {
 	Gen *G = F->gen;
@@ -1053,43 +1104,55 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
 	vals[nl + 2] = nn;
 
-	/* the input's transforms: a task a group of tiles by a vector of
-	 * channels, into V[p][tile][c] */
+	/* the input's transforms: a task a vector of tiles (the lanes) by 16
+	 * channels, into V[p][c][tile]; a lane's 36 elements are gathered from
+	 * the plane (a few lines of it: across channels, each lane's in a plane
+	 * of its own, they cost a third of the convolution) */
+	int64_t ntv = (tp + vw - 1) / vw, tpv = (tp + 15) / 16 * 16;
+	/* V's rows an odd number of lines apart: the products' broadcasts walk
+	 * down a column of V, which at a multiple of 256 bytes took a quarter
+	 * of L1's sets */
+	if (tpv % 32 == 0)
+		tpv += 16;
 	tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
 	cv_unenv(&T, &k, got);
 	{
+		LLVMTypeRef it = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+#define WG_I32(x) splat(G, it, vw, ci32(G, (int)(x)))
 		LLVMValueRef v = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
 		LLVMValueRef ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
-		LLVMValueRef lc = wg_lanes(G, vw, HW);
 		LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-		LLVMValueRef c0 = imul(G, irem(G, unit, ci64(G, C / vw)), ci64(G, vw));
-		LLVMValueRef tg = idiv(G, unit, ci64(G, C / vw));
-		LLVMValueRef t = iadd(G, imul(G, tg, ci64(G, mr)), loop_to(&T, &l2, ci64(G, mr)));
-		LLVMValueRef ih0 = isub(G, imul(G, idiv(G, t, ci64(G, TW)), ci64(G, 4)), ci64(G, cg->ph));
-		LLVMValueRef iw0 = isub(G, imul(G, irem(G, t, ci64(G, TW)), ci64(G, 4)), ci64(G, cg->pw));
-		LLVMValueRef cbase = imul(G, c0, ci64(G, HW));
-		LLVMValueRef rin[6], cin[6], d[36], tt[36], vv[36];
+		LLVMValueRef tv = idiv(G, unit, ci64(G, C / 16)), c0 = imul(G, irem(G, unit, ci64(G, C / 16)), ci64(G, 16));
+		LLVMValueRef t = llvm.LLVMBuildAdd(B, splat(G, it, vw, llvm.LLVMBuildTrunc(B, imul(G, tv, ci64(G, vw)), G->i32, "")),
+		                                   wg_lanes(G, vw, 1), "");
+		LLVMValueRef th = llvm.LLVMBuildSDiv(B, t, WG_I32(TW), "");
+		LLVMValueRef tw = llvm.LLVMBuildSub(B, t, llvm.LLVMBuildMul(B, th, WG_I32(TW), ""), "");
+		LLVMValueRef rb = llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, th, WG_I32(4), ""), WG_I32(cg->ph), "");
+		LLVMValueRef cb = llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, tw, WG_I32(4), ""), WG_I32(cg->pw), "");
+		LLVMValueRef idx0 = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, rb, WG_I32(k.W), ""), cb, "");
+		LLVMValueRef rm[6], cm[6];
 		for (int i = 0; i < 6; i++) {
-			rin[i] = in_range(G, iadd(G, ih0, ci64(G, i)), ci64(G, k.H));
-			cin[i] = in_range(G, iadd(G, iw0, ci64(G, i)), ci64(G, k.W));
+			rm[i] = llvm.LLVMBuildICmp(B, LLVMIntULT, llvm.LLVMBuildAdd(B, rb, WG_I32(i), ""), WG_I32(k.H), "");
+			cm[i] = llvm.LLVMBuildICmp(B, LLVMIntULT, llvm.LLVMBuildAdd(B, cb, WG_I32(i), ""), WG_I32(k.W), "");
 		}
-		LLVMTypeRef mt = llvm.LLVMVectorType(G->i1, (unsigned)vw);
+		LLVMValueRef c = iadd(G, c0, loop_to(&T, &l2, ci64(G, 16)));
+		LLVMValueRef d[36], tt[36], vv[36];
 		for (int i = 0; i < 6; i++)
 			for (int j = 0; j < 6; j++) {
-				LLVMValueRef off = iadd(G, imul(G, iadd(G, ih0, ci64(G, i)), ci64(G, k.W)), iadd(G, iw0, ci64(G, j)));
-				LLVMValueRef m = splat(G, mt, vw, llvm.LLVMBuildAnd(B, rin[i], cin[j], ""));
-				d[i * 6 + j] = wg_gather(G, vw, ximg, iadd(G, cbase, off), lc, m);
+				LLVMValueRef off = iadd(G, imul(G, c, ci64(G, HW)), ci64(G, i * k.W + j));
+				d[i * 6 + j] = wg_gather(G, vw, ximg, off, idx0, llvm.LLVMBuildAnd(B, rm[i], cm[j], ""));
 			}
 		for (int j = 0; j < 6; j++)
 			wg_apply(G, vw, WG_BT, 6, 6, &d[j], 6, &tt[j], 6);
 		for (int i = 0; i < 6; i++)
 			wg_apply(G, vw, WG_BT, 6, 6, &tt[i * 6], 1, &vv[i * 6], 1);
 		for (int p = 0; p < 36; p++)
-			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
+			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, imul(G, ci64(G, p), ci64(G, C)), c), ci64(G, tpv)), imul(G, tv, ci64(G, vw))));
 		loop_end(&T, &l2);
 		loop_end(&T, &l1);
+#undef WG_I32
 	}
-	task_end(F, &T, &tk, ci64(G, ng * (C / vw)));
+	task_end(F, &T, &tk, ci64(G, ntv * (C / 16)));
 
 	/* the products and the output's transforms: a task a block of tiles by
 	 * a panel of channels */
@@ -1127,7 +1190,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		LLVMValueRef p = loop_to(&T, &l3, ci64(G, 36));
 		LLVMValueRef rg = loop_to(&T, &l4, isub(G, g1, g0));
 		LLVMValueRef r0 = imul(G, rg, ci64(G, mr));
-		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){imul(G, iadd(G, imul(G, p, ci64(G, tp)), iadd(G, t0, r0)), ci64(G, C))}, 1, "");
+		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){iadd(G, imul(G, p, ci64(G, C * tpv)), iadd(G, t0, r0))}, 1, "");
 		LLVMValueRef pan = imul(G, iadd(G, imul(G, j, ci64(G, 36)), p), ci64(G, C * wide));
 		LLVMValueRef bb = llvm.LLVMBuildGEP2(B, et, u, &pan, 1, "");
 		LLVMValueRef acc[CV_MAX_MR][CV_MAX_NV];
@@ -1137,7 +1200,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		for (int v = 0; v < nv; v++)
 			bv[v] = wg_load(G, vt, bb, iadd(G, imul(G, L.c, ci64(G, wide)), ci64(G, v * vw)));
 		for (int r = 0; r < mr; r++) {
-			LLVMValueRef off = iadd(G, L.c, ci64(G, r * C));
+			LLVMValueRef off = iadd(G, imul(G, L.c, ci64(G, tpv)), ci64(G, r));
 			LLVMValueRef a = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, arow, &off, 1, ""), "");
 			LLVMValueRef bc = splat(G, vt, vw, a);
 			for (int v = 0; v < nv; v++)
@@ -1158,7 +1221,6 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		LLVMBasicBlockRef jt = if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, t, ci64(G, NT), ""));
 		LLVMValueRef oh0 = imul(G, idiv(G, t, ci64(G, TW)), ci64(G, 4));
 		LLVMValueRef ow0 = imul(G, irem(G, t, ci64(G, TW)), ci64(G, 4));
-		LLVMValueRef lp = wg_lanes(G, vw, k.P);
 		for (int v = 0; v < nv; v++) {
 			LLVMValueRef o = iadd(G, o0, ci64(G, v * vw));
 			LLVMValueRef m[36], tt[24], y[16], bias = NULL, cv[8] = {0};
@@ -1173,31 +1235,54 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 			for (int e = 0; e < k.nepi; e++)
 				if (chv[e])
 					cv[e] = wg_load(G, vt, chv[e], ci64(G, v * vw));
-			LLVMValueRef plane = imul(G, o, ci64(G, k.P)); /* from the image's start, in 32 bits */
-			for (int a = 0; a < 4; a++)
+			/* a row of the tile at a time: its 4 pixels of each channel
+			 * (those inside the image), through bias and epilogue */
+			LLVMTypeRef rt = llvm.LLVMVectorType(et, 4);
+			LLVMValueRef cols = k.OW % 4 ? lanes_below(G, 4, isub(G, ci64(G, k.OW), ow0)) : NULL;
+			LLVMValueRef oimg = llvm.LLVMBuildGEP2(B, et, T.ptr[n->id], &ooff, 1, "");
+			for (int a = 0; a < 4; a++) {
+				LLVMValueRef oh = iadd(G, oh0, ci64(G, a));
+				LLVMBasicBlockRef jin = k.OH % 4 ? if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, oh, ci64(G, k.OH), "")) : NULL;
+				LLVMValueRef at[64], x[4], run[64];
+				for (int l = 0; l < vw; l++)
+					at[l] = iadd(G, imul(G, iadd(G, o, ci64(G, l)), ci64(G, k.P)), iadd(G, imul(G, oh, ci64(G, k.OW)), ow0));
 				for (int b = 0; b < 4; b++) {
-					LLVMValueRef oh = iadd(G, oh0, ci64(G, a)), ow = iadd(G, ow0, ci64(G, b));
-					LLVMBasicBlockRef jin = NULL;
-					if (k.OH % 4 || k.OW % 4)
-						jin = if_begin(&T, llvm.LLVMBuildAnd(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, oh, ci64(G, k.OH), ""),
-						                                     llvm.LLVMBuildICmp(B, LLVMIntSLT, ow, ci64(G, k.OW), ""), ""));
-					LLVMValueRef px = iadd(G, plane, iadd(G, imul(G, oh, ci64(G, k.OW)), ow));
-					LLVMValueRef x = y[a * 4 + b];
+					x[b] = y[a * 4 + b];
 					if (bias)
-						x = llvm.LLVMBuildFAdd(B, x, bias, "");
-					for (int e = 0; e < k.nepi; e++) {
-						Node *ot = k.other[e];
-						LLVMValueRef ov = cv[e];
-						if (!ov && ot && scalar_of_consts(ot, 0))
-							ov = splat(G, vt, vw, const_scalar(&T, ot));
-						else if (!ov && ot) /* the result's shape (a residual) */
-							ov = wg_gather(G, vw, llvm.LLVMBuildGEP2(B, et, T.ptr[ot->id], &ooff, 1, ""), px, lp, all);
-						x = cv_epi_op(&T, &k, e, x, ov);
-					}
-					masked_scatter(G, x, wg_ptrs(G, vw, llvm.LLVMBuildGEP2(B, et, T.ptr[n->id], &ooff, 1, ""), px, lp), all, 4);
-					if (jin)
-						if_end(&T, jin);
+						x[b] = llvm.LLVMBuildFAdd(B, x[b], bias, "");
 				}
+				for (int e = 0; e < k.nepi; e++) {
+					Node *ot = k.other[e];
+					LLVMValueRef ov[4] = {cv[e], cv[e], cv[e], cv[e]};
+					if (!cv[e] && ot && scalar_of_consts(ot, 0)) {
+						ov[0] = ov[1] = ov[2] = ov[3] = splat(G, vt, vw, const_scalar(&T, ot));
+					} else if (!cv[e] && ot) { /* the result's shape (a residual) */
+						LLVMValueRef rimg = llvm.LLVMBuildGEP2(B, et, T.ptr[ot->id], &ooff, 1, "");
+						for (int l = 0; l < vw; l++) {
+							LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, rimg, &at[l], 1, "");
+							if (cols) {
+								run[l] = masked_load(G, rt, q, cols, llvm.LLVMConstNull(rt), 4);
+							} else {
+								run[l] = llvm.LLVMBuildLoad2(B, rt, llvm.LLVMBuildPointerCast(B, q, llvm.LLVMPointerType(rt, 0), ""), "");
+								llvm.LLVMSetAlignment(run[l], 4);
+							}
+						}
+						wg_from_runs(G, vw, run, ov);
+					}
+					for (int b = 0; b < 4; b++)
+						x[b] = cv_epi_op(&T, &k, e, x[b], ov[b]);
+				}
+				wg_to_runs(G, vw, x, run);
+				for (int l = 0; l < vw; l++) {
+					LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, oimg, &at[l], 1, "");
+					if (cols)
+						masked_store(G, run[l], q, cols, 4);
+					else
+						wg_store(G, run[l], q, ci64(G, 0));
+				}
+				if (jin)
+					if_end(&T, jin);
+			}
 		}
 		if_end(&T, jt);
 		loop_end(&T, &l3);

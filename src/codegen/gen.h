@@ -315,9 +315,8 @@ void nest_end(Fn *F, Nest *N);
 LLVMValueRef masked_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
 void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align);
 LLVMValueRef lanes_below(Gen *G, int vw, LLVMValueRef n);
-/* the same through a vector of pointers (one per lane) */
+/* a masked load through a vector of pointers (one per lane) */
 LLVMValueRef masked_gather(Gen *G, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
-void masked_scatter(Gen *G, LLVMValueRef v, LLVMValueRef ptrs, LLVMValueRef mask, unsigned align);
 
 void fn_attrs(Gen *G, LLVMValueRef fn, Variant *v);
 Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, LLVMValueRef *got);
