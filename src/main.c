@@ -12,7 +12,7 @@ static const char usage_text[] =
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
-	"                 [-MD] [-MF FILE] [-M]\n"
+	"                 [-MD] [-MF FILE] [-M] [--no-winograd]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
@@ -314,6 +314,9 @@ int main(int argc, char **argv)
 			nowarn = 1;
 		} else if (!strcmp(a, "--no-regions") && !is_run) {
 			no_regions = 1;
+			vec_push(&passthru, (void *)a);
+		} else if (is_build && !strcmp(a, "--no-winograd")) {
+			bo.no_winograd = 1;
 			vec_push(&passthru, (void *)a);
 		} else if (is_build && (!strcmp(a, "-O0") || !strcmp(a, "-O1") || !strcmp(a, "-O2") || !strcmp(a, "-O3"))) {
 			bo.opt_level = a[2] - '0';
@@ -690,7 +693,8 @@ int main(int argc, char **argv)
 	source_free(src);
 out:
 	for (int k = 0; k < passthru.n; k++)
-		if (((char *)passthru.v[k])[0] == '-' && ((char *)passthru.v[k])[1] != 'O' && strcmp(passthru.v[k], "--no-regions"))
+		if (((char *)passthru.v[k])[0] == '-' && ((char *)passthru.v[k])[1] != 'O' && strcmp(passthru.v[k], "--no-regions") &&
+		    strcmp(passthru.v[k], "--no-winograd"))
 			free(passthru.v[k]);
 	free(passthru.v);
 	free(freezes.v);

@@ -1013,6 +1013,7 @@ typedef struct BuildOptions {
 	const char *embed;     /* --embed-weights FILE.safetensors */
 	const char *depfile;   /* -MD: write it here */
 	int progress;          /* one-line progress on a terminal */
+	int no_winograd;       /* --no-winograd: 3x3 convolutions summed directly */
 } BuildOptions;
 
 /* Generate the header, the model object and one object per unique variant.

@@ -917,7 +917,7 @@ static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t
 					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
 				} else if (k == 1 && x->op == OP_CONV2D && x->in[0] != s &&
 				           (conv_lanes_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec) ||
-				            conv_wino_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec))) {
+				            (!G->o->no_winograd && conv_wino_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec)))) {
 					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
 				} else if (x->op == OP_GATHER && k == 0 && !(v && v->ndyn) && !(dyn && gdyn_has(g, s)) && gather_packed_table(s)) {
 					plan_rec(o, GATHER_REC, src, s->shape[0], s->shape[1], s->dtype == DT_F64 ? 2 : 0, 0);

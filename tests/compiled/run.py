@@ -2776,8 +2776,9 @@ def kernels_conv2d_lanes():
 # NumPy at 2e-5 of the largest magnitude (F(4x4, 3x3) in f32 is good to a
 # few units of 1e-6 here; a wrong transform is off by the values' size), at
 # 1 and 3 threads, with NESTRT_PREPACK=0 (the transforms made at each call),
-# and built for AVX2 (panels of 16 channels). Each of the 5 is a Winograd
-# kernel (its tasks in the objects).
+# built for AVX2 (panels of 16 channels), and with --no-winograd (the same
+# compile cache: its key tells them apart). Each of the 5 is a Winograd
+# kernel (its tasks in the objects), none with --no-winograd.
 SRC_WINO = """
 param k1: { weight: f32[64, 32, 3, 3], bias: f32[64] }
 param bn: { scale: f32[64], shift: f32[64] }
@@ -2817,21 +2818,23 @@ def kernels_conv2d_winograd():
                              conv_ref(a, w["k5.weight"], pad=1), w["k4.weight"] * 2.0]
         return state["refs"]
 
-    def case(threads, prepack, cpu=None):
+    def case(threads, prepack, flags=()):
         def fn():
-            out = os.path.join(mdl.d, "out" + (cpu or ""))
+            tag = "".join(f.strip("-") for f in flags)
+            out = os.path.join(mdl.d, "out" + tag)
             if out not in state:
-                mdl.build(out, *(("--cpu", cpu) if cpu else ()))
+                # one cache for all the builds: --no-winograd must not get the others' objects
+                mdl.build(out, "--cache-dir", os.path.join(mdl.d, "cache"), *flags)
                 syms = subprocess.run(["nm", "--defined-only"] + sorted(glob.glob(os.path.join(out, "*.o"))),
                                       capture_output=True, text=True, check=True).stdout
-                n = len(re.findall(r" wgi\.task\.\d+$", syms, re.M))
-                if n != 5:
-                    raise Fail("%d Winograd convolutions in the objects, expected 5" % n)
+                n, want = len(re.findall(r" wgi\.task\.\d+$", syms, re.M)), 0 if "--no-winograd" in flags else 5
+                if n != want:
+                    raise Fail("%d Winograd convolutions in the objects, expected %d" % (n, want))
                 state[out] = True
             env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
             if not prepack:
                 env["NESTRT_PREPACK"] = "0"
-            got = run_compiled(mdl, out, tag="t%d%s%s" % (threads, "" if prepack else "np", cpu or ""), env=env)
+            got = run_compiled(mdl, out, tag="t%d%s%s" % (threads, "" if prepack else "np", tag), env=env)
             bad = []
             for k, (g, ref) in enumerate(zip(got, refs())):
                 if g.shape != ref.shape:
@@ -2846,7 +2849,8 @@ def kernels_conv2d_winograd():
     return (single("kernels.conv2d_winograd_1_thread", case(1, True))
             + single("kernels.conv2d_winograd_3_threads", case(3, True))
             + single("kernels.conv2d_winograd_not_prepacked", case(1, False))
-            + single("kernels.conv2d_winograd_avx2", case(2, True, "haswell")))
+            + single("kernels.conv2d_winograd_avx2", case(2, True, ("--cpu", "haswell")))
+            + single("kernels.conv2d_winograd_off", case(2, True, ("--no-winograd",))))
 
 
 # Kernels large enough (>= 32768 elements) to run on the thread pool, split
