@@ -1137,6 +1137,21 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		}
 		LLVMValueRef c = iadd(G, c0, loop_to(&T, &l2, ci64(G, 16)));
 		LLVMValueRef d[36], tt[36], vv[36];
+		/* the lines the gathers of channel c + 2 will read (lanes 4 apart
+		 * cover a row's span, 4 floats a tile): each gather's lanes miss in
+		 * turn, which the prefetchers cannot foresee; without this the
+		 * transforms waited on L2 for two fifths of a 64-channel convolution
+		 * at 56x56 */
+		for (int l = 0; l < vw; l += (l + 4 < vw || l == vw - 1) ? 4 : vw - 1 - l) {
+			LLVMValueRef at = llvm.LLVMBuildSExt(B, llvm.LLVMBuildExtractElement(B, idx0, ci32(G, l), ""), G->i64, "");
+			at = iadd(G, at, imul(G, iadd(G, c, ci64(G, 2)), ci64(G, HW)));
+			for (int i = 0; i < 6; i++) {
+				LLVMValueRef off = iadd(G, at, ci64(G, i * k.W + (l == vw - 1 ? 5 : 0)));
+				prefetch_line(G, llvm.LLVMBuildGEP2(B, et, ximg, &off, 1, ""));
+			}
+			if (l == vw - 1)
+				break;
+		}
 		for (int i = 0; i < 6; i++)
 			for (int j = 0; j < 6; j++) {
 				LLVMValueRef off = iadd(G, imul(G, c, ci64(G, HW)), ci64(G, i * k.W + j));
