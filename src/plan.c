@@ -267,13 +267,15 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 	 * input's transforms takes 16), output channels in 64s (the products'
 	 * panels), padding up to 2, f32 only (its rounding error, some 1e-6 of
 	 * the largest output here, would be a loss in f64); the transforms'
-	 * scratch (36 C O) bounded, and images whose elements' offsets fit 32
-	 * bits (the gathers' indices) */
+	 * scratch (36 C O) bounded, images whose elements' offsets fit 32 bits
+	 * and rows of at most 4096 (a task's 6 rows channels-last, on its
+	 * stack) */
 	int64_t T = ((OH + 3) / 4) * ((OW + 3) / 4);
 	cg->wino = n->dtype == DT_F32 && cg->groups == 1 && KH == 3 && KW == 3 && cg->sh == 1 && cg->sw == 1 &&
 	           cg->dh == 1 && cg->dw == 1 && cg->ph <= 2 && cg->pw <= 2 && x->shape[1] % 16 == 0 &&
 	           n->shape[1] % 64 == 0 && x->shape[1] * n->shape[1] <= 256 * 512 && T >= WINO_MIN_TILES &&
-	           x->shape[1] * x->shape[2] * x->shape[3] < ((int64_t)1 << 30) && n->shape[1] * OH * OW < ((int64_t)1 << 30);
+	           x->shape[1] * x->shape[2] * x->shape[3] < ((int64_t)1 << 30) && n->shape[1] * OH * OW < ((int64_t)1 << 30) &&
+	           x->shape[3] <= 4096;
 	cg->welems = cg->wino ? 36 * x->shape[1] * (n->shape[1] + ((T + WINO_MR - 1) / WINO_MR * WINO_MR + 15) / 16 * 16 + 16) : 0;
 	/* channels in the lanes: a plane of at most 256 pixels that wastes a
 	 * tenth of its vectors' lanes or more, whole vectors of output channels,

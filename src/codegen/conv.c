@@ -1032,6 +1032,25 @@ static void wg_from_runs(Gen *G, int vw, LLVMValueRef *run, LLVMValueRef *x)
 	}
 }
 
+/* x[0..vw) (vw lanes each) transposed in place: at each step s the
+ * off-diagonal blocks of s x s of every 2s x 2s block trade places */
+static void wg_transpose(Gen *G, int vw, LLVMValueRef *x)
+{
+	int lo[64], hi[64];
+	for (int s = vw / 2; s >= 1; s /= 2) {
+		for (int e = 0; e < vw; e++) {
+			lo[e] = e & s ? vw + e - s : e; /* row i: its own low block, then row i+s's */
+			hi[e] = e & s ? vw + e : e + s;  /* row i+s: row i's high block, then its own */
+		}
+		for (int i = 0; i < vw; i++)
+			if (!(i & s)) {
+				LLVMValueRef a = x[i], b = x[i + s];
+				x[i] = wg_shuf(G, a, b, lo, vw);
+				x[i + s] = wg_shuf(G, a, b, hi, vw);
+			}
+	}
+}
+
 static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 {
 	Gen *G = F->gen;
@@ -1104,70 +1123,75 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
 	vals[nl + 2] = nn;
 
-	/* the input's transforms: a task a vector of tiles (the lanes) by 16
-	 * channels, into V[p][c][tile]; a lane's 36 elements are gathered from
-	 * the plane (a few lines of it: across channels, each lane's in a plane
-	 * of its own, they cost a third of the convolution) */
-	int64_t ntv = (tp + vw - 1) / vw, tpv = (tp + 15) / 16 * 16;
-	/* V's rows an odd number of lines apart: the products' broadcasts walk
-	 * down a column of V, which at a multiple of 256 bytes took a quarter
-	 * of L1's sets */
-	if (tpv % 32 == 0)
-		tpv += 16;
+	/* the input's transforms: a task a row of tiles by a vector of
+	 * channels (the lanes), into V[p][tile][c]. The 6 input rows the tiles
+	 * read are first turned channels-last into a buffer of the task's
+	 * (vw x vw blocks transposed in registers, read and written whole):
+	 * then each of a tile's 36 elements is one vector load (gathers across
+	 * the planes, or along a plane's rows, waited on the cache for two
+	 * fifths of a 64-channel convolution at 56x56) */
 	tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
 	cv_unenv(&T, &k, got);
 	{
-		LLVMTypeRef it = llvm.LLVMVectorType(G->i32, (unsigned)vw);
-#define WG_I32(x) splat(G, it, vw, ci32(G, (int)(x)))
 		LLVMValueRef v = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
 		LLVMValueRef ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
+		LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+		LLVMValueRef rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, 6 * k.W * vw), "wgrows");
+		llvm.LLVMSetAlignment(rows, 64);
+		llvm.LLVMPositionBuilderAtEnd(B, body);
 		LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-		LLVMValueRef tv = idiv(G, unit, ci64(G, C / 16)), c0 = imul(G, irem(G, unit, ci64(G, C / 16)), ci64(G, 16));
-		LLVMValueRef t = llvm.LLVMBuildAdd(B, splat(G, it, vw, llvm.LLVMBuildTrunc(B, imul(G, tv, ci64(G, vw)), G->i32, "")),
-		                                   wg_lanes(G, vw, 1), "");
-		LLVMValueRef th = llvm.LLVMBuildSDiv(B, t, WG_I32(TW), "");
-		LLVMValueRef tw = llvm.LLVMBuildSub(B, t, llvm.LLVMBuildMul(B, th, WG_I32(TW), ""), "");
-		LLVMValueRef rb = llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, th, WG_I32(4), ""), WG_I32(cg->ph), "");
-		LLVMValueRef cb = llvm.LLVMBuildSub(B, llvm.LLVMBuildMul(B, tw, WG_I32(4), ""), WG_I32(cg->pw), "");
-		LLVMValueRef idx0 = llvm.LLVMBuildAdd(B, llvm.LLVMBuildMul(B, rb, WG_I32(k.W), ""), cb, "");
-		LLVMValueRef rm[6], cm[6];
+		LLVMValueRef th = idiv(G, unit, ci64(G, C / vw)), c0 = imul(G, irem(G, unit, ci64(G, C / vw)), ci64(G, vw));
+		LLVMValueRef ih0 = isub(G, imul(G, th, ci64(G, 4)), ci64(G, cg->ph));
+		LLVMValueRef rin[6];
+		int64_t nch = (k.W + vw - 1) / vw;
 		for (int i = 0; i < 6; i++) {
-			rm[i] = llvm.LLVMBuildICmp(B, LLVMIntULT, llvm.LLVMBuildAdd(B, rb, WG_I32(i), ""), WG_I32(k.H), "");
-			cm[i] = llvm.LLVMBuildICmp(B, LLVMIntULT, llvm.LLVMBuildAdd(B, cb, WG_I32(i), ""), WG_I32(k.W), "");
+			LLVMValueRef ih = iadd(G, ih0, ci64(G, i));
+			rin[i] = in_range(G, ih, ci64(G, k.H));
+			LLVMBasicBlockRef jr = if_begin(&T, rin[i]);
+			LLVMValueRef w0 = imul(G, loop_to(&T, &l2, ci64(G, nch)), ci64(G, vw));
+			LLVMValueRef cols = k.W % vw ? lanes_below(G, vw, isub(G, ci64(G, k.W), w0)) : NULL;
+			LLVMValueRef blk[64];
+			for (int l = 0; l < vw; l++) {
+				LLVMValueRef off = iadd(G, imul(G, iadd(G, c0, ci64(G, l)), ci64(G, HW)), iadd(G, imul(G, ih, ci64(G, k.W)), w0));
+				LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, ximg, &off, 1, "");
+				blk[l] = cols ? masked_load(G, vt, q, cols, llvm.LLVMConstNull(vt), 4) : wg_load(G, vt, q, ci64(G, 0));
+			}
+			wg_transpose(G, vw, blk);
+			/* pixel w0 + l of row i, its vw channels: those inside the row */
+			for (int l = 0; l < vw; l++) {
+				LLVMValueRef px = iadd(G, w0, ci64(G, l));
+				LLVMBasicBlockRef jp = (k.W % vw) ? if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, px, ci64(G, k.W), "")) : NULL;
+				wg_store(G, blk[l], rows, imul(G, iadd(G, ci64(G, i * k.W), px), ci64(G, vw)));
+				if (jp)
+					if_end(&T, jp);
+			}
+			loop_end(&T, &l2);
+			if_end(&T, jr);
 		}
-		LLVMValueRef c = iadd(G, c0, loop_to(&T, &l2, ci64(G, 16)));
+		LLVMValueRef tw = loop_to(&T, &l2, ci64(G, TW));
+		LLVMValueRef iw0 = isub(G, imul(G, tw, ci64(G, 4)), ci64(G, cg->pw));
+		LLVMValueRef t = iadd(G, imul(G, th, ci64(G, TW)), tw);
+		LLVMTypeRef mt = llvm.LLVMVectorType(G->i1, (unsigned)vw);
 		LLVMValueRef d[36], tt[36], vv[36];
-		/* the lines the gathers of channel c + 2 will read (lanes 4 apart
-		 * cover a row's span, 4 floats a tile): each gather's lanes miss in
-		 * turn, which the prefetchers cannot foresee; without this the
-		 * transforms waited on L2 for two fifths of a 64-channel convolution
-		 * at 56x56 */
-		for (int l = 0; l < vw; l += (l + 4 < vw || l == vw - 1) ? 4 : vw - 1 - l) {
-			LLVMValueRef at = llvm.LLVMBuildSExt(B, llvm.LLVMBuildExtractElement(B, idx0, ci32(G, l), ""), G->i64, "");
-			at = iadd(G, at, imul(G, iadd(G, c, ci64(G, 2)), ci64(G, HW)));
+		for (int j = 0; j < 6; j++) {
+			LLVMValueRef iw = iadd(G, iw0, ci64(G, j)), cin = in_range(G, iw, ci64(G, k.W));
 			for (int i = 0; i < 6; i++) {
-				LLVMValueRef off = iadd(G, at, ci64(G, i * k.W + (l == vw - 1 ? 5 : 0)));
-				prefetch_line(G, llvm.LLVMBuildGEP2(B, et, ximg, &off, 1, ""));
+				LLVMValueRef m = splat(G, mt, vw, llvm.LLVMBuildAnd(B, rin[i], cin, ""));
+				LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, rows, (LLVMValueRef[]){imul(G, iadd(G, ci64(G, i * k.W), iw), ci64(G, vw))}, 1, "");
+				d[i * 6 + j] = masked_load(G, vt, q, m, llvm.LLVMConstNull(vt), 4);
 			}
-			if (l == vw - 1)
-				break;
 		}
-		for (int i = 0; i < 6; i++)
-			for (int j = 0; j < 6; j++) {
-				LLVMValueRef off = iadd(G, imul(G, c, ci64(G, HW)), ci64(G, i * k.W + j));
-				d[i * 6 + j] = wg_gather(G, vw, ximg, off, idx0, llvm.LLVMBuildAnd(B, rm[i], cm[j], ""));
-			}
 		for (int j = 0; j < 6; j++)
 			wg_apply(G, vw, WG_BT, 6, 6, &d[j], 6, &tt[j], 6);
 		for (int i = 0; i < 6; i++)
 			wg_apply(G, vw, WG_BT, 6, 6, &tt[i * 6], 1, &vv[i * 6], 1);
 		for (int p = 0; p < 36; p++)
-			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, imul(G, ci64(G, p), ci64(G, C)), c), ci64(G, tpv)), imul(G, tv, ci64(G, vw))));
+			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
 		loop_end(&T, &l2);
 		loop_end(&T, &l1);
-#undef WG_I32
 	}
-	task_end(F, &T, &tk, ci64(G, ntv * (C / 16)));
+	task_end(F, &T, &tk, ci64(G, TH * (C / vw)));
 
 	/* the products and the output's transforms: a task a block of tiles by
 	 * a panel of channels */
@@ -1205,7 +1229,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		LLVMValueRef p = loop_to(&T, &l3, ci64(G, 36));
 		LLVMValueRef rg = loop_to(&T, &l4, isub(G, g1, g0));
 		LLVMValueRef r0 = imul(G, rg, ci64(G, mr));
-		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){iadd(G, imul(G, p, ci64(G, C * tpv)), iadd(G, t0, r0))}, 1, "");
+		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){imul(G, iadd(G, imul(G, p, ci64(G, tp)), iadd(G, t0, r0)), ci64(G, C))}, 1, "");
 		LLVMValueRef pan = imul(G, iadd(G, imul(G, j, ci64(G, 36)), p), ci64(G, C * wide));
 		LLVMValueRef bb = llvm.LLVMBuildGEP2(B, et, u, &pan, 1, "");
 		LLVMValueRef acc[CV_MAX_MR][CV_MAX_NV];
@@ -1215,7 +1239,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		for (int v = 0; v < nv; v++)
 			bv[v] = wg_load(G, vt, bb, iadd(G, imul(G, L.c, ci64(G, wide)), ci64(G, v * vw)));
 		for (int r = 0; r < mr; r++) {
-			LLVMValueRef off = iadd(G, imul(G, L.c, ci64(G, tpv)), ci64(G, r));
+			LLVMValueRef off = iadd(G, L.c, ci64(G, r * C));
 			LLVMValueRef a = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, arow, &off, 1, ""), "");
 			LLVMValueRef bc = splat(G, vt, vw, a);
 			for (int v = 0; v < nv; v++)

@@ -384,9 +384,6 @@ void k_norm(Fn *F, Node *n);
 void k_group_norm(Fn *F, Node *n); /* issue #10 */
 void k_causal_mask(Fn *F, Node *n);
 
-/* a prefetch of the line at p into every cache level (matmul.c) */
-void prefetch_line(Gen *G, LLVMValueRef p);
-
 /* ------------------------------------------------------------------ conv.c */
 
 void k_conv2d(Fn *F, Node *n);

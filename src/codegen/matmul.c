@@ -13,7 +13,7 @@
  * of a line already fetched hits L1). The intrinsic's name is mangled with
  * its pointer type, which differs between typed (LLVM 14) and opaque
  * pointers (15 and later): LLVM declares it. */
-void prefetch_line(Gen *G, LLVMValueRef p)
+static void prefetch_line(Gen *G, LLVMValueRef p)
 {
 	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
 	LLVMTypeRef pt = G->i8p;
