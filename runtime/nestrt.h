@@ -200,11 +200,11 @@ int nestrt_num_threads(void);
  * weights and kept with them. NULL when there is no such copy (b is not the
  * start of a bound param the plans ask for in this shape, or the environment
  * variable NESTRT_PREPACK was "0"); the caller then packs as it goes. */
-enum { NESTRT_PACK_TRANS = 1, NESTRT_PACK_F64 = 2, NESTRT_PACK_WINO = 4 };
+enum { NESTRT_PACK_TRANS = 1, NESTRT_PACK_F64 = 2, NESTRT_PACK_WINO = 4, NESTRT_PACK_WINO2 = 8 };
 /* NESTRT_PACK_WINO (f32): b is a 3x3 convolution's weights [n, c, 3, 3]
  * and the copy holds their Winograd F(4x4, 3x3) transforms G g G^T as a
  * k x n matrix of k = 36 c rows, row p*c + i the 36 points' p-th of input
- * channel i. */
+ * channel i; NESTRT_PACK_WINO2 the same for F(2x2, 3x3), k = 16 c. */
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags);
 /* A packed copy that holds all of the rows x cols matrix b (a bound param),
  * for a compiled gather of its rows: made for b as a right operand

@@ -59,7 +59,7 @@ const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, 
 /* Does packed copy (k, n, flags) hold all of a rows x cols matrix? */
 static int holds_rows(int64_t k, int64_t n, int flags, int64_t rows, int64_t cols, int f64)
 {
-	if (flags & NESTRT_PACK_WINO)
+	if (flags & (NESTRT_PACK_WINO | NESTRT_PACK_WINO2))
 		return 0;
 	if (!!(flags & NESTRT_PACK_F64) != !!f64)
 		return 0;
@@ -127,12 +127,13 @@ static void add_req(Walk *W, int p, const int64_t *r)
 {
 	const nestrt_param *pp = &W->d->params[p];
 	int64_t k = r[2], n = r[3], wide = r[4];
-	int flags = (int)r[5] & (NESTRT_PACK_TRANS | NESTRT_PACK_F64 | NESTRT_PACK_WINO);
+	int flags = (int)r[5] & (NESTRT_PACK_TRANS | NESTRT_PACK_F64 | NESTRT_PACK_WINO | NESTRT_PACK_WINO2);
+	int na = flags & NESTRT_PACK_WINO ? 36 : flags & NESTRT_PACK_WINO2 ? 16 : 0; /* Winograd's points */
 	/* only as much of the param as it holds, of its element size; the
 	 * transforms of all of a convolution's f32 weights */
 	if (k <= 0 || n <= 0 || wide <= 0 || nestrt_dtype_size(pp->dtype) != (flags & NESTRT_PACK_F64 ? 8u : 4u) ||
-	    (!(flags & NESTRT_PACK_WINO) && param_numel(pp) / k < n) ||
-	    ((flags & NESTRT_PACK_WINO) && (flags != NESTRT_PACK_WINO || k % 36 || param_numel(pp) != k / 4 * n)))
+	    (!na && param_numel(pp) / k < n) ||
+	    (na && ((flags != NESTRT_PACK_WINO && flags != NESTRT_PACK_WINO2) || k % na || param_numel(pp) != k / na * 9 * n)))
 		return;
 	for (int i = 0; i < W->nreq; i++) {
 		nestrt__packreq *q = &W->req[i];

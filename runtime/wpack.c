@@ -101,25 +101,28 @@ TRANS_PANEL(uint64_t)
 #define trans_panel_8 trans_panel_uint64_t
 #endif
 
-/* Winograd F(4x4, 3x3)'s G (6x3, codegen/conv.c): panel p of the
- * transforms of src [n, c, 3, 3] (NESTRT_PACK_WINO), computed in double. */
+/* Winograd's G for F(4x4, 3x3) (6x3) and F(2x2, 3x3) (4x3), as
+ * codegen/conv.c's: panel p of the transforms of src [n, c, 3, 3]
+ * (NESTRT_PACK_WINO, NESTRT_PACK_WINO2), computed in double. */
 static const double WINO_G[6][3] = {{1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
                                     {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+static const double WINO_G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 
-static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int64_t wide, int64_t p)
+static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int64_t wide, int64_t p, int al)
 {
-	int64_t c = k / 36;
+	const double(*gm)[3] = al == 6 ? WINO_G : WINO_G2;
+	int64_t c = k / (al * al);
 	for (int64_t o = p * wide; o < n && o < (p + 1) * wide; o++)
 		for (int64_t i = 0; i < c; i++) {
 			const float *g = src + (o * c + i) * 9;
 			double t[6][3];
-			for (int a = 0; a < 6; a++)
+			for (int a = 0; a < al; a++)
 				for (int b = 0; b < 3; b++)
-					t[a][b] = WINO_G[a][0] * g[b] + WINO_G[a][1] * g[3 + b] + WINO_G[a][2] * g[6 + b];
-			for (int a = 0; a < 6; a++)
-				for (int b = 0; b < 6; b++) {
-					double u = t[a][0] * WINO_G[b][0] + t[a][1] * WINO_G[b][1] + t[a][2] * WINO_G[b][2];
-					panel[((a * 6 + b) * c + i) * wide + (o - p * wide)] = (float)u;
+					t[a][b] = gm[a][0] * g[b] + gm[a][1] * g[3 + b] + gm[a][2] * g[6 + b];
+			for (int a = 0; a < al; a++)
+				for (int b = 0; b < al; b++) {
+					double u = t[a][0] * gm[b][0] + t[a][1] * gm[b][1] + t[a][2] * gm[b][2];
+					panel[((a * al + b) * c + i) * wide + (o - p * wide)] = (float)u;
 				}
 		}
 }
@@ -136,8 +139,8 @@ void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64
 		if (cols < wide)
 			for (int64_t i = 0; i < k; i++)
 				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);
-		if (flags & NESTRT_PACK_WINO) {
-			wino_panel((float *)panel, src, k, n, wide, p);
+		if (flags & (NESTRT_PACK_WINO | NESTRT_PACK_WINO2)) {
+			wino_panel((float *)panel, src, k, n, wide, p, flags & NESTRT_PACK_WINO ? 6 : 4);
 		} else if (flags & NESTRT_PACK_TRANS) {
 			/* Bt[n, k]: row c of Bt is column c of the panel (bits copied) */
 			const char *rows = s + (size_t)(p * wide * k) * es;

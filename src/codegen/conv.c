@@ -877,30 +877,36 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	free(k.soff);
 }
 
-/* ---- conv2d by Winograd's F(4x4, 3x3) (ConvGeom.wino) ----
+/* ---- conv2d by Winograd's F(4x4, 3x3) and F(2x2, 3x3) (ConvGeom.wino) ----
  *
- * Output tile (4x4 pixels of a channel) Y = A^T [U (.) V] A where V = B^T d B
- * is the transform of the 6x6 input patch d and U = G g G^T the transform of
- * the 3x3 kernel g (Lavin and Gray's matrices, points 0, +-1, +-2 and
- * infinity): per point p of the 36, the sum over input channels is a matrix
- * product M_p[tiles, O] = V_p[tiles, C] x U_p[C, O], 36 C O multiply-adds
- * per tile against 144 C O for its 16 pixels directly. U comes pre-packed
- * (NESTRT_PACK_WINO, runtime/wpack.c) in panels of `wide` output channels,
- * U[panel][p C + c][wide], else is made at each call in the scratch area in
- * the same layout, a task a vector of output channels. Then, per image: the
- * input's transforms over the pool, a vector of tiles by 16 channels a
- * task, into V[p][c][tile] in the scratch area; then a task a block of whole
- * groups of WINO_MR tiles by a panel: the 36 products as register tiles of
- * WINO_MR tiles by nv vectors of channels (V broadcast, U's panel loaded)
- * into M[p][tile][wide] on its stack, and the output's transforms, a vector
- * of channels at a time, through bias and the fused epilogue in registers,
- * stored a row of 4 pixels of each channel at a time. */
+ * Output tile (ms x ms pixels of a channel, ms 4 or 2) Y = A^T [U (.) V] A
+ * where V = B^T d B is the transform of the al x al input patch d (al =
+ * ms + 2) and U = G g G^T the transform of the 3x3 kernel g (Lavin and
+ * Gray's matrices; F(4x4, 3x3)'s points 0, +-1, +-2 and infinity): per
+ * point p of the na = al^2, the sum over input channels is a matrix
+ * product M_p[tiles, O] = V_p[tiles, C] x U_p[C, O], na C O multiply-adds
+ * per tile against 9 ms^2 C O for its pixels directly. U comes pre-packed
+ * (NESTRT_PACK_WINO or _WINO2, runtime/wpack.c) in panels of `wide` output
+ * channels, U[panel][p C + c][wide], else is made at each call in the
+ * scratch area in the same layout, a task a vector of output channels.
+ * Then, per image: the input's transforms over the pool, a row of tiles by
+ * a vector of channels a task, into V[p][tile][c] in the scratch area; then
+ * a task a block of whole groups of WINO_MR tiles by a panel: the na
+ * products as register tiles of WINO_MR tiles by nv vectors of channels (V
+ * broadcast, U's panel loaded) into M[p][tile][wide] on its stack, and the
+ * output's transforms, a vector of channels at a time, through bias and the
+ * fused epilogue in registers, stored a row of a tile's pixels of each
+ * channel at a time. */
 
 static const double WG_BT[6 * 6] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
                                     0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
 static const double WG_G[6 * 3] = {1.0 / 4, 0, 0, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
                                    1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6, 0, 0, 1};
 static const double WG_AT[4 * 6] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+/* F(2x2, 3x3): points 0, +-1 and infinity */
+static const double WG_BT2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+static const double WG_G2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+static const double WG_AT2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
 
 
 /* out[r*os] = sum over c of m[r][c] in[c*is] (rows by cols), vectors of
@@ -992,31 +998,34 @@ static LLVMValueRef wg_shuf(Gen *G, LLVMValueRef a, LLVMValueRef b, const int *m
 	return llvm.LLVMBuildShuffleVector(G->B, a, b ? b : llvm.LLVMGetUndef(llvm.LLVMTypeOf(a)), llvm.LLVMConstVector(m, (unsigned)n), "");
 }
 
-/* The output's transforms hold a row of 4 pixels of vw channels in x[0..3]
+/* The output's transforms hold a row of ms pixels of vw channels in x[]
  * (lanes: channels); the image wants each channel's 4 pixels side by side.
- * wg_to_runs: run l = x[0][l], x[1][l], x[2][l], x[3][l]; wg_from_runs the
+ * wg_to_runs: run l = x[0][l], .., x[ms-1][l] (ms 4 or 2); wg_from_runs the
  * inverse (a residual read the same way). 4-element loads and stores with
  * shuffles cost a fifth of the 16 scatters (or gathers) of a vector a
  * pixel, whose lanes each wrote a plane of its own. */
-static void wg_to_runs(Gen *G, int vw, LLVMValueRef *x, LLVMValueRef *run)
+static void wg_to_runs(Gen *G, int vw, int ms, LLVMValueRef *x, LLVMValueRef *run)
 {
 	int m[64];
 	for (int l = 0; l < vw; l++)
 		m[2 * l] = l, m[2 * l + 1] = vw + l;
-	LLVMValueRef s01 = wg_shuf(G, x[0], x[1], m, 2 * vw), s23 = wg_shuf(G, x[2], x[3], m, 2 * vw);
-	for (int l = 0; l < vw; l++)
-		m[4 * l] = 2 * l, m[4 * l + 1] = 2 * l + 1, m[4 * l + 2] = 2 * vw + 2 * l, m[4 * l + 3] = 2 * vw + 2 * l + 1;
-	LLVMValueRef all = wg_shuf(G, s01, s23, m, 4 * vw);
+	LLVMValueRef all = wg_shuf(G, x[0], x[1], m, 2 * vw);
+	if (ms == 4) {
+		LLVMValueRef s23 = wg_shuf(G, x[2], x[3], m, 2 * vw);
+		for (int l = 0; l < vw; l++)
+			m[4 * l] = 2 * l, m[4 * l + 1] = 2 * l + 1, m[4 * l + 2] = 2 * vw + 2 * l, m[4 * l + 3] = 2 * vw + 2 * l + 1;
+		all = wg_shuf(G, all, s23, m, 4 * vw);
+	}
 	for (int l = 0; l < vw; l++) {
-		int e[4] = {4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3};
-		run[l] = wg_shuf(G, all, NULL, e, 4);
+		int e[4] = {ms * l, ms * l + 1, ms * l + 2, ms * l + 3};
+		run[l] = wg_shuf(G, all, NULL, e, ms);
 	}
 }
 
-static void wg_from_runs(Gen *G, int vw, LLVMValueRef *run, LLVMValueRef *x)
+static void wg_from_runs(Gen *G, int vw, int ms, LLVMValueRef *run, LLVMValueRef *x)
 {
 	LLVMValueRef cur[64];
-	int m[64], n = vw, w = 4;
+	int m[64], n = vw, w = ms;
 	for (int l = 0; l < vw; l++)
 		cur[l] = run[l];
 	for (; n > 1; n /= 2, w *= 2) {
@@ -1025,9 +1034,9 @@ static void wg_from_runs(Gen *G, int vw, LLVMValueRef *run, LLVMValueRef *x)
 		for (int i = 0; i < n / 2; i++)
 			cur[i] = wg_shuf(G, cur[2 * i], cur[2 * i + 1], m, 2 * w);
 	}
-	for (int b = 0; b < 4; b++) {
+	for (int b = 0; b < ms; b++) {
 		for (int l = 0; l < vw; l++)
-			m[l] = 4 * l + b;
+			m[l] = ms * l + b;
 		x[b] = wg_shuf(G, cur[0], NULL, m, vw);
 	}
 }
@@ -1059,13 +1068,16 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	cv_setup(F, &k, n, cg, n->shape[2] * n->shape[3], 1, 1);
 	int vw = k.vw, nv = (int)(WINO_WIDE(G->vbytes) / vw), mr = WINO_MR;
 	int64_t wide = WINO_WIDE(G->vbytes), npan = k.O / wide, C = k.C, HW = k.H * k.W;
-	int64_t TW = (k.OW + 3) / 4, TH = (k.OH + 3) / 4, NT = TH * TW;
+	/* F(ms x ms, 3x3): al x al points (ConvGeom.wino: 4, or 2) */
+	int ms = (int)cg->wino, al = ms + 2, na = al * al;
+	const double *BT = ms == 4 ? WG_BT : WG_BT2, *GM = ms == 4 ? WG_G : WG_G2, *AT = ms == 4 ? WG_AT : WG_AT2;
+	int64_t TW = (k.OW + ms - 1) / ms, TH = (k.OH + ms - 1) / ms, NT = TH * TW;
 	/* the products' tasks: a block of whole row tiles (groups of mr tiles)
 	 * by a panel, M in 512 KiB at most; blocks of block b the groups
 	 * [b ng / nblk, (b + 1) ng / nblk), tb tiles at most; a multiple of 4
 	 * tasks where there are groups enough (2 or 4 threads share them
 	 * evenly; a block more reads the panel's transforms once more) */
-	int64_t ng = (NT + mr - 1) / mr, tp = ng * mr, gmax = 512 * 1024 / (144 * wide) / mr;
+	int64_t ng = (NT + mr - 1) / mr, tp = ng * mr, gmax = 512 * 1024 / (4 * na * wide) / mr;
 	if (gmax < 1)
 		gmax = 1;
 	int64_t nblk = (ng + gmax - 1) / gmax;
@@ -1077,7 +1089,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	 * (NESTRT_PACK_WINO; made here in the same layout), then the input's */
 	LLVMValueRef soff = ci64(G, F->plan->scratch);
 	LLVMValueRef ubuf = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->ws, &soff, 1, ""), ept, "wgu");
-	LLVMValueRef vbuf = llvm.LLVMBuildGEP2(B, et, ubuf, (LLVMValueRef[]){ci64(G, 36 * C * k.O)}, 1, "wgv");
+	LLVMValueRef vbuf = llvm.LLVMBuildGEP2(B, et, ubuf, (LLVMValueRef[]){ci64(G, na * C * k.O)}, 1, "wgv");
 	LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
 	ubuf = llvm.LLVMBuildSelect(B, have, llvm.LLVMBuildPointerCast(B, packed, ept, ""), ubuf, "");
 	int nl = k.nleaf;
@@ -1106,11 +1118,11 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		for (int s = 0; s < 9; s++)
 			g[s] = wg_gather(G, vw, T.ptr[k.w->id], iadd(G, woff, ci64(G, s)), lo, all);
 		for (int kw = 0; kw < 3; kw++)
-			wg_apply(G, vw, WG_G, 6, 3, &g[kw], 3, &t[kw], 3);
-		for (int i = 0; i < 6; i++)
-			wg_apply(G, vw, WG_G, 6, 3, &t[i * 3], 1, &uu[i * 6], 1);
-		for (int p = 0; p < 36; p++) {
-			LLVMValueRef off = imul(G, iadd(G, imul(G, iadd(G, imul(G, j, ci64(G, 36)), ci64(G, p)), ci64(G, C)), c), ci64(G, wide));
+			wg_apply(G, vw, GM, al, 3, &g[kw], 3, &t[kw], 3);
+		for (int i = 0; i < al; i++)
+			wg_apply(G, vw, GM, al, 3, &t[i * 3], 1, &uu[i * al], 1);
+		for (int p = 0; p < na; p++) {
+			LLVMValueRef off = imul(G, iadd(G, imul(G, iadd(G, imul(G, j, ci64(G, na)), ci64(G, p)), ci64(G, C)), c), ci64(G, wide));
 			wg_store(G, uu[p], u, iadd(G, off, l0));
 		}
 		loop_end(&T, &l2);
@@ -1124,10 +1136,10 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	vals[nl + 2] = nn;
 
 	/* the input's transforms: a task a row of tiles by a vector of
-	 * channels (the lanes), into V[p][tile][c]. The 6 input rows the tiles
+	 * channels (the lanes), into V[p][tile][c]. The al input rows the tiles
 	 * read are first turned channels-last into a buffer of the task's
 	 * (vw x vw blocks transposed in registers, read and written whole):
-	 * then each of a tile's 36 elements is one vector load (gathers across
+	 * then each of a tile's al^2 elements is one vector load (gathers across
 	 * the planes, or along a plane's rows, waited on the cache for two
 	 * fifths of a 64-channel convolution at 56x56) */
 	tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
@@ -1137,15 +1149,15 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		LLVMValueRef ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
 		LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 		llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-		LLVMValueRef rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, 6 * k.W * vw), "wgrows");
+		LLVMValueRef rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, al * k.W * vw), "wgrows");
 		llvm.LLVMSetAlignment(rows, 64);
 		llvm.LLVMPositionBuilderAtEnd(B, body);
 		LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 		LLVMValueRef th = idiv(G, unit, ci64(G, C / vw)), c0 = imul(G, irem(G, unit, ci64(G, C / vw)), ci64(G, vw));
-		LLVMValueRef ih0 = isub(G, imul(G, th, ci64(G, 4)), ci64(G, cg->ph));
+		LLVMValueRef ih0 = isub(G, imul(G, th, ci64(G, ms)), ci64(G, cg->ph));
 		LLVMValueRef rin[6];
 		int64_t nch = (k.W + vw - 1) / vw;
-		for (int i = 0; i < 6; i++) {
+		for (int i = 0; i < al; i++) {
 			LLVMValueRef ih = iadd(G, ih0, ci64(G, i));
 			rin[i] = in_range(G, ih, ci64(G, k.H));
 			LLVMBasicBlockRef jr = if_begin(&T, rin[i]);
@@ -1170,23 +1182,23 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 			if_end(&T, jr);
 		}
 		LLVMValueRef tw = loop_to(&T, &l2, ci64(G, TW));
-		LLVMValueRef iw0 = isub(G, imul(G, tw, ci64(G, 4)), ci64(G, cg->pw));
+		LLVMValueRef iw0 = isub(G, imul(G, tw, ci64(G, ms)), ci64(G, cg->pw));
 		LLVMValueRef t = iadd(G, imul(G, th, ci64(G, TW)), tw);
 		LLVMTypeRef mt = llvm.LLVMVectorType(G->i1, (unsigned)vw);
 		LLVMValueRef d[36], tt[36], vv[36];
-		for (int j = 0; j < 6; j++) {
+		for (int j = 0; j < al; j++) {
 			LLVMValueRef iw = iadd(G, iw0, ci64(G, j)), cin = in_range(G, iw, ci64(G, k.W));
-			for (int i = 0; i < 6; i++) {
+			for (int i = 0; i < al; i++) {
 				LLVMValueRef m = splat(G, mt, vw, llvm.LLVMBuildAnd(B, rin[i], cin, ""));
 				LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, rows, (LLVMValueRef[]){imul(G, iadd(G, ci64(G, i * k.W), iw), ci64(G, vw))}, 1, "");
-				d[i * 6 + j] = masked_load(G, vt, q, m, llvm.LLVMConstNull(vt), 4);
+				d[i * al + j] = masked_load(G, vt, q, m, llvm.LLVMConstNull(vt), 4);
 			}
 		}
-		for (int j = 0; j < 6; j++)
-			wg_apply(G, vw, WG_BT, 6, 6, &d[j], 6, &tt[j], 6);
-		for (int i = 0; i < 6; i++)
-			wg_apply(G, vw, WG_BT, 6, 6, &tt[i * 6], 1, &vv[i * 6], 1);
-		for (int p = 0; p < 36; p++)
+		for (int j = 0; j < al; j++)
+			wg_apply(G, vw, BT, al, al, &d[j], al, &tt[j], al);
+		for (int i = 0; i < al; i++)
+			wg_apply(G, vw, BT, al, al, &tt[i * al], 1, &vv[i * al], 1);
+		for (int p = 0; p < na; p++)
 			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
 		loop_end(&T, &l2);
 		loop_end(&T, &l1);
@@ -1203,7 +1215,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	/* the task's buffers, in its entry block */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-	LLVMValueRef mb = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, 36 * tb * wide), "wgm");
+	LLVMValueRef mb = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, na * tb * wide), "wgm");
 	llvm.LLVMSetAlignment(mb, 64);
 	LLVMValueRef chv[8] = {0};
 	for (int e = 0; e < k.nepi; e++)
@@ -1224,13 +1236,13 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 			llvm.LLVMBuildStore(B, cv_chan(&T, &k, k.other[e], iadd(G, o0, l)), llvm.LLVMBuildGEP2(B, et, chv[e], &l, 1, ""));
 			loop_end(&T, &l3);
 		}
-	/* the 36 products of the block's tiles and this panel, into M[p][tile][wide] */
+	/* the na products of the block's tiles and this panel, into M[p][tile][wide] */
 	{
-		LLVMValueRef p = loop_to(&T, &l3, ci64(G, 36));
+		LLVMValueRef p = loop_to(&T, &l3, ci64(G, na));
 		LLVMValueRef rg = loop_to(&T, &l4, isub(G, g1, g0));
 		LLVMValueRef r0 = imul(G, rg, ci64(G, mr));
 		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){imul(G, iadd(G, imul(G, p, ci64(G, tp)), iadd(G, t0, r0)), ci64(G, C))}, 1, "");
-		LLVMValueRef pan = imul(G, iadd(G, imul(G, j, ci64(G, 36)), p), ci64(G, C * wide));
+		LLVMValueRef pan = imul(G, iadd(G, imul(G, j, ci64(G, na)), p), ci64(G, C * wide));
 		LLVMValueRef bb = llvm.LLVMBuildGEP2(B, et, u, &pan, 1, "");
 		LLVMValueRef acc[CV_MAX_MR][CV_MAX_NV];
 		TileLoop L;
@@ -1258,17 +1270,17 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		LLVMValueRef tl = loop_to(&T, &l3, bt);
 		LLVMValueRef t = iadd(G, t0, tl);
 		LLVMBasicBlockRef jt = if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, t, ci64(G, NT), ""));
-		LLVMValueRef oh0 = imul(G, idiv(G, t, ci64(G, TW)), ci64(G, 4));
-		LLVMValueRef ow0 = imul(G, irem(G, t, ci64(G, TW)), ci64(G, 4));
+		LLVMValueRef oh0 = imul(G, idiv(G, t, ci64(G, TW)), ci64(G, ms));
+		LLVMValueRef ow0 = imul(G, irem(G, t, ci64(G, TW)), ci64(G, ms));
 		for (int v = 0; v < nv; v++) {
 			LLVMValueRef o = iadd(G, o0, ci64(G, v * vw));
 			LLVMValueRef m[36], tt[24], y[16], bias = NULL, cv[8] = {0};
-			for (int p = 0; p < 36; p++)
+			for (int p = 0; p < na; p++)
 				m[p] = wg_load(G, vt, mb, iadd(G, imul(G, iadd(G, ci64(G, p * tb), tl), ci64(G, wide)), ci64(G, v * vw)));
-			for (int s = 0; s < 6; s++)
-				wg_apply(G, vw, WG_AT, 4, 6, &m[s], 6, &tt[s], 6);
-			for (int a = 0; a < 4; a++)
-				wg_apply(G, vw, WG_AT, 4, 6, &tt[a * 6], 1, &y[a * 4], 1);
+			for (int s = 0; s < al; s++)
+				wg_apply(G, vw, AT, ms, al, &m[s], al, &tt[s], al);
+			for (int a = 0; a < ms; a++)
+				wg_apply(G, vw, AT, ms, al, &tt[a * al], 1, &y[a * ms], 1);
 			if (k.b)
 				bias = wg_load(G, vt, T.ptr[k.b->id], o);
 			for (int e = 0; e < k.nepi; e++)
@@ -1276,17 +1288,17 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 					cv[e] = wg_load(G, vt, chv[e], ci64(G, v * vw));
 			/* a row of the tile at a time: its 4 pixels of each channel
 			 * (those inside the image), through bias and epilogue */
-			LLVMTypeRef rt = llvm.LLVMVectorType(et, 4);
-			LLVMValueRef cols = k.OW % 4 ? lanes_below(G, 4, isub(G, ci64(G, k.OW), ow0)) : NULL;
+			LLVMTypeRef rt = llvm.LLVMVectorType(et, (unsigned)ms);
+			LLVMValueRef cols = k.OW % ms ? lanes_below(G, ms, isub(G, ci64(G, k.OW), ow0)) : NULL;
 			LLVMValueRef oimg = llvm.LLVMBuildGEP2(B, et, T.ptr[n->id], &ooff, 1, "");
-			for (int a = 0; a < 4; a++) {
+			for (int a = 0; a < ms; a++) {
 				LLVMValueRef oh = iadd(G, oh0, ci64(G, a));
-				LLVMBasicBlockRef jin = k.OH % 4 ? if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, oh, ci64(G, k.OH), "")) : NULL;
+				LLVMBasicBlockRef jin = k.OH % ms ? if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, oh, ci64(G, k.OH), "")) : NULL;
 				LLVMValueRef at[64], x[4], run[64];
 				for (int l = 0; l < vw; l++)
 					at[l] = iadd(G, imul(G, iadd(G, o, ci64(G, l)), ci64(G, k.P)), iadd(G, imul(G, oh, ci64(G, k.OW)), ow0));
-				for (int b = 0; b < 4; b++) {
-					x[b] = y[a * 4 + b];
+				for (int b = 0; b < ms; b++) {
+					x[b] = y[a * ms + b];
 					if (bias)
 						x[b] = llvm.LLVMBuildFAdd(B, x[b], bias, "");
 				}
@@ -1306,12 +1318,12 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 								llvm.LLVMSetAlignment(run[l], 4);
 							}
 						}
-						wg_from_runs(G, vw, run, ov);
+						wg_from_runs(G, vw, ms, run, ov);
 					}
-					for (int b = 0; b < 4; b++)
+					for (int b = 0; b < ms; b++)
 						x[b] = cv_epi_op(&T, &k, e, x[b], ov[b]);
 				}
-				wg_to_runs(G, vw, x, run);
+				wg_to_runs(G, vw, ms, x, run);
 				for (int l = 0; l < vw; l++) {
 					LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, oimg, &at[l], 1, "");
 					if (cols)
