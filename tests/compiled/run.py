@@ -2691,6 +2691,20 @@ def kernels_attention():
     return single("kernels.attention", fn)
 
 
+def output_errors(got, refs, tol):
+    """What is wrong with each result against its reference: its shape, or a
+    max abs error above tol(ref); a result missing or over."""
+    bad = [] if len(got) == len(refs) else ["%d results, expected %d" % (len(got), len(refs))]
+    for k, (g, ref) in enumerate(zip(got, refs)):
+        if g.shape != ref.shape:
+            bad.append("output %d: shape %s, expected %s" % (k, g.shape, ref.shape))
+            continue
+        err = np.abs(g.astype(np.float64) - ref).max()
+        if not err <= tol(ref):
+            bad.append("output %d: max abs err %.3g (largest value %.3g)" % (k, err, np.abs(ref).max()))
+    return bad
+
+
 # Convolutions of small planes with output channels in the lanes (codegen/
 # conv.c, AVX-512 with pre-packed weights): 7x7 with bias, relu and a
 # per-channel scale and shift; a reduction in two and in three blocks of
@@ -2752,14 +2766,7 @@ def kernels_conv2d_lanes():
             if not prepack:
                 env["NESTRT_PREPACK"] = "0"
             got = run_compiled(mdl, out, tag="t%d%s" % (threads, "" if prepack else "np"), env=env)
-            bad = []
-            for k, (g, ref) in enumerate(zip(got, refs())):
-                if g.shape != ref.shape:
-                    bad.append("output %d: shape %s, expected %s" % (k, g.shape, ref.shape))
-                    continue
-                err = np.abs(g.astype(np.float64) - ref).max()
-                if not err <= 1e-4 * max(1.0, np.abs(ref).max()):
-                    bad.append("output %d: max abs err %.3g" % (k, err))
+            bad = output_errors(got, refs(), lambda ref: 1e-4 * max(1.0, np.abs(ref).max()))
             if bad:
                 raise Fail("; ".join(bad))
         return fn
@@ -2843,14 +2850,7 @@ def kernels_conv2d_winograd():
             if not prepack:
                 env["NESTRT_PREPACK"] = "0"
             got = run_compiled(mdl, out, tag="t%d%s%s" % (threads, "" if prepack else "np", tag), env=env)
-            bad = []
-            for k, (g, ref) in enumerate(zip(got, refs())):
-                if g.shape != ref.shape:
-                    bad.append("output %d: shape %s, expected %s" % (k, g.shape, ref.shape))
-                    continue
-                err = np.abs(g.astype(np.float64) - ref).max()
-                if not err <= 2e-5 * np.abs(ref).max():
-                    bad.append("output %d: max abs err %.3g (largest value %.3g)" % (k, err, np.abs(ref).max()))
+            bad = output_errors(got, refs(), lambda ref: 2e-5 * np.abs(ref).max())
             if bad:
                 raise Fail("; ".join(bad))
         return fn
