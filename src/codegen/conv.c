@@ -1060,6 +1060,84 @@ static void wg_transpose(Gen *G, int vw, LLVMValueRef *x)
 	}
 }
 
+/* What the Winograd kernel's tasks share (k_conv2d_wino) */
+typedef struct WgK {
+	ConvK *k;
+	ConvGeom *cg;
+	int vw, ms, al, na;
+	int64_t C, HW, TW, tp;
+	const double *BT;
+	LLVMTypeRef et, vt;
+	LLVMValueRef rows, ximg, vb; /* the task's buffer of rows, the image, V */
+} WgK;
+
+/* The input's transforms of tiles [lo, hi) of row th of tiles, channels
+ * [c0, c0 + vw) (the lanes), into V[p][tile][c]: the al input rows the
+ * tiles read are first turned channels-last into the task's buffer (vw x
+ * vw blocks transposed in registers, read and written whole), then each of
+ * a tile's al^2 elements is one vector load (gathers across the planes, or
+ * along a plane's rows, waited on the cache for two fifths of the time). */
+static void wg_input(Fn *F, WgK *w, LLVMValueRef th, LLVMValueRef c0, LLVMValueRef lo, LLVMValueRef hi)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK *k = w->k;
+	int vw = w->vw, ms = w->ms, al = w->al, na = w->na;
+	int64_t C = w->C, HW = w->HW, TW = w->TW, tp = w->tp;
+	LLVMTypeRef et = w->et, vt = w->vt;
+	LLVMValueRef rows = w->rows, ximg = w->ximg, vb = w->vb;
+	const double *BT = w->BT;
+	Loop l2;
+	LLVMValueRef ih0 = isub(G, imul(G, th, ci64(G, ms)), ci64(G, w->cg->ph));
+	LLVMValueRef rin[6];
+	int64_t nch = (k->W + vw - 1) / vw;
+	for (int i = 0; i < al; i++) {
+		LLVMValueRef ih = iadd(G, ih0, ci64(G, i));
+		rin[i] = in_range(G, ih, ci64(G, k->H));
+		LLVMBasicBlockRef jr = if_begin(F, rin[i]);
+		LLVMValueRef w0 = imul(G, loop_to(F, &l2, ci64(G, nch)), ci64(G, vw));
+		LLVMValueRef cols = k->W % vw ? lanes_below(G, vw, isub(G, ci64(G, k->W), w0)) : NULL;
+		LLVMValueRef xb[64];
+		for (int l = 0; l < vw; l++) {
+			LLVMValueRef off = iadd(G, imul(G, iadd(G, c0, ci64(G, l)), ci64(G, HW)), iadd(G, imul(G, ih, ci64(G, k->W)), w0));
+			LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, ximg, &off, 1, "");
+			xb[l] = cols ? masked_load(G, vt, q, cols, llvm.LLVMConstNull(vt), 4) : wg_load(G, vt, q, ci64(G, 0));
+		}
+		wg_transpose(G, vw, xb);
+		/* pixel w0 + l of row i, its vw channels: those inside the row */
+		for (int l = 0; l < vw; l++) {
+			LLVMValueRef px = iadd(G, w0, ci64(G, l));
+			LLVMBasicBlockRef jp = (k->W % vw) ? if_begin(F, llvm.LLVMBuildICmp(B, LLVMIntSLT, px, ci64(G, k->W), "")) : NULL;
+			wg_store(G, xb[l], rows, imul(G, iadd(G, ci64(G, i * k->W), px), ci64(G, vw)));
+			if (jp)
+				if_end(F, jp);
+		}
+		loop_end(F, &l2);
+		if_end(F, jr);
+	}
+	LLVMValueRef rt0 = imul(G, th, ci64(G, TW));
+	LLVMValueRef tw = loop_begin(F, &l2, lo, hi);
+	LLVMValueRef iw0 = isub(G, imul(G, tw, ci64(G, ms)), ci64(G, w->cg->pw));
+	LLVMValueRef t = iadd(G, rt0, tw);
+	LLVMTypeRef mt = llvm.LLVMVectorType(G->i1, (unsigned)vw);
+	LLVMValueRef d[36], tt[36], vv[36];
+	for (int j = 0; j < al; j++) {
+		LLVMValueRef iw = iadd(G, iw0, ci64(G, j)), cin = in_range(G, iw, ci64(G, k->W));
+		for (int i = 0; i < al; i++) {
+			LLVMValueRef m = splat(G, mt, vw, llvm.LLVMBuildAnd(B, rin[i], cin, ""));
+			LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, rows, (LLVMValueRef[]){imul(G, iadd(G, ci64(G, i * k->W), iw), ci64(G, vw))}, 1, "");
+			d[i * al + j] = masked_load(G, vt, q, m, llvm.LLVMConstNull(vt), 4);
+		}
+	}
+	for (int j = 0; j < al; j++)
+		wg_apply(G, vw, BT, al, al, &d[j], al, &tt[j], al);
+	for (int i = 0; i < al; i++)
+		wg_apply(G, vw, BT, al, al, &tt[i * al], 1, &vv[i * al], 1);
+	for (int p = 0; p < na; p++)
+		wg_store(G, vv[p], vb, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
+	loop_end(F, &l2);
+}
+
 static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 {
 	Gen *G = F->gen;
@@ -1072,17 +1150,31 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	int ms = (int)cg->wino, al = ms + 2, na = al * al;
 	const double *BT = ms == 4 ? WG_BT : WG_BT2, *GM = ms == 4 ? WG_G : WG_G2, *AT = ms == 4 ? WG_AT : WG_AT2;
 	int64_t TW = (k.OW + ms - 1) / ms, TH = (k.OH + ms - 1) / ms, NT = TH * TW;
-	/* the products' tasks: a block of whole row tiles (groups of mr tiles)
-	 * by a panel, M in 512 KiB at most; blocks of block b the groups
-	 * [b ng / nblk, (b + 1) ng / nblk), tb tiles at most; a multiple of 4
-	 * tasks where there are groups enough (2 or 4 threads share them
-	 * evenly; a block more reads the panel's transforms once more) */
+	/* a task a block of whole groups of mr tiles, M (a panel's) in 512 KiB
+	 * at most: block b the groups [b ng / nblk, (b + 1) ng / nblk), tb
+	 * tiles at most; a multiple of 4 blocks where there are groups enough
+	 * (2 or 4 threads share them evenly; a block more reads the weights'
+	 * transforms once more) */
 	int64_t ng = (NT + mr - 1) / mr, tp = ng * mr, gmax = 512 * 1024 / (4 * na * wide) / mr;
 	if (gmax < 1)
 		gmax = 1;
+	/* Fused (fuse): a task a block of tiles, their input's transforms, then
+	 * per panel of output channels the products and the output's
+	 * transforms; the same task writes and reads the block's V (made by
+	 * tasks of their own, on any thread, half of V crossed between the
+	 * cores: a 3x3 convolution of 64 channels at 56x56 ran 0.87x the time
+	 * fused at two threads). But each block reads all the weights'
+	 * transforms: only where they take at most 4 MiB (at 7x7, 512
+	 * channels, 16.8 MB, fused took 1.2x the time). Else the input's
+	 * transforms are tasks of their own, a row of tiles by a vector of
+	 * channels, and a task is a block by a panel. */
+	int fuse = 4 * na * C * k.O <= ((int64_t)4 << 20);
 	int64_t nblk = (ng + gmax - 1) / gmax;
-	while ((nblk * npan) % 4 && nblk < ng)
-		nblk++;
+	if (fuse)
+		nblk = (nblk + 3) / 4 * 4 <= ng ? (nblk + 3) / 4 * 4 : ng;
+	else
+		while ((nblk * npan) % 4 && nblk < ng)
+			nblk++;
 	int64_t tb = (ng + nblk - 1) / nblk * mr;
 	LLVMTypeRef et = G->f32, ept = llvm.LLVMPointerType(et, 0), vt = llvm.LLVMVectorType(et, (unsigned)vw);
 	/* scratch: the weights' transforms when they are not pre-packed
@@ -1135,88 +1227,41 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
 	vals[nl + 2] = nn;
 
-	/* the input's transforms: a task a row of tiles by a vector of
-	 * channels (the lanes), into V[p][tile][c]. The al input rows the tiles
-	 * read are first turned channels-last into a buffer of the task's
-	 * (vw x vw blocks transposed in registers, read and written whole):
-	 * then each of a tile's al^2 elements is one vector load (gathers across
-	 * the planes, or along a plane's rows, waited on the cache for two
-	 * fifths of a 64-channel convolution at 56x56) */
-	tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
-	cv_unenv(&T, &k, got);
-	{
-		LLVMValueRef v = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
-		LLVMValueRef ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
+	WgK w = {.k = &k, .cg = cg, .vw = vw, .ms = ms, .al = al, .na = na, .C = C, .HW = HW, .TW = TW, .tp = tp, .BT = BT,
+	         .et = et, .vt = vt};
+	if (!fuse) {
+		tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
+		cv_unenv(&T, &k, got);
+		w.vb = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
+		w.ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
 		LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 		llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-		LLVMValueRef rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, al * k.W * vw), "wgrows");
-		llvm.LLVMSetAlignment(rows, 64);
+		w.rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, al * k.W * vw), "wgrows");
+		llvm.LLVMSetAlignment(w.rows, 64);
 		llvm.LLVMPositionBuilderAtEnd(B, body);
 		LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-		LLVMValueRef th = idiv(G, unit, ci64(G, C / vw)), c0 = imul(G, irem(G, unit, ci64(G, C / vw)), ci64(G, vw));
-		LLVMValueRef ih0 = isub(G, imul(G, th, ci64(G, ms)), ci64(G, cg->ph));
-		LLVMValueRef rin[6];
-		int64_t nch = (k.W + vw - 1) / vw;
-		for (int i = 0; i < al; i++) {
-			LLVMValueRef ih = iadd(G, ih0, ci64(G, i));
-			rin[i] = in_range(G, ih, ci64(G, k.H));
-			LLVMBasicBlockRef jr = if_begin(&T, rin[i]);
-			LLVMValueRef w0 = imul(G, loop_to(&T, &l2, ci64(G, nch)), ci64(G, vw));
-			LLVMValueRef cols = k.W % vw ? lanes_below(G, vw, isub(G, ci64(G, k.W), w0)) : NULL;
-			LLVMValueRef blk[64];
-			for (int l = 0; l < vw; l++) {
-				LLVMValueRef off = iadd(G, imul(G, iadd(G, c0, ci64(G, l)), ci64(G, HW)), iadd(G, imul(G, ih, ci64(G, k.W)), w0));
-				LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, ximg, &off, 1, "");
-				blk[l] = cols ? masked_load(G, vt, q, cols, llvm.LLVMConstNull(vt), 4) : wg_load(G, vt, q, ci64(G, 0));
-			}
-			wg_transpose(G, vw, blk);
-			/* pixel w0 + l of row i, its vw channels: those inside the row */
-			for (int l = 0; l < vw; l++) {
-				LLVMValueRef px = iadd(G, w0, ci64(G, l));
-				LLVMBasicBlockRef jp = (k.W % vw) ? if_begin(&T, llvm.LLVMBuildICmp(B, LLVMIntSLT, px, ci64(G, k.W), "")) : NULL;
-				wg_store(G, blk[l], rows, imul(G, iadd(G, ci64(G, i * k.W), px), ci64(G, vw)));
-				if (jp)
-					if_end(&T, jp);
-			}
-			loop_end(&T, &l2);
-			if_end(&T, jr);
-		}
-		LLVMValueRef tw = loop_to(&T, &l2, ci64(G, TW));
-		LLVMValueRef iw0 = isub(G, imul(G, tw, ci64(G, ms)), ci64(G, cg->pw));
-		LLVMValueRef t = iadd(G, imul(G, th, ci64(G, TW)), tw);
-		LLVMTypeRef mt = llvm.LLVMVectorType(G->i1, (unsigned)vw);
-		LLVMValueRef d[36], tt[36], vv[36];
-		for (int j = 0; j < al; j++) {
-			LLVMValueRef iw = iadd(G, iw0, ci64(G, j)), cin = in_range(G, iw, ci64(G, k.W));
-			for (int i = 0; i < al; i++) {
-				LLVMValueRef m = splat(G, mt, vw, llvm.LLVMBuildAnd(B, rin[i], cin, ""));
-				LLVMValueRef q = llvm.LLVMBuildGEP2(B, et, rows, (LLVMValueRef[]){imul(G, iadd(G, ci64(G, i * k.W), iw), ci64(G, vw))}, 1, "");
-				d[i * al + j] = masked_load(G, vt, q, m, llvm.LLVMConstNull(vt), 4);
-			}
-		}
-		for (int j = 0; j < al; j++)
-			wg_apply(G, vw, BT, al, al, &d[j], al, &tt[j], al);
-		for (int i = 0; i < al; i++)
-			wg_apply(G, vw, BT, al, al, &tt[i * al], 1, &vv[i * al], 1);
-		for (int p = 0; p < na; p++)
-			wg_store(G, vv[p], v, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
-		loop_end(&T, &l2);
+		wg_input(&T, &w, idiv(G, unit, ci64(G, C / vw)), imul(G, irem(G, unit, ci64(G, C / vw)), ci64(G, vw)), ci64(G, 0),
+		         ci64(G, TW));
 		loop_end(&T, &l1);
+		task_end(F, &T, &tk, ci64(G, TH * (C / vw)));
 	}
-	task_end(F, &T, &tk, ci64(G, TH * (C / vw)));
 
-	/* the products and the output's transforms: a task a block of tiles by
-	 * a panel of channels */
 	tk = task_begin(F, &T, "wg", vals, nl + 3, got);
 	cv_unenv(&T, &k, got);
 	LLVMValueRef u = llvm.LLVMBuildIntToPtr(B, got[nl], ept, "");
 	LLVMValueRef vb = llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "");
 	LLVMValueRef ooff = imul(G, got[nl + 2], ci64(G, k.O * k.P));
+	w.vb = vb;
+	w.ximg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl + 2], ci64(G, C * HW))}, 1, "");
 	/* the task's buffers, in its entry block */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
 	LLVMValueRef mb = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, na * tb * wide), "wgm");
 	llvm.LLVMSetAlignment(mb, 64);
+	if (fuse) {
+		w.rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, al * k.W * vw), "wgrows");
+		llvm.LLVMSetAlignment(w.rows, 64);
+	}
 	LLVMValueRef chv[8] = {0};
 	for (int e = 0; e < k.nepi; e++)
 		if (k.other[e] && !cv_full(&k, k.other[e]) && !scalar_of_consts(k.other[e], 0)) {
@@ -1225,10 +1270,31 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		}
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	LLVMValueRef unit = loop_begin(&T, &l1, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-	LLVMValueRef blk = idiv(G, unit, ci64(G, npan)), j = irem(G, unit, ci64(G, npan));
+	LLVMValueRef blk = fuse ? unit : idiv(G, unit, ci64(G, npan));
 	LLVMValueRef g0 = idiv(G, imul(G, blk, ci64(G, ng)), ci64(G, nblk));
 	LLVMValueRef g1 = idiv(G, imul(G, iadd(G, blk, ci64(G, 1)), ci64(G, ng)), ci64(G, nblk));
 	LLVMValueRef t0 = imul(G, g0, ci64(G, mr)), bt = imul(G, isub(G, g1, g0), ci64(G, mr)); /* bt <= tb tiles */
+	Loop lj;
+	LLVMValueRef j;
+	if (fuse) {
+		/* the input's transforms of the block's tiles in the image, a row of
+		 * tiles and a vector of channels at a time */
+		LLVMValueRef t1 = iadd(G, t0, bt);
+		t1 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, t1, ci64(G, NT), ""), t1, ci64(G, NT), "");
+		Loop lr, lc;
+		LLVMValueRef th = loop_begin(&T, &lr, idiv(G, t0, ci64(G, TW)), iadd(G, idiv(G, isub(G, t1, ci64(G, 1)), ci64(G, TW)), ci64(G, 1)));
+		LLVMValueRef c0 = imul(G, loop_to(&T, &lc, ci64(G, C / vw)), ci64(G, vw));
+		LLVMValueRef rt0 = imul(G, th, ci64(G, TW));
+		LLVMValueRef lo = isub(G, t0, rt0), hi = isub(G, t1, rt0);
+		lo = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSGT, lo, ci64(G, 0), ""), lo, ci64(G, 0), "");
+		hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, ci64(G, TW), ""), hi, ci64(G, TW), "");
+		wg_input(&T, &w, th, c0, lo, hi);
+		loop_end(&T, &lc);
+		loop_end(&T, &lr);
+		j = loop_to(&T, &lj, ci64(G, npan));
+	} else {
+		j = irem(G, unit, ci64(G, npan));
+	}
 	LLVMValueRef o0 = imul(G, j, ci64(G, wide));
 	for (int e = 0; e < k.nepi; e++)
 		if (chv[e]) {
@@ -1338,8 +1404,10 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		if_end(&T, jt);
 		loop_end(&T, &l3);
 	}
+	if (fuse)
+		loop_end(&T, &lj);
 	loop_end(&T, &l1);
-	task_end(F, &T, &tk, ci64(G, nblk * npan));
+	task_end(F, &T, &tk, ci64(G, fuse ? nblk : nblk * npan));
 	loop_end(F, &ln);
 	free(k.soff);
 }

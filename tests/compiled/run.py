@@ -2781,12 +2781,13 @@ def kernels_conv2d_lanes():
 # sides are not multiples of the tile (the last tiles' pixels outside); a
 # residual; padding 0 and 2; batch 2; a convolution of another's result; a
 # weight that is also read as it is (its transforms are pre-packed beside
-# it). Against
+# it); 256 to 128 channels (transforms of 4.7 MB: the input's transforms
+# are tasks of their own, the others' are made by the blocks' tasks). Against
 # NumPy at 2e-5 of the largest magnitude (F(4x4, 3x3) in f32 is good to a
 # few units of 1e-6 here; a wrong transform is off by the values' size), at
 # 1 and 3 threads, with NESTRT_PREPACK=0 (the transforms made at each call),
 # built for AVX2 (panels of 16 channels), and with --no-winograd (the same
-# compile cache: its key tells them apart). Each of the 7 is a Winograd
+# compile cache: its key tells them apart). Each of the 8 is a Winograd
 # kernel (its tasks in the objects), none with --no-winograd.
 SRC_WINO = """
 param k1: { weight: f32[64, 32, 3, 3], bias: f32[64] }
@@ -2797,10 +2798,12 @@ param k4: { weight: f32[64, 16, 3, 3] }
 param k5: { weight: f32[64, 64, 3, 3] }
 param k6: { weight: f32[64, 32, 3, 3], bias: f32[64] }
 param k7: { weight: f32[128, 16, 3, 3] }
+param k8: { weight: f32[128, 256, 3, 3] }
 export fn forward(x: f32[2, 32, 20, 20], y: f32[1, 48, 18, 22], r: f32[1, 128, 18, 22], z: f32[1, 16, 26, 19],
-                  u: f32[1, 16, 15, 15], s: f32[2, 32, 7, 7], r7: f32[2, 64, 7, 7], q: f32[1, 16, 11, 11]) ->
+                  u: f32[1, 16, 15, 15], s: f32[2, 32, 7, 7], r7: f32[2, 64, 7, 7], q: f32[1, 16, 11, 11],
+                  v: f32[1, 256, 13, 14]) ->
     (f32[2, 64, 20, 20], f32[1, 128, 18, 22], f32[1, 64, 24, 17], f32[1, 64, 17, 17], f32[2, 64, 20, 20],
-     f32[64, 16, 3, 3], f32[2, 64, 7, 7], f32[1, 128, 9, 9]) {
+     f32[64, 16, 3, 3], f32[2, 64, 7, 7], f32[1, 128, 9, 9], f32[1, 128, 13, 14]) {
   let a = relu(conv2d(x, k1.weight, k1.bias, padding=1) * reshape(bn.scale, [64, 1, 1]) + reshape(bn.shift, [64, 1, 1]))
   let b = relu(conv2d(y, k2.weight, padding=1) + r)
   let c = conv2d(z, k3.weight) - 1.0
@@ -2808,7 +2811,8 @@ export fn forward(x: f32[2, 32, 20, 20], y: f32[1, 48, 18, 22], r: f32[1, 128, 1
   let e = conv2d(a, k5.weight, padding=1)
   let f = relu(conv2d(s, k6.weight, k6.bias, padding=1) + r7)
   let g = conv2d(q, k7.weight) * 0.5
-  return a, b, c, d, e, k4.weight * 2.0, f, g
+  let h = conv2d(v, k8.weight, padding=1) + 0.25
+  return a, b, c, d, e, k4.weight * 2.0, f, g, h
 }
 """
 
@@ -2816,7 +2820,7 @@ export fn forward(x: f32[2, 32, 20, 20], y: f32[1, 48, 18, 22], r: f32[1, 128, 1
 @check("kernels.conv2d_winograd")
 def kernels_conv2d_winograd():
     ins = rng_inputs(37, x=(2, 32, 20, 20), y=(1, 48, 18, 22), r=(1, 128, 18, 22), z=(1, 16, 26, 19),
-                     u=(1, 16, 15, 15), s=(2, 32, 7, 7), r7=(2, 64, 7, 7), q=(1, 16, 11, 11))
+                     u=(1, 16, 15, 15), s=(2, 32, 7, 7), r7=(2, 64, 7, 7), q=(1, 16, 11, 11), v=(1, 256, 13, 14))
     mdl = region_model("kernels.conv2d_winograd", SRC_WINO, ins)
     state = {}
 
@@ -2830,7 +2834,7 @@ def kernels_conv2d_winograd():
                              conv_ref(i["z"], w["k3.weight"]) - 1.0, conv_ref(i["u"], w["k4.weight"], pad=2),
                              conv_ref(a, w["k5.weight"], pad=1), w["k4.weight"] * 2.0,
                              np.maximum(conv_ref(i["s"], w["k6.weight"], w["k6.bias"], pad=1) + i["r7"], 0),
-                             conv_ref(i["q"], w["k7.weight"]) * 0.5]
+                             conv_ref(i["q"], w["k7.weight"]) * 0.5, conv_ref(i["v"], w["k8.weight"], pad=1) + 0.25]
         return state["refs"]
 
     def case(threads, prepack, flags=()):
@@ -2842,7 +2846,7 @@ def kernels_conv2d_winograd():
                 mdl.build(out, "--cache-dir", os.path.join(mdl.d, "cache"), *flags)
                 syms = subprocess.run(["nm", "--defined-only"] + sorted(glob.glob(os.path.join(out, "*.o"))),
                                       capture_output=True, text=True, check=True).stdout
-                n, want = len(re.findall(r" wgi\.task\.\d+$", syms, re.M)), 0 if "--no-winograd" in flags else 7
+                n, want = len(re.findall(r" wg\.task\.\d+$", syms, re.M)), 0 if "--no-winograd" in flags else 8
                 if n != want:
                     raise Fail("%d Winograd convolutions in the objects, expected %d" % (n, want))
                 state[out] = True
