@@ -378,6 +378,7 @@ Decl *mk_fn(Arena *a, Loc loc, const char *name, Loc nloc, Vec *args, Vec *rets,
 	d->body = take(a, body, &d->nbody);
 	d->opt_level = -1;
 	d->fast_math = -1;
+	d->winograd = -1;
 	return d;
 }
 

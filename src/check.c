@@ -542,8 +542,13 @@ static void check_fn(Checker *c, Decl *d)
 						error_at(c->d, o->args[k]->loc, "fast_math must be true or false");
 					else if (v->kind == V_BOOL)
 						d->fast_math = (int)v->i;
+				} else if (!strcmp(key, "winograd")) {
+					if (v->kind != V_ERR && v->kind != V_BOOL)
+						error_at(c->d, o->args[k]->loc, "winograd must be true or false");
+					else if (v->kind == V_BOOL)
+						d->winograd = (int)v->i;
 				} else {
-					error_at(c->d, kloc, "unknown region option '%s' (known: opt_level, fast_math)", key);
+					error_at(c->d, kloc, "unknown region option '%s' (known: opt_level, fast_math, winograd)", key);
 				}
 			}
 		} else {

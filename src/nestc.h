@@ -250,6 +250,7 @@ struct Decl {
 	int max_reuse_entries; /* evaluated region attributes: 0 or -1 when not given */
 	int opt_level;
 	int fast_math;
+	int winograd;          /* options' winograd: 0 false, else -1 (not given) or 1 */
 };
 
 typedef struct Module {
@@ -842,6 +843,7 @@ typedef struct Variant {
 	double compile_ms;
 	int cached;           /* taken from the persistent cache */
 	int opt_level, fast_math;
+	int winograd;         /* 3x3 convolutions may use Winograd (the region's option) */
 } Variant;
 
 typedef struct RegionInfo {
@@ -849,7 +851,7 @@ typedef struct RegionInfo {
 	int max_entries;
 	Vec variants;         /* Variant *, in order of first call */
 	Vec calls;            /* CallSite * */
-	int opt_level, fast_math;
+	int opt_level, fast_math, winograd;
 } RegionInfo;
 
 typedef struct RegionTable {
@@ -910,11 +912,12 @@ typedef struct Plan {
 
 /* Plan a graph's buffers: liveness-based reuse of workspace offsets. `maxshape`
  * (or NULL) gives, for a reuse_hash variant, the largest size of each node
- * over its group. */
-Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel);
+ * over its group; wino: Winograd convolutions are allowed (their scratch). */
+Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino);
 /* The plan of a variant's graph (a reuse_hash variant's buffers sized for the
- * largest call of its group), or of an entry's graph when v is NULL. */
-Plan *plan_variant(Program *p, Graph *g, struct Variant *v);
+ * largest call of its group), or of an entry's graph when v is NULL; wino:
+ * Winograd allowed by the build (the variant's option is checked here). */
+Plan *plan_variant(Program *p, Graph *g, struct Variant *v, int wino);
 /* A float matmul whose panels (2-D) or matrices (a batch without
  * broadcasting) run as pool tasks, with packing buffers of their own; the
  * others pack into the scratch area of the workspace. */

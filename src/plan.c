@@ -638,7 +638,7 @@ static void plan_attention(Graph *g, Plan *pl, int dynamic)
 	}
 }
 
-Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
+Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 {
 	Arena *a = p->arena;
 	int n = g->nnodes;
@@ -835,7 +835,11 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	 * 16 elements that its last tiles read beyond them */
 	for (int i = 0; i < n; i++) {
 		ConvGeom cg;
-		if (!conv_geom(g->nodes[i], max_numel != NULL, &cg) || (!cg.elems && !cg.lelems && !cg.welems))
+		if (!conv_geom(g->nodes[i], max_numel != NULL, &cg))
+			continue;
+		if (!wino)
+			cg.welems = 0;
+		if (!cg.elems && !cg.lelems && !cg.welems)
 			continue;
 		int64_t e = cg.elems > cg.lelems ? cg.elems : cg.lelems;
 		int64_t need = sat_mul((e > cg.welems ? e : cg.welems) + 16, dtype_size(g->nodes[i]->dtype));
@@ -868,7 +872,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel)
 	return pl;
 }
 
-Plan *plan_variant(Program *p, Graph *g, Variant *v)
+Plan *plan_variant(Program *p, Graph *g, Variant *v, int wino)
 {
 	int64_t *mx = NULL;
 	if (g->ngdyn) {
@@ -886,7 +890,7 @@ Plan *plan_variant(Program *p, Graph *g, Variant *v)
 			}
 		}
 	}
-	Plan *pl = plan_graph(p, g, mx);
+	Plan *pl = plan_graph(p, g, mx, wino && (!v || v->winograd));
 	free(mx);
 	return pl;
 }

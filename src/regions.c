@@ -55,6 +55,7 @@ static RegionInfo *region_of(RP *r, Decl *fn)
 	ri->max_entries = fn->max_reuse_entries > 0 ? fn->max_reuse_entries : 8;
 	ri->opt_level = fn->opt_level >= 0 ? fn->opt_level : r->o->opt_level;
 	ri->fast_math = fn->fast_math > 0;
+	ri->winograd = fn->winograd != 0;
 	RegionInfo **nr = arena_alloc(r->p->arena, (size_t)(rt->nregions + 1) * sizeof(RegionInfo *));
 	if (rt->nregions)
 		memcpy(nr, rt->regions, (size_t)rt->nregions * sizeof(RegionInfo *));
@@ -91,8 +92,9 @@ static void dfs(RP *r, Graph *g)
  * Names of the region and of its arguments are left out on purpose. */
 static void serialise(RP *r, Graph *g, RegionInfo *ri, Buf *b)
 {
-	buf_printf(b, "nest-fp-1 device=cpu target=%s opt=%d fast=%d\n", r->o->target ? r->o->target : "",
-	           ri->opt_level, ri->fast_math);
+	/* winograd only when off: the fingerprints of everything else stay */
+	buf_printf(b, "nest-fp-1 device=cpu target=%s opt=%d fast=%d%s\n", r->o->target ? r->o->target : "",
+	           ri->opt_level, ri->fast_math, ri->winograd ? "" : " wino=0");
 	for (int i = 0; i < g->ninputs; i++) {
 		Node *in = g->inputs[i];
 		buf_printf(b, "in %d %d [", in->dtype, in->rank);
@@ -327,6 +329,7 @@ static Variant *new_variant(RP *r, RegionInfo *ri, Graph *g, const uint8_t fp[16
 	v->guards = g->key;
 	v->opt_level = ri->opt_level;
 	v->fast_math = ri->fast_math;
+	v->winograd = ri->winograd;
 	avec_push(r->p->arena, &r->rt->variants, v);
 	avec_push(r->p->arena, &ri->variants, v);
 	return v;
@@ -403,8 +406,8 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 		if (g->has_reuse_hash) {
 			/* the user's key replaces the automatic fingerprint */
 			Buf b = {0};
-			buf_printf(&b, "nest-hash-1 %s %lld opt=%d fast=%d target=%s", ri->fn->name, (long long)g->reuse_hash,
-			           ri->opt_level, ri->fast_math, o->target ? o->target : "");
+			buf_printf(&b, "nest-hash-1 %s %lld opt=%d fast=%d target=%s%s", ri->fn->name, (long long)g->reuse_hash,
+			           ri->opt_level, ri->fast_math, o->target ? o->target : "", ri->winograd ? "" : " wino=0");
 			uint8_t hfp[16];
 			digest(&b, hfp);
 			buf_free(&b);

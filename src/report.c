@@ -58,7 +58,7 @@ typedef struct WsFigures { int64_t total, tensors, unshared, scratch; } WsFigure
 
 static WsFigures ws_figures(RegionTable *rt, Variant *v)
 {
-	Plan *pl = plan_variant(rt->p, v->g, v);
+	Plan *pl = plan_variant(rt->p, v->g, v, 1);
 	return (WsFigures){pl->ws_size, pl->scratch, pl->sum_live, pl->ws_size - pl->scratch};
 }
 
@@ -123,8 +123,8 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 		for (int i = 0; i < ri->calls.n; i++)
 			calls += ((CallSite *)ri->calls.v[i])->count;
 		loc_str(rt, ri->fn->name_loc, buf, sizeof buf);
-		fprintf(f, "\nregion %s  (defined at %s; max_reuse_entries %d; opt_level %d%s)\n", ri->fn->name, buf,
-		        ri->max_entries, ri->opt_level, ri->fast_math ? ", fast_math" : "");
+		fprintf(f, "\nregion %s  (defined at %s; max_reuse_entries %d; opt_level %d%s%s)\n", ri->fn->name, buf,
+		        ri->max_entries, ri->opt_level, ri->fast_math ? ", fast_math" : "", ri->winograd ? "" : ", no winograd");
 		fprintf(f, "  %lld call%s -> %d variant%s\n", (long long)calls, calls == 1 ? "" : "s", ri->variants.n,
 		        ri->variants.n == 1 ? "" : "s");
 		for (int i = 0; i < ri->variants.n; i++) {
@@ -223,6 +223,7 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		json_t *opts = json_object();
 		json_object_set_new(opts, "opt_level", json_integer(ri->opt_level));
 		json_object_set_new(opts, "fast_math", json_boolean(ri->fast_math));
+		json_object_set_new(opts, "winograd", json_boolean(ri->winograd));
 		json_object_set_new(o, "options", opts);
 		json_t *vs = json_array();
 		for (int i = 0; i < ri->variants.n; i++) {

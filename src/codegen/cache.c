@@ -247,7 +247,7 @@ void job_key(Shared *sh, Job *j)
 		Variant *v = j->v;
 		char hex[33];
 		fp_hex(v->fp, hex);
-		buf_printf(&b, "fp %s opt %d fast %d dyn %d need %lld\n", hex, v->opt_level, v->fast_math, v->ndyn,
+		buf_printf(&b, "fp %s opt %d fast %d%s dyn %d need %lld\n", hex, v->opt_level, v->fast_math, v->winograd ? "" : " wino 0", v->ndyn,
 		           (long long)sh->need[v->g->id]);
 		for (int i = 0; i < v->ndyn; i++)
 			buf_printf(&b, "%d.%d ", v->dyn[i].node, v->dyn[i].field);

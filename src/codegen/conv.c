@@ -1417,7 +1417,7 @@ void k_conv2d(Fn *F, Node *n)
 	ConvGeom cg;
 	int64_t rec[4];
 	Node *wt = n->in[1];
-	if (!F->gen->o->no_winograd && conv_wino_pack(n, fn_dynamic(F), F->gen->vbytes, rec)) {
+	if (!F->gen->o->no_winograd && (!F->v || F->v->winograd) && conv_wino_pack(n, fn_dynamic(F), F->gen->vbytes, rec)) {
 		Gen *G = F->gen;
 		LLVMValueRef packed = llvm.LLVMConstPointerNull(G->i8p);
 		if (wt->op == OP_PARAM || wt->op == OP_INPUT) {

@@ -15,7 +15,7 @@
 Plan *plan_of(Gen *G, Graph *g, Variant *v)
 {
 	if (!G->plans[g->id])
-		G->plans[g->id] = plan_variant(G->p, g, v);
+		G->plans[g->id] = plan_variant(G->p, g, v, !G->o->no_winograd);
 	return G->plans[g->id];
 }
 

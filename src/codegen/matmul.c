@@ -892,7 +892,10 @@ static int plan_mm(Gen *G, Graph *g, Variant *v, Node *x, Node *b, int tb, int d
 	return 1;
 }
 
-static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t *map, int entry, PlanOut *o, int depth)
+/* wino: Winograd is allowed (the variant's option, which its inlined calls
+ * follow) */
+static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, int wino, const int64_t *map, int entry, PlanOut *o,
+                            int depth)
 {
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *s = g->nodes[i];
@@ -917,7 +920,7 @@ static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t
 					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
 				} else if (k == 1 && x->op == OP_CONV2D && x->in[0] != s &&
 				           (conv_lanes_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec) ||
-				            (!G->o->no_winograd && conv_wino_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec)))) {
+				            (!G->o->no_winograd && wino && conv_wino_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec)))) {
 					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
 				} else if (x->op == OP_GATHER && k == 0 && !(v && v->ndyn) && !(dyn && gdyn_has(g, s)) && gather_packed_table(s)) {
 					plan_rec(o, GATHER_REC, src, s->shape[0], s->shape[1], s->dtype == DT_F64 ? 2 : 0, 0);
@@ -948,7 +951,7 @@ static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t
 		for (int j = 0; j < x->callee->ninputs; j++)
 			cmap[j] = j < x->nin ? plan_src(x->in[j], map, entry) : SRC_NONE;
 		/* params read inside the callee stay params; its inputs map to ours */
-		pack_plan_graph(G, x->callee, NULL, x->callee->ngdyn != 0, cmap, 0, o, depth + 1);
+		pack_plan_graph(G, x->callee, NULL, x->callee->ngdyn != 0, wino, cmap, 0, o, depth + 1);
 		free(cmap);
 	}
 }
@@ -959,7 +962,7 @@ static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, const int64_t
 void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len)
 {
 	PlanOut o = {*plan, *len, *len, 0};
-	pack_plan_graph(G, g, v, (v && v->ndyn) || g->ngdyn, NULL, entry, &o, 0);
+	pack_plan_graph(G, g, v, (v && v->ndyn) || g->ngdyn, !v || v->winograd, NULL, entry, &o, 0);
 	/* call sites as small numbers, in order of first appearance */
 	for (int i = 0; i < o.n; i += 6) {
 		if (o.v[i] != CALL_REC || o.v[i + 4] < 0)

@@ -1735,6 +1735,55 @@ def region_fast_shared():
     return single("region.options_and_shared_bodies", fn)
 
 
+# A region's option winograd: false: its 3x3 convolutions are summed directly,
+# another region with the same body keeps Winograd; the option is part of the
+# fingerprint (two variants), shown in the reports, and both give the values
+# (check_compiled: the interpreter's, at the usual tolerance).
+SRC_WINO_OPT = """
+param w: f32[64, 32, 3, 3]
+
+@region
+fn wino(x: f32[1, 32, 20, 20]) -> f32[1, 64, 20, 20] {
+  return relu(conv2d(x, w, padding=1))
+}
+
+@region(options = { winograd: false })
+fn direct(x: f32[1, 32, 20, 20]) -> f32[1, 64, 20, 20] {
+  return relu(conv2d(x, w, padding=1))
+}
+
+export fn forward(a: f32[1, 32, 20, 20]) -> (f32[1, 64, 20, 20], f32[1, 64, 20, 20]) {
+  return wino(a), direct(a)
+}
+"""
+
+
+@check("region.option_winograd")
+def region_option_winograd():
+    def fn():
+        m = region_model("region.option_winograd", SRC_WINO_OPT, rng_inputs(41, a=(1, 32, 20, 20)))
+        j = report_json(m)
+        vs = sorted(v["name"] for v in j["variants"])
+        if vs != ["direct.0", "wino.0"]:
+            raise Fail("variants %s, expected direct.0 and wino.0 (the option changes the code)" % vs)
+        got = {r["name"]: r["options"]["winograd"] for r in j["regions"]}
+        if got != {"wino": True, "direct": False}:
+            raise Fail("options.winograd %s, expected wino true, direct false" % got)
+        text = nestc("report", m.src, *defs(m.defines)).stdout
+        if not re.search(r"^region direct .*, no winograd\)$", text, re.M) or ", no winograd" in text.split("region direct")[0]:
+            raise Fail("the text report should mark region direct, and only it, 'no winograd':\n" + text)
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        expect_objects(out, ["m.o", "m.wino.0.o", "m.direct.0.o"])
+        for obj, want in (("m.wino.0.o", True), ("m.direct.0.o", False)):
+            syms = subprocess.run(["nm", "--defined-only", os.path.join(out, obj)], capture_output=True, text=True,
+                                  check=True).stdout
+            if bool(re.search(r" wg\.task\.\d+$", syms, re.M)) != want:
+                raise Fail("%s %s a Winograd convolution" % (obj, "lacks" if want else "has"))
+        values_ok(m.check_compiled(out, labels=["wino", "direct"]))
+    return single("region.option_winograd", fn)
+
+
 SRC_SHIFT = """
 const D = 8
 
