@@ -1,7 +1,7 @@
 /* conv.c - conv2d (register tiles over shifted copies of the input with
  * the epilogue fused, when its shapes are static: pixels or output channels
- * in the lanes, or Winograd's F(4x4, 3x3) for 3x3 of stride 1; else direct
- * loops) and max, average and global average pooling. */
+ * in the lanes, or Winograd's F(4x4, 3x3) or F(2x2, 3x3) for 3x3 of stride
+ * 1; else direct loops) and max, average and global average pooling. */
 #include "gen.h"
 
 #include <math.h>
@@ -889,14 +889,16 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
  * (NESTRT_PACK_WINO or _WINO2, runtime/wpack.c) in panels of `wide` output
  * channels, U[panel][p C + c][wide], else is made at each call in the
  * scratch area in the same layout, a task a vector of output channels.
- * Then, per image: the input's transforms over the pool, a row of tiles by
- * a vector of channels a task, into V[p][tile][c] in the scratch area; then
- * a task a block of whole groups of WINO_MR tiles by a panel: the na
- * products as register tiles of WINO_MR tiles by nv vectors of channels (V
- * broadcast, U's panel loaded) into M[p][tile][wide] on its stack, and the
- * output's transforms, a vector of channels at a time, through bias and the
- * fused epilogue in registers, stored a row of a tile's pixels of each
- * channel at a time. */
+ * Then, per image, the input's transforms (wg_input) into V[p][tile][c] in
+ * the scratch area, and per block of whole groups of WINO_MR tiles and
+ * panel the na products as register tiles of WINO_MR tiles by nv vectors of
+ * channels (V broadcast, U's panel loaded) into M[p][tile][wide] on the
+ * task's stack, then the output's transforms, a vector of channels at a
+ * time, through bias and the fused epilogue in registers, stored a row of a
+ * tile's pixels of each channel at a time. A task is a block, its input's
+ * transforms and every panel, where U takes at most 4 MiB; else the input's
+ * transforms are tasks of their own and a task is a block by a panel
+ * (k_conv2d_wino: fuse). */
 
 static const double WG_BT[6 * 6] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
                                     0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
@@ -907,7 +909,6 @@ static const double WG_AT[4 * 6] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 
 static const double WG_BT2[4 * 4] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
 static const double WG_G2[4 * 3] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
 static const double WG_AT2[2 * 4] = {1, 1, 1, 0, 0, 1, -1, -1};
-
 
 /* out[r*os] = sum over c of m[r][c] in[c*is] (rows by cols), vectors of
  * vw f32: +-1 as additions, zeros skipped */
@@ -937,9 +938,8 @@ static void wg_apply(Gen *G, int vw, const double *m, int rows, int cols, LLVMVa
 	}
 }
 
-/* <0, s, 2s, ...> (vw lanes of i32: gathers and scatters of 32-bit
- * offsets move 16 lanes an instruction, of 64-bit ones 8), and vw lanes of
- * true */
+/* <0, s, 2s, ...> (vw lanes of i32: a gather of 32-bit offsets moves 16
+ * lanes an instruction, of 64-bit ones 8), and vw lanes of true */
 static LLVMValueRef wg_lanes(Gen *G, int vw, int64_t s)
 {
 	LLVMValueRef e[64];
