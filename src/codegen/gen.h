@@ -3,7 +3,7 @@
  * pool tasks, the build's jobs and the table of LLVM-C functions loaded with
  * dlopen. Sectioned by owning file, like nestc.h; the files depend on each
  * other one way, in this order: llvm, builder, the kernels (elementwise,
- * movement, matmul, reduce, conv), graph, then header, model, archive, cache
+ * movement, matmul, reduce, conv, winograd), graph, then header, model, archive, cache
  * and build. */
 #ifndef NESTC_CODEGEN_GEN_H
 #define NESTC_CODEGEN_GEN_H
@@ -388,6 +388,53 @@ void k_causal_mask(Fn *F, Node *n);
 
 void k_conv2d(Fn *F, Node *n);
 void k_pool(Fn *F, Node *n);
+
+/* A convolution's shapes, fused epilogue and the nodes its tasks read
+ * (cv_setup), for conv.c's kernels and winograd.c's. */
+#define CV_MAX_LEAF 40
+
+typedef struct ConvK {
+	Node *n, *x, *w, *b;
+	ConvGeom cg;
+	int64_t C, H, W, O, OH, OW, KW, Cg, Og, S, Kw, P, CP;
+	int vw, mr, nv;
+	int64_t blen;     /* pixels of the band whose tiles are being made */
+	int64_t nvec, nct, nrtg, nrt, ntiles; /* nvec, nct: the band's vectors and column tiles */
+	int64_t *soff;    /* per kernel position s = kh*KW + kw: its row's offset in the copies */
+	Node *ops[8], *other[8];
+	int first[8], nepi;
+	Node *leaf[CV_MAX_LEAF]; /* nodes the tasks read, by pointer */
+	int nleaf;
+} ConvK;
+void cv_setup(Fn *F, ConvK *k, Node *n, ConvGeom *cg, int64_t CP, int inplace, int weights);
+/* Is o (an epilogue operand) of the result's shape (a residual)? */
+int cv_full(ConvK *k, Node *o);
+/* Channel ch's element of a per-channel epilogue operand */
+LLVMValueRef cv_chan(Fn *F, ConvK *k, Node *o, LLVMValueRef ch);
+/* v through op e of the fused epilogue, ov its other operand */
+LLVMValueRef cv_epi_op(Fn *F, ConvK *k, int e, LLVMValueRef v, LLVMValueRef ov);
+/* The nodes' pointers as i64s into a task's vals, and back in the task */
+void cv_env(Fn *F, ConvK *k, LLVMValueRef *vals);
+void cv_unenv(Fn *T, ConvK *k, LLVMValueRef *got);
+/* The loop of a register tile over channels c in [c0, c1): the
+ * accumulators acc (mr by nv vectors of type vt, from `init`, or zeros when
+ * init is NULL) are phis of its head; the builder is left in its body, and
+ * tile_loop_end closes it with the body's sums and leaves the builder after
+ * the loop, where acc holds the results. */
+typedef struct TileLoop {
+	LLVMBasicBlockRef head, done;
+	LLVMValueRef c, phi[CV_MAX_MR][CV_MAX_NV];
+	int mr, nv;
+} TileLoop;
+void tile_loop_begin(Fn *F, TileLoop *L, int mr, int nv, LLVMTypeRef vt, LLVMValueRef c0, LLVMValueRef c1,
+                     LLVMValueRef init[][CV_MAX_NV], LLVMValueRef acc[][CV_MAX_NV]);
+void tile_loop_end(Fn *F, TileLoop *L, LLVMValueRef acc[][CV_MAX_NV]);
+
+/* ------------------------------------------------------------------ winograd.c */
+
+/* conv2d n by Winograd (ConvGeom.wino), its weights' transforms at packed
+ * (nestrt_packed, NESTRT_PACK_WINO or _WINO2) or NULL (made at each call) */
+void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed);
 
 /* ------------------------------------------------------------------ index.c */
 
