@@ -858,19 +858,6 @@ void k_conv2d(Fn *F, Node *n)
 	ConvGeom cg;
 	int64_t rec[4];
 	Node *wt = n->in[1];
-	if (!F->gen->o->no_winograd && (!F->v || F->v->winograd) && conv_wino_pack(n, fn_dynamic(F), F->gen->vbytes, rec)) {
-		Gen *G = F->gen;
-		LLVMValueRef packed = llvm.LLVMConstPointerNull(G->i8p);
-		if (wt->op == OP_PARAM || wt->op == OP_INPUT) {
-			LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
-			LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, wt), G->i8p, ""), ci64(G, rec[0]),
-			                      ci64(G, rec[1]), ci64(G, rec[2]), ci32(G, (int)rec[3])};
-			packed = call(G, "nestrt_packed", G->i8p, at, av, 6);
-		}
-		conv_geom(n, fn_dynamic(F), &cg);
-		k_conv2d_wino(F, n, &cg, packed);
-		return;
-	}
 	if (conv_lanes_pack(n, fn_dynamic(F), F->gen->vbytes, rec) && (wt->op == OP_PARAM || wt->op == OP_INPUT)) {
 		/* channels in the lanes when the weights were pre-packed, else
 		 * pixels (NESTRT_PREPACK=0, or a request the pack plan missed) */

@@ -432,9 +432,10 @@ void tile_loop_end(Fn *F, TileLoop *L, LLVMValueRef acc[][CV_MAX_NV]);
 
 /* ------------------------------------------------------------------ winograd.c */
 
-/* conv2d n by Winograd (ConvGeom.wino), its weights' transforms at packed
- * (nestrt_packed, NESTRT_PACK_WINO or _WINO2) or NULL (made at each call) */
-void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed);
+/* conv2d n by Winograd where it applies (ConvGeom.wino, allowed by the
+ * build and the variant): 1 when its code was emitted, else 0 (k_conv2d).
+ * Called before conv.c's kernels, whose helpers it uses. */
+int k_conv2d_winograd(Fn *F, Node *n);
 
 /* ------------------------------------------------------------------ index.c */
 

@@ -593,7 +593,10 @@ static void emit_graph_body(Fn *F)
 		case OP_EXPAND: k_expand(F, n); break;
 		case OP_GATHER: k_gather(F, n); break;
 		case OP_CAUSAL_MASK: kernel(F, n, k_causal_mask); break;
-		case OP_CONV2D: k_conv2d(F, n); break;
+		case OP_CONV2D:
+			if (!k_conv2d_winograd(F, n))
+				k_conv2d(F, n);
+			break;
 		case OP_CONV_TRANSPOSE2D: k_conv_transpose2d(F, n); break;
 		case OP_RESIZE_NEAREST: case OP_RESIZE_BILINEAR: kernel(F, n, k_resize); break;
 		case OP_MAXPOOL2D: case OP_AVGPOOL2D: case OP_GLOBAL_AVGPOOL2D: k_pool(F, n); break;

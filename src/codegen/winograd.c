@@ -1,6 +1,6 @@
 /* winograd.c - 3x3 convolutions of stride 1 by Winograd's F(4x4, 3x3) and
- * F(2x2, 3x3) (plan.c: conv_geom's wino; conv.c dispatches here and shares
- * ConvK, the epilogue and the tile loop). */
+ * F(2x2, 3x3) (plan.c: conv_geom's wino), tried before conv.c's kernels
+ * (graph.c), whose ConvK, epilogue and tile loop it uses. */
 #include "gen.h"
 
 #include <stdlib.h>
@@ -266,7 +266,7 @@ static void wg_input(Fn *F, WgK *w, LLVMValueRef th, LLVMValueRef c0, LLVMValueR
 	loop_end(F, &l2);
 }
 
-void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
+static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -538,4 +538,27 @@ void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	task_end(F, &T, &tk, ci64(G, fuse ? nblk : nblk * npan));
 	loop_end(F, &ln);
 	free(k.soff);
+}
+
+int k_conv2d_winograd(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	ConvGeom cg;
+	int64_t rec[4];
+	Node *wt = n->in[1];
+	if (n->op != OP_CONV2D || G->o->no_winograd || (F->v && !F->v->winograd) ||
+	    !conv_wino_pack(n, fn_dynamic(F), G->vbytes, rec))
+		return 0;
+	/* the weights' transforms pre-packed for a param (or an input bound to
+	 * one), else NULL: made at each call */
+	LLVMValueRef packed = llvm.LLVMConstPointerNull(G->i8p);
+	if (wt->op == OP_PARAM || wt->op == OP_INPUT) {
+		LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
+		LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, wt), G->i8p, ""), ci64(G, rec[0]),
+		                      ci64(G, rec[1]), ci64(G, rec[2]), ci32(G, (int)rec[3])};
+		packed = call(G, "nestrt_packed", G->i8p, at, av, 6);
+	}
+	conv_geom(n, fn_dynamic(F), &cg);
+	k_conv2d_wino(F, n, &cg, packed);
+	return 1;
 }
