@@ -236,8 +236,9 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 }
 
 /* conv2d: see ConvGeom (nestc.h). The input is read in place for a 1x1
- * convolution of stride 1 without padding whose output planes are whole
- * vectors (the tiles read whole vectors, of at most 16 elements). */
+ * convolution of stride 1 without padding (a plane's last vector under a
+ * mask where the plane is not whole vectors: at 14x14, copying the input
+ * took a tenth of the time of 1024 channels to 256). */
 int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 {
 	if (n->op != OP_CONV2D || !dtype_is_float(n->dtype) || dynamic)
@@ -256,8 +257,8 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 	cg->nslot = __builtin_popcountll(cg->phases);
 	cg->hr = OH + m;
 	cg->extra = m;
-	int inplace = KH == 1 && KW == 1 && cg->sh == 1 && cg->sw == 1 && cg->ph == 0 && cg->pw == 0 && (OH * OW) % 16 == 0;
-	if (inplace) {
+	int inplace = KH == 1 && KW == 1 && cg->sh == 1 && cg->sw == 1 && cg->ph == 0 && cg->pw == 0;
+	if (inplace && (OH * OW) % 16 == 0) {
 		cg->elems = 0;
 		return 1;
 	}
@@ -294,6 +295,10 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 		int whole = KH == 1 && KW == 1 && cg->sh == 1 && cg->sw == 1 && cg->ph == 0 && cg->pw == 0;
 		cg->lcp = whole ? 0 : (cg->hr * OW + 15) / 16 * 16;
 		cg->lelems = whole ? 0 : KW * cg->nslot * x->shape[1] * cg->lcp;
+	}
+	if (inplace && !cg->lanes) {
+		cg->elems = 0;
+		return 1;
 	}
 	conv_bands(cg, x->shape[1], n->shape[1], KH, KW, OH, OW);
 	/* a channel's copy from a 64-byte boundary: a tile's vector loads cross

@@ -197,6 +197,7 @@ typedef struct WgK {
 	const double *BT;
 	LLVMTypeRef et, vt;
 	LLVMValueRef rows, ximg, vb; /* the task's buffer of rows, the image, V */
+	LLVMValueRef tbase;          /* V's first tile (a task's own V: its block's first) */
 } WgK;
 
 /* The input's transforms of tiles [lo, hi) of row th of tiles, channels
@@ -261,6 +262,7 @@ static void wg_input(Fn *F, WgK *w, LLVMValueRef th, LLVMValueRef c0, LLVMValueR
 		wg_apply(G, vw, BT, al, al, &d[j], al, &tt[j], al);
 	for (int i = 0; i < al; i++)
 		wg_apply(G, vw, BT, al, al, &tt[i * al], 1, &vv[i * al], 1);
+	t = isub(G, t, w->tbase);
 	for (int p = 0; p < na; p++)
 		wg_store(G, vv[p], vb, iadd(G, imul(G, iadd(G, ci64(G, p * tp), t), ci64(G, C)), c0));
 	loop_end(F, &l2);
@@ -278,25 +280,28 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	int ms = (int)cg->wino, al = ms + 2, na = al * al;
 	const double *BT = ms == 4 ? WG_BT : WG_BT2, *GM = ms == 4 ? WG_G : WG_G2, *AT = ms == 4 ? WG_AT : WG_AT2;
 	int64_t TW = (k.OW + ms - 1) / ms, TH = (k.OH + ms - 1) / ms, NT = TH * TW;
-	/* a task a block of whole groups of mr tiles, M (a panel's) in 512 KiB
-	 * at most: block b the groups [b ng / nblk, (b + 1) ng / nblk), tb
-	 * tiles at most; a multiple of 4 blocks where there are groups enough
-	 * (2 or 4 threads share them evenly; a block more reads the weights'
-	 * transforms once more) */
-	int64_t ng = (NT + mr - 1) / mr, tp = ng * mr, gmax = 512 * 1024 / (4 * na * wide) / mr;
+	/* Fused (fuse): a task a block of tiles, their input's transforms into
+	 * its own V, then per panel of output channels the products and the
+	 * output's transforms. A task's V is in its own stack, not the scratch
+	 * area: the pool hands a block to either thread from call to call, and
+	 * a V written by the other core the call before came over line by line
+	 * (a 3x3 convolution of 64 channels at 56x56 took 0.74x the time at two
+	 * threads with V the task's own; made by tasks of their own, 0.87x
+	 * further). But each block reads all the weights' transforms: only
+	 * where they take at most 4 MiB (at 7x7, 512 channels, 16.8 MB, fused
+	 * took 1.2x the time). Else the input's transforms are tasks of their
+	 * own, a row of tiles by a vector of channels, and a task is a block by
+	 * a panel.
+	 * A block is whole groups of mr tiles, its V and M (a panel's) in 1 MiB
+	 * at most (M alone in 512 KiB when not fused): block b the groups
+	 * [b ng / nblk, (b + 1) ng / nblk), tb tiles at most; a multiple of 4
+	 * blocks where there are groups enough (2 or 4 threads share them
+	 * evenly; a block more reads the weights' transforms once more). */
+	int fuse = 4 * na * C * k.O <= ((int64_t)4 << 20);
+	int64_t ng = (NT + mr - 1) / mr, tp = ng * mr;
+	int64_t gmax = fuse ? (1 << 20) / (4 * na * (wide + C)) / mr : 512 * 1024 / (4 * na * wide) / mr;
 	if (gmax < 1)
 		gmax = 1;
-	/* Fused (fuse): a task a block of tiles, their input's transforms, then
-	 * per panel of output channels the products and the output's
-	 * transforms; the same task writes and reads the block's V (made by
-	 * tasks of their own, on any thread, half of V crossed between the
-	 * cores: a 3x3 convolution of 64 channels at 56x56 ran 0.87x the time
-	 * fused at two threads). But each block reads all the weights'
-	 * transforms: only where they take at most 4 MiB (at 7x7, 512
-	 * channels, 16.8 MB, fused took 1.2x the time). Else the input's
-	 * transforms are tasks of their own, a row of tiles by a vector of
-	 * channels, and a task is a block by a panel. */
-	int fuse = 4 * na * C * k.O <= ((int64_t)4 << 20);
 	int64_t nblk = (ng + gmax - 1) / gmax;
 	if (fuse)
 		nblk = (nblk + 3) / 4 * 4 <= ng ? (nblk + 3) / 4 * 4 : ng;
@@ -356,7 +361,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	vals[nl + 2] = nn;
 
 	WgK w = {.k = &k, .cg = cg, .vw = vw, .ms = ms, .al = al, .na = na, .C = C, .HW = HW, .TW = TW, .tp = tp, .BT = BT,
-	         .et = et, .vt = vt};
+	         .et = et, .vt = vt, .tbase = ci64(G, 0)};
 	if (!fuse) {
 		tk = task_begin(F, &T, "wgi", vals, nl + 3, got);
 		cv_unenv(&T, &k, got);
@@ -389,6 +394,9 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	if (fuse) {
 		w.rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, al * k.W * vw), "wgrows");
 		llvm.LLVMSetAlignment(w.rows, 64);
+		w.vb = vb = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, na * tb * C), "wgv");
+		llvm.LLVMSetAlignment(vb, 64);
+		w.tp = tb;
 	}
 	LLVMValueRef chv[8] = {0};
 	for (int e = 0; e < k.nepi; e++)
@@ -402,6 +410,8 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	LLVMValueRef g0 = idiv(G, imul(G, blk, ci64(G, ng)), ci64(G, nblk));
 	LLVMValueRef g1 = idiv(G, imul(G, iadd(G, blk, ci64(G, 1)), ci64(G, ng)), ci64(G, nblk));
 	LLVMValueRef t0 = imul(G, g0, ci64(G, mr)), bt = imul(G, isub(G, g1, g0), ci64(G, mr)); /* bt <= tb tiles */
+	if (fuse)
+		w.tbase = t0;
 	Loop lj;
 	LLVMValueRef j;
 	if (fuse) {
@@ -435,7 +445,7 @@ static void k_conv2d_wino(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 		LLVMValueRef p = loop_to(&T, &l3, ci64(G, na));
 		LLVMValueRef rg = loop_to(&T, &l4, isub(G, g1, g0));
 		LLVMValueRef r0 = imul(G, rg, ci64(G, mr));
-		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){imul(G, iadd(G, imul(G, p, ci64(G, tp)), iadd(G, t0, r0)), ci64(G, C))}, 1, "");
+		LLVMValueRef arow = llvm.LLVMBuildGEP2(B, et, vb, (LLVMValueRef[]){imul(G, iadd(G, imul(G, p, ci64(G, w.tp)), isub(G, iadd(G, t0, r0), w.tbase)), ci64(G, C))}, 1, "");
 		LLVMValueRef pan = imul(G, iadd(G, imul(G, j, ci64(G, na)), p), ci64(G, C * wide));
 		LLVMValueRef bb = llvm.LLVMBuildGEP2(B, et, u, &pan, 1, "");
 		LLVMValueRef acc[CV_MAX_MR][CV_MAX_NV];

@@ -2541,7 +2541,8 @@ def kernels_batch_norm():
 
 
 # conv2d's register tiles (issue #9) against NumPy directly, at 1e-5 relative, at 1
-# and 3 threads: 1x1 (read in place and copied), 3x3 with batch norm, a residual and
+# and 3 threads: 1x1 (read in place, also planes of 63 pixels whose last vector
+# is read under a mask, and copied), 3x3 with batch norm, a residual and
 # relu fused, 7x7 stride 2 on 3 channels with a bias, strided 1x1, dilation,
 # groups and depthwise, rectangular strides and padding, planes of OW = 7, 5, 1,
 # O not a multiple of 16, batch 2, the chain's value as the second operand, and
@@ -2556,11 +2557,12 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
                   wd: f32[16, 1, 3, 3], bd: f32[16], e: f32[2, 32, 4, 4], w1b: f32[40, 32, 1, 1],
                   r: f32[2, 40, 4, 4], w5: f32[8, 3, 5, 5], wr: f32[4, 3, 3, 21], big: f32[1, 32, 20, 20],
                   wb: f32[40, 32, 3, 3], pl: f32[2, 3, 37, 41], m: f32[2, 48, 30, 26], wm: f32[64, 48, 3, 3],
-                  wm2: f32[96, 48, 3, 3], s7: f32[1, 128, 7, 7], w77: f32[128, 128, 3, 3]) ->
+                  wm2: f32[96, 48, 3, 3], s7: f32[1, 128, 7, 7], w77: f32[128, 128, 3, 3],
+                  w1c: f32[20, 16, 1, 1]) ->
     (f32[2, 16, 9, 7], f32[1, 20, 12, 11], f32[2, 24, 5, 4], f32[2, 18, 9, 7], f32[2, 16, 9, 7],
      f32[2, 40, 4, 4], f32[1, 8, 5, 5], f32[1, 4, 23, 1], f32[1, 40, 20, 20], f64[1, 8, 5, 5],
      f32[2, 3, 19, 21], f32[2, 3, 36, 40], f32[2, 3, 12, 14], f32[2, 64, 30, 26], f32[2, 96, 15, 13],
-     f32[1, 128, 7, 7]) {
+     f32[1, 128, 7, 7], f32[2, 20, 9, 7]) {
   let c1 = relu(batch_norm(conv2d(a, w3, padding=1), s[0], s[1], s[2], s[3]) + a)
   let c2 = relu(conv2d(x3, w7, b20, stride=2, padding=3))
   let c3 = 1.0 - conv2d(a, w1, stride=2)
@@ -2577,7 +2579,8 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
   let c11 = relu(conv2d(m, wm, padding=1))
   let c12 = conv2d(m, wm2, stride=2, padding=1)
   let c13 = conv2d(s7, w77, padding=1)
-  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13
+  let c14 = relu(conv2d(a, w1c, b20))
+  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13, c14
 }
 """
 
@@ -2621,7 +2624,7 @@ def kernels_conv2d():
                       w1=(24, 16, 1, 1), wg=(18, 8, 3, 3), wd=(16, 1, 3, 3), bd=(16,), e=(2, 32, 4, 4),
                       w1b=(40, 32, 1, 1), r=(2, 40, 4, 4), w5=(8, 3, 5, 5), wr=(4, 3, 3, 21), big=(1, 32, 20, 20),
                       wb=(40, 32, 3, 3), pl=(2, 3, 37, 41), m=(2, 48, 30, 26), wm=(64, 48, 3, 3),
-                      wm2=(96, 48, 3, 3), s7=(1, 128, 7, 7), w77=(128, 128, 3, 3))
+                      wm2=(96, 48, 3, 3), s7=(1, 128, 7, 7), w77=(128, 128, 3, 3), w1c=(20, 16, 1, 1))
         ins = rng_inputs(23, **shapes)
         ins["s"][1] = np.abs(ins["s"][1]) + 0.1   # variances
         i = {k: v.astype(np.float64) for k, v in ins.items()}
@@ -2641,7 +2644,8 @@ def kernels_conv2d():
                 pool_ref(i["pl"], (4, 5), (3, 3), (0, 2), np.max),
                 np.maximum(conv_ref(i["m"], i["wm"], pad=1), 0),
                 conv_ref(i["m"], i["wm2"], stride=2, pad=1),
-                conv_ref(i["s7"], i["w77"], pad=1)]
+                conv_ref(i["s7"], i["w77"], pad=1),
+                np.maximum(conv_ref(i["a"], i["w1c"], i["b20"]), 0)]
         mdl = region_model("kernels.conv2d", SRC_CONV, ins)
         out = os.path.join(mdl.d, "out")
         mdl.build(out)
