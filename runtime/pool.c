@@ -24,37 +24,60 @@ static uint64_t generation;     /* of the current loop; workers wait for it to c
 static nestrt_task job_fn;
 static void *job_env;
 static int64_t job_n;
-/* The next task to claim, tagged with its loop's generation in the high bits:
- * a worker that wakes after its loop has ended claims nothing from the next. */
-static uint64_t ctr;
+static int job_ranges;
+/* The tasks are dealt out in as many ranges as there are threads, in order:
+ * thread i (the caller is 0) runs range i first, then helps with the
+ * others'. So the same thread runs the same part of every loop (the same
+ * pixels or rows of a layer after layer), and the data a task reads from
+ * the loop before is mostly in its own core's cache; yet a thread that is
+ * held up is covered by the others. Range r of a loop of n tasks in nr
+ * ranges is [n r / nr, n (r + 1) / nr); its next task to claim is tagged
+ * with its loop's generation in the high bits: a worker that wakes after
+ * its loop has ended claims nothing from the next. */
+#define MAX_THREADS 256
+static struct {
+	uint64_t next;
+	char pad[56]; /* a cache line a range */
+} range[MAX_THREADS];
 static int64_t finished;        /* tasks of the current loop that have run */
 static _Thread_local int in_task;
+static _Thread_local int self;  /* this thread's range: 0 for callers, i for worker i */
 static int spin = 1;            /* threads <= cores: idle workers poll before sleeping */
 static int want = 1;            /* the size asked for (NESTRT_NUM_THREADS or the cores) */
 static int restart;             /* in a forked child: no workers yet */
 
-/* A claim takes a share of what is left (guided scheduling): large runs
- * while much is left, single tasks at the end, so that a loop of many small
- * tasks (a copy a channel) does not pay two contended atomics a task, and
- * the threads still end together. */
-static void run_chunks(uint64_t gen, nestrt_task fn, void *env, int64_t n)
+/* A claim takes half of what is left of a range, then single tasks at its
+ * end, so that a loop of many small tasks (a copy a channel) does not pay
+ * two contended atomics a task, and the threads still end together. */
+static int claim(uint64_t gen, int r, int64_t end, int64_t *first, int64_t *count)
 {
-	in_task = 1;
 	for (;;) {
-		uint64_t c = __atomic_load_n(&ctr, __ATOMIC_ACQUIRE);
-		if ((c >> 32) != (gen & 0xffffffffu) || (int64_t)(c & 0xffffffffu) >= n)
-			break;
-		int64_t i = (int64_t)(c & 0xffffffffu);
-		int64_t k = (n - i) / (2 * nthreads);
+		uint64_t c = __atomic_load_n(&range[r].next, __ATOMIC_ACQUIRE);
+		if ((c >> 32) != (gen & 0xffffffffu) || (int64_t)(c & 0xffffffffu) >= end)
+			return 0;
+		int64_t i = (int64_t)(c & 0xffffffffu), k = (end - i) / 2;
 		if (k < 1)
 			k = 1;
-		if (!__atomic_compare_exchange_n(&ctr, &c, c + (uint64_t)k, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			continue;
-		fn(env, i, i + k);
-		if (__atomic_add_fetch(&finished, k, __ATOMIC_ACQ_REL) == n) {
-			pthread_mutex_lock(&mu);
-			pthread_cond_signal(&done_cv);
-			pthread_mutex_unlock(&mu);
+		if (__atomic_compare_exchange_n(&range[r].next, &c, c + (uint64_t)k, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			*first = i, *count = k;
+			return 1;
+		}
+	}
+}
+
+static void run_chunks(uint64_t gen, nestrt_task fn, void *env, int64_t n, int nr)
+{
+	in_task = 1;
+	for (int j = 0; j < nr; j++) {
+		int r = (self + j) % nr;
+		int64_t i, k;
+		while (claim(gen, r, n * (r + 1) / nr, &i, &k)) {
+			fn(env, i, i + k);
+			if (__atomic_add_fetch(&finished, k, __ATOMIC_ACQ_REL) == n) {
+				pthread_mutex_lock(&mu);
+				pthread_cond_signal(&done_cv);
+				pthread_mutex_unlock(&mu);
+			}
 		}
 	}
 	in_task = 0;
@@ -74,7 +97,7 @@ static uint64_t now_ns(void)
 
 static void *worker(void *arg)
 {
-	(void)arg;
+	self = (int)(intptr_t)arg;
 	uint64_t seen = 0;
 	for (;;) {
 		uint64_t t0 = now_ns();
@@ -92,8 +115,9 @@ static void *worker(void *arg)
 		nestrt_task fn = job_fn;
 		void *env = job_env;
 		int64_t n = job_n;
+		int nr = job_ranges;
 		pthread_mutex_unlock(&mu);
-		run_chunks(seen, fn, env, n);
+		run_chunks(seen, fn, env, n, nr);
 	}
 	return NULL;
 }
@@ -136,7 +160,7 @@ static void start_workers(void)
 	int started = 1;
 	for (int i = 1; i < want; i++) {
 		pthread_t t;
-		if (pthread_create(&t, &attr, worker, NULL) != 0)
+		if (pthread_create(&t, &attr, worker, (void *)(intptr_t)i) != 0)
 			break;
 		pthread_detach(t);
 		started++;
@@ -170,7 +194,7 @@ static void fork_child(void)
 	nthreads = 1;
 	restart = want > 1;
 	generation = 0;
-	ctr = 0;
+	memset(range, 0, sizeof range);
 	finished = 0;
 }
 
@@ -212,8 +236,11 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	job_env = env;
 	job_n = n;
 	uint64_t gen = generation + 1;
+	int nr = n < nthreads ? (int)n : nthreads;
+	job_ranges = nr;
 	__atomic_store_n(&finished, 0, __ATOMIC_RELEASE);
-	__atomic_store_n(&ctr, (gen & 0xffffffffu) << 32, __ATOMIC_RELEASE);
+	for (int r = 0; r < nr; r++)
+		__atomic_store_n(&range[r].next, (gen & 0xffffffffu) << 32 | (uint64_t)(n * r / nr), __ATOMIC_RELEASE);
 	__atomic_store_n(&generation, gen, __ATOMIC_RELEASE);
 	/* wake only as many sleeping workers as there are tasks for */
 	if (n >= nthreads)
@@ -222,7 +249,7 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 		for (int64_t i = 1; i < n; i++)
 			pthread_cond_signal(&work);
 	pthread_mutex_unlock(&mu);
-	run_chunks(gen, fn, env, n);
+	run_chunks(gen, fn, env, n, nr);
 	/* wait for the tasks others claimed, not for workers that never woke */
 	for (int i = 0; spin && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < n && i < 4096; i++) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -521,3 +521,22 @@ LLVMValueRef source_where(Gen *G, Node *n)
 	}
 	return cstr(G, where);
 }
+
+/* A prefetch of the line at p into every cache level (prefetcht0: a repeat
+ * of a line already fetched hits L1). The intrinsic's name is mangled with
+ * its pointer type, which differs between typed (LLVM 14) and opaque
+ * pointers (15 and later): LLVM declares it. */
+void prefetch_line(Gen *G, LLVMValueRef p)
+{
+	prefetch_rw(G, p, 0);
+}
+
+void prefetch_rw(Gen *G, LLVMValueRef p, int write)
+{
+	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
+	LLVMTypeRef pt = G->i8p;
+	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, &pt, 1);
+	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, &pt, 1);
+	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, write), ci32(G, 3), ci32(G, 1)};
+	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
+}

@@ -315,6 +315,9 @@ void nest_end(Fn *F, Nest *N);
 LLVMValueRef masked_load(Gen *G, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
 void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, unsigned align);
 LLVMValueRef lanes_below(Gen *G, int vw, LLVMValueRef n);
+/* a prefetch of the line at p into every cache level (to be written: rw) */
+void prefetch_line(Gen *G, LLVMValueRef p);
+void prefetch_rw(Gen *G, LLVMValueRef p, int write);
 /* a masked load through a vector of pointers (one per lane) */
 LLVMValueRef masked_gather(Gen *G, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
 

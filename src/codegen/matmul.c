@@ -9,20 +9,6 @@
 
 #define MM_MAX_MR 16
 
-/* A prefetch of the line at p into every cache level (prefetcht0: a repeat
- * of a line already fetched hits L1). The intrinsic's name is mangled with
- * its pointer type, which differs between typed (LLVM 14) and opaque
- * pointers (15 and later): LLVM declares it. */
-static void prefetch_line(Gen *G, LLVMValueRef p)
-{
-	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
-	LLVMTypeRef pt = G->i8p;
-	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, &pt, 1);
-	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, &pt, 1);
-	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, 0), ci32(G, 3), ci32(G, 1)};
-	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
-}
-
 /* One register tile of C = A @ B: mr rows by nv vectors of vw columns over
  * k in [0, K); the accumulators stay in registers for the whole k loop (phi
  * nodes). A's elements (rows K apart from arow) are broadcast,
