@@ -401,6 +401,7 @@ typedef struct ConvK {
 	ConvGeom cg;
 	int64_t C, H, W, O, OH, OW, KW, Cg, Og, S, Kw, P, CP;
 	int vw, mr, nv;
+	int rows_outer;   /* the next tile is the next column tile (else the next row tile) */
 	int64_t blen;     /* pixels of the band whose tiles are being made */
 	int64_t nvec, nct, nrtg, nrt, ntiles; /* nvec, nct: the band's vectors and column tiles */
 	int64_t *soff;    /* per kernel position s = kh*KW + kw: its row's offset in the copies */
