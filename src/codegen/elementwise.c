@@ -98,32 +98,44 @@ LLVMValueRef exp_fast_v(Gen *G, LLVMValueRef x, int lanes)
 #undef KI
 }
 
-/* tanh(x) = 1 - 2 / (exp(2x) + 1), through exp_fast for f32 */
-static LLVMValueRef tanh_fast(Gen *G, DType dt, LLVMValueRef x)
+/* An f32 constant, or a vector of `lanes` of it; an f32 intrinsic of one
+ * operand on either */
+#define KF(v) (lanes ? splat(G, llvm.LLVMVectorType(G->f32, (unsigned)lanes), lanes, fconst(G, DT_F32, (v))) \
+                     : fconst(G, DT_F32, (v)))
+static LLVMValueRef math1_v(Gen *G, const char *base, LLVMValueRef x, int lanes)
 {
-	if (dt != DT_F32)
-		return math1(G, "tanh", dt, x);
+	char name[64];
+	LLVMTypeRef t = lanes ? llvm.LLVMVectorType(G->f32, (unsigned)lanes) : G->f32;
+	if (lanes)
+		snprintf(name, sizeof name, "%s.v%df32", base, lanes);
+	else
+		snprintf(name, sizeof name, "%s.f32", base);
+	return call(G, name, t, &t, &x, 1);
+}
+
+/* tanh(x) = 1 - 2 / (exp(2x) + 1) for f32 x, a scalar (lanes 0) or a
+ * vector of `lanes`, through exp_fast */
+static LLVMValueRef tanh_fast_v(Gen *G, LLVMValueRef x, int lanes)
+{
 	LLVMBuilderRef B = G->B;
-	LLVMValueRef e = exp_fast(G, dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 2), ""));
-	LLVMValueRef t = llvm.LLVMBuildFSub(B, fconst(G, dt, 1),
-	                                    llvm.LLVMBuildFDiv(B, fconst(G, dt, 2), llvm.LLVMBuildFAdd(B, e, fconst(G, dt, 1), ""), ""), "");
+	LLVMValueRef e = exp_fast_v(G, llvm.LLVMBuildFMul(B, x, KF(2), ""), lanes);
+	LLVMValueRef t = llvm.LLVMBuildFSub(B, KF(1), llvm.LLVMBuildFDiv(B, KF(2), llvm.LLVMBuildFAdd(B, e, KF(1), ""), ""), "");
 	/* small |x|: x itself is closer than the difference of two near-equal numbers */
-	LLVMValueRef small = llvm.LLVMBuildFCmp(B, LLVMRealOLT, math1(G, "llvm.fabs", dt, x), fconst(G, dt, 1e-4), "");
+	LLVMValueRef small = llvm.LLVMBuildFCmp(B, LLVMRealOLT, math1_v(G, "llvm.fabs", x, lanes), KF(1e-4), "");
 	return llvm.LLVMBuildSelect(B, small, x, t, "");
 }
 
-/* a * b + c, fused where the target has an FMA */
-static LLVMValueRef fmuladd(Gen *G, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+static LLVMValueRef tanh_fast(Gen *G, DType dt, LLVMValueRef x)
 {
-	return fma_f32(G, 0, a, b, c);
+	return dt == DT_F32 ? tanh_fast_v(G, x, 0) : math1(G, "tanh", dt, x);
 }
 
 /* Horner's scheme in t over coefficients c[0] (highest) .. c[n - 1] */
-static LLVMValueRef horner(Gen *G, LLVMValueRef t, const float *c, int n)
+static LLVMValueRef horner(Gen *G, LLVMValueRef t, const float *c, int n, int lanes)
 {
-	LLVMValueRef p = fconst(G, DT_F32, c[0]);
+	LLVMValueRef p = KF(c[0]);
 	for (int i = 1; i < n; i++)
-		p = fmuladd(G, p, t, fconst(G, DT_F32, c[i]));
+		p = fma_f32(G, lanes, p, t, KF(c[i]));
 	return p;
 }
 
@@ -132,31 +144,50 @@ static LLVMValueRef horner(Gen *G, LLVMValueRef t, const float *c, int n)
  * |x| <= 0.927734375 and 1 - exp(Q(|x|)) with the sign of x beyond, both
  * computed and one selected; exp through exp_fast. 0.94 ulp at most over a
  * strided sweep of every f32 (tests/compiled/run.py, erf_sweep); NaN, +-inf and -0 keep their
- * meaning (exp_fast gives 0 below -88, so large |x| is exactly +-1). f64
- * keeps libm's erf. */
-static LLVMValueRef erf_fast(Gen *G, DType dt, LLVMValueRef x)
+ * meaning (exp_fast gives 0 below -88, so large |x| is exactly +-1). A
+ * scalar (lanes 0) or a vector of `lanes`; f64 keeps libm's erf. */
+static LLVMValueRef erf_fast_v(Gen *G, LLVMValueRef x, int lanes)
 {
-	if (dt != DT_F32)
-		return math1(G, "erf", dt, x);
 	LLVMBuilderRef B = G->B;
-	LLVMValueRef t = math1(G, "llvm.fabs", dt, x), s = llvm.LLVMBuildFMul(B, x, x, "");
+	LLVMValueRef t = math1_v(G, "llvm.fabs", x, lanes), s = llvm.LLVMBuildFMul(B, x, x, "");
 	static const float small[] = {-5.96761703e-4f, 4.99119423e-3f, -2.67681349e-2f, 1.12819925e-1f, -3.76125336e-1f,
 	                              1.28379166e-1f};
-	LLVMValueRef rs = fmuladd(G, horner(G, s, small, 6), x, x);
-	LLVMValueRef r = fmuladd(G, fconst(G, dt, -1.72853470e-5f), t, fconst(G, dt, 3.83197126e-4f));
-	LLVMValueRef u = fmuladd(G, fconst(G, dt, -3.88396438e-3f), t, fconst(G, dt, 2.42546219e-2f));
-	r = fmuladd(G, r, s, u);
+	LLVMValueRef rs = fma_f32(G, lanes, horner(G, s, small, 6, lanes), x, x);
+	LLVMValueRef r = fma_f32(G, lanes, KF(-1.72853470e-5f), t, KF(3.83197126e-4f));
+	LLVMValueRef u = fma_f32(G, lanes, KF(-3.88396438e-3f), t, KF(2.42546219e-2f));
+	r = fma_f32(G, lanes, r, s, u);
 	static const float big[] = {-1.06777877e-1f, -6.34846687e-1f, -1.28717512e-1f};
 	for (int i = 0; i < 3; i++)
-		r = fmuladd(G, r, t, fconst(G, dt, big[i]));
-	r = fmuladd(G, r, t, llvm.LLVMBuildFNeg(B, t, ""));
-	LLVMValueRef rb = llvm.LLVMBuildFSub(B, fconst(G, dt, 1), exp_fast(G, dt, r), "");
-	LLVMTypeRef ts[2] = {G->f32, G->f32};
+		r = fma_f32(G, lanes, r, t, KF(big[i]));
+	r = fma_f32(G, lanes, r, t, llvm.LLVMBuildFNeg(B, t, ""));
+	LLVMValueRef rb = llvm.LLVMBuildFSub(B, KF(1), exp_fast_v(G, r, lanes), "");
+	LLVMTypeRef ft = lanes ? llvm.LLVMVectorType(G->f32, (unsigned)lanes) : G->f32;
+	char cs[40];
+	snprintf(cs, sizeof cs, lanes ? "llvm.copysign.v%df32" : "llvm.copysign.f32", lanes);
+	LLVMTypeRef ts[2] = {ft, ft};
 	LLVMValueRef vs[2] = {rb, x};
-	rb = call(G, "llvm.copysign.f32", G->f32, ts, vs, 2);
-	LLVMValueRef isbig = llvm.LLVMBuildFCmp(B, LLVMRealOGT, t, fconst(G, dt, 0.927734375), "");
+	rb = call(G, cs, ft, ts, vs, 2);
+	LLVMValueRef isbig = llvm.LLVMBuildFCmp(B, LLVMRealOGT, t, KF(0.927734375), "");
 	return llvm.LLVMBuildSelect(B, isbig, rb, rs, "");
 }
+
+static LLVMValueRef erf_fast(Gen *G, DType dt, LLVMValueRef x)
+{
+	return dt == DT_F32 ? erf_fast_v(G, x, 0) : math1(G, "erf", dt, x);
+}
+
+LLVMValueRef gelu_f32(Gen *G, LLVMValueRef x, int lanes, int tanh_form)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef half_x = llvm.LLVMBuildFMul(B, KF(0.5), x, "");
+	if (!tanh_form)
+		return llvm.LLVMBuildFMul(B, half_x,
+		                          llvm.LLVMBuildFAdd(B, KF(1), erf_fast_v(G, llvm.LLVMBuildFMul(B, x, KF(0.70710678118654752440), ""), lanes), ""), "");
+	LLVMValueRef x3 = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, x, x, ""), x, "");
+	LLVMValueRef in = llvm.LLVMBuildFMul(B, KF(0.79788456080286535588), llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, KF(0.044715), x3, ""), ""), "");
+	return llvm.LLVMBuildFMul(B, half_x, llvm.LLVMBuildFAdd(B, KF(1), tanh_fast_v(G, in, lanes), ""), "");
+}
+#undef KF
 
 LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
 {
@@ -248,17 +279,20 @@ LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 			return llvm.LLVMBuildSelect(B, c, fconst(G, dt, 0), x, "");
 		}
 		return imaxmin(G, x, llvm.LLVMConstInt(elem_t(G, dt), 0, 0), 1);
-	case OP_GELU: {
-		LLVMValueRef e = erf_fast(G, dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 0.70710678118654752440), ""));
-		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), e, ""), "");
-	}
-	case OP_GELU_TANH: {
-		LLVMValueRef x3 = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, x, x, ""), x, "");
-		LLVMValueRef in = llvm.LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
-		                                llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
-		LLVMValueRef t = tanh_fast(G, dt, in);
-		return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
-	}
+	case OP_GELU:
+	case OP_GELU_TANH:
+		if (dt == DT_F32)
+			return gelu_f32(G, x, 0, op == OP_GELU_TANH);
+		if (op == OP_GELU) {
+			LLVMValueRef e = erf_fast(G, dt, llvm.LLVMBuildFMul(B, x, fconst(G, dt, 0.70710678118654752440), ""));
+			return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), e, ""), "");
+		} else {
+			LLVMValueRef x3 = llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, x, x, ""), x, "");
+			LLVMValueRef in = llvm.LLVMBuildFMul(B, fconst(G, dt, 0.79788456080286535588),
+			                                llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.044715), x3, ""), ""), "");
+			LLVMValueRef t = tanh_fast(G, dt, in);
+			return llvm.LLVMBuildFMul(B, llvm.LLVMBuildFMul(B, fconst(G, dt, 0.5), x, ""), llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), t, ""), "");
+		}
 	case OP_SILU:
 		return llvm.LLVMBuildFDiv(B, x,
 		                     llvm.LLVMBuildFAdd(B, fconst(G, dt, 1), exp_fast(G, dt, llvm.LLVMBuildFNeg(B, x, "")), ""), "");

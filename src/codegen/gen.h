@@ -333,6 +333,9 @@ LLVMValueRef imaxmin(Gen *G, LLVMValueRef a, LLVMValueRef b, int is_max);
 LLVMValueRef exp_fast(Gen *G, DType dt, LLVMValueRef x);
 /* exp_fast of f32 x, a scalar (lanes 0) or a vector of `lanes` */
 LLVMValueRef exp_fast_v(Gen *G, LLVMValueRef x, int lanes);
+/* gelu of f32 x (with tanh: the tanh approximation), a scalar (lanes 0) or a
+ * vector of `lanes` */
+LLVMValueRef gelu_f32(Gen *G, LLVMValueRef x, int lanes, int tanh_form);
 /* a * b + c in f32 (llvm.fmuladd), a scalar (lanes 0) or a vector of `lanes` */
 LLVMValueRef fma_f32(Gen *G, int lanes, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b);

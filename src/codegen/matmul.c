@@ -292,9 +292,9 @@ static void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LL
 
 /* Can the fused epilogue run on a tile's vectors in registers, before they
  * are stored? Floats, and ops that take vectors as they are: +, -, *, /,
- * max, min, relu and negation (a bias, batch norm's scale and shift, a
- * residual). Others (GELU's erf, a causal mask) run over the stored tile
- * (mm_epilogue_rows). Storing a tile, reading it back and storing it again
+ * max, min, relu, negation and f32 GELU (a bias, batch norm's scale and
+ * shift, a residual, a transformer's MLP). Others (a causal mask, tanh)
+ * run over the stored tile (mm_epilogue_rows). Storing a tile, reading it back and storing it again
  * took about a thirtieth of a linear's time (ViT-B/16's, with a bias). */
 static int mm_epi_in_regs(Fn *F, Node *n)
 {
@@ -305,8 +305,9 @@ static int mm_epi_in_regs(Fn *F, Node *n)
 		return 0;
 	for (int e = 0; e < k; e++) {
 		Op op = ops[e]->op;
+		int gelu = (op == OP_GELU || op == OP_GELU_TANH) && n->dtype == DT_F32;
 		if (other[e] ? op != OP_ADD && op != OP_SUB && op != OP_MUL && op != OP_DIV && op != OP_MAX && op != OP_MIN
-		             : op != OP_RELU && op != OP_NEG)
+		             : op != OP_RELU && op != OP_NEG && !gelu)
 			return 0;
 	}
 	return 1;
@@ -327,6 +328,8 @@ static LLVMValueRef mm_epi_vec(Fn *F, Node *n, LLVMValueRef v, int vw, LLVMValue
 		if (!o) {
 			if (x->op == OP_NEG) {
 				v = llvm.LLVMBuildFNeg(B, v, "");
+			} else if (x->op == OP_GELU || x->op == OP_GELU_TANH) {
+				v = gelu_f32(G, v, vw, x->op == OP_GELU_TANH);
 			} else { /* relu: max(x, 0) that keeps NaN */
 				LLVMValueRef z = llvm.LLVMConstNull(vt);
 				v = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, v, z, ""), z, v, "");
