@@ -131,11 +131,12 @@ static int cores(void)
 	return n > 0 ? (int)n : 1;
 }
 
-/* NESTRT_NUM_THREADS: a whole number from 1 (at most 256); anything else is
- * reported once and the default used. */
+/* NESTRT_NUM_THREADS: a whole number from 1 (at most MAX_THREADS); anything
+ * else is reported once and the default used: the cores this process may
+ * run on, at most MAX_THREADS too (the ranges are an array of that many). */
 static int threads_wanted(void)
 {
-	int def = cores();
+	int def = cores() < MAX_THREADS ? cores() : MAX_THREADS;
 	const char *env = getenv("NESTRT_NUM_THREADS");
 	if (!env)
 		return def;
@@ -148,7 +149,7 @@ static int threads_wanted(void)
 		        nestrt__shown(shown, env, strlen(env)), def);
 		return def;
 	}
-	return n > 256 ? 256 : (int)n;
+	return n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
 static void start_workers(void)

@@ -71,11 +71,36 @@ def main():
             p, f = run_packed(nestc, lib, cc, flags, model, d, v)
             packed_pass += p
             packed_fail += f
+        cores_ok = run_cores(lib, cc, flags, d)
         last = r.stdout.strip().split("\n")[-1].split()
         if len(last) == 4 and last[1] == "passed,":
-            print("%d passed, %d failed" % (int(last[0]) + (not problems) + packed_pass,
-                                            int(last[2]) + bool(problems) + packed_fail))
-        return 1 if problems or r.returncode or packed_fail else 0
+            print("%d passed, %d failed" % (int(last[0]) + (not problems) + packed_pass + cores_ok,
+                                            int(last[2]) + bool(problems) + packed_fail + (not cores_ok)))
+        return 1 if problems or r.returncode or packed_fail or not cores_ok else 0
+
+
+def run_cores(lib, cc, flags, d):
+    """test_cores.c: the pool's default on a process that may use 300 CPUs
+    (more than its cap); True when it passed (its line goes to stdout)."""
+    exe = os.path.join(d, "test_cores")
+    cmd = [cc, "-O1", "-g", "-std=c11", "-I" + os.path.join(ROOT, "runtime")] + flags + [
+        "-o", exe, os.path.join(HERE, "test_cores.c"), lib, "-lm", "-lpthread"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL test_cores: %s:\n%s" % (" ".join(cmd), r.stdout + r.stderr))
+        return False
+    env = {k: v for k, v in os.environ.items() if k != "NESTRT_NUM_THREADS"}
+    try:
+        r = subprocess.run([exe], capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        print("FAIL test_cores: no answer in 120 s (the first parallel loop hangs)")
+        return False
+    out = (r.stdout + r.stderr).strip()
+    if r.returncode != 0 or not out.startswith("ok "):
+        print("FAIL test_cores: exit %d: %s" % (r.returncode, out[-500:] or "no output"))
+        return False
+    print(out.split("\n")[0])
+    return True
 
 
 def run_packed(nestc, lib, cc, flags, model, d, v):
