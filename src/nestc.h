@@ -925,6 +925,7 @@ int matmul_pooled(Graph *g, Node *x, int dynamic);
 /* The most elements of an attention's scores per matrix (Plan.attn): two
  * buffers of them on a task's stack. */
 #define ATTN_MAX_ELEMS 65536
+#define ATTN_MAX_K 8192
 /* The most tensors one loop of elementwise ops (op_elementwise) reads when
  * ops are made inline (plan.c). */
 #define EW_LEAVES 12

@@ -619,7 +619,8 @@ static int readers(Graph *g, Node *x, Node **one)
  * shapes, q @ k batched without broadcasting (its epilogue as planned), a
  * softmax over the last axis its only reader, a matmul of the softmax by a
  * batched v the softmax's only reader and with no epilogue of its own, a
- * head's scores at most ATTN_MAX_ELEMS. */
+ * head's scores at most ATTN_MAX_ELEMS, both products' K at most ATTN_MAX_K
+ * (their packed panels are on a task's stack). */
 static void plan_attention(Graph *g, Plan *pl, int dynamic)
 {
 	for (int i = 0; i < g->nnodes; i++)
@@ -628,7 +629,8 @@ static void plan_attention(Graph *g, Plan *pl, int dynamic)
 		Node *qk = g->nodes[i], *e = qk, *sm = NULL, *pv = NULL;
 		int r = qk->rank;
 		if (qk->op != OP_MATMUL || qk->dtype != DT_F32 || r < 3 || !matmul_pooled(g, qk, 0) ||
-		    virtual_slice(g, qk->in[1]) || qk->shape[r - 2] * qk->shape[r - 1] > ATTN_MAX_ELEMS)
+		    virtual_slice(g, qk->in[1]) || qk->shape[r - 2] * qk->shape[r - 1] > ATTN_MAX_ELEMS ||
+		    qk->shape[r - 1] > ATTN_MAX_K || qk->in[0]->shape[r - 1] > ATTN_MAX_K)
 			continue;
 		for (int k = pl->epi_next[qk->id]; k >= 0; k = pl->epi_next[k])
 			e = g->nodes[k];

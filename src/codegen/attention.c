@@ -17,11 +17,12 @@
 #include "gen.h"
 
 /* The tiles' packing buffers of matmul n over K: a panel (K rows) and a
- * partial panel's tiles (M rows), in elements; panels are at most three
+ * partial panel's tiles (MM_PART_ROWS rows at most), in elements; panels are at most three
  * vectors wide (matmul.c, mm_shape). */
 static void attn_bufs(Gen *G, Node *n, int64_t K, int64_t *panel, int64_t *part)
 {
-	int64_t wide = 3 * (G->vbytes / dtype_size(n->dtype)), p = K * wide, t = n->shape[n->rank - 2] * wide;
+	int64_t M = n->shape[n->rank - 2] < MM_PART_ROWS ? n->shape[n->rank - 2] : MM_PART_ROWS;
+	int64_t wide = 3 * (G->vbytes / dtype_size(n->dtype)), p = K * wide, t = M * wide;
 	if (p > *panel)
 		*panel = p;
 	if (t > *part)

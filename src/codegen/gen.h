@@ -359,6 +359,14 @@ void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
 
 /* ------------------------------------------------------------------ matmul.c */
 
+/* The buffers a matmul's task keeps on its stack (8 MiB for a calling
+ * thread: nestrt(3)) stay small whatever the shapes: a partial panel's tiles
+ * go through MM_PART_ROWS rows at a time (a multiple of every tile height:
+ * 12, 8, 4), and a panel of B longer than MM_STACK_PANEL bytes (K over
+ * 10922 floats at 48 columns) is packed into memory from malloc. */
+#define MM_PART_ROWS 192
+#define MM_STACK_PANEL (2 << 20)
+
 /* C = A @ B for one matrix at element offsets oa, ob, oo (conv_transpose2d's too) */
 void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
               LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,

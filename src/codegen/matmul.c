@@ -362,8 +362,8 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
  * panel is the pre-packed copy when `packed` (a run-time pointer, NULL when
  * the runtime has none) points to one, else packed here into `buf` (B's rows
  * are far apart in memory and alias in the cache). A last, partial panel is
- * packed with zeros beyond N, its tiles go to `tmp` (M rows of wide columns)
- * and the valid columns are copied to C. */
+ * packed with zeros beyond N, its tiles go to `tmp` (MM_PART_ROWS rows of
+ * wide columns at a time) and the valid columns are copied to C. */
 static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef packed, LLVMValueRef buf,
                      LLVMValueRef tmp, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn, LLVMValueRef oa,
                      LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
@@ -481,16 +481,24 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		llvm.LLVMPositionBuilderAtEnd(B, after);
 		return;
 	}
-	mm_rows(F, n, a, mr, nv, vw, M, K, oa, panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0, NULL);
-	Loop li, lj;
-	LLVMValueRef i = loop_to(F, &li, M);
+	/* MM_PART_ROWS rows at a time: tmp is on a task's stack, and M rows of
+	 * it (10 MB at M = 80000) overflowed it. The chunks are whole tiles but
+	 * the last, whose leftover rows are M's: mm_rows's tile heights hold. */
+	LLVMValueRef R = ci64(G, MM_PART_ROWS);
+	Loop lch, li, lj;
+	LLVMValueRef r0 = imul(G, loop_to(F, &lch, idiv(G, iadd(G, M, ci64(G, MM_PART_ROWS - 1)), R)), R);
+	LLVMValueRef rest = isub(G, M, r0);
+	LLVMValueRef mc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, rest, R, ""), rest, R, "");
+	mm_rows(F, n, a, mr, nv, vw, mc, K, elem_off(G, oa, r0, K), panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0, NULL);
+	LLVMValueRef i = loop_to(F, &li, mc);
 	LLVMValueRef j = loop_to(F, &lj, left);
 	LLVMValueRef so = iadd(G, imul(G, i, wide), j);
 	LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, tmp, &so, 1, ""), "");
-	store_at(F, n, iadd(G, elem_off(G, oo, i, Nn), iadd(G, cw, j)), x);
+	store_at(F, n, iadd(G, elem_off(G, oo, iadd(G, r0, i), Nn), iadd(G, cw, j)), x);
 	loop_end(F, &lj);
 	loop_end(F, &li);
-	mm_epilogue_apply(F, n, M, Nn, oo, cw, left);
+	mm_epilogue_rows(F, n, r0, mc, Nn, oo, cw, left);
+	loop_end(F, &lch);
 	llvm.LLVMBuildBr(B, after);
 	llvm.LLVMPositionBuilderAtEnd(B, after);
 }
@@ -556,6 +564,33 @@ static void mv_row(Fn *F, Node *n, Node *a, Node *bn, LLVMValueRef K, LLVMValueR
 	llvm.LLVMPositionBuilderAtEnd(B, join);
 }
 
+/* When big, malloc(bytes) (abort when there is no memory: a task has no
+ * way to report it), else NULL; in a block of its own. */
+static LLVMValueRef mm_heap_panel(Fn *F, LLVMValueRef big, LLVMValueRef bytes)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
+	LLVMBasicBlockRef yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmheap");
+	LLVMBasicBlockRef oom = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmoom");
+	LLVMBasicBlockRef join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "mmheapdone");
+	llvm.LLVMBuildCondBr(B, big, yes, join);
+	llvm.LLVMPositionBuilderAtEnd(B, yes);
+	LLVMTypeRef at[1] = {G->i64};
+	LLVMValueRef p = call(G, "malloc", G->i8p, at, &bytes, 1);
+	LLVMValueRef null = llvm.LLVMConstPointerNull(G->i8p);
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, p, null, ""), oom, join);
+	llvm.LLVMPositionBuilderAtEnd(B, oom);
+	call(G, "abort", llvm.LLVMVoidTypeInContext(G->C), NULL, NULL, 0);
+	llvm.LLVMBuildBr(B, join); /* not taken: abort does not return */
+	llvm.LLVMPositionBuilderAtEnd(B, join);
+	LLVMValueRef phi = llvm.LLVMBuildPhi(B, G->i8p, "mmheapp");
+	LLVMValueRef in[3] = {p, null, null};
+	LLVMBasicBlockRef bb[3] = {yes, from, oom};
+	llvm.LLVMAddIncoming(phi, in, bb, 3);
+	return phi;
+}
+
 /* A matmul as tasks of the runtime's thread pool: a function of this module
  * runs tasks [begin, end) with its packing buffers on its own stack; the
  * operands and sizes travel in an i64 array (a, b, c, M, K, N, packed). A
@@ -614,14 +649,22 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
 	/* the packing buffers, sized at run time, on the task's stack (the
-	 * entry block, so that they are allocated once per task call) */
+	 * entry block, so that they are allocated once per task call): a panel
+	 * of K rows up to MM_STACK_PANEL bytes, else from malloc (K = 100000
+	 * took 19 MB and overflowed the stack); MM_PART_ROWS rows of tiles */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-	LLVMValueRef buf = llvm.LLVMBuildArrayAlloca(B, et, imul(G, got[4], wide), "panel");
-	llvm.LLVMSetAlignment(buf, 64);
-	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, imul(G, got[3], wide), "part");
+	LLVMValueRef pel = imul(G, got[4], wide);
+	LLVMValueRef big = llvm.LLVMBuildICmp(B, LLVMIntSGT, pel, ci64(G, MM_STACK_PANEL / dtype_size(n->dtype)), "");
+	LLVMValueRef sbuf = llvm.LLVMBuildArrayAlloca(B, et, llvm.LLVMBuildSelect(B, big, ci64(G, 1), pel, ""), "panel");
+	llvm.LLVMSetAlignment(sbuf, 64);
+	LLVMValueRef prow = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, got[3], ci64(G, MM_PART_ROWS), ""),
+	                                         got[3], ci64(G, MM_PART_ROWS), "");
+	LLVMValueRef tmp = llvm.LLVMBuildArrayAlloca(B, et, imul(G, prow, wide), "part");
 	llvm.LLVMSetAlignment(tmp, 64);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
+	LLVMValueRef heap = mm_heap_panel(&T, big, imul(G, pel, ci64(G, dtype_size(n->dtype))));
+	LLVMValueRef buf = llvm.LLVMBuildSelect(B, big, llvm.LLVMBuildPointerCast(B, heap, ept, ""), sbuf, "");
 	Loop lt;
 	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 	LLVMValueRef z = ci64(G, 0);
@@ -640,6 +683,8 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
 	}
 	loop_end(&T, &lt);
+	LLVMTypeRef ft[1] = {G->i8p};
+	call(G, "free", llvm.LLVMVoidTypeInContext(G->C), ft, &heap, 1);
 	task_end(F, &T, &tk, ntasks);
 }
 

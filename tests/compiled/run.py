@@ -2401,6 +2401,58 @@ def kernels_matmul():
     return res
 
 
+# Shapes past what a task's stack holds (8 MiB for the calling thread): a
+# partial panel's tiles for 70000 rows (9 MB when they went through the stack
+# at once; now MM_PART_ROWS rows at a time, with the fused epilogue at each
+# chunk's rows), and a panel of 70000 rows of K (9 MB; now from malloc, for
+# an activation and for a weight without its pre-packed copy).
+SRC_MM_BIG = """
+const M = 70000
+const K = 8
+const N = 40
+const M2 = 3
+const K2 = 70000
+param w: f32[K, N]
+param b: f32[N]
+param w2: f32[K2, N]
+
+export fn forward(x: f32[M, K], y: f32[K, N], x2: f32[M2, K2], y2: f32[K2, N]) -> (f32[M, N], f32[M, N], f32[M2, N], f32[M2, N]) {
+  return relu(x @ w + b), x @ y - b, x2 @ y2, x2 @ w2 * 2.0
+}
+"""
+
+# One query over 60000 keys: its scores fit an attention's limit, but the
+# product with v packs a panel of 60000 rows (7.7 MB, on a task's stack when
+# the attention ran fused).
+SRC_ATTN_LONG = """
+export fn forward(q: f32[2, 1, 64], kt: f32[2, 64, 60000], v: f32[2, 60000, 64]) -> f32[2, 1, 64] {
+  return softmax(q @ kt * 0.125, axis=-1) @ v
+}
+"""
+
+
+@check("kernels.matmul_large_shapes")
+def kernels_matmul_large_shapes():
+    def case(tag, env):
+        def fn():
+            mdl = region_model(tag, SRC_MM_BIG, rng_inputs(4, x=(70000, 8), y=(8, 40), x2=(3, 70000),
+                                                                         y2=(70000, 40)))
+            out = os.path.join(mdl.d, "out")
+            mdl.build(out)
+            values_ok(mdl.check_compiled(out, env=env))
+        return fn
+    def attention():
+        mdl = region_model("kernels.attn_long", SRC_ATTN_LONG, rng_inputs(5, q=(2, 1, 64), kt=(2, 64, 60000),
+                                                                          v=(2, 60000, 64)))
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        values_ok(mdl.check_compiled(out))
+    return (single("kernels.attention_over_60000_keys", attention) +
+            single("kernels.matmul_large_shapes", case("kernels.mm_big", None)) +
+            single("kernels.matmul_large_shapes_no_prepack_one_thread",
+                   case("kernels.mm_big1", dict(os.environ, NESTRT_PREPACK="0", NESTRT_NUM_THREADS="1"))))
+
+
 # Elementwise trees computed in one loop: broadcasting leaves, where, a cast,
 # a value read twice (kept in storage), and a chain longer than one loop may
 # read (split).
