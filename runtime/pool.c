@@ -4,7 +4,9 @@
  * time; a loop started from inside another runs inline. Idle workers poll
  * for the next loop a while only when there are no more threads than cores.
  * A fork() waits for the loop under way, and the child starts a pool of its
- * own when it first needs one (pthread_atfork). */
+ * own when it first needs one (pthread_atfork). A caller whose stack has
+ * less than STACK_NEED left does not run tasks itself: the workers (or, in a
+ * pool of one thread, a helper thread) run them while it waits. */
 #include "internal.h"
 
 #include <errno.h>
@@ -45,6 +47,33 @@ static _Thread_local int self;  /* this thread's range: 0 for callers, i for wor
 static int spin = 1;            /* threads <= cores: idle workers poll before sleeping */
 static int want = 1;            /* the size asked for (NESTRT_NUM_THREADS or the cores) */
 static int restart;             /* in a forked child: no workers yet */
+static int helper;              /* a pool of one thread: its helper for small stacks started */
+
+/* A task keeps its buffers on its thread's stack: up to a few MiB (a
+ * Winograd block's transforms and rows, a convolution's copies, a matmul's
+ * panel: codegen bounds each). A calling thread with less left (Rust's 2 MiB
+ * threads, glibc's own default of 2 MiB under `ulimit -s unlimited`, musl's
+ * 128 KiB) would overflow it: its loops run on the pool's 16 MiB threads. */
+#define STACK_NEED ((size_t)6 << 20)
+static _Thread_local char *stack_lo; /* the lowest address of this thread's stack, once known */
+static _Thread_local int stack_known;
+
+static int stack_small(void)
+{
+	if (!stack_known) {
+		pthread_attr_t a;
+		void *lo;
+		size_t size;
+		stack_known = 1;
+		if (pthread_getattr_np(pthread_self(), &a) == 0) {
+			if (pthread_attr_getstack(&a, &lo, &size) == 0)
+				stack_lo = lo;
+			pthread_attr_destroy(&a);
+		}
+	}
+	char here;
+	return stack_lo && (size_t)(&here - stack_lo) < STACK_NEED;
+}
 
 /* A claim takes half of what is left of a range, then single tasks at its
  * end, so that a loop of many small tasks (a copy a channel) does not pay
@@ -170,6 +199,24 @@ static void start_workers(void)
 	nthreads = started;
 }
 
+/* The helper of a pool of one thread, for callers with small stacks: worker
+ * 1 over the one range there is. Under submit. 0 when it could not start. */
+static int start_helper(void)
+{
+	if (!helper) {
+		pthread_attr_t attr;
+		pthread_t t;
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, 16u << 20);
+		if (pthread_create(&t, &attr, worker, (void *)(intptr_t)1) == 0) {
+			pthread_detach(t);
+			helper = 1;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	return helper;
+}
+
 /* fork(): the parent waits for the loop under way and holds the pool's locks
  * across the fork, so that the child gets them free and consistent; the
  * child has none of the workers, and starts its own on its first loop. */
@@ -193,6 +240,7 @@ static void fork_child(void)
 	pthread_cond_init(&work, NULL);
 	pthread_cond_init(&done_cv, NULL);
 	nthreads = 1;
+	helper = 0;
 	restart = want > 1;
 	generation = 0;
 	memset(range, 0, sizeof range);
@@ -227,11 +275,18 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 		}
 		pthread_mutex_unlock(&submit);
 	}
-	if (n == 1 || nthreads == 1 || in_task || n > 0x7fffffff) {
+	int away = !in_task && n <= 0x7fffffff && stack_small();
+	if (!away && (n == 1 || nthreads == 1 || in_task || n > 0x7fffffff)) {
 		fn(env, 0, n);
 		return;
 	}
 	pthread_mutex_lock(&submit);
+	if (away && nthreads == 1 && !start_helper()) {
+		/* no thread to hand the loop to: run it here, as before */
+		pthread_mutex_unlock(&submit);
+		fn(env, 0, n);
+		return;
+	}
 	pthread_mutex_lock(&mu);
 	job_fn = fn;
 	job_env = env;
@@ -243,14 +298,16 @@ void nestrt_parallel_for(int64_t n, nestrt_task fn, void *env)
 	for (int r = 0; r < nr; r++)
 		__atomic_store_n(&range[r].next, (gen & 0xffffffffu) << 32 | (uint64_t)(n * r / nr), __ATOMIC_RELEASE);
 	__atomic_store_n(&generation, gen, __ATOMIC_RELEASE);
-	/* wake only as many sleeping workers as there are tasks for */
-	if (n >= nthreads)
+	/* wake only as many sleeping workers as there are tasks for (all of
+	 * them when this thread runs none) */
+	if (n >= nthreads || away)
 		pthread_cond_broadcast(&work);
 	else
 		for (int64_t i = 1; i < n; i++)
 			pthread_cond_signal(&work);
 	pthread_mutex_unlock(&mu);
-	run_chunks(gen, fn, env, n, nr);
+	if (!away)
+		run_chunks(gen, fn, env, n, nr);
 	/* wait for the tasks others claimed, not for workers that never woke */
 	for (int i = 0; spin && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < n && i < 4096; i++) {
 #if defined(__x86_64__) || defined(__i386__)

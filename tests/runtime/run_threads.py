@@ -72,11 +72,62 @@ def main():
             packed_pass += p
             packed_fail += f
         cores_ok = run_cores(lib, cc, flags, d)
+        stack_pass, stack_fail = run_stack(nestc, lib, cc, flags, d)
         last = r.stdout.strip().split("\n")[-1].split()
         if len(last) == 4 and last[1] == "passed,":
-            print("%d passed, %d failed" % (int(last[0]) + (not problems) + packed_pass + cores_ok,
-                                            int(last[2]) + bool(problems) + packed_fail + (not cores_ok)))
-        return 1 if problems or r.returncode or packed_fail or not cores_ok else 0
+            print("%d passed, %d failed" % (int(last[0]) + (not problems) + packed_pass + cores_ok + stack_pass,
+                                            int(last[2]) + bool(problems) + packed_fail + (not cores_ok) + stack_fail))
+        return 1 if problems or r.returncode or packed_fail or not cores_ok or stack_fail else 0
+
+
+# test_stack.c's model: a Winograd convolution and a matmul whose panel of B
+# (10000 rows) takes 1.3 MB of a task's stack
+STACK_SRC = """
+param conv: { weight: f32[64, 64, 3, 3] }
+export fn forward(x: f32[1, 64, 56, 56], a: f32[64, 10000], b: f32[10000, 40]) -> (f32[1, 64, 56, 56], f32[64, 40]) {
+  return relu(conv2d(x, conv.weight, padding=1)), a @ b
+}
+"""
+
+
+def run_stack(nestc, lib, cc, flags, d):
+    """test_stack.c at 1 and 2 threads: the entry called from threads of 8 MiB,
+    2 MiB and 256 KiB of stack; its passed and failed counts."""
+    src, out, weights = (os.path.join(d, f) for f in ("stk.nest", "stk", "stk.safetensors"))
+    with open(src, "w") as f:
+        f.write(STACK_SRC)
+    exe = os.path.join(d, "test_stack")
+    steps = [
+        [nestc, "build", src, "--no-cache", "-o", out],
+        [nestc, "weights", src, "--random-weights", "3", "-o", weights],
+    ]
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL test_stack: %s:\n%s" % (" ".join(cmd), r.stdout + r.stderr))
+            return 0, 1
+    objs = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".o"))
+    cmd = [cc, "-O1", "-g", "-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + out] + flags + [
+        "-o", exe, os.path.join(HERE, "test_stack.c")] + objs + [lib, "-lm", "-lpthread"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL test_stack: %s:\n%s" % (" ".join(cmd), r.stdout + r.stderr))
+        return 0, 1
+    npass = nfail = 0
+    for t in ("1", "2"):
+        r = subprocess.run([exe, weights], capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, NESTRT_NUM_THREADS=t))
+        lines = r.stdout.strip().split("\n")
+        for line in lines[:-1]:
+            print(line.replace("ok ", "ok NESTRT_NUM_THREADS=%s: " % t, 1).replace("FAIL ", "FAIL NESTRT_NUM_THREADS=%s: " % t, 1))
+        last = lines[-1].split() if lines else []
+        if r.returncode in (0, 1) and len(last) == 4 and last[1] == "passed,":
+            npass += int(last[0])
+            nfail += int(last[2])
+        else:
+            print("FAIL NESTRT_NUM_THREADS=%s: test_stack exited with status %d%s" % (t, r.returncode, r.stderr[-300:]))
+            nfail += 1
+    return npass, nfail
 
 
 def run_cores(lib, cc, flags, d):
