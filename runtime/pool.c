@@ -181,21 +181,26 @@ static int threads_wanted(void)
 	return n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
-static void start_workers(void)
+/* Worker i on a stack of 16 MiB (kernels keep packed panels of a matrix and
+ * other buffers on their stack); 0 when it could not start. */
+static int spawn(int i)
 {
 	pthread_attr_t attr;
+	pthread_t t;
 	pthread_attr_init(&attr);
-	/* kernels keep packed panels of a matrix on their stack */
 	pthread_attr_setstacksize(&attr, 16u << 20);
-	int started = 1;
-	for (int i = 1; i < want; i++) {
-		pthread_t t;
-		if (pthread_create(&t, &attr, worker, (void *)(intptr_t)i) != 0)
-			break;
+	int ok = pthread_create(&t, &attr, worker, (void *)(intptr_t)i) == 0;
+	if (ok)
 		pthread_detach(t);
-		started++;
-	}
 	pthread_attr_destroy(&attr);
+	return ok;
+}
+
+static void start_workers(void)
+{
+	int started = 1;
+	while (started < want && spawn(started))
+		started++;
 	nthreads = started;
 }
 
@@ -203,17 +208,8 @@ static void start_workers(void)
  * 1 over the one range there is. Under submit. 0 when it could not start. */
 static int start_helper(void)
 {
-	if (!helper) {
-		pthread_attr_t attr;
-		pthread_t t;
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, 16u << 20);
-		if (pthread_create(&t, &attr, worker, (void *)(intptr_t)1) == 0) {
-			pthread_detach(t);
-			helper = 1;
-		}
-		pthread_attr_destroy(&attr);
-	}
+	if (!helper)
+		helper = spawn(1);
 	return helper;
 }
 

@@ -359,8 +359,8 @@ void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
 
 /* ------------------------------------------------------------------ matmul.c */
 
-/* The buffers a matmul's task keeps on its stack (8 MiB for a calling
- * thread: nestrt(3)) stay small whatever the shapes: a partial panel's tiles
+/* The buffers a matmul's task keeps on its stack (at least 6 MiB of it
+ * free: runtime/pool.c) stay small whatever the shapes: a partial panel's tiles
  * go through MM_PART_ROWS rows at a time (a multiple of every tile height:
  * 12, 8, 4), and a panel of B longer than MM_STACK_PANEL bytes (K over
  * 10922 floats at 48 columns) is packed into memory from malloc. */
