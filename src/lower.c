@@ -1054,6 +1054,8 @@ static void lower_program(Checker *c)
 		}
 	}
 	mark_variance_params(c->p);
+	if (c->d->nerrors == 0)
+		narrow_program(c->p);
 	if (nexports == 0 && c->d->nerrors == 0)
 		warning_plain(c->d, "%s: no exported function: nothing to run or compile (mark an entry point 'export fn')",
 		              c->d->src->path);

@@ -418,6 +418,7 @@ struct Graph {
 	Node **param_nodes;  /* per param index, the OP_PARAM node of this graph (lazy) */
 	int has_fp;          /* region: its guard fingerprint (regions.c) */
 	uint8_t fp[16];
+	int narrowed;        /* region: computed for part of its result only (rows.c) */
 	int has_reuse_hash;  /* region: the value of its reuse_hash for this specialisation */
 	int64_t reuse_hash;
 	int id;
@@ -802,6 +803,13 @@ void mark_variance_params(Program *p);
 /* Check declarations and names, then lower every export into the tensor graph IR.
  * Returns NULL when there were errors (all reported through d). */
 Program *compile_module(Arena *a, Diag *d, Module *m, CompileOptions *opts);
+
+/* ------------------------------------------------------------------ rows.c */
+
+/* Nodes and region calls computed only for the part of their result that is
+ * used (ViT's x[:, 0] of the last layer): entry graphs rebuilt, narrowed
+ * region specialisations added. After lowering, before the region pass. */
+void narrow_program(Program *p);
 
 /* ------------------------------------------------------------------ regions.c */
 

@@ -204,6 +204,11 @@ static const char *guard_diff(RP *r, Graph *g, Variant *v)
 		ks += ls + (es ? 2 : 0);
 		kv += lv + (ev ? 2 : 0);
 	}
+	/* a variant narrowed to the part of its result the caller uses (rows.c) */
+	if (*ks && !*kv)
+		return arena_printf(a, "%s, variant %d computes all of it", ks, v->k);
+	if (*kv && !*ks)
+		return arena_printf(a, "all of the result used, variant %d: %s", v->k, kv);
 	return arena_printf(a, "the body differs from variant %d (other globals, constants or callees)", v->k);
 }
 
@@ -477,9 +482,11 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 		if (!found) {
 			cs->inlined = 1;
 			rt->inlined_calls += cs->count;
-			warning_at(d, cs->call->loc,
-			           "region '%s' already has %d compiled variant%s (max_reuse_entries = %d); this call is compiled inline",
-			           ri->fn->name, ri->max_entries, ri->max_entries == 1 ? "" : "s", ri->max_entries);
+			/* a narrowed specialisation is the compiler's choice, not a guard the user's calls differ in */
+			if (!g->narrowed)
+				warning_at(d, cs->call->loc,
+				           "region '%s' already has %d compiled variant%s (max_reuse_entries = %d); this call is compiled inline",
+				           ri->fn->name, ri->max_entries, ri->max_entries == 1 ? "" : "s", ri->max_entries);
 			continue;
 		}
 		cs->v = found;

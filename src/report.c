@@ -177,7 +177,9 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 			caller_variants_str(rt, ri, i, cvs, sizeof cvs);
 			if (cs->inlined) {
 				fprintf(f, "  call %s in %s%s: %lld inlined (%s)\n", buf, cs->caller->name, cvs, (long long)n,
-				        rt->no_regions ? "--no-regions" : "over max_reuse_entries");
+				        rt->no_regions                ? "--no-regions"
+				        : cs->call->callee->narrowed ? "narrowed, over max_reuse_entries"
+				                                     : "over max_reuse_entries");
 				continue;
 			}
 			variant_name(cs->v, nm, sizeof nm);

@@ -2453,6 +2453,133 @@ def kernels_matmul_large_shapes():
                    case("kernels.mm_big1", dict(os.environ, NESTRT_PREPACK="0", NESTRT_NUM_THREADS="1"))))
 
 
+# Narrowing (src/rows.c): a region whose result is read in part runs a
+# variant computed for that part. A transformer layer with attention, read at
+# token 0 after three calls (ViT's CLS), at tokens 1 and 4 (one variant for
+# rows 1:5, two views of it), at the last token of a chain of two calls, and
+# in ways that must not narrow: along the model axis (matmul columns) and
+# after a softmax across tokens. f is shared by the queries (read in part,
+# through a view of the fold [B*T, D]) and the keys and values (read whole).
+SRC_NARROW = """
+const B = 2
+const T = 7
+const D = 16
+const H = 2
+
+@region
+fn layer(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, T, D] {
+  let f = reshape(layernorm(x, g, g * 0.5, eps=1e-5), [B * T, D])
+  let q = transpose(reshape(f @ wq, [B, T, H, D / H]), [0, 2, 1, 3])
+  let kt = transpose(reshape(f @ wk, [B, T, H, D / H]), [0, 2, 3, 1])
+  let v = transpose(reshape(f @ wv, [B, T, H, D / H]), [0, 2, 1, 3])
+  let a = reshape(transpose(softmax(q @ kt * 0.5, axis=-1) @ v, [0, 2, 1, 3]), [B, T, D])
+  let y = x + a
+  return y + relu(y @ w1 + b1) @ w2
+}
+
+export fn cls(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, D] {
+  for i in 0..3 {
+    x = layer(x, wq, wk, wv, w1, b1, w2, g)
+  }
+  return x[:, 0]
+}
+
+export fn pair(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, D] {
+  let y = layer(x, wq, wk, wv, w1, b1, w2, g)
+  return y[:, 1] * 2.0 + y[:, 4]
+}
+
+export fn last(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, D] {
+  return layer(layer(x, wq, wk, wv, w1, b1, w2, g) * 0.5, wq, wk, wv, w1, b1, w2, g)[:, T - 1]
+}
+
+export fn cols(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, T, 4] {
+  return layer(x, wq, wk, wv, w1, b1, w2, g)[:, :, 0:4]
+}
+
+# a slice in the region along the axis read in part: narrowed, its start moves to the part's
+@region
+fn inner_rows(x: f32[B, T, D], w: f32[D, D]) -> f32[B, T - 2, D] {
+  return relu(x[:, 1:T - 1, 2:D] @ w[2:D])
+}
+
+export fn inner(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, D] {
+  return inner_rows(x, wk)[:, 2]
+}
+
+export fn across(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, D] {
+  return softmax(layer(x, wq, wk, wv, w1, b1, w2, g), axis=1)[:, 0]
+}
+"""
+
+
+def np_layer(x, wq, wk, wv, w1, b1, w2, g):
+    B, T, D = x.shape
+    H = 2
+    x = x.astype(np.float64)
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    f = ((x - mu) / np.sqrt(var + 1e-5) * g + g * 0.5).reshape(B * T, D)
+    heads = lambda m: m.reshape(B, T, H, D // H).transpose(0, 2, 1, 3)
+    q, k, v = heads(f @ wq), heads(f @ wk), heads(f @ wv)
+    s = q @ k.transpose(0, 1, 3, 2) * 0.5
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    y = x + (p @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
+    return y + np.maximum(y @ w1 + b1, 0) @ w2
+
+
+@check("narrow.layer_read_in_part")
+def narrow_layer_read_in_part():
+    ins = rng_inputs(11, x=(2, 7, 16), wq=(16, 16), wk=(16, 16), wv=(16, 16), w1=(16, 32), b1=(32,), w2=(32, 16), g=(16,))
+    a = {k: v.astype(np.float64) for k, v in ins.items()}
+    w = [a[k] for k in ("wq", "wk", "wv", "w1", "b1", "w2", "g")]
+    x = a["x"]
+    y1 = np_layer(x, *w)
+    e = np.exp(y1 - y1.max(1, keepdims=True))
+    refs = {"cls": np_layer(np_layer(y1, *w), *w)[:, 0], "pair": y1[:, 1] * 2 + y1[:, 4],
+            "last": np_layer(y1 * 0.5, *w)[:, 6], "cols": y1[:, :, 0:4],
+            "inner": np.maximum(x[:, 1:6, 2:] @ a["wk"][2:], 0)[:, 2], "across": (e / e.sum(1, keepdims=True))[:, 0]}
+    d = tmpdir("narrow.layer")
+    src = write(os.path.join(d, "m.nest"), SRC_NARROW)
+    res = []
+    out = os.path.join(d, "out")
+    nestc("build", src, "-o", out)
+    for name, ref in refs.items():
+        def fn(name=name, ref=ref):
+            m = Model(d, src, None, ins, entry=name)
+            e = m.entry(out)
+            msgs = [compare(run_compiled(m, out, tag="c_" + name)[0], ref.astype(np.float32), "compiled"),
+                    compare(np.load(m.reference(e)[0]), ref.astype(np.float32), "interpreter")]
+            msgs = [x for x in msgs if x]
+            if msgs:
+                raise Fail("; ".join(msgs))
+        res += single("narrow.%s_against_numpy" % name, fn)
+
+    def report():
+        txt = nestc("report", src).stdout
+        layer = txt[txt.index("region layer "):]
+        layer = layer[:layer.find("\nregion ") % (len(layer) + 1)]
+        guards = re.findall(r"guards: x: f32\[2, 7, 16\];[^\n]*?(; result: [^\n]*)?\n", layer)
+        want = ["", "; result: rows 0:1 of axis 1 used", "; result: rows 1:5 of axis 1 used",
+                "; result: rows 6:7 of axis 1 used"]
+        if "result: rows 2:3 of axis 1 used" not in txt:
+            raise Fail("inner_rows was not narrowed")
+        # a narrowed variant over the user's limit is compiled inline, without the warning
+        # that the user's own calls over it get (-Werror would make it an error)
+        one = write(os.path.join(d, "one.nest"), SRC_NARROW.replace("@region\nfn layer", "@region(max_reuse_entries = 1)\nfn layer"))
+        r = nestc("report", one, "-Werror")
+        lines = [l for l in r.stdout.splitlines() if l.startswith("  call") and "inlined" in l]
+        if r.stderr.strip() or len(lines) != 3 or not all("inlined (narrowed, over max_reuse_entries)" in l for l in lines):
+            raise Fail("max_reuse_entries = 1: stderr %r, inlined calls %s" % (r.stderr, lines))
+        if sorted(guards) != want:
+            raise Fail("layer's variants: %s, expected %s" % (guards, want))
+        for why in ("new variant layer.1 because result: rows 0:1 of axis 1 used, variant 0 computes all of it",):
+            if why not in txt:
+                raise Fail("report lacks %r" % why)
+    return res + single("narrow.report_variants", report)
+
+
 # Elementwise trees computed in one loop: broadcasting leaves, where, a cast,
 # a value read twice (kept in storage), and a chain longer than one loop may
 # read (split).
