@@ -33,6 +33,16 @@ def vit_flop(N, IMG, PATCH, L, D, H, FF):
     return encoder_flop(N * S, S, L, D, FF, N) + 2.0 * N * D * 3 * PATCH * PATCH * g * g
 
 
+def vit_computed_flop(N, IMG, PATCH, L, D, H, FF):
+    """What nestc computes of vit_flop: the last layer narrowed to the CLS token (src/rows.c:
+    only x[:, 0] is returned) computes its query and output projections, MLP and
+    attention rows for one token per image; the keys and values of every token."""
+    g = IMG // PATCH
+    S = g * g + 1
+    gone = N * (S - 1)
+    return vit_flop(N, IMG, PATCH, L, D, H, FF) - (2 * gone * D * D * 2 + 2 * gone * D * FF * 2 + 2 * 2 * N * (S - 1) * S * D)
+
+
 def resnet50_flop(BATCH, IMG, C0, CLASSES):
     def conv(o, i, k, hw):
         return 2 * o * i * k * k * hw * hw
@@ -70,9 +80,13 @@ class NetSections:
                               cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), out("ort"), str(warm), x]))
         return specs
 
-    def net(self, title, kind, src, cfg, values, flop, peak_goal):
-        """One network: nestc against ONNX Runtime, the table, and the issue's goals."""
+    def net(self, title, kind, src, cfg, values, flop, peak_goal, computed=None):
+        """One network: nestc against ONNX Runtime, the table, and the issue's goals. The
+        table's GFLOP/s count the model's FLOPs (flop), the same for every runtime;
+        computed, when nestc leaves some out, is what it computes, and its % of the peak
+        is judged on that."""
         print("\n## %s (%.3g GFLOP per forward)\n" % (title, flop / 1e9))
+        computed = computed or flop
         d = os.path.join(self.work, kind)
         try:
             if "torch" in self.why_not:
@@ -106,11 +120,15 @@ class NetSections:
                        if r.get("cpu") and self.peak.get(t) else "-")
             rel = self.rel_diff(r["out"], ref) if ref is not None else "no reference"
             if r["label"] == "nestc":
-                nest[t] = (r["ms"] / ort[t] if t in ort else None, g / self.peak[t] if self.peak.get(t) else None, rel)
+                gc = computed / r["ms"] / 1e6
+                nest[t] = (r["ms"] / ort[t] if t in ort else None, gc / self.peak[t] if self.peak.get(t) else None, rel)
             print("| %s | %d | %.2f | %.2f | %.1f | %s | %s | %s | %s | %d | %s |"
                   % (r["label"], t, r["ms"], r["min"], g, self.pct(g, t),
                      "%.2f" % (r["ms"] / ort[t]) if t in ort else "-",
                      "%.2f" % r["cpu"] if r.get("cpu") is not None else "-", cpu_pct, r["n"], fmt(rel)))
+        if computed != flop:
+            print("\nnestc computes %.3g GFLOP of the %.3g (the rest is never read: the last layer computes "
+                  "the CLS token's rows only); the goal's % of the FMA peak counts those." % (computed / 1e9, flop / 1e9))
         goals = []
         for t in (1, 2):
             ratio, frac, rel = nest.get(t, (None, None, None))
@@ -118,8 +136,9 @@ class NetSections:
                 t, "s" if t > 1 else "", "%.2fx" % ratio if ratio else "?", RATIO_GOAL,
                 ("met" if ratio <= RATIO_GOAL else "not met") if ratio else "?"))
             if t == 1 and peak_goal:
-                goals.append("1 thread: nestc at %s of the FMA peak (goal >= %.0f%%: %s)" % (
-                    "%.0f%%" % (100 * frac) if frac else "?", 100 * PEAK_GOAL,
+                goals.append("1 thread: nestc at %s of the FMA peak%s (goal >= %.0f%%: %s)" % (
+                    "%.0f%%" % (100 * frac) if frac else "?",
+                    ", counting the FLOPs it computes" if computed != flop else "", 100 * PEAK_GOAL,
                     ("met" if frac >= PEAK_GOAL else "not met") if frac else "?"))
             if isinstance(rel, float):
                 goals.append("%d thread%s: nestc's output within %.2g relative of fp64 PyTorch (goal <= %g: %s)"
@@ -139,7 +158,8 @@ class NetSections:
         self.net("samples/vit.nest (ViT-B/%d, final-normed CLS features): batch %d, %dx%d images, L=%d, D=%d, "
                  "H=%d, FF=%d" % (c["PATCH"], c["N"], c["IMG"], c["IMG"], c["L"], c["D"], c["H"], c["FF"]), "vit",
                  os.path.join(ROOT, "samples", "vit.nest"), c,
-                 [c[k] for k in ("N", "IMG", "PATCH", "L", "D", "H", "FF")], vit_flop(**c), True)
+                 [c[k] for k in ("N", "IMG", "PATCH", "L", "D", "H", "FF")], vit_flop(**c), True,
+                 computed=vit_computed_flop(**c))
 
     def resnet50(self):
         c = RESNET50
