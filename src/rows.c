@@ -17,7 +17,8 @@
  * [B*M, D]: token 0 of each sequence is rows 0 and M of the fold). The ops
  * that keep rows apart narrow: elementwise ops (a broadcast operand is read
  * whole), matmul rows and batch axes, softmax and norms off their axis,
- * reshape, transpose, slice, calls of single-result regions. Everything else
+ * the causal mask's rows, reshape, transpose, slice, calls of single-result
+ * regions. Everything else
  * is computed whole, and a narrowed user reads the part it needs through a
  * slice (a view that copies the part). Graphs with run-time dimensions or a
  * reuse_hash are left alone: their code is shared by shapes this pass does
@@ -159,6 +160,13 @@ static int needs(const Node *n, const Want *w, Want *need)
 		}
 		return 0;
 	}
+	case OP_CAUSAL_MASK:
+		/* [..., i, j] masked where j > i + a[0]: rows keep their mask with
+		 * the offset moved by the part's first row (rows.c: rebuild) */
+		if (w->axis == n->rank - 1 || (w->axis == n->rank - 2 && (w->a != 1 || w->c != 1)))
+			return 0;
+		need[0] = *w;
+		return 1;
 	case OP_RESULT:
 		need[0] = *w;
 		return 1;
@@ -368,6 +376,8 @@ static Graph *rebuild(Narrow *N, Graph *g, const Want *out, int *saves)
 			m->fval = n->fval;
 			m->ival = n->ival;
 			m->callee = n->op == OP_CALL && b.callee[i] ? b.callee[i] : n->callee;
+			if (part && n->op == OP_CAUSAL_MASK && hv->axis == n->rank - 2)
+				m->a[0] += hv->lo;
 			/* a narrowed slice along its own axis reads a part cut to it */
 			if (part && n->op == OP_SLICE && n->in[0]->shape[hv->axis] != n->shape[hv->axis])
 				m->a[hv->axis] = 0;

@@ -2507,6 +2507,14 @@ export fn inner(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1
   return inner_rows(x, wk)[:, 2]
 }
 
+# causal attention read at one query (the next-token logits of a static forward): the mask's
+# offset moves with the row
+export fn causal(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> (f32[B, D], f32[B, 2, D]) {
+  let a = softmax(causal_mask(x @ transpose(x @ wk, [0, 2, 1]) * 0.25), axis=-1) @ x
+  let c = softmax(causal_mask(x @ transpose(x, [0, 2, 1]), offset=1), axis=-1) @ x
+  return a[:, T - 3], c[:, 2:4]
+}
+
 export fn across(x: f32[B, T, D], wq: f32[D, D], wk: f32[D, D], wv: f32[D, D], w1: f32[D, 32], b1: f32[32], w2: f32[32, D], g: f32[D]) -> f32[B, D] {
   return softmax(layer(x, wq, wk, wv, w1, b1, w2, g), axis=1)[:, 0]
 }
@@ -2529,6 +2537,13 @@ def np_layer(x, wq, wk, wv, w1, b1, w2, g):
     return y + np.maximum(y @ w1 + b1, 0) @ w2
 
 
+def np_causal(s, offset, v):
+    T = s.shape[-1]
+    s = np.where(np.arange(T)[None, :] > np.arange(T)[:, None] + offset, -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
 @check("narrow.layer_read_in_part")
 def narrow_layer_read_in_part():
     ins = rng_inputs(11, x=(2, 7, 16), wq=(16, 16), wk=(16, 16), wv=(16, 16), w1=(16, 32), b1=(32,), w2=(32, 16), g=(16,))
@@ -2539,7 +2554,9 @@ def narrow_layer_read_in_part():
     e = np.exp(y1 - y1.max(1, keepdims=True))
     refs = {"cls": np_layer(np_layer(y1, *w), *w)[:, 0], "pair": y1[:, 1] * 2 + y1[:, 4],
             "last": np_layer(y1 * 0.5, *w)[:, 6], "cols": y1[:, :, 0:4],
-            "inner": np.maximum(x[:, 1:6, 2:] @ a["wk"][2:], 0)[:, 2], "across": (e / e.sum(1, keepdims=True))[:, 0]}
+            "inner": np.maximum(x[:, 1:6, 2:] @ a["wk"][2:], 0)[:, 2],
+            "causal": (np_causal(x @ (x @ a["wk"]).transpose(0, 2, 1) * 0.25, 0, x)[:, 4],
+                       np_causal(x @ x.transpose(0, 2, 1), 1, x)[:, 2:4]), "across": (e / e.sum(1, keepdims=True))[:, 0]}
     d = tmpdir("narrow.layer")
     src = write(os.path.join(d, "m.nest"), SRC_NARROW)
     res = []
@@ -2549,8 +2566,13 @@ def narrow_layer_read_in_part():
         def fn(name=name, ref=ref):
             m = Model(d, src, None, ins, entry=name)
             e = m.entry(out)
-            msgs = [compare(run_compiled(m, out, tag="c_" + name)[0], ref.astype(np.float32), "compiled"),
-                    compare(np.load(m.reference(e)[0]), ref.astype(np.float32), "interpreter")]
+            refs_ = ref if isinstance(ref, tuple) else (ref,)
+            got = run_compiled(m, out, tag="c_" + name)
+            interp = m.reference(e)
+            msgs = []
+            for j, r in enumerate(refs_):
+                msgs += [compare(got[j], r.astype(np.float32), "compiled %d" % j),
+                         compare(np.load(interp[j]), r.astype(np.float32), "interpreter %d" % j)]
             msgs = [x for x in msgs if x]
             if msgs:
                 raise Fail("; ".join(msgs))
