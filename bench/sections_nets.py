@@ -128,7 +128,7 @@ class NetSections:
                      "%.2f" % r["cpu"] if r.get("cpu") is not None else "-", cpu_pct, r["n"], fmt(rel)))
         if computed != flop:
             print("\nnestc computes %.3g GFLOP of the %.3g (the rest is never read: the last layer computes "
-                  "the CLS token's rows only); the goal's % of the FMA peak counts those." % (computed / 1e9, flop / 1e9))
+                  "the CLS token's rows only); the goal's %% of the FMA peak counts those." % (computed / 1e9, flop / 1e9))
         goals = []
         for t in (1, 2):
             ratio, frac, rel = nest.get(t, (None, None, None))

@@ -395,12 +395,18 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 		g->has_fp = 1;
 	}
 
-	/* variants, in execution order of the calls */
 	for (int k = 0; k < rt->calls.n; k++) {
 		CallSite *cs = rt->calls.v[k];
+		avec_push(p->arena, &region_of(&r, cs->call->callee->fn)->calls, cs);
+	}
+	/* variants, in execution order of the calls; the narrowed ones (rows.c)
+	 * after, from the slots of max_reuse_entries the calls as written left */
+	for (int k = 0; k < 2 * rt->calls.n; k++) {
+		CallSite *cs = rt->calls.v[k % rt->calls.n];
 		Graph *g = cs->call->callee;
+		if (g->narrowed != (k >= rt->calls.n))
+			continue;
 		RegionInfo *ri = region_of(&r, g->fn);
-		avec_push(p->arena, &ri->calls, cs);
 		if (o->no_regions) {
 			cs->inlined = 1;
 			rt->inlined_calls += cs->count;

@@ -59,9 +59,10 @@ static void merge(Want *into, const Want *w)
 	} else {
 		into->lo = into->lo < w->lo ? into->lo : w->lo;
 		into->hi = into->hi > w->hi ? into->hi : w->hi;
-		if (into->lo == 0 && into->hi == into->e)
-			*into = ALL;
 	}
+	/* a part that is the whole */
+	if (into->kind == W_PART && into->lo == 0 && into->hi == into->e)
+		*into = ALL;
 }
 
 static Want at_axis(const Want *w, int axis)
@@ -88,12 +89,31 @@ static Want bcast(const Node *n, const Node *in, const Want *w)
 	return at_axis(w, j);
 }
 
+/* Can a part of x be cut out by part_of (its axis split in three at most)? */
+static int viewable(const Node *x, const Want *w)
+{
+	return w->kind != W_PART || x->rank + (w->a > 1) + (w->c > 1) <= MAX_RANK;
+}
+
+static int rule(const Node *n, const Want *w, Want *need);
+
 /* What node n needs of each input when only part w of it is computed; 0 when
  * n cannot be computed in part. Single-result calls are decided by the caller. */
 static int needs(const Node *n, const Want *w, Want *need)
 {
 	for (int k = 0; k < n->nin; k++)
 		need[k] = ALL;
+	/* no parts of empty tensors (their factors divide by zero) */
+	if (shape_numel(n->rank, n->shape) == 0 || !rule(n, w, need))
+		return 0;
+	for (int k = 0; k < n->nin; k++)
+		if (!viewable(n->in[k], &need[k]))
+			return 0;
+	return 1;
+}
+
+static int rule(const Node *n, const Want *w, Want *need)
+{
 	switch (op_info[n->op].cls) {
 	case OPC_UNARY:
 	case OPC_CAST:
@@ -367,7 +387,7 @@ static Graph *rebuild(Narrow *N, Graph *g, const Want *out, int *saves)
 				continue;
 			}
 			int64_t shape[MAX_RANK];
-			if (hv->kind == W_PART)
+			if (hv->kind == W_PART && n->op != OP_CALL)
 				narrow_shape(n, hv, shape);
 			else
 				memcpy(shape, n->shape, sizeof shape);

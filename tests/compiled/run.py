@@ -2602,6 +2602,48 @@ def narrow_layer_read_in_part():
     return res + single("narrow.report_variants", report)
 
 
+# Found by review: a part of a rank-7 tensor viewed as [2, 3, 2] needs a view of rank 9
+# (over MAX_RANK: computed whole instead), a part of an empty tensor (its factors divided
+# by zero), and a narrowed variant made first took the max_reuse_entries slot that the
+# calls as written needed (c's [5, 4] was compiled inline with a warning, an error under
+# -Werror).
+SRC_NARROW_EDGES = """
+@region(max_reuse_entries = 2)
+fn lin(x: f32[N, 4], w: f32[4, 4]) -> f32[N, 4] {
+  return tanh(x @ w)
+}
+
+export fn forward(x: f32[12, 1, 1, 1, 1, 1, 1], e: f32[4, 0], y: f32[6, 4], z: f32[5, 4], w: f32[4, 4]) -> (f32[2, 1, 2, 1, 1, 1, 1], f32[2, 0], f32[4], f32[6, 4], f32[5, 4]) {
+  return exp(reshape(x, [2, 3, 2, 1, 1, 1, 1]))[:, 0:1], reshape(exp(e), [2, 2, 0])[0], lin(y, w)[0], lin(y, w), lin(z, w)
+}
+"""
+
+
+@check("narrow.edge_cases")
+def narrow_edge_cases():
+    def fn():
+        ins = rng_inputs(12, x=(12, 1, 1, 1, 1, 1, 1), y=(6, 4), z=(5, 4), w=(4, 4))
+        ins["e"] = np.zeros((4, 0), np.float32)
+        mdl = region_model("narrow.edges", SRC_NARROW_EDGES, ins)
+        out = os.path.join(mdl.d, "out")
+        r = mdl.build(out, "-Werror", "--report")
+        calls = [l for l in r.stdout.splitlines() if l.startswith("  call")]
+        if r.stderr.strip() or len(calls) != 3 or "inlined (narrowed, over max_reuse_entries)" not in calls[0]:
+            raise Fail("max_reuse_entries = 2: stderr %r, calls %s" % (r.stderr, calls))
+        x, y, z, w = (ins[k].astype(np.float64) for k in ("x", "y", "z", "w"))
+        refs = [np.exp(x.reshape(2, 3, 2, 1, 1, 1, 1))[:, 0:1], np.zeros((2, 0)), np.tanh(y @ w)[0], np.tanh(y @ w),
+                np.tanh(z @ w)]
+        got = run_compiled(mdl, out)
+        e = mdl.entry(out)
+        interp = mdl.reference(e)
+        msgs = []
+        for j, ref in enumerate(refs):
+            msgs += [compare(got[j], ref.astype(np.float32), "compiled %d" % j),
+                     compare(np.load(interp[j]), ref.astype(np.float32), "interpreter %d" % j)]
+        values_ok([(None, m) for m in msgs])
+    return single("narrow.edge_cases", fn)
+
+
 # Elementwise trees computed in one loop: broadcasting leaves, where, a cast,
 # a value read twice (kept in storage), and a chain longer than one loop may
 # read (split).
