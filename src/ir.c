@@ -234,6 +234,9 @@ static void dump_node(FILE *f, Program *p, Graph *g, Node *n)
 		fprintf(f, " .%lld", (long long)n->a[0]);
 		break;
 	case OPA_NONE:
+		/* causal_mask's offset (narrowing moves it), unless taken at run time (below) */
+		if (n->op == OP_CAUSAL_MASK && n->a[0] && !gdyn_find(g, n->id, 16))
+			fprintf(f, " offset=%lld", (long long)n->a[0]);
 		break;
 	}
 	/* the integers taken at run time */
