@@ -3,7 +3,7 @@
  *
  * ViT returns the final norm of its CLS token, x[:, 0] of the last layer's
  * [N, 197, D] result: the last layer's MLP, output projection, queries and
- * attention rows for the 196 other tokens are thrown away (6.9% of the
+ * attention rows for the 196 other tokens were thrown away (7% of the
  * model's FLOPs). This pass walks each graph from its results back, works out
  * for every node which part of it its users read, and rebuilds the graph
  * with the nodes that allow it computed for that part only. A call of a
@@ -16,13 +16,12 @@
  * part follow reshapes that fold axes together (linear()'s [B, M, D] ->
  * [B*M, D]: token 0 of each sequence is rows 0 and M of the fold). The ops
  * that keep rows apart narrow: elementwise ops (a broadcast operand is read
- * whole), matmul rows and batch axes, softmax and norms off their axis,
- * the causal mask's rows, reshape, transpose, slice, calls of single-result
- * regions. Everything else
- * is computed whole, and a narrowed user reads the part it needs through a
- * slice (a view that copies the part). Graphs with run-time dimensions or a
- * reuse_hash are left alone: their code is shared by shapes this pass does
- * not see. */
+ * whole), matmul rows and batch axes, softmax and norms off their axis, the
+ * causal mask's rows, reshape, transpose, slice, calls of single-result
+ * regions. Everything else is computed whole, and a narrowed user reads the
+ * part it needs through a slice (a view that copies the part). Graphs with
+ * run-time dimensions or a reuse_hash are left alone: their code is shared
+ * by shapes this pass does not see. */
 #include "nestc.h"
 
 #include <stdlib.h>

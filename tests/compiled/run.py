@@ -2580,8 +2580,7 @@ def narrow_layer_read_in_part():
 
     def report():
         txt = nestc("report", src).stdout
-        layer = txt[txt.index("region layer "):]
-        layer = layer[:layer.find("\nregion ") % (len(layer) + 1)]
+        layer = txt[txt.index("region layer "):].split("\nregion ")[0]
         guards = re.findall(r"guards: x: f32\[2, 7, 16\];[^\n]*?(; result: [^\n]*)?\n", layer)
         want = ["", "; result: rows 0:1 of axis 1 used", "; result: rows 1:5 of axis 1 used",
                 "; result: rows 6:7 of axis 1 used"]
