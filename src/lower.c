@@ -1054,7 +1054,7 @@ static void lower_program(Checker *c)
 		}
 	}
 	mark_variance_params(c->p);
-	if (c->d->nerrors == 0)
+	if (c->d->nerrors == 0 && !c->opts->no_narrow)
 		narrow_program(c->p);
 	if (nexports == 0 && c->d->nerrors == 0)
 		warning_plain(c->d, "%s: no exported function: nothing to run or compile (mark an entry point 'export fn')",

@@ -7,20 +7,20 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir|regions] [--no-regions] [-Werror] [-w]\n"
+	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir|regions] [--no-regions] [--no-narrow] [-Werror] [-w]\n"
 	"       nestc build FILE -o DIR|FILE.a [--emit=obj|asm|llvm] [-O0|-O1|-O2|-O3]\n"
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
-	"                 [-MD] [-MF FILE] [-M] [--no-winograd]\n"
+	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--target=TRIPLE] [--no-regions]\n"
-	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"                 [--no-narrow] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
-	"                 [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"                 [--no-narrow] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc import MODEL.onnx -o OUT.nest [-w WEIGHTS.safetensors] [-D NAME=VALUE]...\n"
 	"                 [--freeze NAME=FILE.pb|FILE.npy]...\n"
 	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
@@ -288,7 +288,7 @@ int main(int argc, char **argv)
 	const char *file = NULL, *dump = NULL;
 	Vec defs = {0}, ins = {0}, outs = {0};
 	RunOptions ro = {0};
-	int werror = 0, nowarn = 0, rc = 2, no_regions = 0;
+	int werror = 0, nowarn = 0, rc = 2, no_regions = 0, no_narrow = 0;
 	ReportFormat fmt = REPORT_TEXT;
 	const char *report_file = NULL;
 	int want_report = 0;
@@ -314,6 +314,9 @@ int main(int argc, char **argv)
 			nowarn = 1;
 		} else if (!strcmp(a, "--no-regions") && !is_run) {
 			no_regions = 1;
+			vec_push(&passthru, (void *)a);
+		} else if (!strcmp(a, "--no-narrow") && !is_import) {
+			no_narrow = 1;
 			vec_push(&passthru, (void *)a);
 		} else if (is_build && !strcmp(a, "--no-winograd")) {
 			bo.no_winograd = 1;
@@ -593,7 +596,7 @@ int main(int argc, char **argv)
 			dv[k].name = arena_strndup(&arena, s, (size_t)(eq - s));
 			dv[k].value = eq + 1;
 		}
-		CompileOptions co = {.defines = dv, .ndefines = defs.n};
+		CompileOptions co = {.defines = dv, .ndefines = defs.n, .no_narrow = no_narrow};
 		int syntax_errors = d.nerrors;
 		p = compile_module(&arena, &d, m, &co);
 		free(dv);
@@ -694,7 +697,7 @@ int main(int argc, char **argv)
 out:
 	for (int k = 0; k < passthru.n; k++)
 		if (((char *)passthru.v[k])[0] == '-' && ((char *)passthru.v[k])[1] != 'O' && strcmp(passthru.v[k], "--no-regions") &&
-		    strcmp(passthru.v[k], "--no-winograd"))
+		    strcmp(passthru.v[k], "--no-winograd") && strcmp(passthru.v[k], "--no-narrow"))
 			free(passthru.v[k]);
 	free(passthru.v);
 	free(freezes.v);

@@ -785,6 +785,7 @@ typedef struct Define {
 typedef struct CompileOptions {
 	Define *defines;
 	int ndefines;
+	int no_narrow;      /* --no-narrow: every node computed whole (rows.c) */
 } CompileOptions;
 
 /* Check declarations and names; evaluate consts (with -D) and region

@@ -2562,9 +2562,13 @@ def narrow_layer_read_in_part():
     res = []
     out = os.path.join(d, "out")
     nestc("build", src, "-o", out)
+    whole = os.path.join(d, "whole")
+    nestc("build", src, "-o", whole, "--no-narrow")
     for name, ref in refs.items():
         def fn(name=name, ref=ref):
             m = Model(d, src, None, ins, entry=name)
+            # the build without narrowing gives the same values
+            ref_whole = run_compiled(m, whole, tag="w_" + name)
             e = m.entry(out)
             refs_ = ref if isinstance(ref, tuple) else (ref,)
             got = run_compiled(m, out, tag="c_" + name)
@@ -2572,6 +2576,7 @@ def narrow_layer_read_in_part():
             msgs = []
             for j, r in enumerate(refs_):
                 msgs += [compare(got[j], r.astype(np.float32), "compiled %d" % j),
+                         compare(ref_whole[j], r.astype(np.float32), "compiled with --no-narrow %d" % j),
                          compare(np.load(interp[j]), r.astype(np.float32), "interpreter %d" % j)]
             msgs = [x for x in msgs if x]
             if msgs:
@@ -2586,6 +2591,13 @@ def narrow_layer_read_in_part():
                 "; result: rows 6:7 of axis 1 used"]
         if "result: rows 2:3 of axis 1 used" not in txt:
             raise Fail("inner_rows was not narrowed")
+        # --no-narrow: the calls as written only, and the dump's graphs whole
+        r = nestc("report", src, "--no-narrow")
+        if "result: rows" in r.stdout or "1 -> layer.1" in r.stdout or r.stderr.strip():
+            raise Fail("--no-narrow: a narrowed variant in the report, or stderr %r" % r.stderr)
+        r = nestc("check", src, "--no-narrow", "--dump=ir")
+        if re.search(r"offset=[34]\b|result f32\[2, 1, 16\]", r.stdout):
+            raise Fail("--no-narrow: a narrowed node in --dump=ir")
         # a narrowed variant over the user's limit is compiled inline, without the warning
         # that the user's own calls over it get (-Werror would make it an error)
         one = write(os.path.join(d, "one.nest"), SRC_NARROW.replace("@region\nfn layer", "@region(max_reuse_entries = 1)\nfn layer"))
