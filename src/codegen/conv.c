@@ -246,11 +246,11 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	 * kernel, unrolled, spilled their sums (1.3x the time of ResNet's stem). */
 	LLVMValueRef wpf = k->S == 1 ? prefetch_base(F, k, o0, mr) : NULL;
 	if (wpf) {
-		int pfsh = 0;
-		while ((2 << pfsh) * mr <= 16)
+		int pfsh = 0, lsh = dtype_size(dt) == 8 ? 3 : 4; /* elements a line: 1 << lsh */
+		while ((2 << pfsh) * mr <= 1 << lsh)
 			pfsh++;
 		LLVMValueRef line = llvm.LLVMBuildLShr(B, c, ci64(G, pfsh), "");
-		LLVMValueRef row = irem(G, line, ci64(G, mr)), col = llvm.LLVMBuildShl(B, idiv(G, line, ci64(G, mr)), ci64(G, 4), "");
+		LLVMValueRef row = irem(G, line, ci64(G, mr)), col = llvm.LLVMBuildShl(B, idiv(G, line, ci64(G, mr)), ci64(G, lsh), "");
 		LLVMValueRef off = iadd(G, imul(G, row, ci64(G, k->Kw)), col);
 		prefetch_line(G, llvm.LLVMBuildGEP2(B, et, wpf, &off, 1, ""));
 	}
