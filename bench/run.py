@@ -49,7 +49,10 @@ forward, the cache a prefill of the first P tokens fills and the logits of each 
   weights per token (every parameter but wpe, of which one row: 494.6 MB) / bandwidth;
   printed as the percentage of the limit each time reaches, with time / ORT, against the
   issue's goals (>= 75% of the limit at 1 thread, >= 85% at 2; <= 0.85x ORT at 1 thread,
-  <= 1.0x at 2). All its servers run with glibc malloc keeping freed memory
+  <= 1.0x at 2). The same read also runs as one more runtime of the rounds (stream
+  serve), so that a last column sets each median against the median read of the same
+  minutes (with the cache bytes): on the AMD kind the step's medians moved by half
+  between runs with the memory system. All its servers run with glibc malloc keeping freed memory
   (DECODE_MALLOC_ENV): the peers allocate present_k/present_v, the whole cache, at every
   step, and first touches of fresh pages are slow on these virtual machines.
 - gpt2-prefill: prefill at T = 1, 7, 64 and 1024, 1 and 2 threads: nestc's one build with

@@ -6,7 +6,12 @@
  * kind's virtual machines the plain loop read as little as 0.9 times what
  * GPT-2's decode step, which prefetches, reached at two threads: the limit
  * was too low).
- * Usage: stream THREADS [MIB]; prints "read GB/s: X". */
+ * Usage: stream THREADS [MIB]; prints "read GB/s: X".
+ *        stream THREADS MIB serve: sets the buffer, prints "ready", then serves
+ *        the protocol of bench/harness.c ("run K": K prefetching reads of the
+ *        whole buffer, their wall times in nanoseconds on one line; "quit"), so
+ *        that bench/run.py reads the bandwidth in the same rounds as the runs it
+ *        compares with it. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sys/mman.h>
@@ -51,6 +56,43 @@ static void *part(void *arg)
 	return NULL;
 }
 
+/* One read of the whole buffer by nth threads; its wall time in seconds. */
+static double read_all(double *check)
+{
+	pthread_t th[64];
+	double t0 = now();
+	for (int t = 0; t < nth; t++)
+		pthread_create(&th[t], NULL, part, (void *)(size_t)t);
+	for (int t = 0; t < nth; t++)
+		pthread_join(th[t], NULL);
+	double dt = now() - t0;
+	for (int t = 0; t < nth; t++)
+		*check += sums[t];
+	return dt;
+}
+
+static int serve(void)
+{
+	char line[64];
+	double check = 0;
+	ahead = 1;
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof line, stdin)) {
+		int k;
+		if (sscanf(line, "run %d", &k) == 1 && k > 0 && k <= 1000) {
+			for (int i = 0; i < k; i++)
+				printf("%s%lld", i ? " " : "", (long long)(read_all(&check) * 1e9));
+			printf("\n");
+			fflush(stdout);
+		} else if (strncmp(line, "quit", 4) == 0) {
+			break;
+		}
+	}
+	fprintf(stderr, "(checksum %g)\n", check);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	nth = argc > 1 ? atoi(argv[1]) : 1;
@@ -76,21 +118,14 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n; i++)
 		buf[i] = (float)(i & 1023);
+	if (argc > 3 && strcmp(argv[3], "serve") == 0)
+		return serve();
 	double best = 0, check = 0;
 	for (int r = 0; r < 10; r++) {
-		pthread_t th[64];
 		ahead = r & 1;
-		double t0 = now();
-		for (int t = 0; t < nth; t++)
-			pthread_create(&th[t], NULL, part, (void *)(size_t)t);
-		for (int t = 0; t < nth; t++)
-			pthread_join(th[t], NULL);
-		double dt = now() - t0;
-		double gbs = (double)(n * sizeof(float)) / dt / 1e9;
+		double gbs = (double)(n * sizeof(float)) / read_all(&check) / 1e9;
 		if (gbs > best)
 			best = gbs;
-		for (int t = 0; t < nth; t++)
-			check += sums[t];
 	}
 	printf("read GB/s: %.2f\n", best);
 	fprintf(stderr, "(checksum %g)\n", check);
