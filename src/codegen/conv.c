@@ -231,6 +231,8 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 					LLVMValueRef off = iadd(G, row, iadd(G, col0, ci64(G, nc + v * vw)));
 					prefetch_line(G, llvm.LLVMBuildGEP2(B, et, nptr(F, k->other[e]), &off, 1, ""));
 				}
+	/* the next row tile's weights (below), when they are a model's */
+	LLVMValueRef wpf = k->S == 1 ? prefetch_base(F, k, o0, mr) : NULL;
 	TileLoop L;
 	tile_loop_begin(F, &L, mr, nv, vt, ci64(G, 0), ci64(G, k->Cg), NULL, nacc);
 	LLVMValueRef c = L.c;
@@ -244,7 +246,6 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	 * sharing their weights): a line every 2^pfsh steps, row after row. Only
 	 * for 1x1 kernels: with the prefetches, the 49 positions of a 7x7
 	 * kernel, unrolled, spilled their sums (1.3x the time of ResNet's stem). */
-	LLVMValueRef wpf = k->S == 1 ? prefetch_base(F, k, o0, mr) : NULL;
 	if (wpf) {
 		int pfsh = 0, lsh = dtype_size(dt) == 8 ? 3 : 4; /* elements a line: 1 << lsh */
 		while ((2 << pfsh) * mr <= 1 << lsh)
