@@ -917,6 +917,12 @@ typedef struct Plan {
 	 * softmax -2, else -1. q, k, v and the epilogue's operands live until
 	 * the second matmul. */
 	int *attn;
+	/* A convolution whose value (after its epilogue) only a max or average
+	 * pooling reads is computed with it, band by band, its own result never
+	 * stored (codegen/conv.c, conv_pool_geom), emitted at the pooling: per
+	 * node, for that pooling the convolution's id, for the convolution -2,
+	 * else -1. The convolution's operands live until the pooling. */
+	int *conv_pool;
 } Plan;
 
 /* Plan a graph's buffers: liveness-based reuse of workspace offsets. `maxshape`
@@ -981,6 +987,11 @@ typedef struct ConvGeom {
 	 * input's (36 C by the tiles rounded up to WINO_MR, then to 16, and 16
 	 * more). */
 	int64_t wino, welems;
+	/* computed with the pooling that reads it (conv_pool_geom): bands of
+	 * prows pooled rows, each from the nrows rows of the convolution they
+	 * read, from row min(max(0, first pooled row * stride - padding),
+	 * OH - nrows) on (blen = nrows * OW pixels); else 0 */
+	int64_t prows, nrows;
 } ConvGeom;
 #define WINO_MIN_TILES 16
 #define WINO_MR 6 /* tiles a register tile of the products */
@@ -993,6 +1004,9 @@ int conv_wino_pack(const Node *n, int dynamic, int vbytes, int64_t rec[4]);
 #define CV_MAX_MR 12 /* a convolution's register tile: channels */
 #define CV_MAX_NV 4  /* and vectors of pixels */
 int conv_geom(const Node *n, int dynamic, ConvGeom *cg);
+/* The layout of convolution n computed with pooling m (ConvGeom.prows), from
+ * copies on the stack of each task; 0 when it is not computed so. */
+int conv_pool_geom(const Node *n, const Node *m, ConvGeom *cg);
 /* Output channels in the lanes (ConvGeom.lanes) are taken on AVX-512
  * (vbytes 64) for f32 with the weights pre-packed as a matmul's transposed
  * right operand, panels of CL_NV vectors of channels: the request (k, n,

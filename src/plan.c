@@ -235,6 +235,68 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 	band_rows(P, cg->blen, OW, cg->extra, &rows, &cg->brows);
 }
 
+/* Convolution n computed with pooling m (ConvGeom.prows): from copies, not
+ * Winograd, not channels in the lanes; a pooling of at most 16 positions,
+ * stride up to 4 across, rows of at most 64 (a row's sums in registers,
+ * codegen/conv.c). A band of prows pooled rows computes the nrows rows of
+ * the convolution they read, KH - stride of them shared with the next band
+ * and computed twice (3x3 of stride 2: one row in 2 * prows + 1); its
+ * copies and its rows of every channel on the task's stack, at most 1 MiB
+ * in all, a core's L2 here (ResNet's stem in bands of 14 pooled rows, 1.4
+ * MB: 1.05x the time of bands of 7 at two threads). The bands and their
+ * split over the output channels are chosen as conv_bands does, the rows
+ * computed twice counted. */
+int conv_pool_geom(const Node *n, const Node *m, ConvGeom *cg)
+{
+	if ((m->op != OP_MAXPOOL2D && m->op != OP_AVGPOOL2D) || !conv_geom(n, 0, cg) || !cg->elems || cg->lanes ||
+	    cg->wino)
+		return 0;
+	const Node *x = n->in[0], *w = n->in[1];
+	int64_t KH = m->a[0], KW = m->a[1], sh = m->a[2], sw = m->a[3], ph = m->a[4];
+	int64_t OH = n->shape[2], OW = n->shape[3], POH = m->shape[2], POW = m->shape[3];
+	if (KH * KW > 16 || sw > 4 || POW > 64 || sh < 1 || ph >= KH || m->in[0]->rank != 4 ||
+	    memcmp(m->in[0]->shape, n->shape, 4 * sizeof n->shape[0]))
+		return 0;
+	int64_t C = x->shape[1], O = n->shape[1], Og = O / cg->groups, CKW = w->shape[3], es = dtype_size(n->dtype);
+	double fma_vec = (double)O * (double)(C / cg->groups) * (double)(w->shape[2] * CKW);
+	double copy_row = (double)(C * CKW * cg->nslot * OW);
+	double best = 0;
+	int64_t bp = 0, bs = 1, bt = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int64_t pr = 1; pr <= POH; pr++) {
+			int64_t nr = (pr - 1) * sh + KH < OH ? (pr - 1) * sh + KH : OH, nb = (POH + pr - 1) / pr;
+			int64_t brows = nr + cg->extra < cg->hr ? nr + cg->extra : cg->hr;
+			int64_t bytes = (O * ((nr * OW + 15) / 16 * 16) + CKW * cg->nslot * C * ((brows * OW + 15) / 16 * 16) + 16) * es;
+			if (nb > 64 || bytes > ((int64_t)1 << 20))
+				continue;
+			double tiles = tile_time((nr * OW + 15) / 16, Og) * fma_vec, copy = (double)brows * copy_row;
+			for (int64_t ns = 1; ns <= 16; ns *= 2) {
+				int64_t tasks = nb * ns;
+				if (tasks > 64 || (ns > 1 && ns * 8 > Og))
+					continue;
+				double t = (double)((tasks + 1) / 2) * (tiles / (double)ns + copy) + (double)nb * (tiles + copy) / 2;
+				if (tasks < 4)
+					t *= 1.04;
+				if (pass == 0 && (best == 0 || t < best))
+					best = t;
+				if (pass == 1 && t <= best * 1.01 && tasks > bt)
+					bp = pr, bs = ns, bt = tasks;
+			}
+		}
+	if (!bp)
+		return 0;
+	cg->prows = bp;
+	cg->nrows = (bp - 1) * sh + KH < OH ? (bp - 1) * sh + KH : OH;
+	cg->blen = cg->nrows * OW;
+	cg->nband = (POH + bp - 1) / bp;
+	cg->nsplit = bs;
+	cg->brows = cg->nrows + cg->extra < cg->hr ? cg->nrows + cg->extra : cg->hr;
+	cg->bcp = (cg->brows * OW + 15) / 16 * 16;
+	cg->slot = CKW * cg->nslot * C * cg->bcp + 16;
+	cg->elems = 0; /* on the stack */
+	return 1;
+}
+
 /* conv2d: see ConvGeom (nestc.h). The input is read in place for a 1x1
  * convolution of stride 1 without padding (a plane's last vector under a
  * mask where the plane is not whole vectors: at 14x14, copying the input
@@ -442,6 +504,38 @@ static void plan_conv_epilogues(Graph *g, Plan *pl, int dynamic, const int *user
 	}
 }
 
+/* Convolutions computed with the pooling that reads them (Plan.conv_pool):
+ * the value of the convolution's epilogue (or its own) has one reader, a
+ * max or average pooling of a static graph, and is not an output; the
+ * epilogue reads no tensor of the result's shape; the operands are not a
+ * sequence's state. */
+static void plan_conv_pool(Graph *g, Plan *pl, int dynamic, const int *users, const int *is_out)
+{
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *m = g->nodes[i], *e;
+		ConvGeom cg;
+		if (dynamic || (m->op != OP_MAXPOOL2D && m->op != OP_AVGPOOL2D) || !dtype_is_float(m->dtype))
+			continue;
+		e = m->in[0];
+		if (users[e->id] != 1 || is_out[e->id] || pl->epi_next[e->id] >= 0)
+			continue;
+		Node *c = pl->fused_into[e->id] >= 0 ? g->nodes[pl->fused_into[e->id]] : e;
+		if (c->op != OP_CONV2D || c->dtype != m->dtype || stateful(c->in[0]) || stateful(c->in[1]) ||
+		    !conv_pool_geom(c, m, &cg))
+			continue;
+		int full = 0;
+		for (int k = pl->epi_next[c->id]; k >= 0; k = pl->epi_next[k])
+			for (int q = 0; q < g->nodes[k]->nin; q++) {
+				Node *o = g->nodes[k]->in[q];
+				full |= o->rank == 4 && !memcmp(o->shape, c->shape, 4 * sizeof c->shape[0]) && o->id < c->id;
+			}
+		if (full)
+			continue;
+		pl->conv_pool[m->id] = c->id;
+		pl->conv_pool[c->id] = -2;
+	}
+}
+
 /* The chains of elementwise ops fused into the matmul that produces their
  * input (bias, activation, residual; attention's scale and causal mask): from
  * a 2-D float matmul or a batch of them on the pool, while the value has one
@@ -454,7 +548,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 {
 	int n = g->nnodes;
 	for (int i = 0; i < n; i++)
-		pl->epi_next[i] = pl->fused_into[i] = -1;
+		pl->epi_next[i] = pl->fused_into[i] = pl->conv_pool[i] = -1;
 	if (dynamic == 2)
 		return; /* a reuse_hash variant's sizes are run-time values: kept simple */
 	int *users = xcalloc((size_t)n + 1, sizeof(int));
@@ -518,6 +612,7 @@ static void plan_epilogues(Graph *g, Plan *pl, int dynamic)
 		}
 	}
 	plan_conv_epilogues(g, pl, dynamic, users, is_out);
+	plan_conv_pool(g, pl, dynamic, users, is_out);
 	free(users);
 	free(is_out);
 }
@@ -659,6 +754,7 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 	pl->fused_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 	pl->ew_into = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 	pl->attn = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
+	pl->conv_pool = arena_alloc(a, (size_t)(n + 1) * sizeof(int));
 
 	/* storage roots: a reshape shares its input's storage, a fused
 	 * elementwise op its matmul's */
@@ -705,6 +801,16 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 				r = root[g->nodes[e]->in[k]->id];
 				last[r] = last[r] > i ? last[r] : i;
 			}
+	}
+	/* a convolution computed with its pooling reads its operands there:
+	 * what is live when the convolution would run lives until the pooling */
+	for (int i = 0; i < n; i++) {
+		int c = pl->conv_pool[i];
+		if (c < 0)
+			continue;
+		for (int r = 0; r < n; r++)
+			if (last[r] >= c && last[r] < i && r < c)
+				last[r] = i;
 	}
 	/* outputs live to the end; each output computed in place at most once */
 	int *out_of = xmalloc(((size_t)n + 1) * sizeof(int));
@@ -774,7 +880,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 			pl->index[i] = root[i];
 			continue;
 		default:
-			if (pl->ew_into[i] >= 0 || pl->attn[i] == -2 || (pl->fused_into[i] >= 0 && pl->attn[pl->fused_into[i]] == -2)) {
+			if (pl->ew_into[i] >= 0 || pl->attn[i] == -2 || (pl->fused_into[i] >= 0 && pl->attn[pl->fused_into[i]] == -2) ||
+			    pl->conv_pool[i] == -2 || (pl->fused_into[i] >= 0 && pl->conv_pool[pl->fused_into[i]] == -2)) {
 				/* computed inline by its reader, or an attention's scores
 				 * and probabilities (buffers of its tasks) */
 				pl->kind[i] = BUF_NONE;
@@ -842,8 +949,8 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 	 * 16 elements that its last tiles read beyond them */
 	for (int i = 0; i < n; i++) {
 		ConvGeom cg;
-		if (!conv_geom(g->nodes[i], max_numel != NULL, &cg))
-			continue;
+		if (pl->conv_pool[i] == -2 || !conv_geom(g->nodes[i], max_numel != NULL, &cg))
+			continue; /* (one computed with its pooling: copies on the stack) */
 		if (!wino)
 			cg.welems = 0;
 		if (!cg.elems && !cg.lelems && !cg.welems)

@@ -234,7 +234,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	/* the next row tile's weights (below), when they are a model's */
 	LLVMValueRef wpf = k->S == 1 ? prefetch_base(F, k, o0, mr) : NULL;
 	TileLoop L;
-	tile_loop_begin(F, &L, mr, nv, vt, ci64(G, 0), ci64(G, k->Cg), NULL, nacc);
+	tile_loop_begin(F, &L, mr, nv, vt, ci64(G, 0), k->cend ? k->cend : ci64(G, k->Cg), NULL, nacc);
 	LLVMValueRef c = L.c;
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fmuladd.v%d%s", vw, dt == DT_F32 ? "f32" : "f64");
@@ -287,12 +287,13 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 		for (int e = 0; e < k->nepi; e++)
 			if (k->other[e] && !cv_full(k, k->other[e]))
 				chv[e] = cv_chan(F, k, k->other[e], o);
-		LLVMValueRef row = iadd(G, iadd(G, ooff, imul(G, o, ci64(G, k->P))), col0);
+		LLVMValueRef row = iadd(G, iadd(G, ooff, imul(G, o, ci64(G, k->OP))), col0);
+		LLVMValueRef out = k->out ? k->out : nptr(F, k->n);
 		for (int v = 0; v < nv; v++) {
 			LLVMValueRef off = iadd(G, row, ci64(G, v * vw));
 			if (v < nv - 1 || rem == vw) {
 				LLVMValueRef x = cv_epilogue(F, k, nacc[r][v], vw, bias, chv, off);
-				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, nptr(F, k->n), &off, 1, "");
+				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, out, &off, 1, "");
 				LLVMValueRef st = llvm.LLVMBuildStore(B, x, llvm.LLVMBuildPointerCast(B, p, vpt, ""));
 				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(dt));
 				continue;
@@ -301,7 +302,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 			for (int l = 0; l < rem; l++) {
 				LLVMValueRef ol = iadd(G, off, ci64(G, l));
 				LLVMValueRef x = llvm.LLVMBuildExtractElement(B, nacc[r][v], ci32(G, l), "");
-				store_at(F, k->n, ol, cv_epilogue(F, k, x, 1, bias, chv, ol));
+				llvm.LLVMBuildStore(B, cv_epilogue(F, k, x, 1, bias, chv, ol), llvm.LLVMBuildGEP2(B, et, out, &ol, 1, ""));
 			}
 		}
 	}
@@ -612,7 +613,7 @@ void cv_setup(Fn *F, ConvK *k, Node *n, ConvGeom *cg, int64_t CP, int inplace, i
 	k->C = k->x->shape[1], k->H = k->x->shape[2], k->W = k->x->shape[3];
 	k->O = n->shape[1], k->OH = n->shape[2], k->OW = n->shape[3], k->KW = k->w->shape[3];
 	k->Cg = k->w->shape[1], k->Og = k->O / cg->groups, k->S = k->w->shape[2] * k->KW, k->Kw = k->Cg * k->S;
-	k->P = k->OH * k->OW;
+	k->P = k->OP = k->OH * k->OW;
 	k->CP = CP;
 	k->vw = F->gen->vbytes / dtype_size(n->dtype);
 	/* row (c, kh, kw)'s offset from channel c of the copies */
@@ -1036,41 +1037,47 @@ static int pool_rows_ok(Gen *G, Node *n)
 	return n->a[3] <= 4 && nch <= 16 && n->a[0] * n->a[1] * nch <= 1024;
 }
 
-static void k_pool_rows(Fn *F, Node *n)
+#define POOL_MAX_NCH 32
+
+/* The row accumulators of pooling n: nch vectors, allocas of T's entry
+ * block (which become registers). */
+static int pool_accs(Fn *T, Node *n, LLVMValueRef *acc)
 {
-	Gen *G = F->gen;
+	Gen *G = T->gen;
 	LLVMBuilderRef B = G->B;
-	Node *x = n->in[0];
-	DType dt = n->dtype;
-	LLVMTypeRef et = elem_t(G, dt), ept = llvm.LLVMPointerType(et, 0);
-	int is_max = n->op == OP_MAXPOOL2D, vw = G->vbytes / dtype_size(dt);
-	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
-	int64_t H = x->shape[2], W = x->shape[3], OH = n->shape[2], OW = n->shape[3];
-	int64_t KH = n->a[0], KW = n->a[1], sh = n->a[2], sw = n->a[3], ph = n->a[4], pw = n->a[5];
-	int nch = (int)((OW + vw - 1) / vw);
-	LLVMValueRef init = fconst(G, dt, is_max ? -INFINITY : 0), vinit = splat(G, vt, vw, init);
-	LLVMValueRef vals[2] = {llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, "")};
-	Fn T;
-	LLVMValueRef got[2];
-	Task tk = task_begin(F, &T, "pool", vals, 2, got);
-	T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "");
-	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "");
-	/* the accumulators: allocas of the entry block, which become registers */
-	LLVMValueRef acc[16];
+	int vw = G->vbytes / dtype_size(n->dtype), nch = (int)((n->shape[3] + vw - 1) / vw);
+	if (nch > POOL_MAX_NCH)
+		ice("pooling: rows of %lld", (long long)n->shape[3]);
+	LLVMTypeRef vt = llvm.LLVMVectorType(elem_t(G, n->dtype), (unsigned)vw);
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
-	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T->entry));
 	for (int c = 0; c < nch; c++)
 		acc[c] = llvm.LLVMBuildAlloca(B, vt, "acc");
 	llvm.LLVMPositionBuilderAtEnd(B, body);
-	Loop lp, loh;
-	LLVMValueRef pl = loop_begin(&T, &lp, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
-	LLVMValueRef oh = loop_to(&T, &loh, ci64(G, OH));
+	return nch;
+}
+
+/* Output row oh of a plane of pooling n (static shapes, a float type):
+ * input row ih of the plane at pbase + ih * W of x's storage, the row's
+ * outputs to orow of n's. */
+static void pool_row(Fn *T, Node *n, Node *x, LLVMValueRef *acc, int nch, LLVMValueRef pbase, LLVMValueRef oh,
+                     LLVMValueRef orow)
+{
+	Gen *G = T->gen;
+	LLVMBuilderRef B = G->B;
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt);
+	int is_max = n->op == OP_MAXPOOL2D, vw = G->vbytes / dtype_size(dt);
+	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
+	int64_t H = x->shape[2], W = x->shape[3], OW = n->shape[3];
+	int64_t KH = n->a[0], KW = n->a[1], sh = n->a[2], sw = n->a[3], ph = n->a[4], pw = n->a[5];
+	LLVMValueRef init = fconst(G, dt, is_max ? -INFINITY : 0), vinit = splat(G, vt, vw, init);
 	for (int c = 0; c < nch; c++)
 		llvm.LLVMBuildStore(B, vinit, acc[c]);
 	for (int64_t kh = 0; kh < KH; kh++) {
 		LLVMValueRef ih = iadd(G, imul(G, oh, ci64(G, sh)), ci64(G, kh - ph));
-		LLVMBasicBlockRef j = if_begin(&T, in_range(G, ih, ci64(G, H)));
-		LLVMValueRef row = imul(G, iadd(G, imul(G, pl, ci64(G, H)), ih), ci64(G, W));
+		LLVMBasicBlockRef j = if_begin(T, in_range(G, ih, ci64(G, H)));
+		LLVMValueRef row = iadd(G, pbase, imul(G, ih, ci64(G, W)));
 		for (int64_t kw = 0; kw < KW; kw++) {
 			int64_t lo, hi, hv;
 			row_range(OW, W, sw, kw - pw, &lo, &hi, &hv);
@@ -1079,9 +1086,9 @@ static void k_pool_rows(Fn *F, Node *n)
 				LLVMValueRef v = NULL, at = iadd(G, row, ci64(G, o0 * sw + kw - pw));
 				if (o1 > lo && o0 < hi && o0 < OW) {
 					if (o0 >= lo && o1 <= hv)
-						v = strided_vec(&T, x, at, sw, vw);
+						v = strided_vec(T, x, at, sw, vw);
 					else /* some outputs read the padding: their lanes masked */
-						v = strided_vec_masked(&T, x, at, o0 * sw + kw - pw, W, sw, vw, init);
+						v = strided_vec_masked(T, x, at, o0 * sw + kw - pw, W, sw, vw, init);
 				}
 				if (!v)
 					continue;
@@ -1089,9 +1096,8 @@ static void k_pool_rows(Fn *F, Node *n)
 				llvm.LLVMBuildStore(B, is_max ? fmaxmin(G, cur, v, 1) : llvm.LLVMBuildFAdd(B, cur, v, ""), acc[c]);
 			}
 		}
-		if_end(&T, j);
+		if_end(T, j);
 	}
-	LLVMValueRef orow = imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW));
 	for (int c = 0; c < nch; c++) {
 		int64_t o0 = (int64_t)c * vw;
 		LLVMValueRef r = llvm.LLVMBuildLoad2(B, vt, acc[c], "");
@@ -1099,16 +1105,140 @@ static void k_pool_rows(Fn *F, Node *n)
 			r = llvm.LLVMBuildFDiv(B, r, splat(G, vt, vw, fconst(G, dt, (double)(KH * KW))), "");
 		LLVMValueRef at = iadd(G, orow, ci64(G, o0));
 		if (o0 + vw <= OW) {
-			LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, T.ptr[n->id], &at, 1, ""), vpt, "");
+			LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, nptr(T, n), &at, 1, ""), vpt, "");
 			llvm.LLVMSetAlignment(llvm.LLVMBuildStore(B, r, p), (unsigned)dtype_size(dt));
 		} else {
 			for (int64_t ow = o0; ow < OW; ow++)
-				store_at(&T, n, iadd(G, orow, ci64(G, ow)), llvm.LLVMBuildExtractElement(B, r, ci32(G, (int)(ow - o0)), ""));
+				store_at(T, n, iadd(G, orow, ci64(G, ow)), llvm.LLVMBuildExtractElement(B, r, ci32(G, (int)(ow - o0)), ""));
 		}
 	}
+}
+
+static void k_pool_rows(Fn *F, Node *n)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	Node *x = n->in[0];
+	LLVMTypeRef ept = llvm.LLVMPointerType(elem_t(G, n->dtype), 0);
+	int64_t H = x->shape[2], W = x->shape[3], OH = n->shape[2], OW = n->shape[3];
+	LLVMValueRef vals[2] = {llvm.LLVMBuildPtrToInt(B, nptr(F, x), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, "")};
+	Fn T;
+	LLVMValueRef got[2], acc[POOL_MAX_NCH];
+	Task tk = task_begin(F, &T, "pool", vals, 2, got);
+	T.ptr[x->id] = llvm.LLVMBuildIntToPtr(B, got[0], ept, "");
+	T.ptr[n->id] = llvm.LLVMBuildIntToPtr(B, got[1], ept, "");
+	int nch = pool_accs(&T, n, acc);
+	Loop lp, loh;
+	LLVMValueRef pl = loop_begin(&T, &lp, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef oh = loop_to(&T, &loh, ci64(G, OH));
+	pool_row(&T, n, x, acc, nch, imul(G, pl, ci64(G, H * W)), oh, imul(G, iadd(G, imul(G, pl, ci64(G, OH)), oh), ci64(G, OW)));
 	loop_end(&T, &loh);
 	loop_end(&T, &lp);
 	task_end(F, &T, &tk, ci64(G, x->shape[0] * x->shape[1]));
+}
+
+/* Convolution n (from copies: ConvGeom.prows) and pooling m, which reads
+ * its value, band by band: a task makes its band's copies, computes the
+ * band's rows of the convolution for its share of the output channels (the
+ * epilogue applied) into a buffer on its stack, then pools those channels'
+ * rows of the band into m. The convolution's result, larger than the
+ * caches, is neither written to memory nor read back (ResNet's stem, 64
+ * channels at 112x112, 3.2 MB). */
+void k_conv2d_pool(Fn *F, Node *n, Node *m)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	ConvGeom cg;
+	ConvK k;
+	if (!conv_pool_geom(n, m, &cg))
+		ice("conv2d: no layout with its pooling");
+	DType dt = n->dtype;
+	LLVMTypeRef et = elem_t(G, dt);
+	cv_setup(F, &k, n, &cg, cg.bcp, 0, 1);
+	for (int e = 0; e < k.nepi; e++)
+		if (k.other[e] && cv_full(&k, k.other[e]))
+			ice("conv2d: a residual with its pooling");
+	for (int i = 0; i < k.nleaf; i++) /* the tasks write the pooling's result, not the convolution's */
+		if (k.leaf[i] == n)
+			k.leaf[i] = m;
+	k.blen = cg.blen;
+	k.nvec = (k.blen + k.vw - 1) / k.vw;
+	/* with the pooling's state live in the task, 8x3 tiles of ResNet's stem
+	 * spilled a sum at every kernel position (1.15x the time of 6x3) */
+	conv_tile_shape(k.nvec, k.Og, G->vbytes >= 64 ? 18 : 12, &k.mr, &k.nv);
+	k.nct = (k.nvec + k.nv - 1) / k.nv;
+	k.nrtg = (k.Og + k.mr - 1) / k.mr;
+	k.nrt = cg.groups * k.nrtg;
+	k.OP = (cg.blen + 15) / 16 * 16;
+	Node *x = m->in[0]; /* the value pooled: the convolution's, through its epilogue */
+	int64_t OW = k.OW, POH = m->shape[2], POW = m->shape[3], sh = m->a[2], ph = m->a[4];
+	int nl = k.nleaf;
+	LLVMValueRef vals[CV_MAX_LEAF + 4], got[CV_MAX_LEAF + 4], acc[POOL_MAX_NCH];
+	Loop ln, lt, lr, lo, lh;
+	LLVMValueRef nn = loop_to(F, &ln, ci64(G, n->shape[0]));
+	cv_env(F, &k, vals);
+	vals[nl] = nn;
+	LLVMValueRef one = llvm.LLVMBuildICmp(B, LLVMIntEQ, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), ci32(G, 1), "");
+	vals[nl + 1] = llvm.LLVMBuildSelect(B, one, ci64(G, 1), ci64(G, cg.nsplit), "");
+	LLVMValueRef ntasks = imul(G, ci64(G, cg.nband), vals[nl + 1]);
+	vals[nl + 2] = ci64(G, k.Cg);
+	Fn T;
+	Task tk = task_begin(F, &T, "cvpool", vals, nl + 3, got);
+	cv_unenv(&T, &k, got);
+	LLVMValueRef nsplit = got[nl + 1];
+	/* the channels' loop of the tiles: the unrolled positions of a 7x7
+	 * kernel, unrolled again over the stem's 3 channels, spilled their sums
+	 * (1.5x the time) */
+	k.cend = got[nl + 2];
+	/* the copies and the band's rows: allocas of the entry block */
+	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	LLVMValueRef slot = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, cg.slot), "slot");
+	llvm.LLVMSetAlignment(slot, 64);
+	LLVMValueRef rows = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, k.O * k.OP), "rows");
+	llvm.LLVMSetAlignment(rows, 64);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	int nch = pool_accs(&T, m, acc);
+	T.ptr[x->id] = rows;
+	k.out = rows;
+	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+	LLVMValueRef band = idiv(G, t, nsplit), share = irem(G, t, nsplit);
+	/* what the band's last tiles read beyond its copies: zeros */
+	for (int z = 0; z < 16; z++)
+		llvm.LLVMBuildStore(B, fconst(G, dt, 0), llvm.LLVMBuildGEP2(B, et, slot, (LLVMValueRef[]){ci64(G, cg.slot - 16 + z)}, 1, ""));
+	/* pooled rows [i0, i1) read rows [r0, r0 + nrows) */
+	LLVMValueRef i0 = imul(G, band, ci64(G, cg.prows));
+	LLVMValueRef i1 = iadd(G, i0, ci64(G, cg.prows));
+	i1 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, i1, ci64(G, POH), ""), i1, ci64(G, POH), "");
+	LLVMValueRef r0 = isub(G, imul(G, i0, ci64(G, sh)), ci64(G, ph));
+	r0 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, r0, ci64(G, 0), ""), ci64(G, 0), r0, "");
+	r0 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSGT, r0, ci64(G, k.OH - cg.nrows), ""), ci64(G, k.OH - cg.nrows), r0, "");
+	LLVMValueRef ncopy = isub(G, ci64(G, cg.hr), r0);
+	ncopy = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, ncopy, ci64(G, cg.brows), ""), ncopy, ci64(G, cg.brows), "");
+	cv_copy(&T, &k, slot, got[nl], ci64(G, 0), ci64(G, k.C), r0, ncopy);
+	LLVMValueRef p0 = imul(G, r0, ci64(G, OW));
+	LLVMValueRef rt0 = idiv(G, imul(G, share, ci64(G, k.nrt)), nsplit);
+	LLVMValueRef rt1 = idiv(G, imul(G, iadd(G, share, ci64(G, 1)), ci64(G, k.nrt)), nsplit);
+	/* the tiles store channel o's pixel p at o * OP + p - p0 of the rows */
+	CvBand a = {.k = &k, .bimg = slot, .ooff = llvm.LLVMBuildNeg(B, p0, ""), .p0 = p0, .ioff = ci64(G, 0), .rt0 = rt0, .rt1 = rt1};
+	cv_band(&T, &a, 0);
+	/* the pooling of the share's channels: those of its row tiles */
+	LLVMValueRef rt = loop_begin(&T, &lr, rt0, rt1);
+	LLVMValueRef grp = idiv(G, rt, ci64(G, k.nrtg)), rtg = irem(G, rt, ci64(G, k.nrtg));
+	LLVMValueRef c0 = imul(G, rtg, ci64(G, k.mr)), c1 = iadd(G, c0, ci64(G, k.mr));
+	c1 = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, c1, ci64(G, k.Og), ""), c1, ci64(G, k.Og), "");
+	LLVMValueRef o = iadd(G, imul(G, grp, ci64(G, k.Og)), loop_begin(&T, &lo, c0, c1));
+	LLVMValueRef pbase = isub(G, imul(G, o, ci64(G, k.OP)), p0);
+	LLVMValueRef oplane = imul(G, iadd(G, imul(G, got[nl], ci64(G, k.O)), o), ci64(G, POH));
+	LLVMValueRef oh = loop_begin(&T, &lh, i0, i1);
+	pool_row(&T, m, x, acc, nch, pbase, oh, imul(G, iadd(G, oplane, oh), ci64(G, POW)));
+	loop_end(&T, &lh);
+	loop_end(&T, &lo);
+	loop_end(&T, &lr);
+	loop_end(&T, &lt);
+	task_end(F, &T, &tk, ntasks);
+	loop_end(F, &ln);
+	free(k.soff);
 }
 
 void k_pool(Fn *F, Node *n)

@@ -402,6 +402,8 @@ void k_causal_mask(Fn *F, Node *n);
 
 void k_conv2d(Fn *F, Node *n);
 void k_pool(Fn *F, Node *n);
+/* convolution n and pooling m, which reads its value (Plan.conv_pool) */
+void k_conv2d_pool(Fn *F, Node *n, Node *m);
 
 /* A convolution's shapes, fused epilogue and the nodes its tasks read
  * (cv_setup), for conv.c's kernels and winograd.c's. */
@@ -420,6 +422,11 @@ typedef struct ConvK {
 	int first[8], nepi;
 	Node *leaf[CV_MAX_LEAF]; /* nodes the tasks read, by pointer */
 	int nleaf;
+	/* where the tiles store: the result (out NULL), channel after channel
+	 * OP elements apart (P), or a task's rows of a band (a pooling's input) */
+	LLVMValueRef out;
+	int64_t OP;
+	LLVMValueRef cend; /* Cg as a value the optimiser does not know, else NULL */
 } ConvK;
 void cv_setup(Fn *F, ConvK *k, Node *n, ConvGeom *cg, int64_t CP, int inplace, int weights);
 /* Is o (an epilogue operand) of the result's shape (a residual)? */

@@ -428,6 +428,13 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 		op = "attention";
 		sh = qk;
 		flops = 2 * scores * (double)qk->in[0]->shape[qk->rank - 1] + 2 * numel * (double)qk->shape[qk->rank - 1];
+	} else if (F->plan->conv_pool[n->id] >= 0) {
+		/* a convolution with the pooling that reads it (conv.c): the
+		 * convolution's shape, place and operations */
+		Node *c = F->g->nodes[F->plan->conv_pool[n->id]], *w = c->in[1];
+		op = n->op == OP_MAXPOOL2D ? "conv2d+max_pool2d" : "conv2d+avg_pool2d";
+		sh = c;
+		flops = 2 * (double)shape_numel(c->rank, c->shape) * (double)(w->shape[1] * w->shape[2] * w->shape[3]);
 	} else if (n->op == OP_MATMUL) { /* 2*M*N*K, K the left operand's last axis */
 		Node *a = n->in[0];
 		flops = 2 * numel * (double)(a->rank ? a->shape[a->rank - 1] : 1);
@@ -447,7 +454,7 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 		dyn_shape_str(G->p->arena, &b, F->g, sh); /* f32[T, 768]: the shapes of the calls vary */
 	else
 		shape_str(&b, sh->dtype, sh->rank, sh->shape);
-	LLVMValueRef f[6] = {cstr(G, op), cstr(G, b.s ? b.s : ""), source_where(G, n),
+	LLVMValueRef f[6] = {cstr(G, op), cstr(G, b.s ? b.s : ""), source_where(G, sh == n || n->op == OP_MATMUL ? n : sh),
 	                     G->kp_owner ? cstr(G, G->kp_owner) : llvm.LLVMConstPointerNull(G->i8p),
 	                     ci64(G, G->kp_slot), llvm.LLVMConstReal(G->f64, flops)};
 	buf_free(&b);
@@ -552,11 +559,14 @@ static void emit_graph_body(Fn *F)
 		}
 		if (n->op == OP_CALL && i <= skip_until)
 			continue;
-		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0 || pl->attn[i] == -2)
-			continue; /* applied by its matmul's tiles, inline by its reader, or by its attention */
+		if (pl->fused_into[i] >= 0 || pl->ew_into[i] >= 0 || pl->attn[i] == -2 || pl->conv_pool[i] == -2)
+			continue; /* applied by its matmul's tiles, inline by its reader, by its attention or its pooling */
 		LLVMValueRef t0 = own_kernel(F, n) ? kp_begin(F) : NULL;
-		if (pl->attn[i] >= 0) {
-			k_attention(F, n);
+		if (pl->attn[i] >= 0 || pl->conv_pool[i] >= 0) {
+			if (pl->attn[i] >= 0)
+				k_attention(F, n);
+			else
+				k_conv2d_pool(F, g->nodes[pl->conv_pool[i]], n);
 			if (t0)
 				kp_end(F, n, t0);
 			continue;

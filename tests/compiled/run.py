@@ -3012,6 +3012,78 @@ def output_errors(got, refs, tol):
     return bad
 
 
+# A convolution whose value only a pooling reads is computed with it, band
+# by band (plan.c: conv_pool_geom, codegen/conv.c: k_conv2d_pool): ResNet's
+# stem (7x7 of stride 2, bias, batch norm's scale and shift, relu, then max
+# pooling 3/2/1) at batch 2 on planes that are not multiples of anything;
+# average pooling 2/2 after a grouped 5x5; max pooling 3/1/1 (bands that
+# share two rows) after a 3x3 of stride 2; f64; and, not fused, a convolution
+# that is also a result. Against NumPy at 1 and 3 threads; the profile names
+# the fused kernels and no separate pooling for them.
+SRC_CONV_POOL = """
+export fn forward(x: f32[2, 3, 45, 39], w7: f32[24, 3, 7, 7], b: f32[24], sc: f32[24], sh: f32[24],
+                  g: f32[1, 8, 30, 26], w5: f32[16, 4, 5, 5], y: f32[1, 16, 33, 29], w3: f32[32, 16, 3, 3]) ->
+    (f32[2, 24, 12, 10], f32[1, 16, 15, 13], f32[1, 32, 17, 15], f64[1, 32, 8, 7], f32[1, 32, 17, 15],
+     f32[1, 32, 9, 8]) {
+  let stem = relu(conv2d(x, w7, b, stride=2, padding=3) * reshape(sc, [24, 1, 1]) + reshape(sh, [24, 1, 1]))
+  let a = max_pool2d(stem, 3, stride=2, padding=1)
+  let c = avg_pool2d(conv2d(g, w5, padding=2, groups=2) - 0.5, 2)
+  let d = max_pool2d(conv2d(y, w3, stride=2, padding=1), 3, stride=1, padding=1)
+  let e = max_pool2d(conv2d(f64(y), f64(w3), stride=2, padding=1), 2)
+  let f = conv2d(y, w3, stride=2, padding=1) * 2.0
+  return a, c, d, e, f, max_pool2d(f, 3, stride=2, padding=1)
+}
+"""
+
+
+@check("kernels.conv2d_pool")
+def kernels_conv2d_pool():
+    ins = rng_inputs(43, x=(2, 3, 45, 39), w7=(24, 3, 7, 7), b=(24,), sc=(24,), sh=(24,), g=(1, 8, 30, 26),
+                     w5=(16, 4, 5, 5), y=(1, 16, 33, 29), w3=(32, 16, 3, 3))
+    mdl = region_model("kernels.conv2d_pool", SRC_CONV_POOL, ins)
+    out = os.path.join(mdl.d, "out")
+    state = {}
+
+    def refs():
+        i = {k: v.astype(np.float64) for k, v in ins.items()}
+        col = lambda v: v.reshape(1, -1, 1, 1)
+        stem = np.maximum(conv_ref(i["x"], i["w7"], i["b"], stride=2, pad=3) * col(i["sc"]) + col(i["sh"]), 0)
+        d = conv_ref(i["y"], i["w3"], stride=2, pad=1)
+        return [pool_ref(stem, (3, 3), (2, 2), (1, 1), np.max),
+                pool_ref(conv_ref(i["g"], i["w5"], pad=2, groups=2) - 0.5, (2, 2), (2, 2), (0, 0), np.mean),
+                pool_ref(d, (3, 3), (1, 1), (1, 1), np.max), pool_ref(d, (2, 2), (2, 2), (0, 0), np.max),
+                d * 2.0, pool_ref(d * 2.0, (3, 3), (2, 2), (1, 1), np.max)]
+
+    def case(threads):
+        def fn():
+            if "built" not in state:
+                mdl.build(out)
+                state["built"] = True
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads), NESTRT_PROFILE="2")
+            e = mdl.entry(out)
+            c = mdl.call(e, "t%d" % threads)
+            exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                                 name="driver_t%d" % threads)
+            r = run([exe], env=env)
+            if r.returncode != 0:
+                raise Fail("compiled program: " + describe([exe], r))
+            got = [np.load(p) for p in c.outputs]
+            bad = output_errors(got, refs(), lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+            if got[3].dtype != np.float64:
+                bad.append("output 3: %s, expected float64" % got[3].dtype)
+            kinds = re.findall(r"^\s+(conv2d\+max_pool2d|conv2d\+avg_pool2d|conv2d|max_pool2d|avg_pool2d)\s+(f\d\d\[[^\]]*\])",
+                               r.stderr, re.M)
+            want = [("conv2d+max_pool2d", "f32[2, 24, 23, 20]"), ("conv2d+avg_pool2d", "f32[1, 16, 30, 26]"),
+                    ("conv2d+max_pool2d", "f32[1, 32, 17, 15]"), ("conv2d+max_pool2d", "f64[1, 32, 17, 15]"),
+                    ("conv2d", "f32[1, 32, 17, 15]"), ("max_pool2d", "f32[1, 32, 9, 8]")]
+            if sorted(kinds) != sorted(want):
+                bad.append("kernels at NESTRT_PROFILE=2: %s, expected %s" % (sorted(kinds), sorted(want)))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    return single("kernels.conv2d_pool_1_thread", case(1)) + single("kernels.conv2d_pool_3_threads", case(3))
+
+
 # Convolutions of small planes with output channels in the lanes (codegen/
 # conv.c, AVX-512 with pre-packed weights): 7x7 with bias, relu and a
 # per-channel scale and shift; a reduction in two and in three blocks of
