@@ -520,16 +520,17 @@ static void plan_conv_pool(Graph *g, Plan *pl, int dynamic, const int *users, co
 		if (users[e->id] != 1 || is_out[e->id] || pl->epi_next[e->id] >= 0)
 			continue;
 		Node *c = pl->fused_into[e->id] >= 0 ? g->nodes[pl->fused_into[e->id]] : e;
-		if (c->op != OP_CONV2D || c->dtype != m->dtype || stateful(c->in[0]) || stateful(c->in[1]) ||
-		    !conv_pool_geom(c, m, &cg))
+		if (c->op != OP_CONV2D || c->dtype != m->dtype || !conv_pool_geom(c, m, &cg))
 			continue;
-		int full = 0;
+		int no = 0; /* a state read, or a tensor of the result's shape */
+		for (int q = 0; q < c->nin; q++)
+			no |= stateful(c->in[q]);
 		for (int k = pl->epi_next[c->id]; k >= 0; k = pl->epi_next[k])
 			for (int q = 0; q < g->nodes[k]->nin; q++) {
 				Node *o = g->nodes[k]->in[q];
-				full |= o->rank == 4 && !memcmp(o->shape, c->shape, 4 * sizeof c->shape[0]) && o->id < c->id;
+				no |= o->rank == 4 && !memcmp(o->shape, c->shape, 4 * sizeof c->shape[0]) && o->id < c->id;
 			}
-		if (full)
+		if (no)
 			continue;
 		pl->conv_pool[m->id] = c->id;
 		pl->conv_pool[c->id] = -2;

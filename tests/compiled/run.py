@@ -3018,8 +3018,9 @@ def output_errors(got, refs, tol):
 # pooling 3/2/1) at batch 2 on planes that are not multiples of anything;
 # average pooling 2/2 after a grouped 5x5; max pooling 3/1/1 (bands that
 # share two rows) after a 3x3 of stride 2; f64; and, not fused, a convolution
-# that is also a result. Against NumPy at 1 and 3 threads; the profile names
-# the fused kernels and no separate pooling for them.
+# that is also a result. Against NumPy at 1 and 3 threads, and built for AVX2
+# and SSE2; the profile names the fused kernels and no separate pooling for
+# them.
 SRC_CONV_POOL = """
 export fn forward(x: f32[2, 3, 45, 39], w7: f32[24, 3, 7, 7], b: f32[24], sc: f32[24], sh: f32[24],
                   g: f32[1, 8, 30, 26], w5: f32[16, 4, 5, 5], y: f32[1, 16, 33, 29], w3: f32[32, 16, 3, 3]) ->
@@ -3054,16 +3055,18 @@ def kernels_conv2d_pool():
                 pool_ref(d, (3, 3), (1, 1), (1, 1), np.max), pool_ref(d, (2, 2), (2, 2), (0, 0), np.max),
                 d * 2.0, pool_ref(d * 2.0, (3, 3), (2, 2), (1, 1), np.max)]
 
-    def case(threads):
+    def case(threads, cpu=None):
         def fn():
-            if "built" not in state:
-                mdl.build(out)
-                state["built"] = True
+            tag = "t%d%s" % (threads, "_" + cpu if cpu else "")
+            o = out + ("_" + cpu if cpu else "")
+            if o not in state:
+                mdl.build(o, *(("--cpu", cpu) if cpu else ()))
+                state[o] = True
             env = dict(os.environ, NESTRT_NUM_THREADS=str(threads), NESTRT_PROFILE="2")
-            e = mdl.entry(out)
-            c = mdl.call(e, "t%d" % threads)
-            exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
-                                 name="driver_t%d" % threads)
+            e = mdl.entry(o)
+            c = mdl.call(e, tag)
+            exe = compile_driver(mdl.d, [c], [mdl.stem], [o], sorted(glob.glob(os.path.join(o, "*.o"))),
+                                 name="driver_" + tag)
             r = run([exe], env=env)
             if r.returncode != 0:
                 raise Fail("compiled program: " + describe([exe], r))
@@ -3081,7 +3084,9 @@ def kernels_conv2d_pool():
             if bad:
                 raise Fail("; ".join(bad))
         return fn
-    return single("kernels.conv2d_pool_1_thread", case(1)) + single("kernels.conv2d_pool_3_threads", case(3))
+    # also built for AVX2 (tiles of 12 sums) and SSE2 (vectors of 4 and 2: rows of 3 and 5 vectors)
+    return (single("kernels.conv2d_pool_1_thread", case(1)) + single("kernels.conv2d_pool_3_threads", case(3))
+            + single("kernels.conv2d_pool_avx2", case(2, "haswell")) + single("kernels.conv2d_pool_sse2", case(2, "x86-64")))
 
 
 # Convolutions of small planes with output channels in the lanes (codegen/
