@@ -293,7 +293,6 @@ int conv_pool_geom(const Node *n, const Node *m, ConvGeom *cg)
 	cg->brows = cg->nrows + cg->extra < cg->hr ? cg->nrows + cg->extra : cg->hr;
 	cg->bcp = (cg->brows * OW + 15) / 16 * 16;
 	cg->slot = CKW * cg->nslot * C * cg->bcp + 16;
-	cg->elems = 0; /* on the stack */
 	return 1;
 }
 
@@ -507,8 +506,9 @@ static void plan_conv_epilogues(Graph *g, Plan *pl, int dynamic, const int *user
 /* Convolutions computed with the pooling that reads them (Plan.conv_pool):
  * the value of the convolution's epilogue (or its own) has one reader, a
  * max or average pooling of a static graph, and is not an output; the
- * epilogue reads no tensor of the result's shape; the operands are not a
- * sequence's state. */
+ * epilogue reads no tensor of the result's shape; no store or call comes
+ * between them (the kernel, run at the pooling, would read a state's later
+ * value). */
 static void plan_conv_pool(Graph *g, Plan *pl, int dynamic, const int *users, const int *is_out)
 {
 	for (int i = 0; i < g->nnodes; i++) {
@@ -522,9 +522,9 @@ static void plan_conv_pool(Graph *g, Plan *pl, int dynamic, const int *users, co
 		Node *c = pl->fused_into[e->id] >= 0 ? g->nodes[pl->fused_into[e->id]] : e;
 		if (c->op != OP_CONV2D || c->dtype != m->dtype || !conv_pool_geom(c, m, &cg))
 			continue;
-		int no = 0; /* a state read, or a tensor of the result's shape */
-		for (int q = 0; q < c->nin; q++)
-			no |= stateful(c->in[q]);
+		int no = 0;
+		for (int k = c->id + 1; k < i; k++)
+			no |= g->nodes[k]->op == OP_STORE || g->nodes[k]->op == OP_CALL;
 		for (int k = pl->epi_next[c->id]; k >= 0; k = pl->epi_next[k])
 			for (int q = 0; q < g->nodes[k]->nin; q++) {
 				Node *o = g->nodes[k]->in[q];
@@ -741,6 +741,26 @@ static void plan_attention(Graph *g, Plan *pl, int dynamic)
 	}
 }
 
+/* What convolution conv's kernel reads for its operand o (chan: a
+ * per-channel operand of its epilogue, computed from the nodes it reads as
+ * codegen/conv.c's cv_chan_leaves finds them) lives until node i. */
+static void conv_pool_live(const Plan *pl, Node *conv, Node *o, const int *root, int *last, int i, int chan, int depth)
+{
+	Node *x = o;
+	if (chan && (depth > 32 || scalar_of_consts(o, 0)))
+		return;
+	if (chan && !conv_chan_ready(pl, conv, o)) {
+		if (o->op != OP_SLICE) {
+			for (int k = 0; k < o->nin; k++)
+				conv_pool_live(pl, conv, o->in[k], root, last, i, 1, depth + 1);
+			return;
+		}
+		x = o->in[0];
+	}
+	if (last[root[x->id]] < i)
+		last[root[x->id]] = i;
+}
+
 Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 {
 	Arena *a = p->arena;
@@ -804,14 +824,19 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 			}
 	}
 	/* a convolution computed with its pooling reads its operands there:
-	 * what is live when the convolution would run lives until the pooling */
+	 * they, and what its epilogue's per-channel operands are computed from
+	 * (conv_chan_leaf), live until the pooling */
 	for (int i = 0; i < n; i++) {
 		int c = pl->conv_pool[i];
 		if (c < 0)
 			continue;
-		for (int r = 0; r < n; r++)
-			if (last[r] >= c && last[r] < i && r < c)
-				last[r] = i;
+		Node *cv = g->nodes[c];
+		for (int q = 0; q < cv->nin; q++)
+			conv_pool_live(pl, cv, cv->in[q], root, last, i, 0, 0);
+		for (int e = pl->epi_next[c]; e >= 0; e = pl->epi_next[e])
+			for (int q = 0; q < g->nodes[e]->nin; q++)
+				if (root[g->nodes[e]->in[q]->id] != c)
+					conv_pool_live(pl, cv, g->nodes[e]->in[q], root, last, i, 1, 0);
 	}
 	/* outputs live to the end; each output computed in place at most once */
 	int *out_of = xmalloc(((size_t)n + 1) * sizeof(int));

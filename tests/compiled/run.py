@@ -3086,7 +3086,100 @@ def kernels_conv2d_pool():
         return fn
     # also built for AVX2 (tiles of 12 sums) and SSE2 (vectors of 4 and 2: rows of 3 and 5 vectors)
     return (single("kernels.conv2d_pool_1_thread", case(1)) + single("kernels.conv2d_pool_3_threads", case(3))
-            + single("kernels.conv2d_pool_avx2", case(2, "haswell")) + single("kernels.conv2d_pool_sse2", case(2, "x86-64")))
+            + single("kernels.conv2d_pool_avx2", case(2, "haswell")) + single("kernels.conv2d_pool_sse2", case(2, "x86-64"))
+            + single("kernels.conv2d_pool_operands_live", conv_pool_operands_live)
+            + single("kernels.conv2d_pool_state", conv_pool_state))
+
+
+# The fused kernel runs where the pooling is, and reads then what the
+# convolution would have read: t, from which the epilogue computes its scale
+# per channel, must not be overwritten by z between them (z took t's input's
+# storage when only the convolution's own operands were kept alive).
+SRC_CONV_POOL_LIVE = """
+export fn forward(x: f32[1, 3, 12, 12], w: f32[8, 3, 3, 3], v: f32[8, 4]) -> (f32[1, 8, 5, 5], f32[8]) {
+  let s = sum(v, axis=1)
+  let t = s * 2.0
+  let y = conv2d(x, w) * reshape(t, [8, 1, 1])
+  let z = sum(v * 3.0, axis=1)
+  let p = max_pool2d(y, 2)
+  return p, z + 1.0
+}
+"""
+
+
+def conv_pool_operands_live():
+    ins = rng_inputs(47, x=(1, 3, 12, 12), w=(8, 3, 3, 3), v=(8, 4))
+    mdl = region_model("kernels.conv2d_pool_operands_live", SRC_CONV_POOL_LIVE, ins)
+    out = os.path.join(mdl.d, "out")
+    mdl.build(out)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    y = conv_ref(i["x"], i["w"]) * (2.0 * i["v"].sum(axis=1)).reshape(1, -1, 1, 1)
+    refs = [pool_ref(y, (2, 2), (2, 2), (0, 0), np.max), (3.0 * i["v"]).sum(axis=1) + 1.0]
+    for threads in (1, 3):
+        got = run_compiled(mdl, out, tag="t%d" % threads, env=dict(os.environ, NESTRT_NUM_THREADS=str(threads)))
+        bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+        if bad:
+            raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+
+
+# A state written between a convolution that reads it and the pooling of the
+# convolution: not computed together (the kernel, at the pooling, would read
+# the new value). init sets s to -1; step's result is the convolution of -1
+# by 0.1 over 3x3x3: -2.7.
+SRC_CONV_POOL_STATE = """
+state s: f32[1, 48]
+
+export fn init(x: f32[48]) -> f32[48] {
+  s[0] = x
+  return x
+}
+
+export fn step(x: f32[1, 3, 4, 4], w: f32[4, 3, 3, 3]) -> f32[1, 4, 1, 1] {
+  let y = conv2d(reshape(s, [1, 3, 4, 4]), w)
+  s[0] = reshape(x, [48])
+  return max_pool2d(y, 2)
+}
+"""
+
+DRV_CONV_POOL_STATE = r"""
+#include <stdio.h>
+#include "m.h"
+int main(void) {
+	nestrt_error err;
+	m *mm = m_new(NULL, &err);
+	if (!mm) { fprintf(stderr, "new: %s\n", err.message); return 2; }
+	m_seq *s = m_seq_new(mm, &err);
+	if (!s) { fprintf(stderr, "seq_new: %s\n", err.message); return 2; }
+	float x[48], s0[48], o48[48], w[108], out[4];
+	for (int i = 0; i < 48; i++) x[i] = 1.0f + i * 0.01f, s0[i] = -1.0f;
+	for (int i = 0; i < 108; i++) w[i] = 0.1f;
+	if (m_init(mm, s, s0, o48) || m_step(mm, s, x, w, out)) { fprintf(stderr, "%s\n", m_error(mm)); return 1; }
+	for (int i = 0; i < 4; i++) printf("%.6f\n", out[i]);
+	return 0;
+}
+"""
+
+
+def conv_pool_state():
+    d = tmpdir("kernels.conv2d_pool_state")
+    src = os.path.join(d, "m.nest")
+    write(src, SRC_CONV_POOL_STATE)
+    out = os.path.join(d, "out")
+    nestc("build", src, "-o", out)
+    drv = os.path.join(d, "drv.c")
+    write(drv, DRV_CONV_POOL_STATE)
+    exe = os.path.join(d, "drv")
+    cmd = [CC, "-O1", "-std=c11", "-I" + RUNTIME, "-I" + out, drv] + sorted(glob.glob(os.path.join(out, "*.o")))
+    cmd += [LIBNESTRT, "-lm", "-lpthread", "-o", exe] + LINK_FLAGS
+    r = run(cmd)
+    if r.returncode != 0:
+        raise Fail("driver does not compile or link: " + describe(cmd, r))
+    r = run([exe])
+    if r.returncode != 0:
+        raise Fail("driver: " + describe([exe], r))
+    got = [float(v) for v in r.stdout.split()]
+    if len(got) != 4 or any(abs(v + 2.7) > 1e-5 for v in got):
+        raise Fail("step's result %s, expected -2.7 four times (the convolution of the state before the store)" % got)
 
 
 # Convolutions of small planes with output channels in the lanes (codegen/
