@@ -401,9 +401,28 @@ void k_causal_mask(Fn *F, Node *n);
 /* ------------------------------------------------------------------ conv.c */
 
 void k_conv2d(Fn *F, Node *n);
-void k_pool(Fn *F, Node *n);
 /* convolution n and pooling m, which reads its value (Plan.conv_pool) */
 void k_conv2d_pool(Fn *F, Node *n, Node *m);
+/* ------------------------------------------------------------------ pool.c */
+
+void k_pool(Fn *F, Node *n);
+/* A row's output columns ow that read x at ow*sw + off inside [0, W):
+ * [lo, hi); and the end hv of those whose vector of sw*vw inputs stays in
+ * the row as well. */
+void row_range(int64_t OW, int64_t W, int64_t sw, int64_t off, int64_t *lo, int64_t *hi, int64_t *hv);
+/* vw elements of x from `at` on, sw apart, as a vector (one load and a
+ * shuffle); with `fill`, those outside [0, W) of their row (at is rel
+ * from its start) are fill, their addresses untouched. */
+LLVMValueRef strided_vec_masked(Fn *F, Node *x, LLVMValueRef at, int64_t rel, int64_t W, int64_t sw, int vw,
+                                LLVMValueRef fill);
+LLVMValueRef strided_vec(Fn *F, Node *x, LLVMValueRef at, int64_t sw, int vw);
+#define POOL_MAX_NCH 32 /* vectors of a pooled row */
+/* The row accumulators of pooling n (allocas of T's entry block): how many */
+int pool_accs(Fn *T, Node *n, LLVMValueRef *acc);
+/* Output row oh of a plane of pooling n: input row ih at pbase + ih * W of
+ * x's storage, the outputs to orow of n's */
+void pool_row(Fn *T, Node *n, Node *x, LLVMValueRef *acc, int nch, LLVMValueRef pbase, LLVMValueRef oh,
+              LLVMValueRef orow);
 
 /* A convolution's shapes, fused epilogue and the nodes its tasks read
  * (cv_setup), for conv.c's kernels and winograd.c's. */
