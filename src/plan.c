@@ -188,6 +188,33 @@ static void band_rows(int64_t P, int64_t len, int64_t OW, int64_t extra, double 
 	}
 }
 
+/* Layouts of bands, compared (conv_bands, conv_pool_geom): nb bands, each
+ * split into ns tasks (shares of the output channels, 8 or more each), at
+ * most 64 tasks; tiles a band's compute, copy a task's copying. The first
+ * pass finds the least time (below), the second takes the most tasks within
+ * 1% of it: key (the caller's) and ns. */
+typedef struct BandPick {
+	int pass;
+	double best;
+	int64_t key, ns, tasks;
+} BandPick;
+
+static void band_pick(BandPick *b, int64_t key, int64_t nb, int64_t Og, double tiles, double copy)
+{
+	for (int64_t ns = 1; ns <= 16; ns *= 2) {
+		int64_t tasks = nb * ns;
+		if (tasks > 64 || (ns > 1 && ns * 8 > Og))
+			continue;
+		double t = (double)((tasks + 1) / 2) * (tiles / (double)ns + copy) + (double)nb * (tiles + copy) / 2;
+		if (tasks < 4)
+			t *= 1.04;
+		if (b->pass == 0 && (b->best == 0 || t < b->best))
+			b->best = t;
+		if (b->pass == 1 && t <= b->best * 1.01 && tasks > b->tasks)
+			b->key = key, b->ns = ns, b->tasks = tasks;
+	}
+}
+
 /* The tasks of a convolution from copies: bands of blen output pixels, each
  * split over nsplit shares of the output channels. A task's compute is its
  * band's tiles (tile_time: vectors of 16 pixels, AVX-512's, and the tiles'
@@ -203,10 +230,10 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 	int64_t Og = O / cg->groups, P = OH * OW, nvec = (P + 15) / 16;
 	double fma_vec = (double)O * (double)(C / cg->groups) * (double)(KH * KW); /* vector FMAs a vector of pixels */
 	double copy_row = (double)(C * KW * cg->nslot * OW);                      /* elements a copied row */
-	double best = 0;
-	int64_t bu = nvec > 0 ? nvec : 1, bs = 1, bt = 0, most;
-	/* from the shortest bands that make at most 64 tasks (below) on */
-	for (int pass = 0; pass < 2; pass++)
+	BandPick bp = {.key = nvec > 0 ? nvec : 1, .ns = 1};
+	int64_t most;
+	/* from the shortest bands that make at most 64 tasks (band_pick) on */
+	for (bp.pass = 0; bp.pass < 2; bp.pass++)
 		for (int64_t u = nvec / 64 > 1 ? nvec / 64 : 1; u <= nvec; u++) {
 			int64_t len = u * 16, nb = (P + len - 1) / len;
 			if (nb > 64)
@@ -214,23 +241,11 @@ static void conv_bands(ConvGeom *cg, int64_t C, int64_t O, int64_t KH, int64_t K
 			double tiles = tile_time(u, Og) * fma_vec, rows;
 			band_rows(P, len, OW, cg->extra, &rows, &most);
 			double copy = rows / (double)nb * copy_row;
-			for (int64_t ns = 1; ns <= 16; ns *= 2) {
-				int64_t tasks = nb * ns;
-				if (tasks > 64 || (ns > 1 && ns * 8 > Og))
-					continue;
-				double task = tiles / (double)ns + copy;
-				double t = (double)((tasks + 1) / 2) * task + (double)nb * (tiles + copy) / 2;
-				if (tasks < 4)
-					t *= 1.04;
-				if (pass == 0 && (best == 0 || t < best))
-					best = t;
-				if (pass == 1 && t <= best * 1.01 && tasks > bt)
-					bu = u, bs = ns, bt = tasks;
-			}
+			band_pick(&bp, u, nb, Og, tiles, copy);
 		}
-	cg->blen = bu * 16;
+	cg->blen = bp.key * 16;
 	cg->nband = (P + cg->blen - 1) / cg->blen;
-	cg->nsplit = bs;
+	cg->nsplit = bp.ns;
 	double rows;
 	band_rows(P, cg->blen, OW, cg->extra, &rows, &cg->brows);
 }
@@ -260,9 +275,8 @@ int conv_pool_geom(const Node *n, const Node *m, ConvGeom *cg)
 	int64_t C = x->shape[1], O = n->shape[1], Og = O / cg->groups, CKW = w->shape[3], es = dtype_size(n->dtype);
 	double fma_vec = (double)O * (double)(C / cg->groups) * (double)(w->shape[2] * CKW);
 	double copy_row = (double)(C * CKW * cg->nslot * OW);
-	double best = 0;
-	int64_t bp = 0, bs = 1, bt = 0;
-	for (int pass = 0; pass < 2; pass++)
+	BandPick bp = {.ns = 1};
+	for (bp.pass = 0; bp.pass < 2; bp.pass++)
 		for (int64_t pr = 1; pr <= POH; pr++) {
 			int64_t nr = (pr - 1) * sh + KH < OH ? (pr - 1) * sh + KH : OH, nb = (POH + pr - 1) / pr;
 			int64_t brows = nr + cg->extra < cg->hr ? nr + cg->extra : cg->hr;
@@ -270,26 +284,15 @@ int conv_pool_geom(const Node *n, const Node *m, ConvGeom *cg)
 			if (nb > 64 || bytes > ((int64_t)1 << 20))
 				continue;
 			double tiles = tile_time((nr * OW + 15) / 16, Og) * fma_vec, copy = (double)brows * copy_row;
-			for (int64_t ns = 1; ns <= 16; ns *= 2) {
-				int64_t tasks = nb * ns;
-				if (tasks > 64 || (ns > 1 && ns * 8 > Og))
-					continue;
-				double t = (double)((tasks + 1) / 2) * (tiles / (double)ns + copy) + (double)nb * (tiles + copy) / 2;
-				if (tasks < 4)
-					t *= 1.04;
-				if (pass == 0 && (best == 0 || t < best))
-					best = t;
-				if (pass == 1 && t <= best * 1.01 && tasks > bt)
-					bp = pr, bs = ns, bt = tasks;
-			}
+			band_pick(&bp, pr, nb, Og, tiles, copy);
 		}
-	if (!bp)
+	if (!bp.key)
 		return 0;
-	cg->prows = bp;
-	cg->nrows = (bp - 1) * sh + KH < OH ? (bp - 1) * sh + KH : OH;
+	cg->prows = bp.key;
+	cg->nrows = (bp.key - 1) * sh + KH < OH ? (bp.key - 1) * sh + KH : OH;
 	cg->blen = cg->nrows * OW;
-	cg->nband = (POH + bp - 1) / bp;
-	cg->nsplit = bs;
+	cg->nband = (POH + bp.key - 1) / bp.key;
+	cg->nsplit = bp.ns;
 	cg->brows = cg->nrows + cg->extra < cg->hr ? cg->nrows + cg->extra : cg->hr;
 	cg->bcp = (cg->brows * OW + 15) / 16 * 16;
 	cg->slot = CKW * cg->nslot * C * cg->bcp + 16;

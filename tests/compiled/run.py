@@ -1573,8 +1573,9 @@ def region_opts():
 # cannot change them unnoticed)
 
 
-def run_compiled(m, out, tag="np", env=None):
-    """Runs the compiled entry of the build in `out` (no interpreter); returns its outputs."""
+def run_compiled(m, out, tag="np", env=None, stderr=False):
+    """Runs the compiled entry of the build in `out` (no interpreter); returns its outputs
+    (and what it printed on stderr, with stderr=True)."""
     e = m.entry(out)
     c = m.call(e, tag)
     exe = compile_driver(m.d, [c], [m.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
@@ -1582,7 +1583,8 @@ def run_compiled(m, out, tag="np", env=None):
     r = run([exe], env=env)
     if r.returncode != 0:
         raise Fail("compiled program: " + describe([exe], r))
-    return [np.load(p) for p in c.outputs]
+    got = [np.load(p) for p in c.outputs]
+    return (got, r.stderr) if stderr else got
 
 
 def report_json(m, *extra):
@@ -3063,19 +3065,12 @@ def kernels_conv2d_pool():
                 mdl.build(o, *(("--cpu", cpu) if cpu else ()))
                 state[o] = True
             env = dict(os.environ, NESTRT_NUM_THREADS=str(threads), NESTRT_PROFILE="2")
-            e = mdl.entry(o)
-            c = mdl.call(e, tag)
-            exe = compile_driver(mdl.d, [c], [mdl.stem], [o], sorted(glob.glob(os.path.join(o, "*.o"))),
-                                 name="driver_" + tag)
-            r = run([exe], env=env)
-            if r.returncode != 0:
-                raise Fail("compiled program: " + describe([exe], r))
-            got = [np.load(p) for p in c.outputs]
+            got, err = run_compiled(mdl, o, tag=tag, env=env, stderr=True)
             bad = output_errors(got, refs(), lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
             if got[3].dtype != np.float64:
                 bad.append("output 3: %s, expected float64" % got[3].dtype)
             kinds = re.findall(r"^\s+(conv2d\+max_pool2d|conv2d\+avg_pool2d|conv2d|max_pool2d|avg_pool2d)\s+(f\d\d\[[^\]]*\])",
-                               r.stderr, re.M)
+                               err, re.M)
             want = [("conv2d+max_pool2d", "f32[2, 24, 23, 20]"), ("conv2d+avg_pool2d", "f32[1, 16, 30, 26]"),
                     ("conv2d+max_pool2d", "f32[1, 32, 17, 15]"), ("conv2d+max_pool2d", "f64[1, 32, 17, 15]"),
                     ("conv2d", "f32[1, 32, 17, 15]"), ("max_pool2d", "f32[1, 32, 9, 8]")]
