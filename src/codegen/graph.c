@@ -418,7 +418,7 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 	for (int k = 0; k < n->rank; k++)
 		numel *= (double)n->shape[k];
 	const char *op = op_name(n->op);
-	Node *sh = n; /* whose shape the profile shows */
+	Node *sh = n, *at = n; /* whose shape and place the profile shows */
 	if (n->op == OP_MATMUL && F->plan->attn[n->id] >= 0) {
 		/* an attention (attention.c): its scores' shape, both products */
 		Node *qk = F->g->nodes[F->plan->attn[n->id]];
@@ -433,7 +433,7 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 		 * convolution's shape, place and operations */
 		Node *c = F->g->nodes[F->plan->conv_pool[n->id]], *w = c->in[1];
 		op = n->op == OP_MAXPOOL2D ? "conv2d+max_pool2d" : "conv2d+avg_pool2d";
-		sh = c;
+		sh = at = c;
 		flops = 2 * (double)shape_numel(c->rank, c->shape) * (double)(w->shape[1] * w->shape[2] * w->shape[3]);
 	} else if (n->op == OP_MATMUL) { /* 2*M*N*K, K the left operand's last axis */
 		Node *a = n->in[0];
@@ -454,7 +454,7 @@ static LLVMValueRef kernel_desc(Fn *F, Node *n)
 		dyn_shape_str(G->p->arena, &b, F->g, sh); /* f32[T, 768]: the shapes of the calls vary */
 	else
 		shape_str(&b, sh->dtype, sh->rank, sh->shape);
-	LLVMValueRef f[6] = {cstr(G, op), cstr(G, b.s ? b.s : ""), source_where(G, sh == n || n->op == OP_MATMUL ? n : sh),
+	LLVMValueRef f[6] = {cstr(G, op), cstr(G, b.s ? b.s : ""), source_where(G, at),
 	                     G->kp_owner ? cstr(G, G->kp_owner) : llvm.LLVMConstPointerNull(G->i8p),
 	                     ci64(G, G->kp_slot), llvm.LLVMConstReal(G->f64, flops)};
 	buf_free(&b);
