@@ -114,6 +114,8 @@ class Server:
     def __init__(self, label, threads, cmd, env, out, logpath):
         self.label, self.threads, self.out, self.logpath = label, threads, out, logpath
         self.samples, self.cpu, self.wall, self.k = [], 0.0, 0.0, 1
+        self.turns = {}   # round -> that round's times, for figures paired by round
+        self.round = 0
         self.info, self.error, self.proc = "", None, None
         if os.path.exists(out):
             os.remove(out)
@@ -166,6 +168,7 @@ class Server:
             raise Unavailable("bad answer %r" % line[:80])
         if record:
             self.samples += times
+            self.turns[self.round] = times
             self.wall += t1 - t0
             if c0 is not None and c1 is not None:
                 self.cpu += c1 - c0
@@ -200,10 +203,12 @@ def measure(specs, rounds, budget=0.0):
     procs = max(1, PROCS)
     per = max(1, -(-rounds // procs))
     pooled, bgs = None, []
-    for _ in range(procs):
+    for p in range(procs):
         res, bg = measure_procs(specs, per, budget / procs)
         if bg is not None:
             bgs.append(bg)
+        for a in res:   # turns keyed (process, round): two runtimes' turns of one round pair up
+            a["turns"] = {(p, k): v for k, v in a.get("turns", {}).items()}
         if pooled is None:
             pooled = res
             continue
@@ -218,6 +223,7 @@ def measure(specs, rounds, budget=0.0):
             a["rounds"] += b["rounds"]
             a["procs"] += 1
             a["proc_ms"] += b["proc_ms"]
+            a["turns"].update(b["turns"])
     for a in pooled:
         if not a["error"] and a.get("samples"):
             a["ms"] = statistics.median(a["samples"])
@@ -260,6 +266,7 @@ def measure_procs(specs, rounds, budget=0.0):
             if res["error"]:
                 continue
             try:
+                srv.round = r
                 srv.run(srv.k)
             except Unavailable as e:
                 res["error"] = "failed during the runs: %s" % e
@@ -282,6 +289,7 @@ def measure_procs(specs, rounds, budget=0.0):
             res["cpu"] = srv.cpu / srv.wall if srv.wall > 0 else None
             res["samples"], res["cpu_s"], res["wall_s"] = list(srv.samples), srv.cpu, srv.wall
             res["procs"], res["proc_ms"] = 1, [res["ms"]]
+            res["turns"] = dict(srv.turns)
     return results, background
 
 

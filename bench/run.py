@@ -44,17 +44,20 @@ forward, the cache a prefill of the first P tokens fills and the logits of each 
   run models.GPT2Decode (inputs token, past_k and past_v [L, H, P, D/H] from PyTorch;
   outputs logits, present_k, present_v; exported to ONNX with P a dynamic axis). Each
   runtime's logits go against the float64 logits and against each other. The memory-read
-  bandwidth (bench/stream.c, 1 GiB, 1 and 2 threads, before and after the decode runs, the
-  higher figure) gives the limit: a step reads every weight once, so limit time = bytes of
-  weights per token (every parameter but wpe, of which one row: 494.6 MB) / bandwidth;
-  printed as the percentage of the limit each time reaches, with time / ORT, against the
-  issue's goals (>= 75% of the limit at 1 thread, >= 85% at 2; <= 0.85x ORT at 1 thread,
-  <= 1.0x at 2). The same read also runs as one more runtime of the rounds (stream
-  serve), so that a last column sets each median against the median read of the same
-  minutes (with the cache bytes): on the AMD kind the step's medians moved by half
-  between runs with the memory system. All its servers run with glibc malloc keeping freed memory
-  (DECODE_MALLOC_ENV): the peers allocate present_k/present_v, the whole cache, at every
-  step, and first touches of fresh pages are slow on these virtual machines.
+  bandwidth (bench/stream.c, a 1 GiB buffer, 1 and 2 threads) gives the limit: a step reads
+  every weight once, so limit time = bytes of weights per token (every parameter but wpe, of
+  which one row: 494.6 MB) / bandwidth. The read runs as one more runtime of the rounds
+  (stream serve), its turn right after nestc's; the goal's measure, "% of the round's read
+  limit", is per round the limit from that round's read over the step's median time in its
+  turn, the median over the rounds: on the AMD kind the step's medians moved by half between
+  runs with the memory system, and the read with them (29 to 66 GB/s at two threads seconds
+  apart), so a limit from reads minutes away set the step against another minute's memory. Against the issue's
+  goals (>= 75% of the limit at 1 thread, >= 85% at 2; <= 0.85x ORT at 1 thread, <= 1.0x
+  at 2). Also printed: the same with the cache bytes, and the step's median against the best
+  of stream.c's reads before and after the runs (the measure of the goal lines before). All
+  its servers run with glibc malloc keeping freed memory (DECODE_MALLOC_ENV): the peers
+  allocate present_k/present_v, the whole cache, at every step, and first touches of fresh
+  pages are slow on these virtual machines.
 - gpt2-prefill: prefill at T = 1, 7, 64 and 1024, 1 and 2 threads: nestc's one build with
   T a run-time dimension against a static build of each T (nestc build -D T=n), the ratio
   dynamic / static (goal <= 1.1) and the two outputs' last row against each other and
