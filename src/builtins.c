@@ -24,6 +24,7 @@ static const char *const builtins[] = {
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
 	"conv_transpose2d", "interpolate", "batch_norm",
 	"round_bf16", /* issue #11: ONNX's bfloat16 */
+	"floor", "ceil", "round",
 	NULL,
 };
 
@@ -42,6 +43,7 @@ static const char *const shadowable[] = {
 	"linear", "flatten", "group_norm", "batch_norm", "conv_transpose2d", "interpolate",
 	"topk", "take_along_axis", "cumsum", /* issue #10 */
 	"round_bf16",
+	"floor", "ceil", "round",
 	NULL,
 };
 
@@ -179,6 +181,18 @@ static Value *b_unary(LowerCtx *x, Args *a, Op op)
 		return VERR;
 	Value *v = a->pos[0];
 	if (v->kind == V_INT || v->kind == V_FLOAT) {
+		if (op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND) {
+			/* of a number, an integer (as Python's math.floor and round),
+			 * so that it can size a dimension */
+			if (v->kind == V_INT)
+				return v;
+			double r = op == OP_FLOOR ? floor(v->f) : op == OP_CEIL ? ceil(v->f) : nearbyint(v->f);
+			if (!(r >= -9223372036854775808.0 && r < 9223372036854775808.0)) {
+				error_at(x->d, a->call->loc, "%s() of %g is not an integer nestc can hold", a->fname, v->f);
+				return VERR;
+			}
+			return vint(x, (int64_t)r);
+		}
 		if ((op == OP_ABS || op == OP_RELU) && v->kind == V_INT) {
 			if (v->i == INT64_MIN) {
 				error_at(x->d, a->call->loc, "integer overflow in a compile-time expression");
@@ -718,7 +732,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 		{"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT}, {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH},
 		{"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"gelu", OP_GELU}, {"gelu_tanh", OP_GELU_TANH},
 		{"silu", OP_SILU}, {"erf", OP_ERF}, {"abs", OP_ABS}, {"sin", OP_SIN}, {"cos", OP_COS},
-		{"round_bf16", OP_ROUND_BF16},
+		{"round_bf16", OP_ROUND_BF16}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND},
 	};
 	for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
 		if (!strcmp(a->fname, unary[i].name))

@@ -304,6 +304,9 @@ LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 		                       llvm.LLVMBuildNeg(B, x, ""), x, "");
 	case OP_SIN: return math1(G, "llvm.sin", dt, x);
 	case OP_COS: return math1(G, "llvm.cos", dt, x);
+	case OP_FLOOR: return math1(G, "llvm.floor", dt, x);
+	case OP_CEIL: return math1(G, "llvm.ceil", dt, x);
+	case OP_ROUND: return math1(G, "llvm.roundeven", dt, x);
 	case OP_ROUND_BF16: {
 		/* as round_bf16() (dtype.c): add half an ulp of bfloat16, less one
 		 * unless the kept part is odd, and clear the low 16 bits; NaN kept */

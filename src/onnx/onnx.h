@@ -263,6 +263,8 @@ int tr_tile(Ctx *c, NodeIO *io);
 int tr_pad(Ctx *c, NodeIO *io);
 int tr_topk(Ctx *c, NodeIO *io);
 int tr_cumsum(Ctx *c, NodeIO *io);
+int tr_size(Ctx *c, NodeIO *io);
+int tr_depth_space(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops_nn.c: products, reductions, normalisation, fused patterns */
 
@@ -275,6 +277,8 @@ int tr_argmax(Ctx *c, NodeIO *io);
 int tr_softmax(Ctx *c, NodeIO *io);
 int tr_layernorm(Ctx *c, NodeIO *io);
 int tr_batchnorm(Ctx *c, NodeIO *io);
+int tr_instance_norm(Ctx *c, NodeIO *io);
+int tr_isnan_isinf(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ patterns.c: multi-node patterns as one builtin */
 
@@ -295,6 +299,10 @@ int tr_conv(Ctx *c, NodeIO *io);
 int tr_conv_transpose(Ctx *c, NodeIO *io);
 int tr_pool(Ctx *c, NodeIO *io, int is_max);
 int tr_global_pool(Ctx *c, NodeIO *io);
+
+/* ------------------------------------------------------------------ ops_resize.c: Resize and Upsample */
+
+int tr_resize(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops.c: elementwise ops and the dispatch */
 

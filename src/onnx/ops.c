@@ -114,6 +114,9 @@ static double fold_un(const char *op, double x)
 	if (!strcmp(op, "Reciprocal")) return 1 / x;
 	if (!strcmp(op, "Not")) return !x;
 	if (!strcmp(op, "Abs")) return fabs(x);
+	if (!strcmp(op, "Floor")) return floor(x);
+	if (!strcmp(op, "Ceil")) return ceil(x);
+	if (!strcmp(op, "Round")) return nearbyint(x);
 	return 0;
 }
 
@@ -149,6 +152,9 @@ static int tr_unary(Ctx *c, NodeIO *io, const char *op)
 	if (!strcmp(op, "Relu")) fn = "relu";
 	if (!strcmp(op, "Sigmoid")) fn = "sigmoid";
 	if (!strcmp(op, "Abs")) fn = "abs";
+	if (!strcmp(op, "Floor")) fn = "floor";
+	if (!strcmp(op, "Ceil")) fn = "ceil";
+	if (!strcmp(op, "Round")) fn = "round";
 	return def(c, io, 0, a->dt, a->rank, a->shape, "%s(%s)", fn, x) ? 0 : -1;
 }
 
@@ -189,6 +195,42 @@ static int tr_variadic(Ctx *c, NodeIO *io, const char *op)
 		}
 	}
 	return 0;
+}
+
+/* Mean of its inputs, broadcast: their sum over their count. */
+static int tr_mean_of(Ctx *c, NodeIO *io)
+{
+	int cnt = 0;
+	Val *one = NULL;
+	for (int k = 0; k < io->nin; k++)
+		if (io->in[k]) {
+			cnt++;
+			one = io->in[k];
+			if (!dtype_is_float(io->in[k]->dt))
+				return node_err(c, 1, "Mean of %s is not supported", dtype_name(io->in[k]->dt)), -1;
+		}
+	if (!cnt)
+		return node_err(c, 0, "needs at least one input"), -1;
+	if (cnt == 1) {
+		alias(c, io, 0, one);
+		return 0;
+	}
+	/* the sum under a name of its own, then divided */
+	Onnx__NodeProto sub = *io->n;
+	char *sname = xasprintf("%s.sum", out_name(io, 0));
+	char *outs[1] = {sname};
+	sub.output = outs;
+	sub.n_output = 1;
+	NodeIO sio = *io;
+	sio.n = &sub;
+	int rc = tr_variadic(c, &sio, "Add");
+	Val *s = rc < 0 ? NULL : find_val(c, sname);
+	free(sname);
+	if (rc < 0)
+		return -1;
+	if (!s)
+		return node_err(c, 0, "internal: the sum of Mean is not defined"), -1;
+	return def(c, io, 0, s->dt, s->rank, s->shape, "%s / %s(%d)", ref(c, s), dtype_name(s->dt), cnt) ? 0 : -1;
 }
 
 static int tr_where(Ctx *c, NodeIO *io)
@@ -391,7 +433,10 @@ static const struct {
 	{"MaxPool", tr_max_pool}, {"AveragePool", tr_avg_pool}, {"GlobalAveragePool", tr_global_pool}, {"Trilu", tr_trilu},
 	{"Tile", tr_tile}, {"Pad", tr_pad}, {"TopK", tr_topk}, {"CumSum", tr_cumsum}, {"Identity", tr_identity},
 	{"Dropout", tr_identity}, {"CastLike", tr_castlike}, {"Sign", tr_sign}, {"Xor", tr_xor}, {"PRelu", tr_prelu},
-	{"GlobalMaxPool", tr_global_pool}, {"ArgMin", tr_argmax},
+	{"GlobalMaxPool", tr_global_pool}, {"ArgMin", tr_argmax}, {"InstanceNormalization", tr_instance_norm},
+	{"Mean", tr_mean_of}, {"IsNaN", tr_isnan_isinf}, {"IsInf", tr_isnan_isinf}, {"Size", tr_size},
+	{"DepthToSpace", tr_depth_space}, {"SpaceToDepth", tr_depth_space}, {"Resize", tr_resize},
+	{"Upsample", tr_resize},
 };
 
 /* Reductions: fn over the axes of pre(x) (%1$s, or %s once), then post. */
@@ -467,7 +512,7 @@ int translate_node(Ctx *c, Onnx__NodeProto *n)
 	static const char *const bin[] = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
 	                                  "GreaterOrEqual", "And", "Or", NULL};
 	static const char *const un[] = {"Neg", "Sqrt", "Exp", "Log", "Tanh", "Erf", "Relu", "Sigmoid", "Reciprocal",
-	                                 "Not", "Abs", NULL};
+	                                 "Not", "Abs", "Floor", "Ceil", "Round", NULL};
 	for (int k = 0; bin[k]; k++)
 		if (!strcmp(op, bin[k]))
 			return tr_binary(c, &io, op);

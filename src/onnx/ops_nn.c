@@ -584,3 +584,45 @@ int tr_batchnorm(Ctx *c, NodeIO *io)
 	buf_free(&al);
 	return rc;
 }
+
+/* InstanceNormalization: PyTorch's group_norm with a group per channel. */
+int tr_instance_norm(Ctx *c, NodeIO *io)
+{
+	Val *x, *sc, *b;
+	if (inputs(c, io, "three inputs", 3, &x, &sc, &b) < 0)
+		return -1;
+	if (x->rank < 3 || !dtype_is_float(x->dt))
+		return node_err(c, 0, "input of rank %d and dtype %s", x->rank, dtype_name(x->dt)), -1;
+	if (sc->rank != 1 || b->rank != 1 || sc->shape[0] != x->shape[1] || b->shape[0] != x->shape[1])
+		return node_err(c, 0, "scale and B must be [%lld], the input's channels", (long long)x->shape[1]), -1;
+	char el[64];
+	if (!float_lit(el, sizeof el, (float)attr_f(io->n, "epsilon", 1e-5), DT_F32))
+		return node_err(c, 1, "a NaN epsilon is not supported"), -1;
+	return def(c, io, 0, x->dt, x->rank, x->shape, "group_norm(%s, %lld, %s, %s, eps=%s)", ref(c, x),
+	           (long long)x->shape[1], ref(c, sc), ref(c, b), el)
+	           ? 0
+	           : -1;
+}
+
+/* IsNaN (x != x) and IsInf (past the largest finite value, of the signs
+ * asked for; of none, false): bool. */
+int tr_isnan_isinf(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt))
+		return node_err(c, 1, "%s of %s is not supported", io->n->op_type, dtype_name(a->dt)), -1;
+	const char *x = ref(c, a);
+	if (!strcmp(io->n->op_type, "IsNaN"))
+		return def(c, io, 0, DT_BOOL, a->rank, a->shape, "%s != %s", x, x) ? 0 : -1;
+	int pos = (int)attr_i(io->n, "detect_positive", 1), neg = (int)attr_i(io->n, "detect_negative", 1);
+	const char *big = a->dt == DT_F64 ? "1.7976931348623157e308" : "3.4028234663852886e38";
+	if (pos && neg)
+		return def(c, io, 0, DT_BOOL, a->rank, a->shape, "abs(%s) > %s(%s)", x, dtype_name(a->dt), big) ? 0 : -1;
+	if (pos)
+		return def(c, io, 0, DT_BOOL, a->rank, a->shape, "%s > %s(%s)", x, dtype_name(a->dt), big) ? 0 : -1;
+	if (neg)
+		return def(c, io, 0, DT_BOOL, a->rank, a->shape, "%s < -%s(%s)", x, dtype_name(a->dt), big) ? 0 : -1;
+	return def(c, io, 0, DT_BOOL, a->rank, a->shape, "abs(%s) < %s(0)", x, dtype_name(a->dt)) ? 0 : -1;
+}

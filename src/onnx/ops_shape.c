@@ -907,3 +907,65 @@ int tr_cumsum(Ctx *c, NodeIO *io)
 		return -1;
 	return def(c, io, 0, x->dt, x->rank, x->shape, "cumsum(%s, %d)", ref(c, x), ax) ? 0 : -1;
 }
+
+/* Size: the number of elements, known at import. */
+int tr_size(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	Val *o = def_known(c, io, 0, DT_I64, 0, NULL);
+	if (!o)
+		return -1;
+	kseti(o, 0, a->n);
+	return 0;
+}
+
+/* DepthToSpace (modes DCR and CRD) and SpaceToDepth: a reshape to rank 6,
+ * a transpose and a reshape back, as ONNX's own definitions. */
+int tr_depth_space(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	int to_space = !strcmp(io->n->op_type, "DepthToSpace");
+	int64_t b = attr_i(io->n, "blocksize", 0);
+	if (a->rank != 4)
+		return node_err(c, 0, "input of rank %d, expected 4 (N, C, H, W)", a->rank), -1;
+	if (b < 1 || b > 4096)
+		return node_err(c, 0, "blocksize %lld, expected a positive number", (long long)b), -1;
+	int64_t N = a->shape[0], C = a->shape[1], H = a->shape[2], W = a->shape[3];
+	int64_t mid[6], out[4];
+	const int64_t *perm;
+	static const int64_t dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3}, s2d[6] = {0, 3, 5, 1, 2, 4};
+	if (to_space) {
+		char *mode = attr_s(io->n, "mode");
+		int is_crd = mode && !strcmp(mode, "CRD");
+		if (mode && !is_crd && strcmp(mode, "DCR"))
+			return node_err(c, 1, "mode '%.20s' is not supported (DCR or CRD)", mode), -1;
+		if (C % (b * b))
+			return node_err(c, 0, "%lld channels are not a multiple of blocksize^2 = %lld", (long long)C,
+			                (long long)(b * b)), -1;
+		int64_t cb = C / (b * b);
+		int64_t m_dcr[6] = {N, b, b, cb, H, W}, m_crd[6] = {N, cb, b, b, H, W};
+		memcpy(mid, is_crd ? m_crd : m_dcr, sizeof mid);
+		perm = is_crd ? crd : dcr;
+		out[0] = N, out[1] = cb, out[2] = H * b, out[3] = W * b;
+	} else {
+		if (H % b || W % b)
+			return node_err(c, 0, "H and W (%lld, %lld) are not multiples of blocksize %lld", (long long)H,
+			                (long long)W, (long long)b), -1;
+		int64_t m[6] = {N, C, H / b, b, W / b, b};
+		memcpy(mid, m, sizeof mid);
+		perm = s2d;
+		out[0] = N, out[1] = C * b * b, out[2] = H / b, out[3] = W / b;
+	}
+	if (check_shape(c, 4, out) < 0)
+		return -1;
+	char *ml = list_text(6, mid), *pl = list_text(6, perm), *ol = list_text(4, out);
+	Val *o = def(c, io, 0, a->dt, 4, out, "reshape(transpose(reshape(%s, %s), %s), %s)", ref(c, a), ml, pl, ol);
+	free(ml);
+	free(pl);
+	free(ol);
+	return o ? 0 : -1;
+}

@@ -1664,6 +1664,25 @@ export fn f(x: f32[76]) -> (f32[76], f32[76], f32) {
     O("compile_time", np.float32(1.015625), tol=0.0),
 ])
 
+# --- floor, ceil, round (ties to even) -----------------------------------------------------
+
+rx = np.concatenate([uni((30,), -6, 6), np.array([
+    0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997,  # ties go to the even neighbour
+    8388607.5, -8388607.5, 8388609.0, 1e30, -1e30, 1e-40, -1e-40,  # the last fraction; integral; subnormal
+    -0.0, 0.0, np.inf, -np.inf, np.nan], np.float32)]).astype(np.float32)
+ry = np.array([0.5, 2.5, -2.5, 4503599627370495.5, -1e300, 1e-310, -0.25, np.nan])
+case("floor_ceil_round", """
+export fn f(x: f32[50], y: f64[8]) -> (f32[50], f32[50], f32[50], f64[8], f64[8], f64[8], f32[3], f32[2]) {
+  return floor(x), ceil(x), round(x), floor(y), ceil(y), round(y),
+         zeros([round(2.5) + ceil(0.25)]) + floor(-1.5), floor(x[0:2] * 0.0 + 7.9) + round(-3.5)
+}
+""", dict(x=rx, y=ry), [
+    O("floor", np.floor(rx), tol=0.0), O("ceil", np.ceil(rx), tol=0.0), O("round", np.round(rx), tol=0.0),
+    O("floor_f64", np.floor(ry), "f64", tol=0.0), O("ceil_f64", np.ceil(ry), "f64", tol=0.0),
+    O("round_f64", np.round(ry), "f64", tol=0.0),
+    O("compile_time_ints", np.full(3, -2.0, np.float32), tol=0.0),
+    O("mixed", np.array([3.0, 3.0], np.float32), tol=0.0),
+])
 # --- tensors with no elements (a dimension of 0) -----------------------------------------
 
 z03 = np.zeros((0, 3), np.float32)

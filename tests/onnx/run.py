@@ -29,7 +29,8 @@ totals over the tests of the 48 ops of issue #11 (those whose nodes all have one
 op types) and over all tests. Exits 1 if a test of the 48 ops with float32 inputs and
 outputs fails.
 --check (make check, the default): only the tests of the 48 ops whose inputs and outputs
-are all float32, each one interpreted and compiled; unsupported counts as failed. Prints
+are all float32, and those of the ops of OPS_MORE (translated since) with float32 inputs,
+each one interpreted and compiled; unsupported counts as failed. Prints
 `ok NAME` or `FAIL NAME: reason` and `N passed, N failed`.
 """
 
@@ -55,12 +56,17 @@ OPS48 = ("MatMul Gemm Add Sub Mul Div Pow Sqrt Reciprocal Exp Tanh Erf Relu Sigm
          "Unsqueeze Concat Split Slice Gather Where Cast Conv MaxPool AveragePool GlobalAveragePool "
          "BatchNormalization Shape ConstantOfShape Expand Equal Range Identity Constant Neg Min Max "
          "Clip Einsum Trilu").split()
+# ops translated since issue #11, whose node tests --check also runs (float32 inputs; outputs
+# float32, or bool and int64 where the op gives those: IsNaN, IsInf, Size)
+OPS_MORE = ("Floor Ceil Round Mean Size IsNaN IsInf InstanceNormalization DepthToSpace SpaceToDepth "
+            "Resize Upsample").split()
 RTOL, ATOL = 1e-3, 1e-7
 TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
 UNSUPPORTED = re.compile(r"not supported|does not support|more than nestc's|nestc needs it")
 
 sys.path.insert(0, HERE)
 import exported  # noqa: E402  (an exported BERT layer: tests/onnx/exported.py)
+import resized  # noqa: E402  (Resize as exporters write it: tests/onnx/resized.py)
 
 # the driver generator of the compiled-code tests
 _spec = importlib.util.spec_from_file_location("compiled_run", os.path.join(ROOT, "tests", "compiled", "run.py"))
@@ -173,6 +179,14 @@ def classify(m):
     ios = list(graph_inputs(m)) + list(m.graph.output)
     f32 = all(v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == 1 for v in ios)
     return ops, f32
+
+
+def f32_in(m):
+    """Float32 inputs (those that are read); float32, bool or int64 outputs."""
+    tensor = lambda v: v.type.WhichOneof("value") == "tensor_type"
+    return (all(tensor(v) and v.type.tensor_type.elem_type == 1 for v in graph_inputs(m)
+                if v.name not in dtype_only(m)) and
+            all(tensor(v) and v.type.tensor_type.elem_type in (1, 7, 9) for v in m.graph.output))
 
 
 def dtype_only(m):
@@ -452,6 +466,7 @@ def cli_checks(nestc, work):
     out += big_initializer_checks(nestc, d)
     out += outline_checks(nestc, d)
     out += exported.checks(nestc, d, run, short, cr)
+    out += resized.checks(nestc, d, run, short, cr, make_model)
     return out
 
 
@@ -785,8 +800,10 @@ def main(argv):
     if mode == "check":
         keep = []
         for t in tests:
-            ops, f32 = classify(onnx.load(os.path.join(DATA, t, "model.onnx")))
-            if f32 and set(ops) <= set(OPS48):
+            m = onnx.load(os.path.join(DATA, t, "model.onnx"))
+            ops, f32 = classify(m)
+            if (f32 and set(ops) <= set(OPS48)) or (set(ops) <= set(OPS48) | set(OPS_MORE) and
+                                                     set(ops) & set(OPS_MORE) and f32_in(m)):
                 keep.append(t)
         tests = keep
     work = tempfile.mkdtemp(prefix="nestc-onnx-")

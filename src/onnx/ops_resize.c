@@ -1,0 +1,305 @@
+/* ops_resize.c - Resize (opset 11 on) and Upsample: every mode and
+ * coordinate transformation of ONNX's reference, as gathers and weights.
+ *
+ * The shapes are known at import, so for each axis that changes the
+ * importer computes, in double as ONNX's reference does, which input
+ * positions each output position reads and with which weights (2 taps for
+ * nearest and linear, 4 for cubic). The axis becomes a sum over the taps
+ * of take_along_axis(x, IDX, axis) * W, IDX and W constants of the output
+ * axis's length; nearest is a single gather. Axes are resized one after
+ * the other, last first, which is the reference's order of 1-d
+ * interpolations. tf_crop_and_resize's positions outside the input get
+ * extrapolation_value through a constant added where their weights are 0. */
+#include "onnx.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CT_HALF, CT_PYTORCH_HALF, CT_ALIGN, CT_ASYM, CT_TF_CROP, CT_TF_HALF_NN };
+enum { NM_ROUND_FLOOR, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
+enum { RM_NEAREST, RM_LINEAR, RM_CUBIC };
+
+typedef struct Rs {
+	int mode, ct, nearest, exclude;
+	double cubic_a, extrap;
+} Rs;
+
+static int pick(const char *s, const char *const *names, int def)
+{
+	if (!s)
+		return def;
+	for (int k = 0; names[k]; k++)
+		if (!strcmp(s, names[k]))
+			return k;
+	return -1;
+}
+
+/* The taps of output position x of an axis from `in` to `out` positions,
+ * scale `sc` (out / in, or the scales input) and roi [r0, r1] (for
+ * tf_crop_and_resize): idx[t] (clamped to the input, as the reference's
+ * edge padding) and w[t]; 0 when the position lies outside the input
+ * (tf_crop_and_resize: extrapolation_value). */
+static int taps(const Rs *o, int64_t in, double sc, double r0, double r1, int64_t x, int n, int64_t *idx,
+                double *w)
+{
+	double ow = sc * (double)in, xo;
+	switch (o->ct) {
+	case CT_ALIGN:
+		xo = ow == 1 ? 0.0 : (double)x * (double)(in - 1) / (ow - 1);
+		break;
+	case CT_ASYM:
+		xo = (double)x / sc;
+		break;
+	case CT_TF_CROP:
+		xo = ow == 1 ? (r1 - r0) * (double)(in - 1) / 2 : (double)x * (r1 - r0) * (double)(in - 1) / (ow - 1);
+		xo += r0 * (double)(in - 1);
+		if (xo < 0 || xo > (double)(in - 1))
+			return 0;
+		break;
+	case CT_TF_HALF_NN:
+		xo = ((double)x + 0.5) / sc;
+		break;
+	case CT_PYTORCH_HALF:
+		xo = ow == 1 ? -0.5 : ((double)x + 0.5) / sc - 0.5;
+		break;
+	default:
+		xo = ((double)x + 0.5) / sc - 0.5;
+		break;
+	}
+	/* the taps around xo: the reference prefers the one below, so a ratio
+	 * in (0, 1] from the tap just before ceil(xo) */
+	double fl = floor(xo);
+	double ratio = xo == fl ? 1.0 : xo - fl;
+	int64_t first = (int64_t)ceil(xo) - n / 2;
+	double c[4];
+	if (o->mode == RM_NEAREST) {
+		int up;
+		if (xo == fl)
+			up = 1;
+		else if (o->nearest == NM_ROUND_FLOOR)
+			up = ratio > 0.5;
+		else if (o->nearest == NM_ROUND_CEIL)
+			up = ratio >= 0.5;
+		else
+			up = o->nearest == NM_CEIL;
+		c[0] = !up, c[1] = up;
+	} else if (o->mode == RM_LINEAR) {
+		c[0] = 1 - ratio, c[1] = ratio;
+	} else {
+		double A = o->cubic_a, r = ratio, s = 1 - ratio;
+		c[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+		c[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+		c[2] = ((A + 2) * s - (A + 3)) * s * s + 1;
+		c[3] = ((A * (s + 1) - 5 * A) * (s + 1) + 8 * A) * (s + 1) - 4 * A;
+	}
+	double sum = 0;
+	for (int t = 0; t < n; t++) {
+		int64_t i = first + t;
+		if (o->exclude && (i < 0 || i >= in))
+			c[t] = 0;
+		sum += c[t];
+		idx[t] = i < 0 ? 0 : i >= in ? in - 1 : i;
+	}
+	for (int t = 0; t < n; t++)
+		w[t] = o->exclude && sum != 0 ? c[t] / sum : c[t];
+	return 1;
+}
+
+/* A constant of the output's rank, len on axis ax, 1 elsewhere. */
+static Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int rank, int ax, int64_t len)
+{
+	int64_t sh[MAX_RANK];
+	for (int k = 0; k < rank; k++)
+		sh[k] = k == ax ? len : 1;
+	char *nm = xasprintf("%s::resize.%d.%s%d", out, ax, what, t);
+	Val *v = new_val(c, nm, dt, rank, sh);
+	free(nm);
+	val_alloc(v);
+	return v;
+}
+
+/* x resized along axis ax from in to out positions: the expression. */
+static char *resize_axis(Ctx *c, NodeIO *io, const Rs *o, const char *x, DType dt, int rank, int ax, int64_t in,
+                         int64_t out, double sc, double r0, double r1)
+{
+	int n = o->mode == RM_CUBIC ? 4 : 2;
+	const char *oname = out_name(io, 0);
+	Val *iv[4], *wv[4], *ev = NULL;
+	int used[4] = {0}, ident = 1;
+	for (int t = 0; t < n; t++) {
+		iv[t] = axis_const(c, oname, "idx", t, DT_I64, rank, ax, out);
+		wv[t] = axis_const(c, oname, "w", t, dt, rank, ax, out);
+	}
+	for (int64_t p = 0; p < out; p++) {
+		int64_t idx[4];
+		double w[4];
+		if (!taps(o, in, sc, r0, r1, p, n, idx, w)) {
+			if (!ev)
+				ev = axis_const(c, oname, "extrapolated", 0, dt, rank, ax, out);
+			kset(ev, p, o->extrap);
+			ident = 0;
+			for (int t = 0; t < n; t++)
+				kseti(iv[t], p, 0), kset(wv[t], p, 0);
+			continue;
+		}
+		if (o->mode == RM_NEAREST) {
+			/* one gather: the tap of weight 1 */
+			idx[0] = w[0] != 0 ? idx[0] : idx[1];
+			w[0] = 1, w[1] = 0;
+		}
+		for (int t = 0; t < n; t++) {
+			kseti(iv[t], p, idx[t]);
+			kset(wv[t], p, w[t]);
+			used[t] |= w[t] != 0;
+			if (w[t] != 0 && (w[t] != 1 || idx[t] != p))
+				ident = 0;
+		}
+	}
+	if (ident && in == out)
+		return xstrdup(x);
+	Buf b = {0};
+	int terms = 0;
+	for (int t = 0; t < n; t++) {
+		if (!used[t])
+			continue;
+		/* nearest's one gather needs no product (but 0 where extrapolated) */
+		int alone = !ev && o->mode == RM_NEAREST;
+		buf_printf(&b, "%stake_along_axis(%s, %s, axis=%d)", terms++ ? " + " : "", x, ref(c, iv[t]), ax);
+		if (!alone)
+			buf_printf(&b, " * %s", ref(c, wv[t]));
+	}
+	if (ev)
+		buf_printf(&b, "%s%s", terms++ ? " + " : "", ref(c, ev));
+	if (!terms)
+		buf_printf(&b, "%s * %s(0)", x, dtype_name(dt));
+	char *r = tmp(c, "%s", b.s);
+	buf_free(&b);
+	return xstrdup(r);
+}
+
+int tr_resize(Ctx *c, NodeIO *io)
+{
+	Onnx__NodeProto *n = io->n;
+	int upsample = !strcmp(n->op_type, "Upsample");
+	Val *x = in_(io, 0);
+	if (!x)
+		return node_err(c, 0, "needs an input"), -1;
+	if (!upsample && c->opset < 11)
+		return node_err(c, 1, "Resize before opset 11 is not supported"), -1;
+	if (!dtype_is_float(x->dt))
+		return node_err(c, 1, "%s of %s is not supported", n->op_type, dtype_name(x->dt)), -1;
+	Rs o = {.cubic_a = attr_f(n, "cubic_coeff_a", -0.75), .extrap = attr_f(n, "extrapolation_value", 0)};
+	static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+	static const char *const cts[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+	                                  "tf_crop_and_resize", "tf_half_pixel_for_nn", NULL};
+	static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+	char *ms = attr_s(n, "mode");
+	/* Upsample's "bilinear" (opset 7) is its linear */
+	o.mode = ms && upsample && !strcmp(ms, "bilinear") ? RM_LINEAR : pick(ms, modes, RM_NEAREST);
+	if (o.mode < 0 || (upsample && o.mode == RM_CUBIC))
+		return node_err(c, 1, "mode '%.40s' is not supported", ms), -1;
+	if (upsample) {
+		/* Upsample reads x / scale, and nearest takes the position below */
+		o.ct = CT_ASYM;
+		o.nearest = NM_FLOOR;
+	} else {
+		char *cs = attr_s(n, "coordinate_transformation_mode"), *ns = attr_s(n, "nearest_mode");
+		o.ct = pick(cs, cts, CT_HALF);
+		if (o.ct < 0)
+			return node_err(c, 1, "coordinate_transformation_mode '%.40s' is not supported", cs), -1;
+		o.nearest = pick(ns, nms, NM_ROUND_FLOOR);
+		if (o.nearest < 0)
+			return node_err(c, 1, "nearest_mode '%.40s' is not supported", ns), -1;
+		o.exclude = attr_i(n, "exclude_outside", 0) != 0;
+		if (attr_i(n, "antialias", 0))
+			return node_err(c, 1, "antialias is not supported"), -1;
+		if (attr(n, "axes"))
+			return node_err(c, 1, "the axes attribute is not supported"), -1;
+		char *kp = attr_s(n, "keep_aspect_ratio_policy");
+		if (kp && strcmp(kp, "stretch"))
+			return node_err(c, 1, "keep_aspect_ratio_policy '%.40s' is not supported", kp), -1;
+	}
+	/* the scale of each axis and the output's shape */
+	int r = x->rank;
+	double sc[MAX_RANK], roi[2 * MAX_RANK];
+	int64_t sh[MAX_RANK];
+	Val *sv = NULL, *zv = NULL, *rv = NULL;
+	if (upsample) {
+		if (attr(n, "scales")) {
+			int got = 0;
+			Onnx__AttributeProto *a = attr(n, "scales");
+			for (size_t k = 0; k < a->n_floats && k < MAX_RANK; k++)
+				sc[got++] = a->floats[k];
+			if (got != r)
+				return node_err(c, 0, "scales has %d values for rank %d", got, r), -1;
+		} else {
+			sv = in_(io, 1);
+			if (!sv)
+				return node_err(c, 0, "needs scales"), -1;
+		}
+	} else {
+		rv = in_(io, 1);
+		sv = in_(io, 2);
+		zv = in_(io, 3);
+		if (sv && sv->n == 0)
+			sv = NULL;
+		if (zv && zv->n == 0)
+			zv = NULL;
+		if (!sv == !zv)
+			return node_err(c, 0, "needs exactly one of scales and sizes"), -1;
+	}
+	if (need_known(c, sv, "scales") < 0 || need_known(c, zv, "sizes") < 0 ||
+	    (o.ct == CT_TF_CROP && need_known(c, rv, "roi") < 0))
+		return -1;
+	if ((sv && sv->n != r) || (zv && zv->n != r))
+		return node_err(c, 0, "%s has %lld values for rank %d", sv ? "scales" : "sizes",
+		                (long long)(sv ? sv->n : zv->n), r), -1;
+	if (o.ct == CT_TF_CROP && (!rv || rv->n != 2 * r))
+		return node_err(c, 0, "roi must have %d values", 2 * r), -1;
+	for (int k = 0; k < r; k++) {
+		int64_t in = x->shape[k];
+		if (zv) {
+			sh[k] = kgeti(zv, k);
+			if (sh[k] < 0)
+				return node_err(c, 0, "a negative size %lld", (long long)sh[k]), -1;
+			sc[k] = in ? (double)sh[k] / (double)in : 1;
+		} else {
+			if (sv)
+				sc[k] = (double)(float)kget(sv, k);
+			if (!(sc[k] > 0) || !isfinite(sc[k]))
+				return node_err(c, 0, "scale %g is not positive", sc[k]), -1;
+			double o_ = sc[k] * (double)in;
+			if (o_ >= 9.2e18)
+				return node_err(c, 0, "scale %g makes the output too big", sc[k]), -1;
+			sh[k] = (int64_t)o_;
+		}
+		roi[k] = rv && o.ct == CT_TF_CROP ? kget(rv, k) : 0;
+		roi[r + k] = rv && o.ct == CT_TF_CROP ? kget(rv, r + k) : 1;
+	}
+	if (check_shape(c, r, sh) < 0)
+		return -1;
+	for (int k = 0; k < r; k++)
+		if (x->shape[k] == 0 && sh[k] > 0)
+			return node_err(c, 0, "cannot resize an empty axis %d to %lld", k, (long long)sh[k]), -1;
+	/* the axes one after the other, last first */
+	char *cur = xstrdup(ref(c, x));
+	for (int k = r - 1; k >= 0; k--) {
+		if (sh[k] == x->shape[k] && o.ct != CT_TF_CROP && sc[k] == 1)
+			continue;
+		if (sh[k] == 0)
+			continue;
+		char *nx = resize_axis(c, io, &o, cur, x->dt, r, k, x->shape[k], sh[k], sc[k], roi[k], roi[r + k]);
+		free(cur);
+		cur = nx;
+	}
+	int empty = 0;
+	for (int k = 0; k < r; k++)
+		empty |= sh[k] == 0;
+	char *zl = list_text(r, sh);
+	Val *v = empty ? def(c, io, 0, x->dt, r, sh, "%s(zeros(%s))", dtype_name(x->dt), zl)
+	               : def(c, io, 0, x->dt, r, sh, "%s", cur);
+	free(zl);
+	free(cur);
+	return v ? 0 : -1;
+}
