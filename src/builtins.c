@@ -24,7 +24,7 @@ static const char *const builtins[] = {
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
 	"conv_transpose2d", "interpolate", "batch_norm",
 	"round_bf16", /* issue #11: ONNX's bfloat16 */
-	"floor", "ceil", "round",
+	"floor", "ceil", "round", "fmod",
 	NULL,
 };
 
@@ -43,7 +43,7 @@ static const char *const shadowable[] = {
 	"linear", "flatten", "group_norm", "batch_norm", "conv_transpose2d", "interpolate",
 	"topk", "take_along_axis", "cumsum", /* issue #10 */
 	"round_bf16",
-	"floor", "ceil", "round",
+	"floor", "ceil", "round", "fmod",
 	NULL,
 };
 
@@ -271,6 +271,10 @@ static Value *b_binary_fn(LowerCtx *x, Args *a, Op op)
 		}
 		if (op == OP_POW)
 			return vfloat(x, pow(p->kind == V_FLOAT ? p->f : (double)p->i, q->kind == V_FLOAT ? q->f : (double)q->i));
+		if (op == OP_FMOD && p->kind == V_INT && q->kind == V_INT)
+			return vint(x, q->i == 0 || q->i == -1 ? 0 : p->i % q->i);
+		if (op == OP_FMOD)
+			return vfloat(x, fmod(p->kind == V_FLOAT ? p->f : (double)p->i, q->kind == V_FLOAT ? q->f : (double)q->i));
 		if (p->kind == V_INT && q->kind == V_INT)
 			return vint(x, op == OP_MAX ? (p->i > q->i ? p->i : q->i) : (p->i < q->i ? p->i : q->i));
 		double u = p->kind == V_FLOAT ? p->f : (double)p->i, w = q->kind == V_FLOAT ? q->f : (double)q->i;
@@ -741,6 +745,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 		if (!strcmp(a->fname, dtype_name((DType)dt)))
 			return b_cast(x, a, (DType)dt);
 	if (!strcmp(a->fname, "pow")) return b_binary_fn(x, a, OP_POW);
+	if (!strcmp(a->fname, "fmod")) return b_binary_fn(x, a, OP_FMOD);
 	if (!strcmp(a->fname, "maximum")) return b_binary_fn(x, a, OP_MAX);
 	if (!strcmp(a->fname, "minimum")) return b_binary_fn(x, a, OP_MIN);
 	if (!x->g) {

@@ -419,7 +419,7 @@ Value *emit_binary(LowerCtx *x, Op op, Value *va, Value *vb, Loc loc)
 		}
 		break;
 	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_MAX: case OP_MIN:
-	case OP_LT: case OP_LE: case OP_GT: case OP_GE:
+	case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_FMOD:
 		if (dt == DT_BOOL) {
 			error_at(x->d, loc, "cannot %s bool tensors (convert them with i32(...) first)", op_verb(op));
 			return VERR;

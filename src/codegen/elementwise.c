@@ -235,6 +235,16 @@ LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
 		r = llvm.LLVMBuildSelect(B, ovf, zero, r, "");
 		return llvm.LLVMBuildSelect(B, bz, zero, r, "");
 	}
+	case OP_FMOD: {
+		if (fl)
+			return llvm.LLVMBuildFRem(B, a, b, "");
+		/* x fmod 0 and x fmod -1 are 0: no trap */
+		LLVMValueRef zero = llvm.LLVMConstInt(t, 0, 0);
+		LLVMValueRef odd = llvm.LLVMBuildOr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, b, zero, ""),
+		                                    llvm.LLVMBuildICmp(B, LLVMIntEQ, b, llvm.LLVMConstAllOnes(t), ""), "");
+		LLVMValueRef safe = llvm.LLVMBuildSelect(B, odd, llvm.LLVMConstInt(t, 1, 0), b, "");
+		return llvm.LLVMBuildSelect(B, odd, zero, llvm.LLVMBuildSRem(B, a, safe, ""), "");
+	}
 	case OP_POW: return math2(G, "llvm.pow", dt, a, b);
 	case OP_MAX: return fl ? fmaxmin(G, a, b, 1) : imaxmin(G, a, b, 1);
 	case OP_MIN: return fl ? fmaxmin(G, a, b, 0) : imaxmin(G, a, b, 0);

@@ -209,6 +209,7 @@ static void binary_f(Op op, double *o, const double *a, int64_t sa, const double
 	case OP_DIV: for (k = 0; k < n; k++) o[k] = a[k * sa] / b[k * sb]; break;
 	case OP_MOD: for (k = 0; k < n; k++) o[k] = fmod_np(a[k * sa], b[k * sb]); break;
 	case OP_POW: for (k = 0; k < n; k++) o[k] = pow(a[k * sa], b[k * sb]); break;
+	case OP_FMOD: for (k = 0; k < n; k++) o[k] = fmod(a[k * sa], b[k * sb]); break;
 	case OP_MAX: for (k = 0; k < n; k++) o[k] = fmax_np(a[k * sa], b[k * sb]); break;
 	case OP_MIN: for (k = 0; k < n; k++) o[k] = fmin_np(a[k * sa], b[k * sb]); break;
 	default: ice("interp: %s on floats", op_name(op));
@@ -226,6 +227,10 @@ static void binary_i(Op op, int64_t *o, const int64_t *a, int64_t sa, const int6
 	case OP_DIV: for (k = 0; k < n; k++) o[k] = ifloordiv(a[k * sa], b[k * sb]); break;
 	case OP_MOD: for (k = 0; k < n; k++) o[k] = imod(a[k * sa], b[k * sb]); break;
 	case OP_POW: for (k = 0; k < n; k++) o[k] = ipow(a[k * sa], b[k * sb]); break;
+	case OP_FMOD:
+		for (k = 0; k < n; k++)
+			o[k] = b[k * sb] == 0 || b[k * sb] == -1 ? 0 : a[k * sa] % b[k * sb];
+		break;
 	case OP_MAX:
 		for (k = 0; k < n; k++)
 			o[k] = a[k * sa] >= b[k * sb] ? a[k * sa] : b[k * sb];

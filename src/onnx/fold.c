@@ -429,6 +429,19 @@ void unravel(int64_t k, int r, const int64_t *shape, int64_t *pos)
 	}
 }
 
+/* Output 0 as expr, of shape sh; as zeros when sh has no element (a gather
+ * over an empty axis would have nothing to read). 0, or -1 after an error. */
+int def_shaped(Ctx *c, NodeIO *io, DType dt, int r, const int64_t *sh, const char *expr)
+{
+	int empty = 0;
+	for (int k = 0; k < r; k++)
+		empty |= sh[k] == 0;
+	char *zl = list_text(r, sh);
+	Val *o = empty ? def(c, io, 0, dt, r, sh, "%s(zeros(%s))", dtype_name(dt), zl) : def(c, io, 0, dt, r, sh, "%s", expr);
+	free(zl);
+	return o ? 0 : -1;
+}
+
 /* Output 0 folded, of shape sh (rank r) and a's dtype: each element is a's
  * at its broadcast position, or with cond (Where) a's where cond holds and
  * b's elsewhere. 0, or -1 after an error. */

@@ -236,6 +236,7 @@ int broadcast(Ctx *c, int ra, const int64_t *a, int rb, const int64_t *b, int *r
 int64_t bidx(const Val *v, int r, const int64_t *oshape, const int64_t *pos);
 void unravel(int64_t k, int r, const int64_t *shape, int64_t *pos);
 int fold_broadcast(Ctx *c, NodeIO *io, Val *cond, Val *a, Val *b, int r, const int64_t *sh);
+int def_shaped(Ctx *c, NodeIO *io, DType dt, int r, const int64_t *sh, const char *expr);
 int all_known(NodeIO *io);
 char *slice_expr(const char *x, int ax, int64_t a, int64_t b);
 char *list_text(int n, const int64_t *v);
@@ -264,6 +265,8 @@ int tr_pad(Ctx *c, NodeIO *io);
 int tr_topk(Ctx *c, NodeIO *io);
 int tr_cumsum(Ctx *c, NodeIO *io);
 int tr_size(Ctx *c, NodeIO *io);
+char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n, int t);
+int tr_eye_like(Ctx *c, NodeIO *io);
 int tr_depth_space(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops_nn.c: products, reductions, normalisation, fused patterns */
@@ -279,6 +282,9 @@ int tr_layernorm(Ctx *c, NodeIO *io);
 int tr_batchnorm(Ctx *c, NodeIO *io);
 int tr_instance_norm(Ctx *c, NodeIO *io);
 int tr_isnan_isinf(Ctx *c, NodeIO *io);
+int tr_hardmax(Ctx *c, NodeIO *io);
+int tr_mvn(Ctx *c, NodeIO *io);
+int tr_lrn(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ patterns.c: multi-node patterns as one builtin */
 
@@ -303,6 +309,7 @@ int tr_global_pool(Ctx *c, NodeIO *io);
 /* ------------------------------------------------------------------ ops_resize.c: Resize and Upsample */
 
 int tr_resize(Ctx *c, NodeIO *io);
+Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int rank, int ax, int64_t len);
 
 /* ------------------------------------------------------------------ ops.c: elementwise ops and the dispatch */
 

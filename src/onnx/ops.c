@@ -101,6 +101,47 @@ static int tr_binary(Ctx *c, NodeIO *io, const char *op)
 	return -1;
 }
 
+/* Mod: fmod=0 (integers) the remainder with the divisor's sign, Nest's %;
+ * fmod=1 C's fmod, the dividend's sign. x mod 0 is 0. */
+static int tr_mod(Ctx *c, NodeIO *io)
+{
+	Val *a, *b;
+	if (inputs(c, io, "two inputs", 2, &a, &b) < 0)
+		return -1;
+	int f = attr_i(io->n, "fmod", 0) != 0;
+	if (a->dt != b->dt)
+		return node_err(c, 0, "operands of different dtypes (%s, %s)", dtype_name(a->dt), dtype_name(b->dt)), -1;
+	if (a->dt == DT_BOOL)
+		return node_err(c, 0, "needs numbers, not bool"), -1;
+	if (!f && dtype_is_float(a->dt))
+		return node_err(c, 0, "Mod of %s needs fmod=1", dtype_name(a->dt)), -1;
+	int r;
+	int64_t sh[MAX_RANK];
+	if (broadcast(c, a->rank, a->shape, b->rank, b->shape, &r, sh) < 0)
+		return -1;
+	if (a->known && b->known) {
+		Val *o = def_known(c, io, 0, a->dt, r, sh);
+		if (!o)
+			return -1;
+		int64_t pos[MAX_RANK];
+		for (int64_t k = 0; k < o->n; k++) {
+			unravel(k, r, sh, pos);
+			if (dtype_is_float(a->dt)) {
+				kset(o, k, fmod(kget(a, bidx(a, r, sh, pos)), kget(b, bidx(b, r, sh, pos))));
+				continue;
+			}
+			int64_t x = kgeti(a, bidx(a, r, sh, pos)), y = kgeti(b, bidx(b, r, sh, pos));
+			int64_t m = y == 0 || y == -1 ? 0 : x % y;
+			if (!f && m != 0 && (m < 0) != (y < 0))
+				m += y;
+			kseti(o, k, m);
+		}
+		return 0;
+	}
+	const char *x = ref(c, a), *y = ref(c, b);
+	return def(c, io, 0, a->dt, r, sh, f ? "fmod(%s, %s)" : "%s %% %s", x, y) ? 0 : -1;
+}
+
 static double fold_un(const char *op, double x)
 {
 	if (!strcmp(op, "Neg")) return -x;
@@ -436,7 +477,8 @@ static const struct {
 	{"GlobalMaxPool", tr_global_pool}, {"ArgMin", tr_argmax}, {"InstanceNormalization", tr_instance_norm},
 	{"Mean", tr_mean_of}, {"IsNaN", tr_isnan_isinf}, {"IsInf", tr_isnan_isinf}, {"Size", tr_size},
 	{"DepthToSpace", tr_depth_space}, {"SpaceToDepth", tr_depth_space}, {"Resize", tr_resize},
-	{"Upsample", tr_resize},
+	{"Upsample", tr_resize}, {"EyeLike", tr_eye_like}, {"Hardmax", tr_hardmax}, {"Mod", tr_mod},
+	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn},
 };
 
 /* Reductions: fn over the axes of pre(x) (%1$s, or %s once), then post. */
@@ -478,6 +520,7 @@ static const struct {
 	{"Tan", "sin(%1$s) / cos(%1$s)", NULL, 0, NULL, 0},
 	{"Sinh", "(exp(%1$s) - exp(-%1$s)) * 0.5", NULL, 0, NULL, 0},
 	{"Cosh", "(exp(%1$s) + exp(-%1$s)) * 0.5", NULL, 0, NULL, 0},
+	{"Shrink", "where(%1$s < -%2$s, %1$s + %3$s, where(%1$s > %2$s, %1$s - %3$s, %1$s * 0.0))", "lambd", 0.5, "bias", 0},
 };
 
 int translate_node(Ctx *c, Onnx__NodeProto *n)

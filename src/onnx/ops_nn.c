@@ -443,8 +443,6 @@ int tr_argmax(Ctx *c, NodeIO *io)
 		return -1;
 	if (neg && a->dt == DT_BOOL)
 		return node_err(c, 0, "needs a numeric input"), -1;
-	if (attr_i(io->n, "select_last_index", 0))
-		return node_err(c, 1, "select_last_index=1 is not supported"), -1;
 	int ax = oaxis(c, attr_i(io->n, "axis", 0), a->rank);
 	if (ax < 0)
 		return -1;
@@ -454,6 +452,14 @@ int tr_argmax(Ctx *c, NodeIO *io)
 	for (int k = 0; k < a->rank; k++)
 		if (k != ax || keep)
 			sh[r++] = k == ax ? 1 : a->shape[k];
+	if (attr_i(io->n, "select_last_index", 0) && a->shape[ax] > 0) {
+		/* the first of the reversed axis, counted from the end */
+		char *rv = reversed(c, io, ref(c, a), a->rank, ax, a->shape[ax], 0);
+		Val *o = def(c, io, 0, DT_I64, r, sh, "%lld - argmax(%s%s, axis=%d, keepdim=%s)",
+		             (long long)(a->shape[ax] - 1), neg ? "-" : "", rv, ax, keep ? "true" : "false");
+		free(rv);
+		return o ? 0 : -1;
+	}
 	return def(c, io, 0, DT_I64, r, sh, "argmax(%s%s, axis=%d, keepdim=%s)", neg ? "-" : "", ref(c, a), ax,
 	           keep ? "true" : "false")
 	           ? 0
@@ -625,4 +631,132 @@ int tr_isnan_isinf(Ctx *c, NodeIO *io)
 	if (neg)
 		return def(c, io, 0, DT_BOOL, a->rank, a->shape, "%s < -%s(%s)", x, dtype_name(a->dt), big) ? 0 : -1;
 	return def(c, io, 0, DT_BOOL, a->rank, a->shape, "abs(%s) < %s(0)", x, dtype_name(a->dt)) ? 0 : -1;
+}
+
+/* Hardmax: 1 at the first maximum along the axis, 0 elsewhere; before
+ * opset 13, of the input seen as a matrix split at the axis. */
+int tr_hardmax(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt) || a->rank < 1)
+		return node_err(c, 0, "needs a float input of rank 1 or more"), -1;
+	int ax = oaxis(c, attr_i(io->n, "axis", c->opset < 13 ? 1 : -1), a->rank);
+	if (ax < 0)
+		return -1;
+	const char *x = ref(c, a);
+	char *src = xstrdup(x);
+	int r = a->rank;
+	int64_t msh[MAX_RANK];
+	memcpy(msh, a->shape, sizeof msh);
+	if (c->opset < 13) {
+		int64_t rows = 1, cols = 1;
+		for (int k = 0; k < a->rank; k++)
+			*(k < ax ? &rows : &cols) *= a->shape[k];
+		free(src);
+		src = tmp(c, "reshape(%s, [%lld, %lld])", x, (long long)rows, (long long)cols);
+		r = 2, ax = 1, msh[0] = rows, msh[1] = cols;
+	}
+	int64_t ash[MAX_RANK];
+	for (int k = 0; k < r; k++)
+		ash[k] = k == ax ? msh[ax] : 1;
+	char *al = list_text(r, ash), *sl = list_text(a->rank, a->shape);
+	char *h = tmp(c, "where(reshape(arange(%lld), %s) == argmax(%s, axis=%d, keepdim=true), %s(1), %s(0))",
+	              (long long)msh[ax], al, src, ax, dtype_name(a->dt), dtype_name(a->dt));
+	Val *o = c->opset < 13 ? def(c, io, 0, a->dt, a->rank, a->shape, "reshape(%s, %s)", h, sl)
+	                       : def(c, io, 0, a->dt, a->rank, a->shape, "%s", h);
+	free(al);
+	free(sl);
+	free(src);
+	free(h);
+	return o ? 0 : -1;
+}
+
+/* MeanVarianceNormalization: (x - mean) / (sqrt(variance) + 1e-9) over the
+ * axes (default 0, 2, 3), as ONNX's function body. */
+int tr_mvn(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt))
+		return node_err(c, 0, "needs a float input"), -1;
+	int64_t axes[MAX_RANK + 1] = {0, 2, 3};
+	int na = attr_ints(io->n, "axes", axes, MAX_RANK);
+	if (na < 0)
+		na = 3;
+	Buf al = {0};
+	buf_putc(&al, '[');
+	for (int k = 0; k < na; k++) {
+		int ax = oaxis(c, axes[k], a->rank);
+		if (ax < 0) {
+			buf_free(&al);
+			return -1;
+		}
+		buf_printf(&al, "%s%d", k ? ", " : "", ax);
+	}
+	buf_putc(&al, ']');
+	const char *x = ref(c, a);
+	char *d = tmp(c, "%s - mean(%s, axis=%s, keepdim=true)", x, x, al.s);
+	Val *o = def(c, io, 0, a->dt, a->rank, a->shape, "%s / (sqrt(mean(%s * %s, axis=%s, keepdim=true)) + %s(1e-9))", d,
+	             d, d, al.s, dtype_name(a->dt));
+	free(d);
+	buf_free(&al);
+	return o ? 0 : -1;
+}
+
+/* LRN: x / (bias + alpha / size * (sum of the squares of the channels
+ * c - (size - 1) / 2 .. c + size / 2))^beta, the window's sum as size
+ * slices of the squares padded with zeros along the channels. */
+int tr_lrn(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (!dtype_is_float(a->dt) || a->rank < 2)
+		return node_err(c, 0, "needs a float input of rank 2 or more"), -1;
+	int64_t size = attr_i(io->n, "size", 0);
+	if (size < 1 || size > 256)
+		return node_err(c, size < 1 ? 0 : 1, "size %lld is not supported", (long long)size), -1;
+	char al[64], be[64], bi[64];
+	if (!float_lit(al, sizeof al, attr_f(io->n, "alpha", 1e-4) / (double)size, a->dt) ||
+	    !float_lit(be, sizeof be, attr_f(io->n, "beta", 0.75), a->dt) ||
+	    !float_lit(bi, sizeof bi, attr_f(io->n, "bias", 1), a->dt))
+		return node_err(c, 1, "a NaN alpha, beta or bias is not supported"), -1;
+	int64_t C = a->shape[1], lo = (size - 1) / 2, hi = size / 2;
+	const char *x = ref(c, a), *dt = dtype_name(a->dt);
+	int64_t zs[MAX_RANK];
+	memcpy(zs, a->shape, sizeof zs);
+	Buf parts = {0};
+	buf_puts(&parts, "[");
+	if (lo) {
+		zs[1] = lo;
+		char *zl = list_text(a->rank, zs);
+		buf_printf(&parts, "%s(zeros(%s)), ", dt, zl);
+		free(zl);
+	}
+	buf_printf(&parts, "%s * %s", x, x);
+	if (hi) {
+		zs[1] = hi;
+		char *zl = list_text(a->rank, zs);
+		buf_printf(&parts, ", %s(zeros(%s))", dt, zl);
+		free(zl);
+	}
+	buf_puts(&parts, "]");
+	char *p = tmp(c, "concat(%s, axis=1)", parts.s);
+	buf_free(&parts);
+	Buf sum = {0};
+	for (int64_t j = 0; j < size; j++) {
+		char *sl = slice_expr(p, 1, j, j + C);
+		buf_printf(&sum, "%s%s", j ? " + " : "", sl);
+		free(sl);
+	}
+	char *s = tmp(c, "%s", sum.s);
+	buf_free(&sum);
+	Val *o = def(c, io, 0, a->dt, a->rank, a->shape, "%s / pow(%s(%s) + %s(%s) * %s, %s(%s))", x, dt, bi, dt, al, s,
+	             dt, be);
+	free(p);
+	free(s);
+	return o ? 0 : -1;
 }

@@ -106,13 +106,15 @@ static int taps(const Rs *o, int64_t in, double sc, double r0, double r1, int64_
 	return 1;
 }
 
-/* A constant of the output's rank, len on axis ax, 1 elsewhere. */
-static Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int rank, int ax, int64_t len)
+/* A constant of the output's rank, len on axis ax, 1 elsewhere, named after
+ * the node's output (a weight when not all one value); its elements are
+ * set by the caller. */
+Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int rank, int ax, int64_t len)
 {
 	int64_t sh[MAX_RANK];
 	for (int k = 0; k < rank; k++)
 		sh[k] = k == ax ? len : 1;
-	char *nm = xasprintf("%s::resize.%d.%s%d", out, ax, what, t);
+	char *nm = xasprintf("%s::%s.%d.%d", out, what, ax, t);
 	Val *v = new_val(c, nm, dt, rank, sh);
 	free(nm);
 	val_alloc(v);
@@ -175,7 +177,7 @@ static char *resize_axis(Ctx *c, NodeIO *io, const Rs *o, const char *x, DType d
 		buf_printf(&b, "%s * %s(0)", x, dtype_name(dt));
 	char *r = tmp(c, "%s", b.s);
 	buf_free(&b);
-	return xstrdup(r);
+	return r;
 }
 
 int tr_resize(Ctx *c, NodeIO *io)
@@ -293,13 +295,7 @@ int tr_resize(Ctx *c, NodeIO *io)
 		free(cur);
 		cur = nx;
 	}
-	int empty = 0;
-	for (int k = 0; k < r; k++)
-		empty |= sh[k] == 0;
-	char *zl = list_text(r, sh);
-	Val *v = empty ? def(c, io, 0, x->dt, r, sh, "%s(zeros(%s))", dtype_name(x->dt), zl)
-	               : def(c, io, 0, x->dt, r, sh, "%s", cur);
-	free(zl);
+	int rc = def_shaped(c, io, x->dt, r, sh, cur);
 	free(cur);
-	return v ? 0 : -1;
+	return rc;
 }

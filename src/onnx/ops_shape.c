@@ -817,22 +817,76 @@ int tr_tile(Ctx *c, NodeIO *io)
 	return o ? 0 : -1;
 }
 
+/* Pad's edge, reflect and wrap modes: per padded axis one gather of the
+ * positions each output position copies (negative pads crop). */
+static int pad_gathered(Ctx *c, NodeIO *io, Val *x, Val *pv, const char *mode)
+{
+	int r = x->rank;
+	int64_t sh[MAX_RANK];
+	memcpy(sh, x->shape, sizeof sh);
+	char *cur = xstrdup(ref(c, x));
+	for (int k = r - 1; k >= 0; k--) {
+		int64_t lo = kgeti(pv, k), hi = kgeti(pv, r + k), n = x->shape[k], out = n + lo + hi;
+		if (!lo && !hi)
+			continue;
+		if (out < 0 || (out > 0 && n == 0) || (!strcmp(mode, "reflect") && (lo > n - 1 || hi > n - 1))) {
+			free(cur);
+			return node_err(c, 0, "pads %lld and %lld for an axis of %lld in mode %s", (long long)lo, (long long)hi,
+			                (long long)n, mode), -1;
+		}
+		sh[k] = out;
+		if (out == 0)
+			continue;
+		Val *iv = axis_const(c, out_name(io, 0), "pad", 0, DT_I64, r, k, out);
+		for (int64_t j = 0; j < out; j++) {
+			int64_t s = j - lo;
+			if (!strcmp(mode, "edge"))
+				s = s < 0 ? 0 : s >= n ? n - 1 : s;
+			else if (!strcmp(mode, "wrap"))
+				s = ((s % n) + n) % n;
+			else
+				s = s < 0 ? -s : s >= n ? 2 * (n - 1) - s : s;
+			kseti(iv, j, s);
+		}
+		char *t = tmp(c, "take_along_axis(%s, %s, axis=%d)", cur, ref(c, iv), k);
+		free(cur);
+		cur = t;
+	}
+	if (check_shape(c, r, sh) < 0) {
+		free(cur);
+		return -1;
+	}
+	int rc = def_shaped(c, io, x->dt, r, sh, cur);
+	free(cur);
+	return rc;
+}
+
 int tr_pad(Ctx *c, NodeIO *io)
 {
 	Val *x, *pv = in_(io, 1), *cv = in_(io, 2);
 	if (inputs(c, io, "an input", 1, &x) < 0)
 		return -1;
 	char *mode = attr_s(io->n, "mode");
-	if (mode && strcmp(mode, "constant")) {
-		node_err(c, 1, "mode '%.50s' is not supported (constant is)", mode);
+	int gathered = mode && strcmp(mode, "constant");
+	if (gathered && strcmp(mode, "edge") && strcmp(mode, "reflect") && strcmp(mode, "wrap")) {
+		node_err(c, 1, "mode '%.50s' is not supported (constant, edge, reflect and wrap are)", mode);
 		free(mode);
 		return -1;
 	}
-	free(mode);
-	if (need_known(c, pv, "pads") < 0 || need_known(c, cv, "constant_value") < 0)
+	if (need_known(c, pv, "pads") < 0 || need_known(c, cv, "constant_value") < 0) {
+		free(mode);
 		return -1;
-	if (!pv || pv->n != 2 * x->rank || in_(io, 3))
+	}
+	if (!pv || pv->n != 2 * x->rank || in_(io, 3)) {
+		free(mode);
 		return node_err(c, 1, "pads must give every axis"), -1;
+	}
+	if (gathered) {
+		int rc = pad_gathered(c, io, x, pv, mode);
+		free(mode);
+		return rc;
+	}
+	free(mode);
 	double fillv = cv ? kget(cv, 0) : 0;
 	char fl[64];
 	if (!float_lit(fl, sizeof fl, fillv, DT_F64))
@@ -895,17 +949,82 @@ int tr_topk(Ctx *c, NodeIO *io)
 	return 0;
 }
 
+/* x (an identifier) with axis ax of n positions reversed: a gather; t tells
+ * a node's reversals apart. */
+char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n, int t)
+{
+	Val *iv = axis_const(c, out_name(io, 0), "reversed", t, DT_I64, rank, ax, n);
+	for (int64_t j = 0; j < n; j++)
+		kseti(iv, j, n - 1 - j);
+	return tmp(c, "take_along_axis(%s, %s, axis=%d)", x, ref(c, iv), ax);
+}
+
+/* CumSum; reverse: of the reversed axis, reversed back; exclusive: shifted
+ * by one position, a 0 first. */
 int tr_cumsum(Ctx *c, NodeIO *io)
 {
 	Val *x, *av;
 	if (inputs(c, io, "x and axis", 2, &x, &av) < 0 || need_known(c, av, "axis") < 0)
 		return -1;
-	if (attr_i(io->n, "exclusive", 0) || attr_i(io->n, "reverse", 0))
-		return node_err(c, 1, "exclusive and reverse are not supported"), -1;
 	int ax = oaxis(c, kgeti(av, 0), x->rank);
 	if (ax < 0)
 		return -1;
-	return def(c, io, 0, x->dt, x->rank, x->shape, "cumsum(%s, %d)", ref(c, x), ax) ? 0 : -1;
+	int rev = attr_i(io->n, "reverse", 0) != 0, excl = attr_i(io->n, "exclusive", 0) != 0;
+	int64_t n = x->shape[ax];
+	if ((!rev && !excl) || n == 0)
+		return def(c, io, 0, x->dt, x->rank, x->shape, "cumsum(%s, %d)", ref(c, x), ax) ? 0 : -1;
+	char *cur = rev ? reversed(c, io, ref(c, x), x->rank, ax, n, 0) : xstrdup(ref(c, x));
+	char *cs = tmp(c, "cumsum(%s, %d)", cur, ax);
+	free(cur);
+	cur = cs;
+	if (excl) {
+		int64_t zs[MAX_RANK];
+		memcpy(zs, x->shape, sizeof zs);
+		zs[ax] = 1;
+		char *zl = list_text(x->rank, zs), *sl = slice_expr(cur, ax, 0, n - 1);
+		char *t = tmp(c, "concat([%s(zeros(%s)), %s], axis=%d)", dtype_name(x->dt), zl, sl, ax);
+		free(zl);
+		free(sl);
+		free(cur);
+		cur = t;
+	}
+	if (rev) {
+		char *t = reversed(c, io, cur, x->rank, ax, n, 1);
+		free(cur);
+		cur = t;
+	}
+	Val *o = def(c, io, 0, x->dt, x->rank, x->shape, "%s", cur);
+	free(cur);
+	return o ? 0 : -1;
+}
+
+/* EyeLike: ones on diagonal k, known at import. */
+int tr_eye_like(Ctx *c, NodeIO *io)
+{
+	Val *a;
+	if (inputs(c, io, "an input", 1, &a) < 0)
+		return -1;
+	if (a->rank != 2)
+		return node_err(c, 0, "input of rank %d, expected 2", a->rank), -1;
+	DType dt = a->dt;
+	if (attr(io->n, "dtype")) {
+		int d = onnx_nest_dtype((int)attr_i(io->n, "dtype", 1));
+		if (d < 0)
+			return node_err(c, 1, "dtype %s is not supported", onnx_dtype_name((int)attr_i(io->n, "dtype", 1))), -1;
+		dt = (DType)d;
+	}
+	int64_t k = attr_i(io->n, "k", 0);
+	Val *o = def_known(c, io, 0, dt, 2, a->shape);
+	if (!o)
+		return -1;
+	for (int64_t i = 0; i < a->shape[0]; i++)
+		for (int64_t j = 0; j < a->shape[1]; j++) {
+			if (dtype_is_float(dt))
+				kset(o, i * a->shape[1] + j, j - i == k);
+			else
+				kseti(o, i * a->shape[1] + j, j - i == k);
+		}
+	return 0;
 }
 
 /* Size: the number of elements, known at import. */

@@ -29,8 +29,8 @@ totals over the tests of the 48 ops of issue #11 (those whose nodes all have one
 op types) and over all tests. Exits 1 if a test of the 48 ops with float32 inputs and
 outputs fails.
 --check (make check, the default): only the tests of the 48 ops whose inputs and outputs
-are all float32, and those of the ops of OPS_MORE (translated since) with float32 inputs,
-each one interpreted and compiled; unsupported counts as failed. Prints
+are all float32, and those of the ops of OPS_MORE (translated since) with float32 inputs
+(f32_in), each one interpreted and compiled; unsupported counts as failed. Prints
 `ok NAME` or `FAIL NAME: reason` and `N passed, N failed`.
 """
 
@@ -56,10 +56,11 @@ OPS48 = ("MatMul Gemm Add Sub Mul Div Pow Sqrt Reciprocal Exp Tanh Erf Relu Sigm
          "Unsqueeze Concat Split Slice Gather Where Cast Conv MaxPool AveragePool GlobalAveragePool "
          "BatchNormalization Shape ConstantOfShape Expand Equal Range Identity Constant Neg Min Max "
          "Clip Einsum Trilu").split()
-# ops translated since issue #11, whose node tests --check also runs (float32 inputs; outputs
-# float32, or bool and int64 where the op gives those: IsNaN, IsInf, Size)
+# ops translated since issue #11, whose node tests --check also runs (float32 inputs, and int32
+# or int64 ones as axes; outputs float32, or bool and int64 where the op gives those)
 OPS_MORE = ("Floor Ceil Round Mean Size IsNaN IsInf InstanceNormalization DepthToSpace SpaceToDepth "
-            "Resize Upsample").split()
+            "Resize Upsample Pad ArgMax ArgMin CumSum Mod Hardmax Shrink EyeLike MeanVarianceNormalization "
+            "LRN").split()
 RTOL, ATOL = 1e-3, 1e-7
 TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
 UNSUPPORTED = re.compile(r"not supported|does not support|more than nestc's|nestc needs it")
@@ -182,10 +183,12 @@ def classify(m):
 
 
 def f32_in(m):
-    """Float32 inputs (those that are read); float32, bool or int64 outputs."""
+    """Float32 inputs (those that are read; int32 and int64 too, as axes and shapes);
+    float32, bool or int64 outputs."""
     tensor = lambda v: v.type.WhichOneof("value") == "tensor_type"
-    return (all(tensor(v) and v.type.tensor_type.elem_type == 1 for v in graph_inputs(m)
+    return (all(tensor(v) and v.type.tensor_type.elem_type in (1, 6, 7) for v in graph_inputs(m)
                 if v.name not in dtype_only(m)) and
+            any(tensor(v) and v.type.tensor_type.elem_type == 1 for v in graph_inputs(m)) and
             all(tensor(v) and v.type.tensor_type.elem_type in (1, 7, 9) for v in m.graph.output))
 
 
@@ -369,10 +372,10 @@ def cli_checks(nestc, work):
     out.append(("%d truncated and mutated models: exit 0 or 1" % len(mutants), "; ".join(bad[:3]) if bad else None))
     uns = os.path.join(d, "unsupported.onnx")
     make_model(uns, [helper.make_node("Relu", ["x"], ["h"], name="first"),
-                     helper.make_node("Hardmax", ["h"], ["y"], name="the_hardmax")],
-               [f32("x", [2, 3])], [f32("y", [2, 3])], opset=13)
+                     helper.make_node("Det", ["h"], ["y"], name="the_det")],
+               [f32("x", [3, 3])], [f32("y", [])], opset=13)
     expect_error("unsupported op", ["build", uns, "-o", os.path.join(d, "o")],
-                 [uns + ": error: node 'the_hardmax' (Hardmax, opset 13): operator Hardmax is not supported"])
+                 [uns + ": error: node 'the_det' (Det, opset 13): operator Det is not supported"])
     sym = os.path.join(d, "symbolic.onnx")
     make_model(sym, [helper.make_node("Tanh", ["x"], ["y"], name="t")], [f32("x", ["batch", 4])],
                [f32("y", ["batch", 4])])
