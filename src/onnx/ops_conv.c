@@ -146,41 +146,119 @@ int tr_conv(Ctx *c, NodeIO *io)
 	return o ? 0 : -1;
 }
 
+/* Attribute name of nd (1 or 2) entries into v[0..1] (a 1-d one as
+ * [def1, v]); absent: def. */
+static int get_nd(Ctx *c, NodeIO *io, const char *name, int nd, int64_t *v, int64_t def, int64_t def1, int min)
+{
+	int64_t t[MAX_RANK + 1];
+	int n = attr_ints(io->n, name, t, MAX_RANK);
+	v[0] = nd == 1 ? def1 : def;
+	v[1] = def;
+	if (n < 0)
+		return 0;
+	if (n != nd)
+		return node_err(c, 0, "%s has %d entries for %d-d", name, n, nd), -1;
+	for (int k = 0; k < nd; k++) {
+		if (t[k] < min)
+			return node_err(c, 0, "%s must be %s", name, min ? "positive" : "0 or more"), -1;
+		v[2 - nd + k] = t[k];
+	}
+	return 0;
+}
+
+/* ConvTranspose, 1-d (as 2-d of height 1) and 2-d. conv_transpose2d pads
+ * both sides alike and adds output_padding at the end; other pads (given,
+ * from output_shape or from auto_pad) are the smaller side's padding, then a
+ * slice of the rows and columns the pads keep. */
 int tr_conv_transpose(Ctx *c, NodeIO *io)
 {
 	Val *x, *w, *b = in_(io, 2);
-	int64_t st[2], dil[2], op[2] = {0, 0}, p[4] = {0, 0, 0, 0};
-	if (conv_inputs(c, io, "transposed convolution", &x, &w, st, dil) < 0)
+	if (inputs(c, io, "X and W", 2, &x, &w) < 0)
 		return -1;
-	int64_t t[8];
-	if (attr_ints(io->n, "output_padding", t, 2) == 2) {
-		op[0] = t[0];
-		op[1] = t[1];
-	}
-	char *ap = attr_s(io->n, "auto_pad");
-	int bad = (ap && strcmp(ap, "NOTSET")) || attr(io->n, "output_shape");
-	free(ap);
-	if (bad)
-		return node_err(c, 1, "auto_pad and output_shape are not supported"), -1;
-	int np = attr_ints(io->n, "pads", p, 4);
-	if (np >= 0 && (np != 4 || p[0] != p[2] || p[1] != p[3]))
-		return node_err(c, 1, "asymmetric pads are not supported"), -1;
+	int nd = x->rank - 2;
+	if ((nd != 1 && nd != 2) || w->rank != x->rank)
+		return node_err(c, 1, "%d-d transposed convolution is not supported (1-d and 2-d are)", nd), -1;
+	int64_t st[2], dil[2], op[2], os[2], k[2] = {1, w->shape[2 + nd - 1]}, in[2] = {1, x->shape[2 + nd - 1]};
+	if (nd == 2)
+		k[0] = w->shape[2], in[0] = x->shape[2];
+	if (get_nd(c, io, "strides", nd, st, 1, 1, 1) < 0 || get_nd(c, io, "dilations", nd, dil, 1, 1, 1) < 0 ||
+	    get_nd(c, io, "output_padding", nd, op, 0, 0, 0) < 0 || get_nd(c, io, "output_shape", nd, os, -1, 1, 1) < 0)
+		return -1;
 	int64_t g = attr_i(io->n, "group", 1);
 	if (g < 1 || w->shape[0] != x->shape[1] || x->shape[1] % g)
 		return node_err(c, 0, "channels do not match the groups"), -1;
-	int64_t sh[4] = {x->shape[0], w->shape[1] * g, 0, 0};
+	char *ap = attr_s(io->n, "auto_pad");
+	int same = ap && (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")), upper = ap && !strcmp(ap, "SAME_UPPER");
+	int valid = ap && !strcmp(ap, "VALID");
+	if (ap && !same && !valid && strcmp(ap, "NOTSET")) {
+		node_err(c, 0, "auto_pad '%.30s'", ap);
+		free(ap);
+		return -1;
+	}
+	free(ap);
+	/* pads: lo[d], hi[d] */
+	int64_t lo[2] = {0, 0}, hi[2] = {0, 0}, full[2], out[2];
 	for (int d = 0; d < 2; d++)
-		sh[2 + d] = (x->shape[2 + d] - 1) * st[d] - 2 * p[d] + dil[d] * (w->shape[2 + d] - 1) + op[d] + 1;
+		full[d] = (in[d] - 1) * st[d] + dil[d] * (k[d] - 1) + 1;
+	if (os[1] > 0 || same) {
+		for (int d = 0; d < 2; d++) {
+			int64_t want = os[1] > 0 ? os[d] : in[d] * st[d];
+			int64_t tot = full[d] + op[d] - want;
+			/* ONNX: SAME_UPPER puts the larger half at the end */
+			int64_t half = tot >= 0 ? tot / 2 : -((-tot + 1) / 2);
+			lo[d] = upper ? half : tot - half;
+			hi[d] = tot - lo[d];
+		}
+	} else if (!valid) {
+		int64_t p[MAX_RANK + 1];
+		int np = attr_ints(io->n, "pads", p, MAX_RANK);
+		if (np >= 0 && np != 2 * nd)
+			return node_err(c, 0, "pads has %d entries for %d-d", np, nd), -1;
+		for (int d = 0; np > 0 && d < nd; d++) {
+			lo[2 - nd + d] = p[d];
+			hi[2 - nd + d] = p[nd + d];
+		}
+	}
+	int64_t pad[2], q[2], start[2];
+	for (int d = 0; d < 2; d++) {
+		out[d] = full[d] - lo[d] - hi[d] + op[d];
+		pad[d] = lo[d] < hi[d] ? lo[d] : hi[d];
+		if (pad[d] < 0)
+			pad[d] = 0;
+		start[d] = lo[d] - pad[d];
+		int64_t have = full[d] - 2 * pad[d];
+		q[d] = start[d] + out[d] > have ? start[d] + out[d] - have : 0;
+		if (start[d] < 0 || out[d] < 1 || (q[d] && q[d] >= st[d] && q[d] >= dil[d]))
+			return node_err(c, 1, "pads %lld and %lld with output_padding %lld are not supported", (long long)lo[d],
+			                (long long)hi[d], (long long)op[d]), -1;
+	}
+	char *xs = nd == 1 ? tmp(c, "unsqueeze(%s, 2)", ref(c, x)) : xstrdup(ref(c, x));
+	char *ws = nd == 1 ? tmp(c, "unsqueeze(%s, 2)", ref(c, w)) : xstrdup(ref(c, w));
 	Buf e = {0};
-	buf_printf(&e, "conv_transpose2d(%s, %s", ref(c, x), ref(c, w));
+	buf_printf(&e, "conv_transpose2d(%s, %s", xs, ws);
 	if (b)
 		buf_printf(&e, ", %s", ref(c, b));
 	buf_printf(&e, ", stride=[%lld, %lld], padding=[%lld, %lld], output_padding=[%lld, %lld], groups=%lld, "
 	               "dilation=[%lld, %lld])",
-	           (long long)st[0], (long long)st[1], (long long)p[0], (long long)p[1], (long long)op[0],
-	           (long long)op[1], (long long)g, (long long)dil[0], (long long)dil[1]);
-	Val *o = def(c, io, 0, x->dt, 4, sh, "%s", e.s);
+	           (long long)st[0], (long long)st[1], (long long)pad[0], (long long)pad[1], (long long)q[0],
+	           (long long)q[1], (long long)g, (long long)dil[0], (long long)dil[1]);
+	char *cur = tmp(c, "%s", e.s);
 	buf_free(&e);
+	free(xs);
+	free(ws);
+	for (int d = 0; d < 2; d++) {
+		if (start[d] == 0 && out[d] == full[d] - 2 * pad[d] + q[d])
+			continue;
+		char *sl = slice_expr(cur, 2 + d, start[d], start[d] + out[d]);
+		char *t = tmp(c, "%s", sl);
+		free(sl);
+		free(cur);
+		cur = t;
+	}
+	int64_t sh[4] = {x->shape[0], w->shape[1] * g, out[0], out[1]};
+	Val *o = nd == 1 ? def(c, io, 0, x->dt, 3, (int64_t[]){sh[0], sh[1], sh[3]}, "squeeze(%s, 2)", cur)
+	                 : def(c, io, 0, x->dt, 4, sh, "%s", cur);
+	free(cur);
 	return o ? 0 : -1;
 }
 
