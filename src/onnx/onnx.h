@@ -267,6 +267,8 @@ int tr_cumsum(Ctx *c, NodeIO *io);
 int tr_size(Ctx *c, NodeIO *io);
 char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n, int t);
 int tr_eye_like(Ctx *c, NodeIO *io);
+int tr_gather_nd(Ctx *c, NodeIO *io);
+int tr_one_hot(Ctx *c, NodeIO *io);
 int tr_depth_space(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops_nn.c: products, reductions, normalisation, fused patterns */

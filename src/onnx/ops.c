@@ -478,7 +478,7 @@ static const struct {
 	{"Mean", tr_mean_of}, {"IsNaN", tr_isnan_isinf}, {"IsInf", tr_isnan_isinf}, {"Size", tr_size},
 	{"DepthToSpace", tr_depth_space}, {"SpaceToDepth", tr_depth_space}, {"Resize", tr_resize},
 	{"Upsample", tr_resize}, {"EyeLike", tr_eye_like}, {"Hardmax", tr_hardmax}, {"Mod", tr_mod},
-	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn},
+	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn}, {"GatherND", tr_gather_nd}, {"OneHot", tr_one_hot},
 };
 
 /* Reductions: fn over the axes of pre(x) (%1$s, or %s once), then post. */
