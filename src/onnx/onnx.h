@@ -264,11 +264,7 @@ int tr_tile(Ctx *c, NodeIO *io);
 int tr_pad(Ctx *c, NodeIO *io);
 int tr_topk(Ctx *c, NodeIO *io);
 int tr_cumsum(Ctx *c, NodeIO *io);
-int tr_size(Ctx *c, NodeIO *io);
 char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n, int t);
-int tr_eye_like(Ctx *c, NodeIO *io);
-int tr_gather_nd(Ctx *c, NodeIO *io);
-int tr_one_hot(Ctx *c, NodeIO *io);
 int tr_depth_space(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops_nn.c: products, reductions, normalisation, fused patterns */
@@ -311,6 +307,13 @@ int tr_global_pool(Ctx *c, NodeIO *io);
 /* ------------------------------------------------------------------ ops_resize.c: Resize and Upsample */
 
 int tr_resize(Ctx *c, NodeIO *io);
+
+/* ------------------------------------------------------------------ ops_index.c: GatherND, OneHot, EyeLike, Size */
+
+int tr_gather_nd(Ctx *c, NodeIO *io);
+int tr_one_hot(Ctx *c, NodeIO *io);
+int tr_eye_like(Ctx *c, NodeIO *io);
+int tr_size(Ctx *c, NodeIO *io);
 Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int rank, int ax, int64_t len);
 
 /* ------------------------------------------------------------------ ops.c: elementwise ops and the dispatch */
