@@ -65,9 +65,10 @@ typedef struct Val {
 	Onnx__TensorProto *src; /* the TensorProto raw points into, or NULL */
 	unsigned char *rawbuf;  /* external data read for it (owned), or NULL */
 	int shape_use;  /* (input) used where a value must be known */
-	int ot;         /* its ONNX dtype where known (inputs, initializers, a Cast to
-	                 * float16 or bfloat16), else 0: the Nest one holds several
-	                 * (bfloat16 in f32), and CastLike's target needs the ONNX one */
+	int ot;         /* its ONNX dtype where known (inputs, initializers, Casts,
+	                 * quantizations), else 0: the Nest one holds several (bfloat16
+	                 * in f32, uint8 in i32), and CastLike's target and a zero
+	                 * point's range need the ONNX one */
 } Val;
 
 typedef struct WEntry {
@@ -314,6 +315,16 @@ int tr_gather_nd(Ctx *c, NodeIO *io);
 int tr_one_hot(Ctx *c, NodeIO *io);
 int tr_eye_like(Ctx *c, NodeIO *io);
 int tr_size(Ctx *c, NodeIO *io);
+
+/* ------------------------------------------------------------------ ops_quant.c: quantization */
+
+int tr_dequantize(Ctx *c, NodeIO *io);
+int tr_quantize(Ctx *c, NodeIO *io);
+int tr_dynamic_quantize(Ctx *c, NodeIO *io);
+int tr_matmul_integer(Ctx *c, NodeIO *io);
+int tr_qlinear_matmul(Ctx *c, NodeIO *io);
+int tr_conv_integer(Ctx *c, NodeIO *io);
+int tr_qlinear_conv(Ctx *c, NodeIO *io);
 Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int rank, int ax, int64_t len);
 
 /* ------------------------------------------------------------------ ops.c: elementwise ops and the dispatch */

@@ -327,7 +327,7 @@ static int tr_cast(Ctx *c, NodeIO *io, int to)
 	}
 	if (!o)
 		return -1;
-	o->ot = to == OT_BFLOAT16 || to == OT_FLOAT16 ? to : 0;
+	o->ot = to; /* uint8 or int8 held in i32: a quantization's range */
 	return 0;
 }
 
@@ -479,6 +479,9 @@ static const struct {
 	{"DepthToSpace", tr_depth_space}, {"SpaceToDepth", tr_depth_space}, {"Resize", tr_resize},
 	{"Upsample", tr_resize}, {"EyeLike", tr_eye_like}, {"Hardmax", tr_hardmax}, {"Mod", tr_mod},
 	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn}, {"GatherND", tr_gather_nd}, {"OneHot", tr_one_hot},
+	{"DequantizeLinear", tr_dequantize}, {"QuantizeLinear", tr_quantize}, {"DynamicQuantizeLinear", tr_dynamic_quantize},
+	{"MatMulInteger", tr_matmul_integer}, {"QLinearMatMul", tr_qlinear_matmul}, {"ConvInteger", tr_conv_integer},
+	{"QLinearConv", tr_qlinear_conv},
 };
 
 /* Reductions: fn over the axes of pre(x) (%1$s, or %s once), then post. */

@@ -12,13 +12,14 @@ Checked (tests/onnx/run.py --check runs these among its cli checks): `nestc repo
 the repeated layer; `nestc run` and the compiled model give the reference's values (max
 |got - want| <= 1e-5 max |want|)."""
 import os
-import subprocess
 
 import numpy as np
 from onnx import TensorProto as TP
 from onnx import helper as H
 from onnx import numpy_helper
 from onnx.backend.test.case.node.resize import cubic_coeffs, interpolate_nd, linear_coeffs, nearest_coeffs
+
+import onnx_build
 
 
 def build(path, make_model, seed=5):
@@ -81,25 +82,9 @@ def checks(nestc, d, run, short, cr, make_model):
     if not why and max_rel(np.load(yp), want) > 1e-5:
         why = "max rel. error %.2e vs ONNX's reference" % max_rel(np.load(yp), want)
     out.append(("resize (linear, nearest, cubic): interpreted values", why))
-    nest, wf = os.path.join(d, "resized.nest"), os.path.join(d, "resized.safetensors")
-    r = run([nestc, "import", path, "-o", nest, "-w", wf])
-    od = os.path.join(d, "rout")
-    if not r.returncode:
-        r = run([nestc, "build", nest, "-o", od, "--name", "rz", "-j1", "--no-cache"])
-    if r.returncode:
-        out.append(("resize compiled", "import or build: exit %d: %s" % (r.returncode, short(r.stderr))))
-        return out
-    try:
-        e = cr.parse_header(os.path.join(od, "rz.h"), "rz", strict_names=False)["forward"]
-        cy = os.path.join(d, "rcy.npy")
-        call = cr.Call(e, wf, {e.inputs[0][0]: xp}, [cy], twice=False)
-        objs = sorted(os.path.join(od, f) for f in os.listdir(od) if f.endswith(".o"))
-        exe = cr.compile_driver(d, [call], ["rz"], [od], objs, name="rdriver")
-        r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
-        why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else None
-        if not why and max_rel(np.load(cy), want) > 1e-5:
-            why = "max rel. error %.2e vs ONNX's reference" % max_rel(np.load(cy), want)
-    except cr.Fail as ex:
-        why = str(ex)
+    cy = os.path.join(d, "rcy.npy")
+    why = onnx_build.build_and_run(nestc, d, run, short, cr, path, "rz", xp, [cy])
+    if not why and max_rel(np.load(cy), want) > 1e-5:
+        why = "max rel. error %.2e vs ONNX's reference" % max_rel(np.load(cy), want)
     out.append(("resize (linear, nearest, cubic): compiled values", why))
     return out

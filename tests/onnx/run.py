@@ -29,8 +29,8 @@ totals over the tests of the 48 ops of issue #11 (those whose nodes all have one
 op types) and over all tests. Exits 1 if a test of the 48 ops with float32 inputs and
 outputs fails.
 --check (make check, the default): only the tests of the 48 ops whose inputs and outputs
-are all float32, and those of the ops of OPS_MORE (translated since) with float32 inputs
-(f32_in), each one interpreted and compiled; unsupported counts as failed. Prints
+are all float32, and those of the ops of OPS_MORE (translated since) of plain dtypes
+(plain_types), each one interpreted and compiled; unsupported counts as failed. Prints
 `ok NAME` or `FAIL NAME: reason` and `N passed, N failed`.
 """
 
@@ -56,11 +56,12 @@ OPS48 = ("MatMul Gemm Add Sub Mul Div Pow Sqrt Reciprocal Exp Tanh Erf Relu Sigm
          "Unsqueeze Concat Split Slice Gather Where Cast Conv MaxPool AveragePool GlobalAveragePool "
          "BatchNormalization Shape ConstantOfShape Expand Equal Range Identity Constant Neg Min Max "
          "Clip Einsum Trilu").split()
-# ops translated since issue #11, whose node tests --check also runs (float32 inputs, and int32
-# or int64 ones as axes; outputs float32, or bool and int64 where the op gives those)
+# ops translated since issue #11, whose node tests --check also runs (those of plain dtypes:
+# plain_types)
 OPS_MORE = ("Floor Ceil Round Mean Size IsNaN IsInf InstanceNormalization DepthToSpace SpaceToDepth "
             "Resize Upsample Pad ArgMax ArgMin CumSum Mod Hardmax Shrink EyeLike MeanVarianceNormalization "
-            "LRN ConvTranspose GatherND OneHot").split()
+            "LRN ConvTranspose GatherND OneHot QuantizeLinear DequantizeLinear DynamicQuantizeLinear "
+            "MatMulInteger QLinearMatMul ConvInteger QLinearConv").split()
 MORE_UNSUPPORTED = {"test_convtranspose_3d"}  # of OPS_MORE's tests, those nestc says it does not support
 RTOL, ATOL = 1e-3, 1e-7
 TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
@@ -69,6 +70,7 @@ UNSUPPORTED = re.compile(r"not supported|does not support|more than nestc's|nest
 sys.path.insert(0, HERE)
 import exported  # noqa: E402  (an exported BERT layer: tests/onnx/exported.py)
 import resized  # noqa: E402  (Resize as exporters write it: tests/onnx/resized.py)
+import quantized  # noqa: E402  (quantized conv and matmul: tests/onnx/quantized.py)
 
 # the driver generator of the compiled-code tests
 _spec = importlib.util.spec_from_file_location("compiled_run", os.path.join(ROOT, "tests", "compiled", "run.py"))
@@ -183,14 +185,14 @@ def classify(m):
     return ops, f32
 
 
-def f32_in(m):
-    """Float32 inputs (those that are read; int32 and int64 too, as axes and shapes);
-    float32, bool or int64 outputs."""
-    tensor = lambda v: v.type.WhichOneof("value") == "tensor_type"
-    return (all(tensor(v) and v.type.tensor_type.elem_type in (1, 6, 7) for v in graph_inputs(m)
-                if v.name not in dtype_only(m)) and
-            any(tensor(v) and v.type.tensor_type.elem_type == 1 for v in graph_inputs(m)) and
-            all(tensor(v) and v.type.tensor_type.elem_type in (1, 7, 9) for v in m.graph.output))
+def plain_types(m):
+    """Every input that is read and every output a tensor of float, double, an 8-, 16-,
+    32- or 64-bit signed integer, uint8 or bool (no float16, bfloat16, unsigned wider
+    than 8 bits, strings, sequences)."""
+    ok = lambda v: (v.type.WhichOneof("value") == "tensor_type" and
+                    v.type.tensor_type.elem_type in (1, 2, 3, 5, 6, 7, 9, 11))
+    return (all(ok(v) for v in graph_inputs(m) if v.name not in dtype_only(m)) and
+            all(ok(v) for v in m.graph.output))
 
 
 def dtype_only(m):
@@ -471,6 +473,7 @@ def cli_checks(nestc, work):
     out += outline_checks(nestc, d)
     out += exported.checks(nestc, d, run, short, cr)
     out += resized.checks(nestc, d, run, short, cr, make_model)
+    out += quantized.checks(nestc, d, run, short, cr, make_model)
     return out
 
 
@@ -807,7 +810,7 @@ def main(argv):
             m = onnx.load(os.path.join(DATA, t, "model.onnx"))
             ops, f32 = classify(m)
             if (f32 and set(ops) <= set(OPS48)) or (set(ops) <= set(OPS48) | set(OPS_MORE) and
-                                                     set(ops) & set(OPS_MORE) and f32_in(m) and
+                                                     set(ops) & set(OPS_MORE) and plain_types(m) and
                                                      t not in MORE_UNSUPPORTED):
                 keep.append(t)
         tests = keep
