@@ -28,7 +28,7 @@ PROTOC_C = protoc-c
 B = build
 # The ONNX importer, src/onnx/: one object per phase.
 ONNX_OBJS = $(B)/onnx_wire.o $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_shape.o $(B)/onnx_ops_nn.o \
-	$(B)/onnx_ops_conv.o $(B)/onnx_ops_resize.o $(B)/onnx_ops_index.o $(B)/onnx_ops_quant.o $(B)/onnx_patterns.o $(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
+	$(B)/onnx_ops_conv.o $(B)/onnx_ops_resize.o $(B)/onnx_ops_index.o $(B)/onnx_ops_quant.o $(B)/onnx_ops_rnn.o $(B)/onnx_patterns.o $(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
 ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
 HDRS = src/nestc.h src/ops.def
@@ -361,6 +361,8 @@ $(B)/onnx_ops_index.o: src/onnx/ops_index.c $(ONNX_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops_index.c
 $(B)/onnx_ops_quant.o: src/onnx/ops_quant.c $(ONNX_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops_quant.c
+$(B)/onnx_ops_rnn.o: src/onnx/ops_rnn.c $(ONNX_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/ops_rnn.c
 $(B)/onnx_patterns.o: src/onnx/patterns.c $(ONNX_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/onnx/patterns.c
 $(B)/onnx_ops.o: src/onnx/ops.c $(ONNX_HDRS) $(B)/stamp

@@ -316,6 +316,10 @@ int tr_one_hot(Ctx *c, NodeIO *io);
 int tr_eye_like(Ctx *c, NodeIO *io);
 int tr_size(Ctx *c, NodeIO *io);
 
+/* ------------------------------------------------------------------ ops_rnn.c: RNN, GRU, LSTM */
+
+int tr_rnn(Ctx *c, NodeIO *io);
+
 /* ------------------------------------------------------------------ ops_quant.c: quantization */
 
 int tr_dequantize(Ctx *c, NodeIO *io);

@@ -481,7 +481,7 @@ static const struct {
 	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn}, {"GatherND", tr_gather_nd}, {"OneHot", tr_one_hot},
 	{"DequantizeLinear", tr_dequantize}, {"QuantizeLinear", tr_quantize}, {"DynamicQuantizeLinear", tr_dynamic_quantize},
 	{"MatMulInteger", tr_matmul_integer}, {"QLinearMatMul", tr_qlinear_matmul}, {"ConvInteger", tr_conv_integer},
-	{"QLinearConv", tr_qlinear_conv},
+	{"QLinearConv", tr_qlinear_conv}, {"RNN", tr_rnn}, {"GRU", tr_rnn}, {"LSTM", tr_rnn},
 };
 
 /* Reductions: fn over the axes of pre(x) (%1$s, or %s once), then post. */
