@@ -24,7 +24,7 @@ static const char *const builtins[] = {
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
 	"conv_transpose2d", "interpolate", "batch_norm",
 	"round_bf16", /* issue #11: ONNX's bfloat16 */
-	"floor", "ceil", "round", "fmod",
+	"floor", "ceil", "round", "fmod", "prod",
 	NULL,
 };
 
@@ -43,7 +43,7 @@ static const char *const shadowable[] = {
 	"linear", "flatten", "group_norm", "batch_norm", "conv_transpose2d", "interpolate",
 	"topk", "take_along_axis", "cumsum", /* issue #10 */
 	"round_bf16",
-	"floor", "ceil", "round", "fmod",
+	"floor", "ceil", "round", "fmod", "prod",
 	NULL,
 };
 
@@ -131,7 +131,7 @@ static Value *b_reduce(LowerCtx *x, Args *a, Op op)
 			reduced = reduced && t->shape[i];
 		else
 			kept = kept && t->shape[i];
-	if (op != OP_SUM && !reduced && kept) {
+	if (op != OP_SUM && op != OP_PROD && !reduced && kept) {
 		error_at(x->d, a->call->loc, "%s() over an axis of size 0 of %s: the %s of no elements is undefined",
 		         a->fname, nstr(x, t), op == OP_MEAN ? "mean" : op == OP_ARGMAX ? "position of the maximum"
 		                                   : op == OP_AMAX ? "maximum" : "minimum");
@@ -754,6 +754,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 	}
 	if (!strcmp(a->fname, "where")) return b_where(x, a);
 	if (!strcmp(a->fname, "sum")) return b_reduce(x, a, OP_SUM);
+	if (!strcmp(a->fname, "prod")) return b_reduce(x, a, OP_PROD);
 	if (!strcmp(a->fname, "mean")) return b_reduce(x, a, OP_MEAN);
 	if (!strcmp(a->fname, "amax")) return b_reduce(x, a, OP_AMAX);
 	if (!strcmp(a->fname, "amin")) return b_reduce(x, a, OP_AMIN);

@@ -588,7 +588,7 @@ static void emit_graph_body(Fn *F)
 			kernel(F, n, k_elementwise);
 			break;
 		case OP_MATMUL: k_matmul(F, n); break;
-		case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: k_reduce(F, n); break;
+		case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: case OP_PROD: k_reduce(F, n); break;
 		case OP_ARGMAX: k_argmax(F, n); break;
 		case OP_SOFTMAX: case OP_LOG_SOFTMAX: kernel(F, n, k_softmax); break;
 		case OP_LAYERNORM: case OP_RMSNORM: kernel(F, n, k_norm); break;

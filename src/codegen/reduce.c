@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-/* sum mean amax amin over an axis mask: initialise, then fold every input element */
+/* sum mean amax amin prod over an axis mask: initialise, then fold every input element */
 void k_reduce(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -15,8 +15,8 @@ void k_reduce(Fn *F, Node *n)
 	int fl = dtype_is_float(dt);
 	int64_t mask = n->a[0];
 	LLVMValueRef init;
-	if (n->op == OP_SUM || n->op == OP_MEAN)
-		init = fl ? fconst(G, dt, 0) : llvm.LLVMConstInt(elem_t(G, dt), 0, 0);
+	if (n->op == OP_SUM || n->op == OP_MEAN || n->op == OP_PROD)
+		init = fl ? fconst(G, dt, n->op == OP_PROD) : llvm.LLVMConstInt(elem_t(G, dt), n->op == OP_PROD, 0);
 	else if (fl)
 		init = fconst(G, dt, n->op == OP_AMAX ? -INFINITY : INFINITY);
 	else if (dt == DT_I32)
@@ -44,6 +44,8 @@ void k_reduce(Fn *F, Node *n)
 	LLVMValueRef acc = load_at(F, n, off[1]), v = load_at(F, x, off[0]), r;
 	if (n->op == OP_SUM || n->op == OP_MEAN)
 		r = fl ? llvm.LLVMBuildFAdd(B, acc, v, "") : iadd(G, acc, v);
+	else if (n->op == OP_PROD)
+		r = fl ? llvm.LLVMBuildFMul(B, acc, v, "") : imul(G, acc, v);
 	else
 		r = fl ? fmaxmin(G, acc, v, n->op == OP_AMAX) : imaxmin(G, acc, v, n->op == OP_AMAX);
 	store_at(F, n, off[1], r);

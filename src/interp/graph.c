@@ -57,7 +57,7 @@ static Tensor *eval_node(Frame *fr, Node *n, Tensor **in)
 		return op_fill(n);
 	case OP_ARANGE:
 		return op_arange(n);
-	case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN:
+	case OP_SUM: case OP_MEAN: case OP_AMAX: case OP_AMIN: case OP_PROD:
 		return op_reduce(n, in[0]);
 	case OP_ARGMAX:
 		return op_argmax(n, in[0]);

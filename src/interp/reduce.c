@@ -31,9 +31,9 @@ Tensor *op_reduce(Node *n, Tensor *x)
 	/* identities; lowering refuses an empty amax/amin/mean with result elements */
 	for (int64_t k = 0; k < o->n; k++) {
 		if (o->f)
-			o->f[k] = op == OP_AMAX ? -INFINITY : op == OP_AMIN ? INFINITY : 0.0;
+			o->f[k] = op == OP_AMAX ? -INFINITY : op == OP_AMIN ? INFINITY : op == OP_PROD ? 1.0 : 0.0;
 		else
-			o->i[k] = op == OP_AMAX ? INT64_MIN : op == OP_AMIN ? INT64_MAX : 0;
+			o->i[k] = op == OP_AMAX ? INT64_MIN : op == OP_AMIN ? INT64_MAX : op == OP_PROD ? 1 : 0;
 	}
 	int64_t inner = rank ? x->shape[rank - 1] : 1;
 	int64_t rows = inner ? x->n / inner : 0, istep = rank ? ost[rank - 1] : 0;
@@ -47,6 +47,10 @@ Tensor *op_reduce(Node *n, Tensor *x)
 			case OP_MEAN:
 				for (int64_t k = 0; k < inner; k++)
 					oo[k * istep] += xr[k];
+				break;
+			case OP_PROD:
+				for (int64_t k = 0; k < inner; k++)
+					oo[k * istep] *= xr[k];
 				break;
 			case OP_AMAX: /* a NaN wins and stays */
 				for (int64_t k = 0; k < inner; k++) {
@@ -72,6 +76,10 @@ Tensor *op_reduce(Node *n, Tensor *x)
 			case OP_SUM:
 				for (int64_t k = 0; k < inner; k++)
 					oo[k * istep] = wadd(oo[k * istep], xr[k]);
+				break;
+			case OP_PROD:
+				for (int64_t k = 0; k < inner; k++)
+					oo[k * istep] = wmul(oo[k * istep], xr[k]);
 				break;
 			case OP_AMAX:
 				for (int64_t k = 0; k < inner; k++)

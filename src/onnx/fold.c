@@ -348,6 +348,7 @@ void alias(Ctx *c, NodeIO *io, int k, Val *v)
 	const char *id = v->id || (c->rmode && v == c->rin) ? ref(c, v) : NULL;
 	Val *o = new_val(c, out_name(io, k), v->dt, v->rank, v->shape);
 	o->id = id ? xstrdup(id) : NULL;
+	o->ot = v->ot;
 	if (v->lazy && v->raw) {
 		/* the same bytes (owned by v) */
 		o->known = 1;
@@ -427,6 +428,19 @@ void unravel(int64_t k, int r, const int64_t *shape, int64_t *pos)
 		pos[d] = k % shape[d];
 		k /= shape[d];
 	}
+}
+
+/* A name for a value the translation adds (a sum inside Mean, a gather's
+ * index constant): base, or base#2, base#3, ..., the first that no value of
+ * the graph has (ONNX names may be anything). */
+char *fresh_name(Ctx *c, const char *base)
+{
+	char *nm = xstrdup(base);
+	for (int k = 2; find_val(c, nm); k++) {
+		free(nm);
+		nm = xasprintf("%s#%d", base, k);
+	}
+	return nm;
 }
 
 /* Output 0 as expr, of shape sh; as zeros when sh has no element (a gather

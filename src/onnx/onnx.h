@@ -238,6 +238,7 @@ int64_t bidx(const Val *v, int r, const int64_t *oshape, const int64_t *pos);
 void unravel(int64_t k, int r, const int64_t *shape, int64_t *pos);
 int fold_broadcast(Ctx *c, NodeIO *io, Val *cond, Val *a, Val *b, int r, const int64_t *sh);
 int def_shaped(Ctx *c, NodeIO *io, DType dt, int r, const int64_t *sh, const char *expr);
+char *fresh_name(Ctx *c, const char *base);
 int all_known(NodeIO *io);
 char *slice_expr(const char *x, int ax, int64_t a, int64_t b);
 char *list_text(int n, const int64_t *v);

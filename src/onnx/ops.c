@@ -258,7 +258,8 @@ static int tr_mean_of(Ctx *c, NodeIO *io)
 	}
 	/* the sum under a name of its own, then divided */
 	Onnx__NodeProto sub = *io->n;
-	char *sname = xasprintf("%s.sum", out_name(io, 0));
+	char *sbase = xasprintf("%s.sum", out_name(io, 0)), *sname = fresh_name(c, sbase);
+	free(sbase);
 	char *outs[1] = {sname};
 	sub.output = outs;
 	sub.n_output = 1;
@@ -321,6 +322,9 @@ static int tr_cast(Ctx *c, NodeIO *io, int to)
 		o = def(c, io, 0, DT_F32, a->rank, a->shape, a->dt == DT_F32 ? "round_bf16(%s)" : "round_bf16(f32(%s))", x);
 	} else if ((DType)dt == a->dt) {
 		alias(c, io, 0, a);
+		o = find_val(c, out_name(io, 0));
+		if (o)
+			o->ot = to;
 		return 0;
 	} else {
 		o = def(c, io, 0, (DType)dt, a->rank, a->shape, "%s(%s)", dtype_name((DType)dt), ref(c, a));
@@ -492,6 +496,7 @@ static const struct {
 	{"ReduceSum", "sum", NULL, NULL},
 	{"ReduceMax", "amax", NULL, NULL},
 	{"ReduceMin", "amin", NULL, NULL},
+	{"ReduceProd", "prod", NULL, NULL},
 	{"ReduceSumSquare", "sum", "%1$s * %1$s", NULL},
 	{"ReduceL1", "sum", "abs(%s)", NULL},
 	{"ReduceL2", "sum", "%1$s * %1$s", "sqrt(%s)"},
@@ -523,7 +528,7 @@ static const struct {
 	{"Tan", "sin(%1$s) / cos(%1$s)", NULL, 0, NULL, 0},
 	{"Sinh", "(exp(%1$s) - exp(-%1$s)) * 0.5", NULL, 0, NULL, 0},
 	{"Cosh", "(exp(%1$s) + exp(-%1$s)) * 0.5", NULL, 0, NULL, 0},
-	{"Shrink", "where(%1$s < -%2$s, %1$s + %3$s, where(%1$s > %2$s, %1$s - %3$s, %1$s * 0.0))", "lambd", 0.5, "bias", 0},
+	{"Shrink", "where(%1$s < -%2$s, %1$s + %3$s, where(%1$s > %2$s, %1$s - %3$s, 0.0))", "lambd", 0.5, "bias", 0},
 };
 
 int translate_node(Ctx *c, Onnx__NodeProto *n)
@@ -568,8 +573,21 @@ int translate_node(Ctx *c, Onnx__NodeProto *n)
 	if (!strcmp(op, "Max") || !strcmp(op, "Min") || !strcmp(op, "Sum"))
 		return tr_variadic(c, &io, !strcmp(op, "Sum") ? "Add" : op);
 	for (size_t k = 0; k < sizeof by_node / sizeof by_node[0]; k++)
-		if (!strcmp(op, by_node[k].op))
-			return by_node[k].fn(c, &io);
+		if (!strcmp(op, by_node[k].op)) {
+			int rc = by_node[k].fn(c, &io);
+			/* ops that move values keep their ONNX dtype (an int8 zero
+			 * point through a Reshape is still int8) */
+			static const char *const moves[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
+			                                    "Slice", "Gather", "Tile", "Concat", "Split", NULL};
+			for (int m = 0; !rc && moves[m]; m++)
+				if (!strcmp(op, moves[m]) && io.in[0] && io.in[0]->ot)
+					for (size_t j = 0; j < n->n_output; j++) {
+						Val *o = *n->output[j] ? find_val(c, n->output[j]) : NULL;
+						if (o && o->dt == io.in[0]->dt && !o->ot)
+							o->ot = io.in[0]->ot;
+					}
+			return rc;
+		}
 	for (size_t k = 0; k < sizeof reductions / sizeof reductions[0]; k++)
 		if (!strcmp(op, reductions[k].op))
 			return tr_reduce(c, &io, reductions[k].fn, reductions[k].pre, reductions[k].post);

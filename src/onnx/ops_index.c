@@ -63,6 +63,8 @@ int tr_gather_nd(Ctx *c, NodeIO *io)
 	if (q < 1 || b < 0 || b >= q || b + k > d->rank || k < 1)
 		return node_err(c, 0, "indices [.., %lld] with batch_dims %lld for data of rank %d", (long long)k,
 		                (long long)b, d->rank), -1;
+	if (q - 1 + d->rank - b - k > MAX_RANK)
+		return node_err(c, 1, "the output's rank would pass %d", MAX_RANK), -1;
 	for (int j = 0; j < b; j++)
 		if (ix->shape[j] != d->shape[j])
 			return node_err(c, 0, "batch axis %d: %lld indices for %lld", j, (long long)ix->shape[j],
@@ -102,8 +104,9 @@ int tr_gather_nd(Ctx *c, NodeIO *io)
 		int64_t bsh[MAX_RANK];
 		for (int j = 0; j < q - 1; j++)
 			bsh[j] = j < b ? ix->shape[j] : 1;
-		char *nm = xasprintf("%s::batch_offset", out_name(io, 0));
+		char *base = xasprintf("%s::batch_offset", out_name(io, 0)), *nm = fresh_name(c, base);
 		Val *ov = new_val(c, nm, DT_I64, q - 1, bsh);
+		free(base);
 		free(nm);
 		val_alloc(ov);
 		int64_t pos[MAX_RANK];
@@ -137,6 +140,8 @@ int tr_one_hot(Ctx *c, NodeIO *io)
 	if (!(dep >= 1 && dep <= (double)(1 << 30)))
 		return node_err(c, 0, "depth %g", dep), -1;
 	int64_t depth = (int64_t)dep;
+	if (ix->rank >= MAX_RANK)
+		return node_err(c, 1, "indices of rank %d: the output's rank would pass %d", ix->rank, MAX_RANK), -1;
 	int r = ix->rank + 1;
 	int ax = oaxis(c, attr_i(io->n, "axis", -1), r);
 	if (ax < 0)

@@ -452,18 +452,18 @@ int tr_argmax(Ctx *c, NodeIO *io)
 	for (int k = 0; k < a->rank; k++)
 		if (k != ax || keep)
 			sh[r++] = k == ax ? 1 : a->shape[k];
-	if (attr_i(io->n, "select_last_index", 0) && a->shape[ax] > 0) {
-		/* the first of the reversed axis, counted from the end */
-		char *rv = reversed(c, io, ref(c, a), a->rank, ax, a->shape[ax], 0);
-		Val *o = def(c, io, 0, DT_I64, r, sh, "%lld - argmax(%s%s, axis=%d, keepdim=%s)",
-		             (long long)(a->shape[ax] - 1), neg ? "-" : "", rv, ax, keep ? "true" : "false");
-		free(rv);
-		return o ? 0 : -1;
-	}
-	return def(c, io, 0, DT_I64, r, sh, "argmax(%s%s, axis=%d, keepdim=%s)", neg ? "-" : "", ref(c, a), ax,
-	           keep ? "true" : "false")
-	           ? 0
-	           : -1;
+	int last = attr_i(io->n, "select_last_index", 0) && a->shape[ax] > 0;
+	/* the first of the reversed axis, counted from the end */
+	char *src = last ? reversed(c, io, ref(c, a), a->rank, ax, a->shape[ax], 0) : xstrdup(ref(c, a));
+	/* ArgMin: the argmax of -x, of -x - 1 for integers (no overflow at the
+	 * smallest: it wraps to the largest, and the order is reversed) */
+	char *arg = !neg ? xstrdup(src) : dtype_is_float(a->dt) ? xasprintf("-%s", src) : xasprintf("(-%s - 1)", src);
+	Val *o = last ? def(c, io, 0, DT_I64, r, sh, "%lld - argmax(%s, axis=%d, keepdim=%s)", (long long)(a->shape[ax] - 1),
+	                    arg, ax, keep ? "true" : "false")
+	              : def(c, io, 0, DT_I64, r, sh, "argmax(%s, axis=%d, keepdim=%s)", arg, ax, keep ? "true" : "false");
+	free(src);
+	free(arg);
+	return o ? 0 : -1;
 }
 
 int tr_softmax(Ctx *c, NodeIO *io)

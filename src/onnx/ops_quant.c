@@ -13,7 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The saturation range of ONNX dtype ot (uint8 when unknown). */
+/* The ONNX dtype of zero point z: its own where known (inputs,
+ * initializers, Casts, and what moves them keep it); else int8 if a known
+ * value is negative, else uint8, ONNX's default. */
+static int zp_type(Val *z)
+{
+	if (!z)
+		return OT_UINT8;
+	if (z->ot)
+		return z->ot;
+	for (int64_t k = 0; z->known && !z->lazy && k < z->n; k++)
+		if (kgeti(z, k) < 0)
+			return OT_INT8;
+	return OT_UINT8;
+}
+
+/* The saturation range of ONNX dtype ot (uint8 or int8). */
 static void sat_range(int ot, int64_t *lo, int64_t *hi)
 {
 	if (ot == OT_INT8)
@@ -70,6 +85,8 @@ int tr_dequantize(Ctx *c, NodeIO *io)
 	int ax = q_axis(c, io, x, s);
 	if (ax < 0)
 		return -1;
+	if (z && z->n != s->n)
+		return node_err(c, 0, "a zero point of %lld values for a scale of %lld", (long long)z->n, (long long)s->n), -1;
 	char *ss = along(c, s, x->rank, ax), *zs = along(c, z, x->rank, ax);
 	Val *o = def(c, io, 0, s->dt, x->rank, x->shape, "(%s(%s) - %s(%s)) * %s", dtype_name(s->dt), ref(c, x),
 	             dtype_name(s->dt), zs, ss);
@@ -85,12 +102,14 @@ int tr_quantize(Ctx *c, NodeIO *io)
 		return -1;
 	if (x->dt != DT_F32 || s->dt != DT_F32)
 		return node_err(c, 1, "QuantizeLinear of %s by %s is not supported", dtype_name(x->dt), dtype_name(s->dt)), -1;
-	int ot = z ? z->ot : OT_UINT8;
-	if (z && ot != OT_UINT8 && ot != OT_INT8)
+	int ot = zp_type(z);
+	if (ot != OT_UINT8 && ot != OT_INT8)
 		return node_err(c, 1, "a zero point of %s is not supported (uint8 and int8 are)", onnx_dtype_name(ot)), -1;
 	int ax = q_axis(c, io, x, s);
 	if (ax < 0)
 		return -1;
+	if (z && z->n != s->n)
+		return node_err(c, 0, "a zero point of %lld values for a scale of %lld", (long long)z->n, (long long)s->n), -1;
 	int64_t lo, hi;
 	sat_range(ot, &lo, &hi);
 	char *ss = along(c, s, x->rank, ax), *zs = along(c, z, x->rank, ax);
@@ -194,7 +213,7 @@ int tr_qlinear_matmul(Ctx *c, NodeIO *io)
 	int64_t sh[MAX_RANK], lo, hi;
 	if (mm_shape(c, a, b, &r, sh) < 0)
 		return -1;
-	sat_range(yz->ot, &lo, &hi);
+	sat_range(zp_type(yz), &lo, &hi);
 	char *t = int_matmul(c, a, az, b, bz);
 	char *asx = a->rank >= 2 && as->n > 1 ? along(c, as, a->rank, a->rank - 2) : along(c, as, 0, 0);
 	char *bsx = along(c, bs, 0, 0), *ysx = along(c, ys, 0, 0), *yzx = along(c, yz, 0, 0);
@@ -210,7 +229,7 @@ int tr_qlinear_matmul(Ctx *c, NodeIO *io)
 	free(q);
 	if (!o)
 		return -1;
-	o->ot = yz->ot ? yz->ot : OT_UINT8;
+	o->ot = zp_type(yz);
 	return 0;
 }
 
@@ -222,8 +241,12 @@ static Val *int_conv(Ctx *c, NodeIO *io, Val *x, Val *xz, Val *w, Val *wz, const
 	if (x->rank != 4 || w->rank != 4)
 		return node_err(c, 1, "%d-d %s is not supported (2-d is)", x->rank - 2, io->n->op_type), NULL;
 	char *xzs = along(c, xz, 0, 0), *wzs = along(c, wz, 4, 0);
-	char *nx = xasprintf("%s::%s.x", out_name(io, 0), what), *nw = xasprintf("%s::%s.w", out_name(io, 0), what);
-	char *nc = xasprintf("%s::%s", out_name(io, 0), what);
+	char *bx = xasprintf("%s::%s.x", out_name(io, 0), what), *bw = xasprintf("%s::%s.w", out_name(io, 0), what);
+	char *bc = xasprintf("%s::%s", out_name(io, 0), what);
+	char *nx = fresh_name(c, bx), *nw = fresh_name(c, bw), *nc = fresh_name(c, bc);
+	free(bx);
+	free(bw);
+	free(bc);
 	Onnx__NodeProto sub = *io->n;
 	char *outs[1];
 	sub.output = outs;
@@ -266,7 +289,7 @@ int tr_qlinear_conv(Ctx *c, NodeIO *io)
 	if (!cv)
 		return -1;
 	int64_t lo, hi;
-	sat_range(yz->ot, &lo, &hi);
+	sat_range(zp_type(yz), &lo, &hi);
 	/* the bias is int32 in units of x_scale * w_scale */
 	char *bias = b ? along(c, b, 4, 1) : xstrdup("0");
 	char *xsx = along(c, xs, 0, 0), *wsx = along(c, ws, 4, 1), *ysx = along(c, ys, 0, 0), *yzx = along(c, yz, 0, 0);
@@ -282,6 +305,6 @@ int tr_qlinear_conv(Ctx *c, NodeIO *io)
 	free(q);
 	if (!o)
 		return -1;
-	o->ot = yz->ot ? yz->ot : OT_UINT8;
+	o->ot = zp_type(yz);
 	return 0;
 }

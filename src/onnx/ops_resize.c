@@ -114,8 +114,9 @@ Val *axis_const(Ctx *c, const char *out, const char *what, int t, DType dt, int 
 	int64_t sh[MAX_RANK];
 	for (int k = 0; k < rank; k++)
 		sh[k] = k == ax ? len : 1;
-	char *nm = xasprintf("%s::%s.%d.%d", out, what, ax, t);
+	char *base = xasprintf("%s::%s.%d.%d", out, what, ax, t), *nm = fresh_name(c, base);
 	Val *v = new_val(c, nm, dt, rank, sh);
+	free(base);
 	free(nm);
 	val_alloc(v);
 	return v;
@@ -199,28 +200,38 @@ int tr_resize(Ctx *c, NodeIO *io)
 	char *ms = attr_s(n, "mode");
 	/* Upsample's "bilinear" (opset 7) is its linear */
 	o.mode = ms && upsample && !strcmp(ms, "bilinear") ? RM_LINEAR : pick(ms, modes, RM_NEAREST);
-	if (o.mode < 0 || (upsample && o.mode == RM_CUBIC))
-		return node_err(c, 1, "mode '%.40s' is not supported", ms), -1;
+	if (o.mode < 0 || (upsample && o.mode == RM_CUBIC)) {
+		node_err(c, 1, "mode '%.40s' is not supported", ms);
+		free(ms);
+		return -1;
+	}
+	free(ms);
 	if (upsample) {
 		/* Upsample reads x / scale, and nearest takes the position below */
 		o.ct = CT_ASYM;
 		o.nearest = NM_FLOOR;
 	} else {
 		char *cs = attr_s(n, "coordinate_transformation_mode"), *ns = attr_s(n, "nearest_mode");
-		o.ct = pick(cs, cts, CT_HALF);
-		if (o.ct < 0)
-			return node_err(c, 1, "coordinate_transformation_mode '%.40s' is not supported", cs), -1;
-		o.nearest = pick(ns, nms, NM_ROUND_FLOOR);
-		if (o.nearest < 0)
-			return node_err(c, 1, "nearest_mode '%.40s' is not supported", ns), -1;
-		o.exclude = attr_i(n, "exclude_outside", 0) != 0;
-		if (attr_i(n, "antialias", 0))
-			return node_err(c, 1, "antialias is not supported"), -1;
-		if (attr(n, "axes"))
-			return node_err(c, 1, "the axes attribute is not supported"), -1;
 		char *kp = attr_s(n, "keep_aspect_ratio_policy");
-		if (kp && strcmp(kp, "stretch"))
-			return node_err(c, 1, "keep_aspect_ratio_policy '%.40s' is not supported", kp), -1;
+		o.ct = pick(cs, cts, CT_HALF);
+		o.nearest = pick(ns, nms, NM_ROUND_FLOOR);
+		o.exclude = attr_i(n, "exclude_outside", 0) != 0;
+		int rc = 0;
+		if (o.ct < 0)
+			rc = -1, node_err(c, 1, "coordinate_transformation_mode '%.40s' is not supported", cs);
+		else if (o.nearest < 0)
+			rc = -1, node_err(c, 1, "nearest_mode '%.40s' is not supported", ns);
+		else if (attr_i(n, "antialias", 0))
+			rc = -1, node_err(c, 1, "antialias is not supported");
+		else if (attr(n, "axes"))
+			rc = -1, node_err(c, 1, "the axes attribute is not supported");
+		else if (kp && strcmp(kp, "stretch"))
+			rc = -1, node_err(c, 1, "keep_aspect_ratio_policy '%.40s' is not supported", kp);
+		free(cs);
+		free(ns);
+		free(kp);
+		if (rc < 0)
+			return -1;
 	}
 	/* the scale of each axis and the output's shape */
 	int r = x->rank;

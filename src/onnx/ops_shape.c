@@ -818,43 +818,47 @@ int tr_tile(Ctx *c, NodeIO *io)
 }
 
 /* Pad's edge, reflect and wrap modes: per padded axis one gather of the
- * positions each output position copies (negative pads crop). */
+ * positions each output position copies. Negative pads crop first; the
+ * positive ones then pad what is left. */
 static int pad_gathered(Ctx *c, NodeIO *io, Val *x, Val *pv, const char *mode)
 {
 	int r = x->rank;
-	int64_t sh[MAX_RANK];
-	memcpy(sh, x->shape, sizeof sh);
+	int64_t sh[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK], cut[MAX_RANK], len[MAX_RANK];
+	for (int k = 0; k < r; k++) {
+		int64_t n = x->shape[k];
+		lo[k] = kgeti(pv, k), hi[k] = kgeti(pv, r + k);
+		if (llabs(lo[k]) > ((int64_t)1 << 40) || llabs(hi[k]) > ((int64_t)1 << 40))
+			return node_err(c, 0, "pads %lld and %lld are too big", (long long)lo[k], (long long)hi[k]), -1;
+		cut[k] = lo[k] < 0 ? -lo[k] : 0;
+		len[k] = n - cut[k] - (hi[k] < 0 ? -hi[k] : 0);
+		int64_t plo = lo[k] > 0 ? lo[k] : 0, phi = hi[k] > 0 ? hi[k] : 0;
+		if (len[k] < 0 || (len[k] == 0 && plo + phi > 0) ||
+		    (!strcmp(mode, "reflect") && (plo > len[k] - 1 || phi > len[k] - 1) && plo + phi > 0))
+			return node_err(c, 0, "pads %lld and %lld for an axis of %lld in mode %s", (long long)lo[k],
+			                (long long)hi[k], (long long)n, mode), -1;
+		sh[k] = len[k] + plo + phi;
+	}
+	if (check_shape(c, r, sh) < 0)
+		return -1;
 	char *cur = xstrdup(ref(c, x));
 	for (int k = r - 1; k >= 0; k--) {
-		int64_t lo = kgeti(pv, k), hi = kgeti(pv, r + k), n = x->shape[k], out = n + lo + hi;
-		if (!lo && !hi)
+		if ((!lo[k] && !hi[k]) || sh[k] == 0)
 			continue;
-		if (out < 0 || (out > 0 && n == 0) || (!strcmp(mode, "reflect") && (lo > n - 1 || hi > n - 1))) {
-			free(cur);
-			return node_err(c, 0, "pads %lld and %lld for an axis of %lld in mode %s", (long long)lo, (long long)hi,
-			                (long long)n, mode), -1;
-		}
-		sh[k] = out;
-		if (out == 0)
-			continue;
-		Val *iv = axis_const(c, out_name(io, 0), "pad", 0, DT_I64, r, k, out);
-		for (int64_t j = 0; j < out; j++) {
-			int64_t s = j - lo;
+		int64_t plo = lo[k] > 0 ? lo[k] : 0, m = len[k];
+		Val *iv = axis_const(c, out_name(io, 0), "pad", 0, DT_I64, r, k, sh[k]);
+		for (int64_t j = 0; j < sh[k]; j++) {
+			int64_t s = j - plo;
 			if (!strcmp(mode, "edge"))
-				s = s < 0 ? 0 : s >= n ? n - 1 : s;
+				s = s < 0 ? 0 : s >= m ? m - 1 : s;
 			else if (!strcmp(mode, "wrap"))
-				s = ((s % n) + n) % n;
+				s = ((s % m) + m) % m;
 			else
-				s = s < 0 ? -s : s >= n ? 2 * (n - 1) - s : s;
-			kseti(iv, j, s);
+				s = s < 0 ? -s : s >= m ? 2 * (m - 1) - s : s;
+			kseti(iv, j, s + cut[k]);
 		}
 		char *t = tmp(c, "take_along_axis(%s, %s, axis=%d)", cur, ref(c, iv), k);
 		free(cur);
 		cur = t;
-	}
-	if (check_shape(c, r, sh) < 0) {
-		free(cur);
-		return -1;
 	}
 	int rc = def_shaped(c, io, x->dt, r, sh, cur);
 	free(cur);
@@ -1017,9 +1021,12 @@ int tr_depth_space(Ctx *c, NodeIO *io)
 	static const int64_t dcr[6] = {0, 3, 4, 1, 5, 2}, crd[6] = {0, 1, 4, 2, 5, 3}, s2d[6] = {0, 3, 5, 1, 2, 4};
 	if (to_space) {
 		char *mode = attr_s(io->n, "mode");
-		int is_crd = mode && !strcmp(mode, "CRD");
-		if (mode && !is_crd && strcmp(mode, "DCR"))
-			return node_err(c, 1, "mode '%.20s' is not supported (DCR or CRD)", mode), -1;
+		int is_crd = mode && !strcmp(mode, "CRD"), bad = mode && !is_crd && strcmp(mode, "DCR");
+		if (bad)
+			node_err(c, 1, "mode '%.20s' is not supported (DCR or CRD)", mode);
+		free(mode);
+		if (bad)
+			return -1;
 		if (C % (b * b))
 			return node_err(c, 0, "%lld channels are not a multiple of blocksize^2 = %lld", (long long)C,
 			                (long long)(b * b)), -1;

@@ -1704,6 +1704,24 @@ export fn f(a: f32[12], b: f32[12], i: i32[8], j: i32[8], d: f64[12]) -> (f32[12
     O("compile_time", np.float32(-1.5 - 1.0), tol=0.0),
 ])
 
+# --- prod: the product over axes -----------------------------------------------------------
+
+px = uni((3, 4, 5), 0.5, 1.5) * np.where(rng.random((3, 4, 5)) < 0.3, -1, 1).astype(np.float32)
+pi = np.array([[3, -2, 7], [100000, 100000, 3]], np.int32)  # the second row's product wraps in i32
+case("prod", """
+export fn f(x: f32[3, 4, 5], i: i32[2, 3], e: f32[2, 0]) -> (f32[4], f32[3, 1, 5], f32, i32[2], i64[2], f32[2], f64[3]) {
+  return prod(x, axis=[0, 2]), prod(x, axis=1, keepdim=true), prod(x), prod(i, axis=1), prod(i64(i), axis=1),
+         prod(e, axis=1), prod(f64(x), axis=[1, 2])
+}
+""", dict(x=px, i=pi, e=np.zeros((2, 0), np.float32)), [
+    O("axes_0_2", np.prod(d(px), axis=(0, 2))), O("keepdim", np.prod(d(px), axis=1, keepdims=True)),
+    O("all", np.prod(d(px))),
+    O("i32_wraps", np.array([-42, (100000 * 100000 * 3) % 2**32 - 2**32 * (((100000 * 100000 * 3) % 2**32) >= 2**31)],
+                            np.int64).astype(np.int32), "i32"),
+    O("i64", np.prod(pi.astype(np.int64), axis=1), "i64"),
+    O("empty_is_one", np.ones(2)), O("f64", np.prod(px.astype(np.float64), axis=(1, 2)), "f64"),
+])
+
 # --- tensors with no elements (a dimension of 0) -----------------------------------------
 
 z03 = np.zeros((0, 3), np.float32)

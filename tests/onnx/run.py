@@ -61,7 +61,7 @@ OPS48 = ("MatMul Gemm Add Sub Mul Div Pow Sqrt Reciprocal Exp Tanh Erf Relu Sigm
 OPS_MORE = ("Floor Ceil Round Mean Size IsNaN IsInf InstanceNormalization DepthToSpace SpaceToDepth "
             "Resize Upsample Pad ArgMax ArgMin CumSum Mod Hardmax Shrink EyeLike MeanVarianceNormalization "
             "LRN ConvTranspose GatherND OneHot QuantizeLinear DequantizeLinear DynamicQuantizeLinear "
-            "MatMulInteger QLinearMatMul ConvInteger QLinearConv RNN GRU LSTM").split()
+            "MatMulInteger QLinearMatMul ConvInteger QLinearConv RNN GRU LSTM ReduceProd").split()
 MORE_UNSUPPORTED = {"test_convtranspose_3d"}  # of OPS_MORE's tests, those nestc says it does not support
 RTOL, ATOL = 1e-3, 1e-7
 TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
@@ -72,6 +72,7 @@ import exported  # noqa: E402  (an exported BERT layer: tests/onnx/exported.py)
 import resized  # noqa: E402  (Resize as exporters write it: tests/onnx/resized.py)
 import quantized  # noqa: E402  (quantized conv and matmul: tests/onnx/quantized.py)
 import recurrent  # noqa: E402  (RNN, GRU, LSTM options: tests/onnx/recurrent.py)
+import edges  # noqa: E402  (edge cases of the translated ops: tests/onnx/edges.py)
 
 # the driver generator of the compiled-code tests
 _spec = importlib.util.spec_from_file_location("compiled_run", os.path.join(ROOT, "tests", "compiled", "run.py"))
@@ -476,6 +477,7 @@ def cli_checks(nestc, work):
     out += resized.checks(nestc, d, run, short, cr, make_model)
     out += quantized.checks(nestc, d, run, short, cr, make_model)
     out += recurrent.checks(nestc, d, run, short, cr, make_model)
+    out += edges.checks(nestc, d, run, short, make_model)
     return out
 
 

@@ -1,0 +1,106 @@
+"""Edge cases of the translated ops that ONNX's node tests do not reach, each against a NumPy
+value or an expected error (tests/onnx/run.py --check runs these among its cli checks):
+
+- Pad edge, reflect and wrap with negative pads: they crop first, then the positive pads pad
+  what is left;
+- an int8 zero point reaching QLinearMatMul through Identity and Reshape: int8 saturation
+  (not uint8's);
+- Mean whose output name plus ".sum" is another tensor's name: no mix-up;
+- ArgMin of integers holding the smallest value (no overflow), with and without
+  select_last_index;
+- Shrink of NaN is 0;
+- OneHot of rank-8 indices and GatherND whose output passes rank 8: a clear error."""
+import os
+
+import numpy as np
+from onnx import TensorProto as TP
+from onnx import helper as H
+from onnx import numpy_helper as NH
+
+
+def checks(nestc, d, run, short, make_model):
+    out = []
+    f32 = lambda n, s: H.make_tensor_value_info(n, TP.FLOAT, s)
+
+    def run_model(name, nodes, inputs, outputs, inits, feeds, opset=13):
+        path = os.path.join(d, "edge_%s.onnx" % name)
+        make_model(path, nodes, inputs, outputs, inits=inits, opset=opset)
+        args = [nestc, "run", path]
+        for k, v in feeds.items():
+            p = os.path.join(d, "edge_%s_%s.npy" % (name, k))
+            np.save(p, v)
+            args += ["--input", "%s=%s" % (k, p)]
+        outs = [os.path.join(d, "edge_%s_out%d.npy" % (name, j)) for j in range(len(outputs))]
+        r = run(args + sum((["--output", o] for o in outs), []))
+        if r.returncode:
+            return None, "exit %d: %s" % (r.returncode, short(r.stderr))
+        return [np.load(o) for o in outs], None
+
+    def expect(name, got, want):
+        why = got[1]
+        if not why:
+            for g, w in zip(got[0], want):
+                if g.shape != np.shape(w) or not np.allclose(g.astype(np.float64), w, rtol=1e-6, atol=0, equal_nan=True):
+                    why = "got %s, expected %s" % (np.array2string(g.ravel()[:12]), np.array2string(np.ravel(w)[:12]))
+                    break
+        out.append((name, why))
+
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    for mode, pads in (("edge", [1, -1, -2, 3]), ("reflect", [1, -1, -2, 3]), ("wrap", [-1, 0, 1, 0]),
+                       ("reflect", [0, -2, 0, 2])):
+        lo, hi = pads[:2], pads[2:]
+        xc = x[max(-lo[0], 0):4 - max(-hi[0], 0), max(-lo[1], 0):5 - max(-hi[1], 0)]
+        want = np.pad(xc, [(max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0))], mode=mode)
+        got = run_model("pad_%s" % mode, [H.make_node("Pad", ["x", "p"], ["y"], mode=mode)], [f32("x", [4, 5])],
+                        [f32("y", list(want.shape))], [NH.from_array(np.array(pads, np.int64), "p")], dict(x=x))
+        expect("Pad %s with pads %s: crop, then pad" % (mode, pads), got, [want])
+
+    # int8 zero point through Identity and Reshape
+    a = np.array([[100, -100, 50, 7]], np.int8)
+    b = np.array([[3], [2], [1], [5]], np.int8)
+    nodes = [H.make_node("Identity", ["yz0"], ["yz1"]), H.make_node("Reshape", ["yz1", "shp"], ["yz"]),
+             H.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])]
+    inits = [NH.from_array(v, n) for v, n in ((b, "b"), (np.array(0.05, np.float32), "as"), (np.array(0, np.int8), "az"),
+                                             (np.array(0.1, np.float32), "bs"), (np.array(0, np.int8), "bz"),
+                                             (np.array(0.02, np.float32), "ys"), (np.array([-5], np.int8), "yz0"),
+                                             (np.array([], np.int64), "shp"))]
+    acc = a.astype(np.int64) @ b.astype(np.int64)
+    want = np.clip(np.rint(acc * (0.05 * 0.1 / 0.02)) - 5, -128, 127)
+    got = run_model("qzp", nodes, [H.make_tensor_value_info("a", TP.INT8, [1, 4])],
+                    [H.make_tensor_value_info("y", TP.INT8, [1, 1])], inits, dict(a=a.astype(np.int32)))
+    expect("QLinearMatMul with an int8 zero point through Identity and Reshape: int8 range", got, [want])
+
+    # Mean next to a tensor named like its sum
+    av, bv = np.array([1, 2], np.float32), np.array([3, 5], np.float32)
+    nodes = [H.make_node("Mul", ["a", "b"], ["y.sum"]), H.make_node("Mean", ["a", "b"], ["y"]),
+             H.make_node("Identity", ["y.sum"], ["z"])]
+    got = run_model("mean", nodes, [f32("a", [2]), f32("b", [2])], [f32("y", [2]), f32("z", [2])], [], dict(a=av, b=bv))
+    expect("Mean beside a tensor named <output>.sum", got, [(av + bv) / 2, av * bv])
+
+    # ArgMin of integers with the smallest value
+    m = np.iinfo(np.int64).min
+    xi = np.array([[m, 0, 5, m]], np.int64)
+    nodes = [H.make_node("ArgMin", ["x"], ["y0"], axis=1), H.make_node("ArgMin", ["x"], ["y1"], axis=1,
+                                                                       select_last_index=1)]
+    got = run_model("argmin", nodes, [H.make_tensor_value_info("x", TP.INT64, [1, 4])],
+                    [H.make_tensor_value_info("y0", TP.INT64, [1, 1]), H.make_tensor_value_info("y1", TP.INT64, [1, 1])],
+                    [], dict(x=xi))
+    expect("ArgMin of int64 holding the smallest value, first and last", got, [[[0]], [[3]]])
+
+    xs = np.array([np.nan, -0.2, 2.0, -2.0], np.float32)
+    got = run_model("shrink", [H.make_node("Shrink", ["x"], ["y"], lambd=0.5, bias=0.1)], [f32("x", [4])],
+                    [f32("y", [4])], [], dict(x=xs))
+    expect("Shrink of NaN is 0", got, [[0, 0, 1.9, -1.9]])
+
+    for name, nodes, ins, inits, needle in (
+            ("onehot", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],
+             [H.make_tensor_value_info("i", TP.INT64, [1] * 8)],
+             [NH.from_array(np.array(3, np.int64), "dep"), NH.from_array(np.array([0, 1], np.float32), "v")], "rank"),
+            ("gathernd", [H.make_node("GatherND", ["x", "i"], ["y"])],
+             [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank")):
+        path = os.path.join(d, "edge_%s.onnx" % name)
+        make_model(path, nodes, ins, [f32("y", None)], inits=inits, opset=13)
+        r = run([nestc, "check", path])
+        bad = r.returncode != 1 or "Sanitizer" in r.stderr or "runtime error" in r.stderr or needle not in r.stderr
+        out.append(("%s past rank 8: a clear error" % name, "exit %d: %s" % (r.returncode, short(r.stderr)) if bad else None))
+    return out
