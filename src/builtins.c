@@ -24,7 +24,7 @@ static const char *const builtins[] = {
 	"linear", "flatten", "group_norm", /* issue #10: PyTorch's nn layers */
 	"conv_transpose2d", "interpolate", "batch_norm",
 	"round_bf16", /* issue #11: ONNX's bfloat16 */
-	"floor", "ceil", "round", "fmod", "prod",
+	"floor", "ceil", "round", "fmod", "prod", "asin", "acos", "atan",
 	NULL,
 };
 
@@ -43,7 +43,7 @@ static const char *const shadowable[] = {
 	"linear", "flatten", "group_norm", "batch_norm", "conv_transpose2d", "interpolate",
 	"topk", "take_along_axis", "cumsum", /* issue #10 */
 	"round_bf16",
-	"floor", "ceil", "round", "fmod", "prod",
+	"floor", "ceil", "round", "fmod", "prod", "asin", "acos", "atan",
 	NULL,
 };
 
@@ -165,6 +165,9 @@ static double ct_math(const char *f, double v)
 	if (!strcmp(f, "erf")) return erf(v);
 	if (!strcmp(f, "sin")) return sin(v);
 	if (!strcmp(f, "cos")) return cos(v);
+	if (!strcmp(f, "asin")) return asin(v);
+	if (!strcmp(f, "acos")) return acos(v);
+	if (!strcmp(f, "atan")) return atan(v);
 	if (!strcmp(f, "abs")) return fabs(v);
 	if (!strcmp(f, "round_bf16")) return round_bf16((float)v);
 	if (!strcmp(f, "relu")) return v > 0 ? v : 0;
@@ -737,6 +740,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 		{"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"gelu", OP_GELU}, {"gelu_tanh", OP_GELU_TANH},
 		{"silu", OP_SILU}, {"erf", OP_ERF}, {"abs", OP_ABS}, {"sin", OP_SIN}, {"cos", OP_COS},
 		{"round_bf16", OP_ROUND_BF16}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND},
+		{"asin", OP_ASIN}, {"acos", OP_ACOS}, {"atan", OP_ATAN},
 	};
 	for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
 		if (!strcmp(a->fname, unary[i].name))

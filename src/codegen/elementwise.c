@@ -315,6 +315,9 @@ LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 	case OP_SIN: return math1(G, "llvm.sin", dt, x);
 	case OP_COS: return math1(G, "llvm.cos", dt, x);
 	case OP_FLOOR: return math1(G, "llvm.floor", dt, x);
+	case OP_ASIN: return math1(G, "asin", dt, x);
+	case OP_ACOS: return math1(G, "acos", dt, x);
+	case OP_ATAN: return math1(G, "atan", dt, x);
 	case OP_CEIL: return math1(G, "llvm.ceil", dt, x);
 	case OP_ROUND: return math1(G, "llvm.roundeven", dt, x);
 	case OP_ROUND_BF16: {

@@ -138,6 +138,9 @@ static void unary_f(Op op, double *o, const double *x, int64_t n)
 	case OP_COS: for (k = 0; k < n; k++) o[k] = cos(x[k]); break;
 	case OP_ROUND_BF16: for (k = 0; k < n; k++) o[k] = round_bf16((float)x[k]); break;
 	case OP_FLOOR: for (k = 0; k < n; k++) o[k] = floor(x[k]); break;
+	case OP_ASIN: for (k = 0; k < n; k++) o[k] = asin(x[k]); break;
+	case OP_ACOS: for (k = 0; k < n; k++) o[k] = acos(x[k]); break;
+	case OP_ATAN: for (k = 0; k < n; k++) o[k] = atan(x[k]); break;
 	case OP_CEIL: for (k = 0; k < n; k++) o[k] = ceil(x[k]); break;
 	/* the default rounding mode: to nearest, ties to even */
 	case OP_ROUND: for (k = 0; k < n; k++) o[k] = nearbyint(x[k]); break;
