@@ -486,6 +486,7 @@ static const struct {
 	{"DequantizeLinear", tr_dequantize}, {"QuantizeLinear", tr_quantize}, {"DynamicQuantizeLinear", tr_dynamic_quantize},
 	{"MatMulInteger", tr_matmul_integer}, {"QLinearMatMul", tr_qlinear_matmul}, {"ConvInteger", tr_conv_integer},
 	{"QLinearConv", tr_qlinear_conv}, {"RNN", tr_rnn}, {"GRU", tr_rnn}, {"LSTM", tr_rnn},
+	{"ScatterElements", tr_scatter}, {"Scatter", tr_scatter}, {"ScatterND", tr_scatter},
 };
 
 /* Reductions: fn over the axes of pre(x) (%1$s, or %s once), then post. */

@@ -163,3 +163,137 @@ int tr_one_hot(Ctx *c, NodeIO *io)
 	free(vs);
 	return o ? 0 : -1;
 }
+
+/* ScatterElements (and Scatter, its older name) and ScatterND with indices
+ * known at import: every (data position, update position) pair is worked
+ * out here. Each data position's k-th update (in the order the op lists
+ * them) is gathered from the updates, flattened with one more element at
+ * the end, by a constant of the positions (that element where a position
+ * has no k-th update), and the k layers are combined with data: the last
+ * one taken (reduction none: later updates overwrite), or added,
+ * multiplied, or the maximum or minimum taken. */
+int tr_scatter(Ctx *c, NodeIO *io)
+{
+	Val *d, *ix, *u;
+	if (inputs(c, io, "data, indices and updates", 3, &d, &ix, &u) < 0 || need_known(c, ix, "indices") < 0)
+		return -1;
+	int nd = !strcmp(io->n->op_type, "ScatterND");
+	char *red = attr_s(io->n, "reduction");
+	int rk = !red || !strcmp(red, "none") ? 0 : !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2 :
+	         !strcmp(red, "max") ? 3 : !strcmp(red, "min") ? 4 : -1;
+	if (rk < 0)
+		node_err(c, 1, "reduction '%.20s' is not supported", red);
+	free(red);
+	if (rk < 0)
+		return -1;
+	if (u->dt != d->dt || ix->dt == DT_BOOL || dtype_is_float(ix->dt))
+		return node_err(c, 0, "updates must have data's dtype and indices be integers"), -1;
+	int64_t Q = d->n, U = u->n;
+	int64_t *dst = xcalloc((size_t)(U ? U : 1), sizeof *dst); /* the data position of update e */
+	int64_t dstr[MAX_RANK], s = 1;
+	for (int k = d->rank - 1; k >= 0; k--)
+		dstr[k] = s, s *= d->shape[k];
+	int rc = 0;
+	if (!nd) {
+		int ax = oaxis(c, attr_i(io->n, "axis", 0), d->rank);
+		if (ax < 0 || ix->rank != d->rank || u->rank != d->rank)
+			rc = ax < 0 ? -1 : (node_err(c, 0, "data, indices and updates must have one rank"), -1);
+		for (int k = 0; !rc && k < d->rank; k++)
+			if (ix->shape[k] != u->shape[k] || (k != ax && ix->shape[k] > d->shape[k]))
+				rc = (node_err(c, 0, "indices and updates must have one shape, within data's off the axis"), -1);
+		int64_t pos[MAX_RANK];
+		for (int64_t e = 0; !rc && e < U; e++) {
+			unravel(e, ix->rank, ix->shape, pos);
+			int64_t i = kgeti(ix, e), n = d->shape[ax];
+			if (i < -n || i >= n)
+				rc = (node_err(c, 0, "index %lld out of range for an axis of %lld", (long long)i, (long long)n), -1);
+			pos[ax] = i < 0 ? i + n : i;
+			dst[e] = 0;
+			for (int k = 0; k < d->rank; k++)
+				dst[e] += pos[k] * dstr[k];
+		}
+	} else {
+		int q = ix->rank;
+		int64_t k = q ? ix->shape[q - 1] : 0, S = 1;
+		if (q < 1 || k < 1 || k > d->rank || u->rank != q - 1 + d->rank - k)
+			rc = (node_err(c, 0, "indices [.., %lld] and updates of rank %d for data of rank %d", (long long)k, u->rank,
+			               d->rank), -1);
+		for (int j = 0; !rc && j < u->rank; j++)
+			if (u->shape[j] != (j < q - 1 ? ix->shape[j] : d->shape[k + j - (q - 1)]))
+				rc = (node_err(c, 0, "updates' shape does not match indices and data"), -1);
+		for (int j = (int)k; !rc && j < d->rank; j++)
+			S *= d->shape[j];
+		int64_t T = k ? ix->n / k : 0;
+		for (int64_t t = 0; !rc && t < T; t++) {
+			int64_t base = 0;
+			for (int j = 0; j < k; j++) {
+				int64_t i = kgeti(ix, t * k + j), n = d->shape[j];
+				if (i < -n || i >= n)
+					rc = (node_err(c, 0, "index %lld out of range for an axis of %lld", (long long)i, (long long)n), -1);
+				base += (i < 0 ? i + n : i) * dstr[j];
+			}
+			for (int64_t e = 0; e < S; e++)
+				dst[t * S + e] = base + e;
+		}
+	}
+	/* layer l: per data position, its l-th update (or U: none) */
+	int64_t *cnt = rc ? NULL : xcalloc((size_t)(Q ? Q : 1), sizeof *cnt), L = 0;
+	for (int64_t e = 0; !rc && e < U; e++)
+		if (++cnt[dst[e]] > L)
+			L = cnt[dst[e]];
+	if (!rc && rk == 0 && L > 1)
+		L = 1; /* none: only the last update of a position counts */
+	Val **lay = rc ? NULL : xcalloc((size_t)(L ? L : 1), sizeof *lay);
+	for (int64_t l = 0; !rc && l < L; l++) {
+		lay[l] = axis_const(c, out_name(io, 0), "scatter", (int)l, DT_I64, 1, 0, Q);
+		for (int64_t q = 0; q < Q; q++)
+			kseti(lay[l], q, U);
+	}
+	if (!rc) {
+		memset(cnt, 0, (size_t)(Q ? Q : 1) * sizeof *cnt);
+		for (int64_t e = 0; e < U; e++) {
+			int64_t l = rk == 0 ? 0 : cnt[dst[e]]++;
+			kseti(lay[l], dst[e], e);
+		}
+	}
+	if (!rc) {
+		const char *dtn = dtype_name(d->dt);
+		static const char *const fill[] = {"0", "0", "1", NULL, NULL};
+		char *dl = list_text(1, &Q), *sl = list_text(d->rank, d->shape);
+		char *df = tmp(c, "reshape(%s, %s)", ref(c, d), dl);
+		char *uf = rk >= 3 ? NULL
+		                   : tmp(c, "concat([reshape(%s, [%lld]), %s(zeros([1])) + %s(%s)], axis=0)", ref(c, u),
+		                         (long long)U, dtn, dtn, fill[rk]);
+		char *cur = xstrdup(df);
+		for (int64_t l = 0; l < L; l++) {
+			const char *lv = ref(c, lay[l]);
+			char *t;
+			if (rk == 0)
+				t = tmp(c, "where(%s == %lld, %s, %s[%s])", lv, (long long)U, cur, uf, lv);
+			else if (rk == 1)
+				t = tmp(c, "%s + %s[%s]", cur, uf, lv);
+			else if (rk == 2)
+				t = tmp(c, "%s * %s[%s]", cur, uf, lv);
+			else {
+				/* max and min: positions without an l-th update keep cur */
+				char *ug = tmp(c, "reshape(%s, [%lld])[where(%s == %lld, 0, %s)]", ref(c, u), (long long)U, lv,
+				               (long long)U, lv);
+				t = tmp(c, "where(%s == %lld, %s, %s(%s, %s))", lv, (long long)U, cur, rk == 3 ? "maximum" : "minimum",
+				        cur, ug);
+				free(ug);
+			}
+			free(cur);
+			cur = t;
+		}
+		rc = def(c, io, 0, d->dt, d->rank, d->shape, "reshape(%s, %s)", cur, sl) ? 0 : -1;
+		free(cur);
+		free(df);
+		free(uf);
+		free(dl);
+		free(sl);
+	}
+	free(dst);
+	free(cnt);
+	free(lay);
+	return rc;
+}

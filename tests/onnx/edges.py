@@ -9,7 +9,9 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - ArgMin of integers holding the smallest value (no overflow), with and without
   select_last_index;
 - Shrink of NaN is 0;
-- OneHot of rank-8 indices and GatherND whose output passes rank 8: a clear error."""
+- OneHot of rank-8 indices and GatherND whose output passes rank 8: a clear error;
+- ScatterElements on axis 2 of a 3-d tensor with the max and min reductions and duplicate
+  indices, and ScatterND with mul on int32, against NumPy loops."""
 import os
 
 import numpy as np
@@ -92,6 +94,29 @@ def checks(nestc, d, run, short, make_model):
                     [f32("y", [4])], [], dict(x=xs))
     expect("Shrink of NaN is 0", got, [[0, 0, 1.9, -1.9]])
 
+    rng = np.random.default_rng(4)
+    data = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    idx = np.array([[[0, 3, 0], [1, 1, 2], [3, 3, 3]], [[2, -1, 0], [0, 0, 0], [1, 2, -4]]], np.int64)
+    upd = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    for red in ("max", "min"):
+        want = data.copy()
+        for p in np.ndindex(*idx.shape):
+            t = (p[0], p[1], idx[p] % 4)
+            want[t] = max(want[t], upd[p]) if red == "max" else min(want[t], upd[p])
+        got = run_model("scatter_" + red, [H.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=2, reduction=red)],
+                        [f32("x", [2, 3, 4])], [f32("y", [2, 3, 4])],
+                        [NH.from_array(idx, "i"), NH.from_array(upd, "u")], dict(x=data), opset=18)
+        expect("ScatterElements axis 2, reduction %s, duplicates" % red, got, [want])
+    di = rng.integers(-5, 6, (3, 4)).astype(np.int32)
+    ni = np.array([[1], [1], [2]], np.int64)
+    nu = rng.integers(-3, 4, (3, 4)).astype(np.int32)
+    want = di.astype(np.int64).copy()
+    for t in range(3):
+        want[ni[t, 0]] *= nu[t]
+    got = run_model("scatternd_mul", [H.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul")],
+                    [H.make_tensor_value_info("x", TP.INT32, [3, 4])], [H.make_tensor_value_info("y", TP.INT32, [3, 4])],
+                    [NH.from_array(ni, "i"), NH.from_array(nu, "u")], dict(x=di), opset=16)
+    expect("ScatterND on int32, reduction mul, a row twice", got, [want])
     for name, nodes, ins, inits, needle in (
             ("onehot", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],
              [H.make_tensor_value_info("i", TP.INT64, [1] * 8)],
