@@ -49,8 +49,10 @@ Tensor *op_reduce(Node *n, Tensor *x)
 					oo[k * istep] += xr[k];
 				break;
 			case OP_PROD:
+				/* f32 rounded at every step, as compiled code multiplies: a
+				 * product overflows (or underflows) in f32 long before double */
 				for (int64_t k = 0; k < inner; k++)
-					oo[k * istep] *= xr[k];
+					oo[k * istep] = n->dtype == DT_F32 ? (double)(float)(oo[k * istep] * xr[k]) : oo[k * istep] * xr[k];
 				break;
 			case OP_AMAX: /* a NaN wins and stays */
 				for (int64_t k = 0; k < inner; k++) {

@@ -214,7 +214,8 @@ static int tr_variadic(Ctx *c, NodeIO *io, const char *op)
 				alias(c, io, 0, io->in[k]);
 		return 0;
 	}
-	/* fold pairwise: all but the last into temporaries */
+	/* fold pairwise: all but the last into temporaries, named so that no
+	 * value of the graph has their names */
 	for (int k = 0; k < io->nin; k++) {
 		if (!io->in[k])
 			continue;
@@ -222,18 +223,22 @@ static int tr_variadic(Ctx *c, NodeIO *io, const char *op)
 			acc = io->in[k];
 			continue;
 		}
-		NodeIO sub = {.nin = 2, .n = io->n};
+		Onnx__NodeProto node = *io->n;
+		char *base = xasprintf("%s.%d", out_name(io, 0), k), *nm = --cnt > 1 ? fresh_name(c, base) : NULL;
+		char *outs[1] = {nm};
+		if (nm) {
+			node.output = outs;
+			node.n_output = 1;
+		}
+		NodeIO sub = {.nin = 2, .n = nm ? &node : io->n};
 		sub.in[0] = acc;
 		sub.in[1] = io->in[k];
-		if (tr_binary(c, &sub, op) < 0)
+		int rc = tr_binary(c, &sub, op);
+		free(base);
+		free(nm);
+		if (rc < 0)
 			return -1;
 		acc = c->vals[c->nvals - 1];
-		if (--cnt > 1) {
-			/* rename the intermediate so the output name is defined once */
-			char *nm = xasprintf("%s.%d", acc->name, k);
-			free(acc->name);
-			acc->name = nm;
-		}
 	}
 	return 0;
 }
@@ -302,6 +307,19 @@ static int tr_cast(Ctx *c, NodeIO *io, int to)
 	/* bfloat16 is held in f32, rounded to its 8 bits of significand (ties to
 	 * even), so that later ops see the value a bfloat16 has */
 	int bf16 = to == OT_BFLOAT16;
+	/* an integer to a narrower one keeps the low bits (ONNX: 300 as uint8 is
+	 * 44, 200 as int8 is -56), the narrow types being held wider: the
+	 * width's modulus and, for the signed ones, the offset of its half */
+	int64_t mod = 0, half = 0;
+	if (!dtype_is_float(a->dt) && a->dt != DT_BOOL) {
+		if (to == OT_UINT8 || to == OT_INT8)
+			mod = (int64_t)1 << 8;
+		else if (to == OT_UINT16 || to == OT_INT16)
+			mod = (int64_t)1 << 16;
+		else if (to == OT_UINT32 || (to == OT_INT32 && a->dt == DT_I64))
+			mod = (int64_t)1 << 32;
+		half = to == OT_INT8 || to == OT_INT16 || to == OT_INT32 ? mod / 2 : 0;
+	}
 	Val *o;
 	if (a->known) {
 		o = def_known(c, io, 0, (DType)dt, a->rank, a->shape);
@@ -314,9 +332,16 @@ static int tr_cast(Ctx *c, NodeIO *io, int to)
 				kset(o, k, round_bf16(a->f ? (float)a->f[k] : (float)a->i[k]));
 			else if (a->f)
 				kset(o, k, a->f[k]);
+			else if (mod)
+				kseti(o, k, (int64_t)(((uint64_t)a->i[k] + (uint64_t)half) & (uint64_t)(mod - 1)) - half);
 			else
 				kseti(o, k, a->i[k]);
 		}
+	} else if (mod) {
+		/* in i64 (the sum may pass i32), then the held dtype */
+		const char *x = ref(c, a);
+		o = def(c, io, 0, (DType)dt, a->rank, a->shape, "%s((i64(%s) + %lld) %% %lld - %lld)", dtype_name((DType)dt), x,
+		        (long long)half, (long long)mod, (long long)half);
 	} else if (bf16) {
 		const char *x = ref(c, a);
 		o = def(c, io, 0, DT_F32, a->rank, a->shape, a->dt == DT_F32 ? "round_bf16(%s)" : "round_bf16(f32(%s))", x);
@@ -535,6 +560,27 @@ static const struct {
 	{"Shrink", "where(%1$s < -%2$s, %1$s + %3$s, where(%1$s > %2$s, %1$s - %3$s, 0.0))", "lambd", 0.5, "bias", 0},
 };
 
+/* After op (rc 0: translated): ops that move or select values keep the
+ * ONNX dtype of their first input of the output's dtype that has one (an
+ * int8 zero point through a Reshape or a Max is still int8). rc. */
+static int keep_ot(Ctx *c, NodeIO *io, const char *op, int rc)
+{
+	static const char *const moves[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice",
+	                                    "Gather", "Tile", "Concat", "Split", "Where", "Clip", "Max", "Min", NULL};
+	int m = 0;
+	while (moves[m] && strcmp(op, moves[m]))
+		m++;
+	if (rc || !moves[m])
+		return rc;
+	for (size_t j = 0; j < io->n->n_output; j++) {
+		Val *o = *io->n->output[j] ? find_val(c, io->n->output[j]) : NULL;
+		for (int k = 0; o && !o->ot && k < io->nin; k++)
+			if (io->in[k] && io->in[k]->dt == o->dt && io->in[k]->ot)
+				o->ot = io->in[k]->ot;
+	}
+	return rc;
+}
+
 int translate_node(Ctx *c, Onnx__NodeProto *n)
 {
 	NodeIO io = {.n = n};
@@ -575,23 +621,10 @@ int translate_node(Ctx *c, Onnx__NodeProto *n)
 		if (!strcmp(op, un[k]))
 			return tr_unary(c, &io, op);
 	if (!strcmp(op, "Max") || !strcmp(op, "Min") || !strcmp(op, "Sum"))
-		return tr_variadic(c, &io, !strcmp(op, "Sum") ? "Add" : op);
+		return keep_ot(c, &io, op, tr_variadic(c, &io, !strcmp(op, "Sum") ? "Add" : op));
 	for (size_t k = 0; k < sizeof by_node / sizeof by_node[0]; k++)
-		if (!strcmp(op, by_node[k].op)) {
-			int rc = by_node[k].fn(c, &io);
-			/* ops that move values keep their ONNX dtype (an int8 zero
-			 * point through a Reshape is still int8) */
-			static const char *const moves[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand",
-			                                    "Slice", "Gather", "Tile", "Concat", "Split", NULL};
-			for (int m = 0; !rc && moves[m]; m++)
-				if (!strcmp(op, moves[m]) && io.in[0] && io.in[0]->ot)
-					for (size_t j = 0; j < n->n_output; j++) {
-						Val *o = *n->output[j] ? find_val(c, n->output[j]) : NULL;
-						if (o && o->dt == io.in[0]->dt && !o->ot)
-							o->ot = io.in[0]->ot;
-					}
-			return rc;
-		}
+		if (!strcmp(op, by_node[k].op))
+			return keep_ot(c, &io, op, by_node[k].fn(c, &io));
 	for (size_t k = 0; k < sizeof reductions / sizeof reductions[0]; k++)
 		if (!strcmp(op, reductions[k].op))
 			return tr_reduce(c, &io, reductions[k].fn, reductions[k].pre, reductions[k].post);

@@ -405,6 +405,46 @@ int tr_reduce(Ctx *c, NodeIO *io, const char *fn, const char *pre, const char *p
 		buf_free(&al);
 		return node_err(c, 1, "%s of integers is not supported", io->n->op_type), -1;
 	}
+	if (a->known && !pre && !post && strcmp(fn, "mean")) {
+		/* folded (a shape's product or sum, as exporters compute them) */
+		buf_free(&al);
+		Val *o = def_known(c, io, 0, a->dt, r, sh);
+		if (!o)
+			return -1;
+		int p = !strcmp(fn, "prod"), mx = !strcmp(fn, "amax"), mn = !strcmp(fn, "amin");
+		int64_t ost[MAX_RANK], pos[MAX_RANK], s = 1;
+		for (int k = a->rank - 1; k >= 0; k--) {
+			ost[k] = red[k] ? 0 : s;
+			s *= red[k] ? 1 : a->shape[k];
+		}
+		char *seen = xcalloc((size_t)(o->n ? o->n : 1), 1);
+		for (int64_t k = 0; k < o->n; k++)
+			dtype_is_float(a->dt) ? kset(o, k, p) : kseti(o, k, p);
+		for (int64_t e = 0; e < a->n; e++) {
+			unravel(e, a->rank, a->shape, pos);
+			int64_t q = 0;
+			for (int k = 0; k < a->rank; k++)
+				q += pos[k] * ost[k];
+			if (dtype_is_float(a->dt)) {
+				double v = kget(a, e), w = kget(o, q);
+				/* a NaN wins a maximum or minimum, as amax and amin */
+				double m = isnan(v) || isnan(w) ? NAN : mx ? fmax(w, v) : fmin(w, v);
+				kset(o, q, !seen[q] && (mx || mn) ? v : mx || mn ? m : p ? w * v : w + v);
+			} else {
+				int64_t v = kgeti(a, e), w = kgeti(o, q);
+				kseti(o, q, !seen[q] && (mx || mn) ? v : mx ? (v > w ? v : w) : mn ? (v < w ? v : w)
+				                : p ? (int64_t)((uint64_t)w * (uint64_t)v) : (int64_t)((uint64_t)w + (uint64_t)v));
+			}
+			seen[q] = 1;
+		}
+		int none = 0;
+		for (int64_t k = 0; k < o->n && (mx || mn); k++)
+			none |= !seen[k];
+		free(seen);
+		if (none)
+			return node_err(c, 0, "the %s of no elements is undefined", mx ? "maximum" : "minimum"), -1;
+		return 0;
+	}
 	char *xs = pre ? tmp(c, pre, ref(c, a)) : xstrdup(ref(c, a));
 	char *e = xasprintf("%s(%s, axis=%s, keepdim=%s)", fn, xs, al.s, keep ? "true" : "false");
 	Val *o = def(c, io, 0, a->dt, r, sh, post ? post : "%s", e);

@@ -74,7 +74,7 @@ int tr_rnn(Ctx *c, NodeIO *io)
 	Val *c0 = kind == K_LSTM ? in_(io, 6) : NULL, *pv = kind == K_LSTM ? in_(io, 7) : NULL;
 	if (inputs(c, io, "X, W and R", 3, &x, &w, &r) < 0)
 		return -1;
-	int64_t H = attr_i(n, "hidden_size", 0);
+	int64_t H = attr_i(n, "hidden_size", r->rank == 3 ? r->shape[2] : 0);
 	int layout = (int)attr_i(n, "layout", 0);
 	char *dir = attr_s(n, "direction");
 	int D = dir && !strcmp(dir, "bidirectional") ? 2 : 1, rev = dir && !strcmp(dir, "reverse");
@@ -89,6 +89,17 @@ int tr_rnn(Ctx *c, NodeIO *io)
 	    r->shape[1] != G * H || r->shape[2] != H || (b && (b->rank != 2 || b->shape[0] != D || b->shape[1] != 2 * G * H)) ||
 	    (pv && (pv->rank != 2 || pv->shape[0] != D || pv->shape[1] != 3 * H)) || T < 1)
 		return node_err(c, 0, "the shapes of X, W, R, B and P do not agree with hidden_size %lld", (long long)H), -1;
+	Val *same[6] = {w, r, b, h0, c0, pv};
+	for (int k = 0; k < 6; k++)
+		if (same[k] && same[k]->dt != x->dt)
+			return node_err(c, 0, "W, R, B, initial_h, initial_c and P must have X's dtype %s", dtype_name(x->dt)), -1;
+	int64_t st[3] = {layout ? B : D, layout ? D : B, H};
+	for (int k = 0; k < 2; k++) {
+		Val *v = k ? c0 : h0;
+		if (v && (v->rank != 3 || v->shape[0] != st[0] || v->shape[1] != st[1] || v->shape[2] != st[2]))
+			return node_err(c, 0, "%s must be [%lld, %lld, %lld]", k ? "initial_c" : "initial_h", (long long)st[0],
+			                (long long)st[1], (long long)st[2]), -1;
+	}
 	if (sl) {
 		if (need_known(c, sl, "sequence_lens") < 0)
 			return -1;
@@ -221,18 +232,38 @@ int tr_rnn(Ctx *c, NodeIO *io)
 	snprintf(sh4, sizeof sh4, layout ? "[%lld, 1, 1, %lld]" : "[1, 1, %lld, %lld]", (long long)B, (long long)H);
 	snprintf(sh3, sizeof sh3, layout ? "[%lld, 1, %lld]" : "[1, %lld, %lld]", (long long)B, (long long)H);
 	if (n->n_output > 0 && *n->output[0]) {
-		Buf f = {0};
-		buf_puts(&f, "concat([");
+		/* the steps joined 64 at a time: concat takes at most 64 tensors */
+		char **steps = xcalloc((size_t)T, sizeof *steps);
 		for (int64_t t = 0; t < T; t++) {
-			buf_printf(&f, "%sconcat([", t ? ", " : "");
+			Buf f = {0};
+			buf_puts(&f, "concat([");
 			for (int d = 0; d < D; d++)
 				buf_printf(&f, "%sreshape(%s, %s)", d ? ", " : "", ys[t * D + d], sh4);
 			buf_printf(&f, "], axis=%d)", layout ? 2 : 1);
+			steps[t] = tmp(c, "%s", f.s);
+			buf_free(&f);
 		}
-		buf_printf(&f, "], axis=%d)", layout ? 1 : 0);
+		int64_t cnt = T;
+		while (cnt > 1) {
+			int64_t m = 0;
+			for (int64_t i = 0; i < cnt; i += 64, m++) {
+				Buf f = {0};
+				buf_puts(&f, "concat([");
+				for (int64_t j = i; j < cnt && j < i + 64; j++)
+					buf_printf(&f, "%s%s", j > i ? ", " : "", steps[j]);
+				buf_printf(&f, "], axis=%d)", layout ? 1 : 0);
+				char *t = tmp(c, "%s", f.s);
+				buf_free(&f);
+				for (int64_t j = i; j < cnt && j < i + 64; j++)
+					free(steps[j]), steps[j] = NULL;
+				steps[m] = t;
+			}
+			cnt = m;
+		}
 		int64_t ysh[4] = {T, D, B, H}, ysh1[4] = {B, T, D, H};
-		rc |= def(c, io, 0, x->dt, 4, layout ? ysh1 : ysh, "%s", f.s) ? 0 : -1;
-		buf_free(&f);
+		rc |= def(c, io, 0, x->dt, 4, layout ? ysh1 : ysh, "%s", steps[0]) ? 0 : -1;
+		free(steps[0]);
+		free(steps);
 	}
 	/* Y_h and Y_c: [D, B, H], or [B, D, H] with layout 1 */
 	for (int k = 1; k <= (kind == K_LSTM ? 2 : 1) && !rc; k++) {

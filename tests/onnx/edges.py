@@ -11,7 +11,11 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - Shrink of NaN is 0;
 - OneHot of rank-8 indices and GatherND whose output passes rank 8: a clear error;
 - ScatterElements on axis 2 of a 3-d tensor with the max and min reductions and duplicate
-  indices, and ScatterND with mul on int32, against NumPy loops."""
+  indices, and ScatterND with mul on int32, against NumPy loops;
+- a Reshape to the product of a Shape's slice (ReduceProd of known values folds);
+- Cast of int32 to uint8, int8, uint16 and int16 keeps the low bits, as NumPy's astype;
+- Sum of three whose temporary's name is another tensor's (<output>.1);
+- an RNN of 70 steps asked for Y (concat takes 64 tensors at most)."""
 import os
 
 import numpy as np
@@ -38,11 +42,11 @@ def checks(nestc, d, run, short, make_model):
             return None, "exit %d: %s" % (r.returncode, short(r.stderr))
         return [np.load(o) for o in outs], None
 
-    def expect(name, got, want):
+    def expect(name, got, want, rtol=1e-6, atol=0):
         why = got[1]
         if not why:
             for g, w in zip(got[0], want):
-                if g.shape != np.shape(w) or not np.allclose(g.astype(np.float64), w, rtol=1e-6, atol=0, equal_nan=True):
+                if g.shape != np.shape(w) or not np.allclose(g.astype(np.float64), w, rtol=rtol, atol=atol, equal_nan=True):
                     why = "got %s, expected %s" % (np.array2string(g.ravel()[:12]), np.array2string(np.ravel(w)[:12]))
                     break
         out.append((name, why))
@@ -117,6 +121,38 @@ def checks(nestc, d, run, short, make_model):
                     [H.make_tensor_value_info("x", TP.INT32, [3, 4])], [H.make_tensor_value_info("y", TP.INT32, [3, 4])],
                     [NH.from_array(ni, "i"), NH.from_array(nu, "u")], dict(x=di), opset=16)
     expect("ScatterND on int32, reduction mul, a row twice", got, [want])
+    xr = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    nodes = [H.make_node("Shape", ["x"], ["s"]), H.make_node("Slice", ["s", "st", "en"], ["s12"]),
+             H.make_node("ReduceProd", ["s12"], ["p"], keepdims=1), H.make_node("Concat", ["one", "p"], ["ns"], axis=0),
+             H.make_node("Reshape", ["x", "ns"], ["y"])]
+    got = run_model("shapeprod", nodes, [f32("x", [2, 3, 4])], [f32("y", [2, 12])],
+                    [NH.from_array(np.array([1], np.int64), "st"), NH.from_array(np.array([3], np.int64), "en"),
+                     NH.from_array(np.array([2], np.int64), "one")], dict(x=xr))
+    expect("Reshape to a ReduceProd of a Shape's slice (folded)", got, [xr.reshape(2, 12)])
+    ci = np.array([300, -1, 200, 127, -129, 65541, 2 ** 31 - 1, -2 ** 31], np.int32)
+    for to, npt in ((TP.UINT8, np.uint8), (TP.INT8, np.int8), (TP.UINT16, np.uint16), (TP.INT16, np.int16)):
+        nodes = [H.make_node("Cast", ["x"], ["c"], to=to), H.make_node("Cast", ["c"], ["y"], to=TP.DOUBLE)]
+        got = run_model("cast%d" % to, nodes, [H.make_tensor_value_info("x", TP.INT32, [8])],
+                        [H.make_tensor_value_info("y", TP.DOUBLE, [8])], [], dict(x=ci))
+        expect("Cast int32 to %s keeps the low bits" % np.dtype(npt).name, got, [ci.astype(npt).astype(np.float64)])
+    a3 = [np.array([1, 2], np.float32) * 10 ** k for k in range(4)]
+    nodes = [H.make_node("Neg", ["d"], ["y.1"]), H.make_node("Sum", ["a", "b", "c"], ["y"]),
+             H.make_node("Mul", ["y", "y.1"], ["z"])]
+    got = run_model("sum3", nodes, [f32(n, [2]) for n in "abcd"], [f32("z", [2])], [],
+                    dict(a=a3[0], b=a3[1], c=a3[2], d=a3[3]))
+    expect("Sum of three beside a tensor named <output>.1", got, [(a3[0] + a3[1] + a3[2]) * -a3[3]])
+    T = 70
+    xs = (rng.standard_normal((T, 1, 3)) * 0.5).astype(np.float32)
+    w, rr = (rng.standard_normal((1, 4, 3)) * 0.5).astype(np.float32), (rng.standard_normal((1, 4, 4)) * 0.5).astype(np.float32)
+    h = np.zeros((1, 4))
+    ys = []
+    for t in range(T):
+        h = np.tanh(xs[t].astype(np.float64) @ w[0].T.astype(np.float64) + h @ rr[0].T.astype(np.float64))
+        ys.append(h)
+    got = run_model("rnn70", [H.make_node("RNN", ["x", "w", "r"], ["y", "yh"], hidden_size=4)], [f32("x", [T, 1, 3])],
+                    [f32("y", [T, 1, 1, 4]), f32("yh", [1, 1, 4])], [NH.from_array(w, "w"), NH.from_array(rr, "r")],
+                    dict(x=xs), opset=14)
+    expect("RNN of 70 steps with Y", got, [np.array(ys).reshape(T, 1, 1, 4), h.reshape(1, 1, 4)], rtol=0, atol=1e-5)
     for name, nodes, ins, inits, needle in (
             ("onehot", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],
              [H.make_tensor_value_info("i", TP.INT64, [1] * 8)],
