@@ -266,7 +266,7 @@ int tr_tile(Ctx *c, NodeIO *io);
 int tr_pad(Ctx *c, NodeIO *io);
 int tr_topk(Ctx *c, NodeIO *io);
 int tr_cumsum(Ctx *c, NodeIO *io);
-char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n, int t);
+char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n);
 int tr_depth_space(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops_nn.c: products, reductions, normalisation, fused patterns */

@@ -311,7 +311,13 @@ static int tr_cast(Ctx *c, NodeIO *io, int to)
 	 * 44, 200 as int8 is -56), the narrow types being held wider: the
 	 * width's modulus and, for the signed ones, the offset of its half */
 	int64_t mod = 0, half = 0;
-	if (!dtype_is_float(a->dt) && a->dt != DT_BOOL) {
+	/* a source whose ONNX dtype fits the target (uint8 to int16, int8 to
+	 * int8) needs no wrap: no extra op per element */
+	int fits = (a->ot == to) || (to == OT_INT16 && (a->ot == OT_UINT8 || a->ot == OT_INT8)) ||
+	           (to == OT_UINT16 && a->ot == OT_UINT8) ||
+	           (to == OT_INT32 && (a->ot == OT_UINT8 || a->ot == OT_INT8 || a->ot == OT_UINT16 || a->ot == OT_INT16)) ||
+	           (to == OT_UINT32 && (a->ot == OT_UINT8 || a->ot == OT_UINT16));
+	if (!dtype_is_float(a->dt) && a->dt != DT_BOOL && !fits) {
 		if (to == OT_UINT8 || to == OT_INT8)
 			mod = (int64_t)1 << 8;
 		else if (to == OT_UINT16 || to == OT_INT16)

@@ -494,7 +494,7 @@ int tr_argmax(Ctx *c, NodeIO *io)
 			sh[r++] = k == ax ? 1 : a->shape[k];
 	int last = attr_i(io->n, "select_last_index", 0) && a->shape[ax] > 0;
 	/* the first of the reversed axis, counted from the end */
-	char *src = last ? reversed(c, io, ref(c, a), a->rank, ax, a->shape[ax], 0) : xstrdup(ref(c, a));
+	char *src = last ? reversed(c, io, ref(c, a), a->rank, ax, a->shape[ax]) : xstrdup(ref(c, a));
 	/* ArgMin: the argmax of -x, of -x - 1 for integers (no overflow at the
 	 * smallest: it wraps to the largest, and the order is reversed) */
 	char *arg = !neg ? xstrdup(src) : dtype_is_float(a->dt) ? xasprintf("-%s", src) : xasprintf("(-%s - 1)", src);

@@ -953,11 +953,10 @@ int tr_topk(Ctx *c, NodeIO *io)
 	return 0;
 }
 
-/* x (an identifier) with axis ax of n positions reversed: a gather; t tells
- * a node's reversals apart. */
-char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n, int t)
+/* x (an identifier) with axis ax of n positions reversed: a gather. */
+char *reversed(Ctx *c, NodeIO *io, const char *x, int rank, int ax, int64_t n)
 {
-	Val *iv = axis_const(c, out_name(io, 0), "reversed", t, DT_I64, rank, ax, n);
+	Val *iv = axis_const(c, out_name(io, 0), "reversed", 0, DT_I64, rank, ax, n);
 	for (int64_t j = 0; j < n; j++)
 		kseti(iv, j, n - 1 - j);
 	return tmp(c, "take_along_axis(%s, %s, axis=%d)", x, ref(c, iv), ax);
@@ -977,7 +976,7 @@ int tr_cumsum(Ctx *c, NodeIO *io)
 	int64_t n = x->shape[ax];
 	if ((!rev && !excl) || n == 0)
 		return def(c, io, 0, x->dt, x->rank, x->shape, "cumsum(%s, %d)", ref(c, x), ax) ? 0 : -1;
-	char *cur = rev ? reversed(c, io, ref(c, x), x->rank, ax, n, 0) : xstrdup(ref(c, x));
+	char *cur = rev ? reversed(c, io, ref(c, x), x->rank, ax, n) : xstrdup(ref(c, x));
 	char *cs = tmp(c, "cumsum(%s, %d)", cur, ax);
 	free(cur);
 	cur = cs;
@@ -993,7 +992,7 @@ int tr_cumsum(Ctx *c, NodeIO *io)
 		cur = t;
 	}
 	if (rev) {
-		char *t = reversed(c, io, cur, x->rank, ax, n, 1);
+		char *t = reversed(c, io, cur, x->rank, ax, n);
 		free(cur);
 		cur = t;
 	}
