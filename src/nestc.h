@@ -56,8 +56,13 @@ uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
 uint64_t hash_str(const char *s);
 
 /* Write a whole file atomically: a temporary file beside PATH, then rename.
- * Returns 0, or -1 with errno set and nothing left behind. */
+ * Returns 0, or -1 with errno set and nothing left behind. A device or FIFO
+ * at PATH (/dev/stdout) is written directly; a symbolic link's file is
+ * replaced, not the link. */
 int write_file_atomic(const char *path, const void *data, size_t n);
+/* rename(tmp, path) with write_file_atomic's rules for devices and links
+ * (a device gets tmp's bytes, and tmp is removed). */
+int rename_into(const char *tmp, const char *path);
 /* A file's bytes given in parts (a header, then tensors where they lie). */
 typedef struct Part {
 	const void *p;

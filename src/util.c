@@ -269,6 +269,39 @@ static int same_content(const char *path, const Part *parts, int n, size_t total
 	return same;
 }
 
+static int write_all_fd(int fd, const Part *parts, int n)
+{
+	for (int k = 0; k < n; k++) {
+		const char *p = parts[k].p;
+		size_t left = parts[k].n;
+		while (left > 0) {
+			ssize_t w = write(fd, p, left);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
+			p += w;
+			left -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+static int write_parts_direct(const char *path, const Part *parts, int n)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (write_all_fd(fd, parts, n) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return close(fd);
+}
+
 int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 {
 	size_t total = 0;
@@ -280,6 +313,17 @@ int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 		*kept = 1;
 		return 0;
 	}
+	/* A device or FIFO (-o /dev/stdout) is written as it is: a rename
+	 * would put a file in its place. A symbolic link to a file has the
+	 * file replaced, not the link. */
+	struct stat st, lst;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return write_parts_direct(path, parts, n);
+	char *real = NULL;
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0)
+		real = realpath(path, NULL);
+	if (real)
+		path = real;
 	char *tmp = xasprintf("%s.tmp.XXXXXX", path);
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
@@ -288,20 +332,8 @@ int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 		errno = e;
 		return -1;
 	}
-	for (int k = 0; k < n; k++) {
-		const char *p = parts[k].p;
-		size_t left = parts[k].n;
-		while (left > 0) {
-			ssize_t w = write(fd, p, left);
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				goto fail;
-			}
-			p += w;
-			left -= (size_t)w;
-		}
-	}
+	if (write_all_fd(fd, parts, n) < 0)
+		goto fail;
 	if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
 		fd = -1;
 		goto fail;
@@ -311,6 +343,7 @@ int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 		goto fail;
 	}
 	free(tmp);
+	free(real);
 	return 0;
 fail:;
 	int e = errno;
@@ -318,8 +351,44 @@ fail:;
 		close(fd);
 	unlink(tmp);
 	free(tmp);
+	free(real);
 	errno = e;
 	return -1;
+}
+
+int rename_into(const char *tmp, const char *path)
+{
+	struct stat st, lst;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		int in = open(tmp, O_RDONLY | O_CLOEXEC), out = in < 0 ? -1 : open(path, O_WRONLY | O_CLOEXEC);
+		int rc = in < 0 || out < 0 ? -1 : 0;
+		char chunk[1 << 16];
+		ssize_t r;
+		while (rc == 0 && (r = read(in, chunk, sizeof chunk)) != 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			Part p = {chunk, r < 0 ? 0 : (size_t)r};
+			if (r < 0 || write_all_fd(out, &p, 1) < 0)
+				rc = -1;
+		}
+		int e = errno;
+		if (in >= 0)
+			close(in);
+		if (out >= 0 && close(out) < 0 && rc == 0)
+			rc = -1, e = errno;
+		if (rc == 0)
+			unlink(tmp);
+		errno = e;
+		return rc;
+	}
+	char *real = NULL;
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0)
+		real = realpath(path, NULL);
+	int rc = rename(tmp, real ? real : path);
+	int e = errno;
+	free(real);
+	errno = e;
+	return rc;
 }
 
 int write_file_atomic(const char *path, const void *data, size_t n)

@@ -784,7 +784,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			buf_free(&h);
 		}
 		for (int i = 0; i < tmps.n && ok; i++)
-			if (rename(tmps.v[i], finals.v[i]) < 0) {
+			if (rename_into(tmps.v[i], finals.v[i]) < 0) {
 				error_plain(d, "cannot write %s: %s", (char *)finals.v[i], strerror(errno));
 				ok = 0;
 			}

@@ -3,6 +3,7 @@
 or not written. Run: run.py NESTC"""
 import glob
 import json
+import io
 import os
 import struct
 import subprocess
@@ -146,6 +147,21 @@ def main():
         check("unused tensor is a warning", "warning: bad.safetensors: tensor 'extra' is not a parameter" in err, err)
         check("failed run leaves an existing output untouched", open("keep.npy", "rb").read() == b"precious")
         check("failed run leaves no temporary file", not [f for f in os.listdir(".") if ".tmp." in f], os.listdir("."))
+        # an output that is a device or a symbolic link: written through, never replaced
+        r = run("report", "m.nest", "--report-file", "/dev/stdout")
+        check("--report-file /dev/stdout prints the report", r.returncode == 0 and "region" in r.stdout
+              and os.path.islink("/dev/stdout"), r.stdout + r.stderr)
+        r = subprocess.run([NESTC, "run", "m.nest", "--weights", "w.safetensors", "--input", "x=x.npy", "--output",
+                            "/dev/stdout"], capture_output=True)
+        check("--output /dev/stdout writes the .npy to the pipe", r.returncode == 0 and
+              np.array_equal(np.load(io.BytesIO(r.stdout)), np.load("y.npy")) and os.path.islink("/dev/stdout"),
+              r.stderr)
+        with open("real.txt", "w") as f:
+            f.write("old")
+        os.symlink("real.txt", "link.txt")
+        r = run("report", "m.nest", "--report-file", "link.txt")
+        check("--report-file through a symbolic link replaces its file, keeps the link", r.returncode == 0 and
+              os.path.islink("link.txt") and "region" in open("real.txt").read(), r.stderr)
         write_safetensors("dt.safetensors", {"lin.weight": w.astype(np.float64), "lin.bias": b, "unused_ok": u})
         r = run("run", "m.nest", "--weights", "dt.safetensors", "--input", "x=x.npy")
         check("weights dtype error", r.returncode == 1 and "expected f32[3, 2], file has f64[3, 2]" in r.stderr, r.stderr)
