@@ -285,6 +285,7 @@ int tr_isnan_isinf(Ctx *c, NodeIO *io);
 int tr_hardmax(Ctx *c, NodeIO *io);
 int tr_mvn(Ctx *c, NodeIO *io);
 int tr_lrn(Ctx *c, NodeIO *io);
+int tr_loss(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ patterns.c: multi-node patterns as one builtin */
 

@@ -800,3 +800,86 @@ int tr_lrn(Ctx *c, NodeIO *io)
 	free(s);
 	return o ? 0 : -1;
 }
+
+/* NegativeLogLikelihoodLoss, and SoftmaxCrossEntropyLoss (the same of
+ * log_softmax over axis 1, which is its second output): loss[n, d..] =
+ * -x[n, t[n, d..], d..] * weight[t[n, d..]], 0 where t is ignore_index;
+ * reduced by none, sum, or mean = sum(loss) / sum(weight[t]) with the
+ * ignored targets weighing 0 (a count of the others without weights), as
+ * ONNX's function bodies. An ignored target is replaced by 0 before the
+ * gathers, so that it may be any value; another one out of [0, C) is a
+ * run-time error of take_along_axis(). */
+int tr_loss(Ctx *c, NodeIO *io)
+{
+	int sce = !strcmp(io->n->op_type, "SoftmaxCrossEntropyLoss");
+	Val *x, *t, *w = in_(io, 2);
+	if (inputs(c, io, "scores and labels", 2, &x, &t) < 0)
+		return -1;
+	if (!dtype_is_float(x->dt) || x->rank < 2)
+		return node_err(c, 0, "needs float scores of rank 2 or more"), -1;
+	if (t->dt != DT_I32 && t->dt != DT_I64)
+		return node_err(c, 0, "labels of dtype %s (int32 or int64 expected)", dtype_name(t->dt)), -1;
+	int64_t C = x->shape[1];
+	int bad = t->rank != x->rank - 1 || t->shape[0] != x->shape[0];
+	for (int k = 1; k < t->rank && !bad; k++)
+		bad = t->shape[k] != x->shape[k + 1];
+	if (bad)
+		return node_err(c, 0, "labels must have the shape of the scores without axis 1"), -1;
+	if (w && (w->rank != 1 || w->shape[0] != C || w->dt != x->dt))
+		return node_err(c, 0, "weights must be %s[%lld], one per class", dtype_name(x->dt), (long long)C), -1;
+	char *red = attr_s(io->n, "reduction");
+	const char *rd = red ? red : "mean";
+	if (strcmp(rd, "none") && strcmp(rd, "sum") && strcmp(rd, "mean")) {
+		node_err(c, 1, "reduction '%.20s' is not supported (none, sum or mean)", rd);
+		free(red);
+		return -1;
+	}
+	int ignore = attr(io->n, "ignore_index") != NULL;
+	long long ii = (long long)attr_i(io->n, "ignore_index", 0);
+	const char *dt = dtype_name(x->dt), *tt = dtype_name(t->dt);
+	const char *lp = ref(c, x);
+	if (sce) {
+		/* log_prob, the second output when asked for: a value either way */
+		Val *l = io->n->n_output > 1 && out_name(io, 1)[0]
+		               ? def(c, io, 1, x->dt, x->rank, x->shape, "log_softmax(%s, axis=1)", lp)
+		               : NULL;
+		if (io->n->n_output > 1 && out_name(io, 1)[0] && !l) {
+			free(red);
+			return -1;
+		}
+		lp = l ? l->id : tmp(c, "log_softmax(%s, axis=1)", lp);
+		if (!l)
+			vec_push(&c->garbage, (void *)lp);
+	}
+	const char *tl = ref(c, t);
+	char *tc = ignore ? tmp(c, "where(%s == %s(%lld), %s(0), %s)", tl, tt, ii, tt, tl) : xstrdup(tl);
+	int64_t ish[MAX_RANK];
+	ish[0] = t->shape[0], ish[1] = 1;
+	for (int k = 1; k < t->rank; k++)
+		ish[k + 1] = t->shape[k];
+	char *il = list_text(x->rank, ish), *tsl = list_text(t->rank, t->shape);
+	char *nl = tmp(c, "-reshape(take_along_axis(%s, reshape(%s, %s), axis=1), %s)", lp, tc, il, tsl);
+	char *wt = NULL;
+	if (w && ignore)
+		wt = tmp(c, "where(%s == %s(%lld), %s(0), %s[%s])", tl, tt, ii, dt, ref(c, w), tc);
+	else if (w)
+		wt = tmp(c, "%s[%s]", ref(c, w), tc);
+	else if (ignore)
+		wt = tmp(c, "where(%s == %s(%lld), %s(0), %s(1))", tl, tt, ii, dt, dt);
+	char *el = wt ? tmp(c, "%s * %s", nl, wt) : xstrdup(nl);
+	Val *o;
+	if (!strcmp(rd, "none"))
+		o = def(c, io, 0, x->dt, t->rank, t->shape, "%s", el);
+	else if (!strcmp(rd, "sum") || (!strcmp(rd, "mean") && !wt))
+		o = def(c, io, 0, x->dt, 0, NULL, "%s(%s)", rd, el);
+	else
+		o = def(c, io, 0, x->dt, 0, NULL, "sum(%s) / sum(%s)", el, wt);
+	free(red);
+	free(tc);
+	free(il);
+	free(tsl);
+	free(nl);
+	free(wt);
+	free(el);
+	return o ? 0 : -1;
+}

@@ -15,7 +15,11 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - a Reshape to the product of a Shape's slice (ReduceProd of known values folds);
 - Cast of int32 to uint8, int8, uint16 and int16 keeps the low bits, as NumPy's astype;
 - Sum of three whose temporary's name is another tensor's (<output>.1);
-- an RNN of 70 steps asked for Y (concat takes 64 tensors at most)."""
+- an RNN of 70 steps asked for Y (concat takes 64 tensors at most);
+- NegativeLogLikelihoodLoss with weights and an ignore_index outside the classes (-100, as
+  PyTorch's), its mean divided by the weights of the targets not ignored; a target out of
+  range that is not ignored: a run-time error, no output; SoftmaxCrossEntropyLoss of a 4-d
+  input with its log_prob output and no reduction; an unknown reduction: a clear error."""
 import os
 
 import numpy as np
@@ -153,15 +157,44 @@ def checks(nestc, d, run, short, make_model):
                     [f32("y", [T, 1, 1, 4]), f32("yh", [1, 1, 4])], [NH.from_array(w, "w"), NH.from_array(rr, "r")],
                     dict(x=xs), opset=14)
     expect("RNN of 70 steps with Y", got, [np.array(ys).reshape(T, 1, 1, 4), h.reshape(1, 1, 4)], rtol=0, atol=1e-5)
-    for name, nodes, ins, inits, needle in (
-            ("onehot", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],
+    # the losses, against loops written from ONNX's definition
+    xs = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    tg = np.array([[1, -100], [4, 0], [-100, 3]], np.int64)
+    wc = np.array([0.5, 1, 2, 3, 4], np.float32)
+    num = den = 0.0
+    for n in range(3):
+        for j in range(2):
+            if tg[n, j] != -100:
+                num -= float(xs[n, tg[n, j], j]) * wc[tg[n, j]]
+                den += wc[tg[n, j]]
+    nll = lambda name, **kw: run_model(name, [H.make_node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"], **kw)],
+                                       [f32("x", [3, 5, 2]), H.make_tensor_value_info("t", TP.INT64, [3, 2])],
+                                       [f32("y", [])], [NH.from_array(wc, "w")], dict(x=xs, t=tg))
+    expect("NegativeLogLikelihoodLoss, weights, ignore_index -100, mean", nll("nll", ignore_index=-100),
+           [np.float32(num / den)], rtol=1e-5)
+    got = nll("nll_range", ignore_index=1)
+    out.append(("NegativeLogLikelihoodLoss with a target out of range: a run-time error",
+                None if got[0] is None and "out of range" in (got[1] or "") else "no error: %s" % (got,)))
+    x4 = rng.standard_normal((2, 3, 2, 2)).astype(np.float32)
+    t4 = rng.integers(0, 3, (2, 2, 2)).astype(np.int64)
+    lp = x4.astype(np.float64) - x4.max(axis=1, keepdims=True)
+    lp = lp - np.log(np.exp(lp).sum(axis=1, keepdims=True))
+    want = -np.take_along_axis(lp, t4[:, None], axis=1)[:, 0]
+    got = run_model("sce4", [H.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "lp"], reduction="none")],
+                    [f32("x", [2, 3, 2, 2]), H.make_tensor_value_info("t", TP.INT64, [2, 2, 2])],
+                    [f32("y", [2, 2, 2]), f32("lp", [2, 3, 2, 2])], [], dict(x=x4, t=t4))
+    expect("SoftmaxCrossEntropyLoss of a 4-d input, no reduction, with log_prob", got, [want, lp], rtol=1e-5, atol=1e-6)
+    for name, what, nodes, ins, inits, needle in (
+            ("loss_reduction", "NegativeLogLikelihoodLoss with reduction max: a clear error", [H.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="max")],
+             [f32("x", [2, 3]), H.make_tensor_value_info("t", TP.INT64, [2])], [], "reduction 'max' is not supported"),
+            ("onehot", "onehot past rank 8: a clear error", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],
              [H.make_tensor_value_info("i", TP.INT64, [1] * 8)],
              [NH.from_array(np.array(3, np.int64), "dep"), NH.from_array(np.array([0, 1], np.float32), "v")], "rank"),
-            ("gathernd", [H.make_node("GatherND", ["x", "i"], ["y"])],
+            ("gathernd", "gathernd past rank 8: a clear error", [H.make_node("GatherND", ["x", "i"], ["y"])],
              [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank")):
         path = os.path.join(d, "edge_%s.onnx" % name)
         make_model(path, nodes, ins, [f32("y", None)], inits=inits, opset=13)
         r = run([nestc, "check", path])
         bad = r.returncode != 1 or "Sanitizer" in r.stderr or "runtime error" in r.stderr or needle not in r.stderr
-        out.append(("%s past rank 8: a clear error" % name, "exit %d: %s" % (r.returncode, short(r.stderr)) if bad else None))
+        out.append((what, "exit %d: %s" % (r.returncode, short(r.stderr)) if bad else None))
     return out
