@@ -78,6 +78,8 @@ typedef struct nestrt__tensor {
 	size_t room;                  /* bytes at data that are ours (read from a file): room to pack in place */
 	int loaded;                   /* read from the file already (weights.pending) */
 	int inplace;                  /* data holds its packed copy; copy, when made, the unpacked form */
+	const nestrt__stdtype *stored; /* F16 or BF16 in the file, widened to F32 at open; else NULL */
+	void *owned;                  /* the widened copy of a mapped or embedded tensor */
 } nestrt__tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */

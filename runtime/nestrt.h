@@ -70,9 +70,11 @@ typedef struct nestrt_param { const char *name; int dtype; int rank; int64_t sha
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data, nestrt_error *err);
 
 /* Added: inspection. Tensors are in name order (strcmp). info->dtype is -1 for
- * a dtype nestc has no tensors of (F16, BF16, U8...); *file_dtype (if not NULL)
- * gets the file's spelling ("F32", "BF16"). data is the raw, possibly
- * unaligned, pointer into the mapping. Returns -1 if i is out of range. */
+ * a dtype nestc has no tensors of (U8, I16...); F16 and BF16 tensors are
+ * widened to F32 at open and described (data, nbytes) as such. *file_dtype
+ * (if not NULL) gets the file's spelling ("F32", "BF16"). data is the raw,
+ * possibly unaligned, pointer into the mapping. Returns -1 if i is out of
+ * range. */
 int nestrt_weights_count(const nestrt_weights *w);
 int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, const char **file_dtype,
                         const void **data, size_t *nbytes);

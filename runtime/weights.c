@@ -14,6 +14,9 @@
  * created (nestrt__weights_settle), so that a weight the instance reads only
  * packed goes from the file straight into its panels, in its own place
  * (issue #14: held once, copied once). NESTRT_MMAP=1 maps the file instead.
+ * F16 and BF16 tensors are widened to F32 when the file is opened (every
+ * such number is a float): f32 parameters bind checkpoints saved in half
+ * precision, exactly, at twice the memory of their bytes in the file.
  * The packed copies, and the sharing of embedded weights, are wpack.c's. */
 #include "json.h"
 
@@ -361,8 +364,84 @@ static void free_tensors(Tensor *t, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(t[i].name);
 		free(t[i].copy);
+		free(t[i].owned);
 	}
 	free(t);
+}
+
+/* ------------------------------------------------------------ half precision */
+
+static float f16_value(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, m = h & 1023u, u;
+	if (e == 31)
+		u = s | 0x7f800000u | m << 13; /* inf, or NaN with its payload */
+	else if (e)
+		u = s | (e + 112) << 23 | m << 13;
+	else if (m) {
+		/* subnormal, m * 2^-24: normalised, one exponent step per shift */
+		e = 113;
+		while (!(m & 1024)) {
+			m <<= 1;
+			e--;
+		}
+		u = s | e << 23 | (m & 1023u) << 13;
+	} else
+		u = s;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* n 16-bit numbers at src (little-endian, any alignment) as floats at dst.
+ * dst may begin where src does, or before: element i is read before any
+ * element at or after it is written. */
+static void widen16(float *dst, const unsigned char *src, size_t n, int bf16)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+		if (bf16) {
+			uint32_t u = (uint32_t)h << 16;
+			memcpy(&dst[i], &u, sizeof u);
+		} else {
+			dst[i] = f16_value(h);
+		}
+	}
+}
+
+/* After the header: F16 and BF16 entries become F32 ones, twice as long in
+ * memory (end - begin is the bytes held; begin stays the file's offset).
+ * Their data is widened by the caller (widen_mapped, layout_tensors). */
+static void widen_entries(nestrt_weights *w)
+{
+	const StDType *f32 = st_dtype("F32", 3);
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		if (strcmp(t->st->name, "F16") && strcmp(t->st->name, "BF16"))
+			continue;
+		t->stored = t->st;
+		t->st = f32;
+		t->end = t->begin + (t->end - t->begin) * 2;
+	}
+}
+
+/* The widened tensors of a mapped file or an image in memory, each in a copy
+ * of our own (t->data points at the file's bytes until then). */
+static int widen_mapped(nestrt_weights *w, nestrt_error *err)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		size_t nb = (size_t)(t->end - t->begin);
+		if (!t->stored || nb == 0)
+			continue;
+		t->owned = aligned_alloc(64, (nb + 63) / 64 * 64);
+		if (!t->owned)
+			return nestrt__seterr(err, "%s: out of memory widening '%s' to f32", w->path, t->name);
+		widen16(t->owned, t->data, nb / 4, !strcmp(t->stored->name, "BF16"));
+		t->data = t->owned;
+		t->loaded = 1;
+	}
+	return 0;
 }
 
 /* Parse and validate the header at base + 8; fill w->t, w->n. */
@@ -471,6 +550,7 @@ static int parse_header(nestrt_weights *w, const unsigned char *base, uint64_t h
 		}
 	w->t = t;
 	w->n = n;
+	widen_entries(w);
 	return 0;
 fail:
 	free_tensors(t, n);
@@ -677,6 +757,20 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 		t->data = buf + at;
 		at = (at + t->room + 63) / 64 * 64;
 	}
+	/* the widened tensors now: their 16-bit bytes read into the second half
+	 * of their place, then widened from the front */
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		size_t nb = (size_t)(t->end - t->begin);
+		if (!t->stored || nb == 0)
+			continue;
+		unsigned char *d = (unsigned char *)t->data;
+		e = nestrt__pread_all(fd, d + nb / 2, nb / 2, 8 + hlen + t->begin);
+		if (e)
+			return nestrt__read_error(err, path, e, "while");
+		widen16((float *)d, d + nb / 2, nb / 4, !strcmp(t->stored->name, "BF16"));
+		t->loaded = 1;
+	}
 	w->fd = fd;
 	w->data_off = 8 + hlen;
 	w->pending = 1;
@@ -819,7 +913,9 @@ static int load_image(nestrt_weights *w, const void *image, size_t size, const c
 	uint64_t hlen;
 	if (header_len(base, size, path, &hlen, err) < 0)
 		return -1;
-	return parse_header(w, base, hlen, size - 8 - hlen, err) < 0 ? -1 : 0;
+	if (parse_header(w, base, hlen, size - 8 - hlen, err) < 0)
+		return -1;
+	return widen_mapped(w, err);
 }
 
 nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err)
@@ -932,7 +1028,7 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 			same = t->shape[k] == p->shape[k];
 		if (!same) {
 			char have[256];
-			nestrt__type_text(have, sizeof have, t->st->lower, t->rank, t->shape);
+			nestrt__type_text(have, sizeof have, (t->stored ? t->stored : t->st)->lower, t->rank, t->shape);
 			return nestrt__seterr(err, "%s: %s: expected %s, file has %s", w->path, shown, want, have);
 		}
 		if (!(data[i] = tensor_data(w, t, shown, err)))

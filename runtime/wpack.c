@@ -264,7 +264,7 @@ int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, 
  * holds all of it. Under w->mu. */
 static void release(nestrt_weights *w, Tensor *t)
 {
-	if (t->released || t->direct || t->copy || !w->map || !whole_pack(w, t))
+	if (t->released || t->direct || t->copy || t->owned || !w->map || !whole_pack(w, t))
 		return;
 	size_t pg = page_size();
 	uintptr_t b = ((uintptr_t)t->data + pg - 1) / pg * pg;
@@ -689,7 +689,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				copy_parallel(whole, t->data, nb);
 				j->src = whole;
 				j->dst = (void *)t->data;
-			} else if (t && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && w->map &&
+			} else if (t && (q->flags & NESTRT_PACK_TRANS) && !t->direct && !t->copy && !t->owned && w->map &&
 			           (uint64_t)(q->k * q->n) * es == t->end - t->begin) {
 				/* the rows read can go as they are read when nothing else
 				 * will want them */
@@ -1053,7 +1053,7 @@ int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, cons
 		memcpy(info->shape, t->shape, sizeof info->shape);
 	}
 	if (file_dtype)
-		*file_dtype = t->st->name;
+		*file_dtype = (t->stored ? t->stored : t->st)->name;
 	if (data) {
 		/* a weight dropped for its packed copies goes back in place, and
 		 * stays: the caller reads it */

@@ -155,7 +155,8 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 			wt->used = 1;
 			if (wt->dtype != (int)pi->dtype || !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
 				Buf b = {0};
-				if (wt->dtype >= 0) {
+				/* F16 and BF16 are held widened: the file's dtype is the one to name */
+				if (wt->dtype >= 0 && strcmp(wt->dtype_str, "F16") && strcmp(wt->dtype_str, "BF16")) {
 					shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
 				} else {
 					buf_printf(&b, "%s[", wt->dtype_str);

@@ -182,6 +182,10 @@ int weights_prepack(const void *image, size_t len, const ParamInfo *params, int 
 			buf_putc(&h, ',');
 		first = 0;
 		json_str(&h, info.name);
+		/* the bytes as held: F16 and BF16 were widened to F32 */
+		static const char *const held[] = {"BOOL", "I32", "I64", "F32", "F64"};
+		if (info.dtype >= 0 && info.dtype < (int)(sizeof held / sizeof held[0]))
+			dt = held[info.dtype];
 		buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dt);
 		for (int k = 0; k < info.rank; k++)
 			buf_printf(&h, "%s%lld", k ? "," : "", (long long)info.shape[k]);

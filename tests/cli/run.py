@@ -37,7 +37,8 @@ def write_safetensors(path, tensors):
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr)
         dt = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int32"): "I32",
-              np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}[arr.dtype]
+              np.dtype("int64"): "I64", np.dtype("bool"): "BOOL", np.dtype("float16"): "F16",
+              np.dtype("uint8"): "U8"}[arr.dtype]
         b = arr.tobytes()
         header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
@@ -134,6 +135,20 @@ def main():
               and not os.path.exists("only.npy"), r.stderr)
         r = run("run", "m.nest", "--entry", "nope", "--random-weights", "1", "--input", "x=x.npy")
         check("unknown entry", r.returncode == 1 and "no exported function 'nope'" in r.stderr, r.stderr)
+
+        # half-precision checkpoints: F16 binds f32 params, widened exactly
+        write_safetensors("half.safetensors", {"lin.weight": w.astype(np.float16), "lin.bias": b.astype(np.float16),
+                                                "unused_ok": u})
+        r = run("run", "m.nest", "--weights", "half.safetensors", "--input", "x=x.npy", "--output", "yh.npy")
+        want = x.astype(np.float64) @ w.astype(np.float16).astype(np.float64) + b + u
+        check("run with F16 weights: widened to f32", r.returncode == 0 and
+              np.allclose(np.load("yh.npy"), want, rtol=1e-5, atol=1e-6), r.stderr)
+        write_safetensors("half_bad.safetensors", {"lin.weight": w.T.astype(np.float16), "lin.bias": b,
+                                                    "unused_ok": u.astype(np.uint8)})
+        r = run("run", "m.nest", "--weights", "half_bad.safetensors", "--input", "x=x.npy")
+        check("F16 of the wrong shape, U8 for f32: the file's dtypes named", r.returncode == 1 and
+              "lin.weight: expected f32[3, 2], file has F16[2, 3]" in r.stderr and
+              "unused_ok: expected f32[2], file has U8[2]" in r.stderr, r.stderr)
 
         # wrong weights: shape, missing, unused, dtype
         write_safetensors("bad.safetensors", {"lin.weight": w.T.copy(), "lin.bias": b, "extra": u})

@@ -163,13 +163,13 @@ def write_safetensors(path, tensors):
     """tensors: list of (name, ndarray). u64 LE header length, JSON header padded with
     spaces to 8 bytes, then the raw little-endian data (as tests/models/run.py)."""
     dtypes = {np.dtype("<f4"): "F32", np.dtype("<f8"): "F64", np.dtype("<i4"): "I32",
-              np.dtype("<i8"): "I64", np.dtype("bool"): "BOOL"}
+              np.dtype("<i8"): "I64", np.dtype("bool"): "BOOL", np.dtype("<f2"): "F16"}
     header, blobs, off = {}, [], 0
-    for name, arr in tensors:
+    for name, arr, *spelled in tensors:  # (name, uint16 bits, "BF16") for bfloat16
         arr = np.asarray(arr, order="C")
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         data = arr.tobytes()
-        header[name] = {"dtype": dtypes[arr.dtype], "shape": list(arr.shape),
+        header[name] = {"dtype": spelled[0] if spelled else dtypes[arr.dtype], "shape": list(arr.shape),
                         "data_offsets": [off, off + len(data)]}
         blobs.append(data)
         off += len(data)
@@ -1462,6 +1462,45 @@ def region_j():
         expect_objects(out, ["m.o"])
         values_ok(m.check_compiled(out))
     return single("region.j_no_regions", fn)
+
+
+SRC_HALF = """
+param w1: f32[64, 96]
+param b1: f32[96]
+param w2: f32[96, 32]
+
+export fn forward(x: f32[8, 64]) -> f32[8, 32] {
+  return relu(x @ w1 + b1) @ w2
+}
+"""
+
+
+@check("weights.half_precision")
+def weights_half():
+    """F16 and BF16 tensors bind f32 params, widened exactly at open: the interpreter
+    against NumPy on the widened values, compiled code (its matrices packed from the
+    widened copies) against the interpreter, read and mapped (NESTRT_MMAP=1)."""
+    def fn():
+        rng = np.random.default_rng(16)
+        w1 = (rng.standard_normal((64, 96)) * 0.2).astype(np.float16)
+        b1 = (rng.standard_normal(96).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        w2 = (rng.standard_normal((96, 32)) * 0.2).astype(np.float16)
+        x = rng.standard_normal((8, 64)).astype(np.float32)
+        m = region_model("weights.half", SRC_HALF, {"x": x})
+        path = os.path.join(m.d, "half.safetensors")
+        write_safetensors(path, [("w1", w1), ("b1", b1, "BF16"), ("w2", w2)])
+        m._weights = path
+        b1f = (b1.astype(np.uint32) << 16).view(np.float32)
+        want = np.maximum(x.astype(np.float64) @ w1.astype(np.float64) + b1f, 0) @ w2.astype(np.float64)
+        e = type("E", (), {"name": "forward", "outputs": [None]})
+        ref = np.load(m.reference(e)[0])
+        if not np.allclose(ref, want, rtol=1e-5, atol=1e-5):
+            raise Fail("interpreter: max |diff| %g from NumPy" % np.abs(ref - want).max())
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        values_ok(m.check_compiled(out))
+        values_ok(m.check_compiled(out, tag="mapped", env=dict(os.environ, NESTRT_MMAP="1")))
+    return single("weights.half_precision", fn)
 
 
 SRC_LOOP = """

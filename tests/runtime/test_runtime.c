@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -165,6 +166,7 @@ static void good_data(unsigned char *d)
 	memcpy(d + 40, ids, 16);
 	d[56] = 1, d[57] = 0, d[58] = 1;
 	memcpy(d + 64, &s, 8);
+	d[72] = 0xc0, d[73] = 0x3f, d[74] = 0x00, d[75] = 0xc0; /* bf16 1.5, -2 */
 	memcpy(d + 76, &i, 4);
 }
 
@@ -197,6 +199,64 @@ static void check_good_values(const void **data, const char *what)
 	CHECK(aligned, "%s: bound data not aligned to the element size", what);
 }
 
+/* F16 and BF16 tensors bind f32 parameters, widened exactly: every F16 bit
+ * pattern against (-1)^s * m * 2^-24 (e = 0), (1024 + m) * 2^(e - 25), inf
+ * and NaN, and BF16 as the float of its bits followed by 16 zeros; read at
+ * an aligned and a skewed data section, mapped (NESTRT_MMAP=1), and from
+ * memory. */
+static void test_weights_half(void)
+{
+	enum { NH = 65536, NB = 4 };
+	const char *hdr = "{\"h\": {\"dtype\": \"F16\", \"shape\": [256, 256], \"data_offsets\": [0, 131072]},"
+	                  " \"b\": {\"dtype\": \"BF16\", \"shape\": [4], \"data_offsets\": [131072, 131080]}}";
+	unsigned char *d = malloc(2 * NH + 2 * NB);
+	for (int i = 0; i < NH; i++)
+		d[2 * i] = (unsigned char)i, d[2 * i + 1] = (unsigned char)(i >> 8);
+	static const uint16_t bb[NB] = {0x3fc0, 0xc000, 0x7f80, 0x0001}; /* 1.5, -2, inf, the least subnormal */
+	for (int i = 0; i < NB; i++)
+		d[2 * NH + 2 * i] = (unsigned char)bb[i], d[2 * NH + 2 * i + 1] = (unsigned char)(bb[i] >> 8);
+	const nestrt_param ps[2] = {{"h", NESTRT_F32, 2, {256, 256}}, {"b", NESTRT_F32, 1, {4}}};
+	for (int mode = 0; mode < 4; mode++) {
+		static const char *const what[] = {"aligned, read", "skewed, read", "skewed, mapped", "in memory"};
+		char *path = st_file("half.safetensors", hdr, pad_for(hdr, mode ? 1 : 0), d, 2 * NH + 2 * NB);
+		nestrt_error err = {{0}};
+		nestrt_weights *w;
+		char *image = NULL;
+		if (mode == 3) {
+			size_t n;
+			image = read_file(path, &n);
+			w = nestrt_weights_from_memory(image, n, "half", &err);
+		} else {
+			if (mode == 2)
+				setenv("NESTRT_MMAP", "1", 1);
+			w = nestrt_weights_open(path, &err);
+			unsetenv("NESTRT_MMAP");
+		}
+		const void *data[2];
+		if (CHECK(w != NULL, "open half (%s): %s", what[mode], err.message) &&
+		    CHECK(nestrt_weights_bind(w, ps, 2, data, &err) == 0, "bind half (%s): %s", what[mode], err.message)) {
+			const float *h = data[0], *b = data[1];
+			int bad = -1;
+			for (int i = 0; i < NH && bad < 0; i++) {
+				int sg = i >> 15, e = (i >> 10) & 31, m = i & 1023;
+				double want = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+				want = sg ? -want : want;
+				if (e == 31 && m ? !isnan(h[i]) : (double)h[i] != want || !!signbit(h[i]) != (sg != 0))
+					bad = i;
+			}
+			CHECK(bad < 0, "F16 bits 0x%04x (%s): widened to %g", bad, what[mode], bad < 0 ? 0.0 : (double)h[bad]);
+			CHECK(b[0] == 1.5f && b[1] == -2.0f && isinf(b[2]) && b[2] > 0 && b[3] == ldexpf(1, -133),
+			      "BF16 (%s): %g %g %g %g", what[mode], b[0], b[1], b[2], b[3]);
+			CHECK((uintptr_t)h % 4 == 0 && (uintptr_t)b % 4 == 0, "widened data aligned (%s)", what[mode]);
+		}
+		if (w)
+			nestrt_weights_close(w);
+		free(image);
+		free(path);
+	}
+	free(d);
+}
+
 static void test_weights_good(void)
 {
 	unsigned char d[80];
@@ -220,9 +280,10 @@ static void test_weights_good(void)
 		const char *fd;
 		const void *raw;
 		size_t nb;
-		CHECK(nestrt_weights_info(w, 6, &info, &fd, &raw, &nb) == 0 && info.dtype == -1 &&
-		      strcmp(fd, "BF16") == 0 && nb == 4 && info.rank == 1 && info.shape[0] == 2,
-		      "info of a BF16 tensor");
+		CHECK(nestrt_weights_info(w, 6, &info, &fd, &raw, &nb) == 0 && info.dtype == NESTRT_F32 &&
+		      strcmp(fd, "BF16") == 0 && nb == 8 && info.rank == 1 && info.shape[0] == 2 &&
+		      ((const float *)raw)[0] == 1.5f && ((const float *)raw)[1] == -2.0f,
+		      "info of a BF16 tensor: held as f32");
 		CHECK(nestrt_weights_info(w, 8, &info, NULL, NULL, NULL) == -1 &&
 		      nestrt_weights_info(w, -1, &info, NULL, NULL, NULL) == -1, "info out of range");
 		const void *data[NGOOD];
@@ -367,8 +428,8 @@ static void test_bind_errors(void)
 	bind_err(path, &p, 1, "s: expected f64[1], file has f64[]");
 	p = (nestrt_param){"ids", NESTRT_I32, 1, {2}};
 	bind_err(path, &p, 1, "ids: expected i32[2], file has i64[2]");
-	p = (nestrt_param){"unused", NESTRT_F32, 1, {2}};
-	bind_err(path, &p, 1, "unused: expected f32[2], file has bf16[2]");
+	p = (nestrt_param){"unused", NESTRT_F64, 1, {2}};
+	bind_err(path, &p, 1, "unused: expected f64[2], file has bf16[2]");
 	p = (nestrt_param){"m", NESTRT_I32, 1, {3}};
 	bind_err(path, &p, 1, "m: expected i32[3], file has bool[3]");
 	p = (nestrt_param){"W", NESTRT_F32, 2, {2, 3}};
@@ -1585,6 +1646,7 @@ int main(int argc, char **argv)
 	}
 
 	test_weights_good();
+	test_weights_half();
 	test_bind_errors();
 	test_open_errors();
 	test_mutations();
