@@ -288,6 +288,7 @@ int main(int argc, char **argv)
 	const char *file = NULL, *dump = NULL;
 	Vec defs = {0}, ins = {0}, outs = {0};
 	RunOptions ro = {0};
+	Vec argmap = {0}; /* an ONNX model's graph input names, each followed by its argument's */
 	int werror = 0, nowarn = 0, rc = 2, no_regions = 0, no_narrow = 0;
 	ReportFormat fmt = REPORT_TEXT;
 	const char *report_file = NULL;
@@ -524,7 +525,7 @@ int main(int argc, char **argv)
 		/* the weights its params read: -w, or beside what build writes, or a
 		 * temporary file for run */
 		const char *wpath = import_weights;
-		if (!wpath && im.nweights && is_build) {
+		if (!wpath && is_build) { /* even with no params: a Makefile can count on it */
 			size_t ol = strlen(bo.out);
 			if (ol > 2 && !strcmp(bo.out + ol - 2, ".a"))
 				wpath = tmp_weights = xasprintf("%.*s.safetensors", (int)(ol - 2), bo.out);
@@ -549,7 +550,7 @@ int main(int argc, char **argv)
 			ro.weights = wpath;
 		}
 		int kept;
-		if (wpath && (im.nweights || import_weights) && write_parts_atomic(wpath, im.weights, im.nparts, &kept) < 0) {
+		if (wpath && (im.nweights || import_weights || is_build) && write_parts_atomic(wpath, im.weights, im.nparts, &kept) < 0) {
 			fprintf(stderr, "nestc: error: cannot write %s: %s\n", wpath, strerror(errno));
 			onnx_import_free(&im);
 			rc = 1;
@@ -571,6 +572,10 @@ int main(int argc, char **argv)
 		src = source_from_string(file, im.text);
 		if (im.outline)
 			outline = xstrdup(im.outline);
+		for (int k = 0; k < im.nargs; k++) {
+			vec_push(&argmap, xstrdup(im.arg_onnx[k]));
+			vec_push(&argmap, xstrdup(im.arg_nest[k]));
+		}
 		onnx_import_free(&im);
 	} else {
 		src = source_load(file, err, sizeof err);
@@ -596,7 +601,9 @@ int main(int argc, char **argv)
 			dv[k].name = arena_strndup(&arena, s, (size_t)(eq - s));
 			dv[k].value = eq + 1;
 		}
-		CompileOptions co = {.defines = dv, .ndefines = defs.n, .no_narrow = no_narrow};
+		/* an ONNX model's -D bound its symbolic dimensions at import: the
+		 * Nest it became declares them (or holds the numbers) already */
+		CompileOptions co = {.defines = dv, .ndefines = is_onnx ? 0 : defs.n, .no_narrow = no_narrow};
 		int syntax_errors = d.nerrors;
 		p = compile_module(&arena, &d, m, &co);
 		free(dv);
@@ -627,7 +634,7 @@ int main(int argc, char **argv)
 		rc = 1;
 	} else if (is_report) {
 		if (is_onnx && fmt == REPORT_TEXT && !report_file)
-			printf("repeated layers found in %s: %s\n%s\n", file, outline ? "" : "none (or --no-outline)",
+			printf("repeated layers found in %s:%s\n%s\n", file, outline ? "" : " none (or --no-outline)",
 			       outline ? outline : "");
 		rc = write_report(rt, fmt, model, report_file);
 	} else if (is_weights) {
@@ -677,6 +684,10 @@ int main(int argc, char **argv)
 			const char *eq = strchr(s, '=');
 			ro.input_names[k] = arena_strndup(&arena, s, (size_t)(eq - s));
 			ro.input_paths[k] = eq + 1;
+			/* an ONNX graph input's own name for the argument it became */
+			for (int j = 0; j + 1 < argmap.n; j += 2)
+				if (!strcmp(argmap.v[j], ro.input_names[k]))
+					ro.input_names[k] = argmap.v[j + 1];
 		}
 		ro.outputs = (const char **)outs.v;
 		ro.noutputs = outs.n;
@@ -709,5 +720,8 @@ out:
 	free(defs.v);
 	free(ins.v);
 	free(outs.v);
+	for (int k = 0; k < argmap.n; k++)
+		free(argmap.v[k]);
+	free(argmap.v);
 	return rc;
 }

@@ -1201,6 +1201,8 @@ typedef struct OnnxImport {
 	int nweights;        /* params in it */
 	int unsupported;     /* on failure: an op, dtype or attribute nestc lacks */
 	char *outline;       /* the repeated layers found: regions and occurrences, or NULL */
+	char **arg_onnx, **arg_nest; /* each graph input's name and the argument it became */
+	int nargs;
 	struct OnnxHeld *held; /* the model and the import the parts point into */
 } OnnxImport;
 

@@ -271,7 +271,12 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 			if (!strcmp(g->input_names[i], o->input_names[k]))
 				found = i;
 		if (found < 0) {
-			error_plain(d, "--input %s: '%s' has no argument named '%s'", o->input_names[k], e->name, o->input_names[k]);
+			Buf names = {0};
+			for (int i = 0; i < g->ninputs; i++)
+				buf_printf(&names, "%s%s", i ? ", " : "", g->input_names[i]);
+			error_plain(d, "--input %s: '%s' has no argument named '%s' (its arguments: %s)", o->input_names[k], e->name,
+			            o->input_names[k], names.s ? names.s : "none");
+			buf_free(&names);
 			bad = 1;
 			continue;
 		}
@@ -300,8 +305,9 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 		}
 		npy_free(&arr);
 	}
+	int given_bad = bad;
 	for (int i = 0; i < g->ninputs; i++)
-		if (!ins[i] && !bad) {
+		if (!ins[i] && !given_bad) {
 			Node *in = g->inputs[i];
 			char *want = shape_text(in->dtype, in->rank, in->shape);
 			error_plain(d, "missing input: give --input %s=FILE.npy (%s)", g->input_names[i], want);

@@ -133,10 +133,10 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 			}
 			char *end;
 			long long x = strtoll(dv, &end, 10);
-			if (!*dv || *end || x < 1) {
+			if (!*dv || *end || x < 0) {
 				buf_free(&ty);
 				buf_free(&sig);
-				return node_err(c, 0, "-D %s=%s: a dimension is a positive integer", pn, dv), -1;
+				return node_err(c, 0, "-D %s=%s: a dimension is 0 or a positive integer", pn, dv), -1;
 			}
 			shape[d] = x;
 			/* a const of the symbol's name when it is an identifier */
@@ -245,6 +245,24 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 			buf_free(&res);
 			buf_free(&ret);
 			return node_err(c, 0, "graph output '%.200s' is computed by no node", vi->name ? vi->name : ""), -1;
+		}
+		/* a symbolic dimension of an output given with -D: the size computed */
+		Onnx__TensorShapeProto *osp =
+			vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && vi->type->tensor_type
+				? vi->type->tensor_type->shape
+				: NULL;
+		for (size_t d = 0; osp && d < osp->n_dim && (int)d < v->rank; d++) {
+			Onnx__TensorShapeProto__Dimension *dm = osp->dim[d];
+			const char *pn = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dm->dim_param : NULL;
+			const char *dv = pn && *pn ? lookup_define(o, pn) : NULL;
+			char *end;
+			if (dv && (strtoll(dv, &end, 10) != v->shape[d] || *end || !*dv)) {
+				buf_free(&sig);
+				buf_free(&res);
+				buf_free(&ret);
+				return node_err(c, 0, "-D %s=%s: dimension %zu of output '%.200s', which the file calls '%s', is %lld", pn,
+				                dv, d, vi->name, pn, (long long)v->shape[d]), -1;
+			}
 		}
 		const char *e = ref(c, v);
 		if (g->n_output > 1)
@@ -379,6 +397,52 @@ static void release_file(unsigned char *data, size_t len, int mapped)
 		free(data);
 }
 
+/* Does a dimension of one of the n values vs bear the symbol name? */
+static int has_symbol(Onnx__ValueInfoProto **vs, size_t n, const char *name, Buf *all)
+{
+	int found = 0;
+	for (size_t k = 0; k < n; k++) {
+		Onnx__TypeProto *tp = vs[k]->type;
+		if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type || !tp->tensor_type->shape)
+			continue;
+		Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+		for (size_t d = 0; d < sp->n_dim; d++) {
+			Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
+			if (dm->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM || !dm->dim_param ||
+			    !*dm->dim_param)
+				continue;
+			found |= !strcmp(dm->dim_param, name);
+			if (all) {
+				char *q = xasprintf("'%s'", dm->dim_param);
+				if (!strstr(all->s ? all->s : "", q))
+					buf_printf(all, "%s%s", all->len ? ", " : "", q);
+				free(q);
+			}
+		}
+	}
+	return found;
+}
+
+/* Every -D names a symbolic dimension of the graph's inputs or outputs: a
+ * misspelt one would be ignored otherwise. */
+static int check_defines(Onnx__GraphProto *g, const OnnxOptions *o, const char *path)
+{
+	for (int k = 0; k < o->ndefs; k++) {
+		if (has_symbol(g->input, g->n_input, o->def_names[k], NULL) ||
+		    has_symbol(g->output, g->n_output, o->def_names[k], NULL))
+			continue;
+		Buf all = {0};
+		has_symbol(g->input, g->n_input, "", &all);
+		has_symbol(g->output, g->n_output, "", &all);
+		fprintf(stderr, "%s: error: -D %s=%s: the model has no symbolic dimension '%s' (%s%s)\n", path,
+		        o->def_names[k], o->def_values[k], o->def_names[k], all.len ? "its symbols: " : "it has none",
+		        all.len ? all.s : "");
+		buf_free(&all);
+		return -1;
+	}
+	return 0;
+}
+
 int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 {
 	memset(out, 0, sizeof *out);
@@ -419,7 +483,7 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 		fprintf(stderr, "%s: error: not an ONNX model: it has no graph\n", path);
 		goto done;
 	}
-	if (ctx_init(&c, m, path) < 0)
+	if (ctx_init(&c, m, path) < 0 || check_defines(m->graph, o, path) < 0)
 		goto done;
 	/* local functions: their calls expanded, in a shallow copy of the model */
 	ex = expand_functions(m);
@@ -476,6 +540,16 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 	out->text = c.body.s;
 	c.body = (Buf){0};
 	out->nweights = c.nw;
+	/* the arguments' ONNX names (nestc run --input takes either) */
+	out->arg_onnx = xcalloc(m->graph->n_input + 1, sizeof(char *));
+	out->arg_nest = xcalloc(m->graph->n_input + 1, sizeof(char *));
+	for (size_t k = 0; k < m->graph->n_input; k++) {
+		Val *v = m->graph->input[k]->name ? find_val(&c, m->graph->input[k]->name) : NULL;
+		if (v && v->is_input && v->id) {
+			out->arg_onnx[out->nargs] = xstrdup(m->graph->input[k]->name);
+			out->arg_nest[out->nargs++] = xstrdup(v->id);
+		}
+	}
 	rc = 0;
 done:
 	expanded_free(ex);
@@ -500,6 +574,12 @@ void onnx_import_free(OnnxImport *im)
 	free(im->text);
 	free(im->weights);
 	free(im->outline);
+	for (int k = 0; k < im->nargs; k++) {
+		free(im->arg_onnx[k]);
+		free(im->arg_nest[k]);
+	}
+	free(im->arg_onnx);
+	free(im->arg_nest);
 	OnnxHeld *h = im->held;
 	if (h) {
 		ctx_free(h->c);

@@ -386,7 +386,7 @@ int need_known(Ctx *c, Val *v, const char *what)
 	if (v->known)
 		return 0;
 	if (v->is_input) {
-		node_err(c, 0, "input '%s' gives the %s, which must be known at import: freeze it with --freeze %s=FILE.pb",
+		node_err(c, 0, "input '%s' gives the %s, which must be known at import: freeze it with --freeze %s=FILE.npy (or FILE.pb)",
 		         v->name, what, v->name);
 		return -1;
 	}

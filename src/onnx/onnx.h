@@ -127,8 +127,9 @@ typedef struct ExtRef {
 	int64_t shape[MAX_RANK];
 } ExtRef;
 
+#define MAX_NODE_INPUTS 1024 /* a Concat of torch.cat([...]) or a DenseNet block */
 typedef struct NodeIO {
-	Val *in[16];
+	Val *in[MAX_NODE_INPUTS];
 	int nin;
 	Onnx__NodeProto *n;
 } NodeIO;

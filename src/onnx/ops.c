@@ -588,11 +588,54 @@ static int keep_ot(Ctx *c, NodeIO *io, const char *op, int rc)
 	return rc;
 }
 
+/* If whose condition is known at import (torch writes one for a squeeze
+ * of a dimension whose size it could not infer, and in every
+ * LocalResponseNorm): the branch taken, its nodes translated in place (they
+ * read the outer graph's values by name), its outputs the node's. */
+static int tr_if(Ctx *c, NodeIO *io)
+{
+	Val *cond;
+	if (inputs(c, io, "a condition", 1, &cond) < 0)
+		return -1;
+	if (!cond->known || cond->n != 1)
+		return node_err(c, 1, "an If whose condition is computed at run time is not supported (it must be known "
+		                      "at import: fixed input shapes, -D or --freeze)"), -1;
+	int yes = kget(cond, 0) != 0;
+	Onnx__AttributeProto *a = attr(io->n, yes ? "then_branch" : "else_branch");
+	if (!a || !a->g)
+		return node_err(c, 0, "no %s", yes ? "then_branch" : "else_branch"), -1;
+	Onnx__GraphProto *g = a->g;
+	if (g->n_output != io->n->n_output)
+		return node_err(c, 0, "the branch has %zu outputs, the node %zu", g->n_output, io->n->n_output), -1;
+	for (size_t k = 0; k < g->n_initializer; k++) {
+		Onnx__TensorProto *t = g->initializer[k];
+		if (!t->name || !*t->name)
+			return node_err(c, 0, "an initializer of the branch has no name"), -1;
+		if (!tensor_val(c, t, t->name, c->path, 1))
+			return -1;
+	}
+	Onnx__NodeProto *outer = c->node;
+	for (size_t k = 0; k < g->n_node; k++) {
+		c->node = g->node[k];
+		int rc = translate_node(c, g->node[k]);
+		c->node = outer;
+		if (rc < 0)
+			return -1;
+	}
+	for (size_t k = 0; k < g->n_output; k++) {
+		Val *v = g->output[k]->name ? find_val(c, g->output[k]->name) : NULL;
+		if (!v)
+			return node_err(c, 0, "branch output '%.200s' is computed by no node", g->output[k]->name), -1;
+		alias(c, io, (int)k, v);
+	}
+	return 0;
+}
+
 int translate_node(Ctx *c, Onnx__NodeProto *n)
 {
 	NodeIO io = {.n = n};
-	if (n->n_input > 16)
-		return node_err(c, 1, "more than 16 inputs"), -1;
+	if (n->n_input > MAX_NODE_INPUTS)
+		return node_err(c, 1, "more than %d inputs", MAX_NODE_INPUTS), -1;
 	io.nin = (int)n->n_input;
 	for (size_t k = 0; k < n->n_input; k++) {
 		if (!n->input[k] || !*n->input[k]) {
@@ -629,6 +672,8 @@ int translate_node(Ctx *c, Onnx__NodeProto *n)
 			return tr_unary(c, &io, op);
 	if (!strcmp(op, "Max") || !strcmp(op, "Min") || !strcmp(op, "Sum"))
 		return keep_ot(c, &io, op, tr_variadic(c, &io, !strcmp(op, "Sum") ? "Add" : op));
+	if (!strcmp(op, "If"))
+		return tr_if(c, &io);
 	for (size_t k = 0; k < sizeof by_node / sizeof by_node[0]; k++)
 		if (!strcmp(op, by_node[k].op))
 			return keep_ot(c, &io, op, by_node[k].fn(c, &io));

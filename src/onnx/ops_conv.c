@@ -36,15 +36,19 @@ static char *pad2d(Ctx *c, const char *x, DType dt, const int64_t *shape, const 
 
 /* Kernel geometry of Conv and the pools: pads (top, left, bottom, right)
  * from pads / auto_pad, and the output size. */
-static int conv_geometry(Ctx *c, NodeIO *io, const int64_t *in, const int64_t *k, const int64_t *st, const int64_t *dil,
-                         int ceil_mode, int64_t *pads, int64_t *out)
+static int conv_geometry(Ctx *c, NodeIO *io, int nd, const int64_t *in, const int64_t *k, const int64_t *st,
+                         const int64_t *dil, int ceil_mode, int64_t *pads, int64_t *out)
 {
 	char *ap = attr_s(io->n, "auto_pad");
 	int64_t p[4] = {0, 0, 0, 0};
 	int np = attr_ints(io->n, "pads", p, 4);
-	if (np >= 0 && np != 4) {
+	if (np >= 0 && np != 2 * nd) {
 		free(ap);
-		return node_err(c, 0, "pads has %d entries, not 4", np), -1;
+		return node_err(c, 0, "pads has %d entries, not %d", np, 2 * nd), -1;
+	}
+	if (nd == 1 && np == 2) {
+		/* 1-d as 2-d of height 1: no pads on the height */
+		p[3] = p[1], p[1] = p[0], p[0] = p[2] = 0;
 	}
 	for (int d = 0; d < 2; d++) {
 		int64_t ek = dil[d] * (k[d] - 1) + 1;
@@ -98,36 +102,45 @@ static int get2(Ctx *c, NodeIO *io, const char *name, int64_t *v, int64_t def)
 	return 0;
 }
 
-/* The X and W (both rank 4: 2-d) of a convolution of this kind, its strides
- * and dilations. */
-static int conv_inputs(Ctx *c, NodeIO *io, const char *kind, Val **x, Val **w, int64_t *st, int64_t *dil)
-{
-	if (inputs(c, io, "X and W", 2, x, w) < 0)
-		return -1;
-	if ((*x)->rank != 4 || (*w)->rank != 4)
-		return node_err(c, 1, "%d-d %s is not supported (2-d is)", (*x)->rank - 2, kind), -1;
-	return get2(c, io, "strides", st, 1) < 0 || get2(c, io, "dilations", dil, 1) < 0 ? -1 : 0;
-}
+static int get_nd(Ctx *c, NodeIO *io, const char *name, int nd, int64_t *v, int64_t def, int64_t def1, int min);
 
+/* Conv, 2-d, and 1-d as 2-d of height 1 (x and w reshaped to rank 4, the
+ * result back to rank 3). */
 int tr_conv(Ctx *c, NodeIO *io)
 {
 	Val *x, *w, *b = in_(io, 2);
-	int64_t st[2], dil[2];
-	if (conv_inputs(c, io, "convolution", &x, &w, st, dil) < 0)
+	if (inputs(c, io, "X and W", 2, &x, &w) < 0)
 		return -1;
-	int64_t k[2] = {w->shape[2], w->shape[3]}, pads[4], out[2];
-	int64_t ks[2];
-	if (get2(c, io, "kernel_shape", ks, 0) < 0)
+	int nd = x->rank - 2;
+	if ((nd != 1 && nd != 2) || w->rank != x->rank)
+		return node_err(c, 1, "%d-d convolution is not supported (1-d and 2-d are)", nd), -1;
+	int64_t st[2], dil[2], ks[2];
+	if (get_nd(c, io, "strides", nd, st, 1, 1, 1) < 0 || get_nd(c, io, "dilations", nd, dil, 1, 1, 1) < 0 ||
+	    get_nd(c, io, "kernel_shape", nd, ks, 1, 1, 1) < 0)
 		return -1;
+	/* as 2-d: [N, C, H, W] and [O, C / g, KH, KW] */
+	int64_t xs4[4] = {x->shape[0], x->shape[1], nd == 1 ? 1 : x->shape[2], x->shape[nd + 1]};
+	int64_t ws4[4] = {w->shape[0], w->shape[1], nd == 1 ? 1 : w->shape[2], w->shape[nd + 1]};
+	int64_t k[2] = {ws4[2], ws4[3]}, pads[4], out[2];
 	int64_t g = attr_i(io->n, "group", 1);
 	if (g < 1 || x->shape[1] % g || w->shape[0] % g || w->shape[1] * g != x->shape[1])
 		return node_err(c, 0, "channels do not match the groups"), -1;
-	if (conv_geometry(c, io, x->shape + 2, k, st, dil, 0, pads, out) < 0)
+	if (conv_geometry(c, io, nd, xs4 + 2, k, st, dil, 0, pads, out) < 0)
 		return -1;
-	char *xs = xstrdup(ref(c, x));
+	char *xs, *ws;
+	if (nd == 1) {
+		char *xl = list_text(4, xs4), *wl = list_text(4, ws4);
+		xs = tmp(c, "reshape(%s, %s)", ref(c, x), xl);
+		ws = tmp(c, "reshape(%s, %s)", ref(c, w), wl);
+		free(xl);
+		free(wl);
+	} else {
+		xs = xstrdup(ref(c, x));
+		ws = xstrdup(ref(c, w));
+	}
 	int64_t pad = 0;
 	if (pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1]) {
-		char *t = pad2d(c, xs, x->dt, x->shape, pads, "0.0");
+		char *t = pad2d(c, xs, x->dt, xs4, pads, "0.0");
 		free(xs);
 		xs = t;
 	} else {
@@ -135,14 +148,23 @@ int tr_conv(Ctx *c, NodeIO *io)
 	}
 	int64_t sh[4] = {x->shape[0], w->shape[0], out[0], out[1]};
 	Buf e = {0};
-	buf_printf(&e, "conv2d(%s, %s", xs, ref(c, w));
+	buf_printf(&e, "conv2d(%s, %s", xs, ws);
 	if (b)
 		buf_printf(&e, ", %s", ref(c, b));
 	buf_printf(&e, ", stride=[%lld, %lld], padding=%lld, groups=%lld, dilation=[%lld, %lld])", (long long)st[0],
 	           (long long)st[1], (long long)pad, (long long)g, (long long)dil[0], (long long)dil[1]);
-	Val *o = def(c, io, 0, x->dt, 4, sh, "%s", e.s);
+	Val *o;
+	if (nd == 1) {
+		int64_t sh3[3] = {sh[0], sh[1], sh[3]};
+		char *l = list_text(3, sh3);
+		o = def(c, io, 0, x->dt, 3, sh3, "reshape(%s, %s)", e.s, l);
+		free(l);
+	} else {
+		o = def(c, io, 0, x->dt, 4, sh, "%s", e.s);
+	}
 	buf_free(&e);
 	free(xs);
+	free(ws);
 	return o ? 0 : -1;
 }
 
@@ -568,7 +590,7 @@ int tr_pool(Ctx *c, NodeIO *io, int is_max)
 					out[d]--;
 			}
 		}
-	} else if (conv_geometry(c, io, xs4 + 2, k, st, dil, ceil_mode, pads, out) < 0) {
+	} else if (conv_geometry(c, io, 2, xs4 + 2, k, st, dil, ceil_mode, pads, out) < 0) {
 		return -1;
 	}
 	/* end padding that ceil mode needs beyond the explicit pads */

@@ -90,11 +90,130 @@ int tr_gemm(Ctx *c, NodeIO *io)
 
 /* Einsum without repeated letters in an operand: operands are transposed to
  * one order of all letters, broadcast-multiplied and summed. */
+/* A term's letters with "..." as '.' (one mark for the ellipsis). */
+static void einsum_term(const char *s, int len, char *out)
+{
+	int j = 0;
+	for (int q = 0; q < len && j < 60; q++) {
+		if (s[q] == '.') {
+			if (!j || out[j - 1] != '.')
+				out[j++] = '.';
+		} else if (s[q] != ' ') {
+			out[j++] = s[q];
+		}
+	}
+	out[j] = 0;
+}
+
+/* An einsum of three or more operands as two-operand ones, left to right:
+ * each step keeps the letters that a later operand or the output still
+ * needs (the order of their first appearance), and the ellipsis. */
+static int einsum_chain(Ctx *c, NodeIO *io, const char *eq, int nterms)
+{
+	if (nterms > io->nin || nterms > 64)
+		return node_err(c, 0, "equation '%s' has %d terms for %d inputs", eq, nterms, io->nin), -1;
+	char terms[64][64], outt[64];
+	const char *arrow = strstr(eq, "->");
+	const char *s = eq;
+	for (int t = 0; t < nterms; t++) {
+		const char *comma = strchr(s, ',');
+		const char *end = comma && (!arrow || comma < arrow) ? comma : arrow ? arrow : s + strlen(s);
+		einsum_term(s, (int)(end - s), terms[t]);
+		s = end + 1;
+	}
+	if (arrow) {
+		einsum_term(arrow + 2, (int)strlen(arrow + 2), outt);
+	} else {
+		/* implicit: the letters that appear once, in alphabetical order */
+		int cnt[128] = {0}, dots = 0, j = 0;
+		for (int t = 0; t < nterms; t++)
+			for (const char *q = terms[t]; *q; q++)
+				*q == '.' ? (void)(dots = 1) : (void)cnt[(unsigned char)*q]++;
+		if (dots)
+			outt[j++] = '.';
+		for (int L = 'A'; L <= 'z'; L++)
+			if (cnt[L] == 1)
+				outt[j++] = (char)L;
+		outt[j] = 0;
+	}
+	Val *acc = io->in[0];
+	char cur[64];
+	snprintf(cur, sizeof cur, "%s", terms[0]);
+	for (int t = 1; t < nterms; t++) {
+		if (!io->in[t])
+			return node_err(c, 0, "operand %d is missing", t), -1;
+		int last = t == nterms - 1;
+		char keep[64] = "";
+		if (last) {
+			snprintf(keep, sizeof keep, "%s", outt);
+		} else {
+			/* the letters of cur and terms[t] that later terms or the output use */
+			char later[512] = "";
+			for (int u = t + 1; u < nterms; u++)
+				strcat(later, terms[u]);
+			strcat(later, outt);
+			int j = 0;
+			char both[128];
+			snprintf(both, sizeof both, "%s%s", cur, terms[t]);
+			for (const char *q = both; *q && j < 60; q++)
+				if (!memchr(keep, *q, (size_t)j) && (*q == '.' || strchr(later, *q)))
+					keep[j++] = *q, keep[j] = 0;
+		}
+		/* '.' back to "..." */
+		Buf e = {0};
+		const char *parts[3] = {cur, terms[t], keep};
+		for (int p = 0; p < 3; p++) {
+			buf_puts(&e, p == 1 ? "," : p == 2 ? "->" : "");
+			for (const char *q = parts[p]; *q; q++)
+				buf_puts(&e, *q == '.' ? "..." : (char[2]){*q, 0});
+		}
+		Onnx__AttributeProto at;
+		onnx__attribute_proto__init(&at);
+		at.name = "equation";
+		at.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+		at.has_s = 1;
+		at.s.data = (uint8_t *)(e.s ? e.s : "");
+		at.s.len = e.len;
+		Onnx__AttributeProto *ap[1] = {&at};
+		Onnx__NodeProto node = *io->n;
+		node.attribute = ap;
+		node.n_attribute = 1;
+		char *base = xasprintf("%s.einsum%d", out_name(io, 0), t), *nm = last ? NULL : fresh_name(c, base);
+		char *outs[1] = {nm};
+		if (nm) {
+			node.output = outs;
+			node.n_output = 1;
+		}
+		NodeIO sub = {.nin = 2, .n = &node};
+		sub.in[0] = acc;
+		sub.in[1] = io->in[t];
+		int rc = tr_einsum(c, &sub);
+		acc = rc == 0 && nm ? find_val(c, nm) : NULL;
+		buf_free(&e);
+		free(base);
+		free(nm);
+		if (rc < 0)
+			return -1;
+		if (!last && !acc)
+			ice("onnx: einsum step without a value");
+		snprintf(cur, sizeof cur, "%s", keep);
+	}
+	return 0;
+}
+
 int tr_einsum(Ctx *c, NodeIO *io)
 {
 	char *eq = attr_s(io->n, "equation");
 	if (!eq)
 		return node_err(c, 0, "no equation"), -1;
+	int nterms = 1;
+	for (const char *q = eq; *q && strncmp(q, "->", 2); q++)
+		nterms += *q == ',';
+	if (nterms > 2) {
+		int r = einsum_chain(c, io, eq, nterms);
+		free(eq);
+		return r;
+	}
 	int rc = -1;
 	char terms[4][MAX_RANK + 1];
 	char outt[MAX_RANK + 1];

@@ -279,14 +279,39 @@ int tr_concat(Ctx *c, NodeIO *io)
 		alias(c, io, 0, a);
 		return 0;
 	}
-	Buf b = {0};
-	buf_puts(&b, "concat([");
-	int first = 1;
+	/* concat() takes 64 tensors: more are concatenated 64 at a time first */
+	int given = 0;
 	for (int k = 0; k < io->nin; k++)
-		if (io->in[k]) {
+		given += io->in[k] != NULL;
+	Buf b = {0}, part = {0};
+	buf_puts(&b, "concat([");
+	int first = 1, inpart = 0;
+	for (int k = 0; k < io->nin; k++) {
+		if (!io->in[k])
+			continue;
+		if (given <= 64) {
 			buf_printf(&b, "%s%s", first ? "" : ", ", ref(c, io->in[k]));
 			first = 0;
+			continue;
 		}
+		buf_printf(&part, "%s%s", inpart ? ", " : "concat([", ref(c, io->in[k]));
+		if (++inpart == 64 || k == io->nin - 1) {
+			buf_printf(&part, "], axis=%d)", ax);
+			char *t = tmp(c, "%s", part.s);
+			buf_printf(&b, "%s%s", first ? "" : ", ", t);
+			free(t);
+			buf_free(&part);
+			part = (Buf){0};
+			first = inpart = 0;
+		}
+	}
+	if (inpart) {
+		buf_printf(&part, "], axis=%d)", ax);
+		char *t = tmp(c, "%s", part.s);
+		buf_printf(&b, "%s%s", first ? "" : ", ", t);
+		free(t);
+		buf_free(&part);
+	}
 	buf_printf(&b, "], axis=%d)", ax);
 	Val *o = def(c, io, 0, a->dt, a->rank, sh, "%s", b.s);
 	buf_free(&b);

@@ -19,7 +19,13 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - NegativeLogLikelihoodLoss with weights and an ignore_index outside the classes (-100, as
   PyTorch's), its mean divided by the weights of the targets not ignored; a target out of
   range that is not ignored: a run-time error, no output; SoftmaxCrossEntropyLoss of a 4-d
-  input with its log_prob output and no reduction; an unknown reduction: a clear error."""
+  input with its log_prob output and no reduction; an unknown reduction: a clear error;
+- a 1-d Conv (as a 2-d one of height 1) with pads, strides, dilation and groups, and with
+  auto_pad SAME_UPPER, against a NumPy loop;
+- Concat of 150 inputs (concat() takes 64: nested) and Sum of 20;
+- Einsum of three and four operands, with an ellipsis and an implicit output;
+- If whose condition is known at import (torch's squeeze of an inferred dimension): the
+  branch taken, reading the outer graph's values; a run-time condition: a clear error."""
 import os
 
 import numpy as np
@@ -184,7 +190,72 @@ def checks(nestc, d, run, short, make_model):
                     [f32("x", [2, 3, 2, 2]), H.make_tensor_value_info("t", TP.INT64, [2, 2, 2])],
                     [f32("y", [2, 2, 2]), f32("lp", [2, 3, 2, 2])], [], dict(x=x4, t=t4))
     expect("SoftmaxCrossEntropyLoss of a 4-d input, no reduction, with log_prob", got, [want, lp], rtol=1e-5, atol=1e-6)
+    # 1-d Conv
+    def conv1d_ref(x, w, b, stride, dil, pads, groups):
+        n, ci, L = x.shape
+        co, cig, k = w.shape
+        xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (pads[0], pads[1])])
+        lo = (xp.shape[2] - dil * (k - 1) - 1) // stride + 1
+        y = np.zeros((n, co, lo))
+        per = co // groups
+        for o in range(co):
+            g = o // per
+            for t in range(lo):
+                seg = xp[:, g * cig:(g + 1) * cig, t * stride:t * stride + dil * (k - 1) + 1:dil]
+                y[:, o, t] = (seg * w[o]).sum(axis=(1, 2)) + b[o]
+        return y
+    x1 = rng.standard_normal((2, 4, 11)).astype(np.float32)
+    w1 = rng.standard_normal((6, 2, 3)).astype(np.float32)
+    b1 = rng.standard_normal(6).astype(np.float32)
+    got = run_model("conv1d", [H.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2], dilations=[2], pads=[3, 1],
+                                           group=2, kernel_shape=[3])],
+                    [f32("x", [2, 4, 11])], [f32("y", None)], [NH.from_array(w1, "w"), NH.from_array(b1, "b")], dict(x=x1))
+    expect("1-d Conv: pads 3 and 1, stride 2, dilation 2, 2 groups", got, [conv1d_ref(x1, w1, b1, 2, 2, (3, 1), 2)],
+           rtol=1e-5, atol=1e-5)
+    w2 = rng.standard_normal((5, 4, 4)).astype(np.float32)
+    got = run_model("conv1d_same", [H.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER")],
+                    [f32("x", [2, 4, 11])], [f32("y", None)], [NH.from_array(w2, "w")], dict(x=x1))
+    expect("1-d Conv with auto_pad SAME_UPPER (kernel 4: pads 1 and 2)", got,
+           [conv1d_ref(x1, w2, np.zeros(5), 1, 1, (1, 2), 1)], rtol=1e-5, atol=1e-5)
+
+    # many inputs
+    parts = [rng.standard_normal((2, 1 + k % 3)).astype(np.float32) for k in range(150)]
+    got = run_model("concat150", [H.make_node("Concat", ["x%d" % k for k in range(150)], ["y"], axis=1)],
+                    [f32("x%d" % k, list(p.shape)) for k, p in enumerate(parts)], [f32("y", None)], [],
+                    {"x%d" % k: p for k, p in enumerate(parts)})
+    expect("Concat of 150 inputs", got, [np.concatenate(parts, axis=1)])
+    got = run_model("sum20", [H.make_node("Sum", ["x%d" % k for k in range(20)], ["y"])],
+                    [f32("x%d" % k, [3]) for k in range(20)], [f32("y", [3])], [],
+                    {"x%d" % k: np.full(3, k, np.float32) for k in range(20)})
+    expect("Sum of 20 inputs", got, [np.full(3, 190.0)])
+
+    # Einsum of three and four operands
+    ea, eb, ec, ed = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4), (4, 5), (5, 3), (3, 2)))
+    for eq, ops, shapes in (("...ij,jk,kl->...il", ["a", "b", "c"], None), ("bij,jk,ki", ["a", "b", "c"], None),
+                            ("bij,jk,kl,lm->bim", ["a", "b", "c", "d"], None)):
+        vals = dict(a=ea, b=eb, c=ec, d=ed)
+        want = np.einsum(eq, *[vals[o].astype(np.float64) for o in ops])
+        got = run_model("einsum%d_%d" % (len(ops), len(eq)), [H.make_node("Einsum", ops, ["y"], equation=eq)],
+                        [f32(o, list(vals[o].shape)) for o in ops], [f32("y", None)], [], {o: vals[o] for o in ops},
+                        opset=13)
+        expect("Einsum %s" % eq, got, [want], rtol=1e-5, atol=1e-5)
+
+    # If with a known condition, as torch writes it for a squeeze
+    xs3 = rng.standard_normal((1, 3, 4)).astype(np.float32)
+    then_g = H.make_graph([H.make_node("Squeeze", ["x", "ax0"], ["sq"])], "then", [], [f32("sq", None)])
+    else_g = H.make_graph([H.make_node("Identity", ["x"], ["id"])], "else", [], [f32("id", None)])
+    nodes = [H.make_node("Shape", ["x"], ["s"]), H.make_node("Gather", ["s", "zero"], ["d0"], axis=0),
+             H.make_node("Equal", ["d0", "one"], ["c"]),
+             H.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    inits = [NH.from_array(np.array(0, np.int64), "zero"), NH.from_array(np.array(1, np.int64), "one"),
+             NH.from_array(np.array([0], np.int64), "ax0")]
+    got = run_model("if_known", nodes, [f32("x", [1, 3, 4])], [f32("y", None)], inits, dict(x=xs3))
+    expect("If with a condition known at import: the then branch", got, [xs3[0]])
     for name, what, nodes, ins, inits, needle in (
+            ("if_runtime", "If with a run-time condition: a clear error",
+             [H.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+             [H.make_tensor_value_info("c", TP.BOOL, []), f32("x", [1, 3, 4])], [NH.from_array(np.array([0], np.int64), "ax0")],
+             "condition is computed at run time is not supported"),
             ("loss_reduction", "NegativeLogLikelihoodLoss with reduction max: a clear error", [H.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="max")],
              [f32("x", [2, 3]), H.make_tensor_value_info("t", TP.INT64, [2])], [], "reduction 'max' is not supported"),
             ("onehot", "onehot past rank 8: a clear error", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],

@@ -7,7 +7,7 @@ For each test directory (model.onnx, test_data_set_0/input_K.pb, output_K.pb):
 
   1. `nestc import model.onnx -o m.nest -w m.safetensors`. An input the model uses as a
      shape, axes or other operand nestc needs at import (Reshape's shape, Slice's starts)
-     makes the import fail with "freeze it with --freeze NAME=FILE.pb"; it is then frozen
+     makes the import fail with "freeze it with --freeze NAME=FILE.npy (or FILE.pb)"; it is then frozen
      from the test's own input file and the import tried again. A failure that says "not
      supported" counts as unsupported, any other as failed.
   2. The interpreter: `nestc run model.onnx --freeze ... --input NAME=in.npy ... --output`
@@ -237,7 +237,7 @@ def one_test(nestc, tdir, work, compiled=True):
         r = run([nestc, "import", model, "-o", nest, "-w", wfile] + freeze)
         if r.returncode == 0:
             break
-        fm = re.search(r"--freeze (.+)=FILE\.pb", r.stderr)
+        fm = re.search(r"--freeze (.+)=FILE\.npy \(or FILE\.pb\)", r.stderr)
         if fm and fm.group(1) in in_pb and not any(f.startswith(fm.group(1) + "=") for f in freeze[1::2]):
             freeze += ["--freeze", "%s=%s" % (fm.group(1), in_pb[fm.group(1)])]
             continue
@@ -400,12 +400,39 @@ def cli_checks(nestc, work):
     why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
         np.load(os.path.join(d, "y.npy")), np.tanh(x))
     out.append(("symbolic dimension: run at -D batch=3", why))
+    # symbols that are not identifiers, 0, a misspelt -D, a symbol of the output only,
+    # and the graph's own input names for --input
+    sym2 = os.path.join(d, "symbolic2.onnx")
+    make_model(sym2, [helper.make_node("Concat", ["past.0", "input.1"], ["y"], axis=1, name="cat")],
+               [f32("past.0", [2, "past len"]), f32("input.1", [2, "batch-size"])], [f32("y", [2, "total"])])
+    xp, xb = np.ones((2, 0), np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(os.path.join(d, "xp.npy"), xp)
+    np.save(os.path.join(d, "xb.npy"), xb)
+    ins = ["--input", "past.0=" + os.path.join(d, "xp.npy"), "--input", "input.1=" + os.path.join(d, "xb.npy")]
+    r = run([nestc, "run", sym2, "-D", "past len=0", "-D", "batch-size=3", "-D", "total=3", "--output",
+             os.path.join(d, "y2.npy")] + ins)
+    why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(
+        np.load(os.path.join(d, "y2.npy")), xb)
+    out.append(("symbols 'past len' = 0 and 'batch-size', inputs by their ONNX names", why))
+    expect_error("a misspelt -D names the model's symbols", ["run", sym2, "-D", "batch_size=3"] + ins,
+                 ["-D batch_size=3: the model has no symbolic dimension 'batch_size'",
+                  "its symbols: 'past len', 'batch-size', 'total'"])
+    expect_error("-D of an output's symbol that the model computes otherwise",
+                 ["run", sym2, "-D", "past len=0", "-D", "batch-size=3", "-D", "total=4"] + ins,
+                 ["-D total=4: dimension 1 of output 'y', which the file calls 'total', is 3"])
+    expect_error("--input of no argument lists the arguments",
+                 ["run", sym2, "-D", "past len=0", "-D", "batch-size=3", "--input", "nope=" + os.path.join(d, "xb.npy")],
+                 ["--input nope: 'forward' has no argument named 'nope' (its arguments: "])
+    r = run([nestc, "build", good, "-o", os.path.join(d, "noparams")])
+    out.append(("build of a model without params writes its (empty) weights file too",
+                None if r.returncode == 0 and os.path.getsize(os.path.join(d, "noparams.safetensors")) == 16
+                else "exit %d: %s" % (r.returncode, short(r.stderr))))
     # a shape operand given as an input: named, with the flag that freezes it
     shp = os.path.join(d, "shape_input.onnx")
     make_model(shp, [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
                [f32("x", [2, 3]), helper.make_tensor_value_info("s", TP.INT64, [2])], [f32("y", [3, 2])])
     expect_error("shape operand not frozen", ["check", shp],
-                 [shp + ": error: node 'rs' (Reshape, opset 14): input 's'", "--freeze s=FILE.pb"])
+                 [shp + ": error: node 'rs' (Reshape, opset 14): input 's'", "--freeze s=FILE.npy (or FILE.pb)"])
     # import writes the text and the weights atomically; dotted initializer names kept in the file
     init = os.path.join(d, "init.onnx")
     w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "layer.0.weight")
