@@ -311,6 +311,7 @@ int tr_global_pool(Ctx *c, NodeIO *io);
 /* ------------------------------------------------------------------ ops_resize.c: Resize and Upsample */
 
 int tr_resize(Ctx *c, NodeIO *io);
+int tr_grid_sample(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ ops_index.c: GatherND, OneHot, EyeLike, Size */
 

@@ -512,7 +512,7 @@ static const struct {
 	{"GlobalMaxPool", tr_global_pool}, {"ArgMin", tr_argmax}, {"InstanceNormalization", tr_instance_norm},
 	{"Mean", tr_mean_of}, {"IsNaN", tr_isnan_isinf}, {"IsInf", tr_isnan_isinf}, {"Size", tr_size},
 	{"DepthToSpace", tr_depth_space}, {"SpaceToDepth", tr_depth_space}, {"Resize", tr_resize},
-	{"Upsample", tr_resize}, {"EyeLike", tr_eye_like}, {"Hardmax", tr_hardmax}, {"Mod", tr_mod},
+	{"Upsample", tr_resize}, {"GridSample", tr_grid_sample}, {"EyeLike", tr_eye_like}, {"Hardmax", tr_hardmax}, {"Mod", tr_mod},
 	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn}, {"NegativeLogLikelihoodLoss", tr_loss},
 	{"SoftmaxCrossEntropyLoss", tr_loss}, {"GatherND", tr_gather_nd}, {"OneHot", tr_one_hot},
 	{"DequantizeLinear", tr_dequantize}, {"QuantizeLinear", tr_quantize}, {"DynamicQuantizeLinear", tr_dynamic_quantize},

@@ -9,7 +9,8 @@
  * axis's length; nearest is a single gather. Axes are resized one after
  * the other, last first, which is the reference's order of 1-d
  * interpolations. tf_crop_and_resize's positions outside the input get
- * extrapolation_value through a constant added where their weights are 0. */
+ * extrapolation_value through a constant added where their weights are 0.
+ * GridSample, whose positions are run-time values, is at the end. */
 #include "onnx.h"
 
 #include <math.h>
@@ -309,4 +310,206 @@ int tr_resize(Ctx *c, NodeIO *io)
 	int rc = def_shaped(c, io, x->dt, r, sh, cur);
 	free(cur);
 	return rc;
+}
+
+/* ---- GridSample: X [N, C, H, W] read at grid [N, Ho, Wo, 2] of (x, y) in
+ * [-1, 1], as ONNX's reference (opset 16's mode names and opset 20's): the
+ * point denormalised (align_corners), rounded half to even for nearest,
+ * moved inside the borders when outside them (border: clamped to the
+ * pixels; reflection: reflected), then 1, 4 or 16 taps, each a
+ * take_along_axis of X's flattened planes at an index the padding mode
+ * keeps in range (zeros: a tap outside reads 0). Positions are computed at
+ * run time, in X's dtype. */
+
+typedef struct Gs {
+	Ctx *c;
+	DType dt;
+	const char *dn; /* dtype name */
+	int pad;        /* 0 zeros, 1 border, 2 reflection */
+	int align;
+} Gs;
+
+/* v as a 0-d tensor of the dtype: f32(-0.5) */
+static const char *gs_num(Gs *g, char *buf, size_t n, double v)
+{
+	char l[64];
+	float_lit(l, sizeof l, v, g->dt);
+	snprintf(buf, n, "%s(%s)", g->dn, l);
+	return buf;
+}
+
+/* A point outside [lo, hi] reflected by the near border until inside, as
+ * the reference's _gs_reflect. */
+static char *gs_reflect(Gs *g, const char *v, double lo, double hi)
+{
+	Ctx *c = g->c;
+	char L[80], Hh[80], R[80];
+	gs_num(g, L, sizeof L, lo);
+	gs_num(g, Hh, sizeof Hh, hi);
+	gs_num(g, R, sizeof R, hi - lo);
+	if (hi - lo <= 0)
+		return tmp(c, "%s * %s(0) + %s", v, g->dn, L);
+	char *dl = tmp(c, "maximum(%s - %s, %s(0))", L, v, g->dn), *dh = tmp(c, "maximum(%s - %s, %s(0))", v, Hh, g->dn);
+	char *nl = tmp(c, "floor(%s / %s)", dl, R), *nh = tmp(c, "floor(%s / %s)", dh, R);
+	char *o = tmp(c,
+	              "where(%s < %s, where(fmod(%s, %s(2)) == %s(0), %s + (%s - %s * %s), %s - (%s - %s * %s)), "
+	              "where(%s > %s, where(fmod(%s, %s(2)) == %s(0), %s - (%s - %s * %s), %s + (%s - %s * %s)), %s))",
+	              v, L, nl, g->dn, g->dn, L, dl, nl, R, Hh, dl, nl, R, v, Hh, nh, g->dn, g->dn, Hh, dh, nh, R, L, dh,
+	              nh, R, v);
+	free(dl);
+	free(dh);
+	free(nl);
+	free(nh);
+	return o;
+}
+
+/* The index (i64) a tap at integral coordinate t of an axis of d pixels
+ * reads, and for zeros padding *valid (bool) where it is inside. */
+static char *gs_index(Gs *g, const char *t, int64_t d, char **valid)
+{
+	Ctx *c = g->c;
+	char D1[80], Z[80];
+	gs_num(g, D1, sizeof D1, (double)(d - 1));
+	gs_num(g, Z, sizeof Z, 0);
+	*valid = NULL;
+	if (g->pad == 0) {
+		*valid = tmp(c, "%s >= %s && %s <= %s", t, Z, t, D1);
+		return tmp(c, "i64(where(%s, %s, %s))", *valid, t, Z);
+	}
+	if (g->pad == 1)
+		return tmp(c, "i64(minimum(maximum(%s, %s), %s))", t, Z, D1);
+	char *r = gs_reflect(g, t, g->align ? 0 : -0.5, g->align ? (double)(d - 1) : (double)d - 0.5);
+	char *o = tmp(c, "i64(%s)", r);
+	free(r);
+	return o;
+}
+
+/* Tap weights of offset f = x - floor(x) (1 - f, f; or Keys' cubic, a = -0.75). */
+static void gs_weights(Gs *g, const char *f, int cubic, char **w)
+{
+	Ctx *c = g->c;
+	if (!cubic) {
+		w[0] = tmp(c, "%s(1) - %s", g->dn, f);
+		w[1] = xstrdup(f);
+		return;
+	}
+	const char *d = g->dn;
+	char *f1 = tmp(c, "%s + %s(1)", f, d), *g1 = tmp(c, "%s(1) - %s", d, f), *g2 = tmp(c, "%s(2) - %s", d, f);
+	/* A = -0.75: A*(s)-5A = -0.75s+3.75, 8A = -6, -4A = 3, A+2 = 1.25, A+3 = 2.25 */
+	w[0] = tmp(c, "((%s(-0.75) * %s + %s(3.75)) * %s - %s(6)) * %s + %s(3)", d, f1, d, f1, d, f1, d);
+	w[1] = tmp(c, "(%s(1.25) * %s - %s(2.25)) * %s * %s + %s(1)", d, f, d, f, f, d);
+	w[2] = tmp(c, "(%s(1.25) * %s - %s(2.25)) * %s * %s + %s(1)", d, g1, d, g1, g1, d);
+	w[3] = tmp(c, "((%s(-0.75) * %s + %s(3.75)) * %s - %s(6)) * %s + %s(3)", d, g2, d, g2, d, g2, d);
+	free(f1);
+	free(g1);
+	free(g2);
+}
+
+int tr_grid_sample(Ctx *c, NodeIO *io)
+{
+	Val *x, *gr;
+	if (inputs(c, io, "X and grid", 2, &x, &gr) < 0)
+		return -1;
+	if (!dtype_is_float(x->dt) || gr->dt != x->dt)
+		return node_err(c, 0, "needs float X and a grid of its dtype"), -1;
+	if (x->rank != 4)
+		return node_err(c, 1, "%d-d GridSample is not supported (2-d is)", x->rank - 2), -1;
+	if (gr->rank != 4 || gr->shape[0] != x->shape[0] || gr->shape[3] != 2)
+		return node_err(c, 0, "the grid must be [N, H_out, W_out, 2]"), -1;
+	static const char *const modes[] = {"bilinear", "nearest", "bicubic", NULL};
+	static const char *const modes20[] = {"linear", "nearest", "cubic", NULL};
+	static const char *const pads[] = {"zeros", "border", "reflection", NULL};
+	char *ms = attr_s(io->n, "mode"), *ps = attr_s(io->n, "padding_mode");
+	int mode = pick(ms, modes, 0), pad = pick(ps, pads, 0);
+	if (mode < 0)
+		mode = pick(ms, modes20, 0);
+	if (mode < 0 || pad < 0) {
+		node_err(c, 1, "%s '%.40s' is not supported", mode < 0 ? "mode" : "padding_mode", mode < 0 ? ms : ps);
+		free(ms);
+		free(ps);
+		return -1;
+	}
+	free(ms);
+	free(ps);
+	Gs g = {c, x->dt, dtype_name(x->dt), pad, (int)attr_i(io->n, "align_corners", 0)};
+	int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], Ho = gr->shape[1], Wo = gr->shape[2];
+	int64_t d[2] = {W, H};
+	char *xf = tmp(c, "reshape(%s, [%lld, %lld, %lld])", ref(c, x), (long long)N, (long long)C, (long long)(H * W));
+	Buf sum = {0};
+	char *coord[2], *base[2], *frac[2], *w[2][4];
+	int ntap = mode == 1 ? 1 : mode == 0 ? 2 : 4, first = mode == 2 ? -1 : 0;
+	for (int k = 0; k < 2; k++) {
+		char A[80], B[80], lo[80], hi[80];
+		/* x = (g + 1) / 2 * (d - 1), or ((g + 1) * d - 1) / 2 */
+		char *gk = tmp(c, "reshape(%s[:, :, :, %d:%d], [%lld, %lld, %lld])", ref(c, gr), k, k + 1, (long long)N,
+		               (long long)Ho, (long long)Wo);
+		char *v = g.align ? tmp(c, "(%s + %s(1)) / %s(2) * %s", gk, g.dn, g.dn, gs_num(&g, A, sizeof A, (double)(d[k] - 1)))
+		                  : tmp(c, "((%s + %s(1)) * %s - %s(1)) / %s(2)", gk, g.dn, gs_num(&g, B, sizeof B, (double)d[k]),
+		                        g.dn, g.dn);
+		free(gk);
+		if (mode == 1) {
+			char *r = tmp(c, "round(%s)", v);
+			free(v);
+			v = r;
+		}
+		double l = g.align ? 0 : -0.5, h = g.align ? (double)(d[k] - 1) : (double)d[k] - 0.5;
+		gs_num(&g, lo, sizeof lo, l);
+		gs_num(&g, hi, sizeof hi, h);
+		if (pad) {
+			char *in = pad == 1 ? tmp(c, "minimum(maximum(%s, %s(0)), %s)", v, g.dn, gs_num(&g, A, sizeof A, (double)(d[k] - 1)))
+			                    : gs_reflect(&g, v, l, h);
+			char *m = tmp(c, "where(%s < %s || %s > %s, %s, %s)", v, lo, v, hi, in, v);
+			free(in);
+			free(v);
+			v = m;
+		}
+		coord[k] = v;
+		base[k] = mode == 1 ? xstrdup(v) : tmp(c, "floor(%s)", v);
+		frac[k] = mode == 1 ? NULL : tmp(c, "%s - %s", v, base[k]);
+		if (mode != 1)
+			gs_weights(&g, frac[k], mode == 2, w[k]);
+	}
+	char shp[160];
+	snprintf(shp, sizeof shp, "[%lld, 1, %lld, %lld]", (long long)N, (long long)Ho, (long long)Wo);
+	for (int ty = 0; ty < ntap; ty++)
+		for (int tx = 0; tx < ntap; tx++) {
+			char T[80];
+			char *py = ty + first ? tmp(c, "%s + %s", base[1], gs_num(&g, T, sizeof T, ty + first)) : xstrdup(base[1]);
+			char *px = tx + first ? tmp(c, "%s + %s", base[0], gs_num(&g, T, sizeof T, tx + first)) : xstrdup(base[0]);
+			char *vy, *vx;
+			char *iy = gs_index(&g, py, H, &vy), *ix = gs_index(&g, px, W, &vx);
+			char *flat = tmp(c, "reshape(%s * %lld + %s, [%lld, 1, %lld])", iy, (long long)W, ix, (long long)N,
+			                 (long long)(Ho * Wo));
+			char *val = tmp(c, "reshape(take_along_axis(%s, %s, axis=2), [%lld, %lld, %lld, %lld])", xf, flat,
+			                (long long)N, (long long)C, (long long)Ho, (long long)Wo);
+			if (vy) {
+				char *m = tmp(c, "where(reshape(%s && %s, %s), %s, %s(0))", vy, vx, shp, val, g.dn);
+				free(val);
+				val = m;
+			}
+			if (mode == 1)
+				buf_printf(&sum, "%s", val);
+			else
+				buf_printf(&sum, "%sreshape(%s * %s, %s) * %s", sum.len ? " + " : "", w[1][ty], w[0][tx], shp, val);
+			free(py);
+			free(px);
+			free(vy);
+			free(vx);
+			free(iy);
+			free(ix);
+			free(flat);
+			free(val);
+		}
+	int64_t osh[4] = {N, C, Ho, Wo};
+	Val *o = def(c, io, 0, x->dt, 4, osh, "%s", sum.s);
+	buf_free(&sum);
+	free(xf);
+	for (int k = 0; k < 2; k++) {
+		free(coord[k]);
+		free(base[k]);
+		free(frac[k]);
+		for (int t = 0; mode != 1 && t < ntap; t++)
+			free(w[k][t]);
+	}
+	return o ? 0 : -1;
 }

@@ -25,7 +25,10 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - Concat of 150 inputs (concat() takes 64: nested) and Sum of 20;
 - Einsum of three and four operands, with an ellipsis and an implicit output;
 - If whose condition is known at import (torch's squeeze of an inferred dimension): the
-  branch taken, reading the outer graph's values; a run-time condition: a clear error."""
+  branch taken, reading the outer graph's values; a run-time condition: a clear error;
+- GridSample in every mode, padding mode and align_corners, with points outside the input
+  (reflected more than once) and halves for nearest, against loops written from ONNX's
+  reference."""
 import os
 
 import numpy as np
@@ -251,6 +254,96 @@ def checks(nestc, d, run, short, make_model):
              NH.from_array(np.array([0], np.int64), "ax0")]
     got = run_model("if_known", nodes, [f32("x", [1, 3, 4])], [f32("y", None)], inits, dict(x=xs3))
     expect("If with a condition known at import: the then branch", got, [xs3[0]])
+    # GridSample, against the reference's loops
+    def gs_ref(X, G, mode, pad, align):
+        N, C, Hh, Ww = X.shape
+        _, Ho, Wo, _ = G.shape
+        dims = (Ww, Hh)
+        lo = [0.0 if align else -0.5] * 2
+        hi = [d - 1.0 if align else d - 0.5 for d in dims]
+
+        def reflect(v, a, b):
+            rng = b - a
+            if v < a:
+                dx = a - v
+                n = int(dx / rng)
+                r = dx - n * rng
+                return a + r if n % 2 == 0 else b - r
+            if v > b:
+                dx = v - b
+                n = int(dx / rng)
+                r = dx - n * rng
+                return b - r if n % 2 == 0 else a + r
+            return v
+
+        def pix(plane, iy, ix):
+            idx = []
+            for i, k in ((iy, 1), (ix, 0)):
+                d = dims[k]
+                if pad == "zeros":
+                    if not 0 <= i < d:
+                        return 0.0
+                elif pad == "border":
+                    i = min(max(i, 0), d - 1)
+                else:
+                    i = int(reflect(i, lo[k], hi[k]))
+                idx.append(i)
+            return float(plane[idx[0], idx[1]])
+
+        def cubic(t):
+            a = -0.75
+            return [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+                    ((a + 2) * t - (a + 3)) * t * t + 1,
+                    ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                    ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+
+        Y = np.zeros((N, C, Ho, Wo))
+        for n in range(N):
+            for oh in range(Ho):
+                for ow in range(Wo):
+                    p = []
+                    for k in range(2):
+                        # in float32, as the reference (a half stays a half for nearest)
+                        g, one, two, dk = G[n, oh, ow, k], np.float32(1), np.float32(2), np.float32(dims[k])
+                        v = float((g + one) / two * (dk - one) if align else ((g + one) * dk - one) / two)
+                        if mode == "nearest":
+                            v = float(np.rint(v))
+                        if v < lo[k] or v > hi[k]:
+                            if pad == "border":
+                                v = min(max(v, 0), dims[k] - 1)
+                            elif pad == "reflection":
+                                v = reflect(v, lo[k], hi[k])
+                        p.append(v)
+                    for c in range(C):
+                        plane = X[n, c]
+                        if mode == "nearest":
+                            Y[n, c, oh, ow] = pix(plane, int(p[1]), int(p[0]))
+                            continue
+                        x0, y0 = int(np.floor(p[0])), int(np.floor(p[1]))
+                        fx, fy = p[0] - x0, p[1] - y0
+                        if mode == "bilinear":
+                            wx, wy, offs = [1 - fx, fx], [1 - fy, fy], [0, 1]
+                        else:
+                            wx, wy, offs = cubic(fx), cubic(fy), [-1, 0, 1, 2]
+                        Y[n, c, oh, ow] = sum(wy[a] * wx[b] * pix(plane, y0 + offs[a], x0 + offs[b])
+                                              for a in range(len(offs)) for b in range(len(offs)))
+        return Y
+    Xg = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    Gg = rng.uniform(-2.6, 2.6, (1, 3, 4, 2)).astype(np.float32)
+    Gg[0, 0, 0] = [0.0, 0.0]
+    Gg[0, 0, 1] = [-1.0, 1.0]
+    Gg[0, 0, 2] = [0.2, -0.25]      # x = 0.5 * 5 - 0.5 + ... halves for nearest at align 0
+    Gg[0, 0, 3] = [-4.1, 5.3]       # reflected more than once
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for pad in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                got = run_model("gs_%s_%s_%d" % (mode, pad, align),
+                                [H.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=pad,
+                                             align_corners=align)],
+                                [f32("x", [1, 2, 4, 5]), f32("g", [1, 3, 4, 2])], [f32("y", None)], [],
+                                dict(x=Xg, g=Gg), opset=16)
+                expect("GridSample %s, %s padding, align_corners=%d" % (mode, pad, align), got,
+                       [gs_ref(Xg, Gg, mode, pad, align)], rtol=1e-4, atol=1e-5)
     for name, what, nodes, ins, inits, needle in (
             ("if_runtime", "If with a run-time condition: a clear error",
              [H.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
