@@ -317,6 +317,7 @@ int tr_grid_sample(Ctx *c, NodeIO *io);
 
 int tr_gather_nd(Ctx *c, NodeIO *io);
 int tr_one_hot(Ctx *c, NodeIO *io);
+int tr_reverse_sequence(Ctx *c, NodeIO *io);
 int tr_eye_like(Ctx *c, NodeIO *io);
 int tr_size(Ctx *c, NodeIO *io);
 int tr_scatter(Ctx *c, NodeIO *io);

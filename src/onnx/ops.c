@@ -514,7 +514,7 @@ static const struct {
 	{"DepthToSpace", tr_depth_space}, {"SpaceToDepth", tr_depth_space}, {"Resize", tr_resize},
 	{"Upsample", tr_resize}, {"GridSample", tr_grid_sample}, {"EyeLike", tr_eye_like}, {"Hardmax", tr_hardmax}, {"Mod", tr_mod},
 	{"MeanVarianceNormalization", tr_mvn}, {"LRN", tr_lrn}, {"NegativeLogLikelihoodLoss", tr_loss},
-	{"SoftmaxCrossEntropyLoss", tr_loss}, {"GatherND", tr_gather_nd}, {"OneHot", tr_one_hot},
+	{"SoftmaxCrossEntropyLoss", tr_loss}, {"GatherND", tr_gather_nd}, {"ReverseSequence", tr_reverse_sequence}, {"OneHot", tr_one_hot},
 	{"DequantizeLinear", tr_dequantize}, {"QuantizeLinear", tr_quantize}, {"DynamicQuantizeLinear", tr_dynamic_quantize},
 	{"MatMulInteger", tr_matmul_integer}, {"QLinearMatMul", tr_qlinear_matmul}, {"ConvInteger", tr_conv_integer},
 	{"QLinearConv", tr_qlinear_conv}, {"RNN", tr_rnn}, {"GRU", tr_rnn}, {"LSTM", tr_rnn},

@@ -297,3 +297,36 @@ int tr_scatter(Ctx *c, NodeIO *io)
 	free(lay);
 	return rc;
 }
+
+/* ReverseSequence: along the time axis, the first sequence_lens[b]
+ * positions of batch entry b reversed, the rest as they are: a gather
+ * along the time axis at where(t < len, len - 1 - t, t), computed at run
+ * time from the lengths (a length outside [0, T] is clamped to it). */
+int tr_reverse_sequence(Ctx *c, NodeIO *io)
+{
+	Val *a, *ln;
+	if (inputs(c, io, "input and sequence_lens", 2, &a, &ln) < 0)
+		return -1;
+	int ta = (int)attr_i(io->n, "time_axis", 0), ba = (int)attr_i(io->n, "batch_axis", 1);
+	if (a->rank < 2 || (ta != 0 && ta != 1) || (ba != 0 && ba != 1) || ta == ba)
+		return node_err(c, 0, "time_axis and batch_axis must be 0 and 1, or 1 and 0, of a tensor of rank 2 or more"),
+		       -1;
+	if ((ln->dt != DT_I64 && ln->dt != DT_I32) || ln->rank != 1 || ln->shape[0] != a->shape[ba])
+		return node_err(c, 0, "sequence_lens must be integers, one per batch entry"), -1;
+	int64_t T = a->shape[ta], B = a->shape[ba], ts[MAX_RANK], bs[MAX_RANK];
+	for (int k = 0; k < a->rank; k++)
+		ts[k] = bs[k] = 1;
+	ts[ta] = T;
+	bs[ba] = B;
+	char *tl = list_text(a->rank, ts), *bl = list_text(a->rank, bs);
+	char *t = tmp(c, "reshape(i64(arange(%lld)), %s)", (long long)T, tl);
+	char *l = tmp(c, "minimum(maximum(reshape(i64(%s), %s), i64(0)), i64(%lld))", ref(c, ln), bl, (long long)T);
+	char *ix = tmp(c, "where(%s < %s, %s - i64(1) - %s, %s)", t, l, l, t, t);
+	Val *o = def(c, io, 0, a->dt, a->rank, a->shape, "take_along_axis(%s, %s, axis=%d)", ref(c, a), ix, ta);
+	free(tl);
+	free(bl);
+	free(t);
+	free(l);
+	free(ix);
+	return o ? 0 : -1;
+}

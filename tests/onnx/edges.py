@@ -28,7 +28,8 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
   branch taken, reading the outer graph's values; a run-time condition: a clear error;
 - GridSample in every mode, padding mode and align_corners, with points outside the input
   (reflected more than once) and halves for nearest, against loops written from ONNX's
-  reference."""
+  reference;
+- ReverseSequence with batch_axis 0 and time_axis 1 on rank 3, lengths 0, 1 and T."""
 import os
 
 import numpy as np
@@ -344,6 +345,15 @@ def checks(nestc, d, run, short, make_model):
                                 dict(x=Xg, g=Gg), opset=16)
                 expect("GridSample %s, %s padding, align_corners=%d" % (mode, pad, align), got,
                        [gs_ref(Xg, Gg, mode, pad, align)], rtol=1e-4, atol=1e-5)
+    xr3 = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    lens = np.array([0, 5, 1], np.int64)
+    want = xr3.copy()
+    for b in range(3):
+        want[b, :lens[b]] = xr3[b, :lens[b]][::-1]
+    got = run_model("revseq", [H.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=0, time_axis=1)],
+                    [f32("x", [3, 5, 2]), H.make_tensor_value_info("l", TP.INT64, [3])], [f32("y", [3, 5, 2])], [],
+                    dict(x=xr3, l=lens), opset=10)
+    expect("ReverseSequence, batch axis 0, lengths 0, 5 and 1", got, [want])
     for name, what, nodes, ins, inits, needle in (
             ("if_runtime", "If with a run-time condition: a clear error",
              [H.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],

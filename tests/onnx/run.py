@@ -62,7 +62,7 @@ OPS_MORE = ("Floor Ceil Round Mean Size IsNaN IsInf InstanceNormalization DepthT
             "Resize Upsample Pad ArgMax ArgMin CumSum Mod Hardmax Shrink EyeLike MeanVarianceNormalization "
             "LRN ConvTranspose GatherND OneHot QuantizeLinear DequantizeLinear DynamicQuantizeLinear "
             "MatMulInteger QLinearMatMul ConvInteger QLinearConv RNN GRU LSTM ReduceProd Asin Acos Atan ScatterElements Scatter ScatterND "
-            "NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss GridSample").split()
+            "NegativeLogLikelihoodLoss SoftmaxCrossEntropyLoss GridSample ReverseSequence").split()
 MORE_UNSUPPORTED = {"test_convtranspose_3d"}  # of OPS_MORE's tests, those nestc says it does not support
 RTOL, ATOL = 1e-3, 1e-7
 TIMEOUT = 360 if "sanitize" in os.environ.get("NESTC_TEST_LDFLAGS", "") else 120
