@@ -25,13 +25,20 @@ struct nestrt_model {
 	nestrt_ctx *spare[NSPARE];
 };
 
-/* The last error of this thread's last call: per thread, since calls of one
- * instance from several threads fail or succeed on their own. */
-static _Thread_local struct {
-	uint64_t model;          /* id of the instance, 0 for none */
+/* The outcome of this thread's last call of each of the models it called
+ * lately (per thread, since calls of one instance from several threads
+ * fail or succeed on their own; per model, since a server thread that runs
+ * two models must not lose the first one's failure to the second's
+ * success), and which of them came last (nestrt_model_error(NULL)). */
+#define NLAST 8
+typedef struct Outcome {
+	uint64_t model;          /* id of the instance, 0 for a call without one */
+	uint64_t when;           /* this thread's count of calls at the time */
 	int failed;
 	char message[sizeof(nestrt_error)];
-} last;
+} Outcome;
+static _Thread_local Outcome last[NLAST];
+static _Thread_local uint64_t ncalls;
 static uint64_t next_id = 1;
 
 size_t nestrt_model_workspace_size(const nestrt_model_desc *d)
@@ -115,13 +122,24 @@ void nestrt_model_free(nestrt_model *m)
 	free(m);
 }
 
-/* Record this thread's outcome of a call of m (0: none). */
+/* Record this thread's outcome of a call of model id (0: none), in its own
+ * entry, else in place of the one called longest ago. */
 static int outcome(uint64_t id, const char *message)
 {
-	last.model = id;
-	last.failed = message != NULL;
+	Outcome *o = &last[0];
+	for (int i = 0; i < NLAST; i++) {
+		if (last[i].model == id && last[i].when) {
+			o = &last[i];
+			break;
+		}
+		if (last[i].when < o->when)
+			o = &last[i];
+	}
+	o->model = id;
+	o->when = ++ncalls;
+	o->failed = message != NULL;
 	if (message)
-		snprintf(last.message, sizeof last.message, "%s", message);
+		snprintf(o->message, sizeof o->message, "%s", message);
 	return message ? -1 : 0;
 }
 
@@ -204,8 +222,14 @@ int nestrt_model_call(nestrt_model *m, nestrt_fn entry, void **bufs, int nbufs, 
 
 const char *nestrt_model_error(const nestrt_model *m)
 {
-	uint64_t id = m ? m->id : 0;
-	return last.model == id && last.failed ? last.message : NULL;
+	const Outcome *o = NULL;
+	for (int i = 0; i < NLAST; i++) {
+		if (!last[i].when)
+			continue;
+		if (m ? last[i].model == m->id : (!o || last[i].when > o->when))
+			o = &last[i];
+	}
+	return o && o->failed ? o->message : NULL;
 }
 
 nestrt_ctx *nestrt_model_ctx(nestrt_model *m)

@@ -490,6 +490,24 @@ int main(int argc, char **argv)
 		rc = usage_error("%s", "--freeze, -w and --no-outline go with a .onnx file");
 		goto out;
 	}
+	if (dep_mf) {
+		/* the dependency file is written last: a directory it cannot go to
+		 * must fail the build before anything is written */
+		const char *sl = strrchr(dep_mf, '/');
+		char *dir = sl ? xasprintf("%.*s", sl == dep_mf ? 1 : (int)(sl - dep_mf), dep_mf) : xstrdup(".");
+		/* (the output directory itself is made by the build) */
+		size_t ol = bo.out ? strlen(bo.out) : 0;
+		while (ol > 1 && bo.out[ol - 1] == '/')
+			ol--;
+		int ok = access(dir, W_OK | X_OK) == 0 || (bo.out && strlen(dir) == ol && !strncmp(dir, bo.out, ol));
+		if (!ok)
+			fprintf(stderr, "nestc: error: cannot write %s: %s\n", dep_mf, strerror(errno));
+		free(dir);
+		if (!ok) {
+			rc = 1;
+			goto out;
+		}
+	}
 	char err[512];
 	Source *src;
 	if (is_onnx) {

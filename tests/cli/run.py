@@ -136,6 +136,11 @@ def main():
         r = run("run", "m.nest", "--entry", "nope", "--random-weights", "1", "--input", "x=x.npy")
         check("unknown entry", r.returncode == 1 and "no exported function 'nope'" in r.stderr, r.stderr)
 
+        # -MF into a directory that does not exist: an error before anything is written
+        r = run("build", "m.nest", "-o", "mfout", "-MF", "nodir/m.d")
+        check("-MF into a missing directory fails first, writes nothing", r.returncode == 1 and
+              "cannot write nodir/m.d" in r.stderr and not os.path.exists("mfout"), r.stderr)
+
         # half-precision checkpoints: F16 binds f32 params, widened exactly
         write_safetensors("half.safetensors", {"lin.weight": w.astype(np.float16), "lin.bias": b.astype(np.float16),
                                                 "unused_ok": u})

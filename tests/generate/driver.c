@@ -94,6 +94,29 @@ int main(int argc, char **argv)
 		printf("ok decode at the next position after the errors\n");
 	}
 	gpt2_seq_free(fresh);
+	/* errors per model and thread: a failure of m is still m's after a
+	 * success of another instance m2; NULL asks for the last call of any */
+	{
+		gpt2 *m2 = gpt2_new(w, &err);
+		gpt2_seq *s3 = m2 ? gpt2_seq_new(m2, &err) : NULL;
+		float *o2 = malloc(sizeof(float) * (size_t)V);
+		int rc1 = gpt2_prefill(m, s, 0, tok, o2);
+		int rc2 = s3 ? gpt2_prefill(m2, s3, 1, tok, o2) : -1;
+		const char *e1 = gpt2_error(m), *e2 = m2 ? gpt2_error(m2) : "no m2", *eany = nestrt_model_error(NULL);
+		int rc3 = gpt2_prefill(m, s, 0, tok, o2);
+		const char *eany2 = nestrt_model_error(NULL);
+		if (rc1 != -1 || rc2 != 0 || !e1 || !strstr(e1, "T = 0") || e2 || eany || rc3 != -1 || !eany2 ||
+		    !strstr(eany2, "T = 0")) {
+			printf("FAIL errors per model: rc %d %d %d, m '%s', m2 '%s', any '%s' then '%s'\n", rc1, rc2, rc3,
+			       e1 ? e1 : "(none)", e2 ? e2 : "(none)", eany ? eany : "(none)", eany2 ? eany2 : "(none)");
+			bad++;
+		} else {
+			printf("ok an error of m stays m's after a success of m2; NULL gives the last call's\n");
+		}
+		gpt2_seq_free(s3);
+		gpt2_free(m2);
+		free(o2);
+	}
 	/* still usable: the same prefill twice gives the same bits, and a
 	 * decode after it the same as a prefill of the longer prompt's last row */
 	float *a = malloc(sizeof(float) * (size_t)(4 * V)), *b = malloc(sizeof(float) * (size_t)(5 * V));

@@ -198,6 +198,25 @@ def main():
         r = nestc("build", mlp, "-o", "emb2", "--embed-weights", "moved.safetensors", "--no-cache")
         check("--embed-weights checks the params at compile time", r.returncode == 1 and "moved.safetensors" in r.stderr
               and not os.path.exists("emb2"), r.stderr)
+        # samples/Makefile.example: one build per object, nothing more, and nothing when
+        # nothing changed (make's built-in rules must not try to remake the .d files)
+        os.makedirs("mk")
+        shutil.copy(os.path.join(ROOT, "samples", "Makefile.example"), "mk/Makefile")
+        shutil.copy(os.path.join(ROOT, "samples", "gpt2.nest"), "mk/gpt2.nest")
+        rep = nestc("report", "mk/gpt2.nest", "-D", "L=2", "-D", "D=64", "-D", "H=4", "-D", "V=256", "-D", "CTX=64",
+                    "-D", "S=16", "--format=json")
+        objs = ["out/gpt2.o"] + ["out/" + v["object"] for v in json.loads(rep.stdout)["variants"]]
+        mk = lambda: subprocess.run(["make", "-C", "mk", "NESTC=" + NESTC] + objs, capture_output=True, text=True)
+        m1 = mk()
+        m2 = mk()
+        os.utime("mk/gpt2.nest", (time.time() + 2, time.time() + 2))
+        m3 = mk()
+        builds = lambda m: m.stdout.count(NESTC + " build")
+        check("Makefile.example: one build per object, none when up to date, all again after the model changes",
+              m1.returncode == 0 and builds(m1) == len(objs) and builds(m2) == 0 and m3.returncode == 0 and
+              builds(m3) == len(objs) and "no such variant" not in m1.stderr + m3.stderr,
+              "%d objects; builds %d, %d, %d: %s" % (len(objs), builds(m1), builds(m2), builds(m3),
+                                                      (m1.stdout + m1.stderr + m3.stdout + m3.stderr)[-600:]))
     finally:
         os.chdir("/")
         shutil.rmtree(t, ignore_errors=True)
