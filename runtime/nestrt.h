@@ -44,12 +44,12 @@ typedef struct nestrt_weights nestrt_weights;
  * An empty (0-byte) file, a file whose header is "{}", and path == NULL all
  * give empty weights: for models without params. NULL on error. */
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err);
-void nestrt_weights_close(nestrt_weights *w);
+void nestrt_weights_close(nestrt_weights *w);   /* NULL is fine; data from bind dies here */
 /* The same checks on a safetensors image in memory (weights embedded by
  * `nestc build --embed-weights`); the image must outlive the weights. */
-nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err);   /* NULL is fine; data from bind dies here */
+nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err);
 
-/* An empty weights file: for models without params (0-length or "{}"-header file both OK). */
+/* A parameter a model binds: its name, NESTRT_* dtype and shape. */
 typedef struct nestrt_param { const char *name; int dtype; int rank; int64_t shape[NESTRT_MAX_RANK]; } nestrt_param;
 
 /* Bind every param of a model: checks each name, dtype and shape; fills data[i].

@@ -526,12 +526,17 @@ static Value *b_concat(LowerCtx *x, Args *a)
 		Node *t = as_tensor(x, lv->items[i], a->posloc[0], "an element of concat()");
 		if (!t)
 			return VERR;
-		int ok = t->dtype == first->dtype && t->rank == first->rank;
+		int ok = t->dtype == first->dtype && t->rank == first->rank, bad = -1;
 		for (int k = 0; ok && k < t->rank; k++)
 			if (k != ax && t->shape[k] != first->shape[k])
-				ok = 0;
+				ok = 0, bad = k;
 		if (!ok) {
-			error_at(x->d, a->posloc[0], "cannot concatenate %s and %s along axis %d", nstr(x, first), nstr(x, t), ax);
+			if (bad >= 0)
+				error_at(x->d, a->posloc[0], "cannot concatenate %s and %s along axis %d: axis %d differs (%lld and %lld)",
+				         nstr(x, first), nstr(x, t), ax, bad, (long long)first->shape[bad], (long long)t->shape[bad]);
+			else
+				error_at(x->d, a->posloc[0], "cannot concatenate %s and %s along axis %d: the %s differ", nstr(x, first),
+				         nstr(x, t), ax, t->dtype != first->dtype ? "dtypes" : "ranks");
 			return VERR;
 		}
 		shape[ax] += t->shape[ax];

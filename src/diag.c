@@ -156,6 +156,8 @@ static void vreport(Diag *d, Loc loc, const char *kind, const char *fmt, va_list
 	int32_t le = ls;
 	while ((size_t)le < s->len && s->text[le] != '\n')
 		le++;
+	if (le > ls && s->text[le - 1] == '\r')
+		le--; /* a CRLF file's line without its carriage return */
 	fprintf(out, "%5d | %.*s\n", line, (int)(le - ls), s->text + ls);
 	fputs("      | ", out);
 	for (int32_t i = ls; i < loc.off && i < le; i++)

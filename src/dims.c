@@ -235,8 +235,10 @@ int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *n
 		if (!have_lo[j] || en->dim_lo[j] < 0)
 			en->dim_lo[j] = 0;
 		if (!have_hi[j]) {
-			error_at(x->d, fn->where_loc, "run-time dimension '%s' needs an upper bound in the where clause ('%s <= 1024')",
-			         en->dim_names[j], en->dim_names[j]);
+			error_at(x->d, fn->where_loc,
+			         "run-time dimension '%s' needs an upper bound in the where clause: a condition of '%s' alone, such as "
+			         "'%s <= N' with N a number or a const (a bound of a sum does not count)",
+			         en->dim_names[j], en->dim_names[j], en->dim_names[j]);
 			bad = 1;
 			continue;
 		}
@@ -313,7 +315,9 @@ int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *n
 				for (int j = 0; j < n; j++)
 					buf_printf(&b, "%s%s = %lld", j ? ", " : "", en->dim_names[j], (long long)pts[p][j]);
 				error_at(x->d, en->checks[k].loc,
-				         "nestc compiles this function at a few small values of its run-time dimensions, and %s does not hold for %s",
+				         "nestc compiles this function at a few small values of its run-time dimensions, and %s does not hold for %s "
+				         "(each dimension from 2 above its lower bound to 4 above, all at once): widen the bounds, or make a "
+				         "dimension a const",
 				         en->checks[k].text, b.s);
 				buf_free(&b);
 				return 0;
@@ -469,6 +473,34 @@ static int merge_graph(Merge *M, Graph **gs)
 	return 1;
 }
 
+/* f >= 0 as a condition of the dims, as a where clause would say it: the
+ * negative terms <= the positive ones and the constant ("P + T <= 16"). */
+static const char *affine_cond(Merge *M, const Affine *f)
+{
+	Entry *en = M->en;
+	Buf l = {0}, r = {0};
+	for (int j = 0; j < en->ndims; j++) {
+		int64_t c = f->coef[j];
+		if (!c)
+			continue;
+		Buf *side = c < 0 ? &l : &r;
+		c = c < 0 ? -c : c;
+		if (c == 1)
+			buf_printf(side, "%s%s", side->len ? " + " : "", en->dim_names[j]);
+		else
+			buf_printf(side, "%s%lld * %s", side->len ? " + " : "", (long long)c, en->dim_names[j]);
+	}
+	int64_t c0 = f->c0;
+	if (c0 < 0 || !l.len)
+		buf_printf(&l, "%s%lld", l.len ? " + " : "", (long long)(c0 < 0 ? -c0 : 0));
+	if (c0 > 0 || !r.len)
+		buf_printf(&r, "%s%lld", r.len ? " + " : "", (long long)(c0 > 0 ? c0 : 0));
+	const char *t = arena_printf(M->x->a, "%s <= %s", l.s, r.s);
+	buf_free(&l);
+	buf_free(&r);
+	return t;
+}
+
 static void add_check(Merge *M, Affine f, Loc loc, const char *text)
 {
 	Entry *en = M->en;
@@ -493,25 +525,36 @@ static void bounds_checks(Merge *M, Graph *g)
 {
 	Arena *a = M->x->a;
 	Source *src = M->x->d->src;
+	/* each check said as a condition of the dims, then what it keeps in
+	 * bounds and where: "P + T <= 16 (the end of the slice at m.nest:7:10,
+	 * on axis 0)", which the runtime follows with "does not hold" */
+	const char *file = strrchr(src->path, '/') ? strrchr(src->path, '/') + 1 : src->path;
 	for (int i = 0; i < g->nnodes; i++) {
 		Node *n = g->nodes[i];
 		int line, col;
 		source_linecol(src, n->loc.off, &line, &col);
 		for (int k = 0; k < n->rank; k++)
-			if (gdyn_find(g, i, k))
-				add_check(M, field_form(g, n, k), n->loc,
-				          arena_printf(a, "axis %d of the %s at line %d, column %d is not negative", k, op_name(n->op), line, col));
+			if (gdyn_find(g, i, k)) {
+				Affine f = field_form(g, n, k);
+				add_check(M, f, n->loc,
+				          arena_printf(a, "%s (the size of axis %d of the %s at %s:%d:%d)", affine_cond(M, &f), k,
+				                       op_name(n->op), file, line, col));
+			}
 		if (n->op != OP_SLICE && n->op != OP_STORE)
 			continue;
 		Node *t = n->in[0];
 		for (int k = 0; k < n->rank; k++) {
 			Affine st = field_form(g, n, 16 + k), len = field_form(g, n, k), dim = field_form(g, t, k);
-			add_check(M, st, n->loc, arena_printf(a, "the %s at line %d, column %d starts inside axis %d", op_name(n->op), line, col, k));
+			add_check(M, st, n->loc,
+			          arena_printf(a, "%s (the start of the %s at %s:%d:%d, on axis %d)", affine_cond(M, &st),
+			                       op_name(n->op), file, line, col, k));
 			Affine end = dim; /* dim - (start + len) >= 0 */
 			end.c0 -= st.c0 + len.c0;
 			for (int j = 0; j < MAX_DIMS; j++)
 				end.coef[j] -= st.coef[j] + len.coef[j];
-			add_check(M, end, n->loc, arena_printf(a, "the %s at line %d, column %d ends inside axis %d", op_name(n->op), line, col, k));
+			add_check(M, end, n->loc,
+			          arena_printf(a, "%s (the end of the %s at %s:%d:%d, on axis %d)", affine_cond(M, &end),
+			                       op_name(n->op), file, line, col, k));
 		}
 	}
 }

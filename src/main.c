@@ -289,6 +289,7 @@ int main(int argc, char **argv)
 	Vec defs = {0}, ins = {0}, outs = {0};
 	RunOptions ro = {0};
 	Vec argmap = {0}; /* an ONNX model's graph input names, each followed by its argument's */
+	int counted = 0;  /* the errors' count line is out */
 	int werror = 0, nowarn = 0, rc = 2, no_regions = 0, no_narrow = 0;
 	ReportFormat fmt = REPORT_TEXT;
 	const char *report_file = NULL;
@@ -638,7 +639,7 @@ int main(int argc, char **argv)
 		if (!target_known(bo.target, why, sizeof why))
 			error_plain(&d, "%s", why);
 	}
-	if (p && !d.nerrors && !is_run && !is_weights) {
+	if (p && !d.nerrors && !is_weights) { /* run too: it checks as check does */
 		char *triple = bo.target ? NULL : host_id();
 		RegionOptions rop = {.no_regions = no_regions, .opt_level = is_build ? bo.opt_level : 2,
 		                     .target = bo.target ? bo.target : arena_strdup(&arena, triple), .cpu = bo.cpu};
@@ -719,11 +720,16 @@ int main(int argc, char **argv)
 		rc = 1;
 	if (d.nerrors)
 		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	counted = 1;
+	if (!d.nerrors && rc == 1)
+		fprintf(stderr, "1 error generated.\n"); /* one the run stopped at (an index out of range) */
 	free(model);
 	diag_free(&d);
 	arena_free(&arena);
 	source_free(src);
 out:
+	if (!counted && rc == 1)
+		fprintf(stderr, "1 error generated.\n"); /* one error that stopped nestc early */
 	for (int k = 0; k < passthru.n; k++)
 		if (((char *)passthru.v[k])[0] == '-' && ((char *)passthru.v[k])[1] != 'O' && strcmp(passthru.v[k], "--no-regions") &&
 		    strcmp(passthru.v[k], "--no-winograd") && strcmp(passthru.v[k], "--no-narrow"))

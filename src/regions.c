@@ -182,9 +182,24 @@ static const char *guard_diff(RP *r, Graph *g, Variant *v)
 		if (x->rank != y->rank)
 			return arena_printf(a, "arg %s: rank is %d, variant %d has %d", name, x->rank, v->k, y->rank);
 		for (int d = 0; d < x->rank; d++)
-			if (x->shape[d] != y->shape[d])
+			if (x->shape[d] != y->shape[d]) {
+				/* a variant of run-time dims holds a sample size: its key has the symbol */
+				const char *seg = NULL;
+				size_t nl = strlen(name);
+				for (const char *k = h->nbasis && h->key ? h->key : ""; *k && !seg; k = strstr(k, "; ") ? strstr(k, "; ") + 2 : "")
+					if (!strncmp(k, name, nl) && !strncmp(k + nl, ": ", 2))
+						seg = k + nl + 2;
+				if (seg) {
+					size_t sl = strstr(seg, "; ") ? (size_t)(strstr(seg, "; ") - seg) : strlen(seg);
+					Buf t = {0};
+					shape_str(&t, x->dtype, x->rank, x->shape);
+					const char *r = arena_printf(a, "arg %s: %s, variant %d has %.*s", name, t.s, v->k, (int)sl, seg);
+					buf_free(&t);
+					return r;
+				}
 				return arena_printf(a, "arg %s: dim %d is %lld, variant %d has %lld", name, d,
 				                    (long long)x->shape[d], v->k, (long long)y->shape[d]);
+			}
 	}
 	/* same tensors: a compile-time scalar, a global, or the body itself */
 	const char *ks = g->key, *kv = h->key;

@@ -74,6 +74,8 @@ static void summary(const char *name, Tensor *t)
 			/* NumPy's min, max and mean of an array with a NaN are all NaN; the
 			 * comparisons above skipped them, so say it plainly with the count */
 			printf(" min=nan max=nan mean=nan nans=%lld [", (long long)nans);
+		else if (isnan(sum)) /* inf - inf: "nan", not "-nan" */
+			printf(" min=%.6g max=%.6g mean=nan [", mn, mx);
 		else
 			printf(" min=%.6g max=%.6g mean=%.6g [", mn, mx, sum / (double)t->n);
 		for (int64_t i = 0; i < t->n && i < 4; i++) {

@@ -395,6 +395,12 @@ int binary_operands(LowerCtx *x, Op op, Value *va, Value *vb, Node **na, Node **
 			error_at(x->d, loc, "cannot %s %s and a number", op_verb(op), nstr(x, other));
 			return 0;
 		}
+		if (cv->kind == V_INT && dt == DT_I32 && (cv->i < INT32_MIN || cv->i > INT32_MAX)) {
+			/* it would wrap to another number without a word */
+			error_at(x->d, loc, "cannot %s %s and %lld: the number does not fit in i32 (convert the tensor with "
+			         "i64(...))", op_verb(op), nstr(x, other), (long long)cv->i);
+			return 0;
+		}
 		*dst = const_node(x, dt, cv, loc);
 	}
 	if ((*na)->dtype != (*nb)->dtype) {

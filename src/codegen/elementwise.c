@@ -211,7 +211,11 @@ LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)
 			LLVMValueRef sr = llvm.LLVMBuildFCmp(B, LLVMRealOLT, r, zero, "");
 			LLVMValueRef sb = llvm.LLVMBuildFCmp(B, LLVMRealOLT, b, zero, "");
 			LLVMValueRef fix = llvm.LLVMBuildAnd(B, nz, llvm.LLVMBuildXor(B, sr, sb, ""), "");
-			return llvm.LLVMBuildSelect(B, fix, llvm.LLVMBuildFAdd(B, r, b, ""), r, "");
+			r = llvm.LLVMBuildSelect(B, fix, llvm.LLVMBuildFAdd(B, r, b, ""), r, "");
+			/* a zero remainder too: -2.0 % 1.0 is +0.0, 2.0 % -1.0 is -0.0 */
+			LLVMValueRef z = llvm.LLVMBuildFCmp(B, LLVMRealOEQ, r, zero, "");
+			LLVMValueRef sz = llvm.LLVMBuildSelect(B, sb, llvm.LLVMConstReal(t, -0.0), zero, "");
+			return llvm.LLVMBuildSelect(B, z, sz, r, "");
 		}
 		/* floor division and modulo; x/0 and x%0 give 0; MIN/-1 wraps; no trap */
 		LLVMValueRef zero = llvm.LLVMConstInt(t, 0, 0), one = llvm.LLVMConstInt(t, 1, 0);

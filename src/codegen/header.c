@@ -58,10 +58,19 @@ static void prototype(Buf *b, const char *name, Entry *en)
 {
 	Graph *g = en->g;
 	buf_printf(b, "int %s_%s(%s *m", name, en->name, name);
-	if (en->uses_state)
-		buf_printf(b, ", %s_seq *s", name);
-	for (int j = 0; j < en->ndims; j++)
-		buf_printf(b, ", int64_t %s", en->dim_names[j]);
+	if (en->uses_state) {
+		/* the sequence is s, unless an argument or dim is named so */
+		int taken = 0;
+		for (int i = 0; i < g->ninputs; i++)
+			taken |= !strcmp(g->input_names[i], "s");
+		for (int j = 0; j < en->ndims; j++)
+			taken |= !strcmp(en->dim_names[j], "s");
+		buf_printf(b, ", %s_seq *%s", name, taken ? "seq_" : "s");
+	}
+	for (int j = 0; j < en->ndims; j++) {
+		char dn[300];
+		buf_printf(b, ", int64_t %s", c_param(en->dim_names[j], dn, sizeof dn));
+	}
 	for (int i = 0; i < g->ninputs; i++) {
 		char pn[300];
 		buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
@@ -173,8 +182,10 @@ void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 	if (o->embed)
 		buf_printf(b, "/* %s with the weights compiled in (--embed-weights %s). */\n%s *%s_new_embedded(nestrt_error *err);\n",
 		           name, o->embed, name, name);
-	buf_printf(b, "/* The model's workspace in bytes (allocated once by %s_new). */\nsize_t %s_workspace_size(void);\n", name, name);
-	buf_printf(b, "/* Why the last call of an entry point failed, or NULL. */\n"
+	buf_printf(b, "/* The workspace of a call in bytes: %s_new allocates one; calls that run at once\n"
+	              "   get their own. */\nsize_t %s_workspace_size(void);\n", name, name);
+	buf_printf(b, "/* Why this thread's last call of an entry point of m failed, or NULL. Any number\n"
+	              "   of threads may call the entry points of one instance at once. */\n"
 	              "static inline const char *%s_error(const %s *m)\n{\n\treturn nestrt_model_error((const nestrt_model *)m);\n}\n\n",
 	           name, name);
 	if (p->nstates) {

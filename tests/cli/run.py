@@ -136,6 +136,18 @@ def main():
         r = run("run", "m.nest", "--entry", "nope", "--random-weights", "1", "--input", "x=x.npy")
         check("unknown entry", r.returncode == 1 and "no exported function 'nope'" in r.stderr, r.stderr)
 
+        # run checks as check does: a reuse_hash conflict of the region pass is an error
+        with open("conflict.nest", "w") as f:
+            f.write("@region(reuse_hash = 0)\nfn norm(x: f32[T, D]) -> f32[T, D] {\n"
+                    "  return x - mean(x, axis=-1, keepdim=true) + f32(T)\n}\n"
+                    "export fn f(a: f32[2, 4], b: f32[5, 4]) -> (f32[2, 4], f32[5, 4]) {\n"
+                    "  return norm(a), norm(b)\n}\n")
+        np.save("a24.npy", np.ones((2, 4), np.float32))
+        np.save("b54.npy", np.ones((5, 4), np.float32))
+        r = run("run", "conflict.nest", "--input", "a=a24.npy", "--input", "b=b54.npy")
+        check("run reports a reuse_hash conflict as check does", r.returncode == 1 and
+              "conflict.nest:6:19: error: reuse_hash = 0 puts this call of 'norm'" in r.stderr, r.stderr)
+
         # -MF into a directory that does not exist: an error before anything is written
         r = run("build", "m.nest", "-o", "mfout", "-MF", "nodir/m.d")
         check("-MF into a missing directory fails first, writes nothing", r.returncode == 1 and

@@ -1188,6 +1188,61 @@ def header_names():
     return single("header.argument_names", fn)
 
 
+SRC_NAMES_STATE = """
+state st: f32[8]
+export fn g(s: f32[2]) -> f32[2] {
+  st[0:2] = s
+  return st[0:2]
+}
+export fn a(x: f32[m]) -> f32[m] where 1 <= m, m <= 8 {
+  return x
+}
+export fn b(x: f32[out]) -> f32[out] where 1 <= out, out <= 8 {
+  return x * 2.0
+}
+export fn c(x: f32[int]) -> f32[int] where 1 <= int, int <= 8 {
+  return x + 1.0
+}
+"""
+
+
+@check("header.dim_and_sequence_names")
+def header_names_state():
+    # An argument named s beside the sequence, run-time dims named m, out or int: the
+    # header still compiles (-Wall -Werror), and calls through it work.
+    def fn():
+        d = tmpdir("header.names_state")
+        write(os.path.join(d, "ns.nest"), SRC_NAMES_STATE)
+        out = os.path.join(d, "out")
+        nestc("build", os.path.join(d, "ns.nest"), "-o", out)
+        drv = write(os.path.join(d, "drv.c"), """#include <stdio.h>
+#include "ns.h"
+int main(void)
+{
+    nestrt_error err;
+    ns *m = ns_new(NULL, &err);
+    ns_seq *q = m ? ns_seq_new(m, &err) : NULL;
+    float x[3] = {1, 2, 3}, y[3], s2[2] = {4, 5}, y2[2];
+    if (!q || ns_b(m, 3, x, y) || y[2] != 6 || ns_c(m, 2, x, y) || y[1] != 3 || ns_a(m, 1, x, y) || y[0] != 1 ||
+        ns_g(m, q, s2, y2) || y2[1] != 5)
+        return printf("%s\\n", m ? ns_error(m) : err.message), 1;
+    ns_seq_free(q);
+    ns_free(m);
+    return 0;
+}
+""")
+        exe = os.path.join(d, "drv")
+        r = run(["cc", "-Wall", "-Werror", "-I" + os.path.join(ROOT, "runtime"), "-I" + out, drv]
+                + sorted(glob.glob(os.path.join(out, "*.o"))) + [LIBNESTRT, "-lm", "-lpthread", "-o", exe]
+                + os.environ.get("NESTC_TEST_LDFLAGS", "").split())
+        if r.returncode:
+            raise Fail("the header does not compile: " + short(r.stderr))
+        r = run([exe])
+        if r.returncode:
+            raise Fail("calls through the header: " + describe([exe], r))
+    return single("header.dim_and_sequence_names", fn)
+
+
 SRC_D = """
 const D = 8
 param ln: { weight: f32[D], bias: f32[D] }

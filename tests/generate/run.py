@@ -148,6 +148,29 @@ with tempfile.TemporaryDirectory() as work:
     except Exception as e:
         result(False, "gpt2.prefill", str(e))
 
+    # a slice whose end passes its axis for some values of the dims: the call fails with
+    # the bound as a condition, where the slice is, and writes nothing
+    d = os.path.join(work, "slicebound")
+    os.mkdir(d)
+    try:
+        src = os.path.join(d, "sb.nest")
+        with open(src, "w") as f:
+            f.write("const CTX = 16\nexport fn g(x: f32[CTX], y: f32[T]) -> f32[T] where 0 <= P, P < CTX, 1 <= T, "
+                    "T <= CTX {\n  return x[P:P + T] + y\n}\n")
+        build(src, [], os.path.join(d, "out"))
+        with open(os.path.join(d, "drv.c"), "w") as f:
+            f.write('#include <stdio.h>\n#include "sb.h"\nint main(void)\n{\n\tnestrt_error err;\n'
+                    '\tsb *m = sb_new(NULL, &err);\n\tfloat x[16] = {0}, y[16] = {0}, out[16];\n'
+                    '\tfor (int i = 0; i < 16; i++) out[i] = 7;\n'
+                    '\tint ok = sb_g(m, 9, 7, x, y, out) == 0, bad = sb_g(m, 10, 7, x, y, out) == -1;\n'
+                    '\tprintf("%d %d %g|%s\\n", ok, bad, out[0], sb_error(m));\n\treturn 0;\n}\n')
+        link(os.path.join(d, "drv.c"), os.path.join(d, "out"), os.path.join(d, "drv"))
+        r = sh([os.path.join(d, "drv")])
+        want = "1 1 0|sb_g: P = 10, T = 7: P + T <= 16 (the end of the slice at sb.nest:3:10, on axis 0) does not hold"
+        result(r.stdout.strip() == want, "runtime_errors.slice_end_as_a_condition", r.stdout.strip() + r.stderr)
+    except Exception as e:
+        result(False, "runtime_errors.slice_end_as_a_condition", str(e))
+
     # compile-time diagnostics
     cases = [
         ("where_not_export", "const C = 8\nfn f(x: f32[T]) -> f32[T] where T <= C {\n  return x\n}\n"
