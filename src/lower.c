@@ -968,9 +968,13 @@ static int fixed_dims(LowerCtx *x, Decl *fn, Entry *en, Graph **g)
 	if (!given)
 		return 0;
 	if (given != en->ndims) {
-		error_at(x->d, fn->where_loc, "-D gives some of the run-time dimensions of '%s' a value but not all: give each one",
-		         fn->name);
-		return 1;
+		/* the -D is likely meant for another entry that shares the name:
+		 * this one stays compiled for every value */
+		warning_at(x->d, fn->where_loc,
+		           "-D gives some of the run-time dimensions of '%s' a value but not all: it is compiled for every "
+		           "value of them (give each one to compile it for those values alone)",
+		           fn->name);
+		return 0;
 	}
 	for (int k = 0; k < en->nchecks; k++) {
 		int64_t r = affine_eval(&en->checks[k].f, en->ndims, v);

@@ -148,6 +148,19 @@ def main():
         check("run reports a reuse_hash conflict as check does", r.returncode == 1 and
               "conflict.nest:6:19: error: reuse_hash = 0 puts this call of 'norm'" in r.stderr, r.stderr)
 
+        # -D of a run-time dim that another entry shares with a dim of its own: that entry
+        # stays compiled for every value, with a warning; the one run gets the value
+        with open("twodims.nest", "w") as f:
+            f.write("const CTX = 16\nexport fn f(x: f32[T, 4]) -> f32[T, 4] where 1 <= T, T <= CTX {\n"
+                    "  return x * 2.0\n}\nexport fn g(x: f32[CTX], y: f32[T]) -> f32[T] where 0 <= P, P < CTX, "
+                    "1 <= T, T <= CTX {\n  return x[P:P + T] + y\n}\n")
+        np.save("x34.npy", np.ones((3, 4), np.float32))
+        r = run("run", "twodims.nest", "--entry", "f", "-D", "T=3", "--input", "x=x34.npy")
+        check("-D T of two entries, one with P too: a warning for it, the other runs", r.returncode == 0 and
+              r.stdout.startswith("f: f32[3, 4] min=2 max=2") and
+              "warning: -D gives some of the run-time dimensions of 'g' a value but not all" in r.stderr,
+              r.stdout + r.stderr)
+
         # -MF into a directory that does not exist: an error before anything is written
         r = run("build", "m.nest", "-o", "mfout", "-MF", "nodir/m.d")
         check("-MF into a missing directory fails first, writes nothing", r.returncode == 1 and
