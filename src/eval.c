@@ -267,9 +267,16 @@ int index_bounds(LowerCtx *x, Node *t, Expr *e, int64_t *start, int64_t *size, i
 			if (ie->b && !ct_int(x, eval_expr(x, ie->b), ie->b->loc, "a slice bound", &hi))
 				return 0;
 			int64_t l = lo < 0 ? lo + dim : lo, h = hi < 0 ? hi + dim : hi;
-			if (l < 0 || l > dim || h < 0 || h > dim || l > h) {
+			if (l < 0 || l > dim || h < 0 || h > dim) {
 				error_at(x->d, ie->loc, "slice %lld:%lld is out of range for axis %d of %s", (long long)lo,
 				         (long long)hi, k, nstr(x, t));
+				return 0;
+			}
+			if (l > h) {
+				/* NumPy would give an empty axis: here it is most likely a mistake */
+				error_at(x->d, ie->loc, "slice %lld:%lld of axis %d of %s ends before it starts (a slice does not "
+				         "reverse; write %lld:%lld for no positions)", (long long)lo, (long long)hi, k, nstr(x, t),
+				         (long long)lo, (long long)lo);
 				return 0;
 			}
 			start[k] = l;

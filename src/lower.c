@@ -187,13 +187,14 @@ static void lower_stmts1(LowerCtx *x, Stmt **body, int n, FnResult *res)
 				v = value_new(x, V_TUPLE);
 				v->n = s->nvalues;
 				v->items = arena_alloc(x->a, (size_t)s->nvalues * sizeof(Value *));
+				/* every value, after an error too: each reports its own */
+				int bad = 0;
 				for (int k = 0; k < s->nvalues; k++) {
 					v->items[k] = eval_expr(x, s->values[k]);
-					if (v->items[k]->kind == V_ERR)
-						v = VERR;
-					if (v == VERR)
-						break;
+					bad |= v->items[k]->kind == V_ERR;
 				}
+				if (bad)
+					v = VERR;
 			}
 			res->value = v;
 			res->loc = s->loc;
