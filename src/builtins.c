@@ -318,7 +318,8 @@ static Value *b_where(LowerCtx *x, Args *a)
 {
 	if (!check_arity(x, a, 3, 3, NULL))
 		return VERR;
-	Node *c = tensor_arg(x, a, 0, NULL);
+	/* a compile-time bool (an argument, a comparison of constants) is a 0-d condition */
+	Node *c = a->pos[0]->kind == V_BOOL ? const_node(x, DT_BOOL, a->pos[0], a->posloc[0]) : tensor_arg(x, a, 0, NULL);
 	if (!c)
 		return VERR;
 	if (c->dtype != DT_BOOL) {

@@ -1736,6 +1736,18 @@ export fn f(x: f32[28], y: f64[28]) -> (f32[28], f32[28], f32[28], f64[28], f32)
     O("f64", tri[3], "f64"), O("compile_time_pi", np.float32(np.pi)),
 ])
 
+# --- where() with a compile-time bool condition (a scalar argument, a comparison of numbers) ---
+
+twb = np.array([1, -2, 3], np.float32)
+case("where_compile_time_bool", """
+fn g(x: f32[3], neg: bool) -> f32[3] {
+  return where(neg, -x, x)
+}
+export fn f(x: f32[3]) -> (f32[3], f32[3]) {
+  return g(x, true), g(x, 2 > 3)
+}
+""", dict(x=twb), [O("neg", -twb), O("keep", twb)])
+
 # --- tensors with no elements (a dimension of 0) -----------------------------------------
 
 z03 = np.zeros((0, 3), np.float32)
