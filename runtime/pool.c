@@ -169,9 +169,12 @@ static int threads_wanted(void)
 	const char *env = getenv("NESTRT_NUM_THREADS");
 	if (!env)
 		return def;
+	/* digits only (no sign, no spaces); too many of them is MAX_THREADS */
 	char *end;
 	errno = 0;
-	long n = strtol(env, &end, 10);
+	long n = *env >= '0' && *env <= '9' ? strtol(env, &end, 10) : (end = (char *)env, 0);
+	if (errno == ERANGE && end != env && !*end)
+		n = MAX_THREADS, errno = 0;
 	if (end == env || *end || errno || n < 1) {
 		char shown[NESTRT__SHOWN];
 		fprintf(stderr, "nestrt: NESTRT_NUM_THREADS=%s is not a positive whole number; using %d threads\n",
