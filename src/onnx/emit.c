@@ -467,6 +467,11 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 		return 1;
 	}
 	int mapped = map != MAP_FAILED;
+	if (!onnx_nesting_ok(data, len, 200)) {
+		release_file(data, len, mapped);
+		fprintf(stderr, "%s: error: the model's graphs or types are nested more than 200 deep\n", path);
+		return 1;
+	}
 	Onnx__ModelProto *m = onnx_model_unpack(data, len);
 	if (!m) {
 		release_file(data, len, mapped);

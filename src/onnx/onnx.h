@@ -97,6 +97,7 @@ typedef struct Ctx {
 	Onnx__NodeProto *node;
 	int node_index;
 	int ntmp;
+	int if_depth;    /* Ifs being translated, one inside the other */
 	char err[1024];
 	int failed;
 	int unsupported;
@@ -178,6 +179,7 @@ typedef struct Expanded {
 /* The model in data[0, len), its initializers' raw_data pointing into data
  * (which must outlive it), or NULL: not a ModelProto protobuf-c accepts. */
 Onnx__ModelProto *onnx_model_unpack(const uint8_t *data, size_t len);
+int onnx_nesting_ok(const uint8_t *data, size_t len, int limit);
 /* Free a model from onnx_model_unpack(data, len). */
 void onnx_model_free(Onnx__ModelProto *m, const uint8_t *data, size_t len);
 

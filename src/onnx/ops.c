@@ -614,14 +614,22 @@ static int tr_if(Ctx *c, NodeIO *io)
 		if (!tensor_val(c, t, t->name, c->path, 1))
 			return -1;
 	}
+	/* each level takes a frame of translate_node (its inputs' table): a
+	 * deeper nest is refused, not a stack overflow */
+	if (c->if_depth >= 64)
+		return node_err(c, 1, "Ifs nested more than 64 deep are not supported"), -1;
 	Onnx__NodeProto *outer = c->node;
+	c->if_depth++;
 	for (size_t k = 0; k < g->n_node; k++) {
 		c->node = g->node[k];
 		int rc = translate_node(c, g->node[k]);
 		c->node = outer;
-		if (rc < 0)
+		if (rc < 0) {
+			c->if_depth--;
 			return -1;
+		}
 	}
+	c->if_depth--;
 	for (size_t k = 0; k < g->n_output; k++) {
 		Val *v = g->output[k]->name ? find_val(c, g->output[k]->name) : NULL;
 		if (!v)

@@ -213,6 +213,51 @@ fail:
 	return NULL;
 }
 
+/* The messages of onnx.proto that hold messages that can nest again:
+ * graphs in attributes (If, Loop), types in types (sequences, maps,
+ * optionals). For each, the fields to follow and the kind each leads to. */
+enum { K_MODEL, K_GRAPH, K_NODE, K_ATTR, K_FUNC, K_VINFO, K_TYPE, K_ELEM, K_MAP, K_NONE };
+static const struct {
+	int kind, num, to;
+} follow[] = {
+	{K_MODEL, 7, K_GRAPH},  {K_MODEL, 25, K_FUNC},  {K_GRAPH, 1, K_NODE},  {K_GRAPH, 11, K_VINFO},
+	{K_GRAPH, 12, K_VINFO}, {K_GRAPH, 13, K_VINFO}, {K_NODE, 5, K_ATTR},   {K_ATTR, 6, K_GRAPH},
+	{K_ATTR, 11, K_GRAPH},  {K_ATTR, 14, K_TYPE},   {K_ATTR, 15, K_TYPE},  {K_FUNC, 7, K_NODE},
+	{K_FUNC, 11, K_ATTR},   {K_FUNC, 12, K_VINFO},  {K_VINFO, 2, K_TYPE},  {K_TYPE, 4, K_ELEM},
+	{K_TYPE, 5, K_MAP},     {K_TYPE, 9, K_ELEM},    {K_ELEM, 1, K_TYPE},   {K_MAP, 2, K_TYPE},
+};
+
+/* The nesting depth of message p (kind k) along those fields, or more than
+ * limit as soon as it is known to be; a field that does not parse is left
+ * to protobuf-c, which rejects it. */
+static int depth_of(const uint8_t *p, size_t n, int k, int depth, int limit)
+{
+	if (depth > limit)
+		return depth;
+	int most = depth;
+	size_t pos = 0;
+	WField f;
+	while (pos < n && most <= limit) {
+		if (next_field(p, n, &pos, &f) < 0)
+			return most;
+		if (f.wt != WT_LEN)
+			continue;
+		for (size_t i = 0; i < sizeof follow / sizeof follow[0]; i++)
+			if (follow[i].kind == k && (uint64_t)follow[i].num == f.num) {
+				int d = depth_of(p + f.pay, f.end - f.pay, follow[i].to, depth + 1, limit);
+				most = d > most ? d : most;
+			}
+	}
+	return most;
+}
+
+/* protobuf-c unpacks nested messages by recursion: a model nested
+ * thousands deep (an If in an If in ...) would overflow the stack there. */
+int onnx_nesting_ok(const uint8_t *data, size_t len, int limit)
+{
+	return depth_of(data, len, K_MODEL, 0, limit) <= limit;
+}
+
 Onnx__ModelProto *onnx_model_unpack(const uint8_t *data, size_t len)
 {
 	Onnx__ModelProto *m = split_unpack(data, len);

@@ -423,6 +423,21 @@ def cli_checks(nestc, work):
     expect_error("--input of no argument lists the arguments",
                  ["run", sym2, "-D", "past len=0", "-D", "batch-size=3", "--input", "nope=" + os.path.join(d, "xb.npy")],
                  ["--input nope: 'forward' has no argument named 'nope' (its arguments: "])
+    # Ifs nested deeply: a clear error, never a stack overflow (protobuf-c and the
+    # translation both recurse)
+    for depth, needle in ((65, "Ifs nested more than 64 deep are not supported"),
+                          (3000, "nested more than 200 deep")):
+        leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "leaf", [], [f32("z", None)])
+        inner = helper.make_graph([helper.make_node("Identity", ["x"], ["y0"])], "b0", [], [f32("y0", None)])
+        for k in range(1, depth):
+            node = helper.make_node("If", ["c"], ["y%d" % k], then_branch=inner, else_branch=leaf)
+            inner = helper.make_graph([node], "b%d" % k, [], [f32("y%d" % k, None)])
+        g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=inner, else_branch=leaf)], "g",
+                              [f32("x", [2])], [f32("y", None)], [numpy_helper.from_array(np.array(True), "c")])
+        deep = os.path.join(d, "deep%d.onnx" % depth)
+        with open(deep, "wb") as fh:
+            fh.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+        expect_error("Ifs nested %d deep: a clear error" % depth, ["check", deep], [deep + ": error:", needle])
     r = run([nestc, "build", good, "-o", os.path.join(d, "noparams")])
     out.append(("build of a model without params writes its (empty) weights file too",
                 None if r.returncode == 0 and os.path.getsize(os.path.join(d, "noparams.safetensors")) == 16
