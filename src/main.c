@@ -496,11 +496,19 @@ int main(int argc, char **argv)
 		 * must fail the build before anything is written */
 		const char *sl = strrchr(dep_mf, '/');
 		char *dir = sl ? xasprintf("%.*s", sl == dep_mf ? 1 : (int)(sl - dep_mf), dep_mf) : xstrdup(".");
-		/* (the output directory itself is made by the build) */
-		size_t ol = bo.out ? strlen(bo.out) : 0;
-		while (ol > 1 && bo.out[ol - 1] == '/')
+		/* (the output directory itself is made by the build: compared
+		 * without leading ./ and trailing slashes) */
+		const char *o = bo.out ? bo.out : "", *dd = dir;
+		while (!strncmp(o, "./", 2))
+			o += 2;
+		while (!strncmp(dd, "./", 2))
+			dd += 2;
+		size_t ol = strlen(o), dl = strlen(dd);
+		while (ol > 1 && o[ol - 1] == '/')
 			ol--;
-		int ok = access(dir, W_OK | X_OK) == 0 || (bo.out && strlen(dir) == ol && !strncmp(dir, bo.out, ol));
+		while (dl > 1 && dd[dl - 1] == '/')
+			dl--;
+		int ok = access(dir, W_OK | X_OK) == 0 || (bo.out && dl == ol && !strncmp(dd, o, ol));
 		if (!ok)
 			fprintf(stderr, "nestc: error: cannot write %s: %s\n", dep_mf, strerror(errno));
 		free(dir);

@@ -60,8 +60,8 @@ uint64_t hash_str(const char *s);
  * at PATH (/dev/stdout) is written directly; a symbolic link's file is
  * replaced, not the link. */
 int write_file_atomic(const char *path, const void *data, size_t n);
-/* rename(tmp, path) with write_file_atomic's rules for devices and links
- * (a device gets tmp's bytes, and tmp is removed). */
+/* rename(tmp, path), but a device, FIFO or /dev path gets tmp's bytes
+ * written through (and tmp is removed). */
 int rename_into(const char *tmp, const char *path);
 /* A file's bytes given in parts (a header, then tensors where they lie). */
 typedef struct Part {

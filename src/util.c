@@ -231,7 +231,8 @@ uint64_t hash_str(const char *s)
  * compared as read: a changed file differs early or in its size. */
 static int same_content(const char *path, const Part *parts, int n, size_t total)
 {
-	int fd = open(path, O_RDONLY);
+	/* O_NONBLOCK: a FIFO is not waited for (it is not a regular file) */
+	int fd = open(path, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
 	struct stat st;
@@ -288,8 +289,34 @@ static int write_all_fd(int fd, const Part *parts, int n)
 	return 0;
 }
 
+/* The descriptor a path names itself (/dev/stdout, /dev/fd/2,
+ * /proc/self/fd/1), or -1: written as it is, so that `>> log` appends. */
+static int own_fd(const char *path)
+{
+	if (!strcmp(path, "/dev/stdout"))
+		return 1;
+	if (!strcmp(path, "/dev/stderr"))
+		return 2;
+	const char *num = !strncmp(path, "/dev/fd/", 8) ? path + 8 : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+	if (!num || !*num || strspn(num, "0123456789") != strlen(num) || strlen(num) > 6)
+		return -1;
+	return atoi(num);
+}
+
+/* /dev and /proc are written through, never replaced by a rename: a
+ * descriptor's file (/dev/stdout redirected to a file), a device, a FIFO. */
+static int write_through(const char *path)
+{
+	struct stat st;
+	return !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6) ||
+	       (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode));
+}
+
 static int write_parts_direct(const char *path, const Part *parts, int n)
 {
+	int own = own_fd(path);
+	if (own >= 0)
+		return write_all_fd(own, parts, n);
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -317,7 +344,7 @@ int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 	 * would put a file in its place. A symbolic link to a file has the
 	 * file replaced, not the link. */
 	struct stat st, lst;
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+	if (write_through(path))
 		return write_parts_direct(path, parts, n);
 	char *real = NULL;
 	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0)
@@ -358,9 +385,9 @@ fail:;
 
 int rename_into(const char *tmp, const char *path)
 {
-	struct stat st, lst;
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-		int in = open(tmp, O_RDONLY | O_CLOEXEC), out = in < 0 ? -1 : open(path, O_WRONLY | O_CLOEXEC);
+	if (write_through(path)) {
+		int own = own_fd(path);
+		int in = open(tmp, O_RDONLY | O_CLOEXEC), out = in < 0 ? -1 : own >= 0 ? dup(own) : open(path, O_WRONLY | O_CLOEXEC);
 		int rc = in < 0 || out < 0 ? -1 : 0;
 		char chunk[1 << 16];
 		ssize_t r;
@@ -381,14 +408,9 @@ int rename_into(const char *tmp, const char *path)
 		errno = e;
 		return rc;
 	}
-	char *real = NULL;
-	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0)
-		real = realpath(path, NULL);
-	int rc = rename(tmp, real ? real : path);
-	int e = errno;
-	free(real);
-	errno = e;
-	return rc;
+	/* tmp lies beside path: a symbolic link is replaced (its file may be on
+	 * another file system, where no rename reaches) */
+	return rename(tmp, path);
 }
 
 int write_file_atomic(const char *path, const void *data, size_t n)

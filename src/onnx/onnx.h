@@ -128,6 +128,8 @@ typedef struct ExtRef {
 	int64_t shape[MAX_RANK];
 } ExtRef;
 
+/* the domain of a node of a local function's body that has a subgraph */
+#define SUBGRAPH_IN_FUNCTION "nestc.subgraph-in-function"
 #define MAX_NODE_INPUTS 1024 /* a Concat of torch.cat([...]) or a DenseNet block */
 typedef struct NodeIO {
 	Val *in[MAX_NODE_INPUTS];

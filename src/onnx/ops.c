@@ -654,6 +654,9 @@ int translate_node(Ctx *c, Onnx__NodeProto *n)
 		if (!io.in[k])
 			return node_err(c, 0, "input '%.200s' is not defined before the node", n->input[k]), -1;
 	}
+	if (n->domain && !strcmp(n->domain, SUBGRAPH_IN_FUNCTION))
+		return node_err(c, 1, "%.60s with a subgraph inside a model-local function is not supported",
+		                n->op_type ? n->op_type : "a node"), -1;
 	if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
 		return node_err(c, 1, "operator domain '%.100s' is not supported", n->domain), -1;
 	const char *op = n->op_type ? n->op_type : "";

@@ -94,7 +94,7 @@ int tr_gemm(Ctx *c, NodeIO *io)
 static void einsum_term(const char *s, int len, char *out)
 {
 	int j = 0;
-	for (int q = 0; q < len && j < 60; q++) {
+	for (int q = 0; q < len && j < MAX_RANK + 1; q++) {
 		if (s[q] == '.') {
 			if (!j || out[j - 1] != '.')
 				out[j++] = '.';
@@ -112,6 +112,9 @@ static int einsum_chain(Ctx *c, NodeIO *io, const char *eq, int nterms)
 {
 	if (nterms > io->nin || nterms > 64)
 		return node_err(c, 0, "equation '%s' has %d terms for %d inputs", eq, nterms, io->nin), -1;
+	for (const char *q = eq; *q; q++)
+		if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || strchr(".,-> ", *q)))
+			return node_err(c, 1, "equation '%s' is not supported", eq), -1;
 	char terms[64][64], outt[64];
 	const char *arrow = strstr(eq, "->");
 	const char *s = eq;
@@ -148,7 +151,7 @@ static int einsum_chain(Ctx *c, NodeIO *io, const char *eq, int nterms)
 			snprintf(keep, sizeof keep, "%s", outt);
 		} else {
 			/* the letters of cur and terms[t] that later terms or the output use */
-			char later[512] = "";
+			char later[64 * (MAX_RANK + 2) + MAX_RANK + 2] = "";
 			for (int u = t + 1; u < nterms; u++)
 				strcat(later, terms[u]);
 			strcat(later, outt);
@@ -977,7 +980,9 @@ int tr_loss(Ctx *c, NodeIO *io)
 	for (int k = 1; k < t->rank; k++)
 		ish[k + 1] = t->shape[k];
 	char *il = list_text(x->rank, ish), *tsl = list_text(t->rank, t->shape);
-	char *nl = tmp(c, "-reshape(take_along_axis(%s, reshape(%s, %s), axis=1), %s)", lp, tc, il, tsl);
+	char *nl = ignore ? tmp(c, "where(%s == %s(%lld), %s(0), -reshape(take_along_axis(%s, reshape(%s, %s), axis=1), %s))",
+	                        tl, tt, ii, dt, lp, tc, il, tsl)
+	                  : tmp(c, "-reshape(take_along_axis(%s, reshape(%s, %s), axis=1), %s)", lp, tc, il, tsl);
 	char *wt = NULL;
 	if (w && ignore)
 		wt = tmp(c, "where(%s == %s(%lld), %s(0), %s[%s])", tl, tt, ii, dt, ref(c, w), tc);

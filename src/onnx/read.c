@@ -754,6 +754,11 @@ static int expand_node(Expanded *e, Onnx__ModelProto *m, Onnx__NodeProto *n, int
 				c->attribute[c->n_attribute++] = a;
 			}
 		}
+		/* a subgraph (If's branches) names the body's values unmapped:
+		 * such a node is refused at translation (SUBGRAPH_IN_FUNCTION) */
+		for (size_t j = 0; j < c->n_attribute; j++)
+			if (c->attribute[j]->g || c->attribute[j]->n_graphs)
+				c->domain = (char *)SUBGRAPH_IN_FUNCTION;
 		expand_node(e, m, c, depth + 1);
 	}
 	if (depth == 0 && (int)e->n > start) {

@@ -163,7 +163,7 @@ with tempfile.TemporaryDirectory() as work:
                     '\tsb *m = sb_new(NULL, &err);\n\tfloat x[16] = {0}, y[16] = {0}, out[16];\n'
                     '\tfor (int i = 0; i < 16; i++) out[i] = 7;\n'
                     '\tint ok = sb_g(m, 9, 7, x, y, out) == 0, bad = sb_g(m, 10, 7, x, y, out) == -1;\n'
-                    '\tprintf("%d %d %g|%s\\n", ok, bad, out[0], sb_error(m));\n\treturn 0;\n}\n')
+                    '\tprintf("%d %d %g|%s\\n", ok, bad, out[0], sb_error(m));\n\tfflush(stdout);\n\tsb_free(m);\n\treturn 0;\n}\n')
         link(os.path.join(d, "drv.c"), os.path.join(d, "out"), os.path.join(d, "drv"))
         r = sh([os.path.join(d, "drv")])
         want = "1 1 0|sb_g: P = 10, T = 7: P + T <= 16 (the end of the slice at sb.nest:3:10, on axis 0) does not hold"

@@ -185,6 +185,13 @@ def checks(nestc, d, run, short, make_model):
     got = nll("nll_range", ignore_index=1)
     out.append(("NegativeLogLikelihoodLoss with a target out of range: a run-time error",
                 None if got[0] is None and "out of range" in (got[1] or "") else "no error: %s" % (got,)))
+    # an ignored target whose class-0 score is -inf: its loss is 0, not -inf * 0
+    xinf = np.array([[-np.inf, 0.0], [0.0, -1.0]], np.float32)
+    got = run_model("nll_inf", [H.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="none",
+                                            ignore_index=1)],
+                    [f32("x", [2, 2]), H.make_tensor_value_info("t", TP.INT64, [2])], [f32("y", [2])], [],
+                    dict(x=xinf, t=np.array([1, 1], np.int64)))
+    expect("NegativeLogLikelihoodLoss: ignored targets are 0 even beside -inf scores", got, [np.zeros(2)])
     x4 = rng.standard_normal((2, 3, 2, 2)).astype(np.float32)
     t4 = rng.integers(0, 3, (2, 2, 2)).astype(np.int64)
     lp = x4.astype(np.float64) - x4.max(axis=1, keepdims=True)
