@@ -94,7 +94,9 @@ static void inspect(nestrt_weights *w)
 				overflow = 1;
 		}
 		uint64_t want = 0;
-		if (overflow || __builtin_mul_overflow((uint64_t)numel, elem_size(fd), &want))
+		/* F16 and BF16 are held widened to f32: four bytes each */
+		uint64_t es = !strcmp(fd, "F16") || !strcmp(fd, "BF16") ? 4 : elem_size(fd);
+		if (overflow || __builtin_mul_overflow((uint64_t)numel, es, &want))
 			broken("size overflows", info.name);
 		if (want != nbytes)
 			broken("byte count does not match dtype and shape", info.name);
