@@ -192,7 +192,7 @@ class GPT2Sections:
                     reads[(P, r["threads"])] = r.get("turns") or {}
                     same[(P, r["threads"])] = (STREAM_MIB << 20) / r["ms"] / 1e6
         if same:
-            print("The same memory read in the rounds of the decode runs (bench/stream.c serve: a prefetching read of "
+            print("The same memory read in the rounds of the decode runs (bench/stream.c serve: the faster of a plain and a prefetching read of "
                   "the %d MiB buffer as one more runtime, its turn right after nestc's; median of its reads): %s.\n"
                   % (STREAM_MIB, "; ".join("P=%d, %d thread%s: %.1f GB/s" % (P, t, "s" if t > 1 else "", same[(P, t)])
                                            for P in DECODE_P for t in (1, 2) if (P, t) in same)))
