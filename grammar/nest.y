@@ -168,7 +168,7 @@ static Vec *vadd(ParseState *ps, Vec *v, void *x)
 
 %left OROR
 %left ANDAND
-%nonassoc EQEQ NOTEQ '<' LE '>' GE
+%left EQEQ NOTEQ '<' LE '>' GE
 %left '+' '-'
 %left '*' '/' '%'
 %left '@'
@@ -375,12 +375,12 @@ expr:
 	postfix                             { $$ = $1; }
 	| expr OROR expr                    { $$ = deep(ps, mk_binary(A, @2, OPR_OR, $1, $3)); }
 	| expr ANDAND expr                  { $$ = deep(ps, mk_binary(A, @2, OPR_AND, $1, $3)); }
-	| expr EQEQ expr                    { $$ = deep(ps, mk_binary(A, @2, OPR_EQ, $1, $3)); }
-	| expr NOTEQ expr                   { $$ = deep(ps, mk_binary(A, @2, OPR_NE, $1, $3)); }
-	| expr '<' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_LT, $1, $3)); }
-	| expr LE expr                      { $$ = deep(ps, mk_binary(A, @2, OPR_LE, $1, $3)); }
-	| expr '>' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_GT, $1, $3)); }
-	| expr GE expr                      { $$ = deep(ps, mk_binary(A, @2, OPR_GE, $1, $3)); }
+	| expr EQEQ expr                    { $$ = deep(ps, mk_compare(A, @2, OPR_EQ, $1, $3)); }
+	| expr NOTEQ expr                   { $$ = deep(ps, mk_compare(A, @2, OPR_NE, $1, $3)); }
+	| expr '<' expr                     { $$ = deep(ps, mk_compare(A, @2, OPR_LT, $1, $3)); }
+	| expr LE expr                      { $$ = deep(ps, mk_compare(A, @2, OPR_LE, $1, $3)); }
+	| expr '>' expr                     { $$ = deep(ps, mk_compare(A, @2, OPR_GT, $1, $3)); }
+	| expr GE expr                      { $$ = deep(ps, mk_compare(A, @2, OPR_GE, $1, $3)); }
 	| expr '+' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_ADD, $1, $3)); }
 	| expr '-' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_SUB, $1, $3)); }
 	| expr '*' expr                     { $$ = deep(ps, mk_binary(A, @2, OPR_MUL, $1, $3)); }
@@ -409,7 +409,7 @@ primary:
 	| INF                               { $$ = mk_float(A, @$, __builtin_inf()); }
 	| PI                                { $$ = mk_float(A, @$, 3.14159265358979323846); }
 	| DTYPE '(' call_args ')'           { $$ = deep(ps, mk_call(A, @$, mk_name(A, @1, dtype_name($1)), $3)); }
-	| '(' expr ')'                      { $$ = $2; }
+	| '(' expr ')'                      { $$ = mk_paren($2); }
 	| '[' exprs ']'                     { $$ = deep(ps, mk_list(A, @$, $2)); }
 	| '{' rec_fields '}'                { $$ = deep(ps, mk_record(A, @$, $2)); }
 	;

@@ -92,6 +92,39 @@ Expr *mk_binary(Arena *a, Loc loc, int op, Expr *l, Expr *r)
 	return e;
 }
 
+static int is_comparison(int op)
+{
+	return op == OPR_EQ || op == OPR_NE || op == OPR_LT || op == OPR_LE || op == OPR_GT || op == OPR_GE;
+}
+
+/* Comparisons chain as in Python and in mathematics: a < b <= c is
+ * a < b && b <= c (the where clause's 1 <= T <= CTX). A comparison whose left
+ * operand is a comparison or such a chain, not in parentheses, continues it;
+ * the middle operand is shared (expressions have no side effects). */
+Expr *mk_compare(Arena *a, Loc loc, int op, Expr *l, Expr *r)
+{
+	Expr *last = NULL;
+	if (l->kind == E_BINARY && !l->paren) {
+		if (is_comparison(l->op))
+			last = l;
+		else if (l->op == OPR_AND && l->chain)
+			last = l->b;
+	}
+	if (!last)
+		return mk_binary(a, loc, op, l, r);
+	Expr *next = mk_binary(a, loc, op, last->b, r);
+	next->depth = (last->b->depth > r->depth ? last->b->depth : r->depth) + 1;
+	Expr *e = mk_binary(a, loc, OPR_AND, l, next);
+	e->chain = 1;
+	return e;
+}
+
+Expr *mk_paren(Expr *e)
+{
+	e->paren = 1;
+	return e;
+}
+
 Expr *mk_unary(Arena *a, Loc loc, int op, Expr *x)
 {
 	Expr *e = mk_expr(a, E_UNARY, loc);
@@ -319,11 +352,26 @@ Decl *mk_state(Arena *a, Diag *d, Loc loc, const char *kw, Loc kwloc, const char
 	return r;
 }
 
+/* The conditions of a where clause, with each && (1 <= T <= CTX among them)
+ * split into its operands: each is one bound. */
+static void where_conds(Arena *a, Vec *out, Expr *e)
+{
+	if (e->kind == E_BINARY && e->op == OPR_AND) {
+		where_conds(a, out, e->a);
+		where_conds(a, out, e->b);
+		return;
+	}
+	avec_push(a, out, e);
+}
+
 Decl *mk_where(Arena *a, Diag *d, Decl *fn, const char *kw, Loc kwloc, Vec *conds)
 {
 	if (strcmp(kw, "where"))
 		error_at(d, kwloc, "expected 'where' or '{', not '%s'", kw);
-	fn->where = take(a, conds, &fn->nwhere);
+	Vec *split = arena_alloc(a, sizeof(Vec));
+	for (int i = 0; conds && i < conds->n; i++)
+		where_conds(a, split, conds->v[i]);
+	fn->where = take(a, split, &fn->nwhere);
 	fn->where_loc = kwloc;
 	return fn;
 }

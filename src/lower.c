@@ -952,6 +952,10 @@ static int fixed_dims(LowerCtx *x, Decl *fn, Entry *en, Graph **g)
 	int64_t v[MAX_DIMS];
 	int given = 0;
 	*g = NULL;
+	/* run --entry f -D T=5: another entry's T is its own, and may not
+	 * even admit 5 */
+	if (o && o->only_entry && strcmp(o->only_entry, fn->name))
+		return 0;
 	for (int j = 0; j < en->ndims; j++)
 		for (int k = 0; o && k < o->ndefines; k++)
 			if (!strcmp(o->defines[k].name, en->dim_names[j])) {

@@ -630,7 +630,8 @@ int main(int argc, char **argv)
 		}
 		/* an ONNX model's -D bound its symbolic dimensions at import: the
 		 * Nest it became declares them (or holds the numbers) already */
-		CompileOptions co = {.defines = dv, .ndefines = is_onnx ? 0 : defs.n, .no_narrow = no_narrow};
+		CompileOptions co = {.defines = dv, .ndefines = is_onnx ? 0 : defs.n, .no_narrow = no_narrow,
+		                     .only_entry = is_run ? ro.entry : NULL};
 		int syntax_errors = d.nerrors;
 		p = compile_module(&arena, &d, m, &co);
 		free(dv);

@@ -159,6 +159,8 @@ struct Expr {
 	Loc *locs;          /* E_RECORD field name locations */
 	int nargs;
 	int depth;          /* the height of its tree, at most MAX_EXPR_DEPTH (grammar/nest.y) */
+	unsigned char paren; /* written in parentheses: a comparison in them starts no chain */
+	unsigned char chain; /* OPR_AND of a chained comparison a < b < c (mk_compare) */
 };
 
 typedef enum TypeKind {
@@ -272,6 +274,8 @@ Expr *mk_bool(Arena *a, Loc loc, int v);
 Expr *mk_str(Arena *a, Loc loc, const char *s);
 Expr *mk_name(Arena *a, Loc loc, const char *s);
 Expr *mk_binary(Arena *a, Loc loc, int op, Expr *l, Expr *r);
+Expr *mk_compare(Arena *a, Loc loc, int op, Expr *l, Expr *r);
+Expr *mk_paren(Expr *e);
 Expr *mk_unary(Arena *a, Loc loc, int op, Expr *x);
 Expr *mk_call(Arena *a, Loc loc, Expr *fn, Vec *args);
 Expr *mk_named(Arena *a, Loc loc, const char *name, Expr *v);
@@ -791,6 +795,7 @@ typedef struct CompileOptions {
 	Define *defines;
 	int ndefines;
 	int no_narrow;      /* --no-narrow: every node computed whole (rows.c) */
+	const char *only_entry; /* run --entry: -D gives run-time dims of this entry alone */
 } CompileOptions;
 
 /* Check declarations and names; evaluate consts (with -D) and region

@@ -368,6 +368,18 @@ export fn f(a: i64[3, 4], b: i64[3, 4]) -> (bool[3, 4], bool[3, 4], bool[3, 4], 
     O("le", ci <= cj, "bool"), O("gt", ci > cj, "bool"), O("ge", ci >= cj, "bool"),
     O("gt_literal", ci > 0, "bool"),
 ])
+# chained comparisons: a < b <= c is a < b && b <= c, elementwise (ties at both ends)
+ch = np.round(uni((3, 4), -3, 3))
+ch[0] = [-1.0, 0.0, 1.0, 2.0]
+chi = ints((3, 4), -4, 4, np.int64)
+case("compare_chained", """
+export fn f(x: f32[3, 4], lo: f32[4], i: i64[3, 4]) -> (bool[3, 4], bool[3, 4], bool[3, 4], bool[3, 4]) {
+  return lo <= x < 1.0, -2.0 < x <= lo, -2 <= i < 0 <= 1, 0 == i == 0
+}
+""", dict(x=ch, lo=cv, i=chi), [
+    O("le_lt", (cv <= ch) & (ch < 1.0), "bool"), O("lt_le", (-2.0 < ch) & (ch <= cv), "bool"),
+    O("three_ops_int", (-2 <= chi) & (chi < 0), "bool"), O("eq_eq", chi == 0, "bool"),
+])
 p = rng.random((2, 4)) < 0.5
 q = rng.random((2, 4)) < 0.5
 p[0], q[0] = [True, True, False, False], [True, False, True, False]

@@ -156,8 +156,11 @@ def main():
                     "1 <= T, T <= CTX {\n  return x[P:P + T] + y\n}\n")
         np.save("x34.npy", np.ones((3, 4), np.float32))
         r = run("run", "twodims.nest", "--entry", "f", "-D", "T=3", "--input", "x=x34.npy")
-        check("-D T of two entries, one with P too: a warning for it, the other runs", r.returncode == 0 and
-              r.stdout.startswith("f: f32[3, 4] min=2 max=2") and
+        check("run --entry f -D T: the value is f's alone (no word of g's dims)", r.returncode == 0 and
+              r.stdout.startswith("f: f32[3, 4] min=2 max=2") and "warning" not in r.stderr,
+              r.stdout + r.stderr)
+        r = run("check", "twodims.nest", "-D", "T=3")
+        check("-D T of two entries, one with P too: a warning for it", r.returncode == 0 and
               "warning: -D gives some of the run-time dimensions of 'g' a value but not all" in r.stderr,
               r.stdout + r.stderr)
 

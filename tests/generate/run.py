@@ -207,6 +207,32 @@ with tempfile.TemporaryDirectory() as work:
     # nestc run needs the dims' values
     r = sh([NESTC, "run", GPT2] + GCFG + ["--entry", "prefill", "--random-weights", "1"])
     result(r.returncode == 1 and "give their values to run it (-D T=N)" in r.stderr, "run.needs_dims", r.stderr.strip())
+    # bounds written as a chain (1 <= T <= 16 is 1 <= T, T <= 16), and two entries that
+    # share the name T with different bounds: run --entry gives -D to that entry alone
+    p = os.path.join(work, "chain.nest")
+    open(p, "w").write("export fn f(x: f32[T]) -> f32[T] where 1 <= T <= 16 {\n  return x * 2.0\n}\n"
+                       "export fn g(x: f32[T]) -> f32[T] where 1 <= T && T <= 64 {\n  return x + 1.0\n}\n")
+    np.save(os.path.join(work, "x40.npy"), np.arange(40, dtype=np.float32))
+    np.save(os.path.join(work, "x5.npy"), np.arange(5, dtype=np.float32))
+    out = os.path.join(work, "chain_out.npy")
+    r = sh([NESTC, "run", p, "--entry", "g", "-D", "T=40", "--input", "x=" + os.path.join(work, "x40.npy"),
+            "--output", out])
+    result(r.returncode == 0 and os.path.exists(out) and np.array_equal(np.load(out), np.arange(40) + 1.0),
+           "run.entry_takes_its_own_dims", r.stderr.strip())
+    r = sh([NESTC, "run", p, "--entry", "f", "-D", "T=5", "--input", "x=" + os.path.join(work, "x5.npy"),
+            "--output", out])
+    result(r.returncode == 0 and np.array_equal(np.load(out), np.arange(5) * 2.0), "run.chained_bounds", r.stderr.strip())
+    r = sh([NESTC, "run", p, "--entry", "f", "-D", "T=17", "--input", "x=" + os.path.join(work, "x5.npy")])
+    result(r.returncode == 1 and "chain.nest:1:45: error: -D: T <= 16 does not hold" in r.stderr,
+           "run.chained_bound_fails", r.stderr.strip())
+    r = sh([NESTC, "build", p, "-o", os.path.join(work, "chain_obj")])
+    result(r.returncode == 0 and os.path.exists(os.path.join(work, "chain_obj", "chain.h")),
+           "build.chained_bounds", r.stderr.strip())
+    p = os.path.join(work, "chain4.nest")
+    open(p, "w").write("export fn f(x: f32[T]) -> f32[T] where 1 <= T <= 4 {\n  return x\n}\n")
+    r = sh([NESTC, "check", p])
+    result(r.returncode == 1 and "run-time dimension 'T' takes too few values (1 to 4;" in r.stderr,
+           "diagnostics.chained_bounds_both_taken", r.stderr.strip())
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
