@@ -305,6 +305,20 @@ static LLVMValueRef dyn_field(Fn *F, Node *n, int field)
 	return NULL;
 }
 
+int field_static(Fn *F, Node *n, int field)
+{
+	/* as dyn_field finds them */
+	Variant *v = F->v;
+	Graph *g = F->g;
+	if (g->ngdyn && F->dims)
+		return !gdyn_find(g, n->id, field);
+	if (v && v->ndyn && F->dims)
+		for (int k = 0; k < v->ndyn; k++)
+			if (v->dyn[k].node == n->id && v->dyn[k].field == field)
+				return 0;
+	return 1;
+}
+
 LLVMValueRef dimv(Fn *F, Node *n, int axis)
 {
 	LLVMValueRef v = dyn_field(F, n, axis);

@@ -128,6 +128,7 @@
 	X(LLVMMoveToNextSection) \
 	X(LLVMObjectFileCopySectionIterator) \
 	X(LLVMObjectFileIsSectionIteratorAtEnd) \
+	X(LLVMPassBuilderOptionsSetLoopUnrolling) \
 	X(LLVMPassBuilderOptionsSetLoopVectorization) \
 	X(LLVMPassBuilderOptionsSetSLPVectorization) \
 	X(LLVMPointerType) \
@@ -298,6 +299,9 @@ int fn_dynamic(Fn *F);
 /* Node n or one of its inputs has a shape or attribute taken at run time
  * (so its kernel is the general one); node_dyn for a graph and variant. */
 int node_dynamic(Fn *F, Node *n);
+/* Is a shape field of n (an axis, or 16 + an attribute) the same at every
+ * value of the run-time dims (a constant of the code)? */
+int field_static(Fn *F, Node *n, int field);
 int node_dyn(Graph *g, Variant *v, Node *n);
 LLVMValueRef attrv(Fn *F, Node *n, int k);
 LLVMValueRef numelv(Fn *F, Node *n);

@@ -106,17 +106,23 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
  * (arow0, crow0) for row 0; with `epi`, the tiles go straight into the
  * result (cbase is its storage, ldc its N) and each is finished by the fused
  * epilogue. */
-/* M and N of a matmul's result when they are compile-time constants, else -1. */
+/* M and N of a matmul's result when they are compile-time constants, else
+ * -1. Each on its own: a prefill's projections have a run-time M and a known
+ * N, and a known N that is whole panels needs no code for a last partial one
+ * (in GPT-2's prefill attention that was half the matmul code, and most of
+ * the compile time). */
 static int64_t mm_static_m(Fn *F, Node *n, Node *a)
 {
-	if (node_dynamic(F, n) || n->rank < 1)
+	if (n->rank < 1)
 		return -1;
-	return n->rank >= 2 && a->rank != 1 ? n->shape[n->rank - 2] : 1;
+	if (n->rank < 2 || a->rank == 1)
+		return 1;
+	return field_static(F, n, n->rank - 2) ? n->shape[n->rank - 2] : -1;
 }
 
 static int64_t mm_static_n(Fn *F, Node *n)
 {
-	return node_dynamic(F, n) || n->rank < 1 ? -1 : n->shape[n->rank - 1];
+	return n->rank < 1 || !field_static(F, n, n->rank - 1) ? -1 : n->shape[n->rank - 1];
 }
 
 static void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo,
@@ -483,13 +489,18 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	}
 	/* MM_PART_ROWS rows at a time: tmp is on a task's stack, and M rows of
 	 * it (10 MB at M = 80000) overflowed it. The chunks are whole tiles but
-	 * the last, whose leftover rows are M's: mm_rows's tile heights hold. */
+	 * the last, whose leftover rows are M's: mm_rows's tile heights hold.
+	 * With N known at run time only, the last panel's tiles are at most 4
+	 * rows high: it is one panel of many (or a small product), and a
+	 * second set of the tallest tiles doubled the code LLVM compiles
+	 * (GPT-2's prefill attention: 0.5 s of its 2.2). */
+	int pmr = Ns < 0 && mr > 4 ? 4 : mr;
 	LLVMValueRef R = ci64(G, MM_PART_ROWS);
 	Loop lch, li, lj;
 	LLVMValueRef r0 = imul(G, loop_to(F, &lch, idiv(G, iadd(G, M, ci64(G, MM_PART_ROWS - 1)), R)), R);
 	LLVMValueRef rest = isub(G, M, r0);
 	LLVMValueRef mc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, rest, R, ""), rest, R, "");
-	mm_rows(F, n, a, mr, nv, vw, mc, K, elem_off(G, oa, r0, K), panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0, NULL);
+	mm_rows(F, n, a, pmr, nv, vw, mc, K, elem_off(G, oa, r0, K), panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0, NULL);
 	LLVMValueRef i = loop_to(F, &li, mc);
 	LLVMValueRef j = loop_to(F, &lj, left);
 	LLVMValueRef so = iadd(G, imul(G, i, wide), j);
