@@ -123,13 +123,13 @@ static void check_consts(Checker *c)
 	/* -D first: an override must name a const, and replaces its value as soon as the
 	 * declared value is known (const_take_override), before any const computed
 	 * from it is evaluated */
-	int syntax_errors = c->d->nerrors;
+	int earlier_errors = c->d->nerrors;
 	for (int i = 0; i < c->opts->ndefines; i++) {
 		Define *df = &c->opts->defines[i];
 		Global *g = lookup_global(c, df->name);
 		if (!g && is_dim_name(c, df->name))
 			continue; /* a run-time dim given a value: that entry is built for it alone (lower.c) */
-		if (!g && syntax_errors)
+		if (!g && earlier_errors)
 			continue; /* the declaration that names it may be the one that did not parse */
 		if (!g || g->kind != G_CONST) {
 			error_plain(c->d, "-D %s=%s: there is no const named '%s'", df->name, df->value, df->name);

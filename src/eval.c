@@ -528,6 +528,61 @@ Value *eval_expr(LowerCtx *x, Expr *e)
 	return v;
 }
 
+/* a OP b on two values: compile-time arithmetic, else a node */
+static Value *binary_values(LowerCtx *x, int op, Value *a, Value *b, Loc loc)
+{
+	if (a->kind == V_ERR || b->kind == V_ERR)
+		return VERR;
+	if (is_ct(a) && is_ct(b))
+		return ct_binary(x, op, a, b, loc);
+	if (!x->g) {
+		error_at(x->d, loc, "this expression must be a compile-time value");
+		return VERR;
+	}
+	static const Op ops[] = {
+		[OPR_OR] = OP_OR, [OPR_AND] = OP_AND, [OPR_EQ] = OP_EQ, [OPR_NE] = OP_NE,
+		[OPR_LT] = OP_LT, [OPR_LE] = OP_LE, [OPR_GT] = OP_GT, [OPR_GE] = OP_GE,
+		[OPR_ADD] = OP_ADD, [OPR_SUB] = OP_SUB, [OPR_MUL] = OP_MUL, [OPR_DIV] = OP_DIV,
+		[OPR_MOD] = OP_MOD,
+	};
+	if (op == OPR_MATMUL)
+		return emit_matmul(x, a, b, loc);
+	return emit_binary(x, ops[op], a, b, loc);
+}
+
+/* a < b <= c ... (mk_compare: the comparisons joined by chain &&s, each
+ * middle operand shared by two of them): every operand evaluated once, as
+ * Python does. Twice, a call in the middle ran twice (a state it writes
+ * was written twice) and a product was computed twice. */
+static Value *eval_chain(LowerCtx *x, Expr *e)
+{
+	Expr *cmp[MAX_EXPR_DEPTH + 1];
+	int n = 0;
+	Expr *c = e;
+	while (c->kind == E_BINARY && c->op == OPR_AND && c->chain && n < MAX_EXPR_DEPTH) {
+		cmp[n++] = c->b;
+		c = c->a;
+	}
+	cmp[n++] = c; /* the first comparison; the others follow from n - 2 down */
+	Value *left = eval_expr(x, cmp[n - 1]->a), *all = NULL;
+	for (int i = n - 1; i >= 0; i--) {
+		Value *right = eval_expr(x, cmp[i]->b);
+		Value *r = binary_values(x, cmp[i]->op, left, right, cmp[i]->loc);
+		if (r->kind == V_ERR) {
+			/* read as C reads it, (a < b) == c, the error makes no sense */
+			if (i < n - 1 && left->kind != V_ERR && right->kind != V_ERR)
+				note_at(x->d, cmp[i]->loc, "comparisons chain: this compares the operand before it, as in "
+				        "'a < b == c', which is 'a < b && b == c'; write '(a < b) == c' to compare the first result");
+			return VERR;
+		}
+		all = all ? binary_values(x, OPR_AND, all, r, cmp[i]->loc) : r;
+		if (all->kind == V_ERR)
+			return VERR;
+		left = right;
+	}
+	return all;
+}
+
 static Value *eval_expr1(LowerCtx *x, Expr *e)
 {
 	switch (e->kind) {
@@ -542,25 +597,11 @@ static Value *eval_expr1(LowerCtx *x, Expr *e)
 	case E_NAME:
 		return lookup_name(x, e);
 	case E_BINARY: {
+		if (e->chain)
+			return eval_chain(x, e);
 		Value *a = eval_expr(x, e->a);
 		Value *b = eval_expr(x, e->b);
-		if (a->kind == V_ERR || b->kind == V_ERR)
-			return VERR;
-		if (is_ct(a) && is_ct(b))
-			return ct_binary(x, e->op, a, b, e->loc);
-		if (!x->g) {
-			error_at(x->d, e->loc, "this expression must be a compile-time value");
-			return VERR;
-		}
-		static const Op ops[] = {
-			[OPR_OR] = OP_OR, [OPR_AND] = OP_AND, [OPR_EQ] = OP_EQ, [OPR_NE] = OP_NE,
-			[OPR_LT] = OP_LT, [OPR_LE] = OP_LE, [OPR_GT] = OP_GT, [OPR_GE] = OP_GE,
-			[OPR_ADD] = OP_ADD, [OPR_SUB] = OP_SUB, [OPR_MUL] = OP_MUL, [OPR_DIV] = OP_DIV,
-			[OPR_MOD] = OP_MOD,
-		};
-		if (e->op == OPR_MATMUL)
-			return emit_matmul(x, a, b, e->loc);
-		return emit_binary(x, ops[e->op], a, b, e->loc);
+		return binary_values(x, e->op, a, b, e->loc);
 	}
 	case E_UNARY: {
 		Value *a = eval_expr(x, e->a);

@@ -239,6 +239,26 @@ static int print_plan(Program *p, RegionTable *rt, BuildOptions *bo, const char 
 	return 0;
 }
 
+/* The entry `run` will run (run.c pick_entry, on the parsed module): -D
+ * gives its run-time dims alone a value. NULL when it cannot tell. */
+static const char *run_entry_name(Module *m, const char *want)
+{
+	if (want || !m)
+		return want;
+	const char *only = NULL;
+	int n = 0;
+	for (int i = 0; i < m->ndecls; i++) {
+		Decl *d = m->decls[i];
+		if (d->kind != D_FN || !d->is_export)
+			continue;
+		n++;
+		only = d->name;
+		if (!strcmp(d->name, "forward"))
+			return d->name;
+	}
+	return n == 1 ? only : NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -631,7 +651,7 @@ int main(int argc, char **argv)
 		/* an ONNX model's -D bound its symbolic dimensions at import: the
 		 * Nest it became declares them (or holds the numbers) already */
 		CompileOptions co = {.defines = dv, .ndefines = is_onnx ? 0 : defs.n, .no_narrow = no_narrow,
-		                     .only_entry = is_run ? ro.entry : NULL};
+		                     .only_entry = is_run ? run_entry_name(m, ro.entry) : NULL};
 		int syntax_errors = d.nerrors;
 		p = compile_module(&arena, &d, m, &co);
 		free(dv);

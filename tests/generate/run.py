@@ -228,6 +228,28 @@ with tempfile.TemporaryDirectory() as work:
     r = sh([NESTC, "build", p, "-o", os.path.join(work, "chain_obj")])
     result(r.returncode == 0 and os.path.exists(os.path.join(work, "chain_obj", "chain.h")),
            "build.chained_bounds", r.stderr.strip())
+    # run without --entry runs forward (or the only export): -D goes to it alone too
+    p = os.path.join(work, "chainfw.nest")
+    open(p, "w").write("export fn forward(x: f32[T]) -> f32[T] where 1 <= T <= 64 {\n  return x * 2.0\n}\n"
+                       "export fn g(x: f32[T]) -> f32[T] where 1 <= T <= 16 {\n  return x + 1.0\n}\n")
+    r = sh([NESTC, "run", p, "-D", "T=40", "--input", "x=" + os.path.join(work, "x40.npy"), "--output", out])
+    result(r.returncode == 0 and np.array_equal(np.load(out), np.arange(40) * 2.0), "run.forward_takes_its_own_dims",
+           r.stderr.strip())
+    # a chain's middle operand is evaluated once: a call that writes a state runs once
+    # (0 < 1 < 1.5 holds; twice bumped, 2 < 1.5 did not), a product is one node
+    p = os.path.join(work, "chainonce.nest")
+    open(p, "w").write("state s: f32[4]\nfn bump(c: f32[4]) -> f32[4] {\n  c[0:4] = c[0:4] + 1.0\n  return c[0:4]\n}\n"
+                       "export fn f(x: f32[4], w: f32[4, 4]) -> (bool[4], bool[4]) {\n  s[0:4] = x\n"
+                       "  return 0.0 < bump(s) < 1.5, 0.0 <= x @ w < 1.0\n}\n")
+    np.save(os.path.join(work, "z4.npy"), np.zeros(4, np.float32))
+    np.save(os.path.join(work, "w44.npy"), np.eye(4, dtype=np.float32))
+    outs = [os.path.join(work, "once%d.npy" % i) for i in range(2)]
+    r = sh([NESTC, "run", p, "--input", "x=" + os.path.join(work, "z4.npy"), "--input", "w=" + os.path.join(work, "w44.npy"),
+            "--output", outs[0], "--output", outs[1]])
+    ok = r.returncode == 0 and all(os.path.exists(o) for o in outs)
+    result(ok and np.load(outs[0]).all() and np.load(outs[1]).all(), "chain.middle_evaluated_once", r.stderr.strip())
+    r = sh([NESTC, "check", "--dump=ir", p])
+    result(r.returncode == 0 and r.stdout.count("matmul") == 1, "chain.middle_one_node", r.stdout[-300:] + r.stderr)
     p = os.path.join(work, "chain4.nest")
     open(p, "w").write("export fn f(x: f32[T]) -> f32[T] where 1 <= T <= 4 {\n  return x\n}\n")
     r = sh([NESTC, "check", p])
