@@ -100,7 +100,7 @@ static int is_comparison(int op)
 /* Comparisons chain as in Python and in mathematics: a < b <= c is
  * a < b && b <= c (the where clause's 1 <= T <= CTX). A comparison whose left
  * operand is a comparison or such a chain, not in parentheses, continues it;
- * the middle operand is shared, and evaluated once (eval.c eval_chain). */
+ * the middle operand is shared, and evaluated once (eval.c chain_values). */
 Expr *mk_compare(Arena *a, Loc loc, int op, Expr *l, Expr *r)
 {
 	Expr *last = NULL;

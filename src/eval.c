@@ -553,34 +553,35 @@ static Value *binary_values(LowerCtx *x, int op, Value *a, Value *b, Loc loc)
 /* a < b <= c ... (mk_compare: the comparisons joined by chain &&s, each
  * middle operand shared by two of them): every operand evaluated once, as
  * Python does. Twice, a call in the middle ran twice (a state it writes
- * was written twice) and a product was computed twice. */
-static Value *eval_chain(LowerCtx *x, Expr *e)
+ * was written twice) and a product was computed twice. Returns the
+ * comparisons of chain c joined by &&; *last: the value of its last operand.
+ * Recursive, one small frame a link: an array of links per chain on the
+ * stack, nested in operands, could overflow it. */
+static Value *chain_values(LowerCtx *x, Expr *c, Value **last)
 {
-	Expr *cmp[MAX_EXPR_DEPTH + 1];
-	int n = 0;
-	Expr *c = e;
-	while (c->kind == E_BINARY && c->op == OPR_AND && c->chain && n < MAX_EXPR_DEPTH) {
-		cmp[n++] = c->b;
-		c = c->a;
-	}
-	cmp[n++] = c; /* the first comparison; the others follow from n - 2 down */
-	Value *left = eval_expr(x, cmp[n - 1]->a), *all = NULL;
-	for (int i = n - 1; i >= 0; i--) {
-		Value *right = eval_expr(x, cmp[i]->b);
-		Value *r = binary_values(x, cmp[i]->op, left, right, cmp[i]->loc);
-		if (r->kind == V_ERR) {
-			/* read as C reads it, (a < b) == c, the error makes no sense */
-			if (i < n - 1 && left->kind != V_ERR && right->kind != V_ERR)
-				note_at(x->d, cmp[i]->loc, "comparisons chain: this compares the operand before it, as in "
-				        "'a < b == c', which is 'a < b && b == c'; write '(a < b) == c' to compare the first result");
+	Value *all = NULL, *left;
+	Expr *cmp = c;
+	if (c->kind == E_BINARY && c->op == OPR_AND && c->chain) {
+		all = chain_values(x, c->a, &left);
+		cmp = c->b;
+		if (all->kind == V_ERR) {
+			*last = VERR;
 			return VERR;
 		}
-		all = all ? binary_values(x, OPR_AND, all, r, cmp[i]->loc) : r;
-		if (all->kind == V_ERR)
-			return VERR;
-		left = right;
+	} else {
+		left = eval_expr(x, c->a);
 	}
-	return all;
+	Value *right = eval_expr(x, cmp->b);
+	*last = right;
+	Value *r = binary_values(x, cmp->op, left, right, cmp->loc);
+	if (r->kind == V_ERR) {
+		/* read as C reads it, (a < b) == c, the error makes no sense */
+		if (all && left->kind != V_ERR && right->kind != V_ERR)
+			note_at(x->d, cmp->loc, "comparisons chain: this compares the operand before it, as in "
+			        "'a < b == c', which is 'a < b && b == c'; write '(a < b) == c' to compare the first result");
+		return VERR;
+	}
+	return all ? binary_values(x, OPR_AND, all, r, cmp->loc) : r;
 }
 
 static Value *eval_expr1(LowerCtx *x, Expr *e)
@@ -597,8 +598,10 @@ static Value *eval_expr1(LowerCtx *x, Expr *e)
 	case E_NAME:
 		return lookup_name(x, e);
 	case E_BINARY: {
-		if (e->chain)
-			return eval_chain(x, e);
+		if (e->chain) {
+			Value *last;
+			return chain_values(x, e, &last);
+		}
 		Value *a = eval_expr(x, e->a);
 		Value *b = eval_expr(x, e->b);
 		return binary_values(x, e->op, a, b, e->loc);
