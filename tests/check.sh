@@ -2,6 +2,9 @@
 # Run every test suite against the binaries in build directory $1 and print one
 # total line. Each suite prints "N passed, N failed" as its last line.
 B=${1:-build}
+# A verdict must not depend on how the suite was invoked: make -s, -j2 or -k
+# reach the makes a test runs through these.
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEFILES MAKEOVERRIDES GNUMAKEFLAGS
 PY=${PYTHON:-/usr/bin/python3}
 NESTC=$B/nestc
 total_pass=0

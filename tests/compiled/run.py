@@ -1558,6 +1558,103 @@ def weights_half():
     return single("weights.half_precision", fn)
 
 
+# One model built for three CPUs (native, AVX2's panels of another width, SSE2's)
+# under three names, linked into one program over one weights object: each build
+# packs its matrices in its own panel width, and a copy packed for one is never
+# read by another. In both orders of creation, and called again after all exist.
+SRC_CPUS = """
+param w1: f32[40, 100]
+param w2: f32[100, 37]
+export fn forward(x: f32[5, 40]) -> f32[5, 37] {
+  return relu(x @ w1) @ w2
+}
+"""
+
+DRV_CPUS = r"""
+#include <stdio.h>
+#include <string.h>
+#include "mna.h"
+#include "mhw.h"
+#include "mss.h"
+#include "nestrt.h"
+#define MAKE(kind) static int run_##kind(nestrt_weights *w, const float *x, float *out, kind **keep) { \
+	nestrt_error err; kind *m = kind##_new(w, &err); \
+	if (!m) { fprintf(stderr, #kind "_new: %s\n", err.message); return 1; } \
+	*keep = m; return kind##_forward(m, x, out); }
+MAKE(mna) MAKE(mhw) MAKE(mss)
+static int save(const char *tag, const char *kind, const float *out)
+{
+	char p[256]; nestrt_error err; int64_t shape[2] = {5, 37};
+	snprintf(p, sizeof p, "%s_%s.npy", tag, kind);
+	return nestrt_npy_write(p, NESTRT_F32, 2, shape, out, &err);
+}
+int main(int argc, char **argv)
+{
+	nestrt_error err; int dt, rank; int64_t shape[8]; void *xv;
+	if (nestrt_npy_read(argv[2], &dt, &rank, shape, &xv, &err)) { fprintf(stderr, "%s\n", err.message); return 1; }
+	const float *x = xv;
+	static float out[5 * 37];
+	for (int order = 0; order < 2; order++) {
+		nestrt_weights *w = nestrt_weights_open(argv[1], &err);
+		if (!w) { fprintf(stderr, "%s\n", err.message); return 1; }
+		mna *a = NULL; mhw *h = NULL; mss *s = NULL;
+		const char *tag = order ? "rev" : "fwd";
+		int rc = 0;
+		if (order == 0) {
+			rc |= run_mna(w, x, out, &a) || save(tag, "na", out);
+			rc |= run_mhw(w, x, out, &h) || save(tag, "hw", out);
+			rc |= run_mss(w, x, out, &s) || save(tag, "ss", out);
+		} else {
+			rc |= run_mss(w, x, out, &s) || save(tag, "ss", out);
+			rc |= run_mhw(w, x, out, &h) || save(tag, "hw", out);
+			rc |= run_mna(w, x, out, &a) || save(tag, "na", out);
+		}
+		/* all three alive: each again */
+		rc |= !a || mna_forward(a, x, out) || save(tag, "na2", out);
+		rc |= !h || mhw_forward(h, x, out) || save(tag, "hw2", out);
+		rc |= !s || mss_forward(s, x, out) || save(tag, "ss2", out);
+		if (rc) { fprintf(stderr, "a call failed: %s\n", nestrt_model_error(NULL)); return 1; }
+		mna_free(a); mhw_free(h); mss_free(s);
+		nestrt_weights_close(w);
+	}
+	return 0;
+}
+"""
+
+
+@check("weights.shared_across_cpu_builds")
+def weights_shared_cpus():
+    def fn():
+        m = region_model("weights.cpus", SRC_CPUS, rng_inputs(41, x=(5, 40)))
+        objs = []
+        for name, cpu in (("mna", None), ("mhw", "haswell"), ("mss", "x86-64")):
+            out = os.path.join(m.d, name)
+            nestc("build", m.src, "-o", out, "--name", name, *(("--cpu", cpu) if cpu else ()))
+            objs += sorted(glob.glob(os.path.join(out, "*.o")))
+        e = type("E", (), {"name": "forward", "outputs": [None]})
+        ref = np.load(m.reference(e)[0])
+        src = write(os.path.join(m.d, "cpus.c"), DRV_CPUS)
+        exe = os.path.join(m.d, "cpus")
+        cmd = [CC, "-O1", "-std=c11", "-I" + RUNTIME] + ["-I" + os.path.join(m.d, n) for n in ("mna", "mhw", "mss")]
+        cmd += [src] + objs + [LIBNESTRT, "-lm", "-lpthread", "-o", exe] + LINK_FLAGS
+        r = run(cmd)
+        if r.returncode != 0:
+            raise Fail("driver does not compile or link: " + describe(cmd, r))
+        r = run([exe, m.weights, m.inputs["x"]], cwd=m.d)
+        if r.returncode != 0:
+            raise Fail("program: " + describe([exe], r))
+        bad = []
+        for tag in ("fwd", "rev"):
+            for kind in ("na", "hw", "ss", "na2", "hw2", "ss2"):
+                got = np.load(os.path.join(m.d, "%s_%s.npy" % (tag, kind)))
+                msg = compare(got, ref, "%s %s" % (tag, kind))
+                if msg:
+                    bad.append(msg)
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("weights.shared_across_cpu_builds", fn)
+
+
 SRC_LOOP = """
 const L = 5
 const D = 8
@@ -3178,6 +3275,53 @@ def kernels_conv2d_pool():
             + single("kernels.conv2d_pool_avx2", case(2, "haswell")) + single("kernels.conv2d_pool_sse2", case(2, "x86-64"))
             + single("kernels.conv2d_pool_operands_live", conv_pool_operands_live)
             + single("kernels.conv2d_pool_state", conv_pool_state))
+
+
+# The fused convolution + pooling with windows, strides and padding that differ
+# between height and width (padding=[1, 0] and [0, 1], kernels [3, 2], strides
+# [2, 1]), and convolutions padded asymmetrically too; each pooling reads only
+# its convolution, so each pair is fused (the profile says so).
+SRC_CONV_POOL_HW = """
+export fn forward(x: f32[2, 5, 19, 14], w: f32[12, 5, 3, 3], v: f32[8, 5, 3, 2]) ->
+    (f32[2, 12, 10, 6], f32[2, 12, 9, 15], f32[2, 8, 10, 7], f32[2, 12, 6, 16]) {
+  let a = max_pool2d(conv2d(x, w, padding=[1, 0]), [3, 2], stride=[2, 2], padding=[1, 0])
+  let b = max_pool2d(conv2d(x, w, stride=[2, 1], padding=[0, 1]), [3, 2], stride=[1, 1], padding=[1, 1])
+  let c = max_pool2d(conv2d(x, v, padding=[2, 0]) + 1.0, [2, 3], stride=[2, 2], padding=[0, 1])
+  let d = avg_pool2d(conv2d(x, w, padding=[1, 2]), [3, 3], stride=[3, 1], padding=[0, 1])
+  return a, b, c, d
+}
+"""
+
+
+@check("kernels.conv2d_pool_padding_hw")
+def kernels_conv2d_pool_hw():
+    ins = rng_inputs(47, x=(2, 5, 19, 14), w=(12, 5, 3, 3), v=(8, 5, 3, 2))
+    mdl = region_model("kernels.conv2d_pool_hw", SRC_CONV_POOL_HW, ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    refs = [pool_ref(conv_ref(i["x"], i["w"], pad=(1, 0)), (3, 2), (2, 2), (1, 0), np.max),
+            pool_ref(conv_ref(i["x"], i["w"], stride=(2, 1), pad=(0, 1)), (3, 2), (1, 1), (1, 1), np.max),
+            pool_ref(conv_ref(i["x"], i["v"], pad=(2, 0)) + 1.0, (2, 3), (2, 2), (0, 1), np.max),
+            pool_ref(conv_ref(i["x"], i["w"], pad=(1, 2)), (3, 3), (3, 1), (0, 1), np.mean)]
+
+    def case(threads, cpu=None):
+        def fn():
+            o = os.path.join(mdl.d, "out_" + (cpu or "native"))
+            if not os.path.isdir(o):
+                mdl.build(o, *(("--cpu", cpu) if cpu else ()))
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads), NESTRT_PROFILE="2")
+            got, err = run_compiled(mdl, o, tag="t%d_%s" % (threads, cpu or "native"), env=env, stderr=True)
+            bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+            fused = re.findall(r"^\s+(conv2d\+max_pool2d|conv2d\+avg_pool2d)\s", err, re.M)
+            if sorted(fused) != ["conv2d+avg_pool2d"] + ["conv2d+max_pool2d"] * 3:
+                bad.append("fused kernels at NESTRT_PROFILE=2: %s, expected 3 conv2d+max_pool2d and 1 "
+                           "conv2d+avg_pool2d" % sorted(fused))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    return (single("kernels.conv2d_pool_padding_hw_1_thread", case(1))
+            + single("kernels.conv2d_pool_padding_hw_3_threads", case(3))
+            + single("kernels.conv2d_pool_padding_hw_avx2", case(2, "haswell"))
+            + single("kernels.conv2d_pool_padding_hw_sse2", case(2, "x86-64")))
 
 
 # The fused kernel runs where the pooling is, and reads then what the

@@ -171,6 +171,51 @@ with tempfile.TemporaryDirectory() as work:
     except Exception as e:
         result(False, "runtime_errors.slice_end_as_a_condition", str(e))
 
+    # bounds.nest: a strict bound and one with a coefficient, compiled (bounds.c, the
+    # header's _MIN/_MAX too) and interpreted; the state read only where it was
+    # written, after a reset and in boxes
+    d = os.path.join(work, "bounds")
+    os.mkdir(d)
+    bsrc = os.path.join(HERE, "bounds.nest")
+    try:
+        build(bsrc, [], os.path.join(d, "out"))
+        link(os.path.join(HERE, "bounds.c"), os.path.join(d, "out"), os.path.join(d, "drv"))
+        r = sh([os.path.join(d, "drv")])
+        for line in r.stdout.splitlines():
+            if line.startswith("ok ") or line.startswith("FAIL "):
+                ok, rest = line.split(" ", 1)
+                result(ok == "ok", "bounds_compiled." + rest)
+        result(r.returncode == 0 and r.stdout.count("\nok ") >= 24, "bounds_compiled.exit_status",
+               "%d %s" % (r.returncode, r.stderr[-300:]))
+    except Exception as e:
+        result(False, "bounds_compiled", str(e))
+    x2 = os.path.join(d, "x2.npy")
+    np.save(x2, np.array([1.5, -2.0], np.float32))
+    ab = [os.path.join(d, n + ".npy") for n in ("a", "b")]
+    np.save(ab[0], np.ones((4, 4), np.float32))
+    np.save(ab[1], np.ones((1, 8), np.float32))
+    out = os.path.join(d, "o.npy")
+    for name, entry, T, want in (("strict_T1", "strict", "1", "bounds.nest:5:45: error: -D: T > 1 does not hold"),
+                                 ("strict_T9", "strict", "9", "bounds.nest:5:52: error: -D: T < 9 does not hold"),
+                                 ("coef_T9", "coef", "9", "bounds.nest:9:51: error: -D: 2 * T <= 16 does not hold"),
+                                 ("coef_T_huge", "coef", str((1 << 62) + 4), "error: -D: 2 * T <= 16 does not hold")):
+        r = sh([NESTC, "run", bsrc, "--entry", entry, "-D", "T=" + T, "--input", "x=" + x2, "--output", out])
+        result(r.returncode == 1 and want in r.stderr and not os.path.exists(out), "bounds_run." + name,
+               r.stderr.strip().splitlines()[0] if r.stderr else "(no message)")
+    for entry, T, f in (("strict", "2", lambda v: v * 2), ("coef", "2", lambda v: v + 1), ("coef", "8", None)):
+        xin = x2 if T == "2" else os.path.join(d, "x8.npy")
+        if T == "8":
+            np.save(xin, np.arange(8, dtype=np.float32))
+            f = lambda v: v + 1
+        r = sh([NESTC, "run", bsrc, "--entry", entry, "-D", "T=" + T, "--input", "x=" + xin, "--output", out])
+        ok = r.returncode == 0 and os.path.exists(out) and np.array_equal(np.load(out), f(np.load(xin)))
+        result(ok, "bounds_run.%s_T%s" % (entry, T), r.stderr.strip())
+        if os.path.exists(out):
+            os.remove(out)
+    r = sh([NESTC, "run", bsrc, "--entry", "boxy", "--input", "a=" + ab[0], "--input", "b=" + ab[1]])
+    result(r.returncode == 1 and "bounds.nest:27:10: error: reads state s at 0:8 on axis 1 before it was written "
+           "there (written: 0:4)" in r.stderr, "bounds_run.boxy_reads_unwritten", r.stderr.strip())
+
     # compile-time diagnostics
     cases = [
         ("where_not_export", "const C = 8\nfn f(x: f32[T]) -> f32[T] where T <= C {\n  return x\n}\n"

@@ -15,6 +15,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NESTC = os.path.abspath(sys.argv[1])
+# the inner makes count the commands they echo: `make -s check` (or -j2, or a
+# MAKEFLAGS of the caller's) must not reach them through the environment
+MAKE_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEFILES",
+                                                             "MAKEOVERRIDES", "GNUMAKEFLAGS")}
 LIB = os.path.join(os.path.dirname(NESTC), "libnestrt.a")
 RESNET = ["-D", "IMG=32", "-D", "C0=8", "-D", "CLASSES=10"]
 passed = failed = 0
@@ -146,7 +150,8 @@ def main():
             f.write("dep/resnet.o:\n\t@echo rebuilt\ninclude dep/resnet.d\n")
         os.utime(model, None)
         time.sleep(0.01)
-        mk = subprocess.run(["make", "-f", "Makefile.t", "-q", "dep/resnet.o"], capture_output=True, text=True)
+        mk = subprocess.run(["make", "-f", "Makefile.t", "-q", "dep/resnet.o"], capture_output=True, text=True,
+                            env=MAKE_ENV)
         check("make sees the model as a prerequisite (out of date after touching it)", mk.returncode == 1,
               mk.stdout + mk.stderr)
         m = nestc("build", model, *RESNET, "-o", "dep", "-M")
@@ -206,7 +211,8 @@ def main():
         rep = nestc("report", "mk/gpt2.nest", "-D", "L=2", "-D", "D=64", "-D", "H=4", "-D", "V=256", "-D", "CTX=64",
                     "-D", "S=16", "--format=json")
         objs = ["out/gpt2.o"] + ["out/" + v["object"] for v in json.loads(rep.stdout)["variants"]]
-        mk = lambda: subprocess.run(["make", "-C", "mk", "NESTC=" + NESTC] + objs, capture_output=True, text=True)
+        mk = lambda: subprocess.run(["make", "-C", "mk", "NESTC=" + NESTC] + objs, capture_output=True, text=True,
+                                    env=MAKE_ENV)
         m1 = mk()
         m2 = mk()
         os.utime("mk/gpt2.nest", (time.time() + 2, time.time() + 2))

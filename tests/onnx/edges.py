@@ -361,6 +361,33 @@ def checks(nestc, d, run, short, make_model):
                     [f32("x", [3, 5, 2]), H.make_tensor_value_info("l", TP.INT64, [3])], [f32("y", [3, 5, 2])], [],
                     dict(x=xr3, l=lens), opset=10)
     expect("ReverseSequence, batch axis 0, lengths 0, 5 and 1", got, [want])
+    # binary ops of initializers alone are folded at import (fold.c): each with NumPy's
+    # broadcasting, [2, 3] with [3], [3, 1] with [1, 4], [2, 1, 3] with [4, 1], scalars;
+    # then added to an input so that the folded value is what the model computes with
+    rng = np.random.default_rng(42)
+    for op, fn in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Div", np.divide),
+                   ("Max", np.maximum), ("Min", np.minimum), ("Pow", np.power)):
+        for sa, sb in (((2, 3), (3,)), ((3,), (2, 3)), ((3, 1), (1, 4)), ((2, 1, 3), (4, 1)), ((2, 3), ()),
+                       ((1, 3), (2, 1))):
+            a = rng.uniform(0.5, 2.0, sa).astype(np.float32)
+            b = rng.uniform(0.5, 2.0, sb).astype(np.float32)
+            want_c = fn(a.astype(np.float64), b.astype(np.float64))
+            shp = list(want_c.shape)
+            xin = rng.uniform(-1, 1, shp).astype(np.float32)
+            nodes = [H.make_node(op, ["a", "b"], ["c"]), H.make_node("Add", ["c", "x"], ["y"])]
+            got = run_model("fold_%s_%s_%s" % (op, "x".join(map(str, sa)) or "s", "x".join(map(str, sb)) or "s"), nodes,
+                            [f32("x", shp)], [f32("y", shp)], [NH.from_array(a, "a"), NH.from_array(b, "b")], dict(x=xin))
+            expect("%s of initializers %s and %s folded with broadcasting" % (op, list(sa), list(sb)), got,
+                   [want_c + xin], rtol=1e-5, atol=1e-6)
+    # and Where of three initializers, the condition broadcast along rows
+    cnd = np.array([True, False, True])
+    a, b = rng.uniform(-1, 1, (2, 3)).astype(np.float32), rng.uniform(-1, 1, (2, 1)).astype(np.float32)
+    xin = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+    got = run_model("fold_where", [H.make_node("Where", ["k", "a", "b"], ["c"]), H.make_node("Add", ["c", "x"], ["y"])],
+                    [f32("x", [2, 3])], [f32("y", [2, 3])],
+                    [NH.from_array(cnd, "k"), NH.from_array(a, "a"), NH.from_array(b, "b")], dict(x=xin))
+    expect("Where of initializers [3], [2, 3] and [2, 1] folded with broadcasting", got,
+           [np.where(cnd, a, b).astype(np.float64) + xin], rtol=1e-6)
     for name, what, nodes, ins, inits, needle in (
             ("if_runtime", "If with a run-time condition: a clear error",
              [H.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],

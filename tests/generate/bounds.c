@@ -1,0 +1,121 @@
+/* bounds.c - tests/generate/bounds.nest compiled: the where clauses' bounds
+ * as the header and the entry points hold them (a strict bound, a bound with
+ * a coefficient that a huge dim must not wrap past), and the state read only
+ * where it was written (after a reset; in boxes). Prints ok/FAIL lines; exit
+ * status 1 on a failure. Every failing call must leave its output as it was. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bounds.h"
+
+static int bad;
+
+static void check(int ok, const char *what, const char *detail)
+{
+	printf("%s %s%s%s\n", ok ? "ok" : "FAIL", what, detail && *detail ? ": " : "", detail ? detail : "");
+	bad += !ok;
+}
+
+/* rc must be -1 with want in the message, and out[0..n) still 777 */
+static void fails(bounds *m, int rc, const float *out, int n, const char *want, const char *what)
+{
+	const char *msg = bounds_error(m);
+	int kept = 1;
+	for (int i = 0; i < n; i++)
+		kept &= out[i] == 777.0f;
+	char d[600];
+	snprintf(d, sizeof d, "rc %d, message '%s'%s", rc, msg ? msg : "(none)", kept ? "" : ", output written");
+	check(rc == -1 && msg && strstr(msg, want) && kept, what, d);
+}
+
+static void fill(float *p, int n, float v)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = v;
+}
+
+int main(void)
+{
+	nestrt_error err;
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a crash keeps the lines before it */
+	bounds *m = bounds_new(NULL, &err); /* no params */
+	bounds_seq *s = m ? bounds_seq_new(m, &err) : NULL;
+	if (!s) {
+		printf("FAIL setup: %s\n", err.message);
+		return 1;
+	}
+	float x[256], out[256];
+	for (int i = 0; i < 256; i++)
+		x[i] = (float)i;
+
+	/* where T > 1, T < 9: T from 2 to 8 */
+	check(BOUNDS_STRICT_T_MIN == 2 && BOUNDS_STRICT_T_MAX == 8, "strict.header_min_max", "");
+	fill(out, 16, 777.0f);
+	fails(m, bounds_strict(m, 1, x, out), out, 16, "T = 1: T > 1 does not hold", "strict.T1_refused");
+	fails(m, bounds_strict(m, 9, x, out), out, 16, "T = 9: T < 9 does not hold", "strict.T9_refused");
+	fails(m, bounds_strict(m, INT64_MIN, x, out), out, 16, "T > 1 does not hold", "strict.T_min_refused");
+	int rc = bounds_strict(m, 2, x, out);
+	check(rc == 0 && out[0] == 0.0f && out[1] == 2.0f, "strict.T2_runs", bounds_error(m));
+	rc = bounds_strict(m, 8, x, out);
+	check(rc == 0 && out[7] == 14.0f, "strict.T8_runs", bounds_error(m));
+
+	/* where 1 <= T, 2 * T <= 16: 2 * T computed in 64 bits wraps for these
+	 * T (2 * INT64_MAX is -2, 2 * (2^62 + 4) is INT64_MIN + 8) */
+	check(BOUNDS_COEF_T_MIN == 1 && BOUNDS_COEF_T_MAX == 8, "coef.header_min_max", "");
+	fill(out, 16, 777.0f);
+	fails(m, bounds_coef(m, 9, x, out), out, 16, "T = 9: 2 * T <= 16 does not hold", "coef.T9_refused");
+	fails(m, bounds_coef(m, INT64_MAX, x, out), out, 16, "2 * T <= 16 does not hold", "coef.T_int64_max_refused");
+	fails(m, bounds_coef(m, ((int64_t)1 << 62) + 4, x, out), out, 16, "2 * T <= 16 does not hold",
+	      "coef.T_2pow62_refused");
+	fails(m, bounds_coef(m, INT64_MIN / 2, x, out), out, 16, "1 <= T does not hold", "coef.T_negative_refused");
+	rc = bounds_coef(m, 8, x, out);
+	check(rc == 0 && out[7] == 8.0f, "coef.T8_runs", bounds_error(m));
+
+	/* a state written, then reset, is unwritten again */
+	float zero[256] = {0};
+	rc = bounds_put(m, s, 0, 0, 4, 4, x, out);
+	check(rc == 0, "state.put_4x4", bounds_error(m));
+	rc = bounds_get(m, s, 4, 4, zero, out);
+	check(rc == 0 && out[5] == 5.0f && out[15] == 15.0f, "state.get_what_was_put", bounds_error(m));
+	bounds_seq_reset(s);
+	fill(out, 256, 777.0f);
+	fails(m, bounds_get(m, s, 4, 4, zero, out), out, 16, "reads state s before it was written (a new or reset sequence)",
+	      "state.read_after_reset_refused");
+	fails(m, bounds_get(m, s, 1, 1, zero, out), out, 1, "before it was written", "state.read_one_after_reset_refused");
+
+	/* boxes: rows 0:4 x cols 0:4, then row 2 x cols 0:8 (differs on both
+	 * axes: not one box); 0:4 x 0:8 has unwritten elements */
+	rc = bounds_put(m, s, 0, 0, 4, 4, x, out);
+	rc |= bounds_put(m, s, 2, 0, 1, 8, x + 100, out);
+	check(rc == 0, "state.put_two_boxes", bounds_error(m));
+	fill(out, 256, 777.0f);
+	fails(m, bounds_get(m, s, 4, 8, zero, out), out, 32, "reads state s at 0:8 on axis 1 before it was written there (written: 0:4)",
+	      "state.read_past_box_refused");
+	fails(m, bounds_get(m, s, 4, 5, zero, out), out, 20, "before it was written there", "state.read_one_column_past_refused");
+	rc = bounds_get(m, s, 4, 4, zero, out);
+	/* row 2 is b's first 4 elements now, the others a's */
+	check(rc == 0 && out[0] == 0.0f && out[4 * 1 + 3] == 7.0f && out[4 * 2 + 1] == 101.0f && out[4 * 3 + 3] == 15.0f,
+	      "state.read_inside_box", bounds_error(m));
+	/* one that extends it along one axis grows it: rows 4:6 */
+	rc = bounds_put(m, s, 4, 0, 2, 4, x + 200, out);
+	rc |= bounds_get(m, s, 6, 4, zero, out);
+	check(rc == 0 && out[4 * 5 + 3] == 207.0f, "state.box_grows_along_one_axis", bounds_error(m));
+	fails(m, bounds_get(m, s, 7, 4, zero, out), out, 0, "at 0:7 on axis 0 before it was written there (written: 0:6)",
+	      "state.read_past_grown_box_refused");
+	/* and a gap is no growth: rows 8:9 leave 6:8 unwritten */
+	rc = bounds_put(m, s, 8, 0, 1, 4, x, out);
+	check(rc == 0, "state.put_past_gap", bounds_error(m));
+	fails(m, bounds_get(m, s, 9, 4, zero, out), out, 0, "on axis 0 before it was written there", "state.read_over_gap_refused");
+
+	/* within one call, the same */
+	fill(out, 32, 777.0f);
+	bounds_seq *fresh = bounds_seq_new(m, &err);
+	fails(m, bounds_boxy(m, fresh, x, x + 100, out), out, 32, "reads state s at 0:8 on axis 1 before it was written there (written: 0:4)",
+	      "state.boxy_refused");
+	bounds_seq_free(fresh);
+
+	bounds_seq_free(s);
+	bounds_free(m);
+	return bad != 0;
+}
