@@ -338,6 +338,24 @@ static int64_t slot_value(Graph *g, DynSlot *ds)
 	return ds->field < MAX_RANK ? n->shape[ds->field] : n->a[ds->field - 16];
 }
 
+/* The run-time dims a specialisation takes from its exported function, and
+ * how (dims.c), appended to a reuse_hash key: a group's shared code takes
+ * differing sizes at run time as its own dims (DynSlot), or an entry's dims
+ * as they are, never both, so calls of one key that differ here get
+ * variants of their own. */
+static void runtime_dims_text(Graph *g, Buf *b)
+{
+	if (!g->nbasis)
+		return;
+	buf_printf(b, " dims %d", g->nbasis);
+	for (int k = 0; k < g->ngdyn; k++) {
+		GDyn *d = &g->gdyn[k];
+		buf_printf(b, " %d.%d:%lld", d->node, d->field, (long long)d->f.c0);
+		for (int j = 0; j < g->nbasis; j++)
+			buf_printf(b, ",%lld", (long long)d->f.coef[j]);
+	}
+}
+
 static Variant *new_variant(RP *r, RegionInfo *ri, Graph *g, const uint8_t fp[16])
 {
 	Variant *v = arena_alloc(r->p->arena, sizeof *v);
@@ -434,19 +452,26 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 			Buf b = {0};
 			buf_printf(&b, "nest-hash-1 %s %lld opt=%d fast=%d target=%s%s", ri->fn->name, (long long)g->reuse_hash,
 			           ri->opt_level, ri->fast_math, o->target ? o->target : "", ri->winograd ? "" : " wino=0");
+			runtime_dims_text(g, &b);
 			uint8_t hfp[16];
 			digest(&b, hfp);
 			buf_free(&b);
+			Variant *other = NULL; /* of the same key, with other run-time dims */
 			for (int i = 0; i < ri->variants.n && !found; i++) {
 				Variant *v = ri->variants.v[i];
-				if (v->has_hash && v->hash == g->reuse_hash)
+				if (v->has_hash && v->hash == g->reuse_hash && !memcmp(v->fp, hfp, 16))
 					found = v;
+				else if (v->has_hash && v->hash == g->reuse_hash && !other)
+					other = v;
 			}
 			if (found) {
 				Vec dyn = {0};
 				for (int i = 0; i < found->ndyn; i++)
 					vec_push(&dyn, &found->dyn[i]);
 				const char *why = found->g == g ? NULL : compatible(&r, g, found->g, &dyn);
+				if (!why && g->nbasis && dyn.n)
+					why = "their sizes differ beyond the run-time dims of their exported functions (shared code "
+					      "takes those, or sizes of its own at run time, not both)";
 				if (why) {
 					CallSite *first = found->calls.v[0];
 					error_at(d, cs->call->loc,
@@ -468,6 +493,12 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 				found->has_hash = 1;
 				found->hash = g->reuse_hash;
 				cs->is_new = 1;
+				if (other)
+					cs->differs = arena_printf(p->arena, "%s, variant %d: %s (reuse_hash = %lld shares code only "
+					                           "between calls whose dims are taken alike)",
+					                           g->nbasis ? "run-time dims of the exported function" : "fixed dims",
+					                           other->k, other->g->nbasis ? "run-time dims" : "fixed dims",
+					                           (long long)g->reuse_hash);
 			}
 		} else {
 			for (int i = 0; i < rt->variants.n && !found; i++) {
