@@ -232,6 +232,9 @@ with tempfile.TemporaryDirectory() as work:
          "cannot store f32[4] into f32[8]: the part written is f32[3]"),
         ("unknown_dim_in_shape", "export fn g(x: f32[N]) -> f32[N] {\n  return x\n}\n",
          "a run-time dimension is named in a where clause"),
+        ("reuse_hash_runtime_and_own_dims", "@region(reuse_hash = 0)\nfn r(x: f32[N, K]) -> f32[N, K] {\n"
+         "  return x * 2.0\n}\nexport fn f(a: f32[T, 4], b: f32[T, 8]) -> (f32[T, 4], f32[T, 8]) where 1 <= T <= 16 {\n"
+         "  return r(a), r(b)\n}\n", "their sizes differ beyond the run-time dims of their exported functions"),
     ]
     for name, src, want in cases:
         p = os.path.join(work, name + ".nest")
@@ -239,6 +242,16 @@ with tempfile.TemporaryDirectory() as work:
         r = sh([NESTC, "check", p])
         ok = r.returncode == 1 and want in r.stderr and ":" in r.stderr.split("error:")[0]
         result(ok, "diagnostics." + name, r.stderr.strip().splitlines()[0] if r.stderr else "(no message)")
+    # a reuse_hash group with a call of fixed rows and one of run-time rows: a variant
+    # each (tests/diff/findings/reuse_hash_static_and_runtime_rows.nest runs them)
+    p = os.path.join(work, "rh.nest")
+    open(p, "w").write("@region(reuse_hash = 0)\nfn r(x: f32[N, 8]) -> f32[N, 8] {\n  return x * 2.0\n}\n"
+                       "export fn g(x: f32[2, 8]) -> f32[2, 8] {\n  return r(x)\n}\n"
+                       "export fn f(x: f32[T, 8]) -> f32[T, 8] where 1 <= T <= 16 {\n  return r(x)\n}\n")
+    r = sh([NESTC, "report", p])
+    result(r.returncode == 0 and "2 calls -> 2 variants" in r.stdout and "new variant r.1 because run-time dims of the "
+           "exported function, variant 0: fixed dims" in r.stdout, "report.reuse_hash_fixed_and_runtime_rows",
+           r.stdout[-400:] + r.stderr)
     # the interpreter: the same semantics (a fresh sequence per run)
     np.save(os.path.join(work, "tok1.npy"), np.array([3], dtype=np.int32))
     np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))
