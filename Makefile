@@ -187,6 +187,28 @@ $(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp
 $(B)/test_runtime: tests/runtime/test_runtime.c runtime/nestrt.h $(B)/libnestrt.a
 	$(CC) $(RT_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/runtime/test_runtime.c $(B)/libnestrt.a -lm -lpthread
 
+# Random differential testing (tests/diff/): random Nest programs built for the
+# native CPU, AVX2 and SSE2 against the interpreter, and random ONNX graphs
+# against NumPy, with fresh seeds for SECONDS seconds (half each); make check
+# runs a fixed-seed batch of both. Findings are written to build/diff-findings/.
+SECONDS = 600
+fuzz-diff: all
+	@half=`expr $(SECONDS) / 2`; \
+	$(PYTHON) tests/diff/nest_diff.py $(B)/nestc --seconds $$half; a=$$?; \
+	$(PYTHON) tests/diff/onnx_diff.py $(B)/nestc --seconds $$half; b=$$?; \
+	test $$a = 0 && test $$b = 0
+
+# Mutation testing (tests/mutate.py): standard mutations planted one at a time in
+# FILES, or in the lines changed since BASE, each rebuilt and run against the
+# suites that cover its file; prints the survivors with their diffs.
+#   make mutate BASE=origin/main      the lines a change touched
+#   make mutate FILES="src/dims.c runtime/seq.c" MUTATE_FLAGS="--max 60"
+BASE =
+FILES =
+MUTATE_FLAGS =
+mutate: all
+	@b='$(BASE)'; $(PYTHON) tests/mutate.py $${b:+--base "$$b"} $(MUTATE_FLAGS) $(FILES)
+
 # Run-time figures of compiled code against ONNX Runtime, PyTorch and OpenBLAS (not a test).
 bench: all
 	@sh scripts/bench-deps.sh && $(PYTHON) bench/run.py $(B)/nestc
@@ -377,4 +399,4 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz fuzz-diff mutate bench bench-compile install uninstall clean
