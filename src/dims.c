@@ -162,6 +162,21 @@ static const char *span_text(LowerCtx *x, Loc l)
 
 /* The dims, their bounds and the run-time checks of the where clause; the
  * sample points. 0 after an error. */
+/* Whether a condition of dim j alone, a*d + c >= 0 with a > 0, keeps d from
+ * being negative: it does when its least d, ceil(-c / a), is 0 or more. */
+static int keeps_nonnegative(const Entry *en, int j)
+{
+	for (int k = 0; k < en->nchecks; k++) {
+		const Affine *f = &en->checks[k].f;
+		int only = f->coef[j] > 0;
+		for (int m = 0; m < en->ndims && only; m++)
+			only = m == j || !f->coef[m];
+		if (only && f->c0 < f->coef[j])
+			return 1;
+	}
+	return 0;
+}
+
 int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *npts)
 {
 	int bad = 0;
@@ -251,38 +266,18 @@ int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *n
 	}
 	if (bad)
 		return 0;
-	/* a negative dim is always an error, said as such */
+	/* a negative dim is always an error, said as such: "0 <= T" is checked
+	 * unless a condition of T alone already keeps it from being negative
+	 * (1 <= T does; -5 <= T does not) */
 	int nneg = 0;
 	for (int j = 0; j < n; j++)
-		if (en->dim_lo[j] == 0) {
-			int has = 0;
-			for (int k = 0; k < en->nchecks; k++) {
-				int only = 1;
-				for (int m = 0; m < n; m++)
-					if (m != j && en->checks[k].f.coef[m])
-						only = 0;
-				if (only && en->checks[k].f.coef[j] > 0)
-					has = 1;
-			}
-			if (!has)
-				nneg++;
-		}
+		nneg += !keeps_nonnegative(en, j);
 	if (nneg) {
 		DimCheck *nc = arena_alloc(x->a, (size_t)(en->nchecks + nneg + 1) * sizeof(DimCheck));
 		memcpy(nc, en->checks, (size_t)en->nchecks * sizeof(DimCheck));
 		en->checks = nc;
 		for (int j = 0; j < n; j++)
-			if (en->dim_lo[j] == 0) {
-				int has = 0;
-				for (int k = 0; k < en->nchecks && !has; k++) {
-					int only = 1;
-					for (int m = 0; m < n; m++)
-						if (m != j && en->checks[k].f.coef[m])
-							only = 0;
-					has = only && en->checks[k].f.coef[j] > 0;
-				}
-				if (has)
-					continue;
+			if (!keeps_nonnegative(en, j)) {
 				DimCheck *c = &en->checks[en->nchecks++];
 				memset(c, 0, sizeof *c);
 				c->f.coef[j] = 1;

@@ -72,6 +72,33 @@ int main(void)
 	rc = bounds_coef(m, 8, x, out);
 	check(rc == 0 && out[7] == 8.0f, "coef.T8_runs", bounds_error(m));
 
+	/* lower bounds: the larger of two, 0 for one below 0 or none; sizes
+	 * are never negative */
+	check(BOUNDS_LOWER_T_MIN == 4 && BOUNDS_LOWER_T_MAX == 16 && BOUNDS_LOWER_P_MIN == 0 && BOUNDS_LOWER_P_MAX == 4,
+	      "lower.header_min_max", "");
+	fill(out, 16, 777.0f);
+	fails(m, bounds_lower(m, 0, 3, x, out), out, 16, "T = 3: 4 <= T does not hold", "lower.T3_refused");
+	rc = bounds_lower(m, 4, 4, x, out);
+	check(rc == 0 && out[3] == 4.0f, "lower.T4_runs", bounds_error(m));
+	check(BOUNDS_NEG_T_MIN == 0 && BOUNDS_NEG_T_MAX == 12 && BOUNDS_NOLO_T_MIN == 0 && BOUNDS_NOLO_T_MAX == 12,
+	      "negative_bounds.header_min_max", "");
+	fill(out, 16, 777.0f);
+	fails(m, bounds_neg(m, -1, x, out), out, 16, "T = -1: 0 <= T", "negative_bounds.neg_T_minus1_refused");
+	fails(m, bounds_nolo(m, -1, x, out), out, 16, "T = -1: 0 <= T does not hold", "negative_bounds.nolo_T_minus1_refused");
+	fails(m, bounds_nolo(m, INT64_MIN, x, out), out, 16, "0 <= T does not hold", "negative_bounds.nolo_T_min_refused");
+	rc = bounds_neg(m, 0, x, out) | bounds_nolo(m, 0, x, out);
+	check(rc == 0, "negative_bounds.T0_runs", bounds_error(m));
+	rc = bounds_nolo(m, 12, x, out);
+	check(rc == 0 && out[11] == 10.0f, "negative_bounds.T12_runs", bounds_error(m));
+	/* P + T <= 9 */
+	float y[16] = {0};
+	rc = bounds_edge(m, 4, 5, x, y, out);
+	check(rc == 0 && out[0] == 4.0f && out[4] == 8.0f, "edge.P4_T5_runs", bounds_error(m));
+	rc = bounds_edge(m, 1, 8, x, y, out);
+	check(rc == 0 && out[7] == 8.0f, "edge.P1_T8_runs", bounds_error(m));
+	fill(out, 16, 777.0f);
+	fails(m, bounds_edge(m, 2, 8, x, y, out), out, 16, "P = 2, T = 8: P + T <= 9 does not hold", "edge.P2_T8_refused");
+
 	/* a state written, then reset, is unwritten again */
 	float zero[256] = {0};
 	rc = bounds_put(m, s, 0, 0, 4, 4, x, out);
