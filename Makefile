@@ -199,15 +199,17 @@ fuzz-diff: all
 	test $$a = 0 && test $$b = 0
 
 # Mutation testing (tests/mutate.py): standard mutations planted one at a time in
-# FILES, or in the lines changed since BASE, each rebuilt and run against the
-# suites that cover its file; prints the survivors with their diffs.
+# FILES, or in the lines changed since BASE (neither: the uncommitted changes),
+# each rebuilt in a private copy and run against the suites that cover its file;
+# prints the survivors with their diffs.
 #   make mutate BASE=origin/main      the lines a change touched
-#   make mutate FILES="src/dims.c runtime/seq.c" MUTATE_FLAGS="--max 60"
+#   make mutate FILES="src/dims.c runtime/seq.c" MUTATE_FLAGS="--max 60 --fail-under 90"
 BASE =
 FILES =
 MUTATE_FLAGS =
 mutate: all
-	@b='$(BASE)'; $(PYTHON) tests/mutate.py $${b:+--base "$$b"} $(MUTATE_FLAGS) $(FILES)
+	@b='$(BASE)'; f='$(FILES)'; [ -n "$$b$$f" ] || b=HEAD; \
+	$(PYTHON) tests/mutate.py $${b:+--base "$$b"} $(MUTATE_FLAGS) $(FILES)
 
 # Run-time figures of compiled code against ONNX Runtime, PyTorch and OpenBLAS (not a test).
 bench: all

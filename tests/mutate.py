@@ -1,0 +1,869 @@
+#!/usr/bin/python3
+"""Mutation testing: plant one small bug at a time in nestc's C sources, rebuild,
+run the tests that cover the file, and report the bugs no test noticed.
+
+    /usr/bin/python3 tests/mutate.py [--base COMMIT] [FILE...] [--max N] [--seed S]
+                                     [-j N] [--fail-under PCT] [--list] [--keep]
+
+  FILE...          C files under src/ or runtime/ to mutate (all of their code);
+  --base COMMIT    only the lines `git diff -U0 COMMIT` adds or changes (working tree
+                   against COMMIT) in C files under src/ and runtime/; with FILEs, only
+                   theirs;
+  --max N          at most N mutants per file (default 50), a seeded sample spread
+                   over the file (or over its changed lines);
+  --seed S         the sample's seed (default 1): the same seed, the same mutants;
+  -j N             N private copies mutated side by side (default 1); the tests
+                   inside a mutant run with -j 1;
+  --fail-under PCT exit status 1 if fewer than PCT percent of the mutants that compile
+                   are killed (default: exit 0 whatever survives);
+  --list           print the chosen mutants (file:line, operator, diff) and stop;
+  --keep           keep the private copies (their paths are printed).
+  kill -USR1 PID   stop after the mutants under test and print the report so far.
+
+The working tree is never written: the tracked and untracked (not ignored) files are
+copied to a private directory with the build directory's top-level files (their
+times kept, so make rebuilds only what is out of date), built once with
+`make B=build`, the covering tests run once there (a baseline: a command that fails
+unmutated is dropped, with a warning; its time sets its timeout). Then per mutant:
+the file is written mutated, make rebuilds what depends on it (with -O1: faster
+than -O2 -g, the same code but for undefined behaviour; incompatible pointer types
+and int-conversion warnings are errors; a mutant that does
+not compile is counted apart), the covering commands run fastest first, with
+XDG_CACHE_HOME private, each with a timeout (3 times its baseline plus 30 s), until
+one fails: the mutant is killed (or timed out: counted as killed, reported apart).
+A mutant every command passes survived: its diff is printed. The file is restored.
+
+Mutations (standard ones; comments, string literals, preprocessor lines, top-level
+declarations, array sizes in declarations and case labels are left alone):
+  cmp      < <= > >= == != changed to their neighbour (< to <=, == to !=, ...)
+  arith    binary + - * / % and += -= swapped (+ for -, * for /, % for /)
+  const    an integer constant plus or minus 1
+  index    an array index plus or minus 1 (a[i] to a[(i) + 1])
+  logic    && for || and back
+  cond     an if's condition made 0 or 1
+  not      a ! removed
+  stmt     a call, assignment or return statement dropped (made `;`)
+  swap     two neighbouring arguments of a call swapped (not those of calloc, iadd,
+           imul, LLVMBuildAdd and the like that commute)
+
+The files each suite covers, fastest first, are in COVER below; a file not in it is
+covered by the whole tests/check.sh (slow).
+"""
+import difflib
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+# a mutant's objects: faster to build than the tree's -O2 -g; a swap of arguments of
+# unrelated pointer types, or of a pointer and an integer, is a mutant that does not compile
+CFLAGS = "-O1 -Werror=incompatible-pointer-types -Werror=int-conversion"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+
+# ----------------------------------------------------------------------------- coverage
+
+# Test commands, run in the private copy's root. {NESTC} is build/nestc there, {PY}
+# /usr/bin/python3, {SELF} this script. Each is (name, argv).
+T = {
+    "runtime": ("test_runtime", ["build/test_runtime"]),
+    "threads": ("run_threads", ["{PY}", "tests/runtime/run_threads.py", "{NESTC}"]),
+    "generate": ("generate", ["{PY}", "tests/generate/run.py", "{NESTC}"]),
+    "cli": ("cli", ["{PY}", "tests/cli/run.py", "{NESTC}"]),
+    "diag": ("diag", ["{PY}", "tests/diag/run.py", "{NESTC}"]),
+    "onnx-cli": ("onnx cli checks", ["{PY}", "{SELF}", "--onnx-cli", "{NESTC}"]),
+    "onnx": ("onnx node tests", ["{PY}", "tests/onnx/run.py", "{NESTC}", "--check", "-j", "1"]),
+    "builtins": ("builtins", ["{PY}", "tests/builtins/run.py", "{NESTC}", "-j", "1"]),
+    "models": ("models", ["{PY}", "tests/models/run.py", "{NESTC}"]),
+    "nets": ("nets", ["{PY}", "tests/nets/run.py", "{NESTC}"]),
+    "compiled": ("compiled", ["{PY}", "tests/compiled/run.py", "{NESTC}", "-j", "1"]),
+}
+
+
+def subset(key, *filters, name=None):
+    """A runner that takes -k, on the tests whose names hold one of filters."""
+    nm, argv = T[key]
+    args = list(argv)
+    for f in filters:
+        args += ["-k", f]
+    return (name or "%s -k %s" % (nm, ",".join(filters)), args)
+
+
+# The ONNX node tests whose imports go through fold.c's helpers the most (inputs,
+# axes, broadcasting, shapes, constants), a few seconds in all.
+ONNX_FOLD_NODES = ("test_add_bcast", "test_sub_bcast", "test_mul_bcast", "test_div_bcast", "test_reshape_",
+                   "test_slice", "test_squeeze", "test_unsqueeze", "test_expand", "test_concat_",
+                   "test_gather_", "test_transpose_", "test_reduce_sum_", "test_where_", "test_pow_bcast",
+                   "test_constant", "test_split_", "test_tile", "test_range_")
+
+# file -> test commands covering it, the fastest (and likeliest to fail) first.
+COVER = {
+    "src/dims.c": [
+        T["diag"], T["cli"],
+        subset("compiled", "header.dims", "runtime_dims", "header.dim_and_sequence", "kernels.conv2d_pool_state",
+               "narrow."),
+        T["generate"],
+        subset("builtins", "where", "dim", name="builtins -k where,dim"),
+    ],
+    "runtime/seq.c": [
+        T["runtime"], T["generate"], T["threads"],
+        subset("compiled", "header.dim_and_sequence", "kernels.conv2d_pool_state", "narrow."),
+    ],
+    "runtime/wpack.c": [
+        T["runtime"], T["threads"],
+        subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
+               "kernels.conv2d_winograd"),
+        T["generate"],
+    ],
+    "src/onnx/fold.c": [
+        subset("onnx", *ONNX_FOLD_NODES, name="onnx node tests (fold's ops)"),
+        T["onnx-cli"],
+    ],
+    "src/codegen/conv.c": [
+        subset("compiled", "nn.layers", name="compiled -k nn.layers"),
+        subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),
+        subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd"),
+        subset("onnx", "test_conv_", "test_maxpool", "test_averagepool", name="onnx node tests -k conv,pool"),
+    ],
+}
+FALLBACK = [("tests/check.sh", ["sh", "tests/check.sh", "build"])]
+BUILD_TARGETS = ["build/nestc", "build/libnestrt.a", "build/test_runtime", "build/nestrt.pc"]
+FALLBACK_TARGETS = ["build/test_io", "build/test_interp"]
+
+
+def covering(path):
+    return COVER.get(path, FALLBACK)
+
+
+# ----------------------------------------------------------------------------- C lexing
+
+TYPE_WORDS = set("""void char short int long float double signed unsigned const static struct union enum
+volatile register extern inline _Bool bool restrict""".split())
+KEYWORDS = set("""if else while for do switch case default return break continue goto sizeof typedef
+_Alignof alignof _Static_assert""".split()) | TYPE_WORDS
+TOKEN_RE = re.compile(r"""
+    (?P<num>(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)[uUlLfF]*)
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<op><<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\+=|-=|\*=|/=|%=|&=|\|=|\^=|\.\.\.|[-+*/%<>=!&|^~?:;,.(){}\[\]#])
+""", re.X)
+
+
+def mask(text):
+    """text with comments, string and character literals (all but their quotes) and
+    preprocessor lines blanked out, newlines kept: offsets stay those of text."""
+    out = list(text)
+    i, n = 0, len(text)
+    line_start = True
+    while i < n:
+        c = text[i]
+        if line_start and c in " \t":
+            i += 1
+            continue
+        if line_start and c == "#":
+            # a preprocessor line, with its continuations
+            while i < n and text[i] != "\n":
+                if text[i] == "\\" and i + 1 < n and text[i + 1] == "\n":
+                    out[i] = " "
+                    i += 2
+                    continue
+                if text[i:i + 2] == "/*":
+                    j = text.find("*/", i + 2)
+                    j = n if j < 0 else j + 2
+                    for k in range(i, j):
+                        if out[k] != "\n":
+                            out[k] = " "
+                    i = j
+                    continue
+                out[i] = " "
+                i += 1
+            continue
+        line_start = False
+        if c == "\n":
+            line_start = True
+            i += 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                out[i] = " "
+                i += 1
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            for k in range(i + 1, min(j, n)):
+                out[k] = "S" if c == '"' else "0"
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+class Tok:
+    __slots__ = ("kind", "s", "a", "b", "fn")
+
+    def __init__(self, kind, s, a, b):
+        self.kind, self.s, self.a, self.b, self.fn = kind, s, a, b, False
+
+    def __repr__(self):
+        return self.s
+
+
+def tokens(masked):
+    out = []
+    pos = 0
+    n = len(masked)
+    while pos < n:
+        if masked[pos].isspace():
+            pos += 1
+            continue
+        if masked[pos] in "\"'":
+            j = masked.index(masked[pos], pos + 1) if masked.find(masked[pos], pos + 1) >= 0 else n - 1
+            out.append(Tok("str", masked[pos:j + 1], pos, j + 1))
+            pos = j + 1
+            continue
+        m = TOKEN_RE.match(masked, pos)
+        if not m:
+            pos += 1
+            continue
+        kind = m.lastgroup
+        out.append(Tok(kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    # mark the tokens inside function bodies: a top-level { after a )
+    depth = 0
+    infn = False
+    for k, t in enumerate(out):
+        if t.s == "{":
+            if depth == 0:
+                infn = k > 0 and out[k - 1].s == ")"
+            depth += 1
+        elif t.s == "}":
+            depth -= 1
+            if depth == 0:
+                t.fn = infn
+                infn = False
+                continue
+        t.fn = infn and depth > 0
+    return out
+
+
+def is_type_tok(t):
+    if t.kind != "id":
+        return False
+    s = t.s
+    return s in TYPE_WORDS or s.endswith("_t") or (s[0].isupper() and any(ch.islower() for ch in s))
+
+
+def match_close(toks, k):
+    """index of the bracket closing toks[k]"""
+    op = toks[k].s
+    cl = {"(": ")", "[": "]", "{": "}"}[op]
+    d = 0
+    for j in range(k, len(toks)):
+        if toks[j].s == op:
+            d += 1
+        elif toks[j].s == cl:
+            d -= 1
+            if d == 0:
+                return j
+    return len(toks) - 1
+
+
+class Mutant:
+    def __init__(self, path, op, a, b, new, line, what):
+        self.path, self.op, self.a, self.b, self.new, self.line, self.what = path, op, a, b, new, line, what
+
+    def apply(self, text):
+        return text[:self.a] + self.new + text[self.b:]
+
+    def diff(self, text):
+        old = text.splitlines(keepends=True)
+        new = self.apply(text).splitlines(keepends=True)
+        d = difflib.unified_diff(old, new, "a/" + self.path, "b/" + self.path, n=1)
+        return "".join(x if x.endswith("\n") else x + "\n" for x in d)
+
+
+def statements(toks):
+    """(start, end) index ranges of the simple statements in function bodies: from a
+    token after ; { } or a control header (if/while/for/switch (...), else, do,
+    labels) to the ; ending it at depth 0."""
+    out = []
+    k = 0
+    n = len(toks)
+    start = None
+    while k < n:
+        t = toks[k]
+        if not t.fn or t.s in ("{", "}"):
+            start = None
+            k += 1
+            continue
+        if start is None:
+            if t.s in ("if", "while", "for", "switch") and k + 1 < n and toks[k + 1].s == "(":
+                out.append(("ctl", k, match_close(toks, k + 1)))
+                k = match_close(toks, k + 1) + 1
+                continue
+            if t.s in ("else", "do", ";"):
+                k += 1
+                continue
+            if t.s in ("case", "default"):
+                while k < n and toks[k].s != ":":
+                    k += 1
+                k += 1
+                continue
+            if t.kind == "id" and k + 1 < n and toks[k + 1].s == ":" :
+                k += 2
+                continue
+            start = k
+        j = k
+        while j < n and toks[j].s != ";":
+            if toks[j].s in ("(", "[", "{"):
+                if toks[j].s == "{" and toks[j - 1].s != "=" and toks[j - 1].s != ",":
+                    break  # a block, not an initializer
+                j = match_close(toks, j)
+            j += 1
+        if j < n and toks[j].s == ";":
+            out.append(("stmt", start, j))
+            k = j + 1
+        else:
+            k = j
+        start = None
+    return out
+
+
+def is_declaration(toks, a, b):
+    t0 = toks[a]
+    if t0.kind != "id":
+        return False
+    if t0.s in TYPE_WORDS or t0.s == "typedef":
+        return True
+    if t0.s in KEYWORDS:
+        return False
+    if a + 1 > b:
+        return False
+    if toks[a + 1].kind == "id":
+        return True  # Type name
+    j = a + 1
+    while j <= b and toks[j].s == "*":
+        j += 1
+    return j > a + 1 and j <= b and toks[j].kind == "id"  # Type *name
+
+
+# calls whose two neighbouring arguments i, i+1 commute: swapping them is no bug
+COMMUTE = {"calloc": 0, "fmax": 0, "fmin": 0, "fmaxf": 0, "fminf": 0, "MAX": 0, "MIN": 0, "iadd": 1, "imul": 1,
+           "LLVMBuildAdd": 1, "LLVMBuildMul": 1, "LLVMBuildFAdd": 1, "LLVMBuildFMul": 1, "LLVMBuildNSWAdd": 1,
+           "LLVMBuildNSWMul": 1, "LLVMBuildAnd": 1, "LLVMBuildOr": 1, "LLVMBuildXor": 1}
+
+
+def const_text(s, d):
+    m = re.match(r"(0[xX][0-9a-fA-F]+|\d+)([uUlL]*)$", s)
+    if not m:
+        return None
+    lit, suf = m.groups()
+    if lit.lower().startswith("0x"):
+        v = int(lit, 16) + d
+        body = ("0x%x" % v) if v >= 0 else None
+    elif len(lit) > 1 and lit.startswith("0"):
+        return None  # octal: rare, leave it
+    else:
+        v = int(lit) + d
+        body = str(v)
+    if body is None:
+        return None
+    if v < 0:
+        return "(%s%s)" % (body, suf)
+    return body + suf
+
+
+def mutants_of(path, text):
+    masked = mask(text)
+    toks = tokens(masked)
+    lines_at = [0]
+    for i, c in enumerate(text):
+        if c == "\n":
+            lines_at.append(i + 1)
+    import bisect
+
+    def line(off):
+        return bisect.bisect_right(lines_at, off)
+
+    out = []
+
+    def add(op, a, b, new, what):
+        out.append(Mutant(path, op, a, b, new, line(a), what))
+
+    # which tokens are in the declarator part of a declaration (not mutated), which in
+    # case labels; statements for dropping
+    nodecl = set()
+    stmts = statements(toks)
+    for kind, a, b in stmts:
+        if kind != "stmt":
+            continue
+        if toks[a].s == "case":
+            nodecl.update(range(a, b + 1))
+        elif is_declaration(toks, a, b):
+            # up to the first = at depth 0 of each declarator
+            j = a
+            d = 0
+            decl = True
+            while j <= b:
+                s = toks[j].s
+                if s in "([{":
+                    d += 1
+                elif s in ")]}":
+                    d -= 1
+                if d == 0 and s == "=":
+                    decl = False
+                elif d == 0 and s == ",":
+                    decl = True
+                if decl:
+                    nodecl.add(j)
+                j += 1
+        else:
+            first = toks[a].s
+            if first == "return" or (first not in KEYWORDS and any(
+                    toks[j].s in ("=", "+=", "-=", "*=", "/=", "%=", "|=", "&=", "^=", "<<=", ">>=", "++", "--", "(")
+                    for j in range(a, b + 1))):
+                if first in ("break", "continue", "goto"):
+                    continue
+                new = ";" + "\n" * text.count("\n", toks[a].a, toks[b].b)
+                add("stmt", toks[a].a, toks[b].b, new, "statement dropped")
+    # case labels outside simple statements
+    for k, t in enumerate(toks):
+        if t.s == "case":
+            j = k
+            while j < len(toks) and toks[j].s != ":":
+                nodecl.add(j)
+                j += 1
+
+    CMP = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
+    ARITH = {"+": "-", "-": "+", "*": "/", "/": "*", "%": "/", "+=": "-=", "-=": "+="}
+    for k, t in enumerate(toks):
+        if not t.fn or k in nodecl:
+            continue
+        prev = toks[k - 1] if k else None
+        nxt = toks[k + 1] if k + 1 < len(toks) else None
+        valueish = prev is not None and (prev.kind == "num" or prev.s in (")", "]") or
+                                         (prev.kind == "id" and prev.s not in KEYWORDS))
+        if t.s in CMP:
+            add("cmp", t.a, t.b, CMP[t.s], "%s -> %s" % (t.s, CMP[t.s]))
+        elif t.s in ("+=", "-="):
+            add("arith", t.a, t.b, ARITH[t.s], "%s -> %s" % (t.s, ARITH[t.s]))
+        elif t.s in ("+", "-", "*", "/", "%") and valueish:
+            if t.s == "*" and (is_type_tok(prev) or nxt is None or nxt.s in (")", ",", "*")):
+                continue
+            add("arith", t.a, t.b, ARITH[t.s], "%s -> %s" % (t.s, ARITH[t.s]))
+        elif t.s in ("&&", "||"):
+            o = "||" if t.s == "&&" else "&&"
+            add("logic", t.a, t.b, o, "%s -> %s" % (t.s, o))
+        elif t.s == "!":
+            add("not", t.a, t.b, "", "! removed")
+        elif t.kind == "num":
+            for d in (1, -1):
+                c = const_text(t.s, d)
+                if c is not None:
+                    add("const", t.a, t.b, c, "%s -> %s" % (t.s, c))
+        elif t.s == "[" and valueish:
+            j = match_close(toks, k)
+            if j == k + 2 and toks[k + 1].kind == "num":
+                continue
+            if j <= k + 1:
+                continue
+            inner = text[toks[k + 1].a:toks[j - 1].b]
+            if "\n" in inner:
+                continue
+            for d in ("+ 1", "- 1"):
+                add("index", toks[k + 1].a, toks[j - 1].b, "(%s) %s" % (inner, d), "index %s" % d)
+        elif t.s == "if" and nxt is not None and nxt.s == "(":
+            j = match_close(toks, k + 1)
+            if j > k + 2:
+                for v in ("0", "1"):
+                    add("cond", toks[k + 2].a, toks[j - 1].b, v, "if (...) -> if (%s)" % v)
+        elif (t.kind == "id" and t.s not in KEYWORDS and nxt is not None and nxt.s == "("
+              and not (prev is not None and (is_type_tok(prev) or prev.s == "*" and k >= 2 and is_type_tok(toks[k - 2])))):
+            j = match_close(toks, k + 1)
+            args = []
+            s = k + 2
+            d = 0
+            for q in range(k + 2, j + 1):
+                qs = toks[q].s
+                if qs in "([{":
+                    d += 1
+                elif qs in ")]}" and q != j:
+                    d -= 1
+                if (qs == "," and d == 0) or q == j:
+                    if q > s:
+                        args.append((s, q - 1))
+                    s = q + 1
+            for i in range(len(args) - 1):
+                (a1, b1), (a2, b2) = args[i], args[i + 1]
+                x = text[toks[a1].a:toks[b1].b]
+                y = text[toks[a2].a:toks[b2].b]
+                if x == y or COMMUTE.get(t.s) == i or any(toks[q].kind == "str" for q in range(a1, b2 + 1)):
+                    continue
+                mid = text[toks[b1].b:toks[a2].a]
+                add("swap", toks[a1].a, toks[b2].b, y + mid + x, "arguments %d and %d of %s swapped" % (i + 1, i + 2, t.s))
+    # one mutant per distinct result
+    seen = set()
+    uniq = []
+    for m in sorted(out, key=lambda m: (m.a, m.b, m.new)):
+        key = (m.a, m.b, m.new)
+        if key not in seen and text[m.a:m.b] != m.new:
+            seen.add(key)
+            uniq.append(m)
+    return uniq
+
+
+def sample(muts, n, seed, path):
+    """n of muts, one from each of n equal runs of them in file order (seeded)."""
+    if len(muts) <= n:
+        return list(muts)
+    rng = random.Random("%s:%s" % (seed, path))
+    out = []
+    for i in range(n):
+        lo = i * len(muts) // n
+        hi = (i + 1) * len(muts) // n
+        out.append(muts[rng.randrange(lo, hi)])
+    return out
+
+
+# ----------------------------------------------------------------------------- the private copy
+
+def sh(cmd, cwd, timeout=None, env=None):
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, env=env)
+
+
+def make_copy(dest):
+    files = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                           stdout=subprocess.PIPE).stdout.split(b"\0")
+    os.makedirs(dest, exist_ok=True)
+    for f in files:
+        if not f:
+            continue
+        f = f.decode()
+        src = os.path.join(ROOT, f)
+        if not os.path.isfile(src) or f.startswith("build"):
+            continue
+        dst = os.path.join(dest, f)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+    # the build directory's top-level files, times kept: make rebuilds what is stale
+    b = os.path.join(ROOT, "build")
+    os.makedirs(os.path.join(dest, "build"), exist_ok=True)
+    if os.path.isdir(b):
+        for f in os.listdir(b):
+            p = os.path.join(b, f)
+            if os.path.isfile(p):
+                shutil.copy2(p, os.path.join(dest, "build", f))
+
+
+class Worker:
+    def __init__(self, wid, base, fallback):
+        self.dir = os.path.join(base, "w%d" % wid)
+        self.cache = os.path.join(base, "cache%d" % wid)
+        self.targets = BUILD_TARGETS + (FALLBACK_TARGETS if fallback else [])
+        self.env = dict(os.environ, XDG_CACHE_HOME=self.cache, MAKEFLAGS="", MAKELEVEL="",
+                        PYTHON=PY)
+        self.env.pop("MFLAGS", None)
+        self.env.pop("MAKEFILES", None)
+
+    def build(self, cflags=None):
+        extra = ["CFLAGS=" + cflags] if cflags else []
+        r = sh(["make", "-j1", "--no-print-directory", "B=build"] + extra + self.targets, self.dir, env=self.env)
+        return r.returncode == 0, r.stdout
+
+    def run(self, argv, timeout):
+        me = os.path.join(self.dir, "tests", "mutate.py")
+        me = me if os.path.isfile(me) else os.path.abspath(__file__)
+        argv = [a.replace("{NESTC}", "build/nestc").replace("{PY}", PY).replace("{SELF}", me) for a in argv]
+        t0 = time.time()
+        p = subprocess.Popen(argv, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=self.env, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+            status = p.returncode
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, _ = p.communicate()
+            status = None
+        return status, out or "", time.time() - t0
+
+
+def first_failure(out):
+    for ln in out.splitlines():
+        if ln.startswith("FAIL"):
+            return ln[:200]
+    tail = [ln for ln in out.splitlines() if ln.strip()][-3:]
+    return " | ".join(tail)[:200]
+
+
+# ----------------------------------------------------------------------------- --base
+
+def changed_lines(base):
+    r = subprocess.run(["git", "diff", "-U0", "--no-color", base, "--", "src", "runtime"], cwd=ROOT,
+                       stdout=subprocess.PIPE, text=True, check=True)
+    out = {}
+    cur = None
+    for ln in r.stdout.splitlines():
+        if ln.startswith("+++ "):
+            p = ln[4:]
+            cur = p[2:] if p.startswith("b/") else None
+            if cur and not cur.endswith(".c"):
+                cur = None
+        elif ln.startswith("@@") and cur:
+            m = re.match(r"@@ -\S+ \+(\d+)(?:,(\d+))? @@", ln)
+            a, n = int(m.group(1)), int(m.group(2) or "1")
+            if n:
+                out.setdefault(cur, []).append((a, a + n - 1))
+    return out
+
+
+# ----------------------------------------------------------------------------- main
+
+def onnx_cli(nestc):
+    """tests/onnx/run.py's cli checks alone (run.py runs them only without -k)."""
+    import importlib.util
+    here = os.path.join(os.getcwd(), "tests", "onnx")
+    sys.path.insert(0, here)
+    spec = importlib.util.spec_from_file_location("onnx_run", os.path.join(here, "run.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    nestc = os.path.abspath(nestc)
+    m.cr.NESTC = nestc
+    m.cr.LIBNESTRT = os.path.join(os.path.dirname(nestc), "libnestrt.a")
+    cw = tempfile.mkdtemp(prefix="nestc-onnx-cli-")
+    try:
+        res = m.cli_checks(nestc, cw)
+    finally:
+        shutil.rmtree(cw, ignore_errors=True)
+    p = f = 0
+    for name, why in res:
+        if why:
+            print("FAIL cli.%s: %s" % (name, why))
+            f += 1
+        else:
+            print("ok cli.%s" % name)
+            p += 1
+    print("%d passed, %d failed" % (p, f))
+    return 1 if f else 0
+
+
+def usage():
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--onnx-cli":
+        return onnx_cli(argv[2])
+    base, files, nmax, seed, jobs, fail_under, list_only, keep = None, [], 50, 1, 1, None, False, False
+    i = 1
+    try:
+        while i < len(argv):
+            a = argv[i]
+            if a == "--base":
+                i += 1
+                base = argv[i]
+            elif a == "--max":
+                i += 1
+                nmax = int(argv[i])
+            elif a == "--seed":
+                i += 1
+                seed = argv[i]
+            elif a == "-j":
+                i += 1
+                jobs = max(1, int(argv[i]))
+            elif a == "--fail-under":
+                i += 1
+                fail_under = float(argv[i])
+            elif a == "--list":
+                list_only = True
+            elif a == "--keep":
+                keep = True
+            elif a in ("-h", "--help"):
+                return usage()
+            elif a.startswith("-"):
+                return usage()
+            else:
+                files.append(os.path.relpath(os.path.abspath(a), ROOT))
+            i += 1
+    except (IndexError, ValueError):
+        return usage()
+    if base is None and not files:
+        return usage()
+    ranges = None
+    if base is not None:
+        ranges = changed_lines(base)
+        if files:
+            ranges = {f: r for f, r in ranges.items() if f in files}
+        files = sorted(ranges)
+        if not files:
+            print("mutate: no C lines under src/ or runtime/ changed since %s" % base)
+            return 0
+    texts = {}
+    chosen = {}
+    for f in files:
+        p = os.path.join(ROOT, f)
+        if not f.endswith(".c") or not os.path.isfile(p):
+            print("mutate: %s: not a C file of the tree" % f, file=sys.stderr)
+            return 2
+        with open(p) as fh:
+            texts[f] = fh.read()
+        ms = mutants_of(f, texts[f])
+        if ranges is not None:
+            rs = ranges.get(f, [])
+            ms = [m for m in ms if any(lo <= m.line + k <= hi for lo, hi in rs
+                                       for k in range(texts[f].count("\n", m.a, m.b) + 1))]
+        chosen[f] = sample(ms, nmax, seed, f)
+        print("%s: %d candidate mutants, %d chosen (seed %s)" % (f, len(ms), len(chosen[f]), seed), flush=True)
+    files = [f for f in files if chosen[f]]
+    if not files:
+        print("mutate: no mutants to try")
+        return 0
+    if list_only:
+        for f in files:
+            for m in chosen[f]:
+                print("== %s:%d %s: %s" % (f, m.line, m.op, m.what))
+                sys.stdout.write(m.diff(texts[f]))
+        return 0
+
+    base_dir = tempfile.mkdtemp(prefix="nestc-mutate-")
+    print("private copies in %s" % base_dir, flush=True)
+    fallback = any(f not in COVER for f in files)
+    workers = [Worker(w, base_dir, fallback) for w in range(jobs)]
+    lock = threading.Lock()
+    results = {f: [] for f in files}
+    timeouts = {}
+    t_start = time.time()
+    try:
+        # one copy, built; the others copied from it
+        make_copy(workers[0].dir)
+        ok, log = workers[0].build()
+        if not ok:
+            print("mutate: the unmutated copy does not build:\n" + log[-3000:])
+            return 2
+        for w in workers[1:]:
+            shutil.copytree(workers[0].dir, w.dir, symlinks=True, copy_function=shutil.copy2)
+        # the baseline: every covering command once, unmutated
+        cmds = {}
+        for f in files:
+            for name, argv in covering(f):
+                cmds.setdefault(name, argv)
+        good = {}
+        for name, argv in cmds.items():
+            status, out, dt = workers[0].run(argv, 3600)
+            if status == 0:
+                good[name] = dt
+                timeouts[name] = 3 * dt + 30
+                print("baseline: %-40s ok in %5.1f s (timeout %.0f s)" % (name, dt, timeouts[name]), flush=True)
+            else:
+                print("baseline: %-40s FAILS unmutated (dropped): %s" % (name, first_failure(out)), flush=True)
+        queue = [(f, m) for f in files for m in chosen[f]]
+        total = len(queue)
+        done = [0]
+
+        def work(w):
+            cur_file = None
+            while True:
+                with lock:
+                    if not queue:
+                        break
+                    f, m = queue.pop(0)
+                path = os.path.join(w.dir, f)
+                if cur_file and cur_file != f:
+                    with open(os.path.join(w.dir, cur_file), "w") as fh:
+                        fh.write(texts[cur_file])
+                cur_file = f
+                with open(path, "w") as fh:
+                    fh.write(m.apply(texts[f]))
+                t0 = time.time()
+                ok, log = w.build(CFLAGS)
+                if not ok:
+                    res = ("nocompile", None, "")
+                else:
+                    res = ("survived", None, "")
+                    for name, argv in covering(f):
+                        if name not in good:
+                            continue
+                        status, out, dt = w.run(argv, timeouts[name])
+                        if status is None:
+                            res = ("timeout", name, "no result in %.0f s" % timeouts[name])
+                            break
+                        if status != 0:
+                            res = ("killed", name, first_failure(out))
+                            break
+                dt = time.time() - t0
+                with lock:
+                    results[f].append((m, res))
+                    done[0] += 1
+                    print("[%d/%d %4.0fs] %s:%d %-6s %-40s %s%s" % (
+                        done[0], total, dt, f, m.line, m.op, m.what[:40], res[0].upper(),
+                        (" by %s: %s" % (res[1], res[2])) if res[1] else ""), flush=True)
+            if cur_file:
+                with open(os.path.join(w.dir, cur_file), "w") as fh:
+                    fh.write(texts[cur_file])
+
+        # kill -USR1: finish the mutants under test, then report
+        signal.signal(signal.SIGUSR1, lambda *_: queue.clear())
+        threads = [threading.Thread(target=work, args=(w,)) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        if keep:
+            print("kept %s" % base_dir)
+        else:
+            shutil.rmtree(base_dir, ignore_errors=True)
+
+    # ---- the report
+    print()
+    print("mutation testing: %d files, seed %s, %.0f s" % (len(files), seed, time.time() - t_start))
+    print("%-24s %6s %10s %7s %9s %9s %7s" % ("file", "tried", "no-compile", "killed", "timed-out", "survived",
+                                              "kill%"))
+    tk = tc = 0
+    for f in files:
+        rs = [r for _, r in results[f]]
+        nc = sum(r[0] == "nocompile" for r in rs)
+        k = sum(r[0] == "killed" for r in rs)
+        to = sum(r[0] == "timeout" for r in rs)
+        sv = sum(r[0] == "survived" for r in rs)
+        comp = len(rs) - nc
+        tk += k + to
+        tc += comp
+        pct = "%.1f" % (100.0 * (k + to) / comp) if comp else "-"
+        print("%-24s %6d %10d %7d %9d %9d %7s" % (f, len(rs), nc, k, to, sv, pct))
+    pct_all = 100.0 * tk / tc if tc else 100.0
+    print("total: %d of %d compiling mutants killed (%.1f%%; timed out counted as killed)" % (tk, tc, pct_all))
+    for f in files:
+        sv = [m for m, r in results[f] if r[0] == "survived"]
+        to = [(m, r) for m, r in results[f] if r[0] == "timeout"]
+        for m, r in to:
+            print("\ntimed out (counted killed): %s:%d %s (%s): %s" % (f, m.line, m.op, m.what, r[2]))
+        if sv:
+            print("\n== survivors in %s: %d" % (f, len(sv)))
+            for m in sorted(sv, key=lambda m: m.line):
+                print("\n-- %s:%d %s: %s" % (f, m.line, m.op, m.what))
+                sys.stdout.write(m.diff(texts[f]))
+    if fail_under is not None and pct_all < fail_under:
+        print("\nmutate: %.1f%% killed, under --fail-under %g" % (pct_all, fail_under))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
