@@ -5,6 +5,7 @@
  * status 1 on a failure. Every failing call must leave its output as it was. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bounds.h"
@@ -134,6 +135,76 @@ int main(void)
 	rc = bounds_put(m, s, 8, 0, 1, 4, x, out);
 	check(rc == 0, "state.put_past_gap", bounds_error(m));
 	fails(m, bounds_get(m, s, 9, 4, zero, out), out, 0, "on axis 0 before it was written there", "state.read_over_gap_refused");
+
+	/* a write that contains the box replaces it; one inside leaves it; one
+	 * below it on one axis grows it downwards; one that overlaps it on one
+	 * axis grows it */
+	bounds_seq *t = bounds_seq_new(m, &err);
+	rc = bounds_put(m, t, 4, 0, 4, 4, x, out) | bounds_put(m, t, 2, 0, 2, 4, x, out);
+	fill(out, 256, 777.0f);
+	fails(m, bounds_get(m, t, 8, 4, zero, out), out, 32, "at 0:8 on axis 0 before it was written there (written: 2:8)",
+	      "state.box_grows_downwards");
+	rc |= bounds_put(m, t, 0, 0, 8, 8, x, out) | bounds_put(m, t, 2, 3, 2, 2, x, out);
+	rc |= bounds_get(m, t, 8, 8, zero, out);
+	check(rc == 0 && out[8 * 7 + 7] == 63.0f && out[8 * 2 + 3] == 0.0f, "state.box_contained_and_inside", bounds_error(m));
+	bounds_seq_reset(t);
+	rc = bounds_put(m, t, 0, 0, 4, 4, x, out) | bounds_put(m, t, 2, 0, 4, 4, x, out) | bounds_get(m, t, 6, 4, zero, out);
+	check(rc == 0 && out[4 * 5 + 3] == 15.0f, "state.box_overlap_grows", bounds_error(m));
+	fails(m, bounds_get(m, t, 7, 4, zero, out), out, 0, "(written: 0:6)", "state.box_overlap_grown_to_6");
+	/* a write of no rows writes nothing: still unwritten */
+	bounds_seq_reset(t);
+	rc = bounds_putr(m, t, 3, 0, x, out);
+	check(rc == 0, "state.empty_write_runs", bounds_error(m));
+	fails(m, bounds_get(m, t, 1, 1, zero, out), out, 0, "reads state s before it was written (a new or reset sequence)",
+	      "state.empty_write_writes_nothing");
+	bounds_seq_free(t);
+
+	/* a state of 2 MiB or more: mapped, zero, written and read, reset */
+	{
+		float *row = malloc(sizeof(float) * 4 * 1024), *got = malloc(sizeof(float) * 640 * 1024);
+		for (int i = 0; i < 4 * 1024; i++)
+			row[i] = (float)(i % 977) - 3.0f;
+		bounds_seq *b = bounds_seq_new(m, &err);
+		check(b != NULL, "big_state.seq_new", b ? "" : err.message);
+		rc = b ? bounds_putbig(m, b, 0, row, out) | bounds_putbig(m, b, 4, row, out) | bounds_getbig(m, b, 8, got) : -1;
+		check(rc == 0 && got[0] == -3.0f && got[4 * 1024 + 5] == 2.0f && got[8 * 1024 - 1] == row[4 * 1024 - 1],
+		      "big_state.write_read", bounds_error(m));
+		fails(m, b ? bounds_getbig(m, b, 9, got) : -1, out, 0, "reads state big at 0:9 on axis 0", "big_state.read_past");
+		if (b)
+			bounds_seq_reset(b);
+		fails(m, b ? bounds_getbig(m, b, 1, got) : -1, out, 0, "reads state big before it was written",
+		      "big_state.reset_unwritten");
+		rc = b ? bounds_putbig(m, b, 636, row, out) : -1;
+		rc |= b ? bounds_putbig(m, b, 632, row, out) : -1;
+		check(rc == 0, "big_state.write_last_rows", bounds_error(m));
+		bounds_seq_free(b);
+		free(row);
+		free(got);
+	}
+
+	/* the sequence API's own errors */
+	{
+		int64_t bytes[2] = {64, -1};
+		nestrt_seq *q = nestrt_seq_new(NULL, bytes, 1, &err);
+		check(!q && strstr(err.message, "nestrt_seq_new: no model (NULL)"), "seq_api.no_model", q ? "made" : err.message);
+		q = nestrt_seq_new((nestrt_model *)m, NULL, 2, &err);
+		check(!q && strstr(err.message, "bad state table"), "seq_api.no_table", q ? "made" : err.message);
+		q = nestrt_seq_new((nestrt_model *)m, bytes, -1, &err);
+		check(!q && strstr(err.message, "bad state table"), "seq_api.negative_count", q ? "made" : err.message);
+		q = nestrt_seq_new((nestrt_model *)m, bytes, 2, &err);
+		check(!q && strstr(err.message, "out of memory"), "seq_api.negative_bytes", q ? "made" : err.message);
+		int64_t huge[1] = {INT64_MAX};
+		q = nestrt_seq_new((nestrt_model *)m, huge, 1, &err);
+		check(!q && strstr(err.message, "out of memory"), "seq_api.huge_bytes", q ? "made" : err.message);
+		nestrt_seq_reset(NULL);
+		nestrt_seq_free(NULL);
+		check(1, "seq_api.reset_and_free_of_null", "");
+		fill(out, 16, 777.0f);
+		fails(m, bounds_strict(m, 2, NULL, out), out, 16, "bounds_strict: argument 1 is NULL", "call.null_argument");
+		fails(m, bounds_get(m, NULL, 2, 2, zero, out), out, 16, "bounds_get: no sequence (NULL)", "call.no_sequence");
+		check(bounds_strict(NULL, 2, x, out) == -1 && strstr(nestrt_model_error(NULL), "no model (NULL)"),
+		      "call.no_model", nestrt_model_error(NULL));
+	}
 
 	/* within one call, the same */
 	fill(out, 32, 777.0f);
