@@ -1543,6 +1543,101 @@ static void test_packed(void)
 	CHECK(nestrt_packed(NULL, one, 2, 2, 2, 0) == NULL, "NULL context: NULL");
 }
 
+/* Panels of transposed f32 and f64 matrices whose panels are whole (the
+ * SSE2 path moves 4x4 and 2x2 blocks) and partial, and the Winograd
+ * transforms G g G^T of 3x3 kernels (F(4x4, 3x3) and F(2x2, 3x3), Lavin's
+ * G), every element against the layout nestrt.h gives. Params: e f64[5, 6]
+ * as Bt (k 6, n 5, wide 4), f f32[9, 8] as Bt (k 8, n 9, wide 8), g
+ * f32[2, 3, 3, 3] as WINO (k 108, n 2, wide 4) and WINO2 (k 48). */
+static const int64_t panels_plan[] = {4,
+	1, -1, 6, 5, 4, NESTRT_PACK_TRANS | NESTRT_PACK_F64,
+	1, -2, 8, 9, 8, NESTRT_PACK_TRANS,
+	1, -3, 108, 2, 4, NESTRT_PACK_WINO,
+	1, -3, 48, 2, 4, NESTRT_PACK_WINO2};
+static const nestrt_param panels_params[3] = {
+	{"e", NESTRT_F64, 2, {5, 6}},
+	{"f", NESTRT_F32, 2, {9, 8}},
+	{"g", NESTRT_F32, 4, {2, 3, 3, 3}},
+};
+static const nestrt_model_desc panels_desc = {"panels", panels_params, 3, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan};
+
+static void test_packed_panels(void)
+{
+	static char image[1024];
+	const char *hdr = "{\"e\":{\"dtype\":\"F64\",\"shape\":[5,6],\"data_offsets\":[0,240]},"
+	                  "\"f\":{\"dtype\":\"F32\",\"shape\":[9,8],\"data_offsets\":[256,544]},"
+	                  "\"g\":{\"dtype\":\"F32\",\"shape\":[2,3,3,3],\"data_offsets\":[576,792]}}";
+	size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+	uint64_t n = hl + pad;
+	memcpy(image, &n, 8);
+	memcpy(image + 8, hdr, hl);
+	memset(image + 8 + hl, ' ', pad);
+	double e[30];
+	float f[72], g[54];
+	for (int i = 0; i < 30; i++)
+		e[i] = 0.25 * i - 3;
+	for (int i = 0; i < 72; i++)
+		f[i] = (float)(i * 7 % 31) - 9.5f;
+	for (int i = 0; i < 54; i++)
+		g[i] = (float)((i * 13) % 17) * 0.125f - 1.0f;
+	char *data = image + 8 + n;
+	memcpy(data, e, sizeof e);
+	memcpy(data + 256, f, sizeof f);
+	memcpy(data + 576, g, sizeof g);
+	nestrt_error err = {{0}};
+	nestrt_weights *w = nestrt_weights_from_memory(image, 8 + n + 792, "panels", &err);
+	nestrt_model *m = w ? nestrt_model_new(&panels_desc, w, &err) : NULL;
+	if (!CHECK(m != NULL, "panels model: %s", err.message)) {
+		nestrt_weights_close(w);
+		return;
+	}
+	nestrt_ctx *ctx = nestrt_model_ctx(m);
+	/* Bt[n, k] packed: element (i, c) of panel p is Bt[p * wide + c][i], 0 past n */
+	const double *pe = nestrt_packed(ctx, ctx->params[0], 6, 5, 4, NESTRT_PACK_TRANS | NESTRT_PACK_F64);
+	int bad = !pe;
+	for (int p = 0; pe && p < 2; p++)
+		for (int i = 0; i < 6; i++)
+			for (int c = 0; c < 4; c++) {
+				int row = p * 4 + c;
+				bad += pe[(p * 6 + i) * 4 + c] != (row < 5 ? e[row * 6 + i] : 0.0);
+			}
+	CHECK(!bad, "f64 Bt[5, 6] in panels of 4: %d elements wrong", bad);
+	const float *pf = nestrt_packed(ctx, ctx->params[1], 8, 9, 8, NESTRT_PACK_TRANS);
+	bad = !pf;
+	for (int p = 0; pf && p < 2; p++)
+		for (int i = 0; i < 8; i++)
+			for (int c = 0; c < 8; c++) {
+				int row = p * 8 + c;
+				bad += pf[(p * 8 + i) * 8 + c] != (row < 9 ? f[row * 8 + i] : 0.0f);
+			}
+	CHECK(!bad, "f32 Bt[9, 8] in panels of 8: %d elements wrong", bad);
+	static const double G6[6][3] = {{1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+	                                {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+	static const double G4[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+	for (int al = 4; al <= 6; al += 2) {
+		const double(*G)[3] = al == 6 ? G6 : G4;
+		int k = al * al * 3;
+		const float *pw = nestrt_packed(ctx, ctx->params[2], k, 2, 4, al == 6 ? NESTRT_PACK_WINO : NESTRT_PACK_WINO2);
+		bad = !pw;
+		double worst = 0;
+		for (int o = 0; pw && o < 4; o++)
+			for (int i = 0; i < 3; i++)
+				for (int a = 0; a < al; a++)
+					for (int b = 0; b < al; b++) {
+						double u = 0; /* (G g G^T)[a][b] */
+						for (int r = 0; o < 2 && r < 3; r++)
+							for (int q = 0; q < 3; q++)
+								u += G[a][r] * g[((o * 3 + i) * 3 + r) * 3 + q] * G[b][q];
+						double d = fabs(pw[((a * al + b) * 3 + i) * 4 + o] - u);
+						worst = d > worst ? d : worst;
+					}
+		CHECK(pw && worst <= 1e-6, "Winograd F(%dx%d, 3x3) transforms of g in a panel of 4: max |error| %g", al - 2,
+		      al - 2, worst);
+	}
+	nestrt_model_free(m);
+	nestrt_weights_close(w);
+}
+
 /* A weight only read packed loses its unpacked pages (a big one: whole
  * pages), and gets them back when something reads it unpacked. */
 static void test_packed_release(void)
@@ -1657,6 +1752,7 @@ int main(int argc, char **argv)
 	test_npy_numpy();
 	test_npy_write_errors();
 	test_packed();
+	test_packed_panels();
 	test_packed_release();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
