@@ -100,7 +100,9 @@ static void where_names(LowerCtx *x, Expr *e, Entry *en, int *bad)
 		en->dim_names[en->ndims++] = e->name;
 		return;
 	}
-	where_names(x, e->a, en, bad);
+	/* a called function's name is no dim (eval says what is wrong with the call) */
+	if (e->kind != E_CALL || e->a->kind != E_NAME)
+		where_names(x, e->a, en, bad);
 	where_names(x, e->b, en, bad);
 	for (int i = 0; i < e->nargs; i++)
 		where_names(x, e->args[i], en, bad);

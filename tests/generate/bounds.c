@@ -79,6 +79,7 @@ int main(void)
 	      "lower.header_min_max", "");
 	fill(out, 16, 777.0f);
 	fails(m, bounds_lower(m, 0, 3, x, out), out, 16, "T = 3: 4 <= T does not hold", "lower.T3_refused");
+	fails(m, bounds_lower(m, 0, 17, x, out), out, 16, "T = 17: T <= 16 does not hold", "lower.T17_refused");
 	rc = bounds_lower(m, 4, 4, x, out);
 	check(rc == 0 && out[3] == 4.0f, "lower.T4_runs", bounds_error(m));
 	check(BOUNDS_NEG_T_MIN == 0 && BOUNDS_NEG_T_MAX == 12 && BOUNDS_NOLO_T_MIN == 0 && BOUNDS_NOLO_T_MAX == 12,
