@@ -78,7 +78,8 @@ typedef struct nestrt__tensor {
 	size_t room;                  /* bytes at data that are ours (read from a file): room to pack in place */
 	int loaded;                   /* read from the file already (weights.pending) */
 	int inplace;                  /* data holds its packed copy; copy, when made, the unpacked form */
-	const nestrt__stdtype *stored; /* F16 or BF16 in the file, widened to F32 at open; else NULL */
+	const nestrt__stdtype *stored; /* the file's type when converted to F32 at open (F16, BF16; GGUF's
+	                                  F16, BF16 and block types, where it is a nestrt__qtype); else NULL */
 	void *owned;                  /* the widened copy of a mapped or embedded tensor */
 } nestrt__tensor;
 
@@ -109,6 +110,7 @@ struct nestrt_weights {
 	void *packmem;                /* embedded matrices packed by nestc, copied into huge pages */
 	size_t packmemsize;
 	const void *shared;           /* the embedded image these weights are of (the registry's key) */
+	struct nestrt__gguf *gguf;    /* a GGUF file's metadata (gguf.c), else NULL */
 };
 
 /* weights.c (wpack.c and the compiler's adapters use these) */
@@ -142,6 +144,40 @@ NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_para
  * straight from the file where they may be): this reads whatever is not
  * read yet and closes the file. 0, or -1 with err set. */
 NESTRT_HIDDEN int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err);
+
+/* gguf.c (below weights.c): the GGUF reader and its tensor types. */
+/* A GGUF tensor type as ggml defines it. A type nestc holds as it is (f32,
+ * i32, i64, f64; i8 and i16 unbound) has no converter and st is the
+ * tensor's; the others are converted to f32 at open and st is the name
+ * their tensors report. convert turns n elements (whole blocks) at src
+ * into floats at dst, ggml's dequantize_row_* value for value; src and dst
+ * do not overlap. */
+typedef struct nestrt__qtype {
+	nestrt__stdtype st;           /* ggml's name ("q4_0", "q4_K"); size: bytes per element, 0 for blocks */
+	uint32_t ggml;                /* GGML_TYPE_* */
+	int block;                    /* elements per block: 1, 32 or 256 */
+	int bytes;                    /* bytes per block */
+	void (*convert)(const unsigned char *src, float *dst, int64_t n);
+} nestrt__qtype;
+typedef struct nestrt__gguf nestrt__gguf;
+/* The type of ggml's number, or NULL when the reader has none. */
+NESTRT_HIDDEN const nestrt__qtype *nestrt__qtype_of(uint32_t ggml_type);
+/* An IEEE half's bits as a float (exactly). */
+NESTRT_HIDDEN float nestrt__f16_to_f32(uint16_t h);
+/* The first bytes of a file are GGUF's magic. */
+NESTRT_HIDDEN int nestrt__gguf_magic(const unsigned char *p, size_t n);
+/* Validate a GGUF file's header, read from fd (image NULL) or in image
+ * (size bytes): fills w->t and w->n (sorted by name; begin and end in the
+ * data section, end - begin the bytes held, f32 for converted tensors),
+ * w->gguf and w->data_off; t->data points into an image. 0, or -1 with err
+ * set and w unchanged. */
+NESTRT_HIDDEN int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, size_t size,
+                                     nestrt_error *err);
+/* Convert every tensor with a stored type to f32: read from fd into the
+ * places t->data gives, or from image into copies of their own (owned).
+ * Marks them loaded. 0, or -1 with err set. */
+NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, nestrt_error *err);
+NESTRT_HIDDEN void nestrt__gguf_free(nestrt__gguf *g);
 
 /* wpack.c (above weights.c; pack.c and model.c use these) */
 /* A request for a packed copy (pack.c gathers them from the plans). */

@@ -34,7 +34,7 @@ typedef struct nestrt_error { char message[512]; } nestrt_error;   /* NUL-termin
 
 typedef struct nestrt_weights nestrt_weights;
 
-/* Read a .safetensors file into owned memory (NESTRT_MMAP=1: map it; the file
+/* Read a .safetensors or a GGUF file (below) into owned memory (NESTRT_MMAP=1: map it; the file
  * must then stay unchanged) and validate all of it before anything points into
  * it; a path that is not a regular file (a FIFO) is refused without blocking: the 8-byte little-endian header length, the header
  * (strict JSON: UTF-8, no duplicate keys, nesting at most 64 deep, only spaces
@@ -44,8 +44,19 @@ typedef struct nestrt_weights nestrt_weights;
  * An empty (0-byte) file, a file whose header is "{}", and path == NULL all
  * give empty weights: for models without params. NULL on error. */
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err);
+/* A file that starts with "GGUF" is llama.cpp's format, versions 2 and 3:
+ * the header (counts, keys, strings, arrays, general.alignment, each
+ * tensor's name, dims, type and offset) is checked as strictly, with the
+ * item and the reason in the message ("m.gguf: tensor 3 'blk.0.attn_q.weight':
+ * offset 128 + 4096 bytes passes the end of the data (2000 bytes)"). A
+ * tensor with ne = [K, N] (ne[0] varying fastest) is the row-major [N, K].
+ * Types F32, I32, I64 and F64 are held as they are (I8, I16 listed with
+ * dtype -1); F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K
+ * are converted to F32 as ggml dequantizes them, value for value, when the
+ * file is opened (mapped: into memory of their own); a block type's ne[0]
+ * must be a multiple of its block (32, or 256 for the K types). */
 void nestrt_weights_close(nestrt_weights *w);   /* NULL is fine; data from bind dies here */
-/* The same checks on a safetensors image in memory (weights embedded by
+/* The same checks on a safetensors or GGUF image in memory (weights embedded by
  * `nestc build --embed-weights`); the image must outlive the weights. */
 nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err);
 
@@ -70,15 +81,46 @@ typedef struct nestrt_param { const char *name; int dtype; int rank; int64_t sha
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data, nestrt_error *err);
 
 /* Added: inspection. Tensors are in name order (strcmp). info->dtype is -1 for
- * a dtype nestc has no tensors of (U8, I16...); F16 and BF16 tensors are
- * widened to F32 at open and described (data, nbytes) as such. *file_dtype
- * (if not NULL) gets the file's spelling ("F32", "BF16"). data is the raw,
+ * a dtype nestc has no tensors of (U8, I16...); F16 and BF16 tensors (and
+ * GGUF's block types) are converted to F32 at open and described (data,
+ * nbytes) as such. *file_dtype (if not NULL) gets the file's spelling ("F32",
+ * "BF16"; GGUF's as ggml names them: "f32", "q4_0", "q6_K"). data is the raw,
  * possibly unaligned, pointer into the mapping. Returns -1 if i is out of
  * range. */
 int nestrt_weights_count(const nestrt_weights *w);
 int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, const char **file_dtype,
                         const void **data, size_t *nbytes);
 const char *nestrt_weights_path(const nestrt_weights *w);
+
+/* GGUF metadata (a .safetensors file has none). Value types, as GGUF
+ * numbers them: */
+enum {
+	NESTRT_META_U8 = 0, NESTRT_META_I8 = 1, NESTRT_META_U16 = 2, NESTRT_META_I16 = 3, NESTRT_META_U32 = 4,
+	NESTRT_META_I32 = 5, NESTRT_META_F32 = 6, NESTRT_META_BOOL = 7, NESTRT_META_STRING = 8,
+	NESTRT_META_ARRAY = 9, NESTRT_META_U64 = 10, NESTRT_META_I64 = 11, NESTRT_META_F64 = 12
+};
+/* The number of keys, and key i in the file's order (NULL out of range). */
+int nestrt_weights_meta_count(const nestrt_weights *w);
+const char *nestrt_weights_meta_key(const nestrt_weights *w, int i);
+/* The type of key's value, or -1 when there is no such key. For an array,
+ * *elem_type (if not NULL) gets its elements' type and *count their number;
+ * otherwise -1 and 1. */
+int nestrt_weights_meta_type(const nestrt_weights *w, const char *key, int *elem_type, uint64_t *count);
+/* "u8" ... "f64", "string", "array"; NULL for another number. */
+const char *nestrt_meta_type_name(int type);
+/* A value: key's own (i = 0), or element i of its array. _int takes every
+ * integer type and bool (0 or 1); a u64 above INT64_MAX is an error. _float
+ * takes f32 and f64 (as their values), and the integer types (converted).
+ * _string gives the bytes in the file and their length: not NUL-terminated
+ * (they may hold NULs), valid while w is open. 0, or -1 with a message like
+ *     "m.gguf: metadata 'llama.block_count' is of type string, not an integer"
+ *     "m.gguf: no metadata 'llama.rope.freq_base'"
+ * An array's elements are read one at a time; those of an array of arrays
+ * are not reachable (its type and count are). */
+int nestrt_weights_meta_int(const nestrt_weights *w, const char *key, uint64_t i, int64_t *v, nestrt_error *err);
+int nestrt_weights_meta_float(const nestrt_weights *w, const char *key, uint64_t i, double *v, nestrt_error *err);
+int nestrt_weights_meta_string(const nestrt_weights *w, const char *key, uint64_t i, const char **s, size_t *len,
+                               nestrt_error *err);
 
 /* ------------------------------------------------------------ dispatch */
 

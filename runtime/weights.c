@@ -17,6 +17,9 @@
  * F16 and BF16 tensors are widened to F32 when the file is opened (every
  * such number is a float): f32 parameters bind checkpoints saved in half
  * precision, exactly, at twice the memory of their bytes in the file.
+ * A file that starts with "GGUF" is llama.cpp's format: gguf.c validates it
+ * and converts its tensors, and this file lays them out, reads, maps and
+ * binds them as a safetensors file's.
  * The packed copies, and the sharing of embedded weights, are wpack.c's. */
 #include "json.h"
 
@@ -371,28 +374,6 @@ static void free_tensors(Tensor *t, size_t n)
 
 /* ------------------------------------------------------------ half precision */
 
-static float f16_value(uint16_t h)
-{
-	uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, m = h & 1023u, u;
-	if (e == 31)
-		u = s | 0x7f800000u | m << 13; /* inf, or NaN with its payload */
-	else if (e)
-		u = s | (e + 112) << 23 | m << 13;
-	else if (m) {
-		/* subnormal, m * 2^-24: normalised, one exponent step per shift */
-		e = 113;
-		while (!(m & 1024)) {
-			m <<= 1;
-			e--;
-		}
-		u = s | e << 23 | (m & 1023u) << 13;
-	} else
-		u = s;
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
 /* n 16-bit numbers at src (little-endian, any alignment) as floats at dst.
  * dst may begin where src does, or before: element i is read before any
  * element at or after it is written. */
@@ -404,7 +385,7 @@ static void widen16(float *dst, const unsigned char *src, size_t n, int bf16)
 			uint32_t u = (uint32_t)h << 16;
 			memcpy(&dst[i], &u, sizeof u);
 		} else {
-			dst[i] = f16_value(h);
+			dst[i] = nestrt__f16_to_f32(h);
 		}
 	}
 }
@@ -706,28 +687,35 @@ static int header_len(const unsigned char *h8, size_t size, const char *path, ui
  * in memory (nor page faults for one). The tensors are read later
  * (nestrt__weights_settle), when the first instance says which it wants
  * packed. */
-static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *path, nestrt_error *err)
+static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *path, int gguf, nestrt_error *err)
 {
-	unsigned char h8[8];
-	int e = nestrt__pread_all(fd, h8, 8, 0);
-	if (e)
-		return nestrt__read_error(err, path, e, "while");
-	uint64_t hlen;
-	if (header_len(h8, size, path, &hlen, err) < 0)
-		return -1;
-	unsigned char *hb = malloc((size_t)hlen + 8);
-	if (!hb)
-		return nestrt__seterr(err, "%s: out of memory reading the header", path);
-	memcpy(hb, h8, 8);
-	e = nestrt__pread_all(fd, hb + 8, (size_t)hlen, 8);
-	if (e) {
+	int e;
+	if (gguf) {
+		if (nestrt__gguf_parse(w, fd, NULL, size, err) < 0)
+			return -1;
+	} else {
+		unsigned char h8[8];
+		e = nestrt__pread_all(fd, h8, 8, 0);
+		if (e)
+			return nestrt__read_error(err, path, e, "while");
+		uint64_t hlen;
+		if (header_len(h8, size, path, &hlen, err) < 0)
+			return -1;
+		unsigned char *hb = malloc((size_t)hlen + 8);
+		if (!hb)
+			return nestrt__seterr(err, "%s: out of memory reading the header", path);
+		memcpy(hb, h8, 8);
+		e = nestrt__pread_all(fd, hb + 8, (size_t)hlen, 8);
+		if (e) {
+			free(hb);
+			return nestrt__read_error(err, path, e, "while");
+		}
+		int rc = parse_header(w, hb, hlen, size - 8 - hlen, err);
 		free(hb);
-		return nestrt__read_error(err, path, e, "while");
+		if (rc < 0)
+			return -1;
+		w->data_off = 8 + hlen;
 	}
-	int rc = parse_header(w, hb, hlen, size - 8 - hlen, err);
-	free(hb);
-	if (rc < 0)
-		return -1;
 	/* where each tensor goes */
 	size_t total = 0;
 	for (size_t i = 0; i < w->n; i++) {
@@ -758,21 +746,23 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 		at = (at + t->room + 63) / 64 * 64;
 	}
 	/* the widened tensors now: their 16-bit bytes read into the second half
-	 * of their place, then widened from the front */
-	for (size_t i = 0; i < w->n; i++) {
+	 * of their place, then widened from the front (GGUF's: converted from
+	 * the file into their place) */
+	if (w->gguf && nestrt__gguf_convert(w, fd, NULL, err) < 0)
+		return -1;
+	for (size_t i = 0; i < w->n && !w->gguf; i++) {
 		Tensor *t = &w->t[i];
 		size_t nb = (size_t)(t->end - t->begin);
 		if (!t->stored || nb == 0)
 			continue;
 		unsigned char *d = (unsigned char *)t->data;
-		e = nestrt__pread_all(fd, d + nb / 2, nb / 2, 8 + hlen + t->begin);
+		e = nestrt__pread_all(fd, d + nb / 2, nb / 2, w->data_off + t->begin);
 		if (e)
 			return nestrt__read_error(err, path, e, "while");
 		widen16((float *)d, d + nb / 2, nb / 4, !strcmp(t->stored->name, "BF16"));
 		t->loaded = 1;
 	}
 	w->fd = fd;
-	w->data_off = 8 + hlen;
 	w->pending = 1;
 	return 0;
 }
@@ -868,7 +858,9 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 		close(fd);
 		return w;
 	}
-	if (st.st_size < 8) {
+	unsigned char magic[4];
+	int gguf = st.st_size >= 4 && nestrt__pread_all(fd, magic, 4, 0) == 0 && nestrt__gguf_magic(magic, 4);
+	if (st.st_size < 8 && !gguf) {
 		nestrt__seterr(err, "%s: file is too short (%lld bytes) for a safetensors header", path,
 		               (long long)st.st_size);
 		close(fd);
@@ -883,7 +875,7 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 	const char *mm = getenv("NESTRT_MMAP");
 	w->mapped = mm && strcmp(mm, "1") == 0;
 	if (!w->mapped) {
-		int rc = layout_tensors(w, fd, size, path, err);
+		int rc = layout_tensors(w, fd, size, path, gguf, err);
 		if (!w->pending)
 			close(fd); /* else kept until the tensors are read */
 		if (rc < 0)
@@ -908,6 +900,8 @@ fail:
 static int load_image(nestrt_weights *w, const void *image, size_t size, const char *path, nestrt_error *err)
 {
 	const unsigned char *base = image;
+	if (nestrt__gguf_magic(base, size))
+		return nestrt__gguf_parse(w, -1, base, size, err) < 0 ? -1 : nestrt__gguf_convert(w, -1, base, err);
 	if (size < 8)
 		return nestrt__seterr(err, "%s: file is too short (%zu bytes) for a safetensors header", path, size);
 	uint64_t hlen;
@@ -942,6 +936,7 @@ void nestrt__weights_free(nestrt_weights *w)
 	if (w->fd >= 0)
 		close(w->fd);
 	free_tensors(w->t, w->n);
+	nestrt__gguf_free(w->gguf);
 	if (w->map)
 		munmap(w->map, w->mapsize);
 	free(w->path);

@@ -271,22 +271,17 @@ int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *n
 	/* a negative dim is always an error, said as such: "0 <= T" is checked
 	 * unless a condition of T alone already keeps it from being negative
 	 * (1 <= T does; -5 <= T does not) */
-	int nneg = 0;
+	DimCheck *nc = arena_alloc(x->a, (size_t)(en->nchecks + n) * sizeof(DimCheck));
+	memcpy(nc, en->checks, (size_t)en->nchecks * sizeof(DimCheck));
+	en->checks = nc;
 	for (int j = 0; j < n; j++)
-		nneg += !keeps_nonnegative(en, j);
-	if (nneg) {
-		DimCheck *nc = arena_alloc(x->a, (size_t)(en->nchecks + nneg + 1) * sizeof(DimCheck));
-		memcpy(nc, en->checks, (size_t)en->nchecks * sizeof(DimCheck));
-		en->checks = nc;
-		for (int j = 0; j < n; j++)
-			if (!keeps_nonnegative(en, j)) {
-				DimCheck *c = &en->checks[en->nchecks++];
-				memset(c, 0, sizeof *c);
-				c->f.coef[j] = 1;
-				c->loc = fn->where_loc;
-				c->text = arena_printf(x->a, "0 <= %s", en->dim_names[j]);
-			}
-	}
+		if (!keeps_nonnegative(en, j)) {
+			DimCheck *c = &en->checks[en->nchecks++];
+			memset(c, 0, sizeof *c);
+			c->f.coef[j] = 1;
+			c->loc = fn->where_loc;
+			c->text = arena_printf(x->a, "0 <= %s", en->dim_names[j]);
+		}
 	/* sample points: small values inside the bounds, never 0 or 1, so that no
 	 * run-time axis looks like a broadcast one; base, base + e_j, base + 1 */
 	for (int j = 0; j < n; j++) {
