@@ -121,7 +121,8 @@ FUZZ_FLAGS = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-re
 FUZZ_SECONDS = 60
 FUZZ_SMOKE_SECONDS = 30
 FUZZ_SMOKE_RUNS = 20000
-FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy build-fuzz/fuzz_onnx
+FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy build-fuzz/fuzz_onnx \
+	build-fuzz/fuzz_gguf
 fuzz: deps
 	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
 	@sh tests/fuzz/libfuzzer.sh build-fuzz $(FUZZ_SECONDS)
@@ -130,6 +131,9 @@ $(B)/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(FRONT_OBJS)
 	$(CC) $(XCFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_frontend.c $(FRONT_OBJS) $(LDLIBS)
 $(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_common.h $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_safetensors.c $(B)/weights.o \
+		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
+$(B)/fuzz_gguf: tests/fuzz/fuzz_gguf.c tests/fuzz/fuzz_common.h $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_gguf.c $(B)/weights.o \
 		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
 $(B)/fuzz_npy: tests/fuzz/fuzz_npy.c tests/fuzz/fuzz_common.h $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o \

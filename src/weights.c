@@ -1,5 +1,5 @@
-/* weights.c - the compiler's view of a .safetensors file, over the runtime's
- * reader (runtime/weights.c), the one that validates every entry and never
+/* weights.c - the compiler's view of a .safetensors or GGUF file, over the
+ * runtime's reader (runtime/weights.c, gguf.c), the one that validates every entry and never
  * reads out of bounds: compiled programs and `nestc run` accept and reject
  * exactly the same files. This file only turns the runtime's tensors into
  * WTensors and its messages ("PATH: REASON") into the reasons nestc's
@@ -184,8 +184,17 @@ int weights_prepack(const void *image, size_t len, const ParamInfo *params, int 
 		json_str(&h, info.name);
 		/* the bytes as held: F16 and BF16 were widened to F32 */
 		static const char *const held[] = {"BOOL", "I32", "I64", "F32", "F64"};
-		if (info.dtype >= 0 && info.dtype < (int)(sizeof held / sizeof held[0]))
+		char upper[16];
+		if (info.dtype >= 0 && info.dtype < (int)(sizeof held / sizeof held[0])) {
 			dt = held[info.dtype];
+		} else {
+			/* a GGUF file's i8 and i16 are safetensors' I8 and I16 */
+			size_t k = 0;
+			for (; dt[k] && k + 1 < sizeof upper; k++)
+				upper[k] = (char)(dt[k] >= 'a' && dt[k] <= 'z' ? dt[k] - 32 : dt[k]);
+			upper[k] = 0;
+			dt = upper;
+		}
 		buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dt);
 		for (int k = 0; k < info.rank; k++)
 			buf_printf(&h, "%s%lld", k ? "," : "", (long long)info.shape[k]);

@@ -342,6 +342,11 @@ def main():
 
         limits_issue14()
 
+        # GGUF weights: values of every type, compiled and interpreted, malformed files
+        sys.path.insert(0, os.path.join(ROOT, "tests", "io"))
+        import gguf_cli
+        gguf_cli.run_tests(NESTC, check)
+
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 

@@ -8,7 +8,8 @@
  * with numpy writes the malformed-file corpus (tests/io/make_corpus.py, found
  * through $NESTRT_CORPUS_SCRIPT or relative to this binary's working directory)
  * and checks .npy compatibility. The profile is checked by running this
- * binary again as a child with NESTRT_PROFILE=1. */
+ * binary again as a child with NESTRT_PROFILE=1. GGUF files and their
+ * expected values come from tests/io/gguf.py (beside the corpus script). */
 #define _POSIX_C_SOURCE 200809L
 #include "nestrt.h"
 
@@ -842,6 +843,234 @@ static void test_corpus(const char *script)
 		fprintf(stderr, "warning: could not remove %s\n", cdir);
 	free(cmd);
 	free(cdir);
+}
+
+/* ------------------------------------------------------------ GGUF */
+
+/* tests/io/gguf.py writes one tensor of every GGUF type (in v3 and v2) and
+ * the f32 values NumPy's dequantization from ggml's block definitions gives
+ * (DIR/NAME.npy): every tensor read, mapped and from memory must equal them
+ * bit for bit, report its ggml type, and bind an f32 param. */
+static nestrt_weights *open_mode(const char *path, int mode, char **image, nestrt_error *err)
+{
+	*image = NULL;
+	if (mode == 2) {
+		size_t n;
+		*image = read_file(path, &n);
+		return nestrt_weights_from_memory(*image, n, "image.gguf", err);
+	}
+	if (mode == 1)
+		setenv("NESTRT_MMAP", "1", 1);
+	nestrt_weights *w = nestrt_weights_open(path, err);
+	unsetenv("NESTRT_MMAP");
+	return w;
+}
+
+static void test_gguf_values(const char *gdir)
+{
+	static const char *const files[] = {"all.gguf", "all.v2.gguf"};
+	for (int f = 0; f < 2; f++) {
+		for (int mode = 0; mode < 3; mode++) {
+			static const char *const what[] = {"read", "mapped", "in memory"};
+			char *path = fmt("%s/%s", gdir, files[f]), *image;
+			nestrt_error err = {{0}};
+			nestrt_weights *w = open_mode(path, mode, &image, &err);
+			if (!CHECK(w != NULL, "%s (%s): %s", files[f], what[mode], err.message)) {
+				free(path);
+				free(image);
+				continue;
+			}
+			int n = nestrt_weights_count(w), checked = 0;
+			CHECK(n == 18, "%s: %d tensors", files[f], n);
+			for (int i = 0; i < n; i++) {
+				nestrt_param info;
+				const char *fd;
+				const void *raw, *bound;
+				size_t nb;
+				if (nestrt_weights_info(w, i, &info, &fd, &raw, &nb) < 0)
+					continue;
+				/* w_TYPE, w_TYPE_ref: the file's type as ggml spells it */
+				char type[16];
+				snprintf(type, sizeof type, "%s", info.name + 2);
+				char *ref = strstr(type, "_ref");
+				if (ref)
+					*ref = 0;
+				CHECK(strcmp(fd, type) == 0, "%s: %s reports type '%s'", files[f], info.name, fd);
+				if (info.dtype < 0) {
+					CHECK(strcmp(type, "i8") == 0 || strcmp(type, "i16") == 0, "%s: %s has no dtype",
+					      files[f], info.name);
+					continue;
+				}
+				char *np = fmt("%s/%s.npy", gdir, info.name);
+				int dt, rank;
+				int64_t shape[NESTRT_MAX_RANK];
+				void *want = NULL;
+				if (CHECK(nestrt_npy_read(np, &dt, &rank, shape, &want, &err) == 0, "%s", err.message)) {
+					int same = dt == info.dtype && rank == info.rank;
+					for (int k = 0; same && k < rank; k++)
+						same = shape[k] == info.shape[k];
+					same = same && nb == (size_t)nestrt_dtype_size(dt) * (nb / nestrt_dtype_size(dt)) &&
+					       memcmp(raw, want, nb) == 0;
+					CHECK(same, "%s (%s): %s differs from NumPy's dequantization", files[f], what[mode],
+					      info.name);
+					CHECK(nestrt_weights_bind(w, &info, 1, &bound, &err) == 0 && memcmp(bound, want, nb) == 0 &&
+					      (uintptr_t)bound % nestrt_dtype_size(dt) == 0,
+					      "%s (%s): bind %s: %s", files[f], what[mode], info.name, err.message);
+					checked++;
+				}
+				free(want);
+				free(np);
+			}
+			CHECK(checked == 16, "%s (%s): %d tensors checked", files[f], what[mode], checked);
+			/* a type mismatch names the file's type */
+			nestrt_param p = {"w_q6_K", NESTRT_F32, 2, {256, 3}};
+			const void *d;
+			char *want = fmt("%s: w_q6_K: expected f32[256, 3], file has q6_K[3, 256]",
+			                 mode == 2 ? "image.gguf" : path);
+			CHECK_MSG(nestrt_weights_bind(w, &p, 1, &d, &err), err, want);
+			free(want);
+			nestrt_weights_close(w);
+			free(image);
+			free(path);
+		}
+	}
+}
+
+static void test_gguf_meta(const char *gdir)
+{
+	char *path = fmt("%s/meta.gguf", gdir);
+	nestrt_error err = {{0}};
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	if (!CHECK(w != NULL, "meta.gguf: %s", err.message)) {
+		free(path);
+		return;
+	}
+	CHECK(nestrt_weights_meta_count(w) == 32, "meta count %d", nestrt_weights_meta_count(w));
+	CHECK(strcmp(nestrt_weights_meta_key(w, 0), "general.architecture") == 0 &&
+	      strcmp(nestrt_weights_meta_key(w, 31), "general.alignment") == 0 && !nestrt_weights_meta_key(w, 32) &&
+	      !nestrt_weights_meta_key(w, -1), "meta keys in file order");
+	static const struct {
+		const char *key;
+		int type;
+		int64_t v;
+	} ints[] = {
+		{"t.u8", NESTRT_META_U8, 200}, {"t.i8", NESTRT_META_I8, -100}, {"t.u16", NESTRT_META_U16, 60000},
+		{"t.i16", NESTRT_META_I16, -30000}, {"t.u32", NESTRT_META_U32, 4000000000}, {"t.i32", NESTRT_META_I32, -2000000000},
+		{"t.bool", NESTRT_META_BOOL, 1}, {"t.i64", NESTRT_META_I64, -(INT64_C(1) << 62)},
+		{"llama.block_count", NESTRT_META_U32, 2}, {"general.alignment", NESTRT_META_U32, 64},
+	};
+	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+		int64_t v = 0;
+		int et = 0;
+		uint64_t count = 0;
+		CHECK(nestrt_weights_meta_type(w, ints[i].key, &et, &count) == ints[i].type && et == -1 && count == 1 &&
+		      nestrt_weights_meta_int(w, ints[i].key, 0, &v, &err) == 0 && v == ints[i].v,
+		      "meta %s: %lld (%s)", ints[i].key, (long long)v, err.message);
+	}
+	double x = 0;
+	CHECK(nestrt_weights_meta_float(w, "t.f32", 0, &x, &err) == 0 && x == (double)0.1f, "t.f32 %g", x);
+	CHECK(nestrt_weights_meta_float(w, "t.f64", 0, &x, &err) == 0 && x == 1e300, "t.f64 %g", x);
+	CHECK(nestrt_weights_meta_float(w, "t.u64", 0, &x, &err) == 0 && x == 18446744073709551615.0, "t.u64 %g", x);
+	CHECK(nestrt_weights_meta_float(w, "llama.rope.freq_base", 0, &x, &err) == 0 && x == 10000, "freq_base");
+	CHECK(nestrt_weights_meta_float(w, "t.i16", 0, &x, &err) == 0 && x == -30000, "t.i16 as float");
+	int64_t v;
+	char *m = fmt("%s: metadata 't.u64': u64 18446744073709551615 does not fit in an int64", path);
+	CHECK_MSG(nestrt_weights_meta_int(w, "t.u64", 0, &v, &err), err, m);
+	free(m);
+	const char *s;
+	size_t len;
+	CHECK(nestrt_weights_meta_string(w, "general.name", 0, &s, &len, &err) == 0 && len == 14 &&
+	      memcmp(s, "tiny \xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80", 14) == 0, "general.name");
+	CHECK(nestrt_weights_meta_string(w, "t.nul", 0, &s, &len, &err) == 0 && len == 3 && memcmp(s, "a\0b", 3) == 0,
+	      "t.nul");
+	CHECK(nestrt_weights_meta_string(w, "t.empty", 0, &s, &len, &err) == 0 && len == 0, "t.empty");
+	/* arrays */
+	int et;
+	uint64_t count;
+	CHECK(nestrt_weights_meta_type(w, "tokenizer.ggml.tokens", &et, &count) == NESTRT_META_ARRAY &&
+	      et == NESTRT_META_STRING && count == 5, "tokens type");
+	CHECK(nestrt_weights_meta_string(w, "tokenizer.ggml.tokens", 1, &s, &len, &err) == 0 && len == 6 &&
+	      memcmp(s, "\xe2\x96\x81the", 6) == 0, "tokens[1]");
+	CHECK(nestrt_weights_meta_string(w, "tokenizer.ggml.tokens", 2, &s, &len, &err) == 0 && len == 0, "tokens[2]");
+	CHECK(nestrt_weights_meta_string(w, "tokenizer.ggml.tokens", 4, &s, &len, &err) == 0 && len == 6 &&
+	      memcmp(s, "<0x0A>", 6) == 0, "tokens[4]");
+	CHECK(nestrt_weights_meta_float(w, "tokenizer.ggml.scores", 2, &x, &err) == 0 && x == -2.25, "scores[2]");
+	CHECK(nestrt_weights_meta_int(w, "tokenizer.ggml.token_type", 4, &v, &err) == 0 && v == 6, "token_type[4]");
+	static const struct {
+		const char *key;
+		int et;
+		uint64_t i;
+		int64_t v;
+	} elems[] = {{"t.a.u8", NESTRT_META_U8, 1, 255}, {"t.a.i8", NESTRT_META_I8, 0, -128},
+	             {"t.a.u16", NESTRT_META_U16, 0, 65535}, {"t.a.i16", NESTRT_META_I16, 0, -32768},
+	             {"t.a.u32", NESTRT_META_U32, 2, 3}, {"t.a.bool", NESTRT_META_BOOL, 1, 0},
+	             {"t.a.i64", NESTRT_META_I64, 1, INT64_MAX}};
+	for (size_t i = 0; i < sizeof elems / sizeof elems[0]; i++)
+		CHECK(nestrt_weights_meta_type(w, elems[i].key, &et, NULL) == NESTRT_META_ARRAY && et == elems[i].et &&
+		      nestrt_weights_meta_int(w, elems[i].key, elems[i].i, &v, &err) == 0 && v == elems[i].v,
+		      "%s[%llu]: %lld", elems[i].key, (unsigned long long)elems[i].i, (long long)v);
+	CHECK(nestrt_weights_meta_float(w, "t.a.f64", 1, &x, &err) == 0 && x == -0.25, "t.a.f64[1]");
+	CHECK(nestrt_weights_meta_float(w, "t.a.u64", 0, &x, &err) == 0 && x == 9223372036854775808.0, "t.a.u64[0]");
+	CHECK(nestrt_weights_meta_type(w, "t.a.empty", &et, &count) == NESTRT_META_ARRAY && et == NESTRT_META_F32 &&
+	      count == 0, "empty array");
+	CHECK(nestrt_weights_meta_type(w, "t.a.nested", &et, &count) == NESTRT_META_ARRAY && et == NESTRT_META_ARRAY &&
+	      count == 3, "nested array");
+	m = fmt("%s: metadata 't.a.nested' is an array of arrays", path);
+	CHECK_MSG(nestrt_weights_meta_int(w, "t.a.nested", 0, &v, &err), err, m);
+	free(m);
+	m = fmt("%s: metadata 'tokenizer.ggml.scores': element 5 of an array of 5", path);
+	CHECK_MSG(nestrt_weights_meta_float(w, "tokenizer.ggml.scores", 5, &x, &err), err, m);
+	free(m);
+	m = fmt("%s: metadata 't.u8': element 1 of a value of type u8, not an array", path);
+	CHECK_MSG(nestrt_weights_meta_int(w, "t.u8", 1, &v, &err), err, m);
+	free(m);
+	m = fmt("%s: no metadata 'llama.context_length'", path);
+	CHECK_MSG(nestrt_weights_meta_int(w, "llama.context_length", 0, &v, &err), err, m);
+	CHECK(nestrt_weights_meta_type(w, "llama.context_length", &et, &count) == -1, "absent key's type");
+	free(m);
+	m = fmt("%s: metadata 'general.name' is of type string, not an integer", path);
+	CHECK_MSG(nestrt_weights_meta_int(w, "general.name", 0, &v, &err), err, m);
+	free(m);
+	m = fmt("%s: metadata 't.u8' is of type u8, not a string", path);
+	CHECK_MSG(nestrt_weights_meta_string(w, "t.u8", 0, &s, &len, &err), err, m);
+	free(m);
+	m = fmt("%s: metadata 't.bool' is of type bool, not a number", path);
+	CHECK_MSG(nestrt_weights_meta_float(w, "t.bool", 0, &x, &err), err, m);
+	free(m);
+	CHECK(strcmp(nestrt_meta_type_name(NESTRT_META_STRING), "string") == 0 &&
+	      strcmp(nestrt_meta_type_name(NESTRT_META_ARRAY), "array") == 0 && nestrt_meta_type_name(13) == NULL,
+	      "type names");
+	nestrt_weights_close(w);
+	/* the same through a mapping; none for safetensors or no weights */
+	setenv("NESTRT_MMAP", "1", 1);
+	w = nestrt_weights_open(path, &err);
+	unsetenv("NESTRT_MMAP");
+	CHECK(w && nestrt_weights_meta_string(w, "tokenizer.ggml.tokens", 3, &s, &len, &err) == 0 && len == 2 &&
+	      memcmp(s, "\xc3\xa9", 2) == 0, "mapped: tokens[3]");
+	nestrt_weights_close(w);
+	w = nestrt_weights_open(NULL, &err);
+	CHECK(w && nestrt_weights_meta_count(w) == 0 && nestrt_weights_meta_key(w, 0) == NULL &&
+	      nestrt_weights_meta_type(w, "general.name", NULL, NULL) == -1 && nestrt_weights_meta_count(NULL) == 0,
+	      "no metadata without a GGUF file");
+	nestrt_weights_close(w);
+	free(path);
+}
+
+static void test_gguf(const char *corpus_script)
+{
+	/* gguf.py sits beside the corpus script */
+	char *script = fmt("%.*sgguf.py", (int)(strrchr(corpus_script, '/') ? strrchr(corpus_script, '/') - corpus_script + 1 : 0),
+	                   corpus_script);
+	char *gdir = tpath("gguf");
+	char *cmd = fmt("'%s' '%s' '%s'", python, script, gdir);
+	int st = system(cmd);
+	if (CHECK(st == 0, "%s failed", cmd)) {
+		test_gguf_values(gdir);
+		test_gguf_meta(gdir);
+	}
+	free(cmd);
+	free(script);
+	free(gdir);
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -1746,6 +1975,7 @@ int main(int argc, char **argv)
 	test_open_errors();
 	test_mutations();
 	test_corpus(script);
+	test_gguf(script);
 	test_dispatch();
 	test_profile();
 	test_npy_roundtrip();

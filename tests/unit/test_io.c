@@ -1,4 +1,4 @@
-/* test_io.c - unit tests of weights.c (safetensors) and npy.c: nestc's
+/* test_io.c - unit tests of weights.c (safetensors, GGUF) and npy.c: nestc's
  * adapters over the runtime's readers and .npy header writer, so every case
  * here checks those through the types and reasons nestc uses.
  *
@@ -665,6 +665,51 @@ static void test_safetensors(T *t)
 	CHECK(t, !w && strstr(err, "not a regular file"), "directory: %s", err);
 }
 
+/* ------------------------------------------------------------ GGUF */
+
+/* A GGUF file through nestc's adapter: tests/io/gguf.py writes one tensor
+ * of every type; converted ones are f32 tensors that name the file's type. */
+static void test_gguf(T *t)
+{
+	char *gdir = tpath(t, "gguf");
+	char *cmd = xasprintf("'%s' tests/io/gguf.py '%s'", t->python, gdir);
+	int st = system(cmd);
+	free(cmd);
+	if (!CHECK(t, st == 0, "tests/io/gguf.py failed")) {
+		free(gdir);
+		return;
+	}
+	char err[512];
+	char *p = xasprintf("%s/all.gguf", gdir);
+	Weights *w = weights_open(p, err, sizeof err);
+	if (CHECK(t, w != NULL, "all.gguf: %s", err)) {
+		CHECK(t, w->n == 18, "all.gguf: %d tensors", w->n);
+		WTensor *x = weights_find(w, "w_q4_K");
+		CHECK(t, x && x->dtype == DT_F32 && strcmp(x->dtype_str, "q4_K") == 0 && x->rank == 2 &&
+		      x->shape[0] == 2 && x->shape[1] == 256 && x->nbytes == 2 * 256 * 4, "w_q4_K: wrong");
+		x = weights_find(w, "w_f32");
+		CHECK(t, x && x->dtype == DT_F32 && strcmp(x->dtype_str, "f32") == 0 && x->shape[0] == 3 &&
+		      x->shape[1] == 5, "w_f32: wrong");
+		x = weights_find(w, "w_i64");
+		CHECK(t, x && x->dtype == DT_I64 && x->nbytes == 32, "w_i64: wrong");
+		x = weights_find(w, "w_i16");
+		CHECK(t, x && x->dtype == -1 && strcmp(x->dtype_str, "i16") == 0, "w_i16: wrong");
+		weights_close(w);
+	}
+	free(p);
+	/* a reason comes without the path */
+	p = xasprintf("%s/bad.gguf", gdir);
+	write_bytes(p, "GGUF\x01\0\0\0", 8);
+	w = weights_open(p, err, sizeof err);
+	CHECK(t, !w && strcmp(err, "GGUF version 1 is not supported (2 and 3 are)") == 0, "bad.gguf: '%s'", err);
+	write_bytes(p, "GGUF", 4);
+	w = weights_open(p, err, sizeof err);
+	CHECK(t, !w && strcmp(err, "the file is truncated (4 bytes needed at offset 4, the file has 4)") == 0,
+	      "4-byte GGUF: '%s'", err);
+	free(p);
+	free(gdir);
+}
+
 /* Reasons come without the path (the callers print it), however odd the
  * path: the runtime's messages start with "PATH: ", newlines made spaces. */
 static void test_reasons(T *t)
@@ -753,6 +798,7 @@ int main(int argc, char **argv)
 	test_npy_numpy(&t);
 	test_npy_numpy_reads_ours(&t);
 	test_safetensors(&t);
+	test_gguf(&t);
 	test_reasons(&t);
 	rm_rf(t.dir);
 	printf("%d passed, %d failed\n", t.pass, t.fail);
