@@ -101,6 +101,28 @@ int main(void)
 	fill(out, 16, 777.0f);
 	fails(m, bounds_edge(m, 2, 8, x, y, out), out, 16, "P = 2, T = 8: P + T <= 9 does not hold", "edge.P2_T8_refused");
 
+	/* mix(x[P:P + T], y[0:P + 1]) = 2 x[P:P + T] + P + 1 (y all ones),
+	 * through the variant for T == 1 and the general one */
+	{
+		float ones[16];
+		fill(ones, 16, 1.0f);
+		int ok = 1;
+		for (int P = 0; P <= 8; P += 3)
+			for (int T = 1; T <= 3; T++) {
+				fill(out, 16, 777.0f);
+				ok &= bounds_spec(m, P, T, x, ones, out) == 0;
+				for (int i = 0; i < T; i++)
+					ok &= out[i] == 2.0f * (float)(P + i) + (float)(P + 1);
+				ok &= out[T] == 777.0f;
+			}
+		check(ok, "specialize.other_dim_at_run_time", bounds_error(m));
+		fill(out, 16, 777.0f);
+		fails(m, bounds_start(m, 1, 4, x, ones, out), out, 16,
+		      "P = 1, T = 4: 2 <= P (the start of the slice at bounds.nest:", "start.P1_refused");
+		rc = bounds_start(m, 2, 4, x, ones, out);
+		check(rc == 0 && out[0] == 1.0f && out[3] == 4.0f, "start.P2_runs", bounds_error(m));
+	}
+
 	/* a state written, then reset, is unwritten again */
 	float zero[256] = {0};
 	rc = bounds_put(m, s, 0, 0, 4, 4, x, out);

@@ -185,7 +185,7 @@ with tempfile.TemporaryDirectory() as work:
             if line.startswith("ok ") or line.startswith("FAIL "):
                 ok, rest = line.split(" ", 1)
                 result(ok == "ok", "bounds_compiled." + rest)
-        result(r.returncode == 0 and r.stdout.count("\nok ") >= 57, "bounds_compiled.exit_status",
+        result(r.returncode == 0 and r.stdout.count("\nok ") >= 60, "bounds_compiled.exit_status",
                "%d %s" % (r.returncode, r.stderr[-300:]))
     except Exception as e:
         result(False, "bounds_compiled", str(e))
@@ -255,6 +255,13 @@ with tempfile.TemporaryDirectory() as work:
     result(r.returncode == 0 and "2 calls -> 2 variants" in r.stdout and "new variant r.1 because run-time dims of the "
            "exported function, variant 0: fixed dims" in r.stdout, "report.reuse_hash_fixed_and_runtime_rows",
            r.stdout[-400:] + r.stderr)
+    # the variants and their guards in words, run-time and specialised
+    r = sh([NESTC, "report", bsrc])
+    want = ["region mix  (defined at", "  2 calls -> 2 variants", "guards: a: f32[T]; b: f32[P + 1]; run-time P, T",
+            "guards: a: f32[1]; b: f32[P + 1]; when T == 1",
+            "new variant mix.1 because arg a: f32[1], variant 0 has f32[T]"]
+    result(r.returncode == 0 and all(w in r.stdout for w in want) and r.stdout.count("variant mix.") == 3,
+           "report.specialized_guards", r.stdout[-600:] + r.stderr)
     # the interpreter: the same semantics (a fresh sequence per run)
     np.save(os.path.join(work, "tok1.npy"), np.array([3], dtype=np.int32))
     np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))
