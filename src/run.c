@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* splitmix64: small, good enough, and the same on every machine */
 static uint64_t next_rand(uint64_t *s)
@@ -157,8 +158,9 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 			wt->used = 1;
 			if (wt->dtype != (int)pi->dtype || !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
 				Buf b = {0};
-				/* F16 and BF16 are held widened: the file's dtype is the one to name */
-				if (wt->dtype >= 0 && strcmp(wt->dtype_str, "F16") && strcmp(wt->dtype_str, "BF16")) {
+				/* F16, BF16 and GGUF's quantized types are held widened: the
+				 * file's type is the one to name */
+				if (wt->dtype >= 0 && !strcasecmp(wt->dtype_str, dtype_name((DType)wt->dtype))) {
 					shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
 				} else {
 					buf_printf(&b, "%s[", wt->dtype_str);

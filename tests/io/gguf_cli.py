@@ -157,7 +157,7 @@ def run_tests(nestc, check):
         f.write("param w: f32[32, 2]\nparam v: f32[3]\nexport fn forward(s: f32) -> f32[32, 2] {\n  return w * s\n}\n")
     r = run("run", "shape.nest", "--weights", "small.gguf", "--input", "s=one.npy")
     check("GGUF binding: shape mismatch and missing param", r.returncode == 1 and
-          "small.gguf: w: expected f32[32, 2], file has" in r.stderr and
+          "small.gguf: w: expected f32[32, 2], file has q4_0[2, 32]" in r.stderr and
           "small.gguf: missing parameter 'v' (f32[3])" in r.stderr, r.stderr)
     if lib and os.path.exists("gdrv"):
         r = subprocess.run(["./gdrv", "small.gguf", "gres"], capture_output=True, text=True)
