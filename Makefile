@@ -106,8 +106,8 @@ check-asan: deps
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
 	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
-# libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors and
-# the .npy reader, the ONNX importer (then the front end on its text; about
+# libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors,
+# GGUF and .npy readers, the ONNX importer (then the front end on its text; about
 # 8,000 inputs a second, so the smoke run's 20,000 take seconds). They need clang (scripts/deps.sh installs it); every object
 # they use is built again into build-fuzz/ with coverage, ASan and UBSan.
 #   make fuzz                    each target FUZZ_SECONDS (60) seconds, one after
