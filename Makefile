@@ -46,7 +46,7 @@ INTERP_HDRS = $(HDRS) src/interp/interp.h
 # fuzz target's whole program.
 FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
-       $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/dims.o $(B)/rows.o $(B)/regions.o
+       $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/widen.o $(B)/dims.o $(B)/rows.o $(B)/regions.o
 OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(ONNX_OBJS) $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
@@ -294,6 +294,8 @@ $(B)/params.o: src/params.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/params.c
 $(B)/lower.o: src/lower.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/lower.c
+$(B)/widen.o: src/widen.c $(HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/widen.c
 $(B)/dims.o: src/dims.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/dims.c
 $(B)/rows.o: src/rows.c $(HDRS) $(B)/stamp

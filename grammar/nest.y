@@ -147,7 +147,6 @@ static Vec *vadd(ParseState *ps, Vec *v, void *x)
 %token <f> FLOAT "float"
 %token <s> STRING "string"
 %token <i> DTYPE "dtype"
-%token <s> RESERVED "reserved dtype"
 %token TERM "end of statement"
 %token CONST "const" PARAM "param" TYPE "type" FN "fn" EXPORT "export" LET "let"
 %token FOR "for" IN "in" RETURN "return" REGION "region"
@@ -281,7 +280,6 @@ fn_arg:
 
 type:
 	DTYPE                               { $$ = $1 == DT_BOOL ? mk_scalar_type(A, @$, SC_BOOL) : mk_tensor_type(A, @$, $1, NULL, 0); }
-	| RESERVED                          { error_at(ps->d, @1, "dtype %s is reserved and not supported yet", $1); $$ = mk_tensor_type(A, @$, DT_F32, NULL, 0); }
 	| base_type                         { $$ = $1; }
 	;
 
@@ -289,7 +287,6 @@ base_type:
 	DTYPE '[' dims ']'                  { $$ = mk_tensor_type(A, @$, $1, $3, 0); }
 	| DTYPE '[' '*' ']'                 { $$ = mk_tensor_type(A, @$, $1, NULL, 1); }
 	| DTYPE '[' ']'                     { $$ = mk_tensor_type(A, @$, $1, NULL, 0); }
-	| RESERVED '[' dims ']'             { error_at(ps->d, @1, "dtype %s is reserved and not supported yet", $1); $$ = mk_tensor_type(A, @$, DT_F32, $3, 0); }
 	| IDENT                             { $$ = mk_named_type(A, @$, $1, NULL); }
 	| IDENT '(' exprs1 ')'              { $$ = mk_named_type(A, @$, $1, $3); }
 	| '{' fields '}'                    { $$ = mk_record_type(A, @$, $2); }

@@ -23,9 +23,12 @@
 extern "C" {
 #endif
 
-/* Element types. Sizes: bool 1 byte (0 or 1), i32 4, i64 8, f32 4, f64 8. */
-enum { NESTRT_BOOL = 0, NESTRT_I32 = 1, NESTRT_I64 = 2, NESTRT_F32 = 3, NESTRT_F64 = 4 };
-#define NESTRT_NDTYPES 5
+/* Element types. Sizes: bool 1 byte (0 or 1), i32 4, i64 8, f32 4, f64 8,
+ * f16 2 (IEEE binary16 bits), bf16 2 (bfloat16 bits: the upper half of a
+ * binary32), i8 1, u8 1, i16 2, u16 2. */
+enum { NESTRT_BOOL = 0, NESTRT_I32 = 1, NESTRT_I64 = 2, NESTRT_F32 = 3, NESTRT_F64 = 4, NESTRT_F16 = 5,
+       NESTRT_BF16 = 6, NESTRT_I8 = 7, NESTRT_U8 = 8, NESTRT_I16 = 9, NESTRT_U16 = 10 };
+#define NESTRT_NDTYPES 11
 #define NESTRT_MAX_RANK 8
 
 typedef struct nestrt_error { char message[512]; } nestrt_error;   /* NUL-terminated reason */
@@ -210,7 +213,9 @@ void nestrt_clear_error(nestrt_ctx *ctx);
 
 /* ------------------------------------------------------------ .npy */
 
-/* .npy helpers (v1-v3 read, little-endian, C order; dtypes f4 f8 i4 i8 b1; v1 write via temp file + rename) */
+/* .npy helpers (v1-v3 read, little-endian, C order; dtypes f4 f8 f2 i4 i8 i2 u2 i1 u1 b1; v1 write via temp
+ * file + rename). bf16 has no NumPy dtype: it is written as its bits, '<u2', and a '<u2' file is read as
+ * NESTRT_U16 (a bf16 input takes it as bits). */
 /* Read: shape must have NESTRT_MAX_RANK entries; *data is malloc'd (non-NULL even
  * for zero elements) and freed by the caller with free(). Pipes and other
  * unsized files (/dev/stdin) are read too. Returns 0, or -1 with err set. */

@@ -221,6 +221,10 @@ static const struct {
 	int dt;
 } npy_descrs[] = {
 	{"<f4", NESTRT_F32}, {"<f8", NESTRT_F64}, {"<i4", NESTRT_I32}, {"<i8", NESTRT_I64}, {"|b1", NESTRT_BOOL},
+	{"<f2", NESTRT_F16}, {"|i1", NESTRT_I8}, {"|u1", NESTRT_U8}, {"<i2", NESTRT_I16}, {"<u2", NESTRT_U16},
+	/* bfloat16 has no NumPy dtype: its bits, as ml_dtypes' .view(np.uint16) (after the
+	 * '<u2' row, so that a '<u2' file reads as u16) */
+	{"<u2", NESTRT_BF16},
 };
 
 static const char *descr_of(int dt)
@@ -244,12 +248,17 @@ static int dtype_of(Hdr *h, int *dt)
 		*dt = NESTRT_BOOL;
 		return 0;
 	}
+	if (descr[0] && strchr("<>=", descr[0]) && (!strcmp(descr + 1, "i1") || !strcmp(descr + 1, "u1"))) {
+		*dt = descr[1] == 'i' ? NESTRT_I8 : NESTRT_U8;
+		return 0;
+	}
 	if (descr[0] == '>' && descr[1] && strcmp(descr + 2, "1") != 0)
 		return nestrt__seterr(h->err, "%s: big-endian arrays are not supported (descr '%s')", h->path, descr);
 	if (strchr("|<>=", descr[0]) && descr[0] && descr[1] == 'O')
 		return nestrt__seterr(h->err, "%s: object arrays are not supported (descr '%s')", h->path, descr);
 	return nestrt__seterr(h->err,
-	                      "%s: unsupported dtype (descr '%s'; supported: '<f4' '<f8' '<i4' '<i8' '|b1')",
+	                      "%s: unsupported dtype (descr '%s'; supported: '<f4' '<f8' '<f2' '<i4' '<i8' '<i2' '<u2' '|i1' '|u1' "
+	                      "'|b1')",
 	                      h->path, descr);
 }
 

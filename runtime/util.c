@@ -42,8 +42,9 @@ const char *nestrt__shown(char buf[NESTRT__SHOWN], const char *s, size_t n)
 	return buf;
 }
 
-static const char *const dtype_names[NESTRT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64"};
-static const size_t dtype_sizes[NESTRT_NDTYPES] = {1, 4, 8, 4, 8};
+static const char *const dtype_names[NESTRT_NDTYPES] = {"bool", "i32", "i64", "f32", "f64", "f16", "bf16",
+                                                        "i8",   "u8",  "i16", "u16"};
+static const size_t dtype_sizes[NESTRT_NDTYPES] = {1, 4, 8, 4, 8, 2, 2, 1, 1, 2, 2};
 
 const char *nestrt_dtype_name(int dtype)
 {

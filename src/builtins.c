@@ -14,7 +14,7 @@
 static const char *const builtins[] = {
 	"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
 	"erf", "abs", "sin", "cos", "pow", "maximum", "minimum", "where",
-	"f32", "f64", "i32", "i64", "bool",
+	"f32", "f64", "i32", "i64", "bool", "f16", "bf16", "i8", "u8", "i16", "u16", /* issue 36 */
 	"sum", "mean", "amax", "amin", "argmax", "softmax", "log_softmax",
 	"layernorm", "rmsnorm",
 	"reshape", "transpose", "concat", "split", "expand", "unsqueeze", "squeeze",

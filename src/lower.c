@@ -787,6 +787,8 @@ static Value *call_function(LowerCtx *x, Global *gfn, Expr *call, Value **argv)
 			}
 		}
 		x->g = caller;
+		if (rv->kind != V_ERR)
+			widen_graph(x->p, callee);
 		if (rv->kind == V_ERR) {
 			callee->noutputs = -1; /* remembered as failed: later calls stay quiet */
 		}
@@ -931,6 +933,7 @@ static Graph *lower_export_graph(LowerCtx *x, Global *gfn, Entry *en, const int6
 		}
 		g->outputs[i] = as_tensor(x, item, res.loc, "a result");
 	}
+	widen_graph(x->p, g);
 	return g;
 }
 

@@ -113,11 +113,33 @@ void diag_free(Diag *d);
 
 /* ------------------------------------------------------------------ dtype.c */
 
-typedef enum DType { DT_BOOL, DT_I32, DT_I64, DT_F32, DT_F64, DT_COUNT } DType;
+/* Appended in issue 36's order: fingerprints and nestrt.h's NESTRT_* hold the
+ * numbers. f16, bf16, i8, u8, i16 and u16 are storage dtypes: lowering
+ * (widen.c) computes every op on them in their compute dtype (f32, i32) and
+ * rounds or wraps the result back, so only leaves, casts, stores and region
+ * calls ever carry them. */
+typedef enum DType { DT_BOOL, DT_I32, DT_I64, DT_F32, DT_F64, DT_F16, DT_BF16, DT_I8, DT_U8, DT_I16, DT_U16,
+	DT_COUNT } DType;
 const char *dtype_name(DType t);
 int dtype_size(DType t);
 int dtype_is_float(DType t);
+/* f16, bf16, i8, u8, i16, u16: held in memory, computed in dtype_compute. */
+int dtype_is_storage(DType t);
+/* f32 for f16 and bf16, i32 for the narrow integers, else t itself. */
+DType dtype_compute(DType t);
+/* A narrow integer's range (the full range of i32 / i64 for those). */
+void dtype_int_range(DType t, int64_t *lo, int64_t *hi);
+/* v wrapped to integer dtype t's width, as C's conversion to it. */
+int64_t dtype_wrap(DType t, int64_t v);
 float round_bf16(float v);
+/* The binary16 nearest to v, ties to even (NumPy's np.float16(v) for a float
+ * v), as a float; overflow gives inf, NaN stays NaN. */
+float round_f16(float v);
+/* bits <-> float of the two 16-bit float formats (rounding as above). */
+uint16_t f32_to_f16_bits(float v);
+float f16_bits_to_f32(uint16_t h);
+uint16_t f32_to_bf16_bits(float v);
+float bf16_bits_to_f32(uint16_t h);
 
 /* ------------------------------------------------------------------ ast.c */
 
@@ -536,6 +558,12 @@ int64_t conv_dilation(const Node *n, int k);
 /* A resize node's coordinate scale along axis k (0: H, 1: W), from its bits in a[1 + k]. */
 double resize_scale(const Node *n, int k);
 int64_t resize_scale_bits(double scale);
+
+/* ------------------------------------------------------------------ widen.c */
+
+/* Ops on storage dtypes computed in their compute dtype, with casts (run on
+ * each graph as it is lowered). */
+void widen_graph(Program *p, Graph *g);
 
 /* ------------------------------------------------------------------ values.c */
 

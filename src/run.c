@@ -296,6 +296,9 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 			continue;
 		}
 		Node *in = g->inputs[found];
+		/* bfloat16 has no NumPy dtype: a bf16 argument takes its bits from a '<u2' file */
+		if (arr.dtype == DT_U16 && in->dtype == DT_BF16)
+			arr.dtype = DT_BF16;
 		if (arr.dtype != in->dtype || !shapes_equal(arr.rank, arr.shape, in->rank, in->shape)) {
 			char *want = shape_text(in->dtype, in->rank, in->shape);
 			char *have = shape_text(arr.dtype, arr.rank, arr.shape);
@@ -386,7 +389,7 @@ out:
 int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
 {
 	/* header: names, dtypes, shapes and offsets; data in param order */
-	static const char *const st_names[DT_COUNT] = {"BOOL", "I32", "I64", "F32", "F64"};
+	static const char *const st_names[DT_COUNT] = {"BOOL", "I32", "I64", "F32", "F64", "F16", "BF16", "I8", "U8", "I16", "U16"};
 	json_t *h = json_object();
 	size_t off = 0;
 	if (!params_fit(p, d)) {

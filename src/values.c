@@ -290,9 +290,7 @@ Node *const_node(LowerCtx *x, DType dt, Value *v, Loc loc)
 	} else if (dt == DT_BOOL) {
 		n->ival = v->kind == V_FLOAT ? v->f != 0 : v->i != 0;
 	} else {
-		n->ival = v->i;
-		if (dt == DT_I32)
-			n->ival = (int32_t)(uint32_t)v->i;
+		n->ival = dtype_wrap(dt, v->i);
 	}
 	return n;
 }
@@ -395,10 +393,12 @@ int binary_operands(LowerCtx *x, Op op, Value *va, Value *vb, Node **na, Node **
 			error_at(x->d, loc, "cannot %s %s and a number", op_verb(op), nstr(x, other));
 			return 0;
 		}
-		if (cv->kind == V_INT && dt == DT_I32 && (cv->i < INT32_MIN || cv->i > INT32_MAX)) {
+		int64_t lo, hi;
+		dtype_int_range(dt, &lo, &hi);
+		if (cv->kind == V_INT && !dtype_is_float(dt) && (cv->i < lo || cv->i > hi)) {
 			/* it would wrap to another number without a word */
-			error_at(x->d, loc, "cannot %s %s and %lld: the number does not fit in i32 (convert the tensor with "
-			         "i64(...))", op_verb(op), nstr(x, other), (long long)cv->i);
+			error_at(x->d, loc, "cannot %s %s and %lld: the number does not fit in %s (convert the tensor with "
+			         "i64(...))", op_verb(op), nstr(x, other), (long long)cv->i, dtype_name(dt));
 			return 0;
 		}
 		*dst = const_node(x, dt, cv, loc);

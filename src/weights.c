@@ -13,7 +13,8 @@
 
 /* The runtime's dtype codes are nestc's: a WTensor's dtype is the runtime's. */
 _Static_assert((int)DT_BOOL == NESTRT_BOOL && (int)DT_I32 == NESTRT_I32 && (int)DT_I64 == NESTRT_I64 &&
-               (int)DT_F32 == NESTRT_F32 && (int)DT_F64 == NESTRT_F64 && MAX_RANK == NESTRT_MAX_RANK,
+               (int)DT_F32 == NESTRT_F32 && (int)DT_F64 == NESTRT_F64 && (int)DT_U16 == NESTRT_U16 &&
+               (int)DT_COUNT == NESTRT_NDTYPES && MAX_RANK == NESTRT_MAX_RANK,
                "nestc and nestrt dtypes differ");
 
 void rt_reason(char *err, size_t errlen, const char *path, const struct nestrt_error *e)

@@ -27,7 +27,7 @@
 /* Inline: these sit in the inner loops of several kernel files. */
 static inline int is_float(DType t)
 {
-	return t == DT_F32 || t == DT_F64;
+	return t == DT_F32 || t == DT_F64 || t == DT_F16 || t == DT_BF16;
 }
 
 static inline int64_t wrap32(int64_t v)

@@ -111,6 +111,15 @@ Tensor *tensor_from_bytes(DType dt, int rank, const int64_t *shape, const void *
 			t->f[k] = d;
 			break;
 		}
+		case DT_F16:
+			t->f[k] = f16_bits_to_f32((uint16_t)get_le(p + 2 * k, 2));
+			break;
+		case DT_BF16:
+			t->f[k] = bf16_bits_to_f32((uint16_t)get_le(p + 2 * k, 2));
+			break;
+		case DT_I8: case DT_U8: case DT_I16: case DT_U16:
+			t->i[k] = dtype_wrap(dt, (int64_t)get_le(p + (size_t)dtype_size(dt) * (size_t)k, dtype_size(dt)));
+			break;
 		default:
 			ice("tensor_from_bytes: dtype %d", (int)dt);
 		}
@@ -145,6 +154,15 @@ void tensor_to_bytes(const Tensor *t, void *out)
 			put_le(p + 8 * k, u, 8);
 			break;
 		}
+		case DT_F16:
+			put_le(p + 2 * k, f32_to_f16_bits((float)t->f[k]), 2);
+			break;
+		case DT_BF16:
+			put_le(p + 2 * k, f32_to_bf16_bits((float)t->f[k]), 2);
+			break;
+		case DT_I8: case DT_U8: case DT_I16: case DT_U16:
+			put_le(p + (size_t)dtype_size(t->dtype) * (size_t)k, (uint64_t)t->i[k], dtype_size(t->dtype));
+			break;
 		default:
 			ice("tensor_to_bytes: dtype %d", (int)t->dtype);
 		}
@@ -166,6 +184,19 @@ void fix_dtype(Tensor *t)
 	case DT_BOOL:
 		for (int64_t k = 0; k < n; k++)
 			t->i[k] = t->i[k] != 0;
+		break;
+	case DT_F16:
+		/* from f32 values (widen.c casts to f16 from f32 only) */
+		for (int64_t k = 0; k < n; k++)
+			t->f[k] = round_f16((float)t->f[k]);
+		break;
+	case DT_BF16:
+		for (int64_t k = 0; k < n; k++)
+			t->f[k] = round_bf16((float)t->f[k]);
+		break;
+	case DT_I8: case DT_U8: case DT_I16: case DT_U16:
+		for (int64_t k = 0; k < n; k++)
+			t->i[k] = dtype_wrap(t->dtype, t->i[k]);
 		break;
 	default:
 		break;
