@@ -200,6 +200,7 @@ static void gen_init(Gen *G, Shared *sh)
 	G->B = llvm.LLVMCreateBuilderInContext(G->C);
 	G->i1 = llvm.LLVMInt1TypeInContext(G->C);
 	G->i8 = llvm.LLVMInt8TypeInContext(G->C);
+	G->i16 = llvm.LLVMInt16TypeInContext(G->C);
 	G->i32 = llvm.LLVMInt32TypeInContext(G->C);
 	G->i64 = llvm.LLVMInt64TypeInContext(G->C);
 	G->f32 = llvm.LLVMFloatTypeInContext(G->C);

@@ -18,6 +18,10 @@ LLVMTypeRef elem_t(Gen *G, DType dt)
 	case DT_I64: return G->i64;
 	case DT_F32: return G->f32;
 	case DT_F64: return G->f64;
+	/* storage dtypes: moved as integers of their size, converted by
+	 * elementwise.c's casts alone (widen.c) */
+	case DT_F16: case DT_BF16: case DT_I16: case DT_U16: return G->i16;
+	case DT_I8: case DT_U8: return G->i8;
 	default: break;
 	}
 	ice("elem_t: dtype %d", dt);

@@ -341,13 +341,109 @@ LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 	ice("unop: %s", op_name(op));
 }
 
+/* ---- the storage dtypes' casts ----
+ * widen.c leaves only these: f16 / bf16 <-> f32 and a narrow integer <->
+ * i32. The 16-bit floats are held as i16 bits and converted with integer
+ * operations, the same on every target and LLVM version (no half or bfloat
+ * type, no libcalls), bit-exact with dtype.c. */
+
+static LLVMValueRef k32(Gen *G, uint32_t v)
+{
+	return llvm.LLVMConstInt(G->i32, v, 0);
+}
+
+/* binary32 -> binary16, ties to even (F. Giesen's float_to_half_fast3_rtne):
+ * subnormal results by adding 0.5, whose exponent aligns the 10 bits kept at
+ * the bottom so that the FP add rounds them. */
+static LLVMValueRef f32_to_f16(Gen *G, LLVMValueRef x)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef u = llvm.LLVMBuildBitCast(B, x, G->i32, "");
+	LLVMValueRef sgn = llvm.LLVMBuildAnd(B, u, k32(G, 0x80000000u), "");
+	LLVMValueRef a = llvm.LLVMBuildXor(B, u, sgn, "");
+	/* inf or NaN (or too large) */
+	LLVMValueRef big = llvm.LLVMBuildICmp(B, LLVMIntUGE, a, k32(G, 0x47800000u), "");
+	LLVMValueRef nan = llvm.LLVMBuildICmp(B, LLVMIntUGT, a, k32(G, 0x7f800000u), "");
+	LLVMValueRef infnan = llvm.LLVMBuildSelect(B, nan, k32(G, 0x7e00u), k32(G, 0x7c00u), "");
+	/* subnormal or zero */
+	LLVMValueRef small = llvm.LLVMBuildICmp(B, LLVMIntULT, a, k32(G, 0x38800000u), "");
+	LLVMValueRef af = llvm.LLVMBuildBitCast(B, a, G->f32, "");
+	LLVMValueRef sum = llvm.LLVMBuildFAdd(B, af, llvm.LLVMConstReal(G->f32, 0.5), "");
+	LLVMValueRef sub = llvm.LLVMBuildSub(B, llvm.LLVMBuildBitCast(B, sum, G->i32, ""), k32(G, 0x3f000000u), "");
+	/* normal: rebias, round half to even on the 13 bits dropped */
+	LLVMValueRef odd = llvm.LLVMBuildAnd(B, llvm.LLVMBuildLShr(B, a, k32(G, 13), ""), k32(G, 1), "");
+	LLVMValueRef r = llvm.LLVMBuildAdd(B, a, k32(G, (uint32_t)(15 - 127) * (1u << 23) + 0xfffu), "");
+	r = llvm.LLVMBuildLShr(B, llvm.LLVMBuildAdd(B, r, odd, ""), k32(G, 13), "");
+	LLVMValueRef o = llvm.LLVMBuildSelect(B, big, infnan, llvm.LLVMBuildSelect(B, small, sub, r, ""), "");
+	o = llvm.LLVMBuildOr(B, o, llvm.LLVMBuildLShr(B, sgn, k32(G, 16), ""), "");
+	return llvm.LLVMBuildTrunc(B, o, G->i16, "");
+}
+
+/* binary16 -> binary32, exact: the bits moved into place and scaled by
+ * 2^112 (subnormals too), inf and NaN given the full exponent. */
+static LLVMValueRef f16_to_f32(Gen *G, LLVMValueRef h)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef u = llvm.LLVMBuildZExt(B, h, G->i32, "");
+	LLVMValueRef em = llvm.LLVMBuildShl(B, llvm.LLVMBuildAnd(B, u, k32(G, 0x7fffu), ""), k32(G, 13), "");
+	LLVMValueRef f = llvm.LLVMBuildFMul(B, llvm.LLVMBuildBitCast(B, em, G->f32, ""),
+	                                    llvm.LLVMBuildBitCast(B, k32(G, 0x77800000u), G->f32, ""), "");
+	LLVMValueRef fu = llvm.LLVMBuildBitCast(B, f, G->i32, "");
+	LLVMValueRef infnan = llvm.LLVMBuildICmp(B, LLVMIntUGE, em, k32(G, 0x0f800000u), "");
+	fu = llvm.LLVMBuildSelect(B, infnan, llvm.LLVMBuildOr(B, fu, k32(G, 0x7f800000u), ""), fu, "");
+	LLVMValueRef sgn = llvm.LLVMBuildShl(B, llvm.LLVMBuildAnd(B, u, k32(G, 0x8000u), ""), k32(G, 16), "");
+	return llvm.LLVMBuildBitCast(B, llvm.LLVMBuildOr(B, fu, sgn, ""), G->f32, "");
+}
+
+/* binary32 -> bfloat16: round_bf16 of dtype.c (NaN stays a quiet NaN). */
+static LLVMValueRef f32_to_bf16(Gen *G, LLVMValueRef x)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef u = llvm.LLVMBuildBitCast(B, x, G->i32, "");
+	LLVMValueRef hi = llvm.LLVMBuildLShr(B, u, k32(G, 16), "");
+	LLVMValueRef r = llvm.LLVMBuildAdd(B, u, llvm.LLVMBuildAdd(B, k32(G, 0x7fffu), llvm.LLVMBuildAnd(B, hi, k32(G, 1), ""), ""), "");
+	r = llvm.LLVMBuildLShr(B, r, k32(G, 16), "");
+	LLVMValueRef nan = llvm.LLVMBuildFCmp(B, LLVMRealUNO, x, x, "");
+	r = llvm.LLVMBuildSelect(B, nan, llvm.LLVMBuildOr(B, hi, k32(G, 0x40u), ""), r, "");
+	return llvm.LLVMBuildTrunc(B, r, G->i16, "");
+}
+
+static LLVMValueRef bf16_to_f32(Gen *G, LLVMValueRef h)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef u = llvm.LLVMBuildShl(B, llvm.LLVMBuildZExt(B, h, G->i32, ""), k32(G, 16), "");
+	return llvm.LLVMBuildBitCast(B, u, G->f32, "");
+}
+
+static LLVMValueRef storage_cast(Gen *G, LLVMValueRef x, DType from, DType to)
+{
+	LLVMBuilderRef B = G->B;
+	if (from == DT_F32 && to == DT_F16)
+		return f32_to_f16(G, x);
+	if (from == DT_F32 && to == DT_BF16)
+		return f32_to_bf16(G, x);
+	if (from == DT_F16 && to == DT_F32)
+		return f16_to_f32(G, x);
+	if (from == DT_BF16 && to == DT_F32)
+		return bf16_to_f32(G, x);
+	if (from == DT_I32 && (to == DT_I8 || to == DT_U8 || to == DT_I16 || to == DT_U16))
+		return llvm.LLVMBuildTrunc(B, x, elem_t(G, to), ""); /* wraps */
+	if (to == DT_I32 && (from == DT_I8 || from == DT_I16))
+		return llvm.LLVMBuildSExt(B, x, G->i32, "");
+	if (to == DT_I32 && (from == DT_U8 || from == DT_U16))
+		return llvm.LLVMBuildZExt(B, x, G->i32, "");
+	ice("cast: %s to %s (widen.c makes no such cast)", dtype_name(from), dtype_name(to));
+}
+
 static LLVMValueRef cast(Fn *F, LLVMValueRef x, DType from, DType to)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
-	LLVMTypeRef tt = elem_t(G, to);
 	if (from == to)
 		return x;
+	if (dtype_is_storage(from) || dtype_is_storage(to))
+		return storage_cast(G, x, from, to);
+	LLVMTypeRef tt = elem_t(G, to);
 	if (to == DT_BOOL) {
 		LLVMValueRef c = dtype_is_float(from) ? llvm.LLVMBuildFCmp(B, LLVMRealUNE, x, llvm.LLVMConstReal(elem_t(G, from), 0), "")
 		                                      : llvm.LLVMBuildICmp(B, LLVMIntNE, x, llvm.LLVMConstInt(elem_t(G, from), 0, 0), "");

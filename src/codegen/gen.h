@@ -124,6 +124,7 @@
 	X(LLVMInt32TypeInContext) \
 	X(LLVMInt64TypeInContext) \
 	X(LLVMInt8TypeInContext) \
+	X(LLVMInt16TypeInContext) \
 	X(LLVMModuleCreateWithNameInContext) \
 	X(LLVMMoveToNextSection) \
 	X(LLVMObjectFileCopySectionIterator) \
@@ -216,7 +217,7 @@ struct Gen {
 	LLVMTargetMachineRef tm;
 	char *triple;
 	char *layout;
-	LLVMTypeRef i1, i8, i32, i64, f32, f64, vd, i8p, i8pp, i64p;
+	LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, vd, i8p, i8pp, i64p;
 	LLVMTypeRef fn_t;        /* the variant signature */
 	int ninline;             /* private copies made in this module */
 	int64_t *need;           /* per graph id: workspace bytes, own + callees (-1 unknown) */

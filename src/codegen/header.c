@@ -14,6 +14,11 @@ static char *c_type(DType dt)
 	case DT_I64: return "int64_t";
 	case DT_F32: return "float";
 	case DT_F64: return "double";
+	case DT_F16: case DT_BF16: return "uint16_t"; /* the bits; the comment above says which */
+	case DT_I8: return "int8_t";
+	case DT_U8: return "uint8_t";
+	case DT_I16: return "int16_t";
+	case DT_U16: return "uint16_t";
 	default: return "void";
 	}
 }

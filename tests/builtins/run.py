@@ -260,8 +260,13 @@ def error_case(name, src, inputs, n_outputs, why):
 
 
 def O(label, ref, dtype="f32", tol=None):
+    if dtype == "f32" and np.asarray(ref).dtype == np.float16:
+        dtype = "f16"  # a NumPy float16 reference is an f16 result
     dt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
-          "bool": np.bool_}[dtype]
+          "bool": np.bool_, "f16": np.float16, "bf16": np.uint16, "i8": np.int8, "u8": np.uint8,
+          "i16": np.int16, "u16": np.uint16}[dtype]  # bf16: its bits, as nestc writes it
+    if dtype == "f16" and tol is None:
+        tol = 0.0
     if tol is None:
         tol = F if dtype == "f32" else D64 if dtype == "f64" else INT
     return Out(label, ref, dt, tol)
@@ -1674,6 +1679,109 @@ export fn f(x: f32[76]) -> (f32[76], f32[76], f32) {
 """, dict(x=bfx), [
     O("values", bf16_ref(bfx), tol=0.0), O("twice", bfx3, tol=0.0),
     O("compile_time", np.float32(1.015625), tol=0.0),
+])
+
+# --- issue 36: the storage dtypes f16, bf16, i8, u8, i16, u16 --------------------------------
+# f16 and bf16 compute in f32 and round each result (PyTorch's CPU semantics); bf16 arrays
+# travel as their bits ('<u2'). References: NumPy's float16 and bf16_ref on f32 values.
+
+
+def bf16_bits(x):
+    return np.asarray(bf16_ref(np.asarray(x, np.float32)), np.float32).view(np.uint32) >> 16
+
+
+def bf16_val(bits):
+    return (np.asarray(bits, np.uint32) << 16).view(np.float32)
+
+
+def f16r(x):
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(np.float16)
+
+
+cx = np.concatenate([uni((24,), -70000, 70000), uni((16,), -2, 2), np.array([
+    1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11, 2049.0, 2051.0,  # f16 ties: to even
+    1.00390625, 1.01171875, 65504.0, 65519.0, 65520.0, 1e5, -1e5,  # the largest f16; to inf
+    2 ** -24, 2 ** -25, 3 * 2 ** -26, 1e-8, -0.0, np.inf, -np.inf, np.nan,
+    127.9, 128.0, -128.5, -129.0, 300.0, 255.5, 256.0, -1.5, 40000.0, 70000.0, -40000.0], np.float32)]).astype(np.float32)
+NC = len(cx)
+with np.errstate(invalid="ignore"):
+    def sat(x, lo, hi, dt):
+        t = np.trunc(np.nan_to_num(np.asarray(x, np.float64), nan=0.0, posinf=hi, neginf=lo))
+        return np.clip(t, lo, hi).astype(dt)
+case("casts_16", f"""
+export fn f(x: f32[{NC}]) -> (f16[{NC}], bf16[{NC}], f32[{NC}], f32[{NC}], i8[{NC}], u8[{NC}], i16[{NC}], u16[{NC}],
+                            f16[{NC}], i8[{NC}]) {{
+  let h = f16(x)
+  return h, bf16(x), f32(h), f32(bf16(x)), i8(x), u8(x), i16(x), u16(x), f16(bf16(x)), i8(h)
+}}
+""", dict(x=cx), [
+    O("f16", f16r(cx)), O("bf16", bf16_bits(cx), "bf16"),
+    O("f16_f32", f16r(cx).astype(np.float32), tol=0.0), O("bf16_f32", bf16_ref(cx), tol=0.0),
+    O("i8", sat(cx, -128, 127, np.int8), "i8"), O("u8", sat(cx, 0, 255, np.uint8), "u8"),
+    O("i16", sat(cx, -32768, 32767, np.int16), "i16"), O("u16", sat(cx, 0, 65535, np.uint16), "u16"),
+    O("bf16_f16", f16r(bf16_ref(cx))), O("f16_i8", sat(f16r(cx), -128, 127, np.int8), "i8"),
+])
+
+ha = uni((3, 5), -8, 8)
+hb = uni((3, 5), -8, 8)
+ha16, hb16 = f16r(ha), f16r(hb)
+ba, bb = bf16_bits(ha), bf16_bits(hb)
+af, bf_ = bf16_val(ba), bf16_val(bb)
+case("arith_f16_bf16", """
+export fn f(a: f16[3, 5], b: f16[3, 5], c: bf16[3, 5], e: bf16[3, 5]) -> (f16[3, 5], f16[3, 5], bf16[3, 5], bf16[3, 5],
+                                                                     bool[3, 5], f16[3, 5]) {
+  return a * b + a, exp(a / 4.0), c * e + c, maximum(c, e) - 0.5, a < b, -a
+}
+""", dict(a=ha16, b=hb16, c=ba.astype(np.uint16), e=bb.astype(np.uint16)), [
+    O("f16_mul_add", f16r(f16r(ha16.astype(np.float32) * hb16.astype(np.float32)).astype(np.float32) + ha16.astype(np.float32))),
+    O("f16_exp", f16r(np.exp(f16r(ha16.astype(np.float32) / np.float32(4)).astype(np.float64)).astype(np.float32)), "f16", tol=1e-3),
+    O("bf16_mul_add", bf16_bits(bf16_val(bf16_bits(af * bf_)) + af), "bf16"),
+    O("bf16_max_sub", bf16_bits(np.maximum(af, bf_) - np.float32(0.5)), "bf16"),
+    O("f16_lt", ha16 < hb16, "bool"), O("f16_neg", -ha16),
+])
+
+# sums and products of multiples of 1/8 are exact in f32: the one rounding is at the end
+qa = (ints((4, 33), -40, 40).astype(np.float32) / 8)
+qb = (ints((33, 6), -40, 40).astype(np.float32) / 8)
+case("reduce_matmul_16", """
+export fn f(a: f16[4, 33], b: f16[33, 6], c: bf16[4, 33], e: bf16[33, 6]) -> (f16[4], f16[4, 6], bf16[33], bf16[4, 6], f16[4], bf16[4]) {
+  return sum(a, axis=1), a @ b, sum(c, axis=0), c @ e, amax(a, axis=1), mean(c, axis=1)
+}
+""", dict(a=f16r(qa), b=f16r(qb), c=bf16_bits(qa).astype(np.uint16), e=bf16_bits(qb).astype(np.uint16)), [
+    O("f16_sum", f16r(qa.astype(np.float64).sum(1))), O("f16_matmul", f16r(qa.astype(np.float64) @ qb)),
+    O("bf16_sum", bf16_bits(qa.astype(np.float64).sum(0).astype(np.float32)), "bf16"),
+    O("bf16_matmul", bf16_bits((qa.astype(np.float64) @ qb).astype(np.float32)), "bf16"),
+    O("f16_amax", f16r(qa.max(1))),
+    O("bf16_mean", bf16_bits((qa.astype(np.float64).sum(1) / 33).astype(np.float32)), "bf16"),
+])
+
+ia = np.array([100, -100, 127, -128, 50, 7, -1, 0], np.int8)
+ib = np.array([100, -100, 1, -1, 3, -2, -1, 5], np.int8)
+ua = np.array([200, 0, 255, 1, 17, 128, 3, 250], np.uint8)
+sa = np.array([30000, -30000, 32767, -32768, 1000, 7, -1, 0], np.int16)
+wa = np.array([60000, 0, 65535, 1, 1000, 32768, 3, 65000], np.uint16)
+
+
+def wrap(x, dt):
+    return np.asarray(x, np.int64).astype(dt)
+
+
+I = ia.astype(np.int64)
+case("ints_narrow", """
+export fn f(a: i8[8], b: i8[8], u: u8[8], s: i16[8], w: u16[8]) -> (i8[8], i8[8], i8[8], u8[8], u8[8], i16[8], u16[8],
+                                                                 i32[8], i8[8], u8[8], i8[8], i8[8], i8[], bool[8]) {
+  return a + b, a * b, -a, u + u, u - 3, s * 3, w + w, i32(a) * 1000, i8(i32(u) * 3), u8(a), a / b, abs(a),
+         sum(a), u > 100
+}
+""", dict(a=ia, b=ib, u=ua, s=sa, w=wa), [
+    O("add", wrap(I + ib, np.int8), "i8"), O("mul", wrap(I * ib, np.int8), "i8"), O("neg", wrap(-I, np.int8), "i8"),
+    O("u8_add", wrap(ua.astype(np.int64) * 2, np.uint8), "u8"), O("u8_sub", wrap(ua.astype(np.int64) - 3, np.uint8), "u8"),
+    O("i16_mul", wrap(sa.astype(np.int64) * 3, np.int16), "i16"), O("u16_add", wrap(wa.astype(np.int64) * 2, np.uint16), "u16"),
+    O("i32", I * 1000, "i32"), O("i8_from_i32", wrap(ua.astype(np.int64) * 3, np.int8), "i8"),
+    O("u8_from_i8", wrap(I, np.uint8), "u8"),
+    O("floordiv", wrap(np.floor_divide(I, ib.astype(np.int64)), np.int8), "i8"), O("abs", wrap(np.abs(I), np.int8), "i8"),
+    O("sum", wrap(I.sum(), np.int8), "i8"), O("gt", ua > 100, "bool"),
 ])
 
 # --- floor, ceil, round (ties to even) -----------------------------------------------------

@@ -68,11 +68,16 @@ CC = os.environ.get("CC", "cc")
 # flags a program linked with this libnestrt needs (the sanitizers, under make check-asan)
 LINK_FLAGS = os.environ.get("NESTC_TEST_LDFLAGS", "").split()
 
-CTYPE = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
-NPDT = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
+CTYPE = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double",
+         "f16": "uint16_t", "bf16": "uint16_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
+         "u16": "uint16_t"}
+NPDT = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64,
+        "f16": np.float16, "bf16": np.uint16, "i8": np.int8, "u8": np.uint8, "i16": np.int16,
+        "u16": np.uint16}
 RTDT = {"bool": "NESTRT_BOOL", "i32": "NESTRT_I32", "i64": "NESTRT_I64", "f32": "NESTRT_F32",
-        "f64": "NESTRT_F64"}
-TOL = {"f32": 1e-4, "f64": 1e-9}
+        "f64": "NESTRT_F64", "f16": "NESTRT_F16", "bf16": "NESTRT_BF16", "i8": "NESTRT_I8",
+        "u8": "NESTRT_U8", "i16": "NESTRT_I16", "u16": "NESTRT_U16"}
+TOL = {"f32": 1e-4, "f64": 1e-9, "f16": 0, "bf16": 0}
 
 NESTC = None
 LIBNESTRT = None
@@ -183,7 +188,7 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
-PARAM_LINE = re.compile(r'^param \d+ "([^"]+)" (bool|i32|i64|f32|f64)(?:\[([^\]]*)\])?\s*$')
+PARAM_LINE = re.compile(r'^param \d+ "([^"]+)" (bool|i32|i64|f32|f64|f16|bf16|i8|u8|i16|u16)(?:\[([^\]]*)\])?\s*$')
 
 
 def param_table(src, defines):
@@ -234,7 +239,7 @@ def make_weights(d, src, defines, seed):
 # ----------------------------------------------------------------------------- headers
 
 SIG = re.compile(r"^/\* (\w+)\((.*)\) -> (.*)$", re.M)
-TENSOR = r"(bool|i32|i64|f32|f64)(?:\[([^\]]*)\])?"
+TENSOR = r"(bool|i32|i64|f32|f64|f16|bf16|i8|u8|i16|u16)(?:\[([^\]]*)\])?"
 
 
 def parse_shape(s):
@@ -320,7 +325,7 @@ static void *load(const char *path, int dtype, int rank, const int64_t *shape)
 		fprintf(stderr, "driver: %%s\n", err.message);
 		exit(3);
 	}
-	int ok = dt == dtype && rk == rank;
+	int ok = (dt == dtype || (dt == NESTRT_U16 && dtype == NESTRT_BF16)) && rk == rank; /* bf16: its bits in <u2 */
 	for (int i = 0; ok && i < rank; i++)
 		ok = sh[i] == shape[i];
 	if (!ok) {
@@ -500,7 +505,7 @@ def compare(got, ref, what):
         return "%s: at %s got %r, reference %r" % (what, list(idx), g[idx], r[idx])
     err = np.where(fin, np.abs(g - np.where(fin, r, 0)), 0)
     scale = float(np.max(np.abs(r[fin])))
-    tol = TOL["f32" if ref.dtype == np.float32 else "f64"]
+    tol = {np.float32: 1e-4, np.float16: 2e-3}.get(ref.dtype.type, 1e-9)  # f16: an ulp of f32 sums in another order
     if float(err.max()) <= tol * scale:
         return None
     idx = tuple(np.unravel_index(np.argmax(err), err.shape))
