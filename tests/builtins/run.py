@@ -1305,9 +1305,9 @@ export fn f(a: f32[5, 37], b: f32[6, 5, 3], c: f32[4, 9, 2], t: i32[3, 11], n: f
   let v5, i5 = topk(t, k=5, largest=false, sorted=false)
   let v6, i6 = topk(n, 5)
   let v7, i7 = topk(n, 5, largest=false)
-  let v8, i8 = topk(g, 6, axis=1)
+  let v8, j8 = topk(g, 6, axis=1)
   let v9, i9 = topk(c, 2, axis=-2)
-  return v1, i1, v2, i2, v3, i3, v4, i4, v5, i5, v6, i6, v7, i7, v8, i8, v9, i9
+  return v1, i1, v2, i2, v3, i3, v4, i4, v5, i5, v6, i6, v7, i7, v8, j8, v9, i9
 }
 """, dict(a=tk_a, b=tk_b, c=tk_c, t=tk_t, n=tk_n, g=tk_f), [
     O("largest_last_axis", take_ref(tk_a, topk_ref(tk_a, 4), 1), tol=0.0),
