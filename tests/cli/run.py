@@ -179,9 +179,10 @@ def main():
         write_safetensors("half_bad.safetensors", {"lin.weight": w.T.astype(np.float16), "lin.bias": b,
                                                     "unused_ok": u.astype(np.uint8)})
         r = run("run", "m.nest", "--weights", "half_bad.safetensors", "--input", "x=x.npy")
+        # a U8 tensor is u8 in Nest's words, as every other mismatch (and compiled programs) name it
         check("F16 of the wrong shape, U8 for f32: the file's dtypes named", r.returncode == 1 and
               "lin.weight: expected f32[3, 2], file has F16[2, 3]" in r.stderr and
-              "unused_ok: expected f32[2], file has U8[2]" in r.stderr, r.stderr)
+              "unused_ok: expected f32[2], file has u8[2]" in r.stderr, r.stderr)
 
         # wrong weights: shape, missing, unused, dtype
         write_safetensors("bad.safetensors", {"lin.weight": w.T.copy(), "lin.bias": b, "extra": u})

@@ -439,7 +439,9 @@ static void test_bind_errors(void)
 	nestrt_param two[3] = {{"b", NESTRT_F32, 1, {3}}, {"zz", NESTRT_I64, 0, {0}}, {"w", NESTRT_F32, 0, {0}}};
 	bind_err(path, two, 3, "missing parameter 'zz' (i64[])");
 	/* Bad param tables are the caller's bug, reported as such. */
-	p = (nestrt_param){"x", 7, 1, {3}};
+	p = (nestrt_param){"x", NESTRT_NDTYPES, 1, {3}};
+	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
+	p = (nestrt_param){"x", -1, 1, {3}};
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
 	p = (nestrt_param){"x", NESTRT_F32, 9, {3}};
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
@@ -1362,6 +1364,13 @@ static void fill_pattern(int dt, void *data, int64_t n)
 		case NESTRT_I64: ((int64_t *)data)[i] = (int64_t)i * 1000000007LL - (1LL << 40); break;
 		case NESTRT_F32: ((float *)data)[i] = (float)i * 0.25f - 3.0f; break;
 		case NESTRT_F64: ((double *)data)[i] = (double)i / 3.0 - 1e10; break;
+		/* finite bits of either sign (no NaN, no -0) */
+		case NESTRT_F16:
+		case NESTRT_BF16: ((uint16_t *)data)[i] = (uint16_t)((i * 7) % 0x7c00 | (i & 1) << 15); break;
+		case NESTRT_I8: ((int8_t *)data)[i] = (int8_t)((i * 7 + 28) % 256 - 128); break;
+		case NESTRT_U8: ((uint8_t *)data)[i] = (uint8_t)((i * 7) % 256); break;
+		case NESTRT_I16: ((int16_t *)data)[i] = (int16_t)((i * 7 + 28) % 65536 - 32768); break;
+		case NESTRT_U16: ((uint16_t *)data)[i] = (uint16_t)((i * 7) % 65536); break;
 		default: abort();
 		}
 	}
@@ -1381,7 +1390,8 @@ static const struct {
 static const char numpy_checker[] =
 	"import sys, glob, os, numpy as np\n"
 	"d = sys.argv[1]\n"
-	"names = {'bool': '|b1', 'i32': '<i4', 'i64': '<i8', 'f32': '<f4', 'f64': '<f8'}\n"
+	"names = {'bool': '|b1', 'i32': '<i4', 'i64': '<i8', 'f32': '<f4', 'f64': '<f8', 'f16': '<f2', 'bf16': '<u2',\n"
+	"         'i8': '|i1', 'u8': '|u1', 'i16': '<i2', 'u16': '<u2'}\n"
 	"bad = 0\n"
 	"for p in sorted(glob.glob(d + '/rt-*.npy')):\n"
 	"    a = np.load(p)\n"
@@ -1392,6 +1402,11 @@ static const char numpy_checker[] =
 	"    elif dt == 'i32': want = (i * 7 - 100).astype('<i4')\n"
 	"    elif dt == 'i64': want = i * 1000000007 - (1 << 40)\n"
 	"    elif dt == 'f32': want = (i.astype('<f4') * np.float32(0.25) - np.float32(3)).astype('<f4')\n"
+	"    elif dt in ('f16', 'bf16'): want = ((i * 7) % 0x7c00 | (i & 1) << 15).astype('<u2').view(names[dt])\n"
+	"    elif dt == 'i8': want = ((i * 7 + 28) % 256 - 128).astype('|i1')\n"
+	"    elif dt == 'u8': want = ((i * 7) % 256).astype('|u1')\n"
+	"    elif dt == 'i16': want = ((i * 7 + 28) % 65536 - 32768).astype('<i2')\n"
+	"    elif dt == 'u16': want = ((i * 7) % 65536).astype('<u2')\n"
 	"    else: want = i.astype('<f8') / 3.0 - 1e10\n"
 	"    if a.dtype != np.dtype(names[dt]) or not np.array_equal(a.reshape(-1), want):\n"
 	"        print('numpy disagrees with', p); bad += 1\n"
@@ -1423,7 +1438,8 @@ static void test_npy_roundtrip(void)
 				void *rdata;
 				r = nestrt_npy_read(path, &rdt, &rrank, rshape, &rdata, &err);
 				if (CHECK(r == 0, "%s: read: %s", name, err.message)) {
-					int same = rdt == dt && rrank == rank && memcmp(rshape, shape, sizeof(int64_t) * (size_t)rank) == 0 &&
+					/* bf16 is written as its bits, '<u2', which reads as u16 */
+					int same = rdt == (dt == NESTRT_BF16 ? NESTRT_U16 : dt) && rrank == rank && memcmp(rshape, shape, sizeof(int64_t) * (size_t)rank) == 0 &&
 					           (nbytes == 0 || memcmp(rdata, data, nbytes) == 0);
 					for (int i = rank; i < NESTRT_MAX_RANK; i++)
 						same &= rshape[i] == 0;
@@ -1476,7 +1492,10 @@ static const char numpy_writer[] =
 	"save('np-be.npy', np.arange(4, dtype='>f4'))\n"
 	"save('np-fortran.npy', np.asfortranarray(a))\n"
 	"save('np-object.npy', np.array([1, 'x', None], dtype=object))\n"
-	"save('np-f16.npy', np.zeros(3, dtype='<f2'))\n"
+	"save('np-f16.npy', np.array([1.5, -2, 65504], dtype='<f2'))\n"
+	"save('np-u8.npy', np.array([0, 7, 255], dtype='u1'))\n"
+	"save('np-u32.npy', np.zeros(3, dtype='<u4'))\n"
+	"save('np-c8.npy', np.zeros(3, dtype='<c8'))\n"
 	"save('np-struct.npy', np.zeros(2, dtype=[('a', '<f4'), ('b', '<i4')]))\n"
 	"for v in ((1, 0), (2, 0), (3, 0)):\n"
 	"    with open(d + '/np-v%d.npy' % v[0], 'wb') as f:\n"
@@ -1557,7 +1576,18 @@ static void test_npy_numpy(void)
 	read_bad("np-be.npy", "big-endian arrays are not supported (descr '>f4')");
 	read_bad("np-fortran.npy", "fortran_order arrays are not supported");
 	read_bad("np-object.npy", "object arrays are not supported (descr '|O')");
-	read_bad("np-f16.npy", "unsupported dtype (descr '<f2'; supported: '<f4' '<f8' '<i4' '<i8' '|b1')");
+	uint16_t *h = read_ok("np-f16.npy", NESTRT_F16, 1, (int64_t[]){3});
+	if (h)
+		CHECK(h[0] == 0x3e00 && h[1] == 0xc000 && h[2] == 0x7bff, "np-f16 bits");
+	free(h);
+	unsigned char *u = read_ok("np-u8.npy", NESTRT_U8, 1, (int64_t[]){3});
+	if (u)
+		CHECK(u[0] == 0 && u[1] == 7 && u[2] == 255, "np-u8 values");
+	free(u);
+	read_bad("np-u32.npy", "unsupported dtype (descr '<u4'; supported: '<f4' '<f8' '<f2' '<i4' '<i8' '<i2' '<u2' '|i1' "
+	                       "'|u1' '|b1')");
+	read_bad("np-c8.npy", "unsupported dtype (descr '<c8'; supported: '<f4' '<f8' '<f2' '<i4' '<i8' '<i2' '<u2' '|i1' "
+	                      "'|u1' '|b1')");
 	read_bad("np-struct.npy", "structured arrays are not supported");
 	char *p = tpath("absent.npy");
 	char *want = fmt("%s: cannot open: No such file or directory", p);
@@ -1576,8 +1606,8 @@ static void test_npy_write_errors(void)
 	char *p = tpath("w.npy");
 	int64_t shape[2] = {2, 2};
 	float v[4] = {1, 2, 3, 4};
-	char *want = fmt("%s: cannot write dtype 9", p);
-	CHECK_MSG(nestrt_npy_write(p, 9, 2, shape, v, &err), err, want);
+	char *want = fmt("%s: cannot write dtype %d", p, NESTRT_NDTYPES);
+	CHECK_MSG(nestrt_npy_write(p, NESTRT_NDTYPES, 2, shape, v, &err), err, want);
 	free(want);
 	want = fmt("%s: cannot write rank 9", p);
 	CHECK_MSG(nestrt_npy_write(p, NESTRT_F32, 9, shape, v, &err), err, want);

@@ -93,6 +93,13 @@ static void fill_pattern(DType dt, void *data, int64_t n)
 		case DT_I64: ((int64_t *)data)[i] = (int64_t)i * 1000000007LL - (1LL << 40); break;
 		case DT_F32: ((float *)data)[i] = (float)i * 0.25f - 3.0f; break;
 		case DT_F64: ((double *)data)[i] = (double)i / 3.0 - 1e10; break;
+		/* finite bits of either sign (no NaN, no -0) */
+		case DT_F16:
+		case DT_BF16: ((uint16_t *)data)[i] = (uint16_t)((i * 7) % 0x7c00 | (i & 1) << 15); break;
+		case DT_I8: ((int8_t *)data)[i] = (int8_t)((i * 7 + 28) % 256 - 128); break;
+		case DT_U8: ((uint8_t *)data)[i] = (uint8_t)((i * 7) % 256); break;
+		case DT_I16: ((int16_t *)data)[i] = (int16_t)((i * 7 + 28) % 65536 - 32768); break;
+		case DT_U16: ((uint16_t *)data)[i] = (uint16_t)((i * 7) % 65536); break;
 		default: abort();
 		}
 	}
@@ -131,7 +138,8 @@ static void test_npy_roundtrip(T *t)
 			char err[512];
 			int r = npy_read(path, &a, err, sizeof err);
 			if (CHECK(t, r == 0, "%s rank %d: npy_read: %s", dtype_name(dt), rank, err)) {
-				int same = a.dtype == dt && a.rank == rank && a.nbytes == nbytes &&
+				/* bf16 is written as its bits, '<u2', which reads as u16 */
+				int same = a.dtype == (dt == DT_BF16 ? DT_U16 : dt) && a.rank == rank && a.nbytes == nbytes &&
 				           memcmp(a.shape, shape, sizeof(int64_t) * (size_t)rank) == 0 &&
 				           (nbytes == 0 || memcmp(a.data, data, nbytes) == 0);
 				CHECK(t, same, "%s rank %d: round trip differs", dtype_name(dt), rank);
@@ -190,7 +198,10 @@ static const char numpy_writer[] =
 	"save('np-be.npy', np.arange(4, dtype='>f4'))\n"
 	"save('np-fortran.npy', np.asfortranarray(a))\n"
 	"save('np-object.npy', np.array([1, 'x', None], dtype=object))\n"
-	"save('np-f16.npy', np.zeros(3, dtype='<f2'))\n"
+	"save('np-f16.npy', np.array([1.5, -2, 65504], dtype='<f2'))\n"
+	"save('np-u8.npy', np.array([0, 7, 255], dtype='u1'))\n"
+	"save('np-u32.npy', np.zeros(3, dtype='<u4'))\n"
+	"save('np-c8.npy', np.zeros(3, dtype='<c8'))\n"
 	"save('np-struct.npy', np.zeros(2, dtype=[('a', '<f4'), ('b', '<i4')]))\n"
 	"for v in ((2, 0), (3, 0)):\n"
 	"    with open(d + '/np-v%d.npy' % v[0], 'wb') as f:\n"
@@ -270,7 +281,20 @@ static void test_npy_numpy(T *t)
 	read_bad(t, "np-be.npy", "big-endian arrays are not supported (descr '>f4')");
 	read_bad(t, "np-fortran.npy", "fortran_order arrays are not supported");
 	read_bad(t, "np-object.npy", "object arrays are not supported");
-	read_bad(t, "np-f16.npy", "unsupported dtype (descr '<f2'");
+	a = read_ok(t, "np-f16.npy", DT_F16, 1, s3);
+	if (a.data) {
+		const uint16_t *h = a.data;
+		CHECK(t, h[0] == 0x3e00 && h[1] == 0xc000 && h[2] == 0x7bff, "np-f16.npy: bits");
+		npy_free(&a);
+	}
+	a = read_ok(t, "np-u8.npy", DT_U8, 1, s3);
+	if (a.data) {
+		const unsigned char *v = a.data;
+		CHECK(t, v[0] == 0 && v[1] == 7 && v[2] == 255, "np-u8.npy: values");
+		npy_free(&a);
+	}
+	read_bad(t, "np-u32.npy", "unsupported dtype (descr '<u4'");
+	read_bad(t, "np-c8.npy", "unsupported dtype (descr '<c8'");
 	read_bad(t, "np-struct.npy", "structured arrays are not supported");
 }
 
@@ -294,6 +318,13 @@ static void test_npy_numpy_reads_ours(T *t)
 	              "    elif dt == 'i32': a = (i * 7 - 100).astype('<i4')\n"
 	              "    elif dt == 'i64': a = i * 1000000007 - (1 << 40)\n"
 	              "    elif dt == 'f32': a = (i.astype('<f4') * np.float32(0.25) - np.float32(3))\n"
+	              "    elif dt in ('f16', 'bf16'):\n"
+	              "        a = ((i * 7) % 0x7c00 | (i & 1) << 15).astype('<u2')\n"
+	              "        if dt == 'f16': a = a.view('<f2')\n"
+	              "    elif dt == 'i8': a = ((i * 7 + 28) % 256 - 128).astype('|i1')\n"
+	              "    elif dt == 'u8': a = ((i * 7) % 256).astype('|u1')\n"
+	              "    elif dt == 'i16': a = ((i * 7 + 28) % 65536 - 32768).astype('<i2')\n"
+	              "    elif dt == 'u16': a = ((i * 7) % 65536).astype('<u2')\n"
 	              "    else: a = i / 3.0 - 1e10\n"
 	              "    return a.reshape(shape)\n"
 	              "import io\n"
@@ -554,8 +585,8 @@ static void test_safetensors(T *t)
 			const char *name;
 			int dt;
 		} want[] = {{"f64", DT_F64}, {"f32", DT_F32}, {"i64", DT_I64}, {"i32", DT_I32},
-		            {"bool", DT_BOOL}, {"f16", DT_F32}, {"bf16", DT_F32}, {"i16", -1}, {"i8", -1},
-		            {"u8", -1}, {"u16", -1}, {"u32", -1}, {"u64", -1}, {"e4", -1}, {"e5", -1}};
+		            {"bool", DT_BOOL}, {"f16", DT_F32}, {"bf16", DT_F32}, {"i16", DT_I16}, {"i8", DT_I8},
+		            {"u8", DT_U8}, {"u16", DT_U16}, {"u32", -1}, {"u64", -1}, {"e4", -1}, {"e5", -1}};
 		CHECK(t, w->n == 15, "all.safetensors: %d tensors", w->n);
 		for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
 			WTensor *x = weights_find(w, want[i].name);
