@@ -81,6 +81,12 @@ typedef struct nestrt__tensor {
 	const nestrt__stdtype *stored; /* the file's type when converted to F32 at open (F16, BF16; GGUF's
 	                                  F16, BF16 and block types, where it is a nestrt__qtype); else NULL */
 	void *owned;                  /* the widened copy of a mapped or embedded tensor */
+	/* An F16 or BF16 tensor of a .safetensors file (stored is one of those) binds f16/bf16
+	 * params as it is and f32 params widened, when first bound so (weights.c's widen_now). */
+	const unsigned char *half;    /* its 16-bit bytes, while they are there (else NULL) */
+	void *narrow;                 /* its 16-bit bytes again, made from the f32 ones when half went */
+	int widened;                  /* data holds the f32 elements */
+	int half_bound;               /* half was given to a caller: it stays */
 } nestrt__tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */
@@ -201,6 +207,20 @@ NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nes
                                        const unsigned char *direct, int nparams, nestrt_error *err);
 /* Params whose tensor holds only a packed copy: their elements back, in a
  * copy, and data[i] pointing to it. 0, or -1 with err set. */
+/* An F16 / BF16 tensor's f32 form at t->data, made now if it is not yet (weights.c).
+ * Under w->mu. */
+NESTRT_HIDDEN int nestrt__weights_widen(nestrt_weights *w, nestrt__tensor *t, nestrt_error *err);
+/* t's elements in *elems, restored from a packed copy if they went (wpack.c). Under w->mu. */
+NESTRT_HIDDEN int nestrt__weights_elements(nestrt_weights *w, nestrt__tensor *t, const void **elems);
+/* An F16 / BF16 tensor of a .safetensors file (weights.c)? */
+NESTRT_HIDDEN int nestrt__is_half(const nestrt__tensor *t);
+/* Its 16-bit bytes, 2-byte aligned (elems: its f32 elements, needed when they are
+ * all it has). Under w->mu. */
+NESTRT_HIDDEN const void *nestrt__half_data(nestrt_weights *w, nestrt__tensor *t, const void *elems, const char *shown,
+                                            nestrt_error *err);
+/* The aligned pointer compiled code gets for t, or NULL (err set). */
+NESTRT_HIDDEN const void *nestrt__tensor_data(nestrt_weights *w, nestrt__tensor *t, const char *shown,
+                                              nestrt_error *err);
 NESTRT_HIDDEN int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err);
 /* Embedded weights packed ahead of time (nestc build --embed-weights): each
  * becomes a tensor of w held only in that packed form, bound like any

@@ -14,9 +14,12 @@
  * created (nestrt__weights_settle), so that a weight the instance reads only
  * packed goes from the file straight into its panels, in its own place
  * (issue #14: held once, copied once). NESTRT_MMAP=1 maps the file instead.
- * F16 and BF16 tensors are widened to F32 when the file is opened (every
- * such number is a float): f32 parameters bind checkpoints saved in half
- * precision, exactly, at twice the memory of their bytes in the file.
+ * An F16 or BF16 tensor binds f16 / bf16 parameters as it is, and f32 ones
+ * widened (every such number is a float, exactly): checkpoints saved in half
+ * precision bind builds of either. Its 16-bit bytes are read when the file is
+ * opened, into the second half of a place of f32 size, and widened in place
+ * when an f32 parameter is first bound to it (widen_now); only a tensor bound
+ * both ways is held in both forms.
  * A file that starts with "GGUF" is llama.cpp's format: gguf.c validates it
  * and converts its tensors, and this file lays them out, reads, maps and
  * binds them as a safetensors file's.
@@ -42,8 +45,8 @@ typedef nestrt__tensor Tensor;
 static const StDType st_dtypes[] = {
 	{"F64", "f64", 8, NESTRT_F64},
 	{"F32", "f32", 4, NESTRT_F32},
-	{"F16", "f16", 2, -1},
-	{"BF16", "bf16", 2, -1},
+	{"F16", "f16", 2, NESTRT_F16},
+	{"BF16", "bf16", 2, NESTRT_BF16},
 	{"I64", "i64", 8, NESTRT_I64},
 	{"I32", "i32", 4, NESTRT_I32},
 	{"I16", "i16", 2, NESTRT_I16},
@@ -368,6 +371,7 @@ static void free_tensors(Tensor *t, size_t n)
 		free(t[i].name);
 		free(t[i].copy);
 		free(t[i].owned);
+		free(t[i].narrow);
 	}
 	free(t);
 }
@@ -391,8 +395,8 @@ static void widen16(float *dst, const unsigned char *src, size_t n, int bf16)
 }
 
 /* After the header: F16 and BF16 entries become F32 ones, twice as long in
- * memory (end - begin is the bytes held; begin stays the file's offset).
- * Their data is widened by the caller (widen_mapped, layout_tensors). */
+ * memory (end - begin is the bytes of their f32 form; begin stays the file's
+ * offset), their 16-bit bytes at half (layout_tensors, keep_half). */
 static void widen_entries(nestrt_weights *w)
 {
 	const StDType *f32 = st_dtype("F32", 3);
@@ -406,23 +410,101 @@ static void widen_entries(nestrt_weights *w)
 	}
 }
 
-/* The widened tensors of a mapped file or an image in memory, each in a copy
- * of our own (t->data points at the file's bytes until then). */
-static int widen_mapped(nestrt_weights *w, nestrt_error *err)
+/* The 16-bit tensors of a mapped file or an image in memory: their bytes are
+ * the file's; an f32 form, when bound, a copy of our own (widen_now). */
+static void keep_half(nestrt_weights *w)
 {
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		size_t nb = (size_t)(t->end - t->begin);
-		if (!t->stored || nb == 0)
+		if (!t->stored || t->end == t->begin)
 			continue;
-		t->owned = aligned_alloc(64, (nb + 63) / 64 * 64);
-		if (!t->owned)
-			return nestrt__seterr(err, "%s: out of memory widening '%s' to f32", w->path, t->name);
-		widen16(t->owned, t->data, nb / 4, !strcmp(t->stored->name, "BF16"));
-		t->data = t->owned;
+		t->half = t->data;
+		t->data = NULL;
 		t->loaded = 1;
 	}
+}
+
+int nestrt__is_half(const Tensor *t)
+{
+	return t->stored && (t->stored->dtype == NESTRT_F16 || t->stored->dtype == NESTRT_BF16);
+}
+
+/* An F16 / BF16 tensor's f32 elements at t->data: widened in place when its
+ * 16-bit bytes lie in the second half of its own place and no caller holds
+ * them, else into a copy. Under w->mu. */
+static int widen_now(nestrt_weights *w, Tensor *t, const char *shown, nestrt_error *err)
+{
+	size_t nb = (size_t)(t->end - t->begin);
+	if (!nestrt__is_half(t) || t->widened || nb == 0)
+		return 0;
+	int bf16 = t->stored->dtype == NESTRT_BF16;
+	if (t->data && t->half == t->data + nb / 2 && !t->half_bound) {
+		widen16((float *)t->data, t->half, nb / 4, bf16);
+		t->half = NULL;
+	} else {
+		t->owned = aligned_alloc(64, (nb + 63) / 64 * 64);
+		if (!t->owned)
+			return nestrt__seterr(err, "%s: %s: out of memory widening %zu bytes to f32", w->path, shown, nb / 2);
+		widen16(t->owned, t->half, nb / 4, bf16);
+		t->data = t->owned;
+	}
+	t->widened = 1;
 	return 0;
+}
+
+int nestrt__weights_widen(nestrt_weights *w, nestrt__tensor *t, nestrt_error *err)
+{
+	char shown[NESTRT__SHOWN];
+	return widen_now(w, t, nestrt__shown(shown, t->name, strlen(t->name)), err);
+}
+
+/* The float that came from a binary16 h, as h again (payloads of NaNs kept). */
+static uint16_t narrow_f16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	uint32_t s = u >> 16 & 0x8000u, e = u >> 23 & 0xffu, m = u & 0x7fffffu;
+	if (e == 0xff)
+		return (uint16_t)(s | 0x7c00u | m >> 13);
+	if (e == 0)
+		return (uint16_t)s;
+	if (e >= 113)
+		return (uint16_t)(s | (e - 112) << 10 | m >> 13);
+	return (uint16_t)(s | (0x800000u | m) >> (126 - e)); /* a subnormal binary16 */
+}
+
+/* The 16-bit bytes an f16 / bf16 param gets, 2-byte aligned: half, or the
+ * f32 elements narrowed again (exactly) when half went. Under w->mu; the f32
+ * elements (elems) when the caller has them restored. */
+const void *nestrt__half_data(nestrt_weights *w, Tensor *t, const void *elems, const char *shown, nestrt_error *err)
+{
+	size_t n = (size_t)(t->end - t->begin) / 4;
+	if (n == 0)
+		return nestrt__empty_data;
+	if (t->narrow)
+		return t->narrow;
+	if (t->half && (uintptr_t)t->half % 2 == 0) {
+		t->half_bound = 1;
+		return t->half;
+	}
+	t->narrow = aligned_alloc(64, (n * 2 + 63) / 64 * 64);
+	if (!t->narrow) {
+		nestrt__seterr(err, "%s: %s: out of memory copying %zu bytes", w->path, shown, n * 2);
+		return NULL;
+	}
+	uint16_t *d = t->narrow;
+	if (t->half) {
+		memcpy(d, t->half, n * 2);
+	} else {
+		const float *f = elems;
+		int bf16 = t->stored->dtype == NESTRT_BF16;
+		for (size_t i = 0; i < n; i++) {
+			uint32_t u;
+			memcpy(&u, &f[i], sizeof u);
+			d[i] = bf16 ? (uint16_t)(u >> 16) : narrow_f16(f[i]);
+		}
+	}
+	return t->narrow;
 }
 
 /* Parse and validate the header at base + 8; fill w->t, w->n. */
@@ -745,9 +827,9 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 		t->data = buf + at;
 		at = (at + t->room + 63) / 64 * 64;
 	}
-	/* the widened tensors now: their 16-bit bytes read into the second half
-	 * of their place, then widened from the front (GGUF's: converted from
-	 * the file into their place) */
+	/* the 16-bit tensors now: their bytes read into the second half of
+	 * their place, widened from the front when an f32 param is bound
+	 * (widen_now; GGUF's: converted from the file into their place) */
 	if (w->gguf && nestrt__gguf_convert(w, fd, NULL, err) < 0)
 		return -1;
 	for (size_t i = 0; i < w->n && !w->gguf; i++) {
@@ -759,7 +841,7 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 		e = nestrt__pread_all(fd, d + nb / 2, nb / 2, w->data_off + t->begin);
 		if (e)
 			return nestrt__read_error(err, path, e, "while");
-		widen16((float *)d, d + nb / 2, nb / 4, !strcmp(t->stored->name, "BF16"));
+		t->half = d + nb / 2;
 		t->loaded = 1;
 	}
 	w->fd = fd;
@@ -909,7 +991,8 @@ static int load_image(nestrt_weights *w, const void *image, size_t size, const c
 		return -1;
 	if (parse_header(w, base, hlen, size - 8 - hlen, err) < 0)
 		return -1;
-	return widen_mapped(w, err);
+	keep_half(w);
+	return 0;
 }
 
 nestrt_weights *nestrt_weights_from_memory(const void *image, size_t size, const char *name, nestrt_error *err)
@@ -954,7 +1037,7 @@ Tensor *nestrt__weights_find(nestrt_weights *w, const char *name)
 }
 
 /* The aligned pointer compiled code gets for t, or NULL (err set). */
-static const void *tensor_data(nestrt_weights *w, Tensor *t, const char *shown, nestrt_error *err)
+const void *nestrt__tensor_data(nestrt_weights *w, Tensor *t, const char *shown, nestrt_error *err)
 {
 	size_t nbytes = (size_t)(t->end - t->begin), size = (size_t)t->st->size;
 	if (nbytes == 0)
@@ -982,55 +1065,6 @@ static const void *tensor_data(nestrt_weights *w, Tensor *t, const char *shown, 
 	return t->copy;
 }
 
-int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
-                              nestrt_error *err)
-{
-	if (nparams < 0 || (nparams > 0 && (!params || !data)))
-		return nestrt__seterr(err, "nestrt_weights_bind: invalid arguments");
-	if (nparams == 0)
-		return 0;
-	if (!w)
-		return nestrt__seterr(err, "nestrt_weights_bind: no weights for %d parameters", nparams);
-	for (int i = 0; i < nparams; i++)
-		data[i] = NULL;
-	/* a bool tensor's bytes are looked at (tensor_data): read them now */
-	for (int i = 0; i < nparams; i++) {
-		Tensor *t = params[i].name ? nestrt__weights_find(w, params[i].name) : NULL;
-		if (t && t->st->dtype == NESTRT_BOOL) {
-			if (nestrt__weights_ready(w, err) < 0)
-				return -1;
-			break;
-		}
-	}
-	for (int i = 0; i < nparams; i++) {
-		const nestrt_param *p = &params[i];
-		char want[256], shown[NESTRT__SHOWN];
-		int valid = p->name && p->dtype >= 0 && p->dtype < NESTRT_NDTYPES && p->rank >= 0 &&
-		            p->rank <= NESTRT_MAX_RANK;
-		for (int k = 0; valid && k < p->rank; k++)
-			valid = p->shape[k] >= 0;
-		if (!valid)
-			return nestrt__seterr(err, "nestrt_weights_bind: parameter %d ('%s') has an invalid type", i,
-			                      p->name ? nestrt__shown(shown, p->name, strlen(p->name)) : "(null)");
-		nestrt__shown(shown, p->name, strlen(p->name));
-		nestrt__type_text(want, sizeof want, nestrt_dtype_name(p->dtype), p->rank, p->shape);
-		Tensor *t = nestrt__weights_find(w, p->name);
-		if (!t)
-			return nestrt__seterr(err, "%s: missing parameter '%s' (%s)%s", w->path, shown, want,
-			                      w->n ? "" : ": the file has no tensors");
-		int same = t->st->dtype == p->dtype && t->rank == p->rank;
-		for (int k = 0; same && k < p->rank; k++)
-			same = t->shape[k] == p->shape[k];
-		if (!same) {
-			char have[256];
-			nestrt__type_text(have, sizeof have, (t->stored ? t->stored : t->st)->lower, t->rank, t->shape);
-			return nestrt__seterr(err, "%s: %s: expected %s, file has %s", w->path, shown, want, have);
-		}
-		if (!(data[i] = tensor_data(w, t, shown, err)))
-			return -1;
-	}
-	return 0;
-}
 
 /* ------------------------------------------------------------ inspection */
 

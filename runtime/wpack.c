@@ -236,6 +236,14 @@ static const void *elements(const Tensor *t)
 	return t->inplace ? (const void *)t->copy : (const void *)t->data;
 }
 
+int nestrt__weights_elements(nestrt_weights *w, Tensor *t, const void **elems)
+{
+	if (nestrt__weights_settle(w, NULL) < 0 || restore(w, t) < 0)
+		return -1;
+	*elems = elements(t);
+	return 0;
+}
+
 /* Params whose tensor holds only a packed copy where its elements were (in
  * place, or packed by nestc): their elements back, in a copy, and data[i]
  * pointing to it. */
@@ -1029,6 +1037,77 @@ void nestrt_weights_close(nestrt_weights *w)
 	nestrt__weights_free(w);
 }
 
+/* (weights.c has the files; binding, which may restore a packed weight for an
+ * f16 / bf16 param, is here) */
+int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
+                              nestrt_error *err)
+{
+	if (nparams < 0 || (nparams > 0 && (!params || !data)))
+		return nestrt__seterr(err, "nestrt_weights_bind: invalid arguments");
+	if (nparams == 0)
+		return 0;
+	if (!w)
+		return nestrt__seterr(err, "nestrt_weights_bind: no weights for %d parameters", nparams);
+	for (int i = 0; i < nparams; i++)
+		data[i] = NULL;
+	/* a bool tensor's bytes are looked at (tensor_data): read them now */
+	for (int i = 0; i < nparams; i++) {
+		Tensor *t = params[i].name ? nestrt__weights_find(w, params[i].name) : NULL;
+		if (t && t->st->dtype == NESTRT_BOOL) {
+			if (nestrt__weights_ready(w, err) < 0)
+				return -1;
+			break;
+		}
+	}
+	for (int i = 0; i < nparams; i++) {
+		const nestrt_param *p = &params[i];
+		char want[256], shown[NESTRT__SHOWN];
+		int valid = p->name && p->dtype >= 0 && p->dtype < NESTRT_NDTYPES && p->rank >= 0 &&
+		            p->rank <= NESTRT_MAX_RANK;
+		for (int k = 0; valid && k < p->rank; k++)
+			valid = p->shape[k] >= 0;
+		if (!valid)
+			return nestrt__seterr(err, "nestrt_weights_bind: parameter %d ('%s') has an invalid type", i,
+			                      p->name ? nestrt__shown(shown, p->name, strlen(p->name)) : "(null)");
+		nestrt__shown(shown, p->name, strlen(p->name));
+		nestrt__type_text(want, sizeof want, nestrt_dtype_name(p->dtype), p->rank, p->shape);
+		Tensor *t = nestrt__weights_find(w, p->name);
+		if (!t)
+			return nestrt__seterr(err, "%s: missing parameter '%s' (%s)%s", w->path, shown, want,
+			                      w->n ? "" : ": the file has no tensors");
+		int as_half = nestrt__is_half(t) && p->dtype == t->stored->dtype;
+		int same = (t->st->dtype == p->dtype || as_half) && t->rank == p->rank;
+		for (int k = 0; same && k < p->rank; k++)
+			same = t->shape[k] == p->shape[k];
+		if (!same) {
+			char have[256];
+			nestrt__type_text(have, sizeof have, (t->stored ? t->stored : t->st)->lower, t->rank, t->shape);
+			return nestrt__seterr(err, "%s: %s: expected %s, file has %s", w->path, shown, want, have);
+		}
+		if (nestrt__is_half(t)) {
+			pthread_mutex_lock(&w->mu);
+			const void *elems = NULL;
+			int rc = 0;
+			if (as_half && !t->half && !t->narrow)
+				rc = nestrt__weights_elements(w, t, &elems);
+			if (rc < 0)
+				nestrt__seterr(err, "%s: %s: out of memory unpacking weights", w->path, shown);
+			else if (as_half)
+				rc = (data[i] = nestrt__half_data(w, t, elems, shown, err)) ? 0 : -1;
+			else
+				rc = nestrt__weights_widen(w, t, err);
+			pthread_mutex_unlock(&w->mu);
+			if (rc < 0)
+				return -1;
+			if (as_half)
+				continue;
+		}
+		if (!(data[i] = nestrt__tensor_data(w, t, shown, err)))
+			return -1;
+	}
+	return 0;
+}
+
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
                         nestrt_error *err)
 {
@@ -1059,7 +1138,8 @@ int nestrt_weights_info(const nestrt_weights *w, int i, nestrt_param *info, cons
 		 * stays: the caller reads it */
 		nestrt_weights *mw = (nestrt_weights *)w;
 		pthread_mutex_lock(&mw->mu);
-		int bad = nestrt__weights_settle(mw, NULL) < 0 || restore(mw, &mw->t[i]) < 0;
+		int bad = nestrt__weights_settle(mw, NULL) < 0 || nestrt__weights_widen(mw, &mw->t[i], NULL) < 0 ||
+		          restore(mw, &mw->t[i]) < 0;
 		mw->t[i].direct = 1;
 		pthread_mutex_unlock(&mw->mu);
 		if (bad)

@@ -1137,10 +1137,12 @@ typedef struct WTensor {
 	const char *name;
 	const char *dtype_str; /* as in the file: "F32", "BF16", ... */
 	int dtype;          /* a DType, or -1 for a valid dtype nestc has no tensors of */
+	int half_dtype;     /* DT_F16 or DT_BF16 for such a tensor of a .safetensors file, which
+	                       binds that dtype as well as dtype (f32); else -1 */
 	int rank;
 	int64_t shape[MAX_RANK];
-	const void *data;   /* in the mapping, possibly unaligned */
-	size_t nbytes;
+	const void *data;   /* in the mapping, possibly unaligned; NULL for an F16 / BF16 one (weights_data) */
+	size_t nbytes;      /* of the dtype form */
 	int used;
 } WTensor;
 
@@ -1154,6 +1156,8 @@ typedef struct Weights {
 /* NULL on error, with the reason ("header length 123 exceeds file size 100") in err. */
 Weights *weights_open(const char *path, char *err, size_t errlen);
 WTensor *weights_find(Weights *w, const char *name);
+/* t's elements as a dtype it binds (dtype or half_dtype), aligned; NULL with the reason in err. */
+const void *weights_data(Weights *w, WTensor *t, DType dtype, char *err, size_t errlen);
 void weights_close(Weights *w);
 /* nestc build --embed-weights: the matrices the pack plans (slot_plans per
  * variant, entry_plan; matmul.c's tables) ask for in exactly one layout and

@@ -2,6 +2,7 @@
  * reference interpreter, write .npy outputs only when everything succeeded. */
 #include "nestc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -156,14 +157,18 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 			ok = 0;
 		} else {
 			wt->used = 1;
-			if (wt->dtype != (int)pi->dtype || !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
+			if ((wt->dtype != (int)pi->dtype && wt->half_dtype != (int)pi->dtype) ||
+			    !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
 				Buf b = {0};
 				/* F16, BF16 and GGUF's quantized types are held widened: the
-				 * file's type is the one to name */
+				 * file's type is the one to name, in lower case as compiled
+				 * programs name it */
 				if (wt->dtype >= 0 && !strcasecmp(wt->dtype_str, dtype_name((DType)wt->dtype))) {
 					shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
 				} else {
-					buf_printf(&b, "%s[", wt->dtype_str);
+					for (const char *c = wt->dtype_str; *c; c++)
+						buf_putc(&b, (char)tolower((unsigned char)*c));
+					buf_putc(&b, '[');
 					for (int k = 0; k < wt->rank; k++)
 						buf_printf(&b, "%s%lld", k ? ", " : "", (long long)wt->shape[k]);
 					buf_putc(&b, ']');
@@ -172,7 +177,14 @@ static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 				buf_free(&b);
 				ok = 0;
 			} else {
-				params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, wt->data);
+				char why[512];
+				const void *data = weights_data(w, wt, pi->dtype, why, sizeof why);
+				if (!data) {
+					error_plain(d, "%s: %s", w->path, why);
+					ok = 0;
+				} else {
+					params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, data);
+				}
 			}
 		}
 		free(want);

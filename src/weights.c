@@ -54,13 +54,31 @@ Weights *weights_open(const char *path, char *err, size_t errlen)
 	for (int i = 0; i < n; i++) {
 		WTensor *t = &w->t[i];
 		nestrt_param info;
-		nestrt_weights_info(rt, i, &info, &t->dtype_str, &t->data, &t->nbytes);
+		/* an F16 or BF16 tensor's data when a param binds it (weights_data):
+		 * widened only for an f32 param */
+		const nestrt__stdtype *stored = rt->t[i].stored;
+		int half = stored && (stored->dtype == NESTRT_F16 || stored->dtype == NESTRT_BF16);
+		nestrt_weights_info(rt, i, &info, &t->dtype_str, half ? NULL : &t->data, &t->nbytes);
 		t->name = info.name;
 		t->dtype = info.dtype;
+		t->half_dtype = half ? stored->dtype : -1;
 		t->rank = info.rank;
 		memcpy(t->shape, info.shape, sizeof t->shape);
 	}
 	return w;
+}
+
+const void *weights_data(Weights *w, WTensor *t, DType dtype, char *err, size_t errlen)
+{
+	nestrt_param p = {t->name, (int)dtype, t->rank, {0}};
+	memcpy(p.shape, t->shape, sizeof p.shape);
+	const void *data;
+	nestrt_error e;
+	if (nestrt_weights_bind(w->rt, &p, 1, &data, &e) < 0) {
+		rt_reason(err, errlen, w->path, &e);
+		return NULL;
+	}
+	return data;
 }
 
 static int wtensor_cmp(const void *a, const void *b)

@@ -18,8 +18,9 @@ passed = failed = 0
 GPT2_SMALL = ["-D", "L=2", "-D", "D=64", "-D", "H=4", "-D", "V=256", "-D", "CTX=64", "-D", "S=16"]
 
 
-def run(*args):
-    return subprocess.run([NESTC] + list(args), capture_output=True, text=True)
+def run(*args, env=None):
+    return subprocess.run([NESTC] + list(args), capture_output=True, text=True,
+                          env=dict(os.environ, **env) if env else None)
 
 
 def check(name, cond, detail=""):
@@ -35,8 +36,12 @@ def check(name, cond, detail=""):
 def write_safetensors(path, tensors):
     header, blobs, off = {}, [], 0
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
-        dt = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int32"): "I32",
+        if isinstance(arr, tuple):  # ("BF16", its bits as uint16)
+            dt, arr = arr[0], np.ascontiguousarray(arr[1])
+        else:
+            arr = np.ascontiguousarray(arr)
+            dt = None
+        dt = dt or {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int32"): "I32",
               np.dtype("int64"): "I64", np.dtype("bool"): "BOOL", np.dtype("float16"): "F16",
               np.dtype("uint8"): "U8"}[arr.dtype]
         b = arr.tobytes()
@@ -181,8 +186,41 @@ def main():
         r = run("run", "m.nest", "--weights", "half_bad.safetensors", "--input", "x=x.npy")
         # a U8 tensor is u8 in Nest's words, as every other mismatch (and compiled programs) name it
         check("F16 of the wrong shape, U8 for f32: the file's dtypes named", r.returncode == 1 and
-              "lin.weight: expected f32[3, 2], file has F16[2, 3]" in r.stderr and
+              "lin.weight: expected f32[3, 2], file has f16[2, 3]" in r.stderr and
               "unused_ok: expected f32[2], file has u8[2]" in r.stderr, r.stderr)
+
+        # F16 / BF16 tensors bind f16 / bf16 params as they are and f32 ones widened, read or mapped
+        with open("m16.nest", "w") as f:
+            f.write("param lin: { weight: f16[3, 2], bias: bf16[2] }\nparam unused_ok: f32[2]\n"
+                    "export fn forward(x: f32[4, 3]) -> f32[4, 2] {\n"
+                    "  return x @ f32(lin.weight) + f32(lin.bias) + unused_ok\n}\n"
+                    "export fn weight(x: f32[4, 3]) -> f16[3, 2] {\n  return lin.weight\n}\n")
+        w16 = w.astype(np.float16)
+        w16[0, 0] = np.float16(6e-8)  # a subnormal
+        bbits = (b.view(np.uint32) >> 16).astype(np.uint16) | np.uint16(1)  # low bits f32 has not
+        bw = (bbits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        write_safetensors("half2.safetensors", {"lin.weight": w16, "lin.bias": ("BF16", bbits),
+                                                 "unused_ok": u.astype(np.float16)})
+        want = x.astype(np.float64) @ w16.astype(np.float64) + bw + u
+        for env in ({}, {"NESTRT_MMAP": "1"}):
+            how = "mapped" if env else "read"
+            r = run("run", "m16.nest", "--weights", "half2.safetensors", "--input", "x=x.npy", "--output", "y16.npy",
+                    env=env)
+            check("f16 / bf16 params bind F16 / BF16 tensors, an f32 one widened (%s)" % how, r.returncode == 0 and
+                  np.allclose(np.load("y16.npy"), want, rtol=1e-5, atol=1e-6), r.stderr)
+            r = run("run", "m16.nest", "--entry", "weight", "--weights", "half2.safetensors", "--input", "x=x.npy",
+                    "--output", "w16.npy", env=env)
+            got = np.load("w16.npy") if r.returncode == 0 else None
+            check("an f16 param's bits are the file's (%s)" % how, got is not None and got.dtype == np.float16 and
+                  np.array_equal(got.view(np.uint16), w16.view(np.uint16)), r.stderr)
+            r = run("run", "m.nest", "--weights", "half2.safetensors", "--input", "x=x.npy", "--output", "y32.npy",
+                    env=env)
+            check("the same file binds f32 params, widened (%s)" % how, r.returncode == 0 and
+                  np.allclose(np.load("y32.npy"), want, rtol=1e-5, atol=1e-6), r.stderr)
+        write_safetensors("half3.safetensors", {"lin.weight": w16, "lin.bias": b.astype(np.float16), "unused_ok": u})
+        r = run("run", "m16.nest", "--weights", "half3.safetensors", "--input", "x=x.npy")
+        check("an F16 tensor for a bf16 param: named", r.returncode == 1 and
+              "lin.bias: expected bf16[2], file has f16[2]" in r.stderr, r.stderr)
 
         # wrong weights: shape, missing, unused, dtype
         write_safetensors("bad.safetensors", {"lin.weight": w.T.copy(), "lin.bias": b, "extra": u})

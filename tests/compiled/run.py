@@ -1563,6 +1563,45 @@ def weights_half():
     return single("weights.half_precision", fn)
 
 
+SRC_HALF_PARAMS = """
+param w1: f16[64, 96]
+param b1: bf16[96]
+param w2: f32[96, 32]
+
+export fn forward(x: f32[8, 64]) -> f32[8, 32] {
+  return relu(x @ f32(w1) + f32(b1)) @ w2
+}
+"""
+
+
+@check("weights.half_params")
+def weights_half_params():
+    """F16 and BF16 tensors bind f16 and bf16 params as they are, and an f32 param
+    (w2, an F16 tensor) widened: the interpreter against NumPy, compiled code against
+    the interpreter, read and mapped (NESTRT_MMAP=1)."""
+    def fn():
+        rng = np.random.default_rng(17)
+        w1 = (rng.standard_normal((64, 96)) * 0.2).astype(np.float16)
+        b1 = (rng.standard_normal(96).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        w2 = (rng.standard_normal((96, 32)) * 0.2).astype(np.float16)
+        x = rng.standard_normal((8, 64)).astype(np.float32)
+        m = region_model("weights.half_params", SRC_HALF_PARAMS, {"x": x})
+        path = os.path.join(m.d, "half.safetensors")
+        write_safetensors(path, [("w1", w1), ("b1", b1, "BF16"), ("w2", w2)])
+        m._weights = path
+        b1f = (b1.astype(np.uint32) << 16).view(np.float32)
+        want = np.maximum(x.astype(np.float64) @ w1.astype(np.float64) + b1f, 0) @ w2.astype(np.float64)
+        e = type("E", (), {"name": "forward", "outputs": [None]})
+        ref = np.load(m.reference(e)[0])
+        if not np.allclose(ref, want, rtol=1e-5, atol=1e-5):
+            raise Fail("interpreter: max |diff| %g from NumPy" % np.abs(ref - want).max())
+        out = os.path.join(m.d, "out")
+        m.build(out)
+        values_ok(m.check_compiled(out))
+        values_ok(m.check_compiled(out, tag="mapped", env=dict(os.environ, NESTRT_MMAP="1")))
+    return single("weights.half_params", fn)
+
+
 # One model built for three CPUs (native, AVX2's panels of another width, SSE2's)
 # under three names, linked into one program over one weights object: each build
 # packs its matrices in its own panel width, and a copy packed for one is never

@@ -387,6 +387,77 @@ static void test_weights_good(void)
 	nestrt_weights_close(NULL);
 }
 
+/* ------------------------------------------------------------ weights: F16 and BF16 */
+
+/* An F16 / BF16 tensor binds an f16 / bf16 param with the file's bits and an
+ * f32 one widened, in either order (the f32 form made in place or beside the
+ * 16-bit bytes, the 16-bit bytes narrowed back when they went), read or
+ * mapped, its data section 2-byte aligned or not. */
+static void test_half_bind(void)
+{
+	static const uint16_t h[5] = {0x3c00, 0x0001, 0xfe01, 0x7c00, 0x8000}; /* 1, 2^-24, NaN, inf, -0 */
+	static const uint32_t hw[5] = {0x3f800000, 0x33800000, 0xffc02000, 0x7f800000, 0x80000000};
+	static const uint16_t b[3] = {0x3f81, 0x7fc1, 0x0001};
+	unsigned char d[16];
+	for (int i = 0; i < 5; i++)
+		d[2 * i] = (unsigned char)h[i], d[2 * i + 1] = (unsigned char)(h[i] >> 8);
+	for (int i = 0; i < 3; i++)
+		d[10 + 2 * i] = (unsigned char)b[i], d[11 + 2 * i] = (unsigned char)(b[i] >> 8);
+	const char *hd = "{\"h\": {\"dtype\": \"F16\", \"shape\": [5], \"data_offsets\": [0, 10]},"
+	                 " \"b\": {\"dtype\": \"BF16\", \"shape\": [3], \"data_offsets\": [10, 16]}}";
+	const nestrt_param p16[2] = {{"h", NESTRT_F16, 1, {5}}, {"b", NESTRT_BF16, 1, {3}}};
+	const nestrt_param p32[2] = {{"h", NESTRT_F32, 1, {5}}, {"b", NESTRT_F32, 1, {3}}};
+	for (int skew = 0; skew < 2; skew++)
+		for (int mapped = 0; mapped < 2; mapped++)
+			for (int f32_first = 0; f32_first < 2; f32_first++) {
+				char *path = st_file("half.safetensors", hd, pad_for(hd, (size_t)skew), d, sizeof d);
+				char how[64];
+				snprintf(how, sizeof how, "%s, skew %d, %s first", mapped ? "mapped" : "read", skew,
+				         f32_first ? "f32" : "f16");
+				nestrt_error err = {{0}};
+				if (mapped)
+					setenv("NESTRT_MMAP", "1", 1);
+				nestrt_weights *w = nestrt_weights_open(path, &err);
+				unsetenv("NESTRT_MMAP");
+				free(path);
+				if (!CHECK(w != NULL, "half (%s): %s", how, err.message))
+					continue;
+				const void *a[2] = {0}, *f[2] = {0};
+				for (int pass = 0; pass < 2; pass++) {
+					int as32 = pass == 0 ? f32_first : !f32_first;
+					if (as32) {
+						int ok = nestrt_weights_bind(w, p32, 2, f, &err) == 0;
+						for (int i = 0; ok && i < 5; i++)
+							ok = memcmp((const uint32_t *)f[0] + i, &hw[i], 4) == 0;
+						for (int i = 0; ok && i < 3; i++)
+							ok = ((const uint32_t *)f[1])[i] == (uint32_t)b[i] << 16;
+						CHECK(ok && (uintptr_t)f[0] % 4 == 0, "half (%s): f32 widened: %s", how, err.message);
+					} else {
+						int ok = nestrt_weights_bind(w, p16, 2, a, &err) == 0;
+						ok = ok && (uintptr_t)a[0] % 2 == 0 && (uintptr_t)a[1] % 2 == 0 &&
+						     memcmp(a[0], h, sizeof h) == 0 && memcmp(a[1], b, sizeof b) == 0;
+						CHECK(ok, "half (%s): the file's 16-bit bits: %s", how, err.message);
+					}
+				}
+				/* the first binding's data stays as it was */
+				CHECK(a[0] && memcmp(a[0], h, sizeof h) == 0 && memcmp(a[1], b, sizeof b) == 0 && f[0] &&
+				      memcmp(f[0], hw, sizeof hw) == 0,
+				      "half (%s): both forms held", how);
+				nestrt_param info;
+				const char *fd;
+				const void *id;
+				size_t nb;
+				CHECK(nestrt_weights_info(w, 1, &info, &fd, &id, &nb) == 0 && info.dtype == NESTRT_F32 &&
+				      !strcmp(fd, "F16") && nb == 20 && memcmp(id, hw, sizeof hw) == 0,
+				      "half (%s): info gives the f32 form", how);
+				nestrt_param bad = {"h", NESTRT_BF16, 1, {5}};
+				char *want = fmt("%s: h: expected bf16[5], file has f16[5]", nestrt_weights_path(w));
+				CHECK_MSG(nestrt_weights_bind(w, &bad, 1, a, &err), err, want);
+				free(want);
+				nestrt_weights_close(w);
+			}
+}
+
 /* ------------------------------------------------------------ weights: bind errors */
 
 /* want_tail follows "PATH: " unless bare (a message about the caller, not the file). */
@@ -2001,6 +2072,7 @@ int main(int argc, char **argv)
 
 	test_weights_good();
 	test_weights_half();
+	test_half_bind();
 	test_bind_errors();
 	test_open_errors();
 	test_mutations();
