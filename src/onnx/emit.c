@@ -112,7 +112,8 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		int64_t shape[MAX_RANK];
 		Buf ty = {0};
-		buf_printf(&ty, "%s[", dtype_name((DType)dt));
+		int sdt = onnx_storage_dtype(ot);
+		buf_printf(&ty, "%s[", dtype_name((DType)(sdt >= 0 ? sdt : dt)));
 		for (size_t d = 0; d < sp->n_dim; d++) {
 			Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
 			if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
@@ -165,11 +166,21 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		}
 		v->is_input = 1;
 		v->ot = ot;
+		/* one of a storage dtype is passed in it under its own name, and computed
+		 * in the wider dtype under another */
+		char *raw = sdt >= 0 ? make_id(c, vi->name, "in_") : NULL;
 		v->id = make_id(c, vi->name, "in_");
-		buf_printf(&sig, "%s%s: %s", nargs ? ", " : "", v->id, ty.s);
+		if (raw) {
+			buf_printf(&sig, "%s%s: %s", nargs ? ", " : "", raw, ty.s);
+			buf_printf(&c->body, "  let %s = %s(%s)\n", v->id, dtype_name((DType)dt), raw);
+			v->arg_id = raw;
+		} else {
+			buf_printf(&sig, "%s%s: %s", nargs ? ", " : "", v->id, ty.s);
+		}
 		if (ot != OT_FLOAT && ot != OT_DOUBLE && ot != OT_INT32 && ot != OT_INT64 && ot != OT_BOOL)
-			buf_printf(&c->consts, "# input %s: %s in the ONNX file, passed as %s\n", vi->name, onnx_dtype_name(ot),
-			           dtype_name((DType)dt));
+			buf_printf(&c->consts, "# input %s: %s in the ONNX file, passed as %s%s%s\n", vi->name,
+			           onnx_dtype_name(ot), dtype_name((DType)(sdt >= 0 ? sdt : dt)), sdt >= 0 ? ", computed in " : "",
+			           sdt >= 0 ? dtype_name((DType)dt) : "");
 		buf_free(&ty);
 		nargs++;
 	}
@@ -267,8 +278,16 @@ static int import_graph(Ctx *c, Onnx__ModelProto *m)
 		const char *e = ref(c, v);
 		if (g->n_output > 1)
 			buf_puts(&res, k ? ", " : "(");
-		type_text(&res, v->dt, v->rank, v->shape);
-		buf_printf(&ret, "%s%s", k ? ", " : "", e);
+		/* an output of a storage dtype is returned in it (rounded, or wrapped) */
+		int oot = osp ? vi->type->tensor_type->elem_type : 0;
+		int sdt = onnx_storage_dtype(oot);
+		if (sdt >= 0 && onnx_nest_dtype(oot) == (int)v->dt) {
+			type_text(&res, (DType)sdt, v->rank, v->shape);
+			buf_printf(&ret, "%s%s(%s)", k ? ", " : "", dtype_name((DType)sdt), e);
+		} else {
+			type_text(&res, v->dt, v->rank, v->shape);
+			buf_printf(&ret, "%s%s", k ? ", " : "", e);
+		}
 	}
 	if (g->n_output > 1)
 		buf_puts(&res, ")");
@@ -308,6 +327,7 @@ static void ctx_free(Ctx *c)
 	for (int k = 0; k < c->nvals; k++) {
 		free(c->vals[k]->name);
 		free(c->vals[k]->id);
+		free(c->vals[k]->arg_id);
 		free(c->vals[k]->f);
 		free(c->vals[k]->i);
 		free(c->vals[k]->rawbuf);
@@ -552,7 +572,7 @@ int onnx_import(const char *path, const OnnxOptions *o, OnnxImport *out)
 		Val *v = m->graph->input[k]->name ? find_val(&c, m->graph->input[k]->name) : NULL;
 		if (v && v->is_input && v->id) {
 			out->arg_onnx[out->nargs] = xstrdup(m->graph->input[k]->name);
-			out->arg_nest[out->nargs++] = xstrdup(v->id);
+			out->arg_nest[out->nargs++] = xstrdup(v->arg_id ? v->arg_id : v->id);
 		}
 	}
 	rc = 0;

@@ -56,6 +56,7 @@ typedef struct Val {
 	double *f;      /* float dtypes */
 	int64_t *i;     /* integer dtypes and bool */
 	int is_input;   /* graph input (not frozen) */
+	char *arg_id;   /* a graph input's argument, when it is not id (a storage dtype's) */
 	int lazy;       /* an initializer not decoded: raw below, or zeros (big, in a dry pass) */
 	/* an initializer's bytes, read in place (ONNX dtype raw_ot) until a fold
 	 * needs its values (val_decode): weights go to the weights file as they
@@ -190,6 +191,10 @@ void onnx_model_free(Onnx__ModelProto *m, const uint8_t *data, size_t len);
 /* Nest's keywords and names an identifier made here must not take. */
 extern const char *const onnx_keywords[];
 const char *onnx_dtype_name(int t);
+/* The Nest storage dtype of an ONNX type onnx_nest_dtype widens (float16, bfloat16 and
+ * the 8- and 16-bit integers), or -1: graph inputs and outputs of those types are
+ * passed in it, converted to and from the wider one at the graph's edges. */
+int onnx_storage_dtype(int t);
 int nest_to_onnx(DType d);
 void node_err(Ctx *c, int unsupported, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void tab_free(NameTab *t);

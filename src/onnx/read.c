@@ -35,9 +35,25 @@ int onnx_nest_dtype(int t)
 	}
 }
 
+int onnx_storage_dtype(int t)
+{
+	switch (t) {
+	case OT_FLOAT16: return DT_F16;
+	case OT_BFLOAT16: return DT_BF16;
+	case OT_INT8: return DT_I8;
+	case OT_UINT8: return DT_U8;
+	case OT_INT16: return DT_I16;
+	case OT_UINT16: return DT_U16;
+	default: return -1;
+	}
+}
+
 int nest_to_onnx(DType d)
 {
-	static const int m[DT_COUNT] = {OT_BOOL, OT_INT32, OT_INT64, OT_FLOAT, OT_DOUBLE};
+	static const int m[DT_COUNT] = {[DT_BOOL] = OT_BOOL, [DT_I32] = OT_INT32, [DT_I64] = OT_INT64,
+	                                [DT_F32] = OT_FLOAT, [DT_F64] = OT_DOUBLE, [DT_F16] = OT_FLOAT16,
+	                                [DT_BF16] = OT_BFLOAT16, [DT_I8] = OT_INT8, [DT_U8] = OT_UINT8,
+	                                [DT_I16] = OT_INT16, [DT_U16] = OT_UINT16};
 	return m[d];
 }
 
@@ -83,7 +99,8 @@ void node_err(Ctx *c, int unsupported, const char *fmt, ...)
 
 const char *const onnx_keywords[] = {"const", "param", "type", "fn", "export", "let", "for", "in", "return",
                                        "region", "true", "false", "inf", "pi", "f32", "f64", "i32", "i64",
-                                       "bool", "f16", "bf16", "int", "float", "forward", NULL};
+                                       "bool", "f16", "bf16", "i8", "u8", "i16", "u16", "int", "float", "forward",
+                                       NULL};
 
 static const char *val_key(Ctx *c, int k)
 {

@@ -87,7 +87,7 @@ def checks(nestc, d, run, short, make_model):
     acc = a.astype(np.int64) @ b.astype(np.int64)
     want = np.clip(np.rint(acc * (0.05 * 0.1 / 0.02)) - 5, -128, 127)
     got = run_model("qzp", nodes, [H.make_tensor_value_info("a", TP.INT8, [1, 4])],
-                    [H.make_tensor_value_info("y", TP.INT8, [1, 1])], inits, dict(a=a.astype(np.int32)))
+                    [H.make_tensor_value_info("y", TP.INT8, [1, 1])], inits, dict(a=a.astype(np.int8)))
     expect("QLinearMatMul with an int8 zero point through Identity and Reshape: int8 range", got, [want])
 
     # Mean next to a tensor named like its sum

@@ -77,7 +77,7 @@ def checks(nestc, d, run, short, cr, make_model):
     path = os.path.join(d, "quantized.onnx")
     x, want = build(path, make_model)
     xp = os.path.join(d, "qx.npy")
-    np.save(xp, x.astype(np.int32))  # uint8 is held in i32
+    np.save(xp, x.astype(np.uint8))  # passed as u8
     names = ("c", "q", "y", "ci")
 
     def compare(got):
