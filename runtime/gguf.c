@@ -235,7 +235,7 @@ static void q6_k_to_f32(const unsigned char *x, float *y, int64_t n)
 #define QT(name, dt, size, ggml, block, bytes, fn) {{name, name, size, dt}, ggml, block, bytes, fn}
 static const QType qtypes[] = {
 	QT("f32", NESTRT_F32, 4, 0, 1, 4, NULL),
-	QT("f16", -1, 2, 1, 1, 2, f16_to_f32),
+	QT("f16", NESTRT_F16, 2, 1, 1, 2, f16_to_f32),
 	QT("q4_0", -1, 0, 2, 32, 18, q4_0_to_f32),
 	QT("q4_1", -1, 0, 3, 32, 20, q4_1_to_f32),
 	QT("q5_0", -1, 0, 6, 32, 22, q5_0_to_f32),
@@ -249,7 +249,7 @@ static const QType qtypes[] = {
 	QT("i32", NESTRT_I32, 4, 26, 1, 4, NULL),
 	QT("i64", NESTRT_I64, 8, 27, 1, 8, NULL),
 	QT("f64", NESTRT_F64, 8, 28, 1, 8, NULL),
-	QT("bf16", -1, 2, 30, 1, 2, bf16_to_f32),
+	QT("bf16", NESTRT_BF16, 2, 30, 1, 2, bf16_to_f32),
 };
 #define NQTYPES (sizeof qtypes / sizeof qtypes[0])
 
@@ -865,6 +865,39 @@ static void convert_pieces(void *env, int64_t begin, int64_t end)
 	free(scratch);
 }
 
+/* F16 and BF16 tensors are not converted: they bind f16 / bf16 params as they
+ * are, and are widened when an f32 param binds them (weights.c's widen_now). */
+static int half16(const Tensor *t)
+{
+	return t->stored && (t->stored->dtype == NESTRT_F16 || t->stored->dtype == NESTRT_BF16);
+}
+
+/* Their bytes: read into the second half of their place, or the image's. */
+static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *image, nestrt_error *err)
+{
+	size_t nb = (size_t)(t->end - t->begin) / 2;
+	if (fd < 0) {
+		t->half = image + w->data_off + t->begin;
+		t->data = NULL;
+		return 0;
+	}
+	unsigned char *d = (unsigned char *)t->data + nb;
+	uint64_t off = w->data_off + t->begin;
+	for (size_t left = nb; left > 0;) {
+		ssize_t got = pread(fd, d, left, (off_t)off);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? nestrt__seterr(err, "%s: cannot read: %s", w->path, strerror(errno))
+			               : nestrt__seterr(err, "%s: file shrank while it was read", w->path);
+		d += got;
+		off += (uint64_t)got;
+		left -= (size_t)got;
+	}
+	t->half = (unsigned char *)t->data + nb;
+	return 0;
+}
+
 int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, nestrt_error *err)
 {
 	size_t np = 0;
@@ -872,6 +905,11 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 		Tensor *t = &w->t[i];
 		if (!t->stored || t->end == t->begin)
 			continue;
+		if (half16(t)) {
+			if (keep_half(w, t, fd, image, err) < 0)
+				return -1;
+			continue;
+		}
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;
 		np += (size_t)((nblocks + per - 1) / per);
@@ -884,6 +922,9 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 			t->data = t->owned;
 		}
 	}
+	for (size_t i = 0; i < w->n; i++)
+		if (half16(&w->t[i]))
+			w->t[i].loaded = 1;
 	if (!np)
 		return 0;
 	Piece *pc = malloc(np * sizeof *pc);
@@ -892,7 +933,7 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 	size_t k = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		if (!t->stored || t->end == t->begin)
+		if (!t->stored || t->end == t->begin || half16(t))
 			continue;
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;

@@ -81,7 +81,7 @@ typedef struct nestrt__tensor {
 	const nestrt__stdtype *stored; /* the file's type when converted to F32 at open (F16, BF16; GGUF's
 	                                  F16, BF16 and block types, where it is a nestrt__qtype); else NULL */
 	void *owned;                  /* the widened copy of a mapped or embedded tensor */
-	/* An F16 or BF16 tensor of a .safetensors file (stored is one of those) binds f16/bf16
+	/* An F16 or BF16 tensor of a .safetensors or GGUF file (stored is one of those) binds f16/bf16
 	 * params as it is and f32 params widened, when first bound so (weights.c's widen_now). */
 	const unsigned char *half;    /* its 16-bit bytes, while they are there (else NULL) */
 	void *narrow;                 /* its 16-bit bytes again, made from the f32 ones when half went */
@@ -212,7 +212,7 @@ NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nes
 NESTRT_HIDDEN int nestrt__weights_widen(nestrt_weights *w, nestrt__tensor *t, nestrt_error *err);
 /* t's elements in *elems, restored from a packed copy if they went (wpack.c). Under w->mu. */
 NESTRT_HIDDEN int nestrt__weights_elements(nestrt_weights *w, nestrt__tensor *t, const void **elems);
-/* An F16 / BF16 tensor of a .safetensors file (weights.c)? */
+/* An F16 / BF16 tensor of a .safetensors or GGUF file (weights.c)? */
 NESTRT_HIDDEN int nestrt__is_half(const nestrt__tensor *t);
 /* Its 16-bit bytes, 2-byte aligned (elems: its f32 elements, needed when they are
  * all it has). Under w->mu. */

@@ -21,7 +21,7 @@
  * when an f32 parameter is first bound to it (widen_now); only a tensor bound
  * both ways is held in both forms.
  * A file that starts with "GGUF" is llama.cpp's format: gguf.c validates it
- * and converts its tensors, and this file lays them out, reads, maps and
+ * and converts its tensors (but F16 and BF16, held as here), and this file lays them out, reads, maps and
  * binds them as a safetensors file's.
  * The packed copies, and the sharing of embedded weights, are wpack.c's. */
 #include "json.h"

@@ -1137,7 +1137,7 @@ typedef struct WTensor {
 	const char *name;
 	const char *dtype_str; /* as in the file: "F32", "BF16", ... */
 	int dtype;          /* a DType, or -1 for a valid dtype nestc has no tensors of */
-	int half_dtype;     /* DT_F16 or DT_BF16 for such a tensor of a .safetensors file, which
+	int half_dtype;     /* DT_F16 or DT_BF16 for such a tensor of a .safetensors or GGUF file, which
 	                       binds that dtype as well as dtype (f32); else -1 */
 	int rank;
 	int64_t shape[MAX_RANK];

@@ -732,6 +732,35 @@ static void test_gguf(T *t)
 		CHECK(t, x && x->dtype == -1 && strcmp(x->dtype_str, "i16") == 0, "w_i16: wrong");
 		weights_close(w);
 	}
+	/* F16 and BF16 bind f16 / bf16 with the file's bits and f32 widened from them,
+	 * read and mapped */
+	for (int mapped = 0; mapped < 2; mapped++) {
+		if (mapped)
+			setenv("NESTRT_MMAP", "1", 1);
+		w = weights_open(p, err, sizeof err);
+		unsetenv("NESTRT_MMAP");
+		if (!CHECK(t, w != NULL, "all.gguf: %s", err))
+			continue;
+		static const char *const names[2] = {"w_f16", "w_bf16"};
+		for (int k = 0; k < 2; k++) {
+			DType dt = k ? DT_BF16 : DT_F16;
+			WTensor *x = weights_find(w, names[k]);
+			const uint16_t *h = x ? weights_data(w, x, dt, err, sizeof err) : NULL;
+			const float *f = x ? weights_data(w, x, DT_F32, err, sizeof err) : NULL;
+			int ok = h && f && x->half_dtype == (int)dt && x->nbytes > 0;
+			for (size_t i = 0; ok && i < x->nbytes / 4; i++) {
+				uint32_t u = (uint32_t)h[i] << 16;
+				float want;
+				memcpy(&want, &u, sizeof want);
+				if (dt == DT_F16)
+					want = f16_bits_to_f32(h[i]);
+				ok = memcmp(&f[i], &want, sizeof want) == 0;
+			}
+			CHECK(t, ok, "all.gguf (%s): %s binds %s as it is and f32 widened: %s", mapped ? "mapped" : "read",
+			      names[k], dtype_name(dt), err);
+		}
+		weights_close(w);
+	}
 	free(p);
 	/* a reason comes without the path */
 	p = xasprintf("%s/bad.gguf", gdir);
