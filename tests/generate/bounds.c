@@ -123,6 +123,13 @@ int main(void)
 		check(rc == 0 && out[0] == 1.0f && out[3] == 4.0f, "start.P2_runs", bounds_error(m));
 	}
 
+	check(BOUNDS_COEFS_T_MIN == 3 && BOUNDS_COEFS_T_MAX == 8, "coefs.header_min_max", "");
+	fill(out, 16, 777.0f);
+	fails(m, bounds_coefs(m, 2, x, out), out, 16, "T = 2: 3 * T >= 7 does not hold", "coefs.T2_refused");
+	fails(m, bounds_coefs(m, 9, x, out), out, 16, "T = 9: 17 >= 2 * T does not hold", "coefs.T9_refused");
+	rc = bounds_coefs(m, 3, x, out) | bounds_coefs(m, 8, x, out);
+	check(rc == 0 && out[7] == 9.0f, "coefs.T3_T8_run", bounds_error(m));
+
 	/* a state written, then reset, is unwritten again */
 	float zero[256] = {0};
 	rc = bounds_put(m, s, 0, 0, 4, 4, x, out);
