@@ -38,9 +38,14 @@ static nestrt_model *reenter_m;
 static nestrt_seq *reenter_s;
 static char reenter_msg[512];
 
+static void *seen_bufs[72]; /* the first buffers of the last call (then freed) */
+static int nseen;
+
 static int fake_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
 {
 	entry_runs++;
+	for (int i = 0; i < nseen; i++)
+		seen_bufs[i] = bufs[i];
 	if (reenter_s) {
 		nestrt_seq *s = reenter_s;
 		reenter_s = NULL;
@@ -220,6 +225,12 @@ int main(void)
 	rc = bounds_put(m, t, 3, 0, 2, 8, x, out);
 	fails(m, bounds_getat(m, t, 0, 0, 8, 8, zero, out), out, 0, "at 0:8 on axis 1 before it was written there (written: 1:8)",
 	      "state.box_two_axes_differ_unchanged");
+	/* rows 2:4 (the box's end, another start) x cols 4:8: two axes differ, no growth */
+	bounds_seq_reset(t);
+	rc = bounds_put(m, t, 0, 0, 4, 4, x, out) | bounds_put(m, t, 2, 4, 2, 4, x, out);
+	check(rc == 0, "state.put_end_aligned_box", bounds_error(m));
+	fails(m, bounds_getat(m, t, 0, 0, 4, 8, zero, out), out, 0, "at 0:8 on axis 1 before it was written there (written: 0:4)",
+	      "state.box_one_end_shared_no_growth");
 	/* a write of no rows writes nothing: still unwritten */
 	bounds_seq_reset(t);
 	rc = bounds_putr(m, t, 3, 0, x, out);
@@ -325,6 +336,26 @@ int main(void)
 		      "sequence)"), "call_dims.one_call_at_a_time", reenter_msg);
 		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 1, names, NULL, 0, NULL, 0, "direct");
 		check(rc == 0, "call_dims.free_again_after_the_call", nestrt_model_error(nm));
+		/* a condition T == 3 (eq), and more buffers than the 64 kept on the stack */
+		nestrt_dimcheck eq3 = {.c0 = -3, .coef = {1}, .eq = 1, .text = "T == 3"};
+		entry_runs = 0;
+		rc = nestrt_model_call_dims(nm, 0, NULL, fake_entry, bufs, 1, d, 1, names, &eq3, 1, NULL, 0, "direct");
+		d[0] = 4;
+		rc |= nestrt_model_call_dims(nm, 0, NULL, fake_entry, bufs, 1, d, 1, names, &eq3, 1, NULL, 0, "direct") != -1;
+		e = nestrt_model_error(nm);
+		check(rc == 0 && entry_runs == 1 && e && !strcmp(e, "direct: T = 4: T == 3 does not hold"), "call_dims.eq_condition", e);
+		static float many[70];
+		void *mb[70];
+		for (int i = 0; i < 70; i++)
+			mb[i] = &many[i];
+		nseen = 72;
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, mb, 70, d, 1, names, NULL, 0, NULL, 0, "direct");
+		nseen = 0;
+		int same = rc == 0;
+		for (int i = 0; same && i < 70; i++)
+			same = seen_bufs[i] == &many[i];
+		check(same && seen_bufs[70] && seen_bufs[71] && seen_bufs[70] != seen_bufs[71], "call_dims.70_buffers_and_the_state",
+		      nestrt_model_error(nm));
 		nestrt_model *om = nestrt_model_new(&other_desc, NULL, &err);
 		int64_t b1[1] = {64};
 		nestrt_seq *os = om ? nestrt_seq_new(om, b1, 1, &err) : NULL;
