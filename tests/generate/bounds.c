@@ -262,6 +262,18 @@ int main(void)
 		free(got);
 	}
 
+	/* 65 bools of state, written and read back */
+	{
+		bounds_seq *f = bounds_seq_new(m, &err);
+		unsigned char in[65], got[65];
+		for (int i = 0; i < 65; i++)
+			in[i] = (unsigned char)(i % 3 == 0);
+		memset(got, 7, sizeof got);
+		rc = f ? bounds_setflags(m, f, in, out) | bounds_getflags(m, f, got) : -1;
+		check(rc == 0 && !memcmp(in, got, 65), "state.65_bools", bounds_error(m));
+		bounds_seq_free(f);
+	}
+
 	/* the sequence API's own errors */
 	{
 		int64_t bytes[2] = {64, -1};
