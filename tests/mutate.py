@@ -137,7 +137,8 @@ COVER = {
     "src/codegen/conv.c": [
         subset("compiled", "nn.layers", name="compiled -k nn.layers"),
         subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),
-        subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd"),
+        subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd",
+               "upsample.reuse_hash_runtime_dims"),
         subset("onnx", "test_conv_", "test_maxpool", "test_averagepool", name="onnx node tests -k conv,pool"),
     ],
 }
