@@ -141,11 +141,11 @@ static int replay(const nestrt_access *acc, int nacc, const int64_t *dims, int n
 		if (a->write) {
 			/* what is written stays one box: a write that extends it along
 			 * one axis (the next positions of a cache) grows it; one that
-			 * leaves a gap is not counted, so reading past the gap fails */
-			int contains = 1, inside = 1, differ = 0, axis = -1;
+			 * leaves a gap is not counted, so reading past the gap fails
+			 * (one inside it, differing on one axis, grows it by nothing) */
+			int contains = 1, differ = 0, axis = -1;
 			for (int k = 0; k < a->rank; k++) {
 				contains &= lo[k] <= b[0][k] && hi[k] >= b[1][k];
-				inside &= lo[k] >= b[0][k] && hi[k] <= b[1][k];
 				if (lo[k] != b[0][k] || hi[k] != b[1][k]) {
 					differ++;
 					axis = k;
@@ -156,7 +156,7 @@ static int replay(const nestrt_access *acc, int nacc, const int64_t *dims, int n
 					b[0][k] = lo[k];
 					b[1][k] = hi[k];
 				}
-			} else if (!inside && differ == 1 && lo[axis] <= b[1][axis] && hi[axis] >= b[0][axis]) {
+			} else if (differ == 1 && lo[axis] <= b[1][axis] && hi[axis] >= b[0][axis]) {
 				if (lo[axis] < b[0][axis])
 					b[0][axis] = lo[axis];
 				if (hi[axis] > b[1][axis])

@@ -21,12 +21,14 @@
 
 /* ---- affine forms ---- */
 
+/* In 128 bits, clamped to int64's range: a huge -D value must not wrap past a
+ * bound (callers compare the value with 0, or with small exact values). */
 int64_t affine_eval(const Affine *f, int n, const int64_t *dims)
 {
-	int64_t v = f->c0;
+	__int128 v = f->c0;
 	for (int j = 0; j < n; j++)
-		v += f->coef[j] * dims[j];
-	return v;
+		v += (__int128)f->coef[j] * dims[j];
+	return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
 }
 
 /* The least and the largest value of f over the box lo..hi. */

@@ -733,9 +733,12 @@ int main(int argc, char **argv)
 			ro.input_names[k] = arena_strndup(&arena, s, (size_t)(eq - s));
 			ro.input_paths[k] = eq + 1;
 			/* an ONNX graph input's own name for the argument it became */
+			/* one renaming: x.1's argument may be x_1, another input's name */
 			for (int j = 0; j + 1 < argmap.n; j += 2)
-				if (!strcmp(argmap.v[j], ro.input_names[k]))
+				if (!strcmp(argmap.v[j], ro.input_names[k])) {
 					ro.input_names[k] = argmap.v[j + 1];
+					break;
+				}
 		}
 		ro.outputs = (const char **)outs.v;
 		ro.noutputs = outs.n;

@@ -255,7 +255,7 @@ static double count_diffs(Graph *g, Graph *h)
 
 /* reuse_hash: can g run the code of representative h, with integers taken at run
  * time? NULL if so, else the reason. Differing integers are added to dyn. */
-static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn)
+static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn, int *bcast)
 {
 	Arena *a = r->p->arena;
 	if (g->nnodes != h->nnodes || g->ninputs != h->ninputs || g->noutputs != h->noutputs)
@@ -307,7 +307,8 @@ static const char *compatible(RP *r, Graph *g, Graph *h, Vec *dyn)
 					return "their bodies differ in structure";
 			}
 			/* whether an axis broadcasts is decided when the code is generated */
-			if (f < MAX_RANK && (xv == 1) != (yv == 1))
+			*bcast = f < MAX_RANK && (xv == 1) != (yv == 1);
+			if (*bcast)
 				return x->op == OP_INPUT
 				               ? arena_printf(a, "arg %s dim %d is %lld here and %lld there (broadcasting a size-1 "
 				                                 "axis cannot be decided at run time)",
@@ -456,49 +457,68 @@ RegionTable *build_regions(Program *p, Diag *d, RegionOptions *o)
 			uint8_t hfp[16];
 			digest(&b, hfp);
 			buf_free(&b);
-			Variant *other = NULL; /* of the same key, with other run-time dims */
-			for (int i = 0; i < ri->variants.n && !found; i++) {
+			/* the first variant of the key whose code can take this call; one
+			 * whose run-time dims differ, or a size-1 axis where the other has
+			 * more (broadcasting is decided when code is generated), makes a
+			 * variant of its own, anything else is an error */
+			const char *split = NULL;
+			int near = 0, bad = 0, rt_split = 0;
+			for (int i = 0; i < ri->variants.n && !found && !bad; i++) {
 				Variant *v = ri->variants.v[i];
-				if (v->has_hash && v->hash == g->reuse_hash && !memcmp(v->fp, hfp, 16))
-					found = v;
-				else if (v->has_hash && v->hash == g->reuse_hash && !other)
-					other = v;
-			}
-			if (found) {
+				if (!v->has_hash || v->hash != g->reuse_hash)
+					continue;
+				if (memcmp(v->fp, hfp, 16)) {
+					rt_split |= !split;
+					if (!split)
+						split = arena_printf(p->arena, "%s, variant %d: %s", g->nbasis ? "run-time dims of the "
+						                     "exported function" : "fixed dims", v->k,
+						                     v->g->nbasis ? "run-time dims" : "fixed dims");
+					continue;
+				}
 				Vec dyn = {0};
-				for (int i = 0; i < found->ndyn; i++)
-					vec_push(&dyn, &found->dyn[i]);
-				const char *why = found->g == g ? NULL : compatible(&r, g, found->g, &dyn);
+				for (int k = 0; k < v->ndyn; k++)
+					vec_push(&dyn, &v->dyn[k]);
+				int bcast = 0;
+				const char *why = v->g == g ? NULL : compatible(&r, g, v->g, &dyn, &bcast);
 				if (!why && g->nbasis && dyn.n)
 					why = "their sizes differ beyond the run-time dims of their exported functions (shared code "
 					      "takes those, or sizes of its own at run time, not both)";
-				if (why) {
-					CallSite *first = found->calls.v[0];
+				if (why && bcast) {
+					if (!split) {
+						split = why;
+						near = v->k;
+					}
+				} else if (why) {
+					CallSite *first = v->calls.v[0];
 					error_at(d, cs->call->loc,
 					         "reuse_hash = %lld puts this call of '%s' in one variant with the call at %s, but %s",
 					         (long long)g->reuse_hash, ri->fn->name, where(&r, first->call->loc), why);
-					free(dyn.v);
-					continue;
-				}
-				if (dyn.n != found->ndyn) {
-					DynSlot *ds = arena_alloc(p->arena, (size_t)dyn.n * sizeof(DynSlot));
-					for (int i = 0; i < dyn.n; i++)
-						ds[i] = *(DynSlot *)dyn.v[i];
-					found->dyn = ds;
-					found->ndyn = dyn.n;
+					bad = 1;
+				} else {
+					if (dyn.n != v->ndyn) {
+						DynSlot *ds = arena_alloc(p->arena, (size_t)dyn.n * sizeof(DynSlot));
+						for (int k = 0; k < dyn.n; k++)
+							ds[k] = *(DynSlot *)dyn.v[k];
+						v->dyn = ds;
+						v->ndyn = dyn.n;
+					}
+					found = v;
 				}
 				free(dyn.v);
-			} else if (ri->variants.n < ri->max_entries) {
+			}
+			if (bad)
+				continue;
+			if (!found && ri->variants.n < ri->max_entries) {
 				found = new_variant(&r, ri, g, hfp);
 				found->has_hash = 1;
 				found->hash = g->reuse_hash;
 				cs->is_new = 1;
-				if (other)
-					cs->differs = arena_printf(p->arena, "%s, variant %d: %s (reuse_hash = %lld shares code only "
-					                           "between calls whose dims are taken alike)",
-					                           g->nbasis ? "run-time dims of the exported function" : "fixed dims",
-					                           other->k, other->g->nbasis ? "run-time dims" : "fixed dims",
-					                           (long long)g->reuse_hash);
+				if (split && rt_split)
+					cs->differs = arena_printf(p->arena, "%s (reuse_hash = %lld shares code only between calls "
+					                           "whose dims are taken alike)", split, (long long)g->reuse_hash);
+				else if (split)
+					cs->differs = arena_printf(p->arena, "%s; variant %d's code cannot take it (reuse_hash = %lld)", split,
+					                           near, (long long)g->reuse_hash);
 			}
 		} else {
 			for (int i = 0; i < rt->variants.n && !found; i++) {

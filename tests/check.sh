@@ -81,6 +81,7 @@ suite compiled "$PY" tests/compiled/run.py "$NESTC"
 suite incremental "$PY" tests/incremental/run.py "$NESTC"
 suite generate "$PY" tests/generate/run.py "$NESTC"
 suite diff-nest "$PY" tests/diff/nest_diff.py "$NESTC"
+suite diff-onnx "$PY" tests/diff/onnx_diff.py "$NESTC"
 suite fuzz "$PY" tests/fuzz/run.py "$NESTC"
 suite onnx "$PY" tests/onnx/run.py "$NESTC" --check
 suite man sh tests/man/lint.sh

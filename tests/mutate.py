@@ -3,7 +3,7 @@
 run the tests that cover the file, and report the bugs no test noticed.
 
     /usr/bin/python3 tests/mutate.py [--base COMMIT] [FILE...] [--max N] [--seed S]
-                                     [-j N] [--fail-under PCT] [--list] [--keep]
+                                     [-j N] [--fail-under PCT] [--list] [--keep] [--no-sanitize]
 
   FILE...          C files under src/ or runtime/ to mutate (all of their code);
   --base COMMIT    only the lines `git diff -U0 COMMIT` adds or changes (working tree
@@ -17,7 +17,8 @@ run the tests that cover the file, and report the bugs no test noticed.
   --fail-under PCT exit status 1 if fewer than PCT percent of the mutants that compile
                    are killed (default: exit 0 whatever survives);
   --list           print the chosen mutants (file:line, operator, diff) and stop;
-  --keep           keep the private copies (their paths are printed).
+  --keep           keep the private copies (their paths are printed);
+  --no-sanitize    skip the second pass below.
   kill -USR1 PID   stop after the mutants under test and print the report so far.
 
 The working tree is never written: the tracked and untracked (not ignored) files are
@@ -31,7 +32,10 @@ and int-conversion warnings are errors; a mutant that does
 not compile is counted apart), the covering commands run fastest first, with
 XDG_CACHE_HOME private, each with a timeout (3 times its baseline plus 30 s), until
 one fails: the mutant is killed (or timed out: counted as killed, reported apart).
-A mutant every command passes survived: its diff is printed. The file is restored.
+A mutant every command passes is tried again with the copy built and the commands
+run as `make check-asan` does (AddressSanitizer, UBSan, LeakSanitizer): CI runs the
+suite so too, and a mutant that only leaks or reads out of bounds is caught there.
+One that passes both survived: its diff is printed. The file is restored.
 
 Mutations (standard ones; comments, string literals, preprocessor lines, top-level
 declarations, array sizes in declarations and case labels are left alone):
@@ -64,6 +68,11 @@ import time
 # a mutant's objects: faster to build than the tree's -O2 -g; a swap of arguments of
 # unrelated pointer types, or of a pointer and an integer, is a mutant that does not compile
 CFLAGS = "-O1 -Werror=incompatible-pointer-types -Werror=int-conversion"
+# The survivors again, built and run as make check-asan does (CI runs the suite so
+# too): a mutant that only leaks, or reads or writes out of bounds, is caught there.
+ASAN_FLAGS = "-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+ASAN_ENV = {"ASAN_OPTIONS": "exitcode=86:detect_leaks=1", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+            "LSAN_OPTIONS": "use_tls=0", "NESTC_TEST_LDFLAGS": "-fsanitize=address,undefined"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 
@@ -128,7 +137,8 @@ COVER = {
     "src/codegen/conv.c": [
         subset("compiled", "nn.layers", name="compiled -k nn.layers"),
         subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),
-        subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd"),
+        subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd",
+               "upsample.reuse_hash_runtime_dims"),
         subset("onnx", "test_conv_", "test_maxpool", "test_averagepool", name="onnx node tests -k conv,pool"),
     ],
 }
@@ -578,18 +588,26 @@ class Worker:
         self.env.pop("MFLAGS", None)
         self.env.pop("MAKEFILES", None)
 
-    def build(self, cflags=None):
-        extra = ["CFLAGS=" + cflags] if cflags else []
-        r = sh(["make", "-j1", "--no-print-directory", "B=build"] + extra + self.targets, self.dir, env=self.env)
+    def build(self, cflags=None, asan=False, jobs=1):
+        if asan:
+            extra = ["B=build-asan", "CFLAGS=" + ASAN_FLAGS, "LDFLAGS=" + ASAN_FLAGS]
+            targets = [t.replace("build/", "build-asan/") for t in self.targets if not t.endswith(".pc")]
+        else:
+            extra = ["B=build"] + (["CFLAGS=" + cflags] if cflags else [])
+            targets = self.targets
+        r = sh(["make", "-j%d" % jobs, "--no-print-directory"] + extra + targets, self.dir, env=self.env)
         return r.returncode == 0, r.stdout
 
-    def run(self, argv, timeout):
+    def run(self, argv, timeout, asan=False):
         me = os.path.join(self.dir, "tests", "mutate.py")
         me = me if os.path.isfile(me) else os.path.abspath(__file__)
-        argv = [a.replace("{NESTC}", "build/nestc").replace("{PY}", PY).replace("{SELF}", me) for a in argv]
+        b = "build-asan/" if asan else "build/"
+        argv = [a.replace("{NESTC}", b + "nestc").replace("{PY}", PY).replace("{SELF}", me) for a in argv]
+        argv = [b + a[len("build/"):] if a.startswith("build/") else a for a in argv]
+        env = dict(self.env, **ASAN_ENV) if asan else self.env
         t0 = time.time()
         p = subprocess.Popen(argv, cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=self.env, start_new_session=True)
+                             env=env, start_new_session=True)
         try:
             out, _ = p.communicate(timeout=timeout)
             status = p.returncode
@@ -662,6 +680,55 @@ def onnx_cli(nestc):
     return 1 if f else 0
 
 
+def sanitized(w, files, texts, results, survivors, good):
+    """The survivors again in w, built with ASan and UBSan (build-asan/, as make
+    check-asan), each covering command run as check-asan runs it."""
+    for f in files:
+        with open(os.path.join(w.dir, f), "w") as fh:
+            fh.write(texts[f])
+    print("\n%d survivors: again with AddressSanitizer and UBSan (build-asan/)" % len(survivors), flush=True)
+    ok, log = w.build(asan=True, jobs=2)
+    if not ok:
+        print("mutate: the unmutated copy does not build with the sanitizers:\n" + log[-2000:])
+        return
+    timeouts = {}
+    for f, _ in survivors:
+        for name, argv in covering(f):
+            if name in good and name not in timeouts:
+                status, out, dt = w.run(argv, 3600, asan=True)
+                if status == 0:
+                    timeouts[name] = 3 * dt + 60
+                    print("baseline (sanitizers): %-40s ok in %5.1f s" % (name, dt), flush=True)
+                else:
+                    timeouts[name] = None
+                    print("baseline (sanitizers): %-40s FAILS unmutated (dropped): %s" % (name, first_failure(out)),
+                          flush=True)
+    for n, (f, k) in enumerate(survivors):
+        m, _ = results[f][k]
+        with open(os.path.join(w.dir, f), "w") as fh:
+            fh.write(m.apply(texts[f]))
+        t0 = time.time()
+        res = ("survived", None, "")
+        ok, _ = w.build(asan=True)
+        if ok:
+            for name, argv in covering(f):
+                if timeouts.get(name) is None:
+                    continue
+                status, out, dt = w.run(argv, timeouts[name], asan=True)
+                if status is None:
+                    res = ("timeout", name + " (sanitizers)", "no result in %.0f s" % timeouts[name])
+                    break
+                if status != 0:
+                    res = ("killed", name + " (sanitizers)", first_failure(out))
+                    break
+        with open(os.path.join(w.dir, f), "w") as fh:
+            fh.write(texts[f])
+        results[f][k] = (m, res)
+        print("[%d/%d %4.0fs] %s:%d %-6s %-40s %s%s" % (
+            n + 1, len(survivors), time.time() - t0, f, m.line, m.op, m.what[:40], res[0].upper(),
+            (" by %s: %s" % (res[1], res[2])) if res[1] else ""), flush=True)
+
+
 def usage():
     print(__doc__, file=sys.stderr)
     return 2
@@ -671,6 +738,7 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "--onnx-cli":
         return onnx_cli(argv[2])
     base, files, nmax, seed, jobs, fail_under, list_only, keep = None, [], 50, 1, 1, None, False, False
+    sanitize = True
     i = 1
     try:
         while i < len(argv):
@@ -694,6 +762,8 @@ def main(argv):
                 list_only = True
             elif a == "--keep":
                 keep = True
+            elif a == "--no-sanitize":
+                sanitize = False
             elif a in ("-h", "--help"):
                 return usage()
             elif a.startswith("-"):
@@ -824,6 +894,9 @@ def main(argv):
             t.start()
         for t in threads:
             t.join()
+        survivors = [(f, k) for f in files for k, (m, r) in enumerate(results[f]) if r[0] == "survived"]
+        if sanitize and survivors:
+            sanitized(workers[0], files, texts, results, survivors, good)
     finally:
         if keep:
             print("kept %s" % base_dir)

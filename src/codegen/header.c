@@ -116,8 +116,9 @@ static void dyn_entry_text(Program *p, Buf *b, const char *name, Entry *en)
 	}
 	for (int k = 0; k < en->nchecks; k++)
 		buf_printf(b, "%s%s", k ? ", " : "\n   where ", en->checks[k].text);
-	buf_puts(b, "\n   Returns 0, or -1 (nestrt_model_error(m) says why) after a run-time error or\n"
-	            "   when a condition of the where clause fails; then nothing was written. */\n");
+	buf_puts(b, "\n   Returns 0, or -1 (nestrt_model_error(m) says why) when a condition of the\n"
+	            "   where clause fails (then nothing was written) or after a run-time error (an\n"
+	            "   index out of range: results written before it may be partial). */\n");
 	char up[512], dl[256];
 	for (int j = 0; j < en->ndims; j++) {
 		snprintf(up, sizeof up, "%s_%s_%s", name, en->name, en->dim_names[j]);

@@ -19,9 +19,11 @@ static double fold_bin(const char *op, double a, double b, int isint)
 	if (!strcmp(op, "Equal")) return a == b;
 	if (!strcmp(op, "Less")) return a < b;
 	if (!strcmp(op, "Greater")) return a > b;
+	if (!strcmp(op, "LessOrEqual")) return a <= b;
+	if (!strcmp(op, "GreaterOrEqual")) return a >= b;
 	if (!strcmp(op, "And")) return a && b;
 	if (!strcmp(op, "Or")) return a || b;
-	return 0;
+	ice("onnx: no folding for binary op %s", op); /* tr_binary's callers name only the ops above */
 }
 
 static int tr_binary(Ctx *c, NodeIO *io, const char *op)

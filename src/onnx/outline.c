@@ -421,6 +421,10 @@ void group_params(Ctx *c, char **regions, char **body)
 						if (!strcmp(c->w[q].id, parts[0]))
 							other = 0;
 				}
+			/* a param of that very name stays flat (it has no dot): the root
+			 * would be a second 'idx' beside it */
+			for (int q = 0; q < c->nw && !other; q++)
+				other = !strcmp(c->w[q].name, parts[0]);
 			ok = !other;
 		}
 		if (ok) {

@@ -455,9 +455,12 @@ def compare_test(t, ref, g, hdr):
             if rc != 0:
                 if rc != -1:
                     return "call %d returned %d" % (i, rc)
-                if wrote:
-                    return "call %d failed (%s) but wrote into its outputs" % (i, msg)
                 k = err_key(msg)
+                # a where clause, a state read, a slice's bound: checked before anything
+                # runs, nothing written; an index out of range fails where it is met,
+                # and results written before it may be partial (nestc(1), the header)
+                if wrote and k[0] not in ("gather", "take"):
+                    return "call %d failed (%s) but wrote into its outputs" % (i, msg)
                 if t.get("huge") and k[0] == "dims":
                     # a dimension near 2^62: the interpreter may report the size of a
                     # tensor of that many rows before the bound; both must fail

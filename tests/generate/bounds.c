@@ -30,6 +30,35 @@ static void fails(bounds *m, int rc, const float *out, int n, const char *want, 
 	check(rc == -1 && msg && strstr(msg, want) && kept, what, d);
 }
 
+/* An entry point of our own for nestrt_model_call_dims: counts its runs and,
+ * asked to, calls again on the sequence it was given (one call at a time per
+ * sequence: the inner call must fail). */
+static int entry_runs;
+static nestrt_model *reenter_m;
+static nestrt_seq *reenter_s;
+static char reenter_msg[512];
+
+static void *seen_bufs[72]; /* the first buffers of the last call (then freed) */
+static int nseen;
+
+static int fake_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	entry_runs++;
+	for (int i = 0; i < nseen; i++)
+		seen_bufs[i] = bufs[i];
+	if (reenter_s) {
+		nestrt_seq *s = reenter_s;
+		reenter_s = NULL;
+		int64_t d[1] = {1};
+		const char *names[1] = {"T"};
+		int rc = nestrt_model_call_dims(reenter_m, 1, s, fake_entry, bufs, 0, d, 1, names, NULL, 0, NULL, 0, "inner");
+		snprintf(reenter_msg, sizeof reenter_msg, "%d %s", rc, nestrt_model_error(reenter_m));
+	}
+	return 0;
+}
+
+static const nestrt_model_desc other_desc = {"other", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL};
+
 static void fill(float *p, int n, float v)
 {
 	for (int i = 0; i < n; i++)
@@ -123,6 +152,13 @@ int main(void)
 		check(rc == 0 && out[0] == 1.0f && out[3] == 4.0f, "start.P2_runs", bounds_error(m));
 	}
 
+	check(BOUNDS_COEFS_T_MIN == 3 && BOUNDS_COEFS_T_MAX == 8, "coefs.header_min_max", "");
+	fill(out, 16, 777.0f);
+	fails(m, bounds_coefs(m, 2, x, out), out, 16, "T = 2: 3 * T >= 7 does not hold", "coefs.T2_refused");
+	fails(m, bounds_coefs(m, 9, x, out), out, 16, "T = 9: 17 >= 2 * T does not hold", "coefs.T9_refused");
+	rc = bounds_coefs(m, 3, x, out) | bounds_coefs(m, 8, x, out);
+	check(rc == 0 && out[7] == 9.0f, "coefs.T3_T8_run", bounds_error(m));
+
 	/* a state written, then reset, is unwritten again */
 	float zero[256] = {0};
 	rc = bounds_put(m, s, 0, 0, 4, 4, x, out);
@@ -174,6 +210,27 @@ int main(void)
 	rc = bounds_put(m, t, 0, 0, 4, 4, x, out) | bounds_put(m, t, 2, 0, 4, 4, x, out) | bounds_get(m, t, 6, 4, zero, out);
 	check(rc == 0 && out[4 * 5 + 3] == 15.0f, "state.box_overlap_grows", bounds_error(m));
 	fails(m, bounds_get(m, t, 7, 4, zero, out), out, 0, "(written: 0:6)", "state.box_overlap_grown_to_6");
+	/* boxes whose starts differ per axis: rows 2:6 x cols 1:5, then a write
+	 * of rows 1:8 x cols 1:8 contains it (the box is that write), then one
+	 * of rows 0:1 x cols 1:8 grows it upwards, one of rows 3:5 x cols 0:8
+	 * (both axes differ) changes nothing */
+	bounds_seq_reset(t);
+	rc = bounds_put(m, t, 2, 1, 4, 4, x, out) | bounds_put(m, t, 1, 1, 7, 7, x, out);
+	rc |= bounds_getat(m, t, 1, 1, 7, 7, zero, out);
+	check(rc == 0 && out[0] == 0.0f && out[7 * 6 + 6] == 48.0f, "state.box_contained_other_starts", bounds_error(m));
+	fails(m, bounds_getat(m, t, 0, 1, 8, 7, zero, out), out, 0, "at 0:8 on axis 0 before it was written there (written: 1:8)",
+	      "state.box_contained_other_starts_exact");
+	rc = bounds_put(m, t, 0, 1, 1, 7, x, out) | bounds_getat(m, t, 0, 1, 8, 7, zero, out);
+	check(rc == 0, "state.box_grows_upwards", bounds_error(m));
+	rc = bounds_put(m, t, 3, 0, 2, 8, x, out);
+	fails(m, bounds_getat(m, t, 0, 0, 8, 8, zero, out), out, 0, "at 0:8 on axis 1 before it was written there (written: 1:8)",
+	      "state.box_two_axes_differ_unchanged");
+	/* rows 2:4 (the box's end, another start) x cols 4:8: two axes differ, no growth */
+	bounds_seq_reset(t);
+	rc = bounds_put(m, t, 0, 0, 4, 4, x, out) | bounds_put(m, t, 2, 4, 2, 4, x, out);
+	check(rc == 0, "state.put_end_aligned_box", bounds_error(m));
+	fails(m, bounds_getat(m, t, 0, 0, 4, 8, zero, out), out, 0, "at 0:8 on axis 1 before it was written there (written: 0:4)",
+	      "state.box_one_end_shared_no_growth");
 	/* a write of no rows writes nothing: still unwritten */
 	bounds_seq_reset(t);
 	rc = bounds_putr(m, t, 3, 0, x, out);
@@ -205,6 +262,18 @@ int main(void)
 		free(got);
 	}
 
+	/* 65 bools of state, written and read back */
+	{
+		bounds_seq *f = bounds_seq_new(m, &err);
+		unsigned char in[65], got[65];
+		for (int i = 0; i < 65; i++)
+			in[i] = (unsigned char)(i % 3 == 0);
+		memset(got, 7, sizeof got);
+		rc = f ? bounds_setflags(m, f, in, out) | bounds_getflags(m, f, got) : -1;
+		check(rc == 0 && !memcmp(in, got, 65), "state.65_bools", bounds_error(m));
+		bounds_seq_free(f);
+	}
+
 	/* the sequence API's own errors */
 	{
 		int64_t bytes[2] = {64, -1};
@@ -212,6 +281,12 @@ int main(void)
 		check(!q && strstr(err.message, "nestrt_seq_new: no model (NULL)"), "seq_api.no_model", q ? "made" : err.message);
 		q = nestrt_seq_new((nestrt_model *)m, NULL, 2, &err);
 		check(!q && strstr(err.message, "bad state table"), "seq_api.no_table", q ? "made" : err.message);
+		q = nestrt_seq_new((nestrt_model *)m, NULL, 1, &err);
+		check(!q && strstr(err.message, "bad state table"), "seq_api.no_table_one_state", q ? "made" : err.message);
+		q = nestrt_seq_new((nestrt_model *)m, NULL, 0, &err);
+		check(q != NULL, "seq_api.no_state_no_table", q ? "" : err.message);
+		nestrt_seq_reset(q);
+		nestrt_seq_free(q);
 		q = nestrt_seq_new((nestrt_model *)m, bytes, -1, &err);
 		check(!q && strstr(err.message, "bad state table"), "seq_api.negative_count", q ? "made" : err.message);
 		q = nestrt_seq_new((nestrt_model *)m, bytes, 2, &err);
@@ -227,6 +302,82 @@ int main(void)
 		fails(m, bounds_get(m, NULL, 2, 2, zero, out), out, 16, "bounds_get: no sequence (NULL)", "call.no_sequence");
 		check(bounds_strict(NULL, 2, x, out) == -1 && strstr(nestrt_model_error(NULL), "no model (NULL)"),
 		      "call.no_model", nestrt_model_error(NULL));
+	}
+
+	/* nestrt_model_call_dims itself: accesses no compiled model makes
+	 * (a state out of range, a rank past the largest) are passed over; a
+	 * read of a fresh sequence names the state (or '?'); a call inside a
+	 * call on the same sequence fails; a sequence of another model too */
+	{
+		nestrt_model *nm = (nestrt_model *)m;
+		bounds_seq *q = bounds_seq_new(m, &err);
+		nestrt_seq *ns = (nestrt_seq *)q;
+		static nestrt_access acc[4];
+		memset(acc, 0, sizeof acc);
+		acc[0].state = 99;
+		acc[1].state = -1;
+		acc[2].state = 0;
+		acc[2].rank = NESTRT_MAX_RANK + 1;
+		acc[3].state = 0;
+		acc[3].rank = 1;
+		acc[3].size[0][0] = 2;
+		acc[3].name = "fake";
+		void *bufs[1] = {out};
+		int64_t d[1] = {3};
+		const char *names[1] = {"T"};
+		entry_runs = 0;
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 1, names, NULL, 0, acc, 3, "direct");
+		check(rc == 0 && entry_runs == 1, "call_dims.bad_accesses_passed_over", nestrt_model_error(nm));
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 1, names, NULL, 0, acc, 4, "direct");
+		const char *e = nestrt_model_error(nm);
+		check(rc == -1 && entry_runs == 1 && e && !strcmp(e, "direct: T = 3: reads state fake before it was written "
+		      "(a new or reset sequence)"), "call_dims.fresh_read_named", e);
+		acc[3].name = NULL;
+		acc[3].write = 1;
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 0, names, NULL, 0, acc, 4, "direct");
+		acc[3].write = 0;
+		acc[3].size[0][0] = 3;
+		rc |= nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 0, names, NULL, 0, acc, 4, "direct") != -1;
+		e = nestrt_model_error(nm);
+		check(rc == 0 && entry_runs == 2 && e && !strcmp(e, "direct: reads state ? at 0:3 on axis 0 before it was "
+		      "written there (written: 0:2)"), "call_dims.unnamed_state_no_dims", e);
+		reenter_m = nm;
+		reenter_s = ns;
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 1, names, NULL, 0, NULL, 0, "direct");
+		check(rc == 0 && !strcmp(reenter_msg, "-1 inner: the sequence is in another call (one call at a time per "
+		      "sequence)"), "call_dims.one_call_at_a_time", reenter_msg);
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, bufs, 1, d, 1, names, NULL, 0, NULL, 0, "direct");
+		check(rc == 0, "call_dims.free_again_after_the_call", nestrt_model_error(nm));
+		/* a condition T == 3 (eq), and more buffers than the 64 kept on the stack */
+		nestrt_dimcheck eq3 = {.c0 = -3, .coef = {1}, .eq = 1, .text = "T == 3"};
+		entry_runs = 0;
+		rc = nestrt_model_call_dims(nm, 0, NULL, fake_entry, bufs, 1, d, 1, names, &eq3, 1, NULL, 0, "direct");
+		d[0] = 4;
+		rc |= nestrt_model_call_dims(nm, 0, NULL, fake_entry, bufs, 1, d, 1, names, &eq3, 1, NULL, 0, "direct") != -1;
+		e = nestrt_model_error(nm);
+		check(rc == 0 && entry_runs == 1 && e && !strcmp(e, "direct: T = 4: T == 3 does not hold"), "call_dims.eq_condition", e);
+		static float many[70];
+		void *mb[70];
+		for (int i = 0; i < 70; i++)
+			mb[i] = &many[i];
+		nseen = 72;
+		rc = nestrt_model_call_dims(nm, 1, ns, fake_entry, mb, 70, d, 1, names, NULL, 0, NULL, 0, "direct");
+		nseen = 0;
+		int same = rc == 0;
+		for (int i = 0; same && i < 70; i++)
+			same = seen_bufs[i] == &many[i];
+		check(same && seen_bufs[70] && seen_bufs[71] && seen_bufs[70] != seen_bufs[71], "call_dims.70_buffers_and_the_state",
+		      nestrt_model_error(nm));
+		nestrt_model *om = nestrt_model_new(&other_desc, NULL, &err);
+		int64_t b1[1] = {64};
+		nestrt_seq *os = om ? nestrt_seq_new(om, b1, 1, &err) : NULL;
+		rc = nestrt_model_call_dims(nm, 1, os, fake_entry, bufs, 1, d, 1, names, NULL, 0, NULL, 0, "direct");
+		e = nestrt_model_error(nm);
+		check(os && rc == -1 && e && strstr(e, "direct: the sequence was made for another model"),
+		      "call_dims.sequence_of_another_model", e);
+		nestrt_seq_free(os);
+		nestrt_model_free(om);
+		bounds_seq_free(q);
 	}
 
 	/* within one call, the same */

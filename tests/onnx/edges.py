@@ -399,7 +399,18 @@ def checks(nestc, d, run, short, make_model):
              [H.make_tensor_value_info("i", TP.INT64, [1] * 8)],
              [NH.from_array(np.array(3, np.int64), "dep"), NH.from_array(np.array([0, 1], np.float32), "v")], "rank"),
             ("gathernd", "gathernd past rank 8: a clear error", [H.make_node("GatherND", ["x", "i"], ["y"])],
-             [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank")):
+             [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank"),
+            ("unsqueeze9", "Unsqueeze to rank 9: a clear error", [H.make_node("Unsqueeze", ["x", "a"], ["y"])],
+             [f32("x", [1] * 8)], [NH.from_array(np.array([0], np.int64), "a")],
+             "node #0 (Unsqueeze, opset 13): rank 9 is more than nestc's 8\n1 error generated."),
+            ("shape_2pow41", "a shape of 2^41 elements: a clear error",
+             [H.make_node("ConstantOfShape", ["s"], ["y"], value=NH.from_array(np.array([1.0], np.float32), "v"))],
+             [], [NH.from_array(np.array([1 << 41], np.int64), "s")],
+             "node #0 (ConstantOfShape, opset 13): dimension 0 is out of range (2199023255552)\n1 error generated."),
+            ("shape_product", "a shape whose product passes 2^40: a clear error",
+             [H.make_node("ConstantOfShape", ["s"], ["y"], value=NH.from_array(np.array([1.0], np.float32), "v"))],
+             [], [NH.from_array(np.array([1 << 30, 1 << 11], np.int64), "s")],
+             "node #0 (ConstantOfShape, opset 13): dimension 1 is out of range (2048)\n1 error generated.")):
         path = os.path.join(d, "edge_%s.onnx" % name)
         make_model(path, nodes, ins, [f32("y", None)], inits=inits, opset=13)
         r = run([nestc, "check", path])
