@@ -31,7 +31,7 @@ ONNX_OBJS = $(B)/onnx_wire.o $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_sha
 	$(B)/onnx_ops_conv.o $(B)/onnx_ops_resize.o $(B)/onnx_ops_index.o $(B)/onnx_ops_quant.o $(B)/onnx_ops_rnn.o $(B)/onnx_patterns.o $(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
 ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
-HDRS = src/nestc.h src/ops.def
+HDRS = src/nestc.h src/plan.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
 	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \

@@ -2,7 +2,7 @@
  * offset in the workspace, reused once its last reader has run (first fit over
  * live ranges). Reshapes alias their input; results are computed straight into
  * the caller's buffers where nothing else needs them. */
-#include "nestc.h"
+#include "plan.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* report.c - the region table for people (text), tools (JSON through Jansson,
  * schema version 1, documented in nestc(1)) and pictures (Graphviz DOT). */
-#include "nestc.h"
+#include "plan.h"
 
 #include <jansson.h>
 #include <string.h>

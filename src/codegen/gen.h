@@ -8,7 +8,7 @@
 #ifndef NESTC_CODEGEN_GEN_H
 #define NESTC_CODEGEN_GEN_H
 
-#include "nestc.h"
+#include "plan.h"
 
 #include <pthread.h>
 
