@@ -496,25 +496,6 @@ static int meta_ptr_cmp(const void *a, const void *b)
 	return strcmp((*(const Meta *const *)a)->key, (*(const Meta *const *)b)->key);
 }
 
-static int tensor_cmp(const void *a, const void *b)
-{
-	return strcmp(((const Tensor *)a)->name, ((const Tensor *)b)->name);
-}
-
-typedef struct Span {
-	uint64_t begin, end;
-	size_t idx;
-} Span;
-
-static int span_cmp(const void *a, const void *b)
-{
-	const Span *x = a, *y = b;
-	if (x->begin != y->begin)
-		return x->begin < y->begin ? -1 : 1;
-	if (x->end != y->end)
-		return x->end < y->end ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
 
 static const Meta *find_meta(const nestrt__gguf *g, const char *key)
 {
@@ -662,7 +643,7 @@ static int read_tensors(Rd *r, nestrt_weights *w, nestrt__gguf *g, uint64_t n, u
 {
 	Tensor *t = n ? calloc((size_t)n, sizeof *t) : NULL;
 	uint64_t *nbytes = n ? malloc((size_t)n * sizeof *nbytes) : NULL;
-	Span *sp = n ? malloc((size_t)n * sizeof *sp) : NULL;
+	nestrt__span *sp = n ? malloc((size_t)n * sizeof *sp) : NULL;
 	int rc = -1;
 	size_t got = 0;
 	if (n && (!t || !nbytes || !sp)) {
@@ -701,12 +682,12 @@ static int read_tensors(Rd *r, nestrt_weights *w, nestrt__gguf *g, uint64_t n, u
 			    (unsigned long long)nb, (unsigned long long)data_len);
 			goto out;
 		}
-		sp[i] = (Span){off, off + nb, (size_t)i};
+		sp[i] = (nestrt__span){off, off + nb, (size_t)i};
 	}
 	r->what[0] = 0;
 	/* no two tensors share a byte (empty ones take none) */
 	if (n > 1)
-		qsort(sp, (size_t)n, sizeof *sp, span_cmp);
+		qsort(sp, (size_t)n, sizeof *sp, nestrt__span_cmp);
 	size_t last = SIZE_MAX;
 	for (size_t i = 0; i < n; i++) {
 		if (sp[i].begin == sp[i].end)
@@ -722,7 +703,7 @@ static int read_tensors(Rd *r, nestrt_weights *w, nestrt__gguf *g, uint64_t n, u
 			last = i;
 	}
 	if (n > 1)
-		qsort(t, (size_t)n, sizeof *t, tensor_cmp);
+		qsort(t, (size_t)n, sizeof *t, nestrt__tensor_cmp);
 	for (size_t i = 1; i < n; i++)
 		if (strcmp(t[i].name, t[i - 1].name) == 0) {
 			char s[NESTRT__SHOWN];

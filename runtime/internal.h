@@ -28,6 +28,14 @@ NESTRT_HIDDEN int nestrt__seterr(nestrt_error *err, const char *fmt, ...)
 /* "f32[4, 8]" ("f32[]" for a scalar) into buf; lower is the dtype's name. */
 NESTRT_HIDDEN void nestrt__type_text(char *buf, size_t len, const char *lower, int rank, const int64_t *shape);
 
+/* A tensor's bytes [begin, end) in a file, and its index: the readers sort
+ * them (by begin, end, index) to find overlaps. */
+typedef struct nestrt__span {
+	uint64_t begin, end;
+	size_t idx;
+} nestrt__span;
+NESTRT_HIDDEN int nestrt__span_cmp(const void *a, const void *b);
+
 /* Text from a file as it may appear in a message: control characters and
  * DEL become '?', and anything longer than NESTRT__SHOWN - 8 bytes is cut
  * at a UTF-8 boundary with "...". n is the length (text may hold NULs). */
@@ -123,6 +131,7 @@ struct nestrt_weights {
 /* The file's dtype for one of ours (NULL: none). */
 NESTRT_HIDDEN const nestrt__stdtype *nestrt__stdtype_of(int dtype);
 NESTRT_HIDDEN nestrt__tensor *nestrt__weights_find(nestrt_weights *w, const char *name);
+/* by name (util.c): the order of a reader's tensors */
 NESTRT_HIDDEN int nestrt__tensor_cmp(const void *a, const void *b);
 /* pread all of [off, off + len) into dst: 0, an errno, or -1 for a short file. */
 NESTRT_HIDDEN int nestrt__pread_all(int fd, void *dst, size_t len, uint64_t off);

@@ -55,3 +55,18 @@ size_t nestrt_dtype_size(int dtype)
 {
 	return dtype >= 0 && dtype < NESTRT_NDTYPES ? dtype_sizes[dtype] : 0;
 }
+
+int nestrt__tensor_cmp(const void *a, const void *b)
+{
+	return strcmp(((const nestrt__tensor *)a)->name, ((const nestrt__tensor *)b)->name);
+}
+
+int nestrt__span_cmp(const void *a, const void *b)
+{
+	const nestrt__span *x = a, *y = b;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}

@@ -78,25 +78,6 @@ const nestrt__stdtype *nestrt__stdtype_of(int dtype)
 
 _Alignas(64) const unsigned char nestrt__empty_data[64];
 
-int nestrt__tensor_cmp(const void *a, const void *b)
-{
-	return strcmp(((const Tensor *)a)->name, ((const Tensor *)b)->name);
-}
-
-typedef struct Span {
-	uint64_t begin, end;
-	size_t idx;
-} Span;
-
-static int span_cmp(const void *a, const void *b)
-{
-	const Span *x = a, *y = b;
-	if (x->begin != y->begin)
-		return x->begin < y->begin ? -1 : 1;
-	if (x->end != y->end)
-		return x->end < y->end ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
 
 /* ------------------------------------------------------------ the header */
 
@@ -522,7 +503,7 @@ static int parse_header(nestrt_weights *w, const unsigned char *base, uint64_t h
 	if (nestrt__json_peek(&c.j) != NJ_OBJECT)
 		return nestrt__seterr(err, "%s: header is not a JSON object", w->path);
 	Tensor *t = NULL;
-	Span *sp = NULL;
+	nestrt__span *sp = NULL;
 	size_t n = 0, cap = 0;
 	if (nestrt__json_begin(&c.j) < 0) {
 		json_fail(&c);
@@ -579,8 +560,8 @@ static int parse_header(nestrt_weights *w, const unsigned char *base, uint64_t h
 		goto fail;
 	}
 	for (size_t i = 0; i < n; i++)
-		sp[i] = (Span){t[i].begin, t[i].end, i};
-	qsort(sp, n, sizeof *sp, span_cmp);
+		sp[i] = (nestrt__span){t[i].begin, t[i].end, i};
+	qsort(sp, n, sizeof *sp, nestrt__span_cmp);
 	size_t last = SIZE_MAX; /* the span reaching furthest so far */
 	for (size_t i = 0; i < n; i++) {
 		if (sp[i].begin == sp[i].end)
