@@ -259,6 +259,19 @@ NESTRT_HIDDEN int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__pac
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
 
+/* ---- weight formats (quant.c: nestrt_quantize and its kin) ---- */
+/* nestrt_quantize from 16-bit elements: src holds f16 bits, or bf16 bits when
+ * src_bf16 (a uint16_t array, so 2-byte aligned; a file's little-endian bytes
+ * as they are on the little-endian hosts the runtime runs on); the same bytes
+ * and errors as widening them to f32 and calling nestrt_quantize, without an
+ * f32 copy (512 elements at a time through a buffer on the stack). */
+NESTRT_HIDDEN int nestrt__quantize_half(int fmt, const uint16_t *src, int src_bf16, int64_t n, void *dst,
+                                        nestrt_error *err);
+/* f32 to f16 and to bf16 bits, round to nearest, ties to even (NaNs stay NaNs),
+ * as the compiler's casts (src/dtype.c) bit for bit. */
+NESTRT_HIDDEN uint16_t nestrt__f32_to_f16(float f);
+NESTRT_HIDDEN uint16_t nestrt__f32_to_bf16(float f);
+
 /* The .npy header (magic to newline) numpy.save writes for an array of this
  * dtype and shape, into h (npy.c): nestrt_npy_write puts it before the data
  * in a file, nestc's npy_encode in memory. Returns its length, a multiple of
