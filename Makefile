@@ -31,7 +31,7 @@ ONNX_OBJS = $(B)/onnx_wire.o $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_sha
 	$(B)/onnx_ops_conv.o $(B)/onnx_ops_resize.o $(B)/onnx_ops_index.o $(B)/onnx_ops_quant.o $(B)/onnx_ops_rnn.o $(B)/onnx_patterns.o $(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
 ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
-HDRS = src/nestc.h src/plan.h src/ops.def
+HDRS = src/nestc.h src/plan.h src/wformat.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
 	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
@@ -47,7 +47,7 @@ INTERP_HDRS = $(HDRS) src/interp/interp.h
 FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
        $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/widen.o $(B)/dims.o $(B)/rows.o $(B)/regions.o
-OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
+OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
        $(ONNX_OBJS) $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
@@ -304,6 +304,8 @@ $(B)/rows.o: src/rows.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/rows.c
 $(B)/regions.o: src/regions.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/regions.c
+$(B)/wformat.o: src/wformat.c $(HDRS) runtime/nestrt.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -Iruntime -c -o $@ src/wformat.c
 $(B)/report.o: src/report.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/report.c
 $(B)/plan.o: src/plan.c $(HDRS) $(B)/stamp

@@ -252,9 +252,11 @@ NESTRT_HIDDEN int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx
 /* The plans' requests alone (deduplicated; data unset), and per param
  * whether it is read unpacked (gathers no request serves count as read):
  * what packs_make follows, and what nestc build --embed-weights packs
- * ahead of time. Both malloc'd (NULL when none); 0, or -1 out of memory. */
+ * ahead of time. Both malloc'd (NULL when none); 0, -1 out of memory, or
+ * -2 when a param in a format (desc->formats) is read in a way no copy in
+ * its format serves (*bad_param says which). */
 NESTRT_HIDDEN int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq,
-                                         unsigned char **direct);
+                                         unsigned char **direct, int *bad_param);
 /* The instance's bound params (dispatch.c). */
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);

@@ -300,6 +300,20 @@ const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, 
  * then read as it is. A weight whose every reader is a compiled matmul or
  * gather is held only packed (its unpacked pages are given back). */
 const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout);
+/* Weights in a format (nestc build --weights-format; the formats are
+ * NESTRT_FMT_*): the copies of a formatted param hold its format in the
+ * same panels, each panel's elements in it: bf16 and f16 as k rows of `wide`
+ * 16-bit elements; q8_0 and q4_0 per block of 32 rows, the block's `wide`
+ * f16 scales, then its quants, 32 rows of `wide` int8 (q8_0) or 16 rows of
+ * `wide` bytes whose low nibble is row j and high nibble row j + 16 of the
+ * block (q4_0). A copy's flags carry its format at NESTRT_PACK_FMT_SHIFT.
+ * These are nestrt_packed and nestrt_packed_rows that also find such copies
+ * and set *format to theirs (NESTRT_FMT_F32, 0, for a plain one). */
+enum { NESTRT_PACK_FMT_SHIFT = 8 };
+const void *nestrt_packed_format(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags,
+                                 int *format);
+const void *nestrt_packed_rows_format(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags,
+                                      int64_t *layout, int *format);
 
 /* ---- compiled models ----
  * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
@@ -323,6 +337,9 @@ typedef struct nestrt_model_desc {
 	 * flags} rows gathered (read through nestrt_packed_rows). NULL: none. */
 	const int64_t *const *slot_packs; /* per slot (in the variant's object) */
 	const int64_t *packs;        /* the entry points' own */
+	/* Per param: its weight format (NESTRT_FMT_*) | the axis its blocks
+	 * run along (the one its matmuls reduce) << 8; NULL: all f32. */
+	const int32_t *formats;
 } nestrt_model_desc;
 /* The workspace a model instance allocates: max(ws_size, ws_own + the largest slot_ws). */
 size_t nestrt_model_workspace_size(const nestrt_model_desc *d);

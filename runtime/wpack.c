@@ -32,6 +32,16 @@ size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags)
 {
 	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
 	int64_t panels = (n + wide - 1) / wide;
+	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
+	if (fmt) {
+		/* k / block rows of `wide` blocks a panel */
+		int64_t blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
+		if (k <= 0 || n <= 0 || wide <= 0 || !blk || k % blk ||
+		    (uint64_t)panels > SIZE_MAX / 2 / (uint64_t)bb / (uint64_t)(k / blk) / (uint64_t)wide)
+			return 0;
+		size_t bytes = (size_t)panels * (size_t)(k / blk) * (size_t)wide * (size_t)bb;
+		return (bytes + 63) / 64 * 64;
+	}
 	if (k <= 0 || n <= 0 || wide <= 0 || (uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide / 2)
 		return 0;
 	size_t bytes = (size_t)panels * (size_t)k * (size_t)wide * es;
@@ -127,12 +137,57 @@ static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int
 		}
 }
 
+/* Panel p of f32 src in format fmt (nestrt.h's layout): column c of the
+ * panel is column p*wide + c of B (row of Bt when trans), zeros past n.
+ * Blocks of 32 rows by every column, so that the rows read stay in L1;
+ * 16-bit formats a row of the panel at a time. The elements are finite
+ * (checked before: nothing here can fail). */
+static void format_panel(unsigned char *panel, const float *src, int64_t k, int64_t n, int64_t wide, int64_t p, int trans,
+                         int fmt)
+{
+	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
+	float x[64];
+	unsigned char q[64];
+	if (blk == 1) {
+		for (int64_t i = 0; i < k; i++)
+			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
+				int64_t m = wide - c0 < 64 ? wide - c0 : 64;
+				for (int64_t c = 0; c < m; c++) {
+					int64_t col = p * wide + c0 + c;
+					x[c] = col >= n ? 0.0f : trans ? src[col * k + i] : src[i * n + col];
+				}
+				nestrt_quantize(fmt, x, m, panel + (size_t)(i * wide + c0) * (size_t)bb, NULL);
+			}
+		return;
+	}
+	for (int64_t kb = 0; kb < k / blk; kb++) {
+		unsigned char *row = panel + (size_t)(kb * wide) * (size_t)bb; /* wide scales, then the quants */
+		int64_t qlen = bb - 2;   /* bytes of quants a column: 32 (q8_0) or 16 (q4_0) */
+		for (int64_t c = 0; c < wide; c++) {
+			int64_t col = p * wide + c;
+			for (int j = 0; j < blk; j++)
+				x[j] = col >= n ? 0.0f : trans ? src[col * k + kb * blk + j] : src[(kb * blk + j) * n + col];
+			nestrt_quantize(fmt, x, blk, q, NULL);
+			memcpy(row + 2 * c, q, 2);
+			for (int64_t j = 0; j < qlen; j++)
+				row[2 * wide + j * wide + c] = q[2 + j];
+		}
+	}
+}
+
 /* Panels p0..p1-1 of src into dst (laid out for all of them). */
 void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags, int64_t p0,
                          int64_t p1)
 {
 	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
 	const char *s = src;
+	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
+	if (fmt) {
+		size_t exact = (size_t)(k / nestrt_format_block(fmt)) * (size_t)wide * (size_t)nestrt_format_block_bytes(fmt);
+		for (int64_t p = p0; p < p1; p++)
+			format_panel((unsigned char *)dst + (size_t)p * exact, src, k, n, wide, p, flags & NESTRT_PACK_TRANS, fmt);
+		return;
+	}
 	for (int64_t p = p0; p < p1; p++) {
 		char *panel = (char *)dst + (size_t)(p * k * wide) * es;
 		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
@@ -197,10 +252,12 @@ static size_t page_size(void)
 static void pack_free(WPack *p);
 static int registry_drop(nestrt_weights *w);
 
-static WPack *whole_pack(nestrt_weights *w, Tensor *t)
+/* lossless: one the elements can be restored from (not in a format) */
+static WPack *whole_pack(nestrt_weights *w, Tensor *t, int lossless)
 {
 	for (WPack *p = w->packs; p; p = p->next)
-		if (p->t == t && (uint64_t)(p->k * p->n) * (uint64_t)t->st->size == t->end - t->begin)
+		if (p->t == t && (uint64_t)(p->k * p->n) * (uint64_t)t->st->size == t->end - t->begin &&
+		    !(lossless && p->flags >> NESTRT_PACK_FMT_SHIFT))
 			return p;
 	return NULL;
 }
@@ -215,7 +272,9 @@ static int restore(nestrt_weights *w, Tensor *t)
 		t->released = 0;
 		return 0; /* the pages come back from the file */
 	}
-	WPack *p = whole_pack(w, t);
+	WPack *p = whole_pack(w, t, 1);
+	if (!p)
+		return -2; /* only in a format now: its f32 elements are gone */
 	if (t->inplace) {
 		/* its place holds the packed copy: the elements go to a copy */
 		size_t nb = (size_t)(t->end - t->begin);
@@ -227,6 +286,30 @@ static int restore(nestrt_weights *w, Tensor *t)
 		nestrt__unpack((void *)t->data, p->data, p->k, p->n, p->wide, p->flags);
 	}
 	t->released = 0;
+	return 0;
+}
+
+/* restore's failure as a message: out of memory, or the elements are gone
+ * (released after packing in a format, which cannot give them back). */
+static int restore_error(nestrt_weights *w, Tensor *t, int rc, nestrt_error *err)
+{
+	if (rc == -2)
+		return nestrt__seterr(err, "%s: tensor '%s' is held only in a weight format now (packed so for another "
+		                      "model over these weights): open the weights again for this one", w->path, t->name);
+	return nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+}
+
+/* A copy in a format is made of finite elements only (no block holds a
+ * NaN or an infinity, and f16 none beyond its range): else the message
+ * names the tensor, the element and the format. */
+static int finite_or_error(nestrt_weights *w, Tensor *t, const void *src, const nestrt__packreq *q, nestrt_error *err)
+{
+	const float *x = src;
+	int fmt = q->flags >> NESTRT_PACK_FMT_SHIFT;
+	for (int64_t i = 0; i < q->k * q->n; i++)
+		if (!(x[i] - x[i] == 0.0f) || (fmt == NESTRT_FMT_F16 && (x[i] >= 65520.0f || x[i] <= -65520.0f)))
+			return nestrt__seterr(err, "%s: tensor '%s': element %lld is %g, which %s cannot hold", w->path,
+			                      t ? t->name : "?", (long long)i, (double)x[i], nestrt_format_name(fmt));
 	return 0;
 }
 
@@ -257,8 +340,9 @@ int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, 
 		Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
 		if (!t || !t->inplace)
 			continue;
-		if (restore(w, t) < 0)
-			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		int got = restore(w, t);
+		if (got < 0)
+			rc = restore_error(w, t, got, err);
 		t->direct = 1;
 		data[i] = t->copy;
 	}
@@ -272,7 +356,7 @@ int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, 
  * holds all of it. Under w->mu. */
 static void release(nestrt_weights *w, Tensor *t)
 {
-	if (t->released || t->direct || t->copy || t->owned || !w->map || !whole_pack(w, t))
+	if (t->released || t->direct || t->copy || t->owned || !w->map || !whole_pack(w, t, 0))
 		return;
 	size_t pg = page_size();
 	uintptr_t b = ((uintptr_t)t->data + pg - 1) / pg * pg;
@@ -509,6 +593,8 @@ static int can_pack_in_place(nestrt_weights *w, Tensor *t, const void **data, ne
 {
 	nestrt__packreq *q = &req[i];
 	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	if (q->flags >> NESTRT_PACK_FMT_SHIFT)
+		return 0; /* smaller than the elements, and made from all of them */
 	if (!t || t->direct || t->copy || t->inplace || t->released || w->mapped || bytes > t->room ||
 	    (uint64_t)(q->k * q->n) * es != t->end - t->begin)
 		return 0;
@@ -630,8 +716,9 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 		Tensor *t = direct[i] ? tensor_at(w, data[i]) : NULL;
 		if (!t)
 			continue;
-		if (restore(w, t) < 0)
-			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		int got = restore(w, t);
+		if (got < 0)
+			rc = restore_error(w, t, got, err);
 		t->direct = 1;
 		data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
 	}
@@ -661,9 +748,14 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
 				break;
 			}
-			if (t && restore(w, t) < 0) {
+			int got = t ? restore(w, t) : 0;
+			if (got < 0) {
 				free(p);
-				rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+				rc = restore_error(w, t, got, err);
+				break;
+			}
+			if (q->flags >> NESTRT_PACK_FMT_SHIFT && (rc = finite_or_error(w, t, t ? elements(t) : data[q->param], q, err)) < 0) {
+				free(p);
 				break;
 			}
 			const void *src = t ? elements(t) : data[q->param];

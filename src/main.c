@@ -1,5 +1,6 @@
 /* main.c - the nestc command line: subcommands, flags, exit statuses. */
 #include "nestc.h"
+#include "wformat.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,19 +13,20 @@ static const char usage_text[] =
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
-	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow]\n"
+	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow] [--weights-format=[PATTERN=]FMT,...]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--target=TRIPLE] [--no-regions]\n"
-	"                 [--no-narrow] [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
-	"                 [--no-narrow] [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc import MODEL.onnx -o OUT.nest [-w WEIGHTS.safetensors] [-D NAME=VALUE]...\n"
 	"                 [--freeze NAME=FILE.pb|FILE.npy]...\n"
 	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
 	"        build writes its weights to --weights-out FILE, by default OUT.safetensors beside -o OUT)\n"
+	"       (FMT: f32, bf16, f16, q8_0 or q4_0; see nestc(1))\n"
 	"       nestc --version | --help\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -323,6 +325,7 @@ int main(int argc, char **argv)
 	Vec freezes = {0};
 	const char *import_out = NULL, *import_weights = NULL;
 	int no_outline = 0;
+	WFormatSpec wfs = {.deflt = -1};
 	char *tmp_weights = NULL;
 	char *outline = NULL; /* the repeated layers the import found, for report */
 	for (int i = 2; i < argc; i++) {
@@ -340,6 +343,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--no-narrow") && !is_import) {
 			no_narrow = 1;
 			vec_push(&passthru, (void *)a);
+		} else if ((is_build || is_run || is_report) && (v = flag_value(argc, argv, &i, "--weights-format", &missing))) {
+			if (wformat_parse(&wfs, v) < 0) {
+				rc = 2;
+				goto out;
+			}
+			if (is_build)
+				vec_push(&passthru, xasprintf("--weights-format=%s", v));
 		} else if (is_build && !strcmp(a, "--no-winograd")) {
 			bo.no_winograd = 1;
 			vec_push(&passthru, (void *)a);
@@ -658,6 +668,8 @@ int main(int argc, char **argv)
 		if (syntax_errors)
 			p = NULL;
 	}
+	if (p && !d.nerrors)
+		wformat_assign(p, &d, &wfs);
 	if (p && dump && !strcmp(dump, "ir"))
 		ir_dump(stdout, p);
 	/* the region pass runs for every command but run, which ignores regions */
@@ -709,6 +721,11 @@ int main(int argc, char **argv)
 				error_plain(&d, "--only-variant %s: no such variant (see nestc report; 'model' is the model object)", bo.only);
 				rc = 1;
 			}
+		}
+		if (rc != 1 && bo.embed && wformat_mask(p)) {
+			error_plain(&d, "--embed-weights: weights in a format (--weights-format) are not embedded yet; "
+			                "link the model and open the weights file at run time");
+			rc = 1;
 		}
 		if (rc != 1 && bo.archive && bo.emit != EMIT_OBJ) {
 			error_plain(&d, "-o %s: an archive holds objects; --emit=asm and --emit=llvm write to a directory", bo.out);
@@ -767,6 +784,7 @@ out:
 		    strcmp(passthru.v[k], "--no-winograd") && strcmp(passthru.v[k], "--no-narrow"))
 			free(passthru.v[k]);
 	free(passthru.v);
+	wformat_spec_free(&wfs);
 	free(freezes.v);
 	free(outline);
 	if (tmp_weights) {

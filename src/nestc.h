@@ -493,6 +493,8 @@ typedef struct ParamInfo {
 	int64_t shape[MAX_RANK];
 	Loc loc;            /* the param declaration */
 	int positive;       /* reaches batch_norm's running_var: random weights draw it positive */
+	int wformat;        /* its weight format (wformat.h: WF_*), WF_F32 unless --weights-format */
+	int waxis;          /* the axis its blocks run along: the one its matmuls reduce */
 } ParamInfo;
 
 typedef struct Entry {

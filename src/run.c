@@ -1,6 +1,7 @@
 /* run.c - `nestc run`: bind weights (or random ones), read .npy inputs, run the
  * reference interpreter, write .npy outputs only when everything succeeded. */
 #include "nestc.h"
+#include "wformat.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -277,6 +278,23 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 		error_plain(d, "the model has %d param tensor%s: give --weights FILE.safetensors or --random-weights SEED",
 		            p->nparams, p->nparams == 1 ? "" : "s");
 		goto out;
+	}
+	/* --weights-format: each formatted param as its format holds it */
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		if (pi->wformat == WF_F32 || !params[i])
+			continue;
+		float *f = xcalloc((size_t)params[i]->n + 1, sizeof *f);
+		for (int64_t k = 0; k < params[i]->n; k++)
+			f[k] = (float)params[i]->f[k];
+		int bad_w = wformat_round_trip(pi, f, err, sizeof err);
+		for (int64_t k = 0; k < params[i]->n; k++)
+			params[i]->f[k] = f[k];
+		free(f);
+		if (bad_w < 0) {
+			error_plain(d, "%s", err);
+			goto out;
+		}
 	}
 
 	/* inputs, by name */

@@ -73,13 +73,19 @@ with tempfile.TemporaryDirectory() as work:
             ("gpt2", GPT2, GCFG, GMAC, PROMPT, 32),
             ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
             ("gpt2_ctx320_p60", GPT2, LONG, GMAC, [str((i * 37 + 11) % 256) for i in range(60)], 8),
-            ("gpt2_ctx320_p250", GPT2, LONG, GMAC, [str((i * 53 + 5) % 256) for i in range(250)], 10)):
+            ("gpt2_ctx320_p250", GPT2, LONG, GMAC, [str((i * 53 + 5) % 256) for i in range(250)], 10),
+            # weights in formats (issue #36): each model in two of them, each format once
+            ("gpt2_q8_0", GPT2, GCFG + ["--weights-format=q8_0"], GMAC, PROMPT, 32),
+            ("gpt2_bf16", GPT2, GCFG + ["--weights-format=bf16"], GMAC, PROMPT, 32),
+            ("llama_q4_0", LLAMA, LCFG + ["--weights-format=q4_0"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
+            ("llama_f16", LLAMA, LCFG + ["--weights-format=f16"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32)):
         d = os.path.join(work, name)
         os.mkdir(d)
         try:
             build(model, cfg, os.path.join(d, "out"))
             w = os.path.join(d, "w.safetensors")
-            r = sh([NESTC, "weights", model] + cfg + ["--random-weights", "11", "-o", w])
+            r = sh([NESTC, "weights", model] + [c for c in cfg if not c.startswith("--weights-format")] +
+                   ["--random-weights", "11", "-o", w])
             assert r.returncode == 0, r.stderr
             exe = os.path.join(d, "generate")
             link(os.path.join(ROOT, "scripts", "generate.c"), os.path.join(d, "out"), exe, mac)

@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""Weight formats (nestc build/run --weights-format, issue #36).
+
+    /usr/bin/python3 tests/formats/run.py NESTC_PATH [-k FILTER]...
+
+For each of bf16, f16, q8_0 and q4_0, one model with a matmul of odd sizes (the
+last panel partial), a transposed one (the tied LM head's form), a matrix-vector
+product, a batch of rows times a weight, a gather of rows (an embedding), and a
+region called with two weights, built with --weights-format=FMT and linked: each
+output of the compiled program and of `nestc run --weights-format=FMT` is checked
+against NumPy in float64 over the dequantized weights (tests/io/quant.py's
+quantizers, written from the formulas, not from the C code): the largest error
+at most 1e-5 of the largest |reference|. The build's report must say which
+params took the format (biases and norms' weights stay f32). Then the errors a
+user meets: a format a param cannot take (its axis not a multiple of the block,
+a reader that is not a matmul or a gather, an unknown name), a NaN or an
+infinity in the file, f16's range, and a pattern matching nothing.
+
+Prints `ok NAME` / `FAIL NAME: why` and a last line `N passed, N failed`.
+"""
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+C = load("nest_compiled_checks", os.path.join(ROOT, "tests", "compiled", "run.py"))
+Q = load("nest_quant_reference", os.path.join(ROOT, "tests", "io", "quant.py"))
+Fail = C.Fail
+FORMATS = ["bf16", "f16", "q8_0", "q4_0"]
+FMT_CODE = {"f32": 0, "bf16": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
+TOL = 1e-5
+
+MODEL = """
+param w1: f32[64, 37]
+param b1: f32[37]
+param w2: f32[45, 96]
+param w3: f32[64, 40]
+param wb: f32[64, 37]
+param emb: f32[50, 64]
+param wr: f32[64, 37]
+param odd: f32[100, 8]
+
+@region
+fn lin(x: f32[T, 64], w: f32[64, 37]) -> f32[T, 37] {
+  return x @ w
+}
+
+export fn mm(x: f32[5, 64]) -> f32[5, 37] {
+  return x @ w1 + b1
+}
+
+export fn mmt(x: f32[7, 96]) -> f32[7, 45] {
+  return x @ transpose(w2, [1, 0])
+}
+
+export fn mv(x: f32[64]) -> f32[40] {
+  return x @ w3
+}
+
+export fn bmm(x: f32[3, 5, 64]) -> f32[3, 5, 37] {
+  return x @ wb
+}
+
+export fn gather(i: i32[6]) -> f32[6, 64] {
+  return emb[i]
+}
+
+export fn two(x: f32[9, 64]) -> f32[9, 37] {
+  return lin(x, w1) + lin(x, wr)
+}
+
+export fn oddk(x: f32[2, 100]) -> f32[2, 8] {
+  return x @ odd
+}
+"""
+
+AXIS = {"w1": 0, "w2": 1, "w3": 0, "wb": 0, "emb": 1, "wr": 0, "odd": 0}
+
+
+def formatted(fmt):
+    """The params the default rule gives fmt: every matrix a matmul or a gather reads,
+    but odd (its reduced axis, 100, is not a multiple of the 32 of a block)."""
+    return [n for n in AXIS if n != "odd" or fmt in ("bf16", "f16")]
+
+
+def round_trip(fmt, w, axis):
+    """w as fmt holds it: each line along `axis` quantized and dequantized by the
+    NumPy reference."""
+    lines = w.T if axis == 0 else w
+    out = np.empty_like(lines, dtype=np.float32)
+    for r in range(lines.shape[0]):
+        x = np.ascontiguousarray(lines[r], dtype=np.float32)
+        code = Q.NAMES.index(fmt)
+        out[r] = Q.dequantize(code, Q.quantize(code, x), x.size)
+    return out.T if axis == 0 else out
+
+
+def reference(entry, W, ins):
+    """The entry's value in float64 over the weights W (already round-tripped)."""
+    f = {k: v.astype(np.float64) for k, v in W.items()}
+    x = ins.get("x")
+    x = None if x is None else x.astype(np.float64)
+    if entry == "mm":
+        return x @ f["w1"] + f["b1"]
+    if entry == "mmt":
+        return x @ f["w2"].T
+    if entry == "mv":
+        return x @ f["w3"]
+    if entry == "bmm":
+        return x @ f["wb"]
+    if entry == "gather":
+        return f["emb"][ins["i"]]
+    if entry == "two":
+        return x @ f["w1"] + x @ f["wr"]
+    if entry == "oddk":
+        return x @ f["odd"]
+    raise ValueError(entry)
+
+
+def close(got, ref, what):
+    err = float(np.max(np.abs(got.astype(np.float64) - ref)))
+    scale = float(np.max(np.abs(ref)))
+    if not np.isfinite(got).all() or err > TOL * scale:
+        raise Fail("%s: max abs err %.3g > %g * max|ref| %.3g" % (what, err, TOL, scale))
+
+
+ENTRIES = ["mm", "mmt", "mv", "bmm", "gather", "two", "oddk"]
+
+
+def inputs(rng):
+    return {"mm": {"x": rng.standard_normal((5, 64)).astype(np.float32)},
+            "mmt": {"x": rng.standard_normal((7, 96)).astype(np.float32)},
+            "mv": {"x": rng.standard_normal(64).astype(np.float32)},
+            "bmm": {"x": rng.standard_normal((3, 5, 64)).astype(np.float32)},
+            "gather": {"i": np.array([3, 0, 49, 7, 7, 20], dtype=np.int32)},
+            "two": {"x": rng.standard_normal((9, 64)).astype(np.float32)},
+            "oddk": {"x": rng.standard_normal((2, 100)).astype(np.float32)}}
+
+
+def weights(rng):
+    W = {}
+    for name, shape in [("w1", (64, 37)), ("b1", (37,)), ("w2", (45, 96)), ("w3", (64, 40)), ("wb", (64, 37)),
+                        ("emb", (50, 64)), ("wr", (64, 37)), ("odd", (100, 8))]:
+        W[name] = rng.uniform(-1, 1, shape).astype(np.float32)
+    # blocks that test the quantizers' edges in place: an all-zero block, one
+    # huge element among small ones, a negative extreme
+    W["w1"][0:32, 0] = 0
+    W["w1"][32:64, 1] = 1e-3
+    W["w1"][40, 1] = 50.0
+    W["w1"][0:32, 2] = np.linspace(-2, 1, 32)
+    return W
+
+
+def check_format(tmp, fmt, W, ins, wpath, src, cpu=None, threads=None):
+    """One format: report, compiled and interpreted values (built for cpu, run on that
+    many threads, when given)."""
+    res = []
+    tag = fmt + ("." + cpu if cpu else "") + (".threads%d" % threads if threads else "")
+    d = os.path.join(tmp, tag)
+    os.makedirs(d)
+    out = os.path.join(d, "out")
+    r = C.nestc("build", src, "-o", out, "--weights-format=" + fmt, "--report", "-j", "2",
+                *(["--cpu=" + cpu] if cpu else []))
+    env = dict(os.environ, NESTRT_NUM_THREADS=str(threads)) if threads else None
+    held = {m.group(1): m.group(2) for m in re.finditer(r"^  (\w+): f32\[[^\]]*\], (\w+), blocks along", r.stdout, re.M)}
+    want = {n: fmt for n in formatted(fmt)}
+    res.append(("%s.report" % tag, None if held == want else "report says %s, want %s" % (held, want)))
+    Wf = dict(W)
+    for n in formatted(fmt):
+        Wf[n] = round_trip(fmt, W[n], AXIS[n])
+    hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
+    for entry in ENTRIES:
+        name = "%s.%s" % (tag, entry)
+        try:
+            e = hdr[entry]
+            model_in = {}
+            for k, a in ins[entry].items():
+                p = os.path.join(d, "in_%s_%s.npy" % (entry, k))
+                np.save(p, a)
+                model_in[k] = p
+            ref = reference(entry, Wf, ins[entry])
+            # compiled
+            outp = os.path.join(d, "got_%s.npy" % entry)
+            call = C.Call(e, wpath, model_in, [outp])
+            exe = C.compile_driver(d, [call], ["fm"], [out], sorted(C.glob.glob(os.path.join(out, "*.o"))),
+                                   name="driver_" + entry)
+            rr = C.run([exe], env=env)
+            if rr.returncode != 0:
+                raise Fail("compiled program: " + C.describe([exe], rr))
+            close(np.load(outp), ref, "compiled")
+            if cpu or threads:
+                res.append((name, None))
+                continue   # the interpreter's values do not depend on them
+            # interpreted
+            refp = os.path.join(d, "run_%s.npy" % entry)
+            args = ["run", src, "--entry", entry, "--weights", wpath, "--weights-format=" + fmt, "--output", refp]
+            for k, p in model_in.items():
+                args += ["--input", "%s=%s" % (k, p)]
+            C.nestc(*args)
+            close(np.load(refp), ref, "nestc run")
+            res.append((name, None))
+        except Fail as ex:
+            res.append((name, str(ex)))
+    return res
+
+
+def expect_error(name, args, want, code=1):
+    r = C.nestc(*args, ok=False)
+    if r.returncode != code or not re.search(want, r.stderr):
+        return (name, "exit %d, stderr %r; want exit %d and /%s/" % (r.returncode, r.stderr.strip()[:300], code, want))
+    return (name, None)
+
+
+def check_errors(tmp, src, W, wpath):
+    res = []
+    out = os.path.join(tmp, "err_out")
+    res.append(expect_error("error.axis_not_block", ["build", src, "-o", out, "--weights-format=odd=q8_0"],
+                            r"param 'odd' cannot be q8_0: its axis 0 \(100 long.*not a multiple of q8_0's block of 32"))
+    res.append(expect_error("error.reader", ["build", src, "-o", out, "--weights-format=b1=q4_0"],
+                            r"fm.nest:\d+:\d+: error: .*param 'b1' cannot be q4_0: it has rank 1"))
+    res.append(expect_error("error.unknown_format", ["build", src, "-o", out, "--weights-format=q5_9"],
+                            r"'q5_9' is not FMT or PATTERN=FMT", code=2))
+    res.append(expect_error("error.run_reader", ["run", src, "--entry", "mv", "--random-weights", "1",
+                                                 "--weights-format=odd=bf16,b1=f16", "--input", "x=/dev/null"],
+                            r"param 'odd' cannot be bf16|param 'b1' cannot be f16"))
+    if os.path.exists(out):
+        res.append(("error.no_output", "a failed build wrote %s" % out))
+    else:
+        res.append(("error.no_output", None))
+    r = C.nestc("build", src, "-o", os.path.join(tmp, "warn_out"), "--weights-format=q8_0,nothing.*=bf16")
+    res.append(("error.pattern_matches_nothing",
+                None if "warning: --weights-format 'nothing.*=bf16': the pattern matches no param" in r.stderr
+                else "no warning: %r" % r.stderr[:300]))
+    # a NaN, an infinity, f16's range: the compiled model refuses to be made, nestc run
+    # refuses to run; both name the tensor
+    for tag, fmt, value, want in [("nan", "q8_0", np.nan, r"w1.*nan.*q8_0|w1.*q8_0.*nan"),
+                                  ("inf", "q4_0", np.inf, r"w1.*inf"),
+                                  ("f16_range", "f16", 70000.0, r"w1.*70000.*f16")]:
+        Wb = dict(W)
+        Wb["w1"] = W["w1"].copy()
+        Wb["w1"][3, 4] = value
+        p = os.path.join(tmp, "bad_%s.safetensors" % tag)
+        C.write_safetensors(p, sorted(Wb.items()))
+        d = os.path.join(tmp, "bad_" + tag)
+        os.makedirs(d)
+        bout = os.path.join(d, "out")
+        C.nestc("build", src, "-o", bout, "--weights-format=" + fmt)
+        hdr = C.parse_header(os.path.join(bout, "fm.h"), "fm")
+        xin = os.path.join(d, "x.npy")
+        np.save(xin, np.zeros((5, 64), np.float32))
+        call = C.Call(hdr["mm"], p, {"x": xin}, [os.path.join(d, "o.npy")])
+        exe = C.compile_driver(d, [call], ["fm"], [bout], sorted(C.glob.glob(os.path.join(bout, "*.o"))))
+        rr = C.run([exe])
+        ok = rr.returncode == 2 and re.search(want, rr.stderr, re.I)
+        res.append(("error.%s.compiled" % tag, None if ok else "exit %d: %r" % (rr.returncode, rr.stderr[:300])))
+        res.append(expect_error("error.%s.run" % tag, ["run", src, "--entry", "mm", "--weights", p,
+                                                       "--weights-format=" + fmt, "--input", "x=" + xin], want))
+    return res
+
+
+def check_half_file(tmp, src, W, ins):
+    """An F16 file binds a q8_0 build: converted while the model is made."""
+    res = []
+    Wh = {k: v.astype(np.float16) for k, v in W.items()}
+    p = os.path.join(tmp, "half.safetensors")
+    C.write_safetensors(p, sorted(Wh.items()))
+    d = os.path.join(tmp, "half")
+    os.makedirs(d)
+    out = os.path.join(d, "out")
+    C.nestc("build", src, "-o", out, "--weights-format=q4_0")
+    hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
+    Wf = {k: v.astype(np.float32) for k, v in Wh.items()}
+    for n in formatted("q4_0"):
+        Wf[n] = round_trip("q4_0", Wf[n], AXIS[n])
+    xin = os.path.join(d, "x.npy")
+    np.save(xin, ins["mm"]["x"])
+    outp = os.path.join(d, "o.npy")
+    call = C.Call(hdr["mm"], p, {"x": xin}, [outp])
+    exe = C.compile_driver(d, [call], ["fm"], [out], sorted(C.glob.glob(os.path.join(out, "*.o"))))
+    rr = C.run([exe])
+    try:
+        if rr.returncode != 0:
+            raise Fail("compiled program: " + C.describe([exe], rr))
+        close(np.load(outp), reference("mm", Wf, ins["mm"]), "compiled")
+        res.append(("f16_file.q4_0", None))
+    except Fail as ex:
+        res.append(("f16_file.q4_0", str(ex)))
+    return res
+
+
+def main(argv):
+    args = argv[1:]
+    filters = []
+    nestc = None
+    i = 0
+    while i < len(args):
+        if args[i] == "-k":
+            filters.append(args[i + 1])
+            i += 1
+        elif nestc is None:
+            nestc = os.path.abspath(args[i])
+        i += 1
+    if not nestc:
+        print(__doc__, file=sys.stderr)
+        return 2
+    C.NESTC = nestc
+    for cand in (os.path.join(os.path.dirname(nestc), "libnestrt.a"), os.path.join(ROOT, "build", "libnestrt.a")):
+        if os.path.exists(cand):
+            C.LIBNESTRT = cand
+            break
+    tmp = tempfile.mkdtemp(prefix="nestc-formats-")
+    C.TMP = tmp
+    results = []
+    try:
+        src = os.path.join(tmp, "fm.nest")
+        with open(src, "w") as f:
+            f.write(MODEL.lstrip("\n"))
+        rng = np.random.default_rng(36)
+        W = weights(rng)
+        ins = inputs(rng)
+        wpath = os.path.join(tmp, "w.safetensors")
+        C.write_safetensors(wpath, sorted(W.items()))
+        want = lambda n: not filters or any(s in n for s in filters)  # noqa: E731
+        # native; SSE2 (4 lanes) and AVX2 (8) builds; three threads
+        configs = [(f, None, None) for f in FORMATS] + [(f, "x86-64", None) for f in FORMATS] + \
+            [("q4_0", "haswell", None), ("bf16", "haswell", None), ("q8_0", None, 3), ("f16", None, 3)]
+        for fmt, cpu, threads in configs:
+            if want(fmt):
+                try:
+                    results += check_format(tmp, fmt, W, ins, wpath, src, cpu, threads)
+                except Fail as ex:
+                    results.append((fmt, str(ex)))
+        if want("error"):
+            try:
+                results += check_errors(tmp, src, W, wpath)
+            except Fail as ex:
+                results.append(("error", str(ex)))
+        if want("f16_file"):
+            try:
+                results += check_half_file(tmp, src, W, ins)
+            except Fail as ex:
+                results.append(("f16_file", str(ex)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    passed = failed = 0
+    for n, msg in results:
+        if msg is None:
+            passed += 1
+            print("ok %s" % n)
+        else:
+            failed += 1
+            print("FAIL %s: %s" % (n, msg))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
