@@ -879,18 +879,20 @@ static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *
 	return 0;
 }
 
-int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, nestrt_error *err)
+int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, int halves, nestrt_error *err)
 {
 	size_t np = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		if (!t->stored || t->end == t->begin)
+		if (!t->stored || t->end == t->begin || t->loaded)
 			continue;
 		if (half16(t)) {
 			if (keep_half(w, t, fd, image, err) < 0)
 				return -1;
 			continue;
 		}
+		if (halves)
+			continue;
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;
 		np += (size_t)((nblocks + per - 1) / per);
@@ -914,7 +916,7 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 	size_t k = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		if (!t->stored || t->end == t->begin || half16(t))
+		if (!t->stored || t->end == t->begin || half16(t) || t->loaded)
 			continue;
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;
@@ -932,6 +934,20 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 		if (w->t[i].stored)
 			w->t[i].loaded = 1;
 	return 0;
+}
+
+/* A block tensor of the file in GGUF's own type (q8_0, q4_0), not read yet:
+ * its rows r0..r1-1 (each k elements in blocks, as in the file) into dst. */
+int nestrt__gguf_rows(nestrt_weights *w, const Tensor *t, int64_t k, int64_t r0, int64_t r1, void *dst)
+{
+	const QType *q = (const QType *)t->stored;
+	uint64_t rb = (uint64_t)(k / q->block) * (uint64_t)q->bytes;
+	return nestrt__pread_all(w->fd, dst, (size_t)((uint64_t)(r1 - r0) * rb), w->data_off + t->begin + (uint64_t)r0 * rb);
+}
+
+uint32_t nestrt__gguf_type(const Tensor *t)
+{
+	return t->stored && !half16(t) ? ((const QType *)t->stored)->ggml : UINT32_MAX;
 }
 
 /* ------------------------------------------------------------ the metadata API */

@@ -188,10 +188,21 @@ NESTRT_HIDDEN int nestrt__gguf_magic(const unsigned char *p, size_t n);
  * set and w unchanged. */
 NESTRT_HIDDEN int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, size_t size,
                                      nestrt_error *err);
-/* Convert every tensor with a stored type to f32: read from fd into the
- * places t->data gives, or from image into copies of their own (owned).
- * Marks them loaded. 0, or -1 with err set. */
-NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, nestrt_error *err);
+/* Convert every tensor with a stored type not loaded yet to f32: read from
+ * fd into the places t->data gives, or from image into copies of their own
+ * (owned); with halves, only the F16/BF16 ones (kept as they are). Marks
+ * them loaded. 0, or -1 with err set. A file read from fd keeps its block
+ * tensors for the first instance (nestrt__weights_settle), so that a build
+ * holding them in their own format packs them from the file. */
+NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, int halves,
+                                       nestrt_error *err);
+/* A tensor's GGML_TYPE_* when it is held in the file as blocks not converted
+ * yet (else UINT32_MAX), and its rows r0..r1-1 of k elements read from the
+ * file as they are (weights still pending): a build holding it in that
+ * format packs them without an f32 copy (wpack.c). */
+NESTRT_HIDDEN uint32_t nestrt__gguf_type(const nestrt__tensor *t);
+NESTRT_HIDDEN int nestrt__gguf_rows(nestrt_weights *w, const nestrt__tensor *t, int64_t k, int64_t r0, int64_t r1,
+                                    void *dst);
 NESTRT_HIDDEN void nestrt__gguf_free(nestrt__gguf *g);
 
 /* wpack.c (above weights.c; pack.c and model.c use these) */

@@ -811,7 +811,7 @@ static int layout_tensors(nestrt_weights *w, int fd, size_t size, const char *pa
 	/* the 16-bit tensors now: their bytes read into the second half of
 	 * their place, widened from the front when an f32 param is bound
 	 * (widen_now; GGUF's: converted from the file into their place) */
-	if (w->gguf && nestrt__gguf_convert(w, fd, NULL, err) < 0)
+	if (w->gguf && nestrt__gguf_convert(w, fd, NULL, 1, err) < 0)
 		return -1;
 	for (size_t i = 0; i < w->n && !w->gguf; i++) {
 		Tensor *t = &w->t[i];
@@ -836,6 +836,9 @@ int nestrt__weights_settle(nestrt_weights *w, nestrt_error *err)
 {
 	if (!w->pending)
 		return 0;
+	/* GGUF's block tensors nothing packed from the file: converted now */
+	if (w->gguf && nestrt__gguf_convert(w, w->fd, NULL, 0, err) < 0)
+		return -1;
 	size_t np = 0;
 	for (size_t i = 0; i < w->n; i++)
 		if (!w->t[i].loaded && w->t[i].end > w->t[i].begin)
@@ -964,7 +967,7 @@ static int load_image(nestrt_weights *w, const void *image, size_t size, const c
 {
 	const unsigned char *base = image;
 	if (nestrt__gguf_magic(base, size))
-		return nestrt__gguf_parse(w, -1, base, size, err) < 0 ? -1 : nestrt__gguf_convert(w, -1, base, err);
+		return nestrt__gguf_parse(w, -1, base, size, err) < 0 ? -1 : nestrt__gguf_convert(w, -1, base, 0, err);
 	if (size < 8)
 		return nestrt__seterr(err, "%s: file is too short (%zu bytes) for a safetensors header", path, size);
 	uint64_t hlen;

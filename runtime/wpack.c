@@ -636,6 +636,119 @@ static void pack_jobs_task(void *env, int64_t begin, int64_t end)
 	}
 }
 
+/* A GGUF block tensor (q8_0, q4_0) that a build holds in that same format:
+ * its panels made from the file's blocks as they are, rows of Bt read a
+ * panel at a time and each block's scale and quants moved to their places
+ * (nestrt.h's layout), on the pool. No f32 form of it is ever made: a 7B
+ * model's 3.8 GB of q4_0 stay 3.8 GB. */
+typedef struct BlockJob {
+	nestrt_weights *w;
+	const Tensor *t;
+	unsigned char *dst;
+	int64_t k, n, wide;
+	int bb;             /* bytes a block */
+	int err;            /* a read's errno (or -1), or ENOMEM */
+} BlockJob;
+
+static void block_task(void *env, int64_t begin, int64_t end)
+{
+	BlockJob *j = env;
+	int64_t nkb = j->k / 32;
+	if (nkb <= 0 || j->bb <= 2 || j->wide <= 0)
+		return;
+	size_t rb = (size_t)nkb * (size_t)j->bb, exact = rb * (size_t)j->wide;
+	unsigned char *rows = exact <= PTRDIFF_MAX ? malloc(exact) : NULL;
+	if (!rows) {
+		__atomic_store_n(&j->err, ENOMEM, __ATOMIC_RELAXED);
+		return;
+	}
+	for (int64_t p = begin; p < end; p++) {
+		int64_t r0 = p * j->wide, r1 = r0 + j->wide < j->n ? r0 + j->wide : j->n;
+		int e = nestrt__gguf_rows(j->w, j->t, j->k, r0, r1, rows);
+		if (e) {
+			__atomic_store_n(&j->err, e, __ATOMIC_RELAXED);
+			break;
+		}
+		unsigned char *panel = j->dst + (size_t)p * exact;
+		memset(panel, 0, exact);
+		for (int64_t kb = 0; kb < nkb; kb++) {
+			unsigned char *row = panel + (size_t)(kb * j->wide) * (size_t)j->bb;
+			for (int64_t c = 0; c < r1 - r0; c++) {
+				const unsigned char *b = rows + (size_t)c * rb + (size_t)kb * (size_t)j->bb;
+				memcpy(row + 2 * c, b, 2);
+				for (int q = 0; q < j->bb - 2; q++)
+					row[2 * j->wide + q * j->wide + c] = b[2 + q];
+			}
+		}
+	}
+	free(rows);
+}
+
+/* The requests of every tensor still in the file whose requests all ask for
+ * its own block type, transposed (rows along the blocks), and that nothing
+ * reads unpacked: packed from the blocks, the tensor marked read and given
+ * back (its f32 place is never touched). 0, or -1 with err set. Under w->mu. */
+static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
+                                 nestrt_error *err)
+{
+	for (int i = 0; i < nreq; i++) {
+		nestrt__packreq *q = &req[i];
+		Tensor *t = tensor_at(w, data[q->param]);
+		if (!t || t->loaded || t->direct)
+			continue;
+		int all = 1;
+		for (int r = 0; r < nreq && all; r++) {
+			nestrt__packreq *x = &req[r];
+			if (tensor_at(w, data[x->param]) != t)
+				continue;
+			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			uint32_t want = fmt == NESTRT_FMT_Q8_0 ? 8 : fmt == NESTRT_FMT_Q4_0 ? 2 : UINT32_MAX;
+			all = want != UINT32_MAX && nestrt__gguf_type(t) == want && (x->flags & NESTRT_PACK_TRANS) &&
+			      t->rank == 2 && x->n == t->shape[0] && x->k == t->shape[1] && x->k % 32 == 0;
+		}
+		if (!all)
+			continue;
+		for (int r = 0; r < nreq; r++) {
+			nestrt__packreq *x = &req[r];
+			if (tensor_at(w, data[x->param]) != t)
+				continue;
+			WPack *p = NULL;
+			for (WPack *y = w->packs; y && !p; y = y->next)
+				if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
+					p = y;
+			if (p) {
+				x->data = p->data;
+				continue;
+			}
+			size_t bytes = nestrt__pack_bytes(x->k, x->n, x->wide, x->flags);
+			p = calloc(1, sizeof *p);
+			if (!p || !bytes || pack_alloc(p, bytes) < 0) {
+				free(p);
+				return nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+			}
+			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			BlockJob j = {w, t, p->data, x->k, x->n, x->wide, nestrt_format_block_bytes(fmt), 0};
+			nestrt_parallel_for((x->n + x->wide - 1) / x->wide, block_task, &j);
+			if (j.err) {
+				pack_free(p);
+				return j.err == ENOMEM ? nestrt__seterr(err, "%s: out of memory packing weights", w->path)
+				                       : nestrt__read_error(err, w->path, j.err, "before");
+			}
+			p->t = t;
+			p->k = x->k;
+			p->n = x->n;
+			p->wide = x->wide;
+			p->flags = x->flags;
+			p->next = w->packs;
+			w->packs = p;
+			x->data = p->data;
+		}
+		t->loaded = 1;
+		t->released = 1; /* only its copies in its format hold it */
+	}
+	return 0;
+}
+
 /* Straight from the file into their tensors' places, packed, every request
  * that may be packed in place and is not read yet: a plain matrix row by
  * row into the panels (preadv), a transposed one a task's rows at a time
@@ -644,6 +757,8 @@ static void pack_jobs_task(void *env, int64_t begin, int64_t end)
  * unread). Under w->mu. */
 static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq, nestrt_error *err)
 {
+	if (nreq <= 0)
+		return 0;
 	PackJobs js = {calloc((size_t)nreq, sizeof *js.v), calloc((size_t)nreq + 1, sizeof *js.first), 0};
 	int rc = 0;
 	if (!js.v || !js.first)
@@ -652,7 +767,7 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 		nestrt__packreq *q = &req[i];
 		Tensor *t = tensor_at(w, data[q->param]);
 		size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
-		if (!t || t->loaded || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
+		if (!t || t->loaded || t->stored || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
 			continue;
 		size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
 		PackJob *j = calloc(1, sizeof *j);
@@ -724,6 +839,8 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 	}
 	/* not read yet: a weight packed where it goes is read from the file
 	 * right into its packed form, then the rest is read */
+	if (rc == 0 && w->pending && w->gguf)
+		rc = pack_blocks_from_file(w, data, req, nreq, err);
 	if (rc == 0 && w->pending)
 		rc = pack_from_file(w, data, req, nreq, err);
 	if (rc == 0)

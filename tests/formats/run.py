@@ -40,6 +40,7 @@ def load(name, path):
 
 C = load("nest_compiled_checks", os.path.join(ROOT, "tests", "compiled", "run.py"))
 Q = load("nest_quant_reference", os.path.join(ROOT, "tests", "io", "quant.py"))
+GG = load("nest_gguf_writer", os.path.join(ROOT, "tests", "io", "gguf.py"))
 Fail = C.Fail
 FORMATS = ["bf16", "f16", "q8_0", "q4_0"]
 FMT_CODE = {"f32": 0, "bf16": 1, "f16": 2, "q8_0": 3, "q4_0": 4}
@@ -303,6 +304,65 @@ def check_half_file(tmp, src, W, ins):
     return res
 
 
+def check_gguf(tmp, src, W, ins, fmt):
+    """A GGUF file whose matrices read along their rows (w2, emb) are already in fmt:
+    the build binds them as they are (their panels made from the file's blocks, no f32
+    form), so the values are the blocks' own, as NumPy dequantizes them. Row 0's first
+    block of emb is one no quantizer makes (d = 0.5, every q 1 or 9): its values come
+    out exactly 0.5."""
+    code = Q.NAMES.index(fmt)
+    gtype = {"q8_0": 8, "q4_0": 2}[fmt]
+    blocks = {}
+    for n in ("w2", "emb"):
+        blocks[n] = bytearray(b"".join(Q.quantize(code, np.ascontiguousarray(r)) for r in W[n]))
+    bb = Q.BLOCK_BYTES[code]
+    odd = np.float16(0.5).tobytes() + (bytes([1] * 32) if fmt == "q8_0" else bytes([0x99] * 16))
+    blocks["emb"][0:bb] = odd
+    ts = []
+    for n, a in sorted(W.items()):
+        if n in blocks:
+            ts.append(dict(name=n, ne=list(reversed(a.shape)), type=gtype, data=bytes(blocks[n])))
+        else:
+            ts.append(dict(name=n, ne=list(reversed(a.shape)), type=0, data=np.ascontiguousarray(a, "<f4").tobytes()))
+    d = os.path.join(tmp, "gguf_" + fmt)
+    os.makedirs(d)
+    path = os.path.join(d, "w.gguf")
+    with open(path, "wb") as f:
+        f.write(GG.encode(kv=[("general.alignment", 4, 32)], tensors=ts))
+    Wf = dict(W)
+    for n in blocks:
+        Wf[n] = np.stack([Q.dequantize(code, bytes(blocks[n][r * bb * (a.shape[1] // 32):(r + 1) * bb * (a.shape[1] // 32)]),
+                                       a.shape[1]) for r, a in [(r, W[n]) for r in range(W[n].shape[0])]])
+    for n in ("w1", "w3", "wb", "wr"):
+        Wf[n] = round_trip(fmt, W[n], AXIS[n])
+    out = os.path.join(d, "out")
+    C.nestc("build", src, "-o", out, "--weights-format=" + fmt)
+    hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
+    res = []
+    for entry in ("mmt", "gather", "mm"):
+        name = "gguf.%s.%s" % (fmt, entry)
+        try:
+            model_in = {}
+            for k, a in ins[entry].items():
+                p = os.path.join(d, "in_%s_%s.npy" % (entry, k))
+                np.save(p, a)
+                model_in[k] = p
+            outp = os.path.join(d, "got_%s.npy" % entry)
+            exe = C.compile_driver(d, [C.Call(hdr[entry], path, model_in, [outp])], ["fm"], [out],
+                                   sorted(C.glob.glob(os.path.join(out, "*.o"))), name="driver_" + entry)
+            rr = C.run([exe])
+            if rr.returncode != 0:
+                raise Fail("compiled program: " + C.describe([exe], rr))
+            got = np.load(outp)
+            close(got, reference(entry, Wf, ins[entry]), "compiled")
+            if entry == "gather" and not np.all(got[1, :32] == 0.5):
+                raise Fail("row 0's block read as %r, want its own values, 0.5" % got[1, :8])
+            res.append((name, None))
+        except Fail as ex:
+            res.append((name, str(ex)))
+    return res
+
+
 def main(argv):
     args = argv[1:]
     filters = []
@@ -350,6 +410,12 @@ def main(argv):
                 results += check_errors(tmp, src, W, wpath)
             except Fail as ex:
                 results.append(("error", str(ex)))
+        for fmt in ("q8_0", "q4_0"):
+            if want("gguf"):
+                try:
+                    results += check_gguf(tmp, src, W, ins, fmt)
+                except Fail as ex:
+                    results.append(("gguf." + fmt, str(ex)))
         if want("f16_file"):
             try:
                 results += check_half_file(tmp, src, W, ins)
