@@ -95,6 +95,8 @@ typedef struct nestrt__tensor {
 	void *narrow;                 /* its 16-bit bytes again, made from the f32 ones when half went */
 	int widened;                  /* data holds the f32 elements */
 	int half_bound;               /* half was given to a caller: it stays */
+	int transposed;               /* GGUF, named by nestc.transposed: the file holds its transpose
+	                                 (shape is as declared, the file's rows its columns) */
 } nestrt__tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */

@@ -703,8 +703,11 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 				continue;
 			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
 			uint32_t want = fmt == NESTRT_FMT_Q8_0 ? 8 : fmt == NESTRT_FMT_Q4_0 ? 2 : UINT32_MAX;
-			all = want != UINT32_MAX && nestrt__gguf_type(t) == want && (x->flags & NESTRT_PACK_TRANS) &&
-			      t->rank == 2 && x->n == t->shape[0] && x->k == t->shape[1] && x->k % 32 == 0;
+			/* the file's rows along the blocks: Bt's (x @ transpose(w)), or w's
+			 * columns (x @ w) in a file that holds w transposed */
+			int trans = !!(x->flags & NESTRT_PACK_TRANS);
+			all = want != UINT32_MAX && nestrt__gguf_type(t) == want && t->rank == 2 && trans != t->transposed &&
+			      x->n == t->shape[!trans] && x->k == t->shape[trans] && x->k % 32 == 0;
 		}
 		if (!all)
 			continue;

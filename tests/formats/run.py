@@ -305,61 +305,88 @@ def check_half_file(tmp, src, W, ins):
 
 
 def check_gguf(tmp, src, W, ins, fmt):
-    """A GGUF file whose matrices read along their rows (w2, emb) are already in fmt:
-    the build binds them as they are (their panels made from the file's blocks, no f32
-    form), so the values are the blocks' own, as NumPy dequantizes them. Row 0's first
-    block of emb is one no quantizer makes (d = 0.5, every q 1 or 9): its values come
-    out exactly 0.5."""
+    """A GGUF file whose matrices are already in fmt: w2 and emb read along their rows,
+    w1 (read as x @ w1, along its columns) stored transposed and named in
+    nestc.transposed, as `nestc weights --format` writes it. The build binds them as
+    they are (their panels made from the file's blocks, no f32 form), so the values
+    are the blocks' own, as NumPy dequantizes them. Row 0's first block of emb is one
+    no quantizer makes (d = 0.5, every q 1 or 9): its values come out exactly 0.5.
+    An f32 build of the same file converts the blocks (w1 transposed back)."""
     code = Q.NAMES.index(fmt)
     gtype = {"q8_0": 8, "q4_0": 2}[fmt]
     blocks = {}
-    for n in ("w2", "emb"):
-        blocks[n] = bytearray(b"".join(Q.quantize(code, np.ascontiguousarray(r)) for r in W[n]))
+    stored = {"w2": W["w2"], "emb": W["emb"], "w1": W["w1"].T}   # the rows the file holds
+    for n, a in stored.items():
+        blocks[n] = bytearray(b"".join(Q.quantize(code, np.ascontiguousarray(r)) for r in a))
     bb = Q.BLOCK_BYTES[code]
     odd = np.float16(0.5).tobytes() + (bytes([1] * 32) if fmt == "q8_0" else bytes([0x99] * 16))
     blocks["emb"][0:bb] = odd
     ts = []
     for n, a in sorted(W.items()):
         if n in blocks:
-            ts.append(dict(name=n, ne=list(reversed(a.shape)), type=gtype, data=bytes(blocks[n])))
+            ts.append(dict(name=n, ne=list(reversed(stored[n].shape)), type=gtype, data=bytes(blocks[n])))
         else:
             ts.append(dict(name=n, ne=list(reversed(a.shape)), type=0, data=np.ascontiguousarray(a, "<f4").tobytes()))
     d = os.path.join(tmp, "gguf_" + fmt)
     os.makedirs(d)
     path = os.path.join(d, "w.gguf")
     with open(path, "wb") as f:
-        f.write(GG.encode(kv=[("general.alignment", 4, 32)], tensors=ts))
+        f.write(GG.encode(kv=[("general.alignment", 4, 32), ("nestc.transposed", 9, (8, ["w1"]))], tensors=ts))
     Wf = dict(W)
-    for n in blocks:
-        Wf[n] = np.stack([Q.dequantize(code, bytes(blocks[n][r * bb * (a.shape[1] // 32):(r + 1) * bb * (a.shape[1] // 32)]),
-                                       a.shape[1]) for r, a in [(r, W[n]) for r in range(W[n].shape[0])]])
-    for n in ("w1", "w3", "wb", "wr"):
+    for n, a in stored.items():
+        rb = bb * (a.shape[1] // 32)
+        v = np.stack([Q.dequantize(code, bytes(blocks[n][r * rb:(r + 1) * rb]), a.shape[1]) for r in range(a.shape[0])])
+        Wf[n] = v.T if n == "w1" else v
+    W32 = dict(Wf)   # what an f32 build computes with: the file's values
+    for n in ("w3", "wb", "wr"):
         Wf[n] = round_trip(fmt, W[n], AXIS[n])
-    out = os.path.join(d, "out")
-    C.nestc("build", src, "-o", out, "--weights-format=" + fmt)
-    hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
     res = []
-    for entry in ("mmt", "gather", "mm"):
-        name = "gguf.%s.%s" % (fmt, entry)
+    for build, entry, Wref in [(fmt, "mmt", Wf), (fmt, "gather", Wf), (fmt, "mm", Wf), (fmt, "two", Wf),
+                               ("f32", "mm", W32), ("f32", "mmt", W32), ("f32", "gather", W32)]:
+        name = "gguf.%s.%s%s" % (fmt, entry, "" if build == fmt else ".f32_build")
+        out = os.path.join(d, "out_" + build)
+        if not os.path.isdir(out):
+            C.nestc("build", src, "-o", out, *(["--weights-format=" + fmt] if build == fmt else []))
+        hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
         try:
             model_in = {}
             for k, a in ins[entry].items():
                 p = os.path.join(d, "in_%s_%s.npy" % (entry, k))
                 np.save(p, a)
                 model_in[k] = p
-            outp = os.path.join(d, "got_%s.npy" % entry)
+            outp = os.path.join(d, "got_%s_%s.npy" % (build, entry))
             exe = C.compile_driver(d, [C.Call(hdr[entry], path, model_in, [outp])], ["fm"], [out],
-                                   sorted(C.glob.glob(os.path.join(out, "*.o"))), name="driver_" + entry)
+                                   sorted(C.glob.glob(os.path.join(out, "*.o"))), name="driver_%s_%s" % (build, entry))
             rr = C.run([exe])
             if rr.returncode != 0:
                 raise Fail("compiled program: " + C.describe([exe], rr))
             got = np.load(outp)
-            close(got, reference(entry, Wf, ins[entry]), "compiled")
+            close(got, reference(entry, Wref, ins[entry]), "compiled")
             if entry == "gather" and not np.all(got[1, :32] == 0.5):
                 raise Fail("row 0's block read as %r, want its own values, 0.5" % got[1, :8])
             res.append((name, None))
         except Fail as ex:
             res.append((name, str(ex)))
+    return res
+
+
+def check_gguf_errors(tmp, src, W):
+    """nestc.transposed that does not name a block or 16-bit matrix of the file: the
+    file is refused with the reason."""
+    res = []
+    base = [dict(name=n, ne=list(reversed(a.shape)), type=0, data=np.ascontiguousarray(a, "<f4").tobytes())
+            for n, a in sorted(W.items())]
+    for tag, kv, want in [("missing", ("nestc.transposed", 9, (8, ["nope"])), r"nestc.transposed names 'nope', which is not a tensor"),
+                          ("f32", ("nestc.transposed", 9, (8, ["w1"])), r"nestc.transposed names 'w1', whose type is not stored transposed"),
+                          ("type", ("nestc.transposed", 8, "w1"), r"nestc.transposed is string, not an array of strings")]:
+        p = os.path.join(tmp, "bad_%s.gguf" % tag)
+        with open(p, "wb") as f:
+            f.write(GG.encode(kv=[kv], tensors=base))
+        xin = os.path.join(tmp, "x_%s.npy" % tag)
+        np.save(xin, np.zeros((5, 64), np.float32))
+        res.append(expect_error("gguf.transposed_error.%s" % tag,
+                                ["run", src, "--entry", "mm", "--weights", p, "--input", "x=" + xin],
+                                re.escape(p) + ": " + want))
     return res
 
 
@@ -416,6 +443,11 @@ def main(argv):
                     results += check_gguf(tmp, src, W, ins, fmt)
                 except Fail as ex:
                     results.append(("gguf." + fmt, str(ex)))
+        if want("gguf"):
+            try:
+                results += check_gguf_errors(tmp, src, W)
+            except Fail as ex:
+                results.append(("gguf.transposed_error", str(ex)))
         if want("f16_file"):
             try:
                 results += check_half_file(tmp, src, W, ins)
