@@ -138,7 +138,11 @@ static LLVMValueRef phi_from(Gen *G, LLVMTypeRef t, LLVMValueRef in, LLVMBasicBl
 }
 
 /* mm_tile over a panel in format wf (i8* panel, `wide` columns): mr rows by
- * nv vectors, the accumulators in registers over the whole k. */
+ * nv vectors, the accumulators in registers over the whole k. A small tile
+ * (a decode step's one row) keeps two sets of sums, even and odd k (q4_0: a
+ * byte's low and high nibble), so that two FMAs into one register do not
+ * wait on each other: one set held the row at one k per FMA latency, half
+ * the memory's speed. */
 static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMValueRef K, LLVMValueRef arow,
                         LLVMValueRef panel, LLVMValueRef wide, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc,
                         LLVMValueRef cj, int epi)
@@ -157,8 +161,9 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
 	LLVMTypeRef ts[3] = {vt, vt, vt};
 	int blocked = wformat_block(wf) > 1;
-	/* the outer loop: k (16-bit formats) or blocks of 32 k */
-	LLVMValueRef nouter = blocked ? idiv(G, K, ci64(G, 32)) : K;
+	int sets = mr * nv <= 6 ? 2 : 1;
+	/* the outer loop: k (16-bit formats; pairs of k with two sets) or blocks of 32 k */
+	LLVMValueRef nouter = blocked ? idiv(G, K, ci64(G, 32)) : sets == 2 ? idiv(G, K, ci64(G, 2)) : K;
 	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
 	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmk");
 	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkbody");
@@ -166,34 +171,45 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 	llvm.LLVMBuildBr(B, head);
 	llvm.LLVMPositionBuilderAtEnd(B, head);
 	LLVMValueRef o = phi_from(G, G->i64, ci64(G, 0), pre);
-	LLVMValueRef acc[MM_MAX_MR][4], nacc[MM_MAX_MR][4];
-	for (int r = 0; r < mr; r++)
-		for (int v = 0; v < nv; v++)
-			acc[r][v] = phi_from(G, vt, zv, pre);
+	/* acc[s][r][v]: set s; 16-bit formats sum in both sets, blocked ones in set 0 */
+	LLVMValueRef acc[2][MM_MAX_MR][4], nacc[2][MM_MAX_MR][4];
+	int osets = blocked ? 1 : sets;
+	for (int q = 0; q < osets; q++)
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				acc[q][r][v] = phi_from(G, vt, zv, pre);
 	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, o, nouter, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	if (!blocked) {
-		/* k = o: a row of 16-bit elements, widened */
-		LLVMValueRef bv[4];
-		for (int v = 0; v < nv; v++)
-			bv[v] = widen16(G, load_vec_at(G, panel, imul(G, iadd(G, imul(G, o, wide), ci64(G, v * vw)), ci64(G, 2)), G->i16, vw),
-			                vw, wf == WF_BF16);
-		for (int r = 0; r < mr; r++) {
-			LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), o)));
-			for (int v = 0; v < nv; v++) {
-				LLVMValueRef vs[3] = {bc, bv[v], acc[r][v]};
-				nacc[r][v] = call(G, fma, vt, ts, vs, 3);
+		/* k = o (or 2o and 2o + 1): rows of 16-bit elements, widened */
+		for (int q = 0; q < osets; q++) {
+			LLVMValueRef k = sets == 2 ? iadd(G, imul(G, o, ci64(G, 2)), ci64(G, q)) : o;
+			LLVMValueRef bv[4];
+			for (int v = 0; v < nv; v++)
+				bv[v] = widen16(G, load_vec_at(G, panel, imul(G, iadd(G, imul(G, k, wide), ci64(G, v * vw)), ci64(G, 2)), G->i16, vw),
+				                vw, wf == WF_BF16);
+			for (int r = 0; r < mr; r++) {
+				LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), k)));
+				for (int v = 0; v < nv; v++) {
+					LLVMValueRef vs[3] = {bc, bv[v], acc[q][r][v]};
+					nacc[q][r][v] = call(G, fma, vt, ts, vs, 3);
+				}
 			}
 		}
 	} else {
-		/* block o: its scales, then 32 k (q4_0: 16 bytes of two k each)
-		 * into block sums, scaled once */
+		/* block o: its scales, then 32 k (q8_0 in pairs with two sets; q4_0:
+		 * 16 bytes of two k each, low nibbles into one set, high into the
+		 * other) into block sums, scaled once */
 		LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
 		LLVMValueRef d[4];
 		for (int v = 0; v < nv; v++)
 			d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
 		LLVMValueRef qbase = iadd(G, base, imul(G, wide, ci64(G, 2)));
-		int steps = wf == WF_Q4_0 ? 16 : 32;
+		int q4 = wf == WF_Q4_0;
+		/* byte rows a step: q4_0 one (two k), q8_0 one per set */
+		int per = q4 ? 1 : sets;
+		int steps = (q4 ? 16 : 32) / per;
+		int bsets = q4 ? 2 : sets;   /* q4_0's nibbles always go to two sets */
 		LLVMBasicBlockRef bpre = llvm.LLVMGetInsertBlock(B);
 		LLVMBasicBlockRef bhead = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmj");
 		LLVMBasicBlockRef bbody = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjbody");
@@ -201,36 +217,44 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 		llvm.LLVMBuildBr(B, bhead);
 		llvm.LLVMPositionBuilderAtEnd(B, bhead);
 		LLVMValueRef j = phi_from(G, G->i64, ci64(G, 0), bpre);
-		LLVMValueRef bs[MM_MAX_MR][4], nbs[MM_MAX_MR][4];
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++)
-				bs[r][v] = phi_from(G, vt, zv, bpre);
+		LLVMValueRef bs[2][MM_MAX_MR][4], nbs[2][MM_MAX_MR][4];
+		for (int q = 0; q < bsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					bs[q][r][v] = phi_from(G, vt, zv, bpre);
 		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, j, ci64(G, steps), ""), bbody, bdone);
 		llvm.LLVMPositionBuilderAtEnd(B, bbody);
-		LLVMValueRef k0 = iadd(G, imul(G, o, ci64(G, 32)), j);
-		LLVMValueRef qlo[4], qhi[4];
-		for (int v = 0; v < nv; v++) {
-			LLVMValueRef bytes = load_vec_at(G, panel, iadd(G, qbase, iadd(G, imul(G, j, wide), ci64(G, v * vw))), G->i8, vw);
-			if (wf == WF_Q8_0) {
-				qlo[v] = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSExt(B, bytes, vi, ""), vt, "");
-			} else {
-				LLVMValueRef u = llvm.LLVMBuildZExt(B, bytes, vi, "");
-				LLVMValueRef lo = llvm.LLVMBuildSub(B, llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 15), ""), vsplat32(G, vw, 8), "");
-				LLVMValueRef hi = llvm.LLVMBuildSub(B, llvm.LLVMBuildLShr(B, u, vsplat32(G, vw, 4), ""), vsplat32(G, vw, 8), "");
-				qlo[v] = llvm.LLVMBuildSIToFP(B, lo, vt, "");
-				qhi[v] = llvm.LLVMBuildSIToFP(B, hi, vt, "");
-			}
-		}
-		for (int r = 0; r < mr; r++) {
-			LLVMValueRef ar = elem_off(G, arow, ci64(G, r), K);
-			LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, ar, k0)));
-			LLVMValueRef bh = wf == WF_Q4_0 ? splat(G, vt, vw, load_at(F, a, iadd(G, ar, iadd(G, k0, ci64(G, 16))))) : NULL;
+		for (int q = 0; q < bsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					nbs[q][r][v] = bs[q][r][v];
+		for (int s = 0; s < per; s++) {
+			LLVMValueRef row = iadd(G, imul(G, j, ci64(G, per)), ci64(G, s));   /* the byte row */
+			LLVMValueRef k0 = iadd(G, imul(G, o, ci64(G, 32)), row);
+			LLVMValueRef qlo[4], qhi[4];
 			for (int v = 0; v < nv; v++) {
-				LLVMValueRef vs[3] = {bc, qlo[v], bs[r][v]};
-				nbs[r][v] = call(G, fma, vt, ts, vs, 3);
-				if (bh) {
-					LLVMValueRef vh[3] = {bh, qhi[v], nbs[r][v]};
-					nbs[r][v] = call(G, fma, vt, ts, vh, 3);
+				LLVMValueRef bytes = load_vec_at(G, panel, iadd(G, qbase, iadd(G, imul(G, row, wide), ci64(G, v * vw))), G->i8, vw);
+				if (!q4) {
+					qlo[v] = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSExt(B, bytes, vi, ""), vt, "");
+				} else {
+					LLVMValueRef u = llvm.LLVMBuildZExt(B, bytes, vi, "");
+					LLVMValueRef lo = llvm.LLVMBuildSub(B, llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 15), ""), vsplat32(G, vw, 8), "");
+					LLVMValueRef hi = llvm.LLVMBuildSub(B, llvm.LLVMBuildLShr(B, u, vsplat32(G, vw, 4), ""), vsplat32(G, vw, 8), "");
+					qlo[v] = llvm.LLVMBuildSIToFP(B, lo, vt, "");
+					qhi[v] = llvm.LLVMBuildSIToFP(B, hi, vt, "");
+				}
+			}
+			for (int r = 0; r < mr; r++) {
+				LLVMValueRef ar = elem_off(G, arow, ci64(G, r), K);
+				LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, ar, k0)));
+				LLVMValueRef bh = q4 ? splat(G, vt, vw, load_at(F, a, iadd(G, ar, iadd(G, k0, ci64(G, 16))))) : NULL;
+				for (int v = 0; v < nv; v++) {
+					LLVMValueRef vs[3] = {bc, qlo[v], nbs[s][r][v]};
+					nbs[s][r][v] = call(G, fma, vt, ts, vs, 3);
+					if (bh) {
+						LLVMValueRef vh[3] = {bh, qhi[v], nbs[1][r][v]};
+						nbs[1][r][v] = call(G, fma, vt, ts, vh, 3);
+					}
 				}
 			}
 		}
@@ -238,27 +262,66 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 		LLVMBasicBlockRef bend = llvm.LLVMGetInsertBlock(B);
 		llvm.LLVMBuildBr(B, bhead);
 		llvm.LLVMAddIncoming(j, &jn, &bend, 1);
-		for (int r = 0; r < mr; r++)
-			for (int v = 0; v < nv; v++)
-				llvm.LLVMAddIncoming(bs[r][v], &nbs[r][v], &bend, 1);
+		for (int q = 0; q < bsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					llvm.LLVMAddIncoming(bs[q][r][v], &nbs[q][r][v], &bend, 1);
 		llvm.LLVMPositionBuilderAtEnd(B, bdone);
 		for (int r = 0; r < mr; r++)
 			for (int v = 0; v < nv; v++) {
-				LLVMValueRef vs[3] = {bs[r][v], d[v], acc[r][v]};
-				nacc[r][v] = call(G, fma, vt, ts, vs, 3);
+				LLVMValueRef sum = bsets == 2 ? llvm.LLVMBuildFAdd(B, bs[0][r][v], bs[1][r][v], "") : bs[0][r][v];
+				LLVMValueRef vs[3] = {sum, d[v], acc[0][r][v]};
+				nacc[0][r][v] = call(G, fma, vt, ts, vs, 3);
 			}
 	}
 	LLVMValueRef on = iadd(G, o, ci64(G, 1));
 	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMBuildBr(B, head);
 	llvm.LLVMAddIncoming(o, &on, &end, 1);
+	for (int q = 0; q < osets; q++)
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				llvm.LLVMAddIncoming(acc[q][r][v], &nacc[q][r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	LLVMValueRef fin[MM_MAX_MR][4];
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++)
-			llvm.LLVMAddIncoming(acc[r][v], &nacc[r][v], &end, 1);
-	llvm.LLVMPositionBuilderAtEnd(B, done);
+			fin[r][v] = osets == 2 ? llvm.LLVMBuildFAdd(B, acc[0][r][v], acc[1][r][v], "") : acc[0][r][v];
+	if (!blocked && sets == 2) {
+		/* an odd K's last k */
+		LLVMBasicBlockRef odd = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkodd");
+		LLVMBasicBlockRef even = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkeven");
+		LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
+		LLVMValueRef k = isub(G, K, ci64(G, 1));
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntNE, irem(G, K, ci64(G, 2)), ci64(G, 0), ""), odd, even);
+		llvm.LLVMPositionBuilderAtEnd(B, odd);
+		LLVMValueRef last[MM_MAX_MR][4];
+		LLVMValueRef bv[4];
+		for (int v = 0; v < nv; v++)
+			bv[v] = widen16(G, load_vec_at(G, panel, imul(G, iadd(G, imul(G, k, wide), ci64(G, v * vw)), ci64(G, 2)), G->i16, vw),
+			                vw, wf == WF_BF16);
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), k)));
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef vs[3] = {bc, bv[v], fin[r][v]};
+				last[r][v] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+		LLVMBasicBlockRef oddend = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMBuildBr(B, even);
+		llvm.LLVMPositionBuilderAtEnd(B, even);
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef ph = llvm.LLVMBuildPhi(B, vt, "");
+				LLVMValueRef in[2] = {fin[r][v], last[r][v]};
+				LLVMBasicBlockRef bb[2] = {from, oddend};
+				llvm.LLVMAddIncoming(ph, in, bb, 2);
+				fin[r][v] = ph;
+			}
+	}
 	for (int r = 0; r < mr; r++)
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef x = acc[r][v];
+			LLVMValueRef x = fin[r][v];
 			if (epi) {
 				LLVMValueRef col = iadd(G, cj, ci64(G, v * vw));
 				x = mm_epi_vec(F, n, x, vw, iadd(G, elem_off(G, crow, ci64(G, r), ldc), col), col);

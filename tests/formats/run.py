@@ -55,6 +55,7 @@ param wb: f32[64, 37]
 param emb: f32[50, 64]
 param wr: f32[64, 37]
 param odd: f32[100, 8]
+param wo: f32[33, 24]
 
 @region
 fn lin(x: f32[T, 64], w: f32[64, 37]) -> f32[T, 37] {
@@ -88,15 +89,20 @@ export fn two(x: f32[9, 64]) -> f32[9, 37] {
 export fn oddk(x: f32[2, 100]) -> f32[2, 8] {
   return x @ odd
 }
+
+export fn oddv(x: f32[33]) -> f32[24] {
+  return x @ wo
+}
 """
 
-AXIS = {"w1": 0, "w2": 1, "w3": 0, "wb": 0, "emb": 1, "wr": 0, "odd": 0}
+AXIS = {"w1": 0, "w2": 1, "w3": 0, "wb": 0, "emb": 1, "wr": 0, "odd": 0, "wo": 0}
 
 
 def formatted(fmt):
     """The params the default rule gives fmt: every matrix a matmul or a gather reads,
-    but odd (its reduced axis, 100, is not a multiple of the 32 of a block)."""
-    return [n for n in AXIS if n != "odd" or fmt in ("bf16", "f16")]
+    but for q8_0 and q4_0 odd and wo (their reduced axes, 100 and 33, are not
+    multiples of the 32 of a block)."""
+    return [n for n in AXIS if n not in ("odd", "wo") or fmt in ("bf16", "f16")]
 
 
 def round_trip(fmt, w, axis):
@@ -130,6 +136,8 @@ def reference(entry, W, ins):
         return x @ f["w1"] + x @ f["wr"]
     if entry == "oddk":
         return x @ f["odd"]
+    if entry == "oddv":
+        return x @ f["wo"]
     raise ValueError(entry)
 
 
@@ -140,7 +148,7 @@ def close(got, ref, what):
         raise Fail("%s: max abs err %.3g > %g * max|ref| %.3g" % (what, err, TOL, scale))
 
 
-ENTRIES = ["mm", "mmt", "mv", "bmm", "gather", "two", "oddk"]
+ENTRIES = ["mm", "mmt", "mv", "bmm", "gather", "two", "oddk", "oddv"]
 
 
 def inputs(rng):
@@ -150,13 +158,14 @@ def inputs(rng):
             "bmm": {"x": rng.standard_normal((3, 5, 64)).astype(np.float32)},
             "gather": {"i": np.array([3, 0, 49, 7, 7, 20], dtype=np.int32)},
             "two": {"x": rng.standard_normal((9, 64)).astype(np.float32)},
-            "oddk": {"x": rng.standard_normal((2, 100)).astype(np.float32)}}
+            "oddk": {"x": rng.standard_normal((2, 100)).astype(np.float32)},
+            "oddv": {"x": rng.standard_normal(33).astype(np.float32)}}
 
 
 def weights(rng):
     W = {}
     for name, shape in [("w1", (64, 37)), ("b1", (37,)), ("w2", (45, 96)), ("w3", (64, 40)), ("wb", (64, 37)),
-                        ("emb", (50, 64)), ("wr", (64, 37)), ("odd", (100, 8))]:
+                        ("emb", (50, 64)), ("wr", (64, 37)), ("odd", (100, 8)), ("wo", (33, 24))]:
         W[name] = rng.uniform(-1, 1, shape).astype(np.float32)
     # blocks that test the quantizers' edges in place: an all-zero block, one
     # huge element among small ones, a negative extreme
