@@ -255,6 +255,7 @@ struct Decl {
 	Loc name_loc;
 	const char *name;
 	Expr *value;      /* D_CONST */
+	int dtype_value;  /* D_CONST naming a dtype (const CACHE = bf16): the DType + 1, else 0 */
 	const char **tparams; /* D_TYPE dimension parameters */
 	Loc *tparam_locs;
 	int ntparams;
@@ -310,12 +311,14 @@ TypeExpr *mk_tensor_type(Arena *a, Loc loc, DType dt, Vec *dims, int any_shape);
 TypeExpr *mk_scalar_type(Arena *a, Loc loc, ScalarKind k);
 TypeExpr *mk_named_type(Arena *a, Loc loc, const char *name, Vec *args);
 TypeExpr *mk_record_type(Arena *a, Loc loc, Vec *fields);
-TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Expr *count);
+/* elem[dims]: an array of one length, or, for a const naming a dtype, a tensor (check.c) */
+TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Vec *dims);
 Field *mk_field_decl(Arena *a, Loc loc, const char *name, TypeExpr *t);
 Stmt *mk_let(Arena *a, Loc loc, Vec *names, Expr *v, int is_let);
 Stmt *mk_for(Arena *a, Loc loc, const char *var, Loc varloc, Expr *lo, Expr *hi, Vec *body);
 Stmt *mk_return(Arena *a, Loc loc, Vec *values);
 Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v);
+Decl *mk_const_dtype(Arena *a, Loc loc, const char *name, Loc nloc, int dtype);
 Decl *mk_typedecl(Arena *a, Loc loc, const char *name, Loc nloc, Vec *tparams, TypeExpr *t);
 Decl *mk_param(Arena *a, Loc loc, const char *name, Loc nloc, TypeExpr *t, const char *wname);
 /* state NAME: type ("state" is a word only there; kw is what was written). */

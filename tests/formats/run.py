@@ -22,6 +22,7 @@ import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -399,6 +400,93 @@ def check_gguf_errors(tmp, src, W):
     return res
 
 
+STATE_MODEL = """
+const CACHE = f32
+state acc: { k: CACHE[8, 40] }
+
+export fn put(x: f32[3, 40]) -> f32[3, 40] where 0 <= P <= 5 {
+  acc.k[P:P+3] = CACHE(x * 3.0)
+  return f32(acc.k[P:P+3]) + 0.25
+}
+"""
+
+STATE_DRIVER = r"""
+#include "st.h"
+#include <stdio.h>
+int main(void)
+{
+	nestrt_error e;
+	st *m = st_new(NULL, &e);
+	st_seq *s = m ? st_seq_new(m, &e) : NULL;
+	if (!s) { fprintf(stderr, "%s\n", e.message); return 2; }
+	static float x[3 * 40], y[3 * 40];
+	for (int i = 0; i < 3 * 40; i++) x[i] = (float)i / 7.0f - 5.0f;
+	if (st_put(m, s, 1, x, y)) { fprintf(stderr, "put failed\n"); return 1; }
+	fwrite(y, sizeof y, 1, stdout);
+	return 0;
+}
+"""
+
+
+def check_state(tmp):
+    """A state in 16 bits (const CACHE = f32 and -D CACHE=bf16 / f16, as the samples' key/value
+    caches take it): written rounded to nearest even, read back widened: compiled,
+    interpreted and NumPy equal, bit for bit; and the errors of a dtype const."""
+    res = []
+    src = os.path.join(tmp, "st.nest")
+    with open(src, "w") as f:
+        f.write(STATE_MODEL.lstrip("\n"))
+    x = (np.arange(120, dtype=np.float32).reshape(3, 40) / np.float32(7.0) - np.float32(5.0)).astype(np.float32)
+    xin = os.path.join(tmp, "st_x.npy")
+    np.save(xin, x)
+    for dt in ("bf16", "f16"):
+        name = "state.%s" % dt
+        try:
+            d = os.path.join(tmp, "state_" + dt)
+            os.makedirs(d)
+            out = os.path.join(d, "out")
+            C.nestc("build", src, "-o", out, "-D", "CACHE=" + dt)
+            y = (x * np.float32(3.0)).astype(np.float32)
+            code = Q.NAMES.index(dt)
+            held = Q.dequantize(code, Q.quantize(code, y.reshape(-1)), y.size).reshape(y.shape)
+            want = (held + np.float32(0.25)).astype(np.float32)
+            refp = os.path.join(d, "ref.npy")
+            C.nestc("run", src, "-D", "CACHE=" + dt, "-D", "P=1", "--input", "x=" + xin, "--output", refp)
+            got_run = np.load(refp)
+            if not np.array_equal(got_run, want):
+                raise Fail("nestc run: %r, want %r" % (got_run.reshape(-1)[:4], want.reshape(-1)[:4]))
+            drv = os.path.join(d, "drv.c")
+            with open(drv, "w") as f:
+                f.write(STATE_DRIVER)
+            exe = os.path.join(d, "drv")
+            cmd = [C.CC, "-O1", "-I" + C.RUNTIME, "-I" + out, drv] + sorted(C.glob.glob(os.path.join(out, "*.o"))) + \
+                [C.LIBNESTRT, "-lm", "-lpthread", "-o", exe] + C.LINK_FLAGS
+            rr = C.run(cmd)
+            if rr.returncode != 0:
+                raise Fail("driver: " + C.describe(cmd, rr))
+            rr = subprocess.run([exe], capture_output=True)
+            got = np.frombuffer(rr.stdout, dtype=np.float32).reshape(3, 40) if rr.returncode == 0 else None
+            if got is None or not np.array_equal(got, want):
+                raise Fail("compiled: exit %d, %r, want %r" % (rr.returncode, None if got is None else got.reshape(-1)[:4],
+                                                              want.reshape(-1)[:4]))
+            res.append((name, None))
+        except Fail as ex:
+            res.append((name, str(ex)))
+    res.append(expect_error("state.define_not_dtype", ["check", src, "-D", "CACHE=7"],
+                            r"-D CACHE=7: const 'CACHE' names a dtype: give one of f32"))
+    bad = os.path.join(tmp, "st_bad.nest")
+    with open(bad, "w") as f:
+        f.write("const CACHE = bf16\nexport fn f(x: f32[2]) -> f32[2] {\n  return x * CACHE\n}\n")
+    res.append(expect_error("state.dtype_as_value", ["check", bad],
+                            r"st_bad.nest:3:14: error: const 'CACHE' names a dtype \(bf16\): write it as a type"))
+    bad2 = os.path.join(tmp, "st_bad2.nest")
+    with open(bad2, "w") as f:
+        f.write("type R = { a: f32[2] }\nparam p: R[2, 3]\n")
+    res.append(expect_error("state.array_two_lengths", ["check", bad2],
+                            r"st_bad2.nest:2:10: error: an array of 'R' has one length: write R\[a\]\[b\]"))
+    return res
+
+
 def main(argv):
     args = argv[1:]
     filters = []
@@ -457,6 +545,11 @@ def main(argv):
                 results += check_gguf_errors(tmp, src, W)
             except Fail as ex:
                 results.append(("gguf.transposed_error", str(ex)))
+        if want("state"):
+            try:
+                results += check_state(tmp)
+            except Fail as ex:
+                results.append(("state", str(ex)))
         if want("f16_file"):
             try:
                 results += check_half_file(tmp, src, W, ins)
