@@ -74,10 +74,14 @@ with tempfile.TemporaryDirectory() as work:
             ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
             ("gpt2_ctx320_p60", GPT2, LONG, GMAC, [str((i * 37 + 11) % 256) for i in range(60)], 8),
             ("gpt2_ctx320_p250", GPT2, LONG, GMAC, [str((i * 53 + 5) % 256) for i in range(250)], 10),
-            # weights in formats (issue #36): each model in two of them, each format once
+            # weights in formats (issue #36): each model in each of them
             ("gpt2_q8_0", GPT2, GCFG + ["--weights-format=q8_0"], GMAC, PROMPT, 32),
+            ("gpt2_q4_0", GPT2, GCFG + ["--weights-format=q4_0"], GMAC, PROMPT, 32),
             ("gpt2_bf16", GPT2, GCFG + ["--weights-format=bf16"], GMAC, PROMPT, 32),
+            ("gpt2_f16", GPT2, GCFG + ["--weights-format=f16"], GMAC, PROMPT, 32),
+            ("llama_q8_0", LLAMA, LCFG + ["--weights-format=q8_0"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
             ("llama_q4_0", LLAMA, LCFG + ["--weights-format=q4_0"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
+            ("llama_bf16", LLAMA, LCFG + ["--weights-format=bf16"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
             ("llama_f16", LLAMA, LCFG + ["--weights-format=f16"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32)):
         d = os.path.join(work, name)
         os.mkdir(d)
