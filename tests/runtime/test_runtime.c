@@ -1766,7 +1766,7 @@ static const nestrt_param packtest_params[2] = {
 };
 static const nestrt_slot packtest_slots[1] = {{"v.0", NULL}};
 static const nestrt_model_desc packtest_desc = {"packtest", packtest_params, 2, packtest_slots, 1, 0, "test", NULL, 0,
-                                                slot_plans, entry_plan};
+                                                slot_plans, entry_plan, NULL};
 
 static size_t packtest_image(char *image)
 {
@@ -1889,7 +1889,7 @@ static const nestrt_param panels_params[3] = {
 	{"f", NESTRT_F32, 2, {9, 8}},
 	{"g", NESTRT_F32, 4, {2, 3, 3, 3}},
 };
-static const nestrt_model_desc panels_desc = {"panels", panels_params, 3, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan};
+static const nestrt_model_desc panels_desc = {"panels", panels_params, 3, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan, NULL};
 
 static void test_packed_panels(void)
 {
@@ -1997,7 +1997,7 @@ static void test_packed_release(void)
 	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
 	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
 	for (int two = 0; two < 2; two++) {
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1};
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1, NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
@@ -2031,7 +2031,7 @@ static void test_packed_release(void)
 	/* the tensors are read when the first instance is created: a file cut
 	 * short before then is an error then, not a crash */
 	{
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan1};
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan1, NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		int cut = w && truncate(path, 4096) == 0;
