@@ -17,6 +17,8 @@ static const char usage_text[] =
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
+	"       nestc weights FILE --random-weights SEED | --weights IN.safetensors|IN.gguf\n"
+	"                 [--format=[PATTERN=]FMT,...] -o OUT.gguf [-D NAME=VALUE]...\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--target=TRIPLE] [--no-regions]\n"
 	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
@@ -55,6 +57,36 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag, i
 		return NULL;
 	}
 	return argv[++*i];
+}
+
+/* nestc weights --format=SPEC: the syntax of --weights-format, checked
+ * here so that the message names the flag given. 0, or -1 after it. */
+static int format_spec_ok(const char *v)
+{
+	for (const char *p = v;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		const char *f = eq ? eq + 1 : p;
+		size_t flen = len - (size_t)(f - p);
+		int known = 0;
+		for (int k = 0; k < WF_COUNT; k++)
+			known |= strlen(wformat_name(k)) == flen && !strncmp(wformat_name(k), f, flen);
+		if (len == 0 || (eq && eq == p) || !known) {
+			fprintf(stderr, "nestc: error: --format: '%.*s' is not FMT or PATTERN=FMT, FMT one of "
+			                "f32, bf16, f16, q8_0, q4_0\n", (int)len, p);
+			return -1;
+		}
+		if (!end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !strcmp(s + n - k, suffix);
 }
 
 /* The model's name: the file's stem ("samples/gpt2.nest" -> "gpt2"), made a C identifier. */
@@ -326,6 +358,7 @@ int main(int argc, char **argv)
 	const char *import_out = NULL, *import_weights = NULL;
 	int no_outline = 0;
 	WFormatSpec wfs = {.deflt = -1};
+	int weights_format = 0; /* nestc weights --format: a GGUF file in formats */
 	char *tmp_weights = NULL;
 	char *outline = NULL; /* the repeated layers the import found, for report */
 	for (int i = 2; i < argc; i++) {
@@ -426,6 +459,12 @@ int main(int argc, char **argv)
 		} else if (is_build && (v = flag_value(argc, argv, &i, "--report-file", &missing))) {
 			report_file = v;
 			want_report = 1;
+		} else if (is_weights && (v = flag_value(argc, argv, &i, "--format", &missing))) {
+			if (format_spec_ok(v) < 0 || wformat_parse(&wfs, v) < 0) {
+				rc = 2;
+				goto out;
+			}
+			weights_format = 1;
 		} else if (is_report && (v = flag_value(argc, argv, &i, "--format", &missing))) {
 			if (report_format(v, &fmt) < 0) {
 				rc = usage_error("--format takes text, json or dot, not '%s'", v);
@@ -447,7 +486,7 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			dump = v;
-		} else if (is_run && (v = flag_value(argc, argv, &i, "--weights", &missing))) {
+		} else if ((is_run || is_weights) && (v = flag_value(argc, argv, &i, "--weights", &missing))) {
 			ro.weights = v;
 		} else if ((is_run || is_weights) && (v = flag_value(argc, argv, &i, "--random-weights", &missing))) {
 			char *end;
@@ -484,8 +523,18 @@ int main(int argc, char **argv)
 		rc = usage_error("%s", "no input file");
 		goto out;
 	}
-	if (is_weights && (!bo.out || !ro.random_weights)) {
-		rc = usage_error("%s", "weights needs --random-weights SEED and -o OUT.safetensors");
+	if (is_weights && ro.weights && ro.random_weights) {
+		rc = usage_error("%s", "--weights and --random-weights exclude each other");
+		goto out;
+	}
+	if (is_weights && (!bo.out || (!ro.random_weights && !ro.weights))) {
+		rc = usage_error("%s", "weights needs --random-weights SEED (or --weights IN) and -o OUT.safetensors or OUT.gguf");
+		goto out;
+	}
+	if (is_weights && (weights_format || ro.weights) && !ends_with(bo.out, ".gguf")) {
+		rc = usage_error(weights_format ? "weights --format writes a GGUF file: -o must name a .gguf file, not '%s'"
+		                                : "weights --weights converts into a GGUF file: -o must name a .gguf file, not '%s'",
+		                 bo.out);
 		goto out;
 	}
 	if (is_build && !bo.out) {
@@ -697,6 +746,8 @@ int main(int argc, char **argv)
 			printf("repeated layers found in %s:%s\n%s\n", file, outline ? "" : " none (or --no-outline)",
 			       outline ? outline : "");
 		rc = write_report(rt, fmt, model, report_file);
+	} else if (is_weights && ends_with(bo.out, ".gguf")) {
+		rc = write_gguf_weights(p, &d, model, ro.seed, ro.weights, bo.out);
 	} else if (is_weights) {
 		rc = write_random_weights(p, &d, ro.seed, bo.out);
 	} else if (is_plan) {

@@ -1085,6 +1085,22 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path);
 void random_fill(Tensor *t, const char *name, uint64_t seed);
 /* random_fill for param i: a variance (ParamInfo.positive) is drawn in [0.5, 1.5). */
 void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed);
+/* The tensor of w that binds param pi, as `nestc run --weights` checks it
+ * (there, and in nestc weights --weights): its name, dtype and shape; NULL
+ * after the error naming what is wrong. Marks it used. */
+WTensor *weights_match(Diag *d, Weights *w, const ParamInfo *pi);
+/* A warning for each tensor of w no param used (but batch norms' counters). */
+void weights_warn_unused(Diag *d, Weights *w);
+
+/* ------------------------------------------------------------------ gguf_write.c */
+
+/* nestc weights -o OUT.gguf: every param into a GGUF v3 file in its weight
+ * format (ParamInfo.wformat; its dtype when f32), from random values
+ * (weights_in NULL: random_fill_param's, bit for bit) or from the tensors of
+ * the weights file weights_in, one param at a time. name is the model's
+ * (general.name). Returns the exit status; on an error nothing is left at
+ * path. */
+int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, const char *weights_in, const char *path);
 
 /* ------------------------------------------------------------------ onnx/ (src/onnx/emit.c, read.c) */
 

@@ -145,54 +145,67 @@ static int batch_counter(const char *name)
 	return n >= k && !strcmp(name + n - k, suffix) && (n == k || name[n - k - 1] == '.');
 }
 
+WTensor *weights_match(Diag *d, Weights *w, const ParamInfo *pi)
+{
+	WTensor *wt = weights_find(w, pi->name);
+	char *want = shape_text(pi->dtype, pi->rank, pi->shape);
+	if (!wt) {
+		error_plain(d, "%s: missing parameter '%s' (%s)", w->path, pi->name, want);
+	} else {
+		wt->used = 1;
+		if ((wt->dtype != (int)pi->dtype && wt->half_dtype != (int)pi->dtype) ||
+		    !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
+			Buf b = {0};
+			/* F16, BF16 and GGUF's quantized types are held widened: the
+			 * file's type is the one to name, in lower case as compiled
+			 * programs name it */
+			if (wt->dtype >= 0 && !strcasecmp(wt->dtype_str, dtype_name((DType)wt->dtype))) {
+				shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
+			} else {
+				for (const char *c = wt->dtype_str; *c; c++)
+					buf_putc(&b, (char)tolower((unsigned char)*c));
+				buf_putc(&b, '[');
+				for (int k = 0; k < wt->rank; k++)
+					buf_printf(&b, "%s%lld", k ? ", " : "", (long long)wt->shape[k]);
+				buf_putc(&b, ']');
+			}
+			error_plain(d, "%s: %s: expected %s, file has %s", w->path, pi->name, want, b.s);
+			buf_free(&b);
+			wt = NULL;
+		}
+	}
+	free(want);
+	return wt;
+}
+
+void weights_warn_unused(Diag *d, Weights *w)
+{
+	for (int i = 0; i < w->n; i++)
+		if (!w->t[i].used && !batch_counter(w->t[i].name))
+			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
+}
+
 /* Bind every param from the weights file; 0 after errors. */
 static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 {
 	int ok = 1;
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
-		WTensor *wt = weights_find(w, pi->name);
-		char *want = shape_text(pi->dtype, pi->rank, pi->shape);
+		WTensor *wt = weights_match(d, w, pi);
 		if (!wt) {
-			error_plain(d, "%s: missing parameter '%s' (%s)", w->path, pi->name, want);
+			ok = 0;
+			continue;
+		}
+		char why[512];
+		const void *data = weights_data(w, wt, pi->dtype, why, sizeof why);
+		if (!data) {
+			error_plain(d, "%s: %s", w->path, why);
 			ok = 0;
 		} else {
-			wt->used = 1;
-			if ((wt->dtype != (int)pi->dtype && wt->half_dtype != (int)pi->dtype) ||
-			    !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
-				Buf b = {0};
-				/* F16, BF16 and GGUF's quantized types are held widened: the
-				 * file's type is the one to name, in lower case as compiled
-				 * programs name it */
-				if (wt->dtype >= 0 && !strcasecmp(wt->dtype_str, dtype_name((DType)wt->dtype))) {
-					shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
-				} else {
-					for (const char *c = wt->dtype_str; *c; c++)
-						buf_putc(&b, (char)tolower((unsigned char)*c));
-					buf_putc(&b, '[');
-					for (int k = 0; k < wt->rank; k++)
-						buf_printf(&b, "%s%lld", k ? ", " : "", (long long)wt->shape[k]);
-					buf_putc(&b, ']');
-				}
-				error_plain(d, "%s: %s: expected %s, file has %s", w->path, pi->name, want, b.s);
-				buf_free(&b);
-				ok = 0;
-			} else {
-				char why[512];
-				const void *data = weights_data(w, wt, pi->dtype, why, sizeof why);
-				if (!data) {
-					error_plain(d, "%s: %s", w->path, why);
-					ok = 0;
-				} else {
-					params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, data);
-				}
-			}
+			params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, data);
 		}
-		free(want);
 	}
-	for (int i = 0; i < w->n; i++)
-		if (!w->t[i].used && !batch_counter(w->t[i].name))
-			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
+	weights_warn_unused(d, w);
 	return ok;
 }
 
