@@ -144,6 +144,9 @@ NESTRT_HIDDEN int nestrt__read_error(nestrt_error *err, const char *path, int e,
  * hundred page faults for GPT-2's 475 MB instead of 120,000); *bytes
  * becomes its length, for munmap. NULL with errno set. */
 NESTRT_HIDDEN void *nestrt__map_huge(size_t *bytes);
+/* The same for memory filled once to its end (a packed copy): its last part
+ * in 4 KiB pages, not a last huge page held half empty. */
+NESTRT_HIDDEN void *nestrt__map_filled(size_t *bytes);
 /* Read every tensor not read yet, and close the file. Under w->mu. 0, or -1
  * with err set (and still pending). */
 NESTRT_HIDDEN int nestrt__weights_settle(nestrt_weights *w, nestrt_error *err);
@@ -156,7 +159,7 @@ NESTRT_HIDDEN extern const unsigned char nestrt__empty_data[64];
  * standing for its param (the key nestrt_packed looks it up by), which
  * nestrt__weights_pack or nestrt__weights_unpacked then settles. */
 NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams,
-                                            const void **data, nestrt_error *err);
+                                            const void **data, const int32_t *formats, nestrt_error *err);
 /* Weights from a file are read when the first instance is created (packed
  * straight from the file where they may be): this reads whatever is not
  * read yet and closes the file. 0, or -1 with err set. */

@@ -374,7 +374,7 @@ static void release(nestrt_weights *w, Tensor *t)
 static int pack_alloc(WPack *p, size_t bytes)
 {
 	if (bytes >= PACK_MAP_MIN) {
-		void *m = nestrt__map_huge(&bytes);
+		void *m = nestrt__map_filled(&bytes);
 		if (!m)
 			return -1;
 		p->data = m;
@@ -684,6 +684,113 @@ static void block_task(void *env, int64_t begin, int64_t end)
 	free(rows);
 }
 
+/* Panel p of B (k x n, or Bt n x k when trans) in format fmt from 16-bit
+ * elements in their declared order (f16 bits, or bf16 when bf16), through
+ * nestrt__quantize_half: as format_panel, without an f32 form. Finite
+ * elements (checked before). */
+static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int64_t k, int64_t n, int64_t wide,
+                       int64_t p, int trans, int fmt)
+{
+	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
+	uint16_t x[64];
+	unsigned char q[64];
+	if (blk == 1) {
+		for (int64_t i = 0; i < k; i++)
+			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
+				int64_t m = wide - c0 < 64 ? wide - c0 : 64;
+				for (int64_t c = 0; c < m; c++) {
+					int64_t col = p * wide + c0 + c;
+					x[c] = col >= n ? 0 : trans ? src[col * k + i] : src[i * n + col];
+				}
+				nestrt__quantize_half(fmt, x, bf16, m, panel + (size_t)(i * wide + c0) * (size_t)bb, NULL);
+			}
+		return;
+	}
+	for (int64_t kb = 0; kb < k / blk; kb++) {
+		unsigned char *row = panel + (size_t)(kb * wide) * (size_t)bb;
+		for (int64_t c = 0; c < wide; c++) {
+			int64_t col = p * wide + c;
+			for (int j = 0; j < blk; j++)
+				x[j] = col >= n ? 0 : trans ? src[col * k + kb * blk + j] : src[(kb * blk + j) * n + col];
+			nestrt__quantize_half(fmt, x, bf16, blk, q, NULL);
+			memcpy(row + 2 * c, q, 2);
+			for (int j = 0; j < bb - 2; j++)
+				row[2 * wide + (int64_t)j * wide + c] = q[2 + j];
+		}
+	}
+}
+
+typedef struct HalfJob {
+	const uint16_t *src;
+	int bf16, trans, fmt;
+	unsigned char *dst;
+	int64_t k, n, wide;
+	size_t panel;       /* bytes a panel */
+} HalfJob;
+
+static void half_task(void *env, int64_t begin, int64_t end)
+{
+	HalfJob *j = env;
+	for (int64_t p = begin; p < end; p++)
+		half_panel(j->dst + (size_t)p * j->panel, j->src, j->bf16, j->k, j->n, j->wide, p, j->trans, j->fmt);
+}
+
+/* An F16 or BF16 tensor whose every request is in a format: each copy made
+ * from its 16-bit bytes (no f32 form: a 7B model's 13.5 GB of bf16 were
+ * widened to 27 GB before), then its bytes given back, so that the peak is
+ * the file and one tensor. 0, or -1 with err set. Under w->mu. */
+static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__packreq *req, int nreq, nestrt_error *err)
+{
+	for (int r = 0; r < nreq; r++)
+		if (tensor_at(w, data[req[r].param]) == t && !(req[r].flags >> NESTRT_PACK_FMT_SHIFT))
+			return 0; /* also wanted in f32: the usual way */
+	int bf16 = t->stored->dtype == NESTRT_BF16;
+	size_t n = (size_t)(t->end - t->begin) / 4;
+	const uint16_t *src = (const uint16_t *)t->half;
+	for (size_t i = 0; i < n; i++)
+		if ((src[i] & (bf16 ? 0x7f80u : 0x7c00u)) == (bf16 ? 0x7f80u : 0x7c00u))
+			return nestrt__seterr(err, "%s: tensor '%s': element %zu is %s, which a weight format cannot hold", w->path,
+			                      t->name, i, src[i] & (bf16 ? 0x7fu : 0x3ffu) ? "nan" : "inf");
+	for (int r = 0; r < nreq; r++) {
+		nestrt__packreq *x = &req[r];
+		if (tensor_at(w, data[x->param]) != t)
+			continue;
+		WPack *p = NULL;
+		for (WPack *y = w->packs; y && !p; y = y->next)
+			if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
+				p = y;
+		if (!p) {
+			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			size_t bytes = nestrt__pack_bytes(x->k, x->n, x->wide, x->flags);
+			if (x->k * x->n != (int64_t)n)
+				return nestrt__seterr(err, "%s: tensor '%s': a copy of %lld x %lld of its %zu elements", w->path, t->name,
+				                      (long long)x->k, (long long)x->n, n);
+			p = calloc(1, sizeof *p);
+			if (!p || !bytes || pack_alloc(p, bytes) < 0) {
+				free(p);
+				return nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+			}
+			HalfJob j = {src, bf16, !!(x->flags & NESTRT_PACK_TRANS), fmt, p->data, x->k, x->n, x->wide,
+			             (size_t)(x->k / nestrt_format_block(fmt)) * (size_t)x->wide * (size_t)nestrt_format_block_bytes(fmt)};
+			nestrt_parallel_for((x->n + x->wide - 1) / x->wide, half_task, &j);
+			*p = (WPack){t, x->k, x->n, x->wide, x->flags, p->data, p->bytes, 0, w->packs};
+			w->packs = p;
+		}
+		x->data = p->data;
+	}
+	/* its 16-bit bytes, when in a place of ours (read from the file): given back */
+	size_t nb = (size_t)(t->end - t->begin);
+	if (t->data && t->half == (const unsigned char *)t->data + nb / 2) {
+		size_t pg = page_size();
+		uintptr_t b = ((uintptr_t)t->half + pg - 1) / pg * pg, e = ((uintptr_t)t->half + nb / 2) / pg * pg;
+		if (e > b)
+			madvise((void *)b, e - b, MADV_DONTNEED);
+		t->half = NULL;
+	}
+	t->released = 1;
+	return 0;
+}
+
 /* The requests of every tensor still in the file whose requests all ask for
  * its own block type, transposed (rows along the blocks), and that nothing
  * reads unpacked: packed from the blocks, the tensor marked read and given
@@ -694,7 +801,13 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 	for (int i = 0; i < nreq; i++) {
 		nestrt__packreq *q = &req[i];
 		Tensor *t = tensor_at(w, data[q->param]);
-		if (!t || t->loaded || t->direct)
+		if (t && nestrt__is_half(t) && t->half && !t->widened && !t->half_bound && !t->direct && !t->released &&
+		    q->flags >> NESTRT_PACK_FMT_SHIFT) {
+			if (pack_half(w, t, data, req, nreq, err) < 0)
+				return -1;
+			continue;
+		}
+		if (!t || t->loaded || t->direct || !w->pending || w->fd < 0)
 			continue;
 		int all = 1;
 		for (int r = 0; r < nreq && all; r++) {
@@ -842,7 +955,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 	}
 	/* not read yet: a weight packed where it goes is read from the file
 	 * right into its packed form, then the rest is read */
-	if (rc == 0 && w->pending && w->gguf)
+	if (rc == 0)
 		rc = pack_blocks_from_file(w, data, req, nreq, err);
 	if (rc == 0 && w->pending)
 		rc = pack_from_file(w, data, req, nreq, err);
@@ -1252,7 +1365,7 @@ void nestrt_weights_close(nestrt_weights *w)
 /* (weights.c has the files; binding, which may restore a packed weight for an
  * f16 / bf16 param, is here) */
 int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
-                              nestrt_error *err)
+                              const int32_t *formats, nestrt_error *err)
 {
 	if (nparams < 0 || (nparams > 0 && (!params || !data)))
 		return nestrt__seterr(err, "nestrt_weights_bind: invalid arguments");
@@ -1306,6 +1419,8 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 				nestrt__seterr(err, "%s: %s: out of memory unpacking weights", w->path, shown);
 			else if (as_half)
 				rc = (data[i] = nestrt__half_data(w, t, elems, shown, err)) ? 0 : -1;
+			else if (formats && formats[i] & 0xff && t->data && t->half && !t->widened && !t->half_bound)
+				rc = 0; /* held in a format: packed from its 16-bit bytes (pack_own_forms), never widened */
 			else
 				rc = nestrt__weights_widen(w, t, err);
 			pthread_mutex_unlock(&w->mu);
@@ -1323,7 +1438,7 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
                         nestrt_error *err)
 {
-	if (nestrt__weights_bind_keys(w, params, nparams, data, err) < 0)
+	if (nestrt__weights_bind_keys(w, params, nparams, data, NULL, err) < 0)
 		return -1;
 	return nestrt__weights_unpacked(w, data, nparams, err);
 }

@@ -285,32 +285,43 @@ def check_errors(tmp, src, W, wpath):
 
 
 def check_half_file(tmp, src, W, ins):
-    """An F16 file binds a q8_0 build: converted while the model is made."""
+    """A file of F16 or BF16 tensors binds a build of any format: each formatted tensor
+    converted from its 16-bit values while the model is made (never widened to f32 whole),
+    the same values as NumPy's rounding of those 16-bit values."""
     res = []
-    Wh = {k: v.astype(np.float16) for k, v in W.items()}
-    p = os.path.join(tmp, "half.safetensors")
-    C.write_safetensors(p, sorted(Wh.items()))
-    d = os.path.join(tmp, "half")
-    os.makedirs(d)
-    out = os.path.join(d, "out")
-    C.nestc("build", src, "-o", out, "--weights-format=q4_0")
-    hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
-    Wf = {k: v.astype(np.float32) for k, v in Wh.items()}
-    for n in formatted("q4_0"):
-        Wf[n] = round_trip("q4_0", Wf[n], AXIS[n])
-    xin = os.path.join(d, "x.npy")
-    np.save(xin, ins["mm"]["x"])
-    outp = os.path.join(d, "o.npy")
-    call = C.Call(hdr["mm"], p, {"x": xin}, [outp])
-    exe = C.compile_driver(d, [call], ["fm"], [out], sorted(C.glob.glob(os.path.join(out, "*.o"))))
-    rr = C.run([exe])
-    try:
-        if rr.returncode != 0:
-            raise Fail("compiled program: " + C.describe([exe], rr))
-        close(np.load(outp), reference("mm", Wf, ins["mm"]), "compiled")
-        res.append(("f16_file.q4_0", None))
-    except Fail as ex:
-        res.append(("f16_file.q4_0", str(ex)))
+    for sdt, fmt in (("f16", "q4_0"), ("bf16", "bf16"), ("f16", "q8_0"), ("bf16", "f16"), ("bf16", "q4_0")):
+        name = "%s_file.%s" % (sdt, fmt)
+        try:
+            scode = Q.NAMES.index(sdt)
+            tensors, Wf = [], {}
+            for n, a in sorted(W.items()):
+                bits = np.frombuffer(Q.quantize(scode, a.reshape(-1)), "<u2").reshape(a.shape)
+                tensors.append((n, bits, sdt.upper()) if sdt == "bf16" else (n, bits.view(np.float16)))
+                Wf[n] = Q.dequantize(scode, bits.tobytes(), a.size).reshape(a.shape)
+            p = os.path.join(tmp, "half_%s_%s.safetensors" % (sdt, fmt))
+            C.write_safetensors(p, tensors)
+            d = os.path.join(tmp, "half_%s_%s" % (sdt, fmt))
+            os.makedirs(d)
+            out = os.path.join(d, "out")
+            C.nestc("build", src, "-o", out, "--weights-format=" + fmt)
+            hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
+            for n in formatted(fmt):
+                Wf[n] = round_trip(fmt, Wf[n], AXIS[n])
+            for entry in ("mm", "mmt", "gather"):
+                xin = {}
+                for k, a in ins[entry].items():
+                    xin[k] = os.path.join(d, "in_%s_%s.npy" % (entry, k))
+                    np.save(xin[k], a)
+                outp = os.path.join(d, "o_%s.npy" % entry)
+                exe = C.compile_driver(d, [C.Call(hdr[entry], p, xin, [outp])], ["fm"], [out],
+                                       sorted(C.glob.glob(os.path.join(out, "*.o"))), name="driver_" + entry)
+                rr = C.run([exe])
+                if rr.returncode != 0:
+                    raise Fail("compiled program: " + C.describe([exe], rr))
+                close(np.load(outp), reference(entry, Wf, ins[entry]), "compiled %s" % entry)
+            res.append((name, None))
+        except Fail as ex:
+            res.append((name, str(ex)))
     return res
 
 
