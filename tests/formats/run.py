@@ -434,6 +434,8 @@ int main(void)
 	for (int i = 0; i < 3 * 40; i++) x[i] = (float)i / 7.0f - 5.0f;
 	if (st_put(m, s, 1, x, y)) { fprintf(stderr, "put failed\n"); return 1; }
 	fwrite(y, sizeof y, 1, stdout);
+	st_seq_free(s);
+	st_free(m);
 	return 0;
 }
 """
