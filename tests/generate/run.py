@@ -283,6 +283,22 @@ with tempfile.TemporaryDirectory() as work:
             "new variant mix.1 because arg a: f32[1], variant 0 has f32[T]"]
     result(r.returncode == 0 and all(w in r.stdout for w in want) and r.stdout.count("variant mix.") == 3,
            "report.specialized_guards", r.stdout[-600:] + r.stderr)
+    # a specialised region called three times from one entry: all three calls have their
+    # alternative in the one variant for N == 1; a region of fixed shapes called from that
+    # entry and from a static one: one variant serves both (it takes no run-time dim)
+    p = os.path.join(work, "spec3.nest")
+    open(p, "w").write("@region(specialize = [N == 1])\nfn mix(a: f32[N]) -> f32[N] {\n  return a * 2.0 + 1.0\n}\n"
+                       "@region\nfn fixed(a: f32[4]) -> f32[4] {\n  return a * 3.0\n}\n"
+                       "export fn three(x: f32[16], z: f32[4]) -> (f32[T], f32[T], f32[T], f32[4]) where 1 <= T <= 8 {\n"
+                       "  return mix(x[0:T]), mix(x[1:T + 1]), mix(x[2:T + 2]), fixed(z)\n}\n"
+                       "export fn plain(z: f32[4]) -> f32[4] {\n  return fixed(z)\n}\n")
+    r = sh([NESTC, "report", p])
+    want = ["region mix ", "  6 calls -> 2 variants", "guards: a: f32[1]; when T == 1",
+            "region fixed ", "  2 calls -> 1 variant\n", "in plain: 1 -> fixed.0 (reused)"]
+    ok = (r.returncode == 0 and all(w in r.stdout for w in want)
+          and len(re.findall(r"in three: 1 -> mix\.1", r.stdout)) == 3
+          and re.search(r"variant mix\.1 +fingerprint \w+ +3 calls", r.stdout) is not None)
+    result(ok, "report.specialized_three_calls_and_a_fixed_region", r.stdout[-900:] + r.stderr)
     # the interpreter: the same semantics (a fresh sequence per run)
     np.save(os.path.join(work, "tok1.npy"), np.array([3], dtype=np.int32))
     np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))
