@@ -50,6 +50,21 @@ declarations, array sizes in declarations and case labels are left alone):
   swap     two neighbouring arguments of a call swapped (not those of calloc, iadd,
            imul, LLVMBuildAdd and the like that commute)
 
+Not planted, because no behaviour can differ (rules that hold for any file):
+  - dropping a call of va_end (a no-op wherever GCC and Clang run: NO_EFFECT_CALLS);
+  - < <= > >= turned into its neighbour where the comparison only chooses between its
+    own two operands x and y (equal_choice): `x < y ? x : y` (the arms in either order;
+    or x and -x when y is 0, an absolute value) and `if (x < y) y = x;` (the if's only
+    statement, no else; other terms of its condition joined by && or ||, without
+    calls). The neighbour decides otherwise only where x == y, and there both choices
+    are the same value. So too an integer constant c that is one of those operands
+    changed by one the way that moves the comparison's boundary onto x == c alone
+    (x < c to x < c + 1, x <= c to x <= c - 1, x > c to x > c - 1, x >= c to
+    x >= c + 1; equal_choice_const). Only for operands without calls or side effects
+    that hold no floating-point value (a name declared float or double in its
+    function, or for a member or global in the file or a header under src/ or
+    runtime/, keeps its mutants: +0.0 and -0.0 compare equal and differ).
+
 The files each suite covers, fastest first, are in COVER below; a file not in it is
 covered by the whole tests/check.sh (slow).
 """
@@ -395,6 +410,252 @@ def const_text(s, d):
     return body + suf
 
 
+# calls with no effect a program could observe: dropping one is no bug (va_end is a
+# no-op wherever GCC and Clang run)
+NO_EFFECT_CALLS = {"va_end"}
+
+FLOAT_DECL = r"\b(?:float|double|_Float16|__fp16|__bf16)\b[^;{}]*?\b%s\b"
+INT_DECL = (r"\b(?:int|long|short|char|unsigned|signed|size_t|ssize_t|u?int(?:8|16|32|64)_t|u?intptr_t|ptrdiff_t"
+            r"|__int128|bool|_Bool)\b[^;{}]*?\b%s\b")
+_header_text = None
+
+
+def float_names(masked, toks):
+    """A test: may the identifier toks[q] hold a floating-point value? A member (after
+    -> or .) or a name its function does not declare: yes when the file or a header
+    under src/ or runtime/ declares that name with a floating-point type anywhere (or
+    #defines it as a number with a point or an exponent). A name its function declares
+    (a parameter or a local): yes unless the function declares it with an integer type
+    and nowhere with a floating-point one."""
+    global _header_text
+    if _header_text is None:
+        parts = []
+        for d in ("src", "runtime"):
+            for dp, _, fs in os.walk(os.path.join(ROOT, d)):
+                for f in fs:
+                    if f.endswith(".h"):
+                        with open(os.path.join(dp, f), errors="replace") as fh:
+                            parts.append(fh.read())
+        _header_text = "\n".join(parts)
+    # where the function around each token begins (its return type), by offset
+    starts = []
+    depth, boundary = 0, 0
+    for k, t in enumerate(toks):
+        if t.s == "{":
+            if depth == 0:
+                starts.append((t.a, boundary))
+            depth += 1
+        elif t.s == "}":
+            depth -= 1
+            if depth == 0:
+                boundary = t.b
+        elif t.s == ";" and depth == 0:
+            boundary = t.b
+    memo = {}
+
+    def globally(name):
+        if name not in memo:
+            memo[name] = any(re.search(FLOAT_DECL % re.escape(name), t) or
+                             re.search(r"#\s*define\s+%s\s+[-+(]*\d*\.\d|#\s*define\s+%s\s+[-+(]*\d+[eE]"
+                                       % (re.escape(name), re.escape(name)), t) for t in (masked, _header_text))
+        return memo[name]
+
+    def may_be_float(q):
+        name = toks[q].s
+        if q > 0 and toks[q - 1].s in ("->", "."):
+            return globally(name)
+        import bisect
+        i = bisect.bisect_right(starts, (toks[q].a, 1 << 62)) - 1
+        if i >= 0:
+            fn = masked[starts[i][1]:toks[q].a]
+            if re.search(FLOAT_DECL % re.escape(name), fn):
+                return True
+            if re.search(INT_DECL % re.escape(name), fn):
+                return False
+        return globally(name)
+    return may_be_float
+
+
+def _plain(toks, a, b, floats):
+    """toks[a..b] (inclusive) as text without spaces, if it is an expression without
+    side effects, calls or floating-point values (integers and pointers only: floats,
+    float_names' test); else None."""
+    if a > b:
+        return None
+    for q in range(a, b + 1):
+        t = toks[q]
+        if t.s in ("++", "--", "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "?", ":", ",",
+                   "sizeof") or t.kind == "str":
+            return None
+        if t.kind == "num" and re.search(r"[.eEfF]", t.s) and not t.s.lower().startswith("0x"):
+            return None
+        if t.kind == "id" and q + 1 <= b and toks[q + 1].s == "(" and not is_type_tok(t):
+            return None  # a call
+        if t.kind == "id" and t.s not in KEYWORDS and floats(q):
+            return None
+    return "".join(toks[q].s for q in range(a, b + 1))
+
+
+LOWER = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", ",", ";", "{", "}", "?", ":", "&&", "||",
+         "==", "!=", "&", "|", "^", "<", "<=", ">", ">=", "return"}
+
+
+def _operands(toks, k):
+    """The index ranges of the two operands of the comparison toks[k]: (a0, a1, b0, b1)."""
+    j, d = k - 1, 0
+    while j >= 0:
+        s = toks[j].s
+        if s in (")", "]"):
+            d += 1
+        elif s in ("(", "["):
+            if d == 0:
+                break
+            d -= 1
+        elif d == 0 and s in LOWER:
+            break
+        j -= 1
+    a0 = j + 1
+    j, d = k + 1, 0
+    while j < len(toks):
+        s = toks[j].s
+        if s in ("(", "["):
+            d += 1
+        elif s in (")", "]"):
+            if d == 0:
+                break
+            d -= 1
+        elif d == 0 and s in LOWER:
+            break
+        j += 1
+    return a0, k - 1, k + 1, j - 1
+
+
+def equal_choice(toks, k, floats):
+    """Is the comparison toks[k] (< <= > >=) between integers x and y that only chooses
+    between x and y, so that its neighbour (< for <=, ...) decides otherwise only where
+    x == y, and there both choices are the same value? Two forms:
+        x < y ? x : y    (either arm first; the condition parenthesised or not; or
+                          x < 0 ? -x : x, the arms x and -x of an absolute value)
+        if (x < y) y = x;   if (... || x < y) x = y;   (the only statement, no else;
+                          other terms of the condition joined by && or ||, without calls)
+    x and y have no calls or side effects and hold no floating-point value (+0.0 and
+    -0.0 compare equal and differ)."""
+    a0, a1, b0, b1 = _operands(toks, k)
+    x, y = _plain(toks, a0, a1, floats), _plain(toks, b0, b1, floats)
+    if x is None or y is None:
+        return False
+    n = len(toks)
+    # the ternary form
+    q = b1 + 1
+    lp = a0 - 1
+    if q < n and toks[q].s == ")" and lp >= 0 and toks[lp].s == "(" and match_close(toks, lp) == q and \
+            q + 1 < n and toks[q + 1].s == "?" and (lp == 0 or toks[lp - 1].kind != "id" or toks[lp - 1].s == "return"):
+        q += 1
+        lp -= 1
+    if q < n and toks[q].s == "?" and (lp < 0 or toks[lp].s in LOWER or toks[lp].s == "("):
+        c = q + 1
+        d = 0
+        while c < n and not (d == 0 and toks[c].s == ":"):
+            if toks[c].s in ("(", "["):
+                d += 1
+            elif toks[c].s in (")", "]"):
+                d -= 1
+            if toks[c].s == "?" or d < 0:
+                return False
+            c += 1
+        e = c + 1
+        d = 0
+        while e < n and not (d == 0 and toks[e].s in (";", ",", ")", "]", "}", ":", "?")):
+            if toks[e].s in ("(", "["):
+                d += 1
+            elif toks[e].s in (")", "]"):
+                d -= 1
+            e += 1
+        if e < n and toks[e].s in ("?", ":"):
+            return False
+        u, v = _plain(toks, q + 1, c - 1, floats), _plain(toks, c + 1, e - 1, floats)
+        if u is None or v is None:
+            return False
+        if {u, v} == {x, y} and u != v:
+            return True
+        if "0" not in (x, y) or x == y:
+            return False
+        var = y if x == "0" else x
+        return {u, v} in ({var, "-" + var}, {var, "-(" + var + ")"})
+    # the if form: the comparison is a term of the if's condition
+    j, d = k - 1, 0
+    while j >= 0:
+        s = toks[j].s
+        if s == ")":
+            d += 1
+        elif s == "(":
+            if d == 0:
+                break
+            d -= 1
+        j -= 1
+    if j < 1 or toks[j - 1].s != "if":
+        return False
+    close = match_close(toks, j)
+    terms, d, start = [], 0, j + 1
+    for q in range(j + 1, close + 1):
+        s = toks[q].s
+        if q == close or (d == 0 and s in ("&&", "||")):
+            terms.append((start, q - 1))
+            start = q + 1
+        elif s in ("(", "["):
+            d += 1
+        elif s in (")", "]"):
+            d -= 1
+    if (a0, b1) not in terms:
+        return False
+    for t0, t1 in terms:
+        if (t0, t1) != (a0, b1):
+            for q in range(t0, t1 + 1):
+                if toks[q].s in ("++", "--", "=", "+=", "-=") or (toks[q].kind == "id" and q < t1 and
+                                                                 toks[q + 1].s == "(" and not is_type_tok(toks[q])):
+                    return False
+    body = close + 1
+    if body < n and toks[body].s == "{":
+        if match_close(toks, body) == body + 1:
+            return False
+        body += 1
+    semi = body
+    while semi < n and toks[semi].s != ";":
+        if toks[semi].s in ("{", "}", "?"):
+            return False
+        semi += 1
+    eq = [q for q in range(body, semi) if toks[q].s == "="]
+    if len(eq) != 1:
+        return False
+    lhs, rhs = _plain(toks, body, eq[0] - 1, floats), _plain(toks, eq[0] + 1, semi - 1, floats)
+    if {lhs, rhs} != {x, y}:
+        return False
+    after = semi + 1
+    if toks[close + 1].s == "{":
+        if after >= n or toks[after].s != "}":
+            return False
+        after += 1
+    return not (after < n and toks[after].s == "else")
+
+
+
+def equal_choice_const(toks, k, d, floats):
+    """Is the integer constant toks[k] an operand of a comparison equal_choice accepts,
+    changed by d (+1 or -1) in the direction that flips the comparison only where its
+    operands are equal (x < c to x < c + 1, x <= c to x <= c - 1, ...)?"""
+    flips_at_c = {("<", 1), ("<=", -1), (">", -1), (">=", 1)}
+    mirror = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    for cmp, right in ((k - 1, True), (k + 1, False)):
+        if not (0 <= cmp < len(toks)) or toks[cmp].s not in mirror:
+            continue
+        a0, a1, b0, b1 = _operands(toks, cmp)
+        if ((b0, b1) if right else (a0, a1)) != (k, k):
+            continue
+        op = toks[cmp].s if right else mirror[toks[cmp].s]
+        return (op, d) in flips_at_c and equal_choice(toks, cmp, floats)
+    return False
+
+
 def mutants_of(path, text):
     masked = mask(text)
     toks = tokens(masked)
@@ -408,6 +669,7 @@ def mutants_of(path, text):
         return bisect.bisect_right(lines_at, off)
 
     out = []
+    floats = float_names(masked, toks)
 
     def add(op, a, b, new, what):
         out.append(Mutant(path, op, a, b, new, line(a), what))
@@ -446,6 +708,8 @@ def mutants_of(path, text):
                     for j in range(a, b + 1))):
                 if first in ("break", "continue", "goto"):
                     continue
+                if first in NO_EFFECT_CALLS and toks[a + 1].s == "(" and match_close(toks, a + 1) == b - 1:
+                    continue  # a call that changes nothing observable: dropping it is no bug
                 new = ";" + "\n" * text.count("\n", toks[a].a, toks[b].b)
                 add("stmt", toks[a].a, toks[b].b, new, "statement dropped")
     # case labels outside simple statements
@@ -466,6 +730,8 @@ def mutants_of(path, text):
         valueish = prev is not None and (prev.kind == "num" or prev.s in (")", "]") or
                                          (prev.kind == "id" and prev.s not in KEYWORDS))
         if t.s in CMP:
+            if t.s in ("<", "<=", ">", ">=") and equal_choice(toks, k, floats):
+                continue  # differs only where both choices are the same integer
             add("cmp", t.a, t.b, CMP[t.s], "%s -> %s" % (t.s, CMP[t.s]))
         elif t.s in ("+=", "-="):
             add("arith", t.a, t.b, ARITH[t.s], "%s -> %s" % (t.s, ARITH[t.s]))
@@ -481,7 +747,7 @@ def mutants_of(path, text):
         elif t.kind == "num":
             for d in (1, -1):
                 c = const_text(t.s, d)
-                if c is not None:
+                if c is not None and not equal_choice_const(toks, k, d, floats):
                     add("const", t.a, t.b, c, "%s -> %s" % (t.s, c))
         elif t.s == "[" and valueish:
             j = match_close(toks, k)

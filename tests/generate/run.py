@@ -211,6 +211,39 @@ with tempfile.TemporaryDirectory() as work:
     except Exception as e:
         result(False, "runtime_errors.slice_end_as_a_condition", str(e))
 
+    # a slice of T + 1 elements from P: its end is P + T + 1, so the call checks
+    # P + T <= 15 (P = 9, T = 6 runs and P = 9, T = 7 fails, writing nothing); the header
+    # lists the where clause and that bound, not the conditions that hold for every value
+    # of the dims (the slice's start, the sizes)
+    d = os.path.join(work, "slicebound2")
+    os.mkdir(d)
+    try:
+        src = os.path.join(d, "sb2.nest")
+        with open(src, "w") as f:
+            f.write("const CTX = 16\nexport fn g(x: f32[CTX]) -> f32[T + 1] where 0 <= P, P < CTX, 1 <= T, "
+                    "T <= CTX {\n  return x[P:P + T + 1] * 2.0\n}\n")
+        build(src, [], os.path.join(d, "out"))
+        hdr = open(os.path.join(d, "out", "sb2.h")).read()
+        want_h = ("   where 0 <= P, P < CTX, 1 <= T, T <= CTX, P + T <= 15 (the end of the slice at sb2.nest:3:10, "
+                  "on axis 0)\n")
+        result(want_h in hdr, "header.slice_end_condition_only", "".join(l + "\n" for l in hdr.splitlines()
+                                                                         if "where" in l))
+        with open(os.path.join(d, "drv.c"), "w") as f:
+            f.write('#include <stdio.h>\n#include "sb2.h"\nint main(void)\n{\n\tnestrt_error err;\n'
+                    '\tsb2 *m = sb2_new(NULL, &err);\n\tfloat x[16], out[17];\n'
+                    '\tfor (int i = 0; i < 16; i++) x[i] = (float)i;\n\tfor (int i = 0; i < 17; i++) out[i] = -1;\n'
+                    '\tint ok = sb2_g(m, 9, 6, x, out) == 0;\n\tprintf("%d %g %g %g|", ok, out[0], out[6], out[7]);\n'
+                    '\tfor (int i = 0; i < 17; i++) out[i] = -1;\n\tint bad = sb2_g(m, 9, 7, x, out) == -1;\n'
+                    '\tprintf("%d %g|%s\\n", bad, out[0], sb2_error(m));\n\tfflush(stdout);\n\tsb2_free(m);\n'
+                    '\treturn 0;\n}\n')
+        link(os.path.join(d, "drv.c"), os.path.join(d, "out"), os.path.join(d, "drv"))
+        r = sh([os.path.join(d, "drv")])
+        want = ("1 18 30 -1|1 -1|sb2_g: P = 9, T = 7: P + T <= 15 (the end of the slice at sb2.nest:3:10, on axis 0) "
+                "does not hold")
+        result(r.stdout.strip() == want, "runtime_errors.slice_end_with_a_constant", r.stdout.strip() + r.stderr)
+    except Exception as e:
+        result(False, "runtime_errors.slice_end_with_a_constant", str(e))
+
     # bounds.nest: a strict bound and one with a coefficient, compiled (bounds.c, the
     # header's _MIN/_MAX too) and interpreted; the state read only where it was
     # written, after a reset and in boxes
@@ -323,6 +356,49 @@ with tempfile.TemporaryDirectory() as work:
             "new variant mix.1 because arg a: f32[1], variant 0 has f32[T]"]
     result(r.returncode == 0 and all(w in r.stdout for w in want) and r.stdout.count("variant mix.") == 3,
            "report.specialized_guards", r.stdout[-600:] + r.stderr)
+    # a specialised region called three times from one entry: all three calls have their
+    # alternative in the one variant for N == 1; a region of fixed shapes called from that
+    # entry and from a static one: one variant serves both (it takes no run-time dim)
+    p = os.path.join(work, "spec3.nest")
+    open(p, "w").write("@region(specialize = [N == 1])\nfn mix(a: f32[N]) -> f32[N] {\n  return a * 2.0 + 1.0\n}\n"
+                       "@region\nfn fixed(a: f32[4]) -> f32[4] {\n  return a * 3.0\n}\n"
+                       "export fn three(x: f32[16], z: f32[4]) -> (f32[T], f32[T], f32[T], f32[4]) where 1 <= T <= 8 {\n"
+                       "  return mix(x[0:T]), mix(x[1:T + 1]), mix(x[2:T + 2]), fixed(z)\n}\n"
+                       "export fn plain(z: f32[4]) -> f32[4] {\n  return fixed(z)\n}\n")
+    r = sh([NESTC, "report", p])
+    want = ["region mix ", "  6 calls -> 2 variants", "guards: a: f32[1]; when T == 1",
+            "region fixed ", "  2 calls -> 1 variant\n", "in plain: 1 -> fixed.0 (reused)"]
+    ok = (r.returncode == 0 and all(w in r.stdout for w in want)
+          and len(re.findall(r"in three: 1 -> mix\.1", r.stdout)) == 3
+          and re.search(r"variant mix\.1 +fingerprint \w+ +3 calls", r.stdout) is not None)
+    result(ok, "report.specialized_three_calls_and_a_fixed_region", r.stdout[-900:] + r.stderr)
+    # a region specialised for N == 1 whose result has another shape than its argument:
+    # called from an entry where T may be 1 (a variant for T == 1 whose guards are its
+    # argument's shape, f32[1, 4]), from a static entry with f32[1, 4] (that same variant:
+    # its shapes are all fixed), and from an entry where T >= 2 (no alternative: never true)
+    p = os.path.join(work, "spec4.nest")
+    open(p, "w").write("@region(specialize = [N == 1])\nfn head(a: f32[N, 4]) -> f32[4] {\n"
+                       "  return sum(a, axis=0) * 2.0\n}\n"
+                       "export fn dyn(x: f32[T, 4]) -> f32[4] where 1 <= T <= 8 {\n  return head(x)\n}\n"
+                       "export fn one(x: f32[1, 4]) -> f32[4] {\n  return head(x)\n}\n"
+                       "export fn never(x: f32[T, 4]) -> f32[4] where 2 <= T <= 8 {\n  return head(x)\n}\n")
+    r = sh([NESTC, "report", p])
+    guards = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("guards:")]
+    ok = (r.returncode == 0 and "  4 calls -> 3 variants" in r.stdout
+          and re.search(r"variant head\.1 +fingerprint \w+ +2 calls", r.stdout) is not None
+          and "in one: 1 -> head.1 (reused)" in r.stdout and r.stdout.count(" in never: ") == 1
+          and guards == ["guards: a: f32[T, 4]; run-time T", "guards: a: f32[1, 4]; when T == 1",
+                         "guards: a: f32[T, 4]; run-time T"])
+    result(ok, "report.specialized_shared_with_a_static_call_and_never_true", r.stdout[-1200:] + r.stderr)
+    # an entry with the most run-time dims (4), T the last: the variant for T == 1
+    p = os.path.join(work, "spec5.nest")
+    open(p, "w").write("@region(specialize = [N == 1])\nfn mix(a: f32[N]) -> f32[N] {\n  return a * 2.0\n}\n"
+                       "export fn four(x: f32[64]) -> f32[T] where 0 <= A <= 8, 0 <= B <= 8, 0 <= C <= 8, 1 <= T <= 8 {\n"
+                       "  return mix(x[A + 2 * B + 3 * C:A + 2 * B + 3 * C + T])\n}\n")
+    r = sh([NESTC, "report", p])
+    ok = (r.returncode == 0 and "  2 calls -> 2 variants" in r.stdout and "guards: a: f32[1]; when T == 1" in r.stdout
+          and "guards: a: f32[T]; run-time A, B, C, T\n" in r.stdout)
+    result(ok, "report.specialized_in_an_entry_of_four_dims", r.stdout[-900:] + r.stderr)
     # the interpreter: the same semantics (a fresh sequence per run)
     np.save(os.path.join(work, "tok1.npy"), np.array([3], dtype=np.int32))
     np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))

@@ -74,6 +74,7 @@ import resized  # noqa: E402  (Resize as exporters write it: tests/onnx/resized.
 import quantized  # noqa: E402  (quantized conv and matmul: tests/onnx/quantized.py)
 import recurrent  # noqa: E402  (RNN, GRU, LSTM options: tests/onnx/recurrent.py)
 import edges  # noqa: E402  (edge cases of the translated ops: tests/onnx/edges.py)
+import folding  # noqa: E402  (known values at import: tests/onnx/folding.py)
 
 # the driver generator of the compiled-code tests
 _spec = importlib.util.spec_from_file_location("compiled_run", os.path.join(ROOT, "tests", "compiled", "run.py"))
@@ -522,6 +523,7 @@ def cli_checks(nestc, work):
     out += quantized.checks(nestc, d, run, short, cr, make_model)
     out += recurrent.checks(nestc, d, run, short, cr, make_model)
     out += edges.checks(nestc, d, run, short, make_model)
+    out += folding.checks(nestc, d, run, short, make_model)
     return out
 
 
