@@ -97,6 +97,9 @@ typedef struct nestrt__tensor {
 	int half_bound;               /* half was given to a caller: it stays */
 	int transposed;               /* GGUF, named by nestc.transposed: the file holds its transpose
 	                                 (shape is as declared, the file's rows its columns) */
+	int64_t rotary_hd;            /* GGUF of llama.cpp: a q or k projection whose rows the file holds in
+	                                 GGML's rotary order, heads of rotary_hd rows (gguf_names.c); shape
+	                                 and elements are presented in Hugging Face's order */
 } nestrt__tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */
@@ -182,6 +185,23 @@ typedef struct nestrt__qtype {
 typedef struct nestrt__gguf nestrt__gguf;
 /* The type of ggml's number, or NULL when the reader has none. */
 NESTRT_HIDDEN const nestrt__qtype *nestrt__qtype_of(uint32_t ggml_type);
+/* gguf_names.c: llama.cpp's tensor names of an architecture (llama, gpt2)
+ * and Hugging Face's. How llama.cpp's layout differs: */
+enum {
+	NESTRT__NAME_ROPE_Q = 1,   /* q_proj: rows in GGML's rotary order, heads of llama.attention.head_count */
+	NESTRT__NAME_ROPE_K = 2,   /* k_proj: likewise, heads of head_count_kv */
+	NESTRT__NAME_TRANS = 4,    /* GPT-2's Conv1D [in, out], stored [out, in] */
+};
+NESTRT_HIDDEN int nestrt__gguf_arch_known(const char *arch);
+/* The other name of a tensor into out (n bytes): its flags (>= 0), or -1 when
+ * the architecture's table has no such name (or it does not fit). */
+NESTRT_HIDDEN int nestrt__gguf_hf_name(const char *arch, const char *ggml_name, char *out, size_t n);
+NESTRT_HIDDEN int nestrt__gguf_ggml_name(const char *arch, const char *hf_name, char *out, size_t n);
+/* Hugging Face's row r of a rotary projection (heads of hd rows) is llama.cpp's row: */
+NESTRT_HIDDEN int64_t nestrt__rotary_row(int64_t r, int64_t hd);
+/* weights.c: a GGUF file's header alone (its metadata and tensor infos; no
+ * tensor read), for the compiler's --consts-from. NULL with err set. */
+NESTRT_HIDDEN nestrt_weights *nestrt__gguf_open_header(const char *path, nestrt_error *err);
 /* An IEEE half's bits as a float (exactly). */
 NESTRT_HIDDEN float nestrt__f16_to_f32(uint16_t h);
 /* The first bytes of a file are GGUF's magic. */

@@ -1,0 +1,348 @@
+#!/usr/bin/python3
+"""GGUF files of llama.cpp bind samples/llama.nest (issue #37, "the model from the file").
+
+    /usr/bin/python3 tests/io/gguf_llama.py NESTC_PATH
+
+A tiny LLaMA (L=2, D=256, H=8, KVH=4, F=688, V=512) is made in Hugging Face's layout
+with NumPy, then written as llama.cpp's converter writes it: llama.cpp's tensor names
+(token_embd.weight, blk.N.attn_q.weight, ...), q and k rows permuted into GGML's rotary
+order, its hyper-parameters and a `llama` vocabulary in the metadata, matrices in F32,
+F16, Q8_0 or Q4_0 (ffn_down's rows of 688 are not whole blocks: F16, as llama.cpp's
+quantizer falls back), norms in F32. `--consts-from FILE` takes the consts from the
+file; `nestc run` and a compiled build (in the file's format, bound without
+conversion) give the logits of 8 tokens, checked against a float64 NumPy forward
+over the dequantized weights put back in Hugging Face's order: at most 1e-4 of the
+largest |logit|. One file leaves output.weight out: lm_head is then the embedding, as
+in llama.cpp. Then the errors: a key missing, of the wrong kind, a file that is not
+GGUF, a model without @gguf consts, q rows that are not whole heads; -D wins over the
+file.
+
+Prints `ok NAME` / `FAIL NAME: why` and a last line `N passed, N failed`.
+"""
+import importlib.util
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LLAMA = os.path.join(ROOT, "samples", "llama.nest")
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+C = load("nest_compiled_checks", os.path.join(ROOT, "tests", "compiled", "run.py"))
+GG = load("nest_gguf_writer", os.path.join(HERE, "gguf.py"))
+
+L, D, H, KVH, F, V, CTX = 2, 256, 8, 4, 688, 512, 64
+HD = D // H
+S = 8
+THETA, EPS = 10000.0, 1e-5
+TOL = 1e-4
+passed = failed = 0
+
+
+def result(name, err):
+    global passed, failed
+    if err is None:
+        passed += 1
+        print("ok " + name)
+    else:
+        failed += 1
+        print("FAIL %s: %s" % (name, err))
+
+
+def nestc(*args):
+    return subprocess.run([C.NESTC] + list(args), capture_output=True, text=True, timeout=600)
+
+
+# ----------------------------------------------------------------------------- the model
+
+def vocab():
+    """A `llama` vocabulary of V pieces: <unk> <s> </s>, the 256 byte pieces, then
+    letters and pairs with and without the space mark, scored by their order."""
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    letters = "etaoinshrdlucmfwypvbgkqjxz"
+    for n in itertools.count(1):
+        for p in itertools.product(letters, repeat=n):
+            for w in ("\u2581" + "".join(p), "".join(p)):
+                if len(toks) < V:
+                    toks.append(w)
+        if len(toks) >= V:
+            break
+    types = [2, 3, 3] + [6] * 256 + [1] * (V - 259)
+    scores = [0.0] * 259 + [-float(i) for i in range(V - 259)]
+    return toks, scores, types
+
+
+def hf_weights(rng):
+    W = {"model.embed_tokens.weight": rng.standard_normal((V, D)) * 0.5,
+         "model.norm.weight": 1 + 0.1 * rng.standard_normal(D),
+         "lm_head.weight": rng.standard_normal((V, D)) * 0.06}
+    for i in range(L):
+        p = "model.layers.%d." % i
+        W[p + "input_layernorm.weight"] = 1 + 0.1 * rng.standard_normal(D)
+        W[p + "post_attention_layernorm.weight"] = 1 + 0.1 * rng.standard_normal(D)
+        for n, o, k in (("self_attn.q_proj", D, D), ("self_attn.k_proj", KVH * HD, D),
+                        ("self_attn.v_proj", KVH * HD, D), ("self_attn.o_proj", D, D),
+                        ("mlp.gate_proj", F, D), ("mlp.up_proj", F, D), ("mlp.down_proj", D, F)):
+            W[p + n + ".weight"] = rng.standard_normal((o, k)) / np.sqrt(k)
+    return {k: v.astype(np.float32) for k, v in W.items()}
+
+
+def permute(w, n_head):
+    """llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, n_head):
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+GGUF_NAME = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+for _n, _g in (("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+               ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
+               ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
+               ("mlp.down_proj", "ffn_down")):
+    for _i in range(L):
+        GGUF_NAME["model.layers.%d.%s.weight" % (_i, _n)] = "blk.%d.%s.weight" % (_i, _g)
+
+
+def encode_tensor(a, typ):
+    if typ == "f32":
+        return a.astype("<f4").tobytes()
+    if typ == "f16":
+        return GG.f16(a).tobytes()
+    return (GG.quantize_q8_0 if typ == "q8_0" else GG.quantize_q4_0)(a.reshape(-1))
+
+
+def held(a, typ):
+    """The values a tensor of type typ holds."""
+    raw = encode_tensor(a, typ)
+    return np.asarray(GG.dequantize(typ, raw, a.size), np.float32).reshape(a.shape)
+
+
+def write_model(path, W, typ, tie=False, kv_over=None, drop_keys=()):
+    """The file llama.cpp's converter and quantizer would write; returns the values it
+    holds, in Hugging Face's order, by Hugging Face name."""
+    toks, scores, types = vocab()
+    kv = [("general.architecture", GG.STRING, "llama"), ("general.name", GG.STRING, "tiny"),
+          ("llama.block_count", GG.U32, L), ("llama.context_length", GG.U32, CTX),
+          ("llama.embedding_length", GG.U32, D), ("llama.feed_forward_length", GG.U32, F),
+          ("llama.attention.head_count", GG.U32, H), ("llama.attention.head_count_kv", GG.U32, KVH),
+          ("llama.rope.freq_base", GG.F32, THETA), ("llama.attention.layer_norm_rms_epsilon", GG.F32, EPS),
+          ("llama.rope.dimension_count", GG.U32, HD), ("general.file_type", GG.U32, 0),
+          ("tokenizer.ggml.model", GG.STRING, "llama"), ("tokenizer.ggml.tokens", GG.ARRAY, (GG.STRING, toks)),
+          ("tokenizer.ggml.scores", GG.ARRAY, (GG.F32, scores)),
+          ("tokenizer.ggml.token_type", GG.ARRAY, (GG.I32, types)),
+          ("tokenizer.ggml.bos_token_id", GG.U32, 1), ("tokenizer.ggml.eos_token_id", GG.U32, 2)]
+    for k, t, v in (kv_over or []):
+        kv = [e for e in kv if e[0] != k] + [(k, t, v)]
+    kv = [e for e in kv if e[0] not in drop_keys]
+    tensors, values = [], {}
+    for hf in sorted(W):
+        if tie and hf == "lm_head.weight":
+            continue
+        a = W[hf]
+        if hf.endswith("q_proj.weight"):
+            a = permute(a, H)
+        elif hf.endswith("k_proj.weight"):
+            a = permute(a, KVH)
+        t = "f32" if a.ndim == 1 else typ
+        if t in ("q8_0", "q4_0") and a.shape[-1] % 32:
+            t = "f16"
+        tensors.append({"name": GGUF_NAME[hf], "ne": list(reversed(a.shape)), "type": t, "data": encode_tensor(a, t)})
+        h = held(a, t)
+        if hf.endswith("q_proj.weight"):
+            h = unpermute(h, H)
+        elif hf.endswith("k_proj.weight"):
+            h = unpermute(h, KVH)
+        values[hf] = h
+    if tie:
+        values["lm_head.weight"] = values["model.embed_tokens.weight"]
+    with open(path, "wb") as f:
+        f.write(GG.encode(kv, tensors))
+    return values
+
+
+def forward(W, tokens):
+    """samples/llama.nest's forward in float64."""
+    W = {k: v.astype(np.float64) for k, v in W.items()}
+
+    def rms(x, w):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * w
+
+    inv = 1.0 / THETA ** (np.arange(HD // 2) * 2.0 / HD)
+    fr = np.arange(S)[:, None] * inv[None, :]
+    emb = np.concatenate([fr, fr], -1)
+    cos, sin = np.cos(emb), np.sin(emb)
+
+    def rope(x):  # [n, S, hd]
+        x1, x2 = x[..., :HD // 2], x[..., HD // 2:]
+        return x * cos + np.concatenate([-x2, x1], -1) * sin
+
+    x = W["model.embed_tokens.weight"][tokens]
+    mask = np.triu(np.ones((S, S), bool), 1)
+    for i in range(L):
+        p = "model.layers.%d." % i
+        h = rms(x, W[p + "input_layernorm.weight"])
+        q = rope((h @ W[p + "self_attn.q_proj.weight"].T).reshape(S, H, HD).transpose(1, 0, 2))
+        k = rope((h @ W[p + "self_attn.k_proj.weight"].T).reshape(S, KVH, HD).transpose(1, 0, 2))
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(S, KVH, HD).transpose(1, 0, 2)
+        k, v = np.repeat(k, H // KVH, 0), np.repeat(v, H // KVH, 0)
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(HD)
+        s[:, mask] = -np.inf
+        a = np.exp(s - s.max(-1, keepdims=True))
+        a /= a.sum(-1, keepdims=True)
+        o = (a @ v).transpose(1, 0, 2).reshape(S, D)
+        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        h = rms(x, W[p + "post_attention_layernorm.weight"])
+        g = h @ W[p + "mlp.gate_proj.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+    x = rms(x, W["model.norm.weight"])
+    return x @ W["lm_head.weight"].T
+
+
+def close(got, ref, what):
+    if got.shape != ref.shape:
+        raise C.Fail("%s: shape %s, want %s" % (what, got.shape, ref.shape))
+    err = float(np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max())
+    if not err <= TOL:
+        raise C.Fail("%s: largest error %.3g of the largest |logit| (at most %g)" % (what, err, TOL))
+
+
+# ----------------------------------------------------------------------------- checks
+
+def check_file(tmp, typ, W, tokens, tie=False):
+    tag = typ + (".tied" if tie else "")
+    d = os.path.join(tmp, tag)
+    os.makedirs(d)
+    path = os.path.join(d, "m.gguf")
+    ref = forward(write_model(path, W, typ, tie), tokens)
+    tokp = os.path.join(d, "tokens.npy")
+    np.save(tokp, tokens.astype(np.int32))
+    try:
+        outp = os.path.join(d, "run.npy")
+        r = nestc("run", LLAMA, "--consts-from", path, "-D", "S=%d" % S, "--weights", path, "--entry", "forward",
+                  "--input", "tokens=" + tokp, "--output", outp)
+        if r.returncode != 0:
+            raise C.Fail("nestc run: exit %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+        close(np.load(outp), ref, "nestc run")
+        result("%s.run" % tag, None)
+    except C.Fail as e:
+        result("%s.run" % tag, str(e))
+    try:
+        out = os.path.join(d, "out")
+        fmt = [] if typ == "f32" else ["--weights-format=" + typ]
+        r = nestc("build", LLAMA, "--consts-from=" + path, "-D", "S=%d" % S, "-o", out, "-O1", "--no-cache", *fmt)
+        if r.returncode != 0:
+            raise C.Fail("nestc build: exit %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+        hdr = C.parse_header(os.path.join(out, "llama.h"), "llama")
+        got = os.path.join(d, "got.npy")
+        exe = C.compile_driver(d, [C.Call(hdr["forward"], path, {"tokens": tokp}, [got])], ["llama"], [out],
+                               sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".o")))
+        for env, what in ((None, "compiled"), (dict(os.environ, NESTRT_MMAP="1"), "compiled, NESTRT_MMAP=1")):
+            rr = C.run([exe], env=env)
+            if rr.returncode != 0:
+                raise C.Fail("%s: %s" % (what, C.describe([exe], rr)))
+            close(np.load(got), ref, what)
+        result("%s.compiled" % tag, None)
+    except C.Fail as e:
+        result("%s.compiled" % tag, str(e))
+
+
+def expect(name, r, code, *want):
+    out = r.stderr + r.stdout
+    if r.returncode != code:
+        result(name, "exit %d, want %d: %s" % (r.returncode, code, out.strip()[-300:]))
+    elif any(w not in out for w in want):
+        result(name, "message %r lacks %r" % (out.strip()[-300:], [w for w in want if w not in out]))
+    else:
+        result(name, None)
+
+
+def check_errors(tmp, W):
+    d = os.path.join(tmp, "errors")
+    os.makedirs(d)
+    small = {k: v for k, v in W.items()}
+    p = os.path.join(d, "nolayers.gguf")
+    write_model(p, small, "f32", drop_keys=("llama.block_count",))
+    r = nestc("check", LLAMA, "--consts-from", p)
+    expect("error.missing_key", r, 1, "llama.nest:", "error: const 'L' takes its value from 'llama.block_count', "
+           "which %s does not have (its general.architecture is 'llama')" % p, "^")
+    p = os.path.join(d, "nokv.gguf")
+    write_model(p, small, "f32", drop_keys=("llama.attention.head_count_kv", "llama.rope.freq_base"))
+    # optional keys keep the declared value: KVH = H, 8 heads of k against the file's 4
+    r = nestc("run", LLAMA, "--consts-from", p, "-D", "S=4", "--weights", p, "--entry", "forward",
+              "--input", "tokens=" + os.path.join(tmp, "f32", "tokens.npy"))
+    expect("error.optional_key_keeps_default", r, 1, "model.layers.0.self_attn.k_proj.weight", "256")
+    p = os.path.join(d, "floatL.gguf")
+    write_model(p, small, "f32", kv_over=[("llama.block_count", GG.F32, 2.0)])
+    expect("error.float_for_int", nestc("check", LLAMA, "--consts-from", p), 1,
+           "error: const 'L' is an int, and %s: llama.block_count is a float" % p)
+    p = os.path.join(d, "strD.gguf")
+    write_model(p, small, "f32", kv_over=[("llama.embedding_length", GG.STRING, "256")])
+    expect("error.string_for_int", nestc("check", LLAMA, "--consts-from", p), 1,
+           "error: const 'D' takes its value from 'llama.embedding_length', a string in " + p)
+    st = os.path.join(d, "w.safetensors")
+    C.write_safetensors(st, [("a", np.zeros(2, np.float32))])
+    expect("error.not_gguf", nestc("check", LLAMA, "--consts-from", st), 1,
+           "error: --consts-from %s: not a GGUF file" % st)
+    expect("error.no_file", nestc("check", LLAMA, "--consts-from", os.path.join(d, "none.gguf")), 1,
+           "cannot open")
+    plain = os.path.join(d, "plain.nest")
+    C.write(plain, "const N = 4\nexport fn f(x: f32[N]) -> f32[N] { return x }\n")
+    good = os.path.join(d, "good.gguf")
+    write_model(good, small, "f32")
+    expect("error.no_gguf_consts", nestc("check", plain, "--consts-from", good), 1,
+           "--consts-from %s: the model has no const that takes a value from it" % good)
+    ann = os.path.join(d, "ann.nest")
+    C.write(ann, '@gguf("x.y", maybe) const N = 4\n@onnx("x") const M = 2\n')
+    expect("error.annotation", nestc("check", ann), 1, "ann.nest:1:", "expected 'optional' after the key of @gguf, "
+           "not 'maybe'", "ann.nest:2:2: error: unknown annotation '@onnx'")
+    # -D wins over the file: D = 128 against the file's 256-wide tensors
+    r = nestc("run", LLAMA, "--consts-from", good, "-D", "D=128", "-D", "S=4", "--weights", good, "--entry", "forward",
+              "--input", "tokens=" + os.path.join(tmp, "f32", "tokens.npy"))
+    expect("error.define_wins", r, 1, "model.embed_tokens.weight", "128")
+    # q's rows are not whole heads of the file's head count
+    p = os.path.join(d, "heads.gguf")
+    write_model(p, small, "f32", kv_over=[("llama.attention.head_count", GG.U32, 7)])
+    r = nestc("run", LLAMA, "-D", "L=2", "-D", "D=256", "-D", "H=8", "-D", "KVH=4", "-D", "F=688", "-D", "V=512",
+              "-D", "S=4", "--weights", p, "--entry", "forward", "--input", "tokens=" + os.path.join(tmp, "f32", "tokens.npy"))
+    expect("error.rotary_heads", r, 1, "blk.0.attn_q.weight' has 256 rows, not 7 heads (llama.attention.head_count)")
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    C.NESTC = os.path.abspath(argv[1])
+    for cand in (os.path.join(os.path.dirname(C.NESTC), "libnestrt.a"), os.path.join(ROOT, "build", "libnestrt.a")):
+        if os.path.exists(cand):
+            C.LIBNESTRT = cand
+            break
+    rng = np.random.default_rng(37)
+    W = hf_weights(rng)
+    tokens = rng.integers(0, V, S)
+    with tempfile.TemporaryDirectory(prefix="nestc-gguf-llama-") as tmp:
+        C.TMP = tmp
+        for typ in ("f32", "f16", "q8_0", "q4_0"):
+            check_file(tmp, typ, W, tokens)
+        check_file(tmp, "q8_0", W, tokens, tie=True)
+        check_errors(tmp, W)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
