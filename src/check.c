@@ -667,6 +667,20 @@ Checker *check_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
 	dtype_defines(c);
 	check_types(c);
 	check_consts(c);
+	/* the @gguf consts' values, for a GGUF file of llama.cpp's (gguf_write.c) */
+	p->gguf = arena_alloc(a, (size_t)(c->nglobals + 1) * sizeof *p->gguf);
+	for (int k = 0; k < c->nglobals; k++) {
+		Global *g = c->globals[k];
+		if (g->kind != G_CONST || !g->decl->meta_key || !g->value)
+			continue;
+		MetaKV *kv = &p->gguf[p->ngguf];
+		kv->key = g->decl->meta_key;
+		kv->kind = g->value->kind == V_FLOAT ? 'f' : g->value->kind == V_BOOL ? 'b' : 'i';
+		kv->i = g->value->i;
+		kv->f = g->value->f;
+		if (g->value->kind == V_INT || g->value->kind == V_FLOAT || g->value->kind == V_BOOL)
+			p->ngguf++;
+	}
 	for (int k = 0; k < c->nglobals; k++) {
 		if (c->globals[k]->kind == G_FN)
 			check_fn(c, c->globals[k]->decl);

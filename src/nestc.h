@@ -517,6 +517,14 @@ typedef struct Entry {
 	int uses_state;     /* reads or writes the model's state: takes a sequence */
 } Entry;
 
+/* A GGUF metadata value (weights.c's gguf_meta_read). */
+typedef struct MetaKV {
+	const char *key;
+	char kind;          /* 'i' int, 'f' float, 'b' bool, 'a' array (i its length), 's' string */
+	int64_t i;
+	double f;
+} MetaKV;
+
 typedef struct Program {
 	Arena *arena;
 	Source *src;
@@ -530,6 +538,8 @@ typedef struct Program {
 	Vec variance_nodes; /* batch_norm's running_var inputs (params.c marks their params) */
 	int64_t bytes;      /* the size of every node's tensor, summed (mk_node) */
 	int size_reported;  /* a tensor too large was reported: say it once */
+	MetaKV *gguf;       /* the @gguf consts: key and value ('i', 'f' or 'b'), in declaration order */
+	int ngguf;
 } Program;
 
 Graph *graph_new(Program *p, const char *name, Decl *fn);
@@ -829,13 +839,6 @@ typedef struct Define {
 	const char *value;
 } Define;
 
-/* A GGUF metadata value (weights.c's gguf_meta_read). */
-typedef struct MetaKV {
-	const char *key;
-	char kind;          /* 'i' int, 'f' float, 'b' bool, 'a' array (i its length), 's' string */
-	int64_t i;
-	double f;
-} MetaKV;
 
 typedef struct CompileOptions {
 	Define *defines;

@@ -322,11 +322,143 @@ def check_errors(tmp, W):
     expect("error.rotary_heads", r, 1, "blk.0.attn_q.weight' has 256 rows, not 7 heads (llama.attention.head_count)")
 
 
+GW = None  # tests/io/gguf_write.py: its GGUF parser and safetensors reader
+
+
+def gpt2_gguf_name(hf):
+    m = {"wte.weight": "token_embd.weight", "wpe.weight": "position_embd.weight", "ln_f.weight": "output_norm.weight",
+         "ln_f.bias": "output_norm.bias"}
+    if hf in m:
+        return m[hf]
+    parts = hf.split(".")
+    rest = ".".join(parts[2:])
+    sub = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+           "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+    stem, leaf = rest.rsplit(".", 1)
+    return "blk.%s.%s.%s" % (parts[1], sub[stem], leaf)
+
+
+def llama_gguf_name(hf):
+    if hf in GGUF_NAME:
+        return GGUF_NAME[hf]
+    return None
+
+
+SAMPLES = {
+    "llama": (LLAMA, "-D L=2 -D D=64 -D H=4 -D KVH=2 -D F=128 -D V=300 -D CTX=64 -D S=8".split(),
+              {"llama.block_count": (4, 2), "llama.embedding_length": (4, 64), "llama.attention.head_count": (4, 4),
+               "llama.attention.head_count_kv": (4, 2), "llama.feed_forward_length": (4, 128),
+               "llama.context_length": (4, 64), "llama.rope.freq_base": (6, 10000.0),
+               "llama.attention.layer_norm_rms_epsilon": (6, np.float32(1e-5))}, 300),
+    "gpt2": (os.path.join(ROOT, "samples", "gpt2.nest"), "-D L=2 -D D=64 -D H=2 -D V=256 -D CTX=64 -D S=8".split(),
+             {"gpt2.block_count": (4, 2), "gpt2.embedding_length": (4, 64), "gpt2.attention.head_count": (4, 2),
+              "gpt2.context_length": (4, 64), "gpt2.feed_forward_length": (4, 256),
+              "gpt2.attention.layer_norm_epsilon": (6, np.float32(1e-5))}, 256),
+}
+
+
+def check_writer(tmp, tokens):
+    """nestc weights writes llama.cpp's layout for the samples: its names, its metadata
+    (counts as u32, floats as f32), a vocabulary of V pieces, q and k rows in GGML's
+    rotary order, GPT-2's matrices [out, in]; read back, the same logits as the values
+    written."""
+    d = os.path.join(tmp, "writer")
+    os.makedirs(d)
+    tokp = os.path.join(d, "tokens.npy")
+    np.save(tokp, (tokens[:S] % 256).astype(np.int32))
+    for name, (src, cfg, keys, v) in SAMPLES.items():
+        st = os.path.join(d, name + ".safetensors")
+        gg = os.path.join(d, name + ".f32.gguf")
+        try:
+            for out, extra in ((st, []), (gg, ["--format=f32"])):
+                r = nestc("weights", src, *cfg, "--random-weights", "1", *extra, "-o", out)
+                if r.returncode != 0 or r.stderr:
+                    raise C.Fail("nestc weights -o %s: exit %d: %s" % (out, r.returncode, r.stderr.strip()))
+            hf = GW.read_safetensors(st)
+            g = GW.parse_gguf(gg)
+            kv = g["kv"]
+            errs = []
+            if kv.get("general.architecture") != (8, name):
+                errs.append("general.architecture %r" % (kv.get("general.architecture"),))
+            for k, want in keys.items():
+                if kv.get(k) != want:
+                    errs.append("%s = %r, want %r" % (k, kv.get(k), want))
+            if "nestc.transposed" in kv:
+                errs.append("nestc.transposed in a file of llama.cpp's")
+            toks = kv.get("tokenizer.ggml.tokens", (0, (0, [])))[1][1]
+            if len(toks) != v or len(set(toks)) != v:
+                errs.append("%d tokens (%d distinct), want %d" % (len(toks), len(set(toks)), v))
+            model = kv.get("tokenizer.ggml.model", (0, ""))[1]
+            if model != name:
+                errs.append("tokenizer.ggml.model %r" % model)
+            by = {t["name"]: t for t in g["tensors"]}
+            heads = {"q_proj": 4, "k_proj": 2}
+            for n, a in hf.items():
+                gname = (llama_gguf_name if name == "llama" else gpt2_gguf_name)(n)
+                t = by.get(gname)
+                if t is None:
+                    errs.append("no tensor %s for %s" % (gname, n))
+                    continue
+                got = np.frombuffer(t["data"], "<f4").reshape(list(reversed(t["ne"])))
+                want = a
+                if name == "llama" and n.split(".")[-2] in heads:
+                    want = permute(a, heads[n.split(".")[-2]])
+                if name == "gpt2" and a.ndim == 2 and n.startswith("h."):
+                    want = a.T
+                if got.shape != want.shape or not np.array_equal(got, want):
+                    errs.append("%s: not %s's values in llama.cpp's layout" % (gname, n))
+            if len(by) != len(hf):
+                errs.append("%d tensors, want %d" % (len(by), len(hf)))
+            result("writer.%s.layout" % name, "; ".join(errs[:4]) or None)
+        except C.Fail as e:
+            result("writer.%s.layout" % name, str(e))
+        for fmt in ("q4_0", "bf16"):
+            try:
+                gq = os.path.join(d, "%s.%s.gguf" % (name, fmt))
+                r = nestc("weights", src, *cfg, "--random-weights", "1", "--format=" + fmt, "-o", gq)
+                if r.returncode != 0:
+                    raise C.Fail("nestc weights: " + r.stderr.strip())
+                a, b = os.path.join(d, "a.npy"), os.path.join(d, "b.npy")
+                r1 = nestc("run", src, *cfg, "--random-weights", "1", "--weights-format=" + fmt, "--entry", "forward",
+                           "--input", "tokens=" + tokp, "--output", a)
+                r2 = nestc("run", src, "--consts-from", gq, "-D", "S=%d" % S, "--weights", gq,
+                           "--weights-format=" + fmt, "--entry", "forward", "--input", "tokens=" + tokp, "--output", b)
+                if r1.returncode or r2.returncode:
+                    raise C.Fail("nestc run: %s %s" % (r1.stderr.strip(), r2.stderr.strip()))
+                x, y = np.load(a), np.load(b)
+                err = float(np.abs(x - y).max() / np.abs(x).max())
+                result("writer.%s.%s.read_back" % (name, fmt), None if err <= 1e-6 else
+                       "logits differ from the values written by %.3g" % err)
+            except C.Fail as e:
+                result("writer.%s.%s.read_back" % (name, fmt), str(e))
+    # a file of llama.cpp's converted: its tokenizer goes along, and it binds
+    src = os.path.join(tmp, "q8_0", "m.gguf")
+    out = os.path.join(d, "requant.gguf")
+    r = nestc("weights", LLAMA, "--consts-from", src, "--weights", src, "--format=q4_0", "-o", out)
+    try:
+        if r.returncode != 0:
+            raise C.Fail("nestc weights: " + r.stderr.strip())
+        a, b = GW.parse_gguf(src)["kv"], GW.parse_gguf(out)["kv"]
+        same = [k for k in a if k.startswith("tokenizer.") and a[k] != b.get(k)]
+        if same:
+            raise C.Fail("tokenizer keys differ: %s" % same)
+        outp = os.path.join(d, "requant.npy")
+        r = nestc("run", LLAMA, "--consts-from", out, "-D", "S=%d" % S, "--weights", out, "--entry", "forward",
+                  "--input", "tokens=" + os.path.join(tmp, "q8_0", "tokens.npy"), "--output", outp)
+        if r.returncode != 0:
+            raise C.Fail("nestc run: " + r.stderr.strip())
+        result("writer.convert_keeps_tokenizer", None)
+    except C.Fail as e:
+        result("writer.convert_keeps_tokenizer", str(e))
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     C.NESTC = os.path.abspath(argv[1])
+    global GW
+    GW = load("nest_gguf_write_checks", os.path.join(HERE, "gguf_write.py"))
     for cand in (os.path.join(os.path.dirname(C.NESTC), "libnestrt.a"), os.path.join(ROOT, "build", "libnestrt.a")):
         if os.path.exists(cand):
             C.LIBNESTRT = cand
@@ -340,6 +472,7 @@ def main(argv):
             check_file(tmp, typ, W, tokens)
         check_file(tmp, "q8_0", W, tokens, tie=True)
         check_errors(tmp, W)
+        check_writer(tmp, tokens)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
