@@ -241,6 +241,17 @@ typedef struct nestrt__packreq {
 /* The panel layout: bytes of a copy, panels p0..p1-1 of src into dst, and
  * back (the k*n elements in their own order). */
 NESTRT_HIDDEN size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags);
+/* Where quant byte j of column c of a block goes among the block's quants,
+ * and its value there: the plain layout's [j][wide], or NESTRT_PACK_DOT's
+ * [j / 4][wide][4] with q8_0's bytes offset to unsigned (nestrt.h). */
+static inline size_t nestrt__qbyte_at(int64_t j, int64_t c, int64_t wide, int flags)
+{
+	return flags & NESTRT_PACK_DOT ? (size_t)(((j >> 2) * wide + c) * 4 + (j & 3)) : (size_t)(j * wide + c);
+}
+static inline unsigned char nestrt__qbyte(unsigned char b, int flags)
+{
+	return (flags & NESTRT_PACK_DOT) && (flags >> NESTRT_PACK_FMT_SHIFT) == NESTRT_FMT_Q8_0 ? (unsigned char)(b ^ 0x80) : b;
+}
 NESTRT_HIDDEN void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags,
                                        int64_t p0, int64_t p1);
 NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int64_t n, int64_t wide, int flags);

@@ -193,6 +193,9 @@ typedef struct nestrt_kernel_desc {
 /* The start time to hand to nestrt_kprof_end. */
 uint64_t nestrt_kprof_begin(nestrt_ctx *ctx);
 void nestrt_kprof_end(nestrt_ctx *ctx, const nestrt_kernel_desc *kernel, uint64_t t0);
+/* The same for a kernel that read a weight: its bytes this call, in the
+ * format the instance holds it in (NESTRT_FMT_*), for the profile's GB/s. */
+void nestrt_kprof_end_read(nestrt_ctx *ctx, const nestrt_kernel_desc *kernel, uint64_t t0, int64_t bytes, int format);
 
 /* Call slot `slot`: counts the call (always), times it (when profiling),
  * returns what the function returns. An out-of-range slot or a NULL function
@@ -310,6 +313,14 @@ const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int
  * These are nestrt_packed and nestrt_packed_rows that also find such copies
  * and set *format to theirs (NESTRT_FMT_F32, 0, for a plain one). */
 enum { NESTRT_PACK_FMT_SHIFT = 8 };
+/* NESTRT_PACK_DOT: q8_0 and q4_0 copies for integer dot products (nestc build
+ * --activations=int8): a block's quants are laid out [j / 4][wide][4], quant
+ * byte j of column c at ((j / 4) * wide + c) * 4 + j % 4, so that a column's
+ * four consecutive bytes are the four k a dot-product lane takes; q8_0's
+ * bytes are stored plus 128 (unsigned). Such copies are asked for by a build's
+ * weight formats (nestrt_model_desc's formats: NESTRT_FMT_DOT_BIT) and found
+ * by the calls below with flags that leave the bit out. */
+enum { NESTRT_PACK_DOT = 16, NESTRT_FMT_DOT_BIT = 1 << 16 };
 const void *nestrt_packed_format(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags,
                                  int *format);
 const void *nestrt_packed_rows_format(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags,

@@ -14,6 +14,7 @@ static const char usage_text[] =
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
 	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow] [--weights-format=[PATTERN=]FMT,...]\n"
+	"                 [--activations=f32|int8]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
@@ -388,6 +389,13 @@ int main(int argc, char **argv)
 		} else if (!is_import && (v = flag_value(argc, argv, &i, "--consts-from", &missing))) {
 			consts_from = v;
 			vec_push(&passthru, xasprintf("--consts-from=%s", v));
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--activations", &missing))) {
+			if (strcmp(v, "f32") && strcmp(v, "int8")) {
+				rc = usage_error("--activations takes f32 (the default) or int8, not '%s'", v);
+				goto out;
+			}
+			bo.act_int8 = !strcmp(v, "int8");
+			vec_push(&passthru, xasprintf("--activations=%s", v));
 		} else if (is_build && !strcmp(a, "--no-winograd")) {
 			bo.no_winograd = 1;
 			vec_push(&passthru, (void *)a);

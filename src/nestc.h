@@ -969,6 +969,7 @@ typedef struct BuildOptions {
 	const char *depfile;   /* -MD: write it here */
 	int progress;          /* one-line progress on a terminal */
 	int no_winograd;       /* --no-winograd: 3x3 convolutions summed directly */
+	int act_int8;          /* --activations=int8: q8_0 / q4_0 matmuls on int8 activations */
 } BuildOptions;
 
 /* Generate the header, the model object and one object per unique variant.
