@@ -209,6 +209,8 @@ static void gen_init(Gen *G, Shared *sh)
 	G->wfmask = wformat_mask(sh->p);
 	G->dot = sh->o->act_int8 && (G->wfmask & (1 << WF_Q8_0 | 1 << WF_Q4_0));
 	G->vnni = target_vnni(sh, G->vbytes);
+	/* F16C: in the host's features; every processor LLVM gives AVX2 or AVX-512 has it */
+	G->f16c = sh->o->cpu ? G->vbytes >= 32 : strstr(sh->features, "+f16c") != NULL;
 	G->tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
 	                                LLVMRelocPIC, LLVMCodeModelDefault);
 	LLVMTargetDataRef td = llvm.LLVMCreateTargetDataLayout(G->tm);

@@ -122,6 +122,7 @@
 	X(LLVMIsAConstantInt) \
 	X(LLVMConstIntGetSExtValue) \
 	X(LLVMInt1TypeInContext) \
+	X(LLVMHalfTypeInContext) \
 	X(LLVMInt32TypeInContext) \
 	X(LLVMInt64TypeInContext) \
 	X(LLVMInt8TypeInContext) \
@@ -240,6 +241,7 @@ struct Gen {
 	                            activations and take integer dot products (matmul.c), their copies are
 	                            NESTRT_PACK_DOT's */
 	int vnni;                /* the target has vpdpbusd at vbytes (AVX512-VNNI, AVX-VNNI) */
+	int f16c;                /* the target converts f16 to f32 in one instruction (x86's F16C) */
 	int ntask;               /* task functions made in this module */
 	int kp_slot;             /* the kernels' owner in the profile: a dispatch slot, */
 	const char *kp_owner;    /* or (kp_slot -1) an entry point */
