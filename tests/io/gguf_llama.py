@@ -175,9 +175,29 @@ def write_model(path, W, typ, tie=False, kv_over=None, drop_keys=()):
     return values
 
 
-def forward(W, tokens):
-    """samples/llama.nest's forward in float64."""
+def int8_rows(x):
+    """x's rows as --activations=int8 holds them (tests/formats/run.py's formula): per
+    block of 32, d = max|x| / 127 in f32, q = x * (1 / d) in f32 rounded to nearest
+    even; the values d * q."""
+    x = np.asarray(x, np.float32)
+    b = x.reshape(-1, 32)
+    d = (np.abs(b).max(axis=1) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    q = np.rint((b * inv[:, None]).astype(np.float32))
+    return (q.astype(np.float64) * d[:, None].astype(np.float64)).reshape(x.shape)
+
+
+def forward(W, tokens, int8=()):
+    """samples/llama.nest's forward in float64; the left operands of the products with
+    the weights named in int8 quantized as --activations=int8 does (in f32 first, as
+    the compiled code holds them)."""
     W = {k: v.astype(np.float64) for k, v in W.items()}
+
+    def mm(x, name):
+        if name in int8:
+            x = int8_rows(x.astype(np.float32))
+        return x @ W[name].T
 
     def rms(x, w):
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * w
@@ -196,21 +216,21 @@ def forward(W, tokens):
     for i in range(L):
         p = "model.layers.%d." % i
         h = rms(x, W[p + "input_layernorm.weight"])
-        q = rope((h @ W[p + "self_attn.q_proj.weight"].T).reshape(S, H, HD).transpose(1, 0, 2))
-        k = rope((h @ W[p + "self_attn.k_proj.weight"].T).reshape(S, KVH, HD).transpose(1, 0, 2))
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(S, KVH, HD).transpose(1, 0, 2)
+        q = rope(mm(h, p + "self_attn.q_proj.weight").reshape(S, H, HD).transpose(1, 0, 2))
+        k = rope(mm(h, p + "self_attn.k_proj.weight").reshape(S, KVH, HD).transpose(1, 0, 2))
+        v = mm(h, p + "self_attn.v_proj.weight").reshape(S, KVH, HD).transpose(1, 0, 2)
         k, v = np.repeat(k, H // KVH, 0), np.repeat(v, H // KVH, 0)
         s = q @ k.transpose(0, 2, 1) / np.sqrt(HD)
         s[:, mask] = -np.inf
         a = np.exp(s - s.max(-1, keepdims=True))
         a /= a.sum(-1, keepdims=True)
         o = (a @ v).transpose(1, 0, 2).reshape(S, D)
-        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        x = x + mm(o, p + "self_attn.o_proj.weight")
         h = rms(x, W[p + "post_attention_layernorm.weight"])
-        g = h @ W[p + "mlp.gate_proj.weight"].T
-        x = x + ((g / (1 + np.exp(-g))) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        g = mm(h, p + "mlp.gate_proj.weight")
+        x = x + mm((g / (1 + np.exp(-g))) * mm(h, p + "mlp.up_proj.weight"), p + "mlp.down_proj.weight")
     x = rms(x, W["model.norm.weight"])
-    return x @ W["lm_head.weight"].T
+    return mm(x, "lm_head.weight")
 
 
 def close(got, ref, what):
@@ -228,7 +248,8 @@ def check_file(tmp, typ, W, tokens, tie=False):
     d = os.path.join(tmp, tag)
     os.makedirs(d)
     path = os.path.join(d, "m.gguf")
-    ref = forward(write_model(path, W, typ, tie), tokens)
+    held_w = write_model(path, W, typ, tie)
+    ref = forward(held_w, tokens)
     tokp = os.path.join(d, "tokens.npy")
     np.save(tokp, tokens.astype(np.int32))
     try:
@@ -259,6 +280,29 @@ def check_file(tmp, typ, W, tokens, tie=False):
         result("%s.compiled" % tag, None)
     except C.Fail as e:
         result("%s.compiled" % tag, str(e))
+    if typ not in ("q8_0", "q4_0") or tie:
+        return
+    # --activations=int8: the file's blocks packed for dot products, against NumPy's
+    # emulation (the products over weights the build holds in typ: not ffn_down, f16)
+    try:
+        out = os.path.join(d, "out8")
+        r = nestc("build", LLAMA, "--consts-from=" + path, "-D", "S=%d" % S, "-o", out, "-O1", "--no-cache",
+                  "--weights-format=" + typ, "--activations=int8")
+        if r.returncode != 0:
+            raise C.Fail("nestc build: exit %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+        hdr = C.parse_header(os.path.join(out, "llama.h"), "llama")
+        got = os.path.join(d, "got8.npy")
+        exe = C.compile_driver(d, [C.Call(hdr["forward"], path, {"tokens": tokp}, [got])], ["llama"], [out],
+                               sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".o")),
+                               name="driver8")
+        rr = C.run([exe])
+        if rr.returncode != 0:
+            raise C.Fail("compiled: %s" % C.describe([exe], rr))
+        q = {n for n in held_w if n.endswith("_proj.weight") and "down_proj" not in n} | {"lm_head.weight"}
+        close(np.load(got), forward(held_w, tokens, int8=q), "compiled, int8 activations")
+        result("%s.compiled.int8" % tag, None)
+    except C.Fail as e:
+        result("%s.compiled.int8" % tag, str(e))
 
 
 def expect(name, r, code, *want):
