@@ -161,7 +161,8 @@ $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
 RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_wpack.o $(B)/rt_dispatch.o $(B)/rt_npy.o \
-	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o
+	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o \
+	$(B)/rt_tokenize.o
 
 $(B)/libnestrt.a: $(RT_OBJS)
 	rm -f $@
@@ -174,6 +175,8 @@ $(B)/rt_weights.o: runtime/weights.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/weights.c
 $(B)/rt_gguf.o: runtime/gguf.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/gguf.c
+$(B)/rt_tokenize.o: runtime/tokenize.c runtime/unicode_ranges.h $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/tokenize.c
 $(B)/rt_quant.o: runtime/quant.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/quant.c
 $(B)/rt_wpack.o: runtime/wpack.c $(RT_HDRS) $(B)/stamp
