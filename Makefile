@@ -226,6 +226,12 @@ mutate: all
 bench: all
 	@sh scripts/bench-deps.sh && $(PYTHON) bench/run.py $(B)/nestc
 
+# The tokenizer suite's expectations (tests/tokenize/expected_*.json): llama.cpp's own ids
+# for its strings, through node-llama-cpp (scripts/bench-deps.sh installs it into
+# bench/.node). make check reads the stored files and needs no node.
+tokenize-expected:
+	@sh scripts/bench-deps.sh && $(PYTHON) tests/tokenize/expected.py
+
 # Compile-time figures of hierarchical against flat compilation (not a test).
 bench-compile: all
 	$(PYTHON) bench/compile.py $(B)/nestc
@@ -418,4 +424,4 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz fuzz-diff mutate bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz fuzz-diff mutate bench bench-compile tokenize-expected install uninstall clean
