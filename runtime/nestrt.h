@@ -134,8 +134,9 @@ int nestrt_weights_meta_string(const nestrt_weights *w, const char *key, uint64_
  *     (tokenizer.ggml.add_space_prefix, default true), byte fallback to the
  *     <0xXX> tokens;
  *   "gpt2": byte-level BPE over tokenizer.ggml.merges, after the split of
- *     tokenizer.ggml.pre: GPT-2's ("gpt-2" and llama.cpp's aliases of it) or
- *     LLaMA-3's ("llama-bpe", "llama3", ...).
+ *     tokenizer.ggml.pre: GPT-2's ("gpt-2" and llama.cpp's aliases of it),
+ *     LLaMA-3's ("llama-bpe", "llama3", ...) or llama.cpp's "default" (also
+ *     when the key is absent).
  * tokenizer.ggml.tokens is required, tokenizer.ggml.token_type optional
  * (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; all
  * normal without it). BOS and EOS ids from tokenizer.ggml.bos_token_id and

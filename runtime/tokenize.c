@@ -12,7 +12,9 @@
  *   tokenizer.ggml.model "gpt2": byte-level BPE over tokenizer.ggml.merges
  *     (rank = index): the text splits into words by the pre-tokenizer of
  *     tokenizer.ggml.pre (GPT-2's or LLaMA-3's regular expression, as
- *     unicode.cpp's hand-written matchers of them), each word's bytes map to
+ *     unicode.cpp's hand-written matchers of them, or llama.cpp's default
+ *     cascade of four expressions, the one a file without the key gets),
+ *     each word's bytes map to
  *     GPT-2's printable code points (bytes_to_unicode), then the adjacent pair
  *     of lowest merge rank merges until none does.
  *
@@ -30,7 +32,7 @@
 #include "unicode_ranges.h"
 
 enum { SPM = 1, BPE = 2 };
-enum { PRE_GPT2 = 1, PRE_LLAMA3 = 2 };
+enum { PRE_GPT2 = 1, PRE_LLAMA3 = 2, PRE_DEFAULT = 3 };
 /* token types, as GGUF numbers them (llama_token_type) */
 enum { T_UNDEFINED = 0, T_NORMAL = 1, T_UNKNOWN = 2, T_CONTROL = 3, T_USER = 4, T_UNUSED = 5, T_BYTE = 6 };
 
@@ -514,13 +516,14 @@ static int load(nestrt_tokenizer *t, const nestrt_weights *w, nestrt_error *err)
 				                      "pieces separated by a space", path, (int)i, nestrt__shown(shown, m, n));
 			table_add(&t->merges, t->mtext, t->moff, i); /* a repeated merge keeps its first rank */
 		}
-		const char *pre = NULL;
-		size_t plen = 0;
-		if (nestrt_weights_meta_type(w, "tokenizer.ggml.pre", NULL, NULL) < 0)
-			return nestrt__seterr(err, "%s: no metadata 'tokenizer.ggml.pre' (llama.cpp's 'default' "
-			                      "pre-tokenizer is not supported)", path);
-		if (nestrt_weights_meta_string(w, "tokenizer.ggml.pre", 0, &pre, &plen, err) < 0)
+		/* no tokenizer.ggml.pre: llama.cpp's default, as llama.cpp takes it */
+		const char *pre = "default";
+		size_t plen = 7;
+		if (nestrt_weights_meta_type(w, "tokenizer.ggml.pre", NULL, NULL) >= 0 &&
+		    nestrt_weights_meta_string(w, "tokenizer.ggml.pre", 0, &pre, &plen, err) < 0)
 			return -1;
+		if (plen == 7 && !memcmp(pre, "default", 7))
+			t->pre = PRE_DEFAULT;
 		static const char *const gpt2[] = {"gpt-2",      "phi-2",      "jina-es", "jina-de", "gigachat",
 		                                   "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",  "modern-bert",
 		                                   "mpt",        "olmo",       "jais",    "exaone4"};
@@ -540,8 +543,8 @@ static int load(nestrt_tokenizer *t, const nestrt_weights *w, nestrt_error *err)
 				}
 			}
 		if (!t->pre)
-			return nestrt__seterr(err, "%s: metadata 'tokenizer.ggml.pre' is '%s': supported are GPT-2's "
-			                      "pre-tokenizer (gpt-2 and its aliases) and LLaMA-3's (llama-bpe, llama3 ...)", path,
+			return nestrt__seterr(err, "%s: metadata 'tokenizer.ggml.pre' is '%s': supported are llama.cpp's "
+			                      "default, GPT-2's (gpt-2 and its aliases) and LLaMA-3's (llama-bpe, llama3 ...)", path,
 			                      nestrt__shown(shown, pre, plen));
 	}
 
@@ -914,43 +917,45 @@ static int class_at(const uint32_t *cpt, size_t m, size_t p)
 	return p < m ? cpt_class(cpt[p]) : 0;
 }
 
-/* The pre-tokenizers' split of s[0..n) into words (unicode.cpp's
- * unicode_regex_split_custom_gpt2 and _llama3), each word to bpe_word. */
-static int bpe_fragment(Enc *e, const char *s, size_t n)
+/* Spans of code points [sp[2i], sp[2i+1]) of the text: the words, as the
+ * pre-tokenizer's stages cut them. */
+typedef struct {
+	size_t *sp;
+	size_t n, cap;
+} Spans;
+
+static int span_add(Spans *o, size_t a, size_t b)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	size_t cc = e->cptcap, cc2 = e->cptcap;
-	if (grow((void **)&e->cpt, &cc, n + 1, sizeof *e->cpt) < 0 ||
-	    grow((void **)&e->cpos, &cc2, n + 1, sizeof *e->cpos) < 0)
-		return nestrt__seterr(e->err, "out of memory");
-	e->cptcap = cc < cc2 ? cc : cc2;
-	size_t m = 0;
-	for (size_t at = 0; at < n; m++) {
-		size_t l;
-		e->cpt[m] = decode_cpt(u + at, n - at, &l);
-		e->cpos[m] = at;
-		at += l;
-	}
-	e->cpos[m] = n;
-	const uint32_t *cpt = e->cpt;
+	if (b <= a)
+		return 0;
+	if (grow((void **)&o->sp, &o->cap, 2 * (o->n + 1), sizeof *o->sp) < 0)
+		return -1;
+	o->sp[2 * o->n] = a;
+	o->sp[2 * o->n + 1] = b;
+	o->n++;
+	return 0;
+}
+
+/* GPT-2's and LLaMA-3's expressions on span [lo, m) (unicode.cpp's
+ * unicode_regex_split_custom_gpt2 and _llama3): the words into o. */
+static int split_custom(const uint32_t *cpt, size_t lo, size_t m, int llama3, Spans *o)
+{
 /* (functions, not macros: their arguments have side effects) */
 #define CPT(p) cpt_at(cpt, m, (p))
 #define CLS(p) class_at(cpt, m, (p))
 #define LOWER(c) ((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c))
-	size_t prev = 0;
+	size_t prev = lo;
 	/* a word ends at code point `end` */
 #define WORD(end)                                                                                                      \
 	do {                                                                                                               \
 		size_t end_ = (end);                                                                                           \
 		if (end_ > prev) {                                                                                             \
-			size_t b0 = e->cpos[prev], b1 = e->cpos[end_];                                                             \
-			prev = end_;                                                                                               \
-			if (bpe_word(e, s + b0, b1 - b0) < 0)                                                                      \
+			if (span_add(o, prev, end_) < 0)                                                                           \
 				return -1;                                                                                             \
+			prev = end_;                                                                                               \
 		}                                                                                                              \
 	} while (0)
-	int llama3 = e->t->pre == PRE_LLAMA3;
-	for (size_t pos = 0; pos < m;) {
+	for (size_t pos = lo; pos < m;) {
 		uint32_t c = CPT(pos);
 		int f = CLS(pos);
 		/* 's|'t|'re|'ve|'m|'ll|'d (LLaMA-3: either case) */
@@ -1084,6 +1089,117 @@ static int bpe_fragment(Enc *e, const char *s, size_t n)
 #undef LOWER
 #undef WORD
 	return 0;
+}
+
+/* A run of one class of code points as a word of its own, the rest between
+ * (std::regex_iterator's matches and what lies between them, as
+ * unicode_regex_split_stl cuts): in(c) says which class. */
+static int split_runs(const uint32_t *cpt, size_t lo, size_t hi, int (*in)(uint32_t), Spans *o)
+{
+	size_t prev = lo;
+	for (size_t p = lo; p < hi;) {
+		if (!in(cpt[p])) {
+			p++;
+			continue;
+		}
+		size_t q = p;
+		while (q < hi && in(cpt[q]))
+			q++;
+		if (span_add(o, prev, p) < 0 || span_add(o, p, q) < 0)
+			return -1;
+		prev = p = q;
+	}
+	return span_add(o, prev, hi);
+}
+
+/* [\p{P}\$\+<=>\^~\|]: punctuation, and ASCII's symbols but the backquote */
+static int is_punct_run(uint32_t c)
+{
+	if (c < 0x80)
+		return c > 0x20 && c < 0x7f && !(c >= '0' && c <= '9') && !((c | 0x20) >= 'a' && (c | 0x20) <= 'z') && c != '`';
+	return in_ranges(nestrt__puncts, sizeof nestrt__puncts / sizeof *nestrt__puncts, c);
+}
+
+static int is_number(uint32_t c)
+{
+	return (cpt_class(c) & C_NUMBER) != 0;
+}
+
+/* [0-9][0-9][0-9]: three ASCII digits in a row, leftmost first */
+static int split_triples(const uint32_t *cpt, size_t lo, size_t hi, Spans *o)
+{
+	size_t prev = lo;
+	for (size_t p = lo; p + 3 <= hi;) {
+		int d = 1;
+		for (size_t k = p; k < p + 3; k++)
+			d &= cpt[k] >= '0' && cpt[k] <= '9';
+		if (!d) {
+			p++;
+			continue;
+		}
+		if (span_add(o, prev, p) < 0 || span_add(o, p, p + 3) < 0)
+			return -1;
+		prev = p += 3;
+	}
+	return span_add(o, prev, hi);
+}
+
+/* The pre-tokenizer's split of s[0..n) into words (unicode.cpp's
+ * unicode_regex_split with llama.cpp's expressions of the file's
+ * tokenizer.ggml.pre), each word to bpe_word. */
+static int bpe_fragment(Enc *e, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t cc = e->cptcap, cc2 = e->cptcap;
+	if (grow((void **)&e->cpt, &cc, n + 1, sizeof *e->cpt) < 0 ||
+	    grow((void **)&e->cpos, &cc2, n + 1, sizeof *e->cpos) < 0)
+		return nestrt__seterr(e->err, "out of memory");
+	e->cptcap = cc < cc2 ? cc : cc2;
+	size_t m = 0;
+	for (size_t at = 0; at < n; m++) {
+		size_t l;
+		e->cpt[m] = decode_cpt(u + at, n - at, &l);
+		e->cpos[m] = at;
+		at += l;
+	}
+	e->cpos[m] = n;
+	/* the stages, each cutting every span of the one before */
+	int stages[4], ns = 0;
+	if (e->t->pre == PRE_DEFAULT) {
+		/* llama.cpp's default: [\p{P}\$\+<=>\^~\|]+, GPT-2's, \p{N}+, [0-9][0-9][0-9] */
+		stages[ns++] = 1;
+		stages[ns++] = 2;
+		stages[ns++] = 3;
+		stages[ns++] = 4;
+	} else
+		stages[ns++] = e->t->pre == PRE_LLAMA3 ? 5 : 2;
+	Spans a = {0}, b = {0};
+	int rc = span_add(&a, 0, m);
+	for (int k = 0; k < ns && rc == 0; k++) {
+		b.n = 0;
+		for (size_t i = 0; i < a.n && rc == 0; i++) {
+			size_t lo = a.sp[2 * i], hi = a.sp[2 * i + 1];
+			switch (stages[k]) {
+			case 1: rc = split_runs(e->cpt, lo, hi, is_punct_run, &b); break;
+			case 2: rc = split_custom(e->cpt, lo, hi, 0, &b); break;
+			case 3: rc = split_runs(e->cpt, lo, hi, is_number, &b); break;
+			case 4: rc = split_triples(e->cpt, lo, hi, &b); break;
+			default: rc = split_custom(e->cpt, lo, hi, 1, &b); break;
+			}
+		}
+		Spans t = a;
+		a = b;
+		b = t;
+	}
+	if (rc < 0)
+		rc = nestrt__seterr(e->err, "out of memory");
+	for (size_t i = 0; i < a.n && rc == 0; i++) {
+		size_t b0 = e->cpos[a.sp[2 * i]], b1 = e->cpos[a.sp[2 * i + 1]];
+		rc = bpe_word(e, s + b0, b1 - b0);
+	}
+	free(a.sp);
+	free(b.sp);
+	return rc;
 }
 
 /* A piece of the input: text [at, at + n), or a special token (id >= 0). */

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The tokenizer of libnestrt (runtime/tokenize.c) against llama.cpp (issue #37, item 3):
 
-- three synthetic vocabularies (vocab.py: `llama` SentencePiece BPE, `gpt2` byte-level BPE
-  with GPT-2's pre-tokenizer, the same with LLaMA-3's) in GGUF files llama.cpp loads as
-  models; the ids of every test string, with and without special tokens parsed, equal
+- four synthetic vocabularies (vocab.py: `llama` SentencePiece BPE, `gpt2` byte-level BPE
+  with GPT-2's pre-tokenizer, the same with LLaMA-3's and with llama.cpp's default) in
+  GGUF files llama.cpp loads as models; the ids of every test string, with and without special tokens parsed, equal
   llama.cpp's own, stored in expected_NAME.json (made by expected.py with node-llama-cpp
   3.21.1; this suite does not run node);
 - decode(encode(s)) == s for every string (but a llama text holding U+2581 itself,
@@ -88,7 +88,7 @@ def check_vocab(driver, work, name):
                    [(ADD, t) for t in texts] + [(ADD | PARSE, t) for t in texts])
     n = len(texts)
     plain, special, add_plain, add_special = got[:n], got[n:2 * n], got[2 * n:3 * n], got[3 * n:]
-    add_bos = name != "gpt2"
+    add_bos = name in ("llama", "llama3")
     spm = v["tokenizer.ggml.model"] == "llama"
     for i, c in enumerate(cases):
         label = "%s: %s" % (name, json.dumps(c["text"], ensure_ascii=True)[:60])
@@ -135,6 +135,17 @@ def check_vocab(driver, work, name):
         res = tokenize(driver, path, [(0, b"\xff")])[0]
         result(not isinstance(res, str) and res[0] == [tok[b2u[0xff]]], "%s: ff as its byte token" % name, str(res))
     return v
+
+
+def check_no_pre(driver, work):
+    """A gpt2 file without tokenizer.ggml.pre tokenizes as "default" (llama.cpp too)."""
+    path = os.path.join(work, "nopre.gguf")
+    vocab.write(path, "default", ["tokenizer.ggml.pre"], tensors=False)
+    texts = [t.encode() for t in vocab.strings()]
+    want = tokenize(driver, os.path.join(work, "default.gguf"), [(0, t) for t in texts])
+    got = tokenize(driver, path, [(0, t) for t in texts])
+    result(got == want and not any(isinstance(g, str) for g in got),
+           "no tokenizer.ggml.pre: llama.cpp's default pre-tokenizer")
 
 
 def check_pieces(driver, work, v_llama, v_gpt2):
@@ -220,10 +231,10 @@ def check_malformed(driver, work):
          "merge 3 'ab ' is not two pieces separated by a space"),
         ("merge not UTF-8", G, [], {"tokenizer.ggml.merges": (A, (S, merges[:7] + [b"\xc3 x"] + merges[8:]))},
          "metadata 'tokenizer.ggml.merges': merge 7 '"),
-        ("no pre-tokenizer", G, ["tokenizer.ggml.pre"], {},
-         "no metadata 'tokenizer.ggml.pre' (llama.cpp's 'default' pre-tokenizer is not supported)"),
+        ("pre-tokenizer not a string", G, [], {"tokenizer.ggml.pre": (gguf.I32, 2)},
+         "metadata 'tokenizer.ggml.pre' is of type i32, not a string"),
         ("unsupported pre-tokenizer", G, [], {"tokenizer.ggml.pre": (S, "qwen2")},
-         "metadata 'tokenizer.ggml.pre' is 'qwen2': supported are GPT-2's pre-tokenizer"),
+         "metadata 'tokenizer.ggml.pre' is 'qwen2': supported are llama.cpp's default, GPT-2's"),
         ("gpt2 BOS outside", G, [], {"tokenizer.ggml.bos_token_id": (gguf.U64, 1 << 40)},
          "metadata 'tokenizer.ggml.bos_token_id' is %d, outside the vocabulary of %d tokens" % (1 << 40, ng)),
         ("BOS added but none", G, ["tokenizer.ggml.bos_token_id"],
@@ -269,6 +280,8 @@ def main():
             v_llama = check_vocab(driver, work, "llama")
             v_gpt2 = check_vocab(driver, work, "gpt2")
             check_vocab(driver, work, "llama3")
+            check_vocab(driver, work, "default")
+            check_no_pre(driver, work)
             check_pieces(driver, work, v_llama, v_gpt2)
             check_malformed(driver, work)
             r = run([driver, "api", os.path.join(work, "llama.gguf")])

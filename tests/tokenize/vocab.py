@@ -14,8 +14,10 @@ expectations of llama.cpp's ids, tests/tokenize/expected_*.json, were made from 
   <|endoftext|> (control, BOS and EOS) and <tool> (user-defined), in a tiny `gpt2` model.
 - llama3: the gpt2 vocabulary with pre "llama-bpe" (LLaMA-3's split, whole-word
   tokens, BOS added) in a tiny `llama` model.
+- default: the gpt2 vocabulary with pre "default" (llama.cpp's cascade: punctuation
+  runs, GPT-2's split, number runs, ASCII digits in threes) in a tiny `gpt2` model.
 
-    /usr/bin/python3 tests/tokenize/vocab.py DIR          writes DIR/{llama,gpt2,llama3}.gguf
+    /usr/bin/python3 tests/tokenize/vocab.py DIR          writes DIR/{llama,gpt2,llama3,default}.gguf
     /usr/bin/python3 tests/tokenize/vocab.py --strings    prints the test strings (JSON)
 
 Needs NumPy (Debian's /usr/bin/python3); GGUF writing is tests/io/gguf.py's.
@@ -157,7 +159,8 @@ def gpt2_vocab(pre):
 
 
 def vocab(name):
-    return {"llama": llama_vocab, "gpt2": lambda: gpt2_vocab("gpt-2"), "llama3": lambda: gpt2_vocab("llama-bpe")}[name]()
+    return {"llama": llama_vocab, "gpt2": lambda: gpt2_vocab("gpt-2"), "llama3": lambda: gpt2_vocab("llama-bpe"),
+            "default": lambda: gpt2_vocab("default")}[name]()
 
 
 def vocab_kv(v, omit=(), override=None):
@@ -248,7 +251,7 @@ def model_kv_tensors(arch, n_vocab, seed=0):
     return kv, ts
 
 
-ARCH = {"llama": "llama", "gpt2": "gpt2", "llama3": "llama"}
+ARCH = {"llama": "llama", "gpt2": "gpt2", "llama3": "llama", "default": "gpt2"}
 
 
 def write(path, name, omit=(), override=None, tensors=True):
@@ -292,7 +295,10 @@ def strings():
          "mixed \t \n whitespace", "\n\n\nnewlines first", "last newlines\n\n\n", " \u00e9", "  \u65e5",
          "\u00e9 ", "1 2 3 4 5 6 7 8 9 10", "aaaaaaaaaaaaaaaaaaaa", "ababababab", "the the the the",
          "ThE qUiCk", "CAF\u00c9", "\u00c9COLE", "\u00df\u1e9e", "\u0130stanbul", "\u212a", "\u017ft",
-         "'S 'T 'RE 'VE 'M 'LL 'D", "'re've'll", "x's y't z'm", "it\u2019s"]
+         "'S 'T 'RE 'VE 'M 'LL 'D", "'re've'll", "x's y't z'm", "it\u2019s",
+         "\u00abquoted\u00bb", "\u00bfqu\u00e9?", "a\u2014b", "\u201csmart\u201d", "1234567890", "12.345,67",
+         "a`b", "x^2|y", "\u00a71", "\u0663\u0664\u0665\u0666", "a1234b", " 12345 ", "(1+2)*3=9", "--help",
+         "\u3002\u3001", "#!/bin/sh", "a.b.c", "$$$", "<=>", "~/x", "\u2026", "e.g.,"]
     rng = random.Random(2037)
     extra = ["\u9f8d", "\U0001f600", "\u00e9", " ", "  ", "\n", "\t", "123", "4567", "<s>", "</s>", "<tool>",
              "<|endoftext|>", "<ctl>", "!", "?", "'s", "'ll", "\u2581", "\u00a0", "Q", "zz", "\u0416"]
