@@ -107,7 +107,7 @@ check-asan: deps
 	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors,
-# GGUF and .npy readers, the ONNX importer (then the front end on its text; about
+# GGUF and .npy readers, the tokenizer (a text and a GGUF file's vocabulary), the ONNX importer (then the front end on its text; about
 # 8,000 inputs a second, so the smoke run's 20,000 take seconds). They need clang (scripts/deps.sh installs it); every object
 # they use is built again into build-fuzz/ with coverage, ASan and UBSan.
 #   make fuzz                    each target FUZZ_SECONDS (60) seconds, one after
@@ -122,7 +122,7 @@ FUZZ_SECONDS = 60
 FUZZ_SMOKE_SECONDS = 30
 FUZZ_SMOKE_RUNS = 20000
 FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy build-fuzz/fuzz_onnx \
-	build-fuzz/fuzz_gguf
+	build-fuzz/fuzz_gguf build-fuzz/fuzz_tokenize
 fuzz: deps
 	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
 	@sh tests/fuzz/libfuzzer.sh build-fuzz $(FUZZ_SECONDS)
@@ -135,6 +135,9 @@ $(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_common.h $(
 $(B)/fuzz_gguf: tests/fuzz/fuzz_gguf.c tests/fuzz/fuzz_common.h $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_gguf.c $(B)/weights.o \
 		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
+$(B)/fuzz_tokenize: tests/fuzz/fuzz_tokenize.c tests/fuzz/fuzz_common.h $(RT_IO_OBJS) $(B)/rt_tokenize.o
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_tokenize.c $(RT_IO_OBJS) \
+		$(B)/rt_tokenize.o -lm -lpthread
 $(B)/fuzz_npy: tests/fuzz/fuzz_npy.c tests/fuzz/fuzz_common.h $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o \
 		$(B)/util.o $(B)/dtype.o $(RT_IO_OBJS) $(LDLIBS)

@@ -19,6 +19,9 @@ expectations of llama.cpp's ids, tests/tokenize/expected_*.json, were made from 
 
     /usr/bin/python3 tests/tokenize/vocab.py DIR          writes DIR/{llama,gpt2,llama3,default}.gguf
     /usr/bin/python3 tests/tokenize/vocab.py --strings    prints the test strings (JSON)
+    /usr/bin/python3 tests/tokenize/vocab.py --fuzz-seeds DIR
+        writes the seeds of tests/fuzz/fuzz_tokenize.c: a 2-byte length, a text, and
+        each vocabulary's metadata as a GGUF file (no tensors)
 
 Needs NumPy (Debian's /usr/bin/python3); GGUF writing is tests/io/gguf.py's.
 """
@@ -320,6 +323,15 @@ def main():
     if sys.argv[1:] == ["--strings"]:
         json.dump(strings(), sys.stdout, ensure_ascii=True, indent=0)
         print()
+        return
+    if sys.argv[1] == "--fuzz-seeds":
+        d = sys.argv[2]
+        os.makedirs(d, exist_ok=True)
+        text = "Hello world, <s>caf\u00e9 \u65e5\u672c 12345 it's <|endoftext|>\t<tool>\n\U0001f600  x".encode()
+        for name in ARCH:
+            v = vocab(name)
+            with open(os.path.join(d, name + ".bin"), "wb") as f:
+                f.write(len(text).to_bytes(2, "little") + text + gguf.encode(vocab_kv(v)))
         return
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
