@@ -168,6 +168,7 @@ static uint32_t decode_cpt(const unsigned char *s, size_t n, size_t *len)
 	return v;
 }
 
+/* The UTF-8 of a code point below U+0800 (GPT-2's byte map goes to U+0143). */
 static size_t encode_cpt(uint32_t c, char *out)
 {
 	unsigned char *o = (unsigned char *)out;
@@ -175,22 +176,9 @@ static size_t encode_cpt(uint32_t c, char *out)
 		o[0] = (unsigned char)c;
 		return 1;
 	}
-	if (c < 0x800) {
-		o[0] = (unsigned char)(0xc0 | c >> 6);
-		o[1] = (unsigned char)(0x80 | (c & 0x3f));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (unsigned char)(0xe0 | c >> 12);
-		o[1] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
-		o[2] = (unsigned char)(0x80 | (c & 0x3f));
-		return 3;
-	}
-	o[0] = (unsigned char)(0xf0 | c >> 18);
-	o[1] = (unsigned char)(0x80 | (c >> 12 & 0x3f));
-	o[2] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
-	o[3] = (unsigned char)(0x80 | (c & 0x3f));
-	return 4;
+	o[0] = (unsigned char)(0xc0 | c >> 6);
+	o[1] = (unsigned char)(0x80 | (c & 0x3f));
+	return 2;
 }
 
 static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c)
@@ -856,7 +844,7 @@ static int bpe_bigram(Enc *e, int left, int right, char *scratch)
 static int bpe_word(Enc *e, const char *s, size_t n)
 {
 	const nestrt_tokenizer *t = e->t;
-	if (grow((void **)&e->buf, &e->bufcap, 4 * n + 2 * n + 1, 1) < 0)
+	if (grow((void **)&e->buf, &e->bufcap, 2 * n + 2 * n + 1, 1) < 0)
 		return nestrt__seterr(e->err, "out of memory");
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)

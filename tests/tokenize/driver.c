@@ -13,6 +13,10 @@
  *   driver piece FILE.gguf FLAGS ID...
  *       the hex of each id's piece (nestrt_token_to_piece), one a line, or
  *       "error: MESSAGE" for one outside the vocabulary.
+ *   driver detok FILE.gguf FLAGS ID...
+ *       the hex of nestrt_detokenize of the ids with FLAGS, or "error: MESSAGE".
+ *   driver token FILE.gguf ID...
+ *       "HEX TYPE" of each id's text (nestrt_tokenizer_token), "none" outside.
  *   driver api FILE.gguf
  *       argument checks of the API: prints "ok NAME" or "FAIL NAME" lines. */
 #include <stdio.h>
@@ -188,6 +192,35 @@ int main(int argc, char **argv)
 				printf("\n");
 			}
 			free(b);
+		}
+	} else if (!strcmp(argv[1], "detok") && argc >= 4) {
+		int n = argc - 4;
+		int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n + 1));
+		for (int i = 0; i < n; i++)
+			ids[i] = (int32_t)atoi(argv[4 + i]);
+		int need = nestrt_detokenize(t, ids, n, atoi(argv[3]), NULL, 0, &err);
+		char *b = need >= 0 ? malloc((size_t)need + 1) : NULL;
+		if (need < 0)
+			printf("error: %s\n", err.message);
+		else if (nestrt_detokenize(t, ids, n, atoi(argv[3]), b, need, &err) != need)
+			printf("error: detokenized lengths disagree\n");
+		else {
+			puthex(b, need);
+			printf("\n");
+		}
+		free(b);
+		free(ids);
+	} else if (!strcmp(argv[1], "token")) {
+		for (int i = 3; i < argc; i++) {
+			size_t len;
+			int type;
+			const char *s = nestrt_tokenizer_token(t, (int32_t)atoi(argv[i]), &len, &type);
+			if (!s)
+				printf("none\n");
+			else {
+				puthex(s, (int)len);
+				printf(" %d\n", type);
+			}
 		}
 	} else if (!strcmp(argv[1], "api")) {
 		rc = api(t);

@@ -88,7 +88,7 @@ def check_vocab(driver, work, name):
                    [(ADD, t) for t in texts] + [(ADD | PARSE, t) for t in texts])
     n = len(texts)
     plain, special, add_plain, add_special = got[:n], got[n:2 * n], got[2 * n:3 * n], got[3 * n:]
-    add_bos = name in ("llama", "llama3")
+    add_bos = name in ("llama", "llama3", "llama_nospace")
     spm = v["tokenizer.ggml.model"] == "llama"
     for i, c in enumerate(cases):
         label = "%s: %s" % (name, json.dumps(c["text"], ensure_ascii=True)[:60])
@@ -125,8 +125,8 @@ def check_vocab(driver, work, name):
     tok = {s: i for i, (s, _, _) in enumerate(v["tokens"])}
     if spm:
         # llama.cpp: "\u2581" then each byte that no token covers as its <0xXX> token
-        for t, want in ((b"\xff", [tok["\u2581"], tok["<0xFF>"]]),
-                        (b"\xc0\x80", [tok["\u2581"], tok["<0xC0>"], tok["<0x80>"]])):
+        sp = [tok["\u2581"]] if v.get("add_space_prefix", 1) else []
+        for t, want in ((b"\xff", sp + [tok["<0xFF>"]]), (b"\xc0\x80", sp + [tok["<0xC0>"], tok["<0x80>"]])):
             res = tokenize(driver, path, [(0, t)])[0]
             result(not isinstance(res, str) and res[0] == want, "%s: %s as byte tokens" % (name, t.hex()), str(res))
     else:
@@ -135,6 +135,35 @@ def check_vocab(driver, work, name):
         res = tokenize(driver, path, [(0, b"\xff")])[0]
         result(not isinstance(res, str) and res[0] == [tok[b2u[0xff]]], "%s: ff as its byte token" % name, str(res))
     return v
+
+
+def check_flags(driver, work):
+    """add_bos_token, add_eos_token from the file; detokenizing with the space kept;
+    a token's text and type."""
+    v = vocab.vocab("llama")
+    tok = {s: i for i, (s, _, _) in enumerate(v["tokens"])}
+    texts = [b"Hello world", b"", b"a<s>b"]
+    base = tokenize(driver, os.path.join(work, "llama.gguf"), [(PARSE, t) for t in texts])
+    for bos, eos in ((0, 1), (1, 1), (0, 0)):
+        path = os.path.join(work, "flags.gguf")
+        vocab.write(path, "llama", override={"tokenizer.ggml.add_bos_token": (gguf.BOOL, bos),
+                                             "tokenizer.ggml.add_eos_token": (gguf.BOOL, eos)}, tensors=False)
+        got = tokenize(driver, path, [(ADD | PARSE, t) for t in texts])
+        want = [[v["bos"]] * bos + b[0] + [v["eos"]] * eos for b in base]
+        result([g[0] for g in got] == want and [g[1] for g in got] == [b"<s>" * bos + t + b"</s>" * eos for t in texts],
+               "add_bos_token %d, add_eos_token %d" % (bos, eos), "got %s, want %s" % (got, want))
+    # the space after the start and after a special token is the encoder's: dropped
+    ids = [tok["<s>"], tok["\u2581the"], tok["<tool>"], tok["\u2581the"], tok["\u2581the"]]
+    for flags, want in ((0, b"the<tool>the the"), (2, b" the<tool> the the"), (3, b"<s> the<tool> the the"),
+                        (1, b"<s>the<tool>the the")):
+        r = run([driver, "detok", os.path.join(work, "llama.gguf"), str(flags)] + [str(i) for i in ids])
+        got = r.stdout.decode().strip()
+        result(got == (want.hex() or "-"), "detokenize flags %d" % flags, "got %s, want %r" % (got, want))
+    r = run([driver, "token", os.path.join(work, "llama.gguf"), "0", "1", str(tok["<0x41>"]), str(tok["<tool>"]),
+             str(tok["<unused0>"]), str(tok["\u2581the"]), str(len(v["tokens"]))])
+    want = ["%s %d" % (t.encode().hex(), k) for t, k in (("<unk>", 2), ("<s>", 3), ("<0x41>", 6), ("<tool>", 4),
+                                                          ("<unused0>", 5), ("\u2581the", 1))] + ["none"]
+    result(r.stdout.decode().splitlines() == want, "token texts and types", r.stdout.decode())
 
 
 def check_no_pre(driver, work):
@@ -243,6 +272,12 @@ def check_malformed(driver, work):
           "tokenizer.ggml.merges": (A, (S, ["a b"])), "tokenizer.ggml.add_bos_token": (gguf.BOOL, 1)},
          "the tokenizer adds a BOS token but has none (no 'tokenizer.ggml.bos_token_id', and 2 tokens)"),
     ]
+    # UTF-8 as Unicode defines it: overlong forms, surrogates, code points past U+10FFFF,
+    # cut sequences and stray continuation bytes are not
+    for bad in (b"\xc0\xaf", b"\xc1\xbf", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf0\x80\x80\x80",
+                b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xe2\x82", b"\x80", b"\xf8\x88\x80\x80\x80"):
+        cases.append(("token %s" % bad.hex(), L, [], {"tokenizer.ggml.tokens": (A, (S, toks[:300] + [bad] + toks[301:]))},
+                      "' is not valid UTF-8 (byte 0)"))
     for label, name, omit, override, want in cases:
         path = os.path.join(work, "bad.gguf")
         vocab.write(path, name, omit, override, tensors=False)
@@ -250,6 +285,13 @@ def check_malformed(driver, work):
         out = r.stdout.decode(errors="replace").strip()
         ok = r.returncode == 1 and out.startswith("error: " + path + ": ") and want in out
         result(ok, "malformed: " + label, "exit %d, %s; want ...%s" % (r.returncode, out, want))
+    # the edges of UTF-8 are tokens
+    for good in (b"\xc2\x80", b"\xdf\xbf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xee\x80\x80",
+                 b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\x7f"):
+        path = os.path.join(work, "edge.gguf")
+        vocab.write(path, L, [], {"tokenizer.ggml.tokens": (A, (S, toks[:300] + [good] + toks[301:]))}, tensors=False)
+        r = run([driver, "open", path])
+        result(r.returncode == 0, "UTF-8 token %s accepted" % good.hex(), r.stdout.decode(errors="replace"))
     # not a tokenizer's file at all
     path = os.path.join(work, "none.gguf")
     with open(path, "wb") as f:
@@ -281,6 +323,8 @@ def main():
             v_gpt2 = check_vocab(driver, work, "gpt2")
             check_vocab(driver, work, "llama3")
             check_vocab(driver, work, "default")
+            check_vocab(driver, work, "llama_nospace")
+            check_flags(driver, work)
             check_no_pre(driver, work)
             check_pieces(driver, work, v_llama, v_gpt2)
             check_malformed(driver, work)

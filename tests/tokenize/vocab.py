@@ -16,8 +16,9 @@ expectations of llama.cpp's ids, tests/tokenize/expected_*.json, were made from 
   tokens, BOS added) in a tiny `llama` model.
 - default: the gpt2 vocabulary with pre "default" (llama.cpp's cascade: punctuation
   runs, GPT-2's split, number runs, ASCII digits in threes) in a tiny `gpt2` model.
+- llama_nospace: the llama vocabulary with tokenizer.ggml.add_space_prefix false.
 
-    /usr/bin/python3 tests/tokenize/vocab.py DIR          writes DIR/{llama,gpt2,llama3,default}.gguf
+    /usr/bin/python3 tests/tokenize/vocab.py DIR          writes DIR/NAME.gguf for each
     /usr/bin/python3 tests/tokenize/vocab.py --strings    prints the test strings (JSON)
     /usr/bin/python3 tests/tokenize/vocab.py --fuzz-seeds DIR
         writes the seeds of tests/fuzz/fuzz_tokenize.c: a 2-byte length, a text, and
@@ -163,7 +164,8 @@ def gpt2_vocab(pre):
 
 def vocab(name):
     return {"llama": llama_vocab, "gpt2": lambda: gpt2_vocab("gpt-2"), "llama3": lambda: gpt2_vocab("llama-bpe"),
-            "default": lambda: gpt2_vocab("default")}[name]()
+            "default": lambda: gpt2_vocab("default"),
+            "llama_nospace": lambda: dict(llama_vocab(), add_space_prefix=0)}[name]()
 
 
 def vocab_kv(v, omit=(), override=None):
@@ -181,7 +183,7 @@ def vocab_kv(v, omit=(), override=None):
         kv.append(("tokenizer.ggml.pre", gguf.STRING, v["pre"]))
     if v["tokenizer.ggml.model"] == "llama":
         kv.append(("tokenizer.ggml.add_bos_token", gguf.BOOL, 1))
-        kv.append(("tokenizer.ggml.add_space_prefix", gguf.BOOL, 1))
+        kv.append(("tokenizer.ggml.add_space_prefix", gguf.BOOL, v.get("add_space_prefix", 1)))
     override = dict(override or {})
     out = []
     for k, t, x in kv:
@@ -196,7 +198,8 @@ def vocab_kv(v, omit=(), override=None):
 
 def fingerprint(v):
     """A digest of the vocabulary's contents: the expectations name the one they were made from."""
-    h = hashlib.sha256(json.dumps([v["tokens"], v.get("merges"), v.get("pre"), v["bos"], v["eos"]]).encode())
+    h = hashlib.sha256(json.dumps([v["tokens"], v.get("merges"), v.get("pre"), v["bos"], v["eos"]] +
+                                  ([v["add_space_prefix"]] if "add_space_prefix" in v else [])).encode())
     return h.hexdigest()[:16]
 
 
@@ -254,7 +257,7 @@ def model_kv_tensors(arch, n_vocab, seed=0):
     return kv, ts
 
 
-ARCH = {"llama": "llama", "gpt2": "gpt2", "llama3": "llama", "default": "gpt2"}
+ARCH = {"llama": "llama", "gpt2": "gpt2", "llama3": "llama", "default": "gpt2", "llama_nospace": "llama"}
 
 
 def write(path, name, omit=(), override=None, tensors=True):
