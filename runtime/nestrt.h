@@ -149,7 +149,10 @@ int nestrt_weights_meta_string(const nestrt_weights *w, const char *key, uint64_
  * vocabulary, token types outside 0-6, a byte token that is not <0xXX>,
  * tokens that are not UTF-8 or hold a NUL, a repeated token, a merge without
  * its space, an unsupported model or pre-tokenizer. The tokenizer copies
- * what it needs: the weights may be closed. It is read-only once made: any
+ * what it needs: the weights may be closed. nestrt_tokenizer_open reads the
+ * file's metadata alone (its tensors are neither read nor checked; a file
+ * whose keys it cannot cut out so goes through nestrt_weights_open, whose
+ * message then says what is wrong). A tokenizer is read-only once made: any
  * number of threads may use one at once. */
 typedef struct nestrt_tokenizer nestrt_tokenizer;
 nestrt_tokenizer *nestrt_tokenizer_open(const char *gguf_path, nestrt_error *err);

@@ -25,9 +25,12 @@
  * points into the weights afterwards. */
 #include "internal.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "unicode_ranges.h"
 
@@ -595,17 +598,116 @@ nestrt_tokenizer *nestrt_tokenizer_from_weights(const nestrt_weights *w, nestrt_
 	return t;
 }
 
+/* The end of a GGUF value of type ty at p[0..n) (skipped, with nested
+ * arrays), or 0 when it does not end inside the bytes (or is malformed: the
+ * reader then says why). */
+static size_t skip_value(const unsigned char *p, size_t at, size_t n, uint32_t ty, int depth)
+{
+	static const unsigned char size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+	if (ty > 12 || depth > 4)
+		return 0;
+	if (ty == 8) {
+		if (n - at < 8)
+			return 0;
+		uint64_t l = 0;
+		for (int i = 7; i >= 0; i--)
+			l = l << 8 | p[at + (size_t)i];
+		return l > n - at - 8 ? 0 : at + 8 + (size_t)l;
+	}
+	if (ty != 9)
+		return n - at < size[ty] ? 0 : at + size[ty];
+	if (n - at < 12)
+		return 0;
+	uint32_t et = (uint32_t)p[at] | (uint32_t)p[at + 1] << 8 | (uint32_t)p[at + 2] << 16 | (uint32_t)p[at + 3] << 24;
+	uint64_t count = 0;
+	for (int i = 7; i >= 0; i--)
+		count = count << 8 | p[at + 4 + (size_t)i];
+	at += 12;
+	if (et <= 12 && et != 8 && et != 9)
+		return count > (n - at) / size[et] ? 0 : at + (size_t)count * size[et];
+	for (uint64_t i = 0; i < count; i++)
+		if (!(at = skip_value(p, at, n, et, depth + 1)))
+			return 0;
+	return at;
+}
+
+/* The metadata of the GGUF file at path alone, as an image of a file without
+ * tensors (n_tensors 0, the file cut after its keys): a tokenizer needs no
+ * weights, and reading a model's whole file (converting its tensors) for one
+ * would cost its size in memory. NULL (nothing allocated) when the file is
+ * not such a file or its keys do not end inside it: the full reader then
+ * takes it, and says what is wrong. */
+static unsigned char *meta_image(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	unsigned char *buf = NULL;
+	size_t have = 0, want = 1 << 20;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 24)
+		goto fail;
+	for (;;) {
+		size_t size = (uint64_t)st.st_size < want ? (size_t)st.st_size : want;
+		unsigned char *nb = realloc(buf, size + 64);
+		if (!nb)
+			goto fail;
+		buf = nb;
+		if (nestrt__pread_all(fd, buf + have, size - have, have) != 0)
+			goto fail;
+		have = size;
+		if (memcmp(buf, "GGUF", 4) != 0)
+			goto fail;
+		uint64_t nkv = 0;
+		for (int i = 7; i >= 0; i--)
+			nkv = nkv << 8 | buf[16 + i];
+		size_t at = 24;
+		uint64_t k = 0;
+		for (; k < nkv; k++) {
+			if (!(at = skip_value(buf, at, have, 8, 0)) || have - at < 4)
+				break;
+			uint32_t ty = (uint32_t)buf[at] | (uint32_t)buf[at + 1] << 8 | (uint32_t)buf[at + 2] << 16 |
+			              (uint32_t)buf[at + 3] << 24;
+			if (ty > 12)
+				goto fail;
+			if (!(at = skip_value(buf, at + 4, have, ty, 0)))
+				break;
+		}
+		if (k == nkv) {
+			memset(buf + 8, 0, 8); /* no tensors */
+			memset(buf + at, 0, 64); /* room to the data section's alignment (32 by default) */
+			*len = at;
+			close(fd);
+			return buf;
+		}
+		if (have == (size_t)st.st_size || want > ((size_t)1 << 40))
+			goto fail;
+		want *= 4;
+	}
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
 nestrt_tokenizer *nestrt_tokenizer_open(const char *gguf_path, nestrt_error *err)
 {
 	if (!gguf_path) {
 		nestrt__seterr(err, "no file to take a tokenizer from");
 		return NULL;
 	}
-	nestrt_weights *w = nestrt_weights_open(gguf_path, err);
-	if (!w)
+	size_t len = 0;
+	unsigned char *image = meta_image(gguf_path, &len);
+	nestrt_weights *w = image ? nestrt_weights_from_memory(image, len, gguf_path, NULL) : NULL;
+	if (!w) /* not cut so: the whole file, whose reader says what is wrong */
+		w = nestrt_weights_open(gguf_path, err);
+	if (!w) {
+		free(image);
 		return NULL;
+	}
 	nestrt_tokenizer *t = nestrt_tokenizer_from_weights(w, err);
 	nestrt_weights_close(w);
+	free(image);
 	return t;
 }
 

@@ -5,7 +5,9 @@
  * from a copy in memory (nestrt_weights_from_memory), the tokenizer made from
  * it, and the weights and the copy freed at once: the tokenizer must hold
  * nothing of them (ASan sees a use after free). A rejection must be one line
- * starting with the name given. An accepted tokenizer tokenizes the text with
+ * starting with the name given. The file is also opened by its path (a memfd)
+ * with nestrt_tokenizer_open, which reads its metadata alone: where the whole
+ * file gave a tokenizer, it must give the same. An accepted tokenizer tokenizes the text with
  * each combination of flags: the count must not depend on the room given,
  * the ids written with half the room must be the first ones, every id must be
  * in the vocabulary; the ids are detokenized (again with no, half and all the
@@ -78,7 +80,6 @@ static void run_text(const nestrt_tokenizer *t, const char *text, size_t len, in
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	(void)put_memfd; /* fuzz_common.h's; this target reads from memory only */
 	if (size < 2)
 		return 0;
 	size_t len = (size_t)data[0] | (size_t)data[1] << 8;
@@ -101,6 +102,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_message(&e);
 		nestrt_weights_close(w);
 	}
+	/* the same file opened by path (a memfd): its metadata is read alone, which
+	 * must give the same tokenizer when the whole file gave one */
+	put_memfd(data + 2 + len, isize);
+	nestrt_tokenizer *tp = nestrt_tokenizer_open(memfd_path, &e);
+	if (!tp && strncmp(e.message, memfd_path, strlen(memfd_path)) != 0)
+		broken("message does not start with the path", e.message);
+	if (t && (!tp || nestrt_tokenizer_n_vocab(tp) != nestrt_tokenizer_n_vocab(t) ||
+	          nestrt_tokenizer_bos(tp) != nestrt_tokenizer_bos(t) || nestrt_tokenizer_eos(tp) != nestrt_tokenizer_eos(t)))
+		broken("opened by path, the tokenizer differs", tp ? NULL : e.message);
+	nestrt_tokenizer_free(tp);
 	free(image);
 	if (!t)
 		return 0;
