@@ -3,6 +3,8 @@
  *
  *   driver open FILE.gguf
  *       "ok N_VOCAB BOS EOS", or "error: MESSAGE" (exit 1)
+ *   driver openw FILE.gguf
+ *       the same through nestrt_weights_open and nestrt_tokenizer_from_weights
  *   driver tokenize FILE.gguf < CASES
  *       each line "FLAGS HEX" (FLAGS: nestrt_tokenize's, in decimal; HEX: the
  *       text's bytes, or "-" for none) prints "ids ID... | HEX" (the ids, then
@@ -151,13 +153,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nestrt_error err;
-	nestrt_tokenizer *t = nestrt_tokenizer_open(argv[2], &err);
+	nestrt_tokenizer *t = NULL;
+	if (!strcmp(argv[1], "openw")) {
+		nestrt_weights *w = nestrt_weights_open(argv[2], &err);
+		t = w ? nestrt_tokenizer_from_weights(w, &err) : NULL;
+		nestrt_weights_close(w);
+	} else
+		t = nestrt_tokenizer_open(argv[2], &err);
 	if (!t) {
 		printf("error: %s\n", err.message);
 		return 1;
 	}
 	int rc = 0;
-	if (!strcmp(argv[1], "open")) {
+	if (!strcmp(argv[1], "open") || !strcmp(argv[1], "openw")) {
 		printf("ok %d %d %d\n", nestrt_tokenizer_n_vocab(t), (int)nestrt_tokenizer_bos(t), (int)nestrt_tokenizer_eos(t));
 	} else if (!strcmp(argv[1], "tokenize")) {
 		char line[1 << 16];

@@ -78,9 +78,11 @@ def check_vocab(driver, work, name):
     result(exp["fingerprint"] == vocab.fingerprint(v), "%s: vocabulary as the expectations were made from" % name,
            "vocab.py makes %s, expected_%s.json says %s: regenerate (make tokenize-expected)" %
            (vocab.fingerprint(v), name, exp["fingerprint"]))
-    r = run([driver, "open", path])
-    result(r.stdout.decode(errors="replace").split() == ["ok", str(len(v["tokens"])), str(exp["bos"]), str(exp["eos"])],
-           "%s: n_vocab, BOS and EOS as llama.cpp's" % name, r.stdout.decode(errors="replace").strip())
+    for how in ("open", "openw"):
+        r = run([driver, how, path])
+        result(r.stdout.decode(errors="replace").split() == ["ok", str(len(v["tokens"])), str(exp["bos"]),
+                                                              str(exp["eos"])],
+               "%s: n_vocab, BOS and EOS as llama.cpp's (%s)" % (name, how), r.stdout.decode(errors="replace").strip())
     cases = exp["cases"]
     result(len(cases) >= 200, "%s: at least 200 strings" % name, str(len(cases)))
     texts = [c["text"].encode("utf-8", "surrogatepass") for c in cases]
@@ -217,6 +219,10 @@ def check_malformed(driver, work):
         ("no model", L, ["tokenizer.ggml.model"], {}, "no tokenizer (no metadata 'tokenizer.ggml.model')"),
         ("unknown model", L, [], {"tokenizer.ggml.model": (S, "bert")},
          "metadata 'tokenizer.ggml.model' is 'bert': only 'llama' and 'gpt2' are supported"),
+        ("model llamx", L, [], {"tokenizer.ggml.model": (S, "llamx")},
+         "metadata 'tokenizer.ggml.model' is 'llamx': only 'llama' and 'gpt2' are supported"),
+        ("model gpt3", L, [], {"tokenizer.ggml.model": (S, "gpt3")},
+         "metadata 'tokenizer.ggml.model' is 'gpt3': only 'llama' and 'gpt2' are supported"),
         ("model not a string", L, [], {"tokenizer.ggml.model": (gguf.U32, 1)},
          "metadata 'tokenizer.ggml.model' is of type u32, not a string"),
         ("no tokens", L, ["tokenizer.ggml.tokens"], {}, "no metadata 'tokenizer.ggml.tokens'"),
@@ -303,6 +309,15 @@ def check_malformed(driver, work):
     result(r.returncode == 1 and "missing.gguf" in r.stdout.decode(errors="replace"), "malformed: no such file", r.stdout.decode(errors="replace"))
     with open(os.path.join(work, "gpt2.gguf"), "rb") as f:
         data = f.read()
+    # nestrt_tokenizer_open reads the metadata alone: a file whose tensor data is cut
+    # still has its tokenizer (the weights reader refuses the file)
+    path = os.path.join(work, "nodata.gguf")
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    r, rw = run([driver, "open", path]), run([driver, "openw", path])
+    result(r.stdout.decode().split()[:2] == ["ok", str(len(vocab.vocab(G)["tokens"]))] and rw.returncode == 1 and
+           "passes the end of the data" in rw.stdout.decode(), "a file with its tensors cut: the tokenizer alone",
+           r.stdout.decode() + rw.stdout.decode())
     path = os.path.join(work, "cut.gguf")
     with open(path, "wb") as f:
         f.write(data[:5000])

@@ -114,7 +114,8 @@ def llama_vocab():
     merges = bpe(counts, 2600)
     tokens = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
     tokens += [("<0x%02X>" % b, 0.0, 6) for b in range(256)]
-    tokens += [("<ctl>", 0.0, 3), ("<tool>", 0.0, 4), ("<unused0>", 0.0, 5)]
+    # "<tool>x" holds "<tool>": special tokens are matched longest first
+    tokens += [("<ctl>", 0.0, 3), ("<tool>", 0.0, 4), ("<unused0>", 0.0, 5), ("<tool>x", 0.0, 4)]
     chars = sorted(set("".join(text)) | set(SP) | set(chr(c) for c in range(0x21, 0x7f)))
     seen = set(t for t, _, _ in tokens)
     for i, (a, b) in enumerate(merges):
@@ -305,10 +306,15 @@ def strings():
          "\u00abquoted\u00bb", "\u00bfqu\u00e9?", "a\u2014b", "\u201csmart\u201d", "1234567890", "12.345,67",
          "a`b", "x^2|y", "\u00a71", "\u0663\u0664\u0665\u0666", "a1234b", " 12345 ", "(1+2)*3=9", "--help",
          "\u3002\u3001", "#!/bin/sh", "a.b.c", "$$$", "<=>", "~/x", "\u2026", "e.g.,"]
+    # each of Unicode's White_Space characters, alone and between words
+    for c in (0x9, 0xa, 0xb, 0xc, 0xd, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005,
+              0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000):
+        s.append("x%sy %s%sz" % (chr(c), chr(c), chr(c)))
+    s += ["<tool>x", "a<tool>xb", "<tool><tool>x", "x<tool>"]
     rng = random.Random(2037)
     extra = ["\u9f8d", "\U0001f600", "\u00e9", " ", "  ", "\n", "\t", "123", "4567", "<s>", "</s>", "<tool>",
              "<|endoftext|>", "<ctl>", "!", "?", "'s", "'ll", "\u2581", "\u00a0", "Q", "zz", "\u0416"]
-    while len(s) < 260:
+    while len(s) < 300:
         parts = []
         for _ in range(rng.randint(1, 8)):
             parts.append(rng.choice(WORDS) if rng.random() < 0.6 else rng.choice(extra))
