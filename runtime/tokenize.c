@@ -517,7 +517,8 @@ static int load(nestrt_tokenizer *t, const nestrt_weights *w, nestrt_error *err)
 			t->pre = PRE_DEFAULT;
 		static const char *const gpt2[] = {"gpt-2",      "phi-2",      "jina-es", "jina-de", "gigachat",
 		                                   "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",  "modern-bert",
-		                                   "mpt",        "olmo",       "jais",    "exaone4"};
+		                                   "mpt",        "olmo",       "jais",    "exaone4", "trillion",
+		                                   "granite-docling"};
 		static const char *const llama3[] = {"llama3", "llama-v3",  "llama-bpe", "falcon3",     "falcon-h1",
 		                                     "pixtral", "midm-2.0", "lfm2",      "jina-v5-nano", "dbrx",
 		                                     "smaug-bpe"};

@@ -168,6 +168,31 @@ def check_flags(driver, work):
     result(r.stdout.decode().splitlines() == want, "token texts and types", r.stdout.decode())
 
 
+# llama.cpp's names of the pre-tokenizers (llama-vocab.cpp, release v0.4.0): the same split
+# as the one the suite's vocabularies are tested with; LLaMA-3's own add BOS
+GPT2_NAMES = ["gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+              "modern-bert", "mpt", "olmo", "jais", "exaone4", "trillion", "granite-docling"]
+LLAMA3_NAMES = {"llama3": 1, "llama-v3": 1, "llama-bpe": 1, "falcon3": 1, "falcon-h1": 1, "pixtral": 1,
+                "midm-2.0": 1, "lfm2": 1, "jina-v5-nano": 1, "dbrx": 0, "smaug-bpe": 0}
+
+
+def check_pre_names(driver, work):
+    texts = [t.encode() for t in vocab.strings()[::7]]
+    want = {}
+    for name in ("gpt2", "llama3"):
+        want[name] = tokenize(driver, os.path.join(work, name + ".gguf"), [(0, t) for t in texts])
+    v = vocab.vocab("gpt2")
+    for pre, bos in [(p, 0) for p in GPT2_NAMES] + list(LLAMA3_NAMES.items()):
+        path = os.path.join(work, "pre.gguf")
+        vocab.write(path, "gpt2", override={"tokenizer.ggml.pre": (gguf.STRING, pre)}, tensors=False)
+        got = tokenize(driver, path, [(0, t) for t in texts] + [(ADD, b"a")])
+        ref = want["gpt2" if pre in GPT2_NAMES else "llama3"]
+        a = tokenize(driver, os.path.join(work, "gpt2.gguf"), [(0, b"a")])[0][0]
+        result(got[:-1] == ref and got[-1][0] == [v["bos"]] * bos + a,
+               "pre-tokenizer %r: %s's split%s" % (pre, "GPT-2" if pre in GPT2_NAMES else "LLaMA-3",
+                                                    ", BOS" if bos else ""))
+
+
 def check_no_pre(driver, work):
     """A gpt2 file without tokenizer.ggml.pre tokenizes as "default" (llama.cpp too)."""
     path = os.path.join(work, "nopre.gguf")
@@ -341,6 +366,7 @@ def main():
             check_vocab(driver, work, "llama_nospace")
             check_flags(driver, work)
             check_no_pre(driver, work)
+            check_pre_names(driver, work)
             check_pieces(driver, work, v_llama, v_gpt2)
             check_malformed(driver, work)
             r = run([driver, "api", os.path.join(work, "llama.gguf")])
