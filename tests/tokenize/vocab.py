@@ -62,7 +62,8 @@ Stra\u00dfe M\u00fcnchen cr\u00e8me br\u00fbl\u00e9e ni\u00f1o co\u00f6perate \u
 \u65e5\u672c\u8a9e \u4e2d\u6587 \u6771\u4eac \u6f22\u5b57 \u6587\u5b57 \u4eba\u6c11 \u5927\u5b66
 \ud55c\uad6d\uc5b4 \uc11c\uc6b8 \u3053\u3093\u306b\u3061\u306f \u3042\u308a\u304c\u3068\u3046
 \U0001f600 \U0001f680 \U0001f44d 2024 1999 3.14 100 42 7 0 12345 (a) [b] {c} "quoted" end. yes! no? a, b;
-c: x+y=z a-b a_b a/b #tag @user $5 50% *bold* ~tilde | pipe ^caret `code` <tag> 'single'""".split()
+c: x+y=z a-b a_b a/b #tag @user $5 50% *bold* ~tilde | pipe ^caret `code` <tag> 'single' IT'S DON'T WE'LL
+I'M YOU'RE THEY'VE HE'D""".split()
 
 
 def corpus():
@@ -144,8 +145,9 @@ def bytes_to_unicode():
 def gpt2_vocab(pre):
     b2u = bytes_to_unicode()
     counts = {}
-    # roughly GPT-2's split: contractions, ' ?letters', ' ?digits', ' ?others', spaces
-    split = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+")
+    # roughly GPT-2's split, but contractions in either case (LLaMA-3's), so that there
+    # are merges of "'S" and the like, which GPT-2's split never makes
+    split = re.compile(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+")
     for line in corpus():
         for w in split.findall(line):
             t = tuple(b2u[b] for b in w.encode())
