@@ -323,6 +323,15 @@ def check_malformed(driver, work):
         vocab.write(path, L, [], {"tokenizer.ggml.tokens": (A, (S, toks[:300] + [good] + toks[301:]))}, tensors=False)
         r = run([driver, "open", path])
         result(r.returncode == 0, "UTF-8 token %s accepted" % good.hex(), r.stdout.decode(errors="replace"))
+    # a llama vocabulary without byte tokens: what no token covers cannot be tokenized
+    toks3 = [("<b%02x>" % i if t.startswith("<0x") else t) for i, t in enumerate(toks)]
+    types = [1 if t.startswith("<0x") else k for t, (_, _, k) in zip(toks, v["tokens"])]
+    path = os.path.join(work, "nobytes.gguf")
+    vocab.write(path, L, [], {"tokenizer.ggml.tokens": (A, (S, toks3)),
+                              "tokenizer.ggml.token_type": (A, (gguf.I32, types))}, tensors=False)
+    got = tokenize(driver, path, [(0, "a \u9f8d".encode()), (0, b"ab")])
+    result(got[0] == path + ": no token for byte 0xE9 (no <0xE9> token)" and not isinstance(got[1], str),
+           "no byte token for a byte no token covers", str(got))
     # not a tokenizer's file at all
     path = os.path.join(work, "none.gguf")
     with open(path, "wb") as f:

@@ -313,6 +313,8 @@ def strings():
               0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000):
         s.append("x%sy %s%sz" % (chr(c), chr(c), chr(c)))
     s += ["<tool>x", "a<tool>xb", "<tool><tool>x", "x<tool>"]
+    # texts of the lengths where the tokenizer's buffers grow (64 and 128 code points)
+    s += [("abcd efgh " * 13)[:64], ("abcd efgh " * 13)[:128], "\u00e9" * 64, "x" * 127 + "\u65e5"]
     rng = random.Random(2037)
     extra = ["\u9f8d", "\U0001f600", "\u00e9", " ", "  ", "\n", "\t", "123", "4567", "<s>", "</s>", "<tool>",
              "<|endoftext|>", "<ctl>", "!", "?", "'s", "'ll", "\u2581", "\u00a0", "Q", "zz", "\u0416"]
