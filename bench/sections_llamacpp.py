@@ -9,10 +9,11 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 
 import numpy as np
 
-from common import BENCH, DECODE_MALLOC_ENV, ROOT, background_note, log, measure, sh
+from common import BENCH, DECODE_MALLOC_ENV, ROOT, TORCH_PY, background_note, log, measure, sh
 
 SHAPE = dict(L=22, D=2048, H=32, KVH=4, F=5632, V=32000, CTX=256)
 FORMATS = ("f16", "q8_0", "q4_0")
@@ -181,8 +182,52 @@ class LlamaCppSections:
                                                                     " ".join(map(str, theirs[:8]))))
             except Exception as e:  # noqa: BLE001
                 print("| %s | %s | unavailable: %s | | |" % (fmt, act, str(e).split("\n")[0][:200]))
+        self.llamacpp_tokenizer(d, files, env_node)
         if goals:
             print("\nGoals (issue 37):\n" + "\n".join("- " + g for g in goals))
         if bgs:
             background_note(statistics.mean(bgs))
 
+
+    def llamacpp_tokenizer(self, d, files, env_node):
+        """libnestrt's tokenizer against llama.cpp's, live, on the strings of the
+        tokenizer suite (tests/tokenize): with the TinyLlama files' vocabulary, and
+        with the suite's five vocabularies (tests/tokenize/vocab.py writes them)."""
+        print("\n### Tokenizer: libnestrt's ids against llama.cpp's, live\n")
+        print("The strings of the tokenizer suite (tests/tokenize: ASCII, accents, CJK, emoji, digits, runs of "
+              "whitespace, special tokens), tokenized by both without BOS and without parsing special tokens "
+              "(llama.cpp's llama_tokenize(text, false, false)).\n")
+        try:
+            tdir = os.path.join(ROOT, "tests", "tokenize")
+            strings = [c["text"] for c in json.load(open(os.path.join(tdir, "expected_llama.json")))["cases"]]
+            sp = os.path.join(d, "strings.json")
+            with open(sp, "w") as f:
+                json.dump(strings, f)
+            drv = os.path.join(d, "tokdriver")
+            sh([self.cc, "-O1", "-I" + os.path.join(ROOT, "runtime"), "-o", drv, os.path.join(tdir, "driver.c"),
+                self.lib, "-lm", "-lpthread"])
+            vocabs = []
+            if files:
+                vocabs.append(("TinyLlama files' (placeholder llama)", files[sorted(files)[0]]))
+            vd = os.path.join(d, "vocabs")
+            os.makedirs(vd, exist_ok=True)
+            sh([TORCH_PY, os.path.join(tdir, "vocab.py"), vd])
+            for name in ("llama", "llama_nospace", "gpt2", "llama3", "default"):
+                vocabs.append((name, os.path.join(vd, name + ".gguf")))
+        except Exception as e:  # noqa: BLE001
+            print("unavailable: %s" % str(e).split("\n")[0][:300])
+            return
+        print("| vocabulary | strings | ids equal |")
+        print("| --- | ---: | ---: |")
+        for name, g in vocabs:
+            try:
+                theirs = json.loads(sh(["node", os.path.join(BENCH, "llamacpp_tokenize.mjs"), g, sp], env=env_node))
+                cases = "".join("0 %s\n" % (s.encode().hex() or "-") for s in strings)
+                r = subprocess.run([drv, "tokenize", g], input=cases, capture_output=True, text=True, timeout=600)
+                ours = []
+                for line in r.stdout.splitlines():
+                    ours.append([int(x) for x in line[4:].split("|")[0].split()] if line.startswith("ids") else None)
+                same = sum(1 for a, b in zip(ours, theirs["cases"]) if a is not None and a == b["ids"])
+                print("| %s | %d | %d |" % (name, len(strings), same))
+            except Exception as e:  # noqa: BLE001
+                print("| %s | unavailable: %s | |" % (name, str(e).split("\n")[0][:200]))
