@@ -182,6 +182,7 @@ class LlamaCppSections:
                                                                     " ".join(map(str, theirs[:8]))))
             except Exception as e:  # noqa: BLE001
                 print("| %s | %s | unavailable: %s | | |" % (fmt, act, str(e).split("\n")[0][:200]))
+        self.llamacpp_samples(d, server, env_node)
         self.llamacpp_tokenizer(d, files, env_node)
         if goals:
             print("\nGoals (issue 37):\n" + "\n".join("- " + g for g in goals))
@@ -231,3 +232,48 @@ class LlamaCppSections:
                 print("| %s | %d | %d |" % (name, len(strings), same))
             except Exception as e:  # noqa: BLE001
                 print("| %s | unavailable: %s | |" % (name, str(e).split("\n")[0][:200]))
+
+    def llamacpp_samples(self, d, server, env_node):
+        """Both samples, written by nestc weights in llama.cpp's layout, loaded by
+        llama.cpp: 16 greedy tokens after 8 against nestc's from the same file."""
+        print("\n### The samples' files in llama.cpp\n")
+        print("`nestc weights SAMPLE --random-weights 1 --format=q8_0 -o FILE.gguf` at a small size, loaded by "
+              "llama.cpp; 16 greedy tokens after an 8-token prompt, against nestc's build from the same file "
+              "(--consts-from FILE --weights-format=q8_0 --activations=int8).\n")
+        print("| sample | llama.cpp loads it | tokens equal (from the first) | llama.cpp's |")
+        print("| --- | --- | ---: | --- |")
+        cfgs = (("gpt2", "gpt2.nest", "GPT2", ["-D", "L=2", "-D", "D=128", "-D", "H=4", "-D", "V=256", "-D", "CTX=64",
+                                               "-D", "S=16"]),
+                ("llama", "llama.nest", "LLAMA", ["-D", "L=2", "-D", "D=256", "-D", "H=8", "-D", "KVH=4", "-D", "F=704",
+                                                   "-D", "V=512", "-D", "CTX=64"]))
+        prompt = [5, 17, 3, 99, 42, 7, 7, 200]
+        for tag, sample, up, cfg in cfgs:
+            try:
+                g = os.path.join(d, "sample-%s.gguf" % tag)
+                sh([self.nestc, "weights", os.path.join(ROOT, "samples", sample)] + cfg +
+                   ["--random-weights", "1", "--format=q8_0", "-o", g])
+                out = os.path.join(d, "sample-%s" % tag)
+                shutil.rmtree(out, ignore_errors=True)
+                sh([self.nestc, "build", os.path.join(ROOT, "samples", sample), "--consts-from", g, "-D", "S=16",
+                    "--weights-format=q8_0", "--activations=int8", "-o", out])
+                objs = sorted(os.path.join(out, o) for o in os.listdir(out) if o.endswith(".o"))
+                exe = os.path.join(out, "generate")
+                sh([self.cc, "-O2", "-I" + os.path.join(ROOT, "runtime"), "-I" + out, "-DMODEL=" + tag,
+                    "-DMODEL_UP=" + up, "-o", exe, os.path.join(ROOT, "scripts", "generate.c")] + objs +
+                   [self.lib, "-lm", "-lpthread"])
+                pj, gj = os.path.join(d, "sample-%s-prompt.json" % tag), os.path.join(d, "sample-%s-greedy.json" % tag)
+                with open(pj, "w") as f:
+                    json.dump(prompt, f)
+                sh(["node", server, g, "1", gj, "0", pj, "greedy", "16"], env=env_node)
+                theirs = json.load(open(gj))
+                r = sh([exe, g, "16"] + [str(x) for x in prompt], env=self.nestc_env(1))
+                ours = [int(x) for x in [ln for ln in r.split("\n") if ln.startswith("ids:")][0][4:].split()]
+                same = 0
+                while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
+                    same += 1
+                # llama.cpp stops at an end-of-generation token; nestc's id mode goes on
+                stop = " (then llama.cpp stopped at EOS, nestc's next: %d)" % ours[len(theirs)] \
+                    if len(theirs) < 16 and len(ours) > len(theirs) else ""
+                print("| %s | yes | %d of %d%s | %s |" % (tag, same, len(theirs), stop, " ".join(map(str, theirs))))
+            except Exception as e:  # noqa: BLE001
+                print("| %s | unavailable: %s | | |" % (tag, str(e).split("\n")[0][:200]))

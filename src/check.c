@@ -151,8 +151,8 @@ static void meta_consts(Checker *c)
 		if (g->kind != G_CONST || !d->meta_key)
 			continue;
 		any = 1;
-		if (!o->consts_from)
-			continue;
+		if (!o->consts_from || !o->meta)
+			continue; /* no file, or one that could not be read (said already) */
 		const MetaKV *m = NULL;
 		for (int i = 0; i < o->nmeta && !m; i++)
 			if (!strcmp(o->meta[i].key, d->meta_key))
