@@ -331,12 +331,18 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 		LLVMValueRef qbase = iadd(G, base, imul(G, wide, ci64(G, 2)));
 		int q4 = wf == WF_Q4_0;
 		LLVMTypeRef vb = llvm.LLVMVectorType(G->i8, (unsigned)(4 * vw)), i32p = llvm.LLVMPointerType(G->i32, 0);
-		LLVMValueRef ia[MM_MAX_MR][4], rowq[MM_MAX_MR];
+		LLVMValueRef ia[MM_MAX_MR][4], rowq[MM_MAX_MR], bidx[MM_MAX_MR];
 		for (int r = 0; r < mr; r++) {
-			/* the row's quantized activations: its elements from qoa, bytes alike */
+			/* the row's quantized activations: its elements from qoa, bytes
+			 * alike; the sums start at -8 or -128 times the sum of the block's
+			 * quants (the weights' offset: one subtraction fewer a block) */
 			rowq[r] = isub(G, elem_off(G, arow, ci64(G, r), K), F->qoa);
+			bidx[r] = iadd(G, idiv(G, rowq[r], ci64(G, 32)), o);
+			LLVMValueRef sa = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, G->i32, llvm.LLVMBuildPointerCast(B, F->qs, llvm.LLVMPointerType(G->i32, 0), ""), &bidx[r], 1, ""), "");
+			LLVMValueRef neg = llvm.LLVMBuildNeg(B, llvm.LLVMBuildShl(B, sa, llvm.LLVMConstInt(G->i32, wf == WF_Q4_0 ? 3 : 7, 0), ""), "");
+			LLVMValueRef init = splat(G, vi, vw, neg);
 			for (int v = 0; v < nv; v++)
-				ia[r][v] = llvm.LLVMConstNull(vi);
+				ia[r][v] = init;
 		}
 		LLVMValueRef blk32 = imul(G, o, ci64(G, 32));
 		for (int g = 0; g < (q4 ? 4 : 8); g++) {
@@ -364,13 +370,10 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 				}
 		}
 		for (int r = 0; r < mr; r++) {
-			LLVMValueRef bi = iadd(G, idiv(G, rowq[r], ci64(G, 32)), o);
-			LLVMValueRef da = llvm.LLVMBuildLoad2(B, G->f32, llvm.LLVMBuildGEP2(B, G->f32, llvm.LLVMBuildPointerCast(B, F->qd, llvm.LLVMPointerType(G->f32, 0), ""), &bi, 1, ""), "");
-			LLVMValueRef sa = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, G->i32, llvm.LLVMBuildPointerCast(B, F->qs, i32p, ""), &bi, 1, ""), "");
-			LLVMValueRef corr = splat(G, vi, vw, llvm.LLVMBuildShl(B, sa, llvm.LLVMConstInt(G->i32, q4 ? 3 : 7, 0), ""));
+			LLVMValueRef da = llvm.LLVMBuildLoad2(B, G->f32, llvm.LLVMBuildGEP2(B, G->f32, llvm.LLVMBuildPointerCast(B, F->qd, llvm.LLVMPointerType(G->f32, 0), ""), &bidx[r], 1, ""), "");
 			LLVMValueRef dav = splat(G, vt, vw, da);
 			for (int v = 0; v < nv; v++) {
-				LLVMValueRef f = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSub(B, ia[r][v], corr, ""), vt, "");
+				LLVMValueRef f = llvm.LLVMBuildSIToFP(B, ia[r][v], vt, "");
 				LLVMValueRef vs[3] = {f, llvm.LLVMBuildFMul(B, d[v], dav, ""), acc[0][r][v]};
 				nacc[0][r][v] = call(G, fma, vt, ts, vs, 3);
 			}
