@@ -254,7 +254,12 @@ def measure_procs(specs, rounds, budget=0.0):
         except Unavailable as e:
             res["error"] = str(e)
     if servers:
-        est = sum(statistics.median(srv.run(1, record=False)) * srv.k for srv, _ in servers) * rounds / 1e3
+        est = 0.0
+        for srv, res in servers:
+            try:
+                est += statistics.median(srv.run(1, record=False)) * srv.k * rounds / 1e3
+            except Unavailable as e:   # one that died since it started (out of memory): its row says so
+                res["error"] = "failed before the runs: %s" % e
         log("%d servers, %d rounds: about %.0f s%s" % (len(servers), rounds, est + len(servers) * rounds * PAUSE_S,
                                                     ", then more rounds for up to %.0f s" % budget if budget else ""))
     ours0 = [cpu_seconds(srv.proc.pid) for srv, _ in servers]
