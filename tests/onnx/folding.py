@@ -15,6 +15,7 @@ runs these among its cli checks):
 - a Reshape whose shape is computed at run time by a node (not a graph input): the error
   says so, and does not ask to freeze an input; a MatMul of one input: "needs two inputs";
 - Pad (edge, reflect) of a tensor with an empty axis: an empty result of the padded shape;
+- a Concat of 1024 constants (the most inputs a node may have), folded at import;
 - a graph that reads a value inside a local function's call (blocks.1/m, as the expanded
   call names it) after the call: the plan that makes each call a region cannot hold, and
   the import tries again without regions (values against NumPy), never reading an
@@ -144,6 +145,16 @@ def checks(nestc, d, run, short, make_model):
         if not why and got[0].shape != tuple(oshape):
             why = "shape %s, expected %s" % (got[0].shape, tuple(oshape))
         out.append(("Pad %s of f32%s: an empty f32%s" % (mode, shape, oshape), why))
+
+    # a Concat of 1024 constants, the most inputs a node may have: folded at import
+    n = 1024
+    path = os.path.join(d, "concat1024.onnx")
+    make_model(path, [H.make_node("Concat", ["c%d" % k for k in range(n)], ["y"], axis=0)], [], [f32("y", [n])],
+               inits=[NH.from_array(np.array([k * 0.5], np.float32), "c%d" % k) for k in range(n)], opset=13)
+    got, why = run_model("concat1024", path, {}, 1)
+    if not why and not np.array_equal(got[0], np.arange(n, dtype=np.float32) * 0.5):
+        why = "got %s" % np.array2string(got[0][:8])
+    out.append(("Concat of 1024 constants (the most inputs of a node): folded", why))
 
     # a node without a required input: says which inputs it needs
     path = os.path.join(d, "one_input.onnx")
