@@ -31,7 +31,7 @@ ONNX_OBJS = $(B)/onnx_wire.o $(B)/onnx_read.o $(B)/onnx_fold.o $(B)/onnx_ops_sha
 	$(B)/onnx_ops_conv.o $(B)/onnx_ops_resize.o $(B)/onnx_ops_index.o $(B)/onnx_ops_quant.o $(B)/onnx_ops_rnn.o $(B)/onnx_patterns.o $(B)/onnx_ops.o $(B)/onnx_outline.o $(B)/onnx_emit.o
 ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
-HDRS = src/nestc.h src/plan.h src/ops.def
+HDRS = src/nestc.h src/plan.h src/wformat.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
 	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
@@ -47,12 +47,12 @@ INTERP_HDRS = $(HDRS) src/interp/interp.h
 FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
        $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/widen.o $(B)/dims.o $(B)/rows.o $(B)/regions.o
-OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o \
+OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o $(B)/gguf_write.o \
        $(ONNX_OBJS) $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
 RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_wpack.o $(B)/rt_npy.o $(B)/rt_pool.o \
-	$(B)/rt_pack.o $(B)/rt_gguf.o
+	$(B)/rt_pack.o $(B)/rt_gguf.o $(B)/rt_quant.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 
@@ -161,7 +161,7 @@ $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
 RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_wpack.o $(B)/rt_dispatch.o $(B)/rt_npy.o \
-	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o
+	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o
 
 $(B)/libnestrt.a: $(RT_OBJS)
 	rm -f $@
@@ -174,6 +174,8 @@ $(B)/rt_weights.o: runtime/weights.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/weights.c
 $(B)/rt_gguf.o: runtime/gguf.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/gguf.c
+$(B)/rt_quant.o: runtime/quant.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/quant.c
 $(B)/rt_wpack.o: runtime/wpack.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/wpack.c
 $(B)/rt_dispatch.o: runtime/dispatch.c $(RT_HDRS) $(B)/stamp
@@ -302,6 +304,8 @@ $(B)/rows.o: src/rows.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/rows.c
 $(B)/regions.o: src/regions.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/regions.c
+$(B)/wformat.o: src/wformat.c $(HDRS) runtime/nestrt.h $(B)/stamp
+	$(CC) $(XCFLAGS) $(CFLAGS) -Iruntime -c -o $@ src/wformat.c
 $(B)/report.o: src/report.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/report.c
 $(B)/plan.o: src/plan.c $(HDRS) $(B)/stamp
@@ -367,6 +371,8 @@ $(B)/npy.o: src/npy.c $(HDRS) $(RT_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -c -o $@ src/npy.c
 $(B)/run.o: src/run.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/run.c
+$(B)/gguf_write.o: src/gguf_write.c $(HDRS) $(RT_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) -D_GNU_SOURCE -Iruntime $(CFLAGS) -c -o $@ src/gguf_write.c
 # protoc-c writes onnx.pb-c.[ch] next to its copy of the .proto, in $(B).
 # Not a prerequisite: the .proto may not be installed yet when make starts
 # (a fresh machine; scripts/deps.sh installs it first, see $(B)/stamp).

@@ -2,7 +2,7 @@
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
 Run: run.py NESTC [--rounds N] [--procs N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
-     SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, matmul, resnet, resnet18,
+     SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, formats-decode, matmul, resnet, resnet18,
               bert, vit, resnet50, conv3x3, onnx
      (all by default); PEER: ort, torch, sgemm
 
@@ -63,6 +63,14 @@ forward, the cache a prefill of the first P tokens fills and the logits of each 
   dynamic / static (goal <= 1.1) and the two outputs' last row against each other and
   float64. T = 1024 runs a quarter of the rounds (at least 3).
 
+Weight formats (issue 36; bench/sections_formats.py):
+- formats-decode: the decode step at P = 127 of GPT-2 small and of a TinyLlama-1.1B-shaped LLaMA
+  (L=22, D=2048, H=32, KVH=4, F=5632, V=32000), each built in f32, bf16, q8_0 and q4_0
+  (--weights-format) over one file of random weights, 1 and 2 threads, each as a fraction of
+  the read limit in its format's own bytes (the weights a step reads, over the speed of
+  bench/stream.c's read in the same round); logits against the f32 build's. Goals on
+  TinyLlama's shape: >= 85% of that limit for bf16 and q8_0, >= 75% for q4_0.
+
 Networks of issue #9 (bench/sections_nets.py), nestc against ONNX Runtime at 1 and 2 threads,
 each with nestc / ORT (goal <= 0.9), % of the FMA peak and the max relative difference
 (max |a - b| / max |b|) from float64 PyTorch (goal <= 1e-4), and "% of peak per CPU time"
@@ -83,7 +91,7 @@ each thread's CPU time so that other processes' turns on the cores do not count,
 of 3 x 20 runs). Every "% of FMA peak" column uses it.
 
 Files: run.py (this driver), common.py (configuration, servers, measurement), core.py
-(environments, probing, builds, model files, report helpers), sections_gpt2.py,
+(environments, probing, builds, model files, report helpers), sections_gpt2.py, sections_formats.py,
 sections_cnn.py, sections_nets.py.
 
 The report goes to standard output; progress to standard error.
@@ -98,16 +106,17 @@ import common  # noqa: E402
 from common import GPT2_SHAPE, GPT2_SMALL, log  # noqa: E402
 from core import BenchCore  # noqa: E402
 from sections_cnn import CNNSections  # noqa: E402
+from sections_formats import FormatSections  # noqa: E402
 from sections_gpt2 import GPT2Sections  # noqa: E402
 from sections_nets import NetSections  # noqa: E402
 
 
-class Bench(NetSections, CNNSections, GPT2Sections, BenchCore):
+class Bench(FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
     """Every section, on the shared environment of BenchCore."""
 
 
-SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "matmul", "resnet", "resnet18",
-            "bert", "vit", "resnet50", "conv3x3", "onnx")
+SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "formats-decode", "matmul", "resnet",
+            "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx")
 
 
 def main():
@@ -171,6 +180,8 @@ def main():
             b.gpt2_decode()
         elif sec == "gpt2-prefill":
             b.gpt2_prefill()
+        elif sec == "formats-decode":
+            b.formats_decode()
         elif sec in ("bert", "vit", "resnet50", "conv3x3", "onnx"):
             getattr(b, sec)()
         sys.stdout.flush()

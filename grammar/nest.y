@@ -203,6 +203,7 @@ ident:
 
 decl:
 	CONST IDENT '=' expr TERM           { $$ = mk_const(A, @$, $2, @2, $4); }
+	| CONST IDENT '=' DTYPE TERM        { $$ = mk_const_dtype(A, @$, $2, @2, $4); }
 	| TYPE IDENT '=' type TERM          { $$ = mk_typedecl(A, @$, $2, @2, NULL, $4); }
 	| TYPE IDENT '(' tparams ')' '=' type TERM
 	                                    { $$ = mk_typedecl(A, @$, $2, @2, $4, $7); }
@@ -290,7 +291,7 @@ base_type:
 	| IDENT                             { $$ = mk_named_type(A, @$, $1, NULL); }
 	| IDENT '(' exprs1 ')'              { $$ = mk_named_type(A, @$, $1, $3); }
 	| '{' fields '}'                    { $$ = mk_record_type(A, @$, $2); }
-	| base_type '[' expr ']'            { $$ = mk_array_type(A, @$, $1, $3); }
+	| base_type '[' dims ']'            { $$ = mk_array_type(A, @$, $1, $3); }
 	;
 
 dims:

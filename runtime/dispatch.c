@@ -48,11 +48,15 @@ static _Thread_local int call_depth;
  * 1,600 faults of 4 KiB pages in it, about 30 ms on a virtual machine. */
 #define WS_MAP_MIN ((size_t)1 << 20)
 #define WS_HUGE ((size_t)2 << 20)
+/* Above this, 4 KiB pages again: a 7B model's prefill workspace (1.6 GB, for
+ * prompts up to 4096 tokens) was touched where each tensor starts by a
+ * 5-token prompt, and each touch took a 2 MiB page: 1.5 GB held for nothing */
+#define WS_HUGE_MAX ((size_t)512 << 20)
 
 /* the length nestrt__map_huge maps for a workspace of alloc bytes */
 static size_t ws_mapped(size_t alloc)
 {
-	return alloc >= WS_HUGE ? (alloc + WS_HUGE - 1) / WS_HUGE * WS_HUGE : alloc;
+	return alloc >= WS_HUGE && alloc <= WS_HUGE_MAX ? (alloc + WS_HUGE - 1) / WS_HUGE * WS_HUGE : alloc;
 }
 
 static size_t ws_bytes(size_t ws)
@@ -62,7 +66,7 @@ static size_t ws_bytes(size_t ws)
 
 static char *ws_alloc(size_t alloc)
 {
-	if (alloc >= WS_HUGE) {
+	if (alloc >= WS_HUGE && alloc <= WS_HUGE_MAX) {
 		size_t len = alloc;
 		void *p = nestrt__map_huge(&len);
 		if (p && len != ws_mapped(alloc))

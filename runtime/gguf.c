@@ -730,6 +730,61 @@ int nestrt__gguf_magic(const unsigned char *p, size_t n)
 	return n >= 4 && memcmp(p, "GGUF", 4) == 0;
 }
 
+/* nestc's own files (nestc weights --format): a matrix whose blocks run
+ * along its axis 0 (read as x @ w) is stored transposed, each row a column
+ * of w along its blocks as GGUF means them, and named in the string array
+ * nestc.transposed. Such a tensor is presented with w's shape; its elements
+ * are transposed when converted (or kept 16-bit), and a build holding it in
+ * its own format packs its rows as they are. Only block and 16-bit tensors
+ * are stored so. */
+static int transposed(nestrt_weights *w, const nestrt__gguf *g, nestrt_error *err)
+{
+	const Meta *m = find_meta(g, "nestc.transposed");
+	if (!m)
+		return 0;
+	if (m->type != 9 || m->elem != 8)
+		return nestrt__seterr(err, "%s: nestc.transposed is %s, not an array of strings", w->path,
+		                      m->type == 9 ? "an array of other values" : type_name(m->type));
+	for (uint64_t i = 0; i < m->count; i++) {
+		const char *s;
+		size_t len;
+		if (nestrt_weights_meta_string(w, "nestc.transposed", i, &s, &len, err) < 0)
+			return -1;
+		char name[512], shown[NESTRT__SHOWN];
+		nestrt__shown(shown, s, len);
+		Tensor *t = len < sizeof name ? (memcpy(name, s, len), name[len] = 0, nestrt__weights_find(w, name)) : NULL;
+		if (!t)
+			return nestrt__seterr(err, "%s: nestc.transposed names '%s', which is not a tensor of the file", w->path, shown);
+		if (t->rank != 2 || !t->stored || t->transposed)
+			return nestrt__seterr(err, "%s: nestc.transposed names '%s', %s", w->path, shown,
+			                      t->transposed ? "twice" : t->rank != 2 ? "which is not a matrix"
+			                                                        : "whose type is not stored transposed (only "
+			                                                          "block and 16-bit types are)");
+		int64_t r = t->shape[0];
+		t->shape[0] = t->shape[1];
+		t->shape[1] = r;
+		t->transposed = 1;
+	}
+	return 0;
+}
+
+/* A transposed tensor's elements (es bytes each, in the file's order: its
+ * declared shape's columns as rows) into the declared order, in place. */
+static int untranspose(Tensor *t, void *data, size_t es)
+{
+	int64_t rows = t->shape[1], cols = t->shape[0]; /* as in the file */
+	size_t nb = (size_t)(rows * cols) * es;
+	unsigned char *tmp = malloc(nb ? nb : 1), *d = data;
+	if (!tmp)
+		return -1;
+	memcpy(tmp, d, nb);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			memcpy(d + (size_t)(c * rows + r) * es, tmp + (size_t)(r * cols + c) * es, es);
+	free(tmp);
+	return 0;
+}
+
 int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, size_t size, nestrt_error *err)
 {
 	Rd r = {.path = w->path, .err = err, .fd = fd, .buf = image, .have = image ? size : 0, .size = size};
@@ -778,6 +833,11 @@ int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, si
 	}
 	w->gguf = g;
 	w->data_off = data_off;
+	if (transposed(w, g, err) < 0) {
+		w->gguf = NULL;
+		nestrt__gguf_free(g);
+		return -1;
+	}
 	if (image)
 		for (size_t i = 0; i < w->n; i++)
 			w->t[i].data = image + data_off + w->t[i].begin;
@@ -857,6 +917,16 @@ static int half16(const Tensor *t)
 static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *image, nestrt_error *err)
 {
 	size_t nb = (size_t)(t->end - t->begin) / 2;
+	if (fd < 0 && t->transposed) {
+		/* the image is read-only: a place of our own, as a file's */
+		t->owned = aligned_alloc(64, (2 * nb + 63) / 64 * 64);
+		if (!t->owned)
+			return nestrt__seterr(err, "%s: out of memory reading '%s'", w->path, t->name);
+		memcpy((unsigned char *)t->owned + nb, image + w->data_off + t->begin, nb);
+		t->data = t->owned;
+		t->half = (unsigned char *)t->owned + nb;
+		return untranspose(t, (void *)t->half, 2) < 0 ? nestrt__seterr(err, "%s: out of memory", w->path) : 0;
+	}
 	if (fd < 0) {
 		t->half = image + w->data_off + t->begin;
 		t->data = NULL;
@@ -876,21 +946,25 @@ static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *
 		left -= (size_t)got;
 	}
 	t->half = (unsigned char *)t->data + nb;
+	if (t->transposed && untranspose(t, (void *)t->half, 2) < 0)
+		return nestrt__seterr(err, "%s: out of memory", w->path);
 	return 0;
 }
 
-int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, nestrt_error *err)
+int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, int halves, nestrt_error *err)
 {
 	size_t np = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		if (!t->stored || t->end == t->begin)
+		if (!t->stored || t->end == t->begin || t->loaded)
 			continue;
 		if (half16(t)) {
 			if (keep_half(w, t, fd, image, err) < 0)
 				return -1;
 			continue;
 		}
+		if (halves)
+			continue;
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;
 		np += (size_t)((nblocks + per - 1) / per);
@@ -914,7 +988,7 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 	size_t k = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		Tensor *t = &w->t[i];
-		if (!t->stored || t->end == t->begin || half16(t))
+		if (!t->stored || t->end == t->begin || half16(t) || t->loaded)
 			continue;
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;
@@ -924,6 +998,12 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 	Job j = {w, fd, image, pc, 0};
 	nestrt_parallel_for((int64_t)k, convert_pieces, &j);
 	free(pc);
+	for (size_t i = 0; i < w->n && !j.err; i++) {
+		Tensor *t = &w->t[i];
+		if (t->transposed && t->stored && !half16(t) && !t->loaded && t->end > t->begin &&
+		    untranspose(t, (void *)t->data, 4) < 0)
+			j.err = ENOMEM;
+	}
 	if (j.err)
 		return j.err == ENOMEM ? nestrt__seterr(err, "%s: out of memory converting to f32", w->path)
 		       : j.err < 0     ? nestrt__seterr(err, "%s: file shrank while it was read", w->path)
@@ -932,6 +1012,20 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 		if (w->t[i].stored)
 			w->t[i].loaded = 1;
 	return 0;
+}
+
+/* A block tensor of the file in GGUF's own type (q8_0, q4_0), not read yet:
+ * its rows r0..r1-1 (each k elements in blocks, as in the file) into dst. */
+int nestrt__gguf_rows(nestrt_weights *w, const Tensor *t, int64_t k, int64_t r0, int64_t r1, void *dst)
+{
+	const QType *q = (const QType *)t->stored;
+	uint64_t rb = (uint64_t)(k / q->block) * (uint64_t)q->bytes;
+	return nestrt__pread_all(w->fd, dst, (size_t)((uint64_t)(r1 - r0) * rb), w->data_off + t->begin + (uint64_t)r0 * rb);
+}
+
+uint32_t nestrt__gguf_type(const Tensor *t)
+{
+	return t->stored && !half16(t) ? ((const QType *)t->stored)->ggml : UINT32_MAX;
 }
 
 /* ------------------------------------------------------------ the metadata API */

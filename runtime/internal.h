@@ -95,6 +95,8 @@ typedef struct nestrt__tensor {
 	void *narrow;                 /* its 16-bit bytes again, made from the f32 ones when half went */
 	int widened;                  /* data holds the f32 elements */
 	int half_bound;               /* half was given to a caller: it stays */
+	int transposed;               /* GGUF, named by nestc.transposed: the file holds its transpose
+	                                 (shape is as declared, the file's rows its columns) */
 } nestrt__tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */
@@ -142,6 +144,9 @@ NESTRT_HIDDEN int nestrt__read_error(nestrt_error *err, const char *path, int e,
  * hundred page faults for GPT-2's 475 MB instead of 120,000); *bytes
  * becomes its length, for munmap. NULL with errno set. */
 NESTRT_HIDDEN void *nestrt__map_huge(size_t *bytes);
+/* The same for memory filled once to its end (a packed copy): its last part
+ * in 4 KiB pages, not a last huge page held half empty. */
+NESTRT_HIDDEN void *nestrt__map_filled(size_t *bytes);
 /* Read every tensor not read yet, and close the file. Under w->mu. 0, or -1
  * with err set (and still pending). */
 NESTRT_HIDDEN int nestrt__weights_settle(nestrt_weights *w, nestrt_error *err);
@@ -154,7 +159,7 @@ NESTRT_HIDDEN extern const unsigned char nestrt__empty_data[64];
  * standing for its param (the key nestrt_packed looks it up by), which
  * nestrt__weights_pack or nestrt__weights_unpacked then settles. */
 NESTRT_HIDDEN int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams,
-                                            const void **data, nestrt_error *err);
+                                            const void **data, const int32_t *formats, nestrt_error *err);
 /* Weights from a file are read when the first instance is created (packed
  * straight from the file where they may be): this reads whatever is not
  * read yet and closes the file. 0, or -1 with err set. */
@@ -188,10 +193,21 @@ NESTRT_HIDDEN int nestrt__gguf_magic(const unsigned char *p, size_t n);
  * set and w unchanged. */
 NESTRT_HIDDEN int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, size_t size,
                                      nestrt_error *err);
-/* Convert every tensor with a stored type to f32: read from fd into the
- * places t->data gives, or from image into copies of their own (owned).
- * Marks them loaded. 0, or -1 with err set. */
-NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, nestrt_error *err);
+/* Convert every tensor with a stored type not loaded yet to f32: read from
+ * fd into the places t->data gives, or from image into copies of their own
+ * (owned); with halves, only the F16/BF16 ones (kept as they are). Marks
+ * them loaded. 0, or -1 with err set. A file read from fd keeps its block
+ * tensors for the first instance (nestrt__weights_settle), so that a build
+ * holding them in their own format packs them from the file. */
+NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, int halves,
+                                       nestrt_error *err);
+/* A tensor's GGML_TYPE_* when it is held in the file as blocks not converted
+ * yet (else UINT32_MAX), and its rows r0..r1-1 of k elements read from the
+ * file as they are (weights still pending): a build holding it in that
+ * format packs them without an f32 copy (wpack.c). */
+NESTRT_HIDDEN uint32_t nestrt__gguf_type(const nestrt__tensor *t);
+NESTRT_HIDDEN int nestrt__gguf_rows(nestrt_weights *w, const nestrt__tensor *t, int64_t k, int64_t r0, int64_t r1,
+                                    void *dst);
 NESTRT_HIDDEN void nestrt__gguf_free(nestrt__gguf *g);
 
 /* wpack.c (above weights.c; pack.c and model.c use these) */
@@ -252,12 +268,27 @@ NESTRT_HIDDEN int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx
 /* The plans' requests alone (deduplicated; data unset), and per param
  * whether it is read unpacked (gathers no request serves count as read):
  * what packs_make follows, and what nestc build --embed-weights packs
- * ahead of time. Both malloc'd (NULL when none); 0, or -1 out of memory. */
+ * ahead of time. Both malloc'd (NULL when none); 0, -1 out of memory, or
+ * -2 when a param in a format (desc->formats) is read in a way no copy in
+ * its format serves (*bad_param says which). */
 NESTRT_HIDDEN int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq,
-                                         unsigned char **direct);
+                                         unsigned char **direct, int *bad_param);
 /* The instance's bound params (dispatch.c). */
 NESTRT_HIDDEN void nestrt__ctx_set_params(nestrt_ctx *ctx, const nestrt_param *params, int nparams);
 NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
+
+/* ---- weight formats (quant.c: nestrt_quantize and its kin) ---- */
+/* nestrt_quantize from 16-bit elements: src holds f16 bits, or bf16 bits when
+ * src_bf16 (a uint16_t array, so 2-byte aligned; a file's little-endian bytes
+ * as they are on the little-endian hosts the runtime runs on); the same bytes
+ * and errors as widening them to f32 and calling nestrt_quantize, without an
+ * f32 copy (512 elements at a time through a buffer on the stack). */
+NESTRT_HIDDEN int nestrt__quantize_half(int fmt, const uint16_t *src, int src_bf16, int64_t n, void *dst,
+                                        nestrt_error *err);
+/* f32 to f16 and to bf16 bits, round to nearest, ties to even (NaNs stay NaNs),
+ * as the compiler's casts (src/dtype.c) bit for bit. */
+NESTRT_HIDDEN uint16_t nestrt__f32_to_f16(float f);
+NESTRT_HIDDEN uint16_t nestrt__f32_to_bf16(float f);
 
 /* The .npy header (magic to newline) numpy.save writes for an array of this
  * dtype and shape, into h (npy.c): nestrt_npy_write puts it before the data

@@ -71,7 +71,7 @@ nestrt_model *nestrt_model_new(const nestrt_model_desc *d, nestrt_weights *w, ne
 		free(m);
 		return NULL;
 	}
-	if (nestrt__weights_bind_keys(w, d->params, d->nparams, m->ctx->params, err) < 0) {
+	if (nestrt__weights_bind_keys(w, d->params, d->nparams, m->ctx->params, d->formats, err) < 0) {
 		nestrt_ctx_free(m->ctx);
 		free(m);
 		return NULL;

@@ -232,6 +232,43 @@ const char *nestrt_dtype_name(int dtype);
 size_t nestrt_dtype_size(int dtype);
 
 
+/* ---- weight formats (nestc build --weights-format) ---- */
+/* How a build holds a weight: f32; bf16 or f16 (rounded to nearest, ties to
+ * even); or GGUF's blocks of 32 elements, each as ggml's reference quantizers
+ * make it and little-endian as in a GGUF file:
+ *   q8_0, 34 bytes: uint16 f16 d, int8 q[32]. d = max|x| / 127, id = d ? 1/d : 0
+ *     (from the float d, before it is rounded to f16), q[j] = roundf(x[j] * id);
+ *     x[j] means d * q[j].
+ *   q4_0, 18 bytes: uint16 f16 d, uint8 qs[16]. m = the first element of largest
+ *     magnitude, sign kept; d = m / -8, id = d ? 1/d : 0; q = min(15, (int8)(x * id
+ *     + 8.5)), element j in the low nibble of qs[j], element j + 16 in its high
+ *     nibble; x means d * (q - 8).
+ * (Where 1/d overflows, |d| < 2^-128 and an f16 d of 0, every q is 0.) */
+enum { NESTRT_FMT_F32 = 0, NESTRT_FMT_BF16 = 1, NESTRT_FMT_F16 = 2, NESTRT_FMT_Q8_0 = 3, NESTRT_FMT_Q4_0 = 4 };
+const char *nestrt_format_name(int fmt);     /* "f32" "bf16" "f16" "q8_0" "q4_0"; NULL when unknown */
+int nestrt_format_parse(const char *name);   /* the inverse; -1 when unknown (or NULL) */
+int nestrt_format_block(int fmt);            /* elements per block: 1, 1, 1, 32, 32 (0 unknown) */
+int nestrt_format_block_bytes(int fmt);      /* bytes per block: 4, 2, 2, 34, 18 (0 unknown) */
+/* Bytes of n elements; 0 when n < 0, not a multiple of the block, or overflowing
+ * (and for an unknown format). */
+size_t nestrt_format_bytes(int fmt, int64_t n);
+/* n f32 elements into dst (nestrt_format_bytes(fmt, n) bytes) in fmt. 0, or -1 with
+ * err->message saying why: an unknown format, n < 0, n not a multiple of the block
+ * ("100 elements is not a multiple of q8_0's block of 32"), a NaN or an infinity
+ * ("element 7 is -inf: q4_0 weights must be finite numbers"; the first one), a
+ * finite value that rounds to inf in f16 (|x| >= 65520) or bf16 (|x| >=
+ * 3.39617753e38) ("element 3 is 70000, beyond f16's range (|x| >= 65520 rounds to
+ * inf)"). A q8_0 or q4_0 block's d may round to inf (max |x| >= 127 * 65520 for
+ * q8_0, 8 * 65520 for q4_0) and is stored so, as ggml does. err may be NULL. dst is
+ * unspecified on error. src and dst do not overlap. Both calls keep no state:
+ * threads may convert disjoint ranges of whole blocks at once. */
+int nestrt_quantize(int fmt, const float *src, int64_t n, void *dst, nestrt_error *err);
+/* The inverse, exactly: each weight as the format means it (bf16 and f16 widened;
+ * q8_0: f16 d times q; q4_0: d * (q - 8)). n must be a multiple of the block;
+ * nothing is written when it is not (or fmt is unknown). */
+void nestrt_dequantize(int fmt, const void *src, int64_t n, float *dst);
+
+
 /* ---- parallel loops (pool.c) ----
  * Compiled code splits its large loops into n tasks run by a thread pool of
  * NESTRT_NUM_THREADS threads (default: the available cores), the calling
@@ -263,6 +300,20 @@ const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, 
  * then read as it is. A weight whose every reader is a compiled matmul or
  * gather is held only packed (its unpacked pages are given back). */
 const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout);
+/* Weights in a format (nestc build --weights-format; the formats are
+ * NESTRT_FMT_*): the copies of a formatted param hold its format in the
+ * same panels, each panel's elements in it: bf16 and f16 as k rows of `wide`
+ * 16-bit elements; q8_0 and q4_0 per block of 32 rows, the block's `wide`
+ * f16 scales, then its quants, 32 rows of `wide` int8 (q8_0) or 16 rows of
+ * `wide` bytes whose low nibble is row j and high nibble row j + 16 of the
+ * block (q4_0). A copy's flags carry its format at NESTRT_PACK_FMT_SHIFT.
+ * These are nestrt_packed and nestrt_packed_rows that also find such copies
+ * and set *format to theirs (NESTRT_FMT_F32, 0, for a plain one). */
+enum { NESTRT_PACK_FMT_SHIFT = 8 };
+const void *nestrt_packed_format(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags,
+                                 int *format);
+const void *nestrt_packed_rows_format(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags,
+                                      int64_t *layout, int *format);
 
 /* ---- compiled models ----
  * nestc emits one descriptor per model; NAME_new, NAME_free and the entry
@@ -286,6 +337,9 @@ typedef struct nestrt_model_desc {
 	 * flags} rows gathered (read through nestrt_packed_rows). NULL: none. */
 	const int64_t *const *slot_packs; /* per slot (in the variant's object) */
 	const int64_t *packs;        /* the entry points' own */
+	/* Per param: its weight format (NESTRT_FMT_*) | the axis its blocks
+	 * run along (the one its matmuls reduce) << 8; NULL: all f32. */
+	const int32_t *formats;
 } nestrt_model_desc;
 /* The workspace a model instance allocates: max(ws_size, ws_own + the largest slot_ws). */
 size_t nestrt_model_workspace_size(const nestrt_model_desc *d);

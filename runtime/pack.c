@@ -38,6 +38,28 @@ static int64_t param_numel(const nestrt_param *p)
 	return e;
 }
 
+const void *nestrt_packed_format(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags,
+                                 int *format)
+{
+	*format = 0;
+	if (!ctx || !b || k <= 0 || n <= 0 || wide <= 0)
+		return NULL;
+	nestrt__ctx *c = (nestrt__ctx *)ctx;
+	if (c->parent)
+		c = c->parent;
+	const nestrt__packs *P = c->packs;
+	for (int i = 0; P && i < P->n; i++) {
+		const struct pack *x = &P->v[i];
+		if (x->src == b && x->k == k && x->n == n && x->wide == wide &&
+		    (x->flags & ((1 << NESTRT_PACK_FMT_SHIFT) - 1)) == flags) {
+			*format = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			return x->data;
+		}
+	}
+	return NULL;
+}
+
+/* Only plain copies: code that knows no formats asks here. */
 const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags)
 {
 	if (!ctx || !b || k <= 0 || n <= 0 || wide <= 0)
@@ -56,18 +78,23 @@ const void *nestrt_packed(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, 
 	return NULL;
 }
 
-/* Does packed copy (k, n, flags) hold all of a rows x cols matrix? */
+/* Does packed copy (k, n, flags) hold all of a rows x cols matrix? A
+ * copy in a format holds it transposed only: each row along its blocks. */
 static int holds_rows(int64_t k, int64_t n, int flags, int64_t rows, int64_t cols, int f64)
 {
 	if (flags & (NESTRT_PACK_WINO | NESTRT_PACK_WINO2))
+		return 0;
+	if (flags >> NESTRT_PACK_FMT_SHIFT && !(flags & NESTRT_PACK_TRANS))
 		return 0;
 	if (!!(flags & NESTRT_PACK_F64) != !!f64)
 		return 0;
 	return flags & NESTRT_PACK_TRANS ? n == rows && k == cols : k == rows && n == cols;
 }
 
-const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout)
+const void *nestrt_packed_rows_format(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags,
+                                      int64_t *layout, int *format)
 {
+	*format = 0;
 	if (!ctx || !b || !layout || rows <= 0 || cols <= 0)
 		return NULL;
 	nestrt__ctx *c = (nestrt__ctx *)ctx;
@@ -79,10 +106,18 @@ const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int
 		if (x->src == b && holds_rows(x->k, x->n, x->flags, rows, cols, flags & NESTRT_PACK_F64)) {
 			layout[0] = x->wide;
 			layout[1] = x->flags & NESTRT_PACK_TRANS ? 1 : 0;
+			*format = x->flags >> NESTRT_PACK_FMT_SHIFT;
 			return x->data;
 		}
 	}
 	return NULL;
+}
+
+const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags, int64_t *layout)
+{
+	int format;
+	const void *pk = nestrt_packed_rows_format(ctx, b, rows, cols, flags, layout, &format);
+	return format ? NULL : pk; /* code that knows no formats */
 }
 
 void nestrt__packs_free(nestrt__packs *P)
@@ -100,7 +135,16 @@ typedef struct Walk {
 	int64_t (*gath)[4];      /* gathers: param, rows, cols, f64 */
 	int ngath, gcap;
 	int oom;
+	int bad;                 /* a formatted param asked for in a way its format is not: param + 1 */
 } Walk;
+
+/* Param p's weight format (NESTRT_FMT_*) and the axis its blocks run along. */
+static int param_format(const nestrt_model_desc *d, int p, int *axis)
+{
+	int32_t f = d->formats ? d->formats[p] : 0;
+	*axis = f >> 8;
+	return f & 0xff;
+}
 
 /* Rows of param p gathered: served by a packed copy of all of it, if the
  * plans ask for one (checked once every request is known). */
@@ -135,6 +179,17 @@ static void add_req(Walk *W, int p, const int64_t *r)
 	    (!na && param_numel(pp) / k < n) ||
 	    (na && ((flags != NESTRT_PACK_WINO && flags != NESTRT_PACK_WINO2) || k % na || param_numel(pp) != k / na * 9 * n)))
 		return;
+	int axis, fmt = param_format(W->d, p, &axis);
+	if (fmt) {
+		/* all of it, reduced along the axis its blocks run along */
+		if (flags & ~NESTRT_PACK_TRANS || param_numel(pp) != k * n || axis != !!(flags & NESTRT_PACK_TRANS) ||
+		    k % nestrt_format_block(fmt)) {
+			if (!W->bad)
+				W->bad = p + 1;
+			return;
+		}
+		flags |= fmt << NESTRT_PACK_FMT_SHIFT;
+	}
 	for (int i = 0; i < W->nreq; i++) {
 		nestrt__packreq *q = &W->req[i];
 		if (q->param == p && q->k == k && q->n == n && q->wide == wide && q->flags == flags)
@@ -220,7 +275,8 @@ static void walk(Walk *W, const int64_t *plan, const int *map, int nmap, int dep
 	}
 }
 
-int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq, unsigned char **direct)
+int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, int *nreq, unsigned char **direct,
+                           int *bad_param)
 {
 	*req = NULL;
 	*nreq = 0;
@@ -234,14 +290,38 @@ int nestrt__packs_requests(const nestrt_model_desc *d, nestrt__packreq **req, in
 	walk(&W, d->packs, NULL, 0, 0);
 	/* a gathered weight that no request packs whole is read as it is */
 	for (int g = 0; g < W.ngath && !W.oom; g++) {
-		int p = (int)W.gath[g][0], served = 0;
+		int p = (int)W.gath[g][0], served = 0, axis;
 		for (int i = 0; i < W.nreq && !served; i++)
 			served = W.req[i].param == p &&
 			         holds_rows(W.req[i].k, W.req[i].n, W.req[i].flags, W.gath[g][1], W.gath[g][2], (int)W.gath[g][3]);
-		if (!served)
+		if (!served && param_format(d, p, &axis) && !W.gath[g][3]) {
+			/* a formatted table only gathered from: its rows, each along its blocks */
+			int64_t r[6] = {1, 0, W.gath[g][2], W.gath[g][1], 1, NESTRT_PACK_TRANS};
+			add_req(&W, p, r);
+		} else if (!served) {
 			W.direct[p] = 1;
+		}
 	}
 	free(W.gath);
+	if (W.bad && !W.oom) {
+		/* the plans read a formatted weight in a way no copy of it can
+		 * serve: a compiler bug, said so */
+		*bad_param = W.bad - 1;
+		free(W.req);
+		free(W.direct);
+		return -2;
+	}
+	/* a formatted weight read as it is: the code would read f32 elements
+	 * the build means to hold in a format (a compiler bug, said so) */
+	for (int p = 0; p < d->nparams && !W.oom; p++) {
+		int axis;
+		if (W.direct[p] && param_format(d, p, &axis)) {
+			*bad_param = p;
+			free(W.req);
+			free(W.direct);
+			return -2;
+		}
+	}
 	if (W.oom) {
 		free(W.req);
 		free(W.direct);
@@ -257,12 +337,21 @@ int nestrt__packs_make(const nestrt_model_desc *d, nestrt_ctx *ctx, nestrt_weigh
 {
 	nestrt__ctx *c = (nestrt__ctx *)ctx;
 	const char *e = getenv("NESTRT_PREPACK");
-	if ((e && strcmp(e, "0") == 0) || !d->packs || d->nparams == 0 || !w)
+	/* weights in a format exist only packed: NESTRT_PREPACK=0 does not apply */
+	if ((e && strcmp(e, "0") == 0 && !d->formats) || !d->packs || d->nparams == 0 || !w)
 		return nestrt__weights_unpacked(w, ctx->params, d->nparams, err); /* read as they are */
 	nestrt__packreq *req;
 	unsigned char *direct;
 	int nreq, rc = 0;
-	if (nestrt__packs_requests(d, &req, &nreq, &direct) < 0)
+	int bad = -1, got = nestrt__packs_requests(d, &req, &nreq, &direct, &bad);
+	if (got == -2) {
+		int axis, fmt = param_format(d, bad, &axis);
+		return nestrt__seterr(err, "%s: param '%s' is held in %s, but the compiled code reads it in a way %s cannot "
+		                      "serve (a nestc bug; build it with --weights-format='%s=f32')",
+		                      d->name, d->params[bad].name, nestrt_format_name(fmt), nestrt_format_name(fmt),
+		                      d->params[bad].name);
+	}
+	if (got < 0)
 		return nestrt__seterr(err, "%s: out of memory", d->name);
 	if (nreq == 0)
 		goto done;

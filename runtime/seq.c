@@ -24,6 +24,11 @@ struct nestrt_seq {
  * cache, a store every row of 4 KiB, and reads the cache's rows one by one;
  * with 4 KiB pages each is a TLB miss. Mapped pages are zero until written. */
 #define STATE_MAP_MIN ((size_t)2 << 20)
+/* Not above this: a 7B model's cache of one layer's keys, [32, 2048, 128]
+ * floats, has a head every MiB, and a short sequence took each head's huge
+ * page for its few positions (2 GB held for 16 tokens). At most this, a
+ * huge page holds several heads' rows (GPT-2 small's 3 MiB: 8 heads). */
+#define STATE_HUGE_MAX ((size_t)8 << 20)
 
 static void *state_alloc(size_t b)
 {
@@ -37,7 +42,8 @@ static void *state_alloc(size_t b)
 	if (p == MAP_FAILED)
 		return NULL;
 #ifdef MADV_HUGEPAGE
-	madvise(p, b, MADV_HUGEPAGE); /* a hint */
+	if (b <= STATE_HUGE_MAX)
+		madvise(p, b, MADV_HUGEPAGE); /* a hint */
 #endif
 	return p;
 }

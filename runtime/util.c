@@ -1,7 +1,10 @@
 /* util.c - error messages, dtype names. */
 #include "internal.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int nestrt__seterr(nestrt_error *err, const char *fmt, ...)
 {
@@ -69,4 +72,29 @@ int nestrt__span_cmp(const void *a, const void *b)
 	if (x->end != y->end)
 		return x->end < y->end ? -1 : 1;
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* (gguf.c and weights.c read files and find tensors so: below both) */
+int nestrt__pread_all(int fd, void *dst, size_t len, uint64_t off)
+{
+	unsigned char *d = dst;
+	while (len > 0) {
+		ssize_t r = pread(fd, d, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : -1;
+		d += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+nestrt__tensor *nestrt__weights_find(nestrt_weights *w, const char *name)
+{
+	if (!w->n)
+		return NULL;
+	nestrt__tensor key = {.name = (char *)name};
+	return bsearch(&key, w->t, w->n, sizeof *w->t, nestrt__tensor_cmp);
 }

@@ -32,6 +32,16 @@ size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags)
 {
 	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
 	int64_t panels = (n + wide - 1) / wide;
+	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
+	if (fmt) {
+		/* k / block rows of `wide` blocks a panel */
+		int64_t blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
+		if (k <= 0 || n <= 0 || wide <= 0 || !blk || k % blk ||
+		    (uint64_t)panels > SIZE_MAX / 2 / (uint64_t)bb / (uint64_t)(k / blk) / (uint64_t)wide)
+			return 0;
+		size_t bytes = (size_t)panels * (size_t)(k / blk) * (size_t)wide * (size_t)bb;
+		return (bytes + 63) / 64 * 64;
+	}
 	if (k <= 0 || n <= 0 || wide <= 0 || (uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide / 2)
 		return 0;
 	size_t bytes = (size_t)panels * (size_t)k * (size_t)wide * es;
@@ -127,12 +137,57 @@ static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int
 		}
 }
 
+/* Panel p of f32 src in format fmt (nestrt.h's layout): column c of the
+ * panel is column p*wide + c of B (row of Bt when trans), zeros past n.
+ * Blocks of 32 rows by every column, so that the rows read stay in L1;
+ * 16-bit formats a row of the panel at a time. The elements are finite
+ * (checked before: nothing here can fail). */
+static void format_panel(unsigned char *panel, const float *src, int64_t k, int64_t n, int64_t wide, int64_t p, int trans,
+                         int fmt)
+{
+	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
+	float x[64];
+	unsigned char q[64];
+	if (blk == 1) {
+		for (int64_t i = 0; i < k; i++)
+			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
+				int64_t m = wide - c0 < 64 ? wide - c0 : 64;
+				for (int64_t c = 0; c < m; c++) {
+					int64_t col = p * wide + c0 + c;
+					x[c] = col >= n ? 0.0f : trans ? src[col * k + i] : src[i * n + col];
+				}
+				nestrt_quantize(fmt, x, m, panel + (size_t)(i * wide + c0) * (size_t)bb, NULL);
+			}
+		return;
+	}
+	for (int64_t kb = 0; kb < k / blk; kb++) {
+		unsigned char *row = panel + (size_t)(kb * wide) * (size_t)bb; /* wide scales, then the quants */
+		int64_t qlen = bb - 2;   /* bytes of quants a column: 32 (q8_0) or 16 (q4_0) */
+		for (int64_t c = 0; c < wide; c++) {
+			int64_t col = p * wide + c;
+			for (int j = 0; j < blk; j++)
+				x[j] = col >= n ? 0.0f : trans ? src[col * k + kb * blk + j] : src[(kb * blk + j) * n + col];
+			nestrt_quantize(fmt, x, blk, q, NULL);
+			memcpy(row + 2 * c, q, 2);
+			for (int64_t j = 0; j < qlen; j++)
+				row[2 * wide + j * wide + c] = q[2 + j];
+		}
+	}
+}
+
 /* Panels p0..p1-1 of src into dst (laid out for all of them). */
 void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags, int64_t p0,
                          int64_t p1)
 {
 	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
 	const char *s = src;
+	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
+	if (fmt) {
+		size_t exact = (size_t)(k / nestrt_format_block(fmt)) * (size_t)wide * (size_t)nestrt_format_block_bytes(fmt);
+		for (int64_t p = p0; p < p1; p++)
+			format_panel((unsigned char *)dst + (size_t)p * exact, src, k, n, wide, p, flags & NESTRT_PACK_TRANS, fmt);
+		return;
+	}
 	for (int64_t p = p0; p < p1; p++) {
 		char *panel = (char *)dst + (size_t)(p * k * wide) * es;
 		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
@@ -197,10 +252,12 @@ static size_t page_size(void)
 static void pack_free(WPack *p);
 static int registry_drop(nestrt_weights *w);
 
-static WPack *whole_pack(nestrt_weights *w, Tensor *t)
+/* lossless: one the elements can be restored from (not in a format) */
+static WPack *whole_pack(nestrt_weights *w, Tensor *t, int lossless)
 {
 	for (WPack *p = w->packs; p; p = p->next)
-		if (p->t == t && (uint64_t)(p->k * p->n) * (uint64_t)t->st->size == t->end - t->begin)
+		if (p->t == t && (uint64_t)(p->k * p->n) * (uint64_t)t->st->size == t->end - t->begin &&
+		    !(lossless && p->flags >> NESTRT_PACK_FMT_SHIFT))
 			return p;
 	return NULL;
 }
@@ -215,7 +272,9 @@ static int restore(nestrt_weights *w, Tensor *t)
 		t->released = 0;
 		return 0; /* the pages come back from the file */
 	}
-	WPack *p = whole_pack(w, t);
+	WPack *p = whole_pack(w, t, 1);
+	if (!p)
+		return -2; /* only in a format now: its f32 elements are gone */
 	if (t->inplace) {
 		/* its place holds the packed copy: the elements go to a copy */
 		size_t nb = (size_t)(t->end - t->begin);
@@ -227,6 +286,30 @@ static int restore(nestrt_weights *w, Tensor *t)
 		nestrt__unpack((void *)t->data, p->data, p->k, p->n, p->wide, p->flags);
 	}
 	t->released = 0;
+	return 0;
+}
+
+/* restore's failure as a message: out of memory, or the elements are gone
+ * (released after packing in a format, which cannot give them back). */
+static int restore_error(nestrt_weights *w, Tensor *t, int rc, nestrt_error *err)
+{
+	if (rc == -2)
+		return nestrt__seterr(err, "%s: tensor '%s' is held only in a weight format now (packed so for another "
+		                      "model over these weights): open the weights again for this one", w->path, t->name);
+	return nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+}
+
+/* A copy in a format is made of finite elements only (no block holds a
+ * NaN or an infinity, and f16 none beyond its range): else the message
+ * names the tensor, the element and the format. */
+static int finite_or_error(nestrt_weights *w, Tensor *t, const void *src, const nestrt__packreq *q, nestrt_error *err)
+{
+	const float *x = src;
+	int fmt = q->flags >> NESTRT_PACK_FMT_SHIFT;
+	for (int64_t i = 0; i < q->k * q->n; i++)
+		if (!(x[i] - x[i] == 0.0f) || (fmt == NESTRT_FMT_F16 && (x[i] >= 65520.0f || x[i] <= -65520.0f)))
+			return nestrt__seterr(err, "%s: tensor '%s': element %lld is %g, which %s cannot hold", w->path,
+			                      t ? t->name : "?", (long long)i, (double)x[i], nestrt_format_name(fmt));
 	return 0;
 }
 
@@ -257,8 +340,9 @@ int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, 
 		Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
 		if (!t || !t->inplace)
 			continue;
-		if (restore(w, t) < 0)
-			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		int got = restore(w, t);
+		if (got < 0)
+			rc = restore_error(w, t, got, err);
 		t->direct = 1;
 		data[i] = t->copy;
 	}
@@ -272,7 +356,7 @@ int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, 
  * holds all of it. Under w->mu. */
 static void release(nestrt_weights *w, Tensor *t)
 {
-	if (t->released || t->direct || t->copy || t->owned || !w->map || !whole_pack(w, t))
+	if (t->released || t->direct || t->copy || t->owned || !w->map || !whole_pack(w, t, 0))
 		return;
 	size_t pg = page_size();
 	uintptr_t b = ((uintptr_t)t->data + pg - 1) / pg * pg;
@@ -290,7 +374,7 @@ static void release(nestrt_weights *w, Tensor *t)
 static int pack_alloc(WPack *p, size_t bytes)
 {
 	if (bytes >= PACK_MAP_MIN) {
-		void *m = nestrt__map_huge(&bytes);
+		void *m = nestrt__map_filled(&bytes);
 		if (!m)
 			return -1;
 		p->data = m;
@@ -509,6 +593,8 @@ static int can_pack_in_place(nestrt_weights *w, Tensor *t, const void **data, ne
 {
 	nestrt__packreq *q = &req[i];
 	size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
+	if (q->flags >> NESTRT_PACK_FMT_SHIFT)
+		return 0; /* smaller than the elements, and made from all of them */
 	if (!t || t->direct || t->copy || t->inplace || t->released || w->mapped || bytes > t->room ||
 	    (uint64_t)(q->k * q->n) * es != t->end - t->begin)
 		return 0;
@@ -550,6 +636,235 @@ static void pack_jobs_task(void *env, int64_t begin, int64_t end)
 	}
 }
 
+/* A GGUF block tensor (q8_0, q4_0) that a build holds in that same format:
+ * its panels made from the file's blocks as they are, rows of Bt read a
+ * panel at a time and each block's scale and quants moved to their places
+ * (nestrt.h's layout), on the pool. No f32 form of it is ever made: a 7B
+ * model's 3.8 GB of q4_0 stay 3.8 GB. */
+typedef struct BlockJob {
+	nestrt_weights *w;
+	const Tensor *t;
+	unsigned char *dst;
+	int64_t k, n, wide;
+	int bb;             /* bytes a block */
+	int err;            /* a read's errno (or -1), or ENOMEM */
+} BlockJob;
+
+static void block_task(void *env, int64_t begin, int64_t end)
+{
+	BlockJob *j = env;
+	int64_t nkb = j->k / 32;
+	if (nkb <= 0 || j->bb <= 2 || j->wide <= 0)
+		return;
+	size_t rb = (size_t)nkb * (size_t)j->bb, exact = rb * (size_t)j->wide;
+	unsigned char *rows = exact <= PTRDIFF_MAX ? malloc(exact) : NULL;
+	if (!rows) {
+		__atomic_store_n(&j->err, ENOMEM, __ATOMIC_RELAXED);
+		return;
+	}
+	for (int64_t p = begin; p < end; p++) {
+		int64_t r0 = p * j->wide, r1 = r0 + j->wide < j->n ? r0 + j->wide : j->n;
+		int e = nestrt__gguf_rows(j->w, j->t, j->k, r0, r1, rows);
+		if (e) {
+			__atomic_store_n(&j->err, e, __ATOMIC_RELAXED);
+			break;
+		}
+		unsigned char *panel = j->dst + (size_t)p * exact;
+		memset(panel, 0, exact);
+		for (int64_t kb = 0; kb < nkb; kb++) {
+			unsigned char *row = panel + (size_t)(kb * j->wide) * (size_t)j->bb;
+			for (int64_t c = 0; c < r1 - r0; c++) {
+				const unsigned char *b = rows + (size_t)c * rb + (size_t)kb * (size_t)j->bb;
+				memcpy(row + 2 * c, b, 2);
+				for (int q = 0; q < j->bb - 2; q++)
+					row[2 * j->wide + q * j->wide + c] = b[2 + q];
+			}
+		}
+	}
+	free(rows);
+}
+
+/* Panel p of B (k x n, or Bt n x k when trans) in format fmt from 16-bit
+ * elements in their declared order (f16 bits, or bf16 when bf16), through
+ * nestrt__quantize_half: as format_panel, without an f32 form. Finite
+ * elements (checked before). */
+static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int64_t k, int64_t n, int64_t wide,
+                       int64_t p, int trans, int fmt)
+{
+	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
+	uint16_t x[64];
+	unsigned char q[64];
+	if (blk == 1) {
+		for (int64_t i = 0; i < k; i++)
+			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
+				int64_t m = wide - c0 < 64 ? wide - c0 : 64;
+				for (int64_t c = 0; c < m; c++) {
+					int64_t col = p * wide + c0 + c;
+					x[c] = col >= n ? 0 : trans ? src[col * k + i] : src[i * n + col];
+				}
+				nestrt__quantize_half(fmt, x, bf16, m, panel + (size_t)(i * wide + c0) * (size_t)bb, NULL);
+			}
+		return;
+	}
+	for (int64_t kb = 0; kb < k / blk; kb++) {
+		unsigned char *row = panel + (size_t)(kb * wide) * (size_t)bb;
+		for (int64_t c = 0; c < wide; c++) {
+			int64_t col = p * wide + c;
+			for (int j = 0; j < blk; j++)
+				x[j] = col >= n ? 0 : trans ? src[col * k + kb * blk + j] : src[(kb * blk + j) * n + col];
+			nestrt__quantize_half(fmt, x, bf16, blk, q, NULL);
+			memcpy(row + 2 * c, q, 2);
+			for (int j = 0; j < bb - 2; j++)
+				row[2 * wide + (int64_t)j * wide + c] = q[2 + j];
+		}
+	}
+}
+
+typedef struct HalfJob {
+	const uint16_t *src;
+	int bf16, trans, fmt;
+	unsigned char *dst;
+	int64_t k, n, wide;
+	size_t panel;       /* bytes a panel */
+} HalfJob;
+
+static void half_task(void *env, int64_t begin, int64_t end)
+{
+	HalfJob *j = env;
+	for (int64_t p = begin; p < end; p++)
+		half_panel(j->dst + (size_t)p * j->panel, j->src, j->bf16, j->k, j->n, j->wide, p, j->trans, j->fmt);
+}
+
+/* An F16 or BF16 tensor whose every request is in a format: each copy made
+ * from its 16-bit bytes (no f32 form: a 7B model's 13.5 GB of bf16 were
+ * widened to 27 GB before), then its bytes given back, so that the peak is
+ * the file and one tensor. 0, or -1 with err set. Under w->mu. */
+static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__packreq *req, int nreq, nestrt_error *err)
+{
+	for (int r = 0; r < nreq; r++)
+		if (tensor_at(w, data[req[r].param]) == t && !(req[r].flags >> NESTRT_PACK_FMT_SHIFT))
+			return 0; /* also wanted in f32: the usual way */
+	int bf16 = t->stored->dtype == NESTRT_BF16;
+	size_t n = (size_t)(t->end - t->begin) / 4;
+	const uint16_t *src = (const uint16_t *)t->half;
+	for (size_t i = 0; i < n; i++)
+		if ((src[i] & (bf16 ? 0x7f80u : 0x7c00u)) == (bf16 ? 0x7f80u : 0x7c00u))
+			return nestrt__seterr(err, "%s: tensor '%s': element %zu is %s, which a weight format cannot hold", w->path,
+			                      t->name, i, src[i] & (bf16 ? 0x7fu : 0x3ffu) ? "nan" : "inf");
+	for (int r = 0; r < nreq; r++) {
+		nestrt__packreq *x = &req[r];
+		if (tensor_at(w, data[x->param]) != t)
+			continue;
+		WPack *p = NULL;
+		for (WPack *y = w->packs; y && !p; y = y->next)
+			if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
+				p = y;
+		if (!p) {
+			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			size_t bytes = nestrt__pack_bytes(x->k, x->n, x->wide, x->flags);
+			if (x->k * x->n != (int64_t)n)
+				return nestrt__seterr(err, "%s: tensor '%s': a copy of %lld x %lld of its %zu elements", w->path, t->name,
+				                      (long long)x->k, (long long)x->n, n);
+			p = calloc(1, sizeof *p);
+			if (!p || !bytes || pack_alloc(p, bytes) < 0) {
+				free(p);
+				return nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+			}
+			HalfJob j = {src, bf16, !!(x->flags & NESTRT_PACK_TRANS), fmt, p->data, x->k, x->n, x->wide,
+			             (size_t)(x->k / nestrt_format_block(fmt)) * (size_t)x->wide * (size_t)nestrt_format_block_bytes(fmt)};
+			nestrt_parallel_for((x->n + x->wide - 1) / x->wide, half_task, &j);
+			*p = (WPack){t, x->k, x->n, x->wide, x->flags, p->data, p->bytes, 0, w->packs};
+			w->packs = p;
+		}
+		x->data = p->data;
+	}
+	/* its 16-bit bytes, when in a place of ours (read from the file): given back */
+	size_t nb = (size_t)(t->end - t->begin);
+	if (t->data && t->half == (const unsigned char *)t->data + nb / 2) {
+		size_t pg = page_size();
+		uintptr_t b = ((uintptr_t)t->half + pg - 1) / pg * pg, e = ((uintptr_t)t->half + nb / 2) / pg * pg;
+		if (e > b)
+			madvise((void *)b, e - b, MADV_DONTNEED);
+		t->half = NULL;
+	}
+	t->released = 1;
+	return 0;
+}
+
+/* The requests of every tensor still in the file whose requests all ask for
+ * its own block type, transposed (rows along the blocks), and that nothing
+ * reads unpacked: packed from the blocks, the tensor marked read and given
+ * back (its f32 place is never touched). 0, or -1 with err set. Under w->mu. */
+static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq,
+                                 nestrt_error *err)
+{
+	for (int i = 0; i < nreq; i++) {
+		nestrt__packreq *q = &req[i];
+		Tensor *t = tensor_at(w, data[q->param]);
+		if (t && nestrt__is_half(t) && t->half && !t->widened && !t->half_bound && !t->direct && !t->released &&
+		    q->flags >> NESTRT_PACK_FMT_SHIFT) {
+			if (pack_half(w, t, data, req, nreq, err) < 0)
+				return -1;
+			continue;
+		}
+		if (!t || t->loaded || t->direct || !w->pending || w->fd < 0)
+			continue;
+		int all = 1;
+		for (int r = 0; r < nreq && all; r++) {
+			nestrt__packreq *x = &req[r];
+			if (tensor_at(w, data[x->param]) != t)
+				continue;
+			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			uint32_t want = fmt == NESTRT_FMT_Q8_0 ? 8 : fmt == NESTRT_FMT_Q4_0 ? 2 : UINT32_MAX;
+			/* the file's rows along the blocks: Bt's (x @ transpose(w)), or w's
+			 * columns (x @ w) in a file that holds w transposed */
+			int trans = !!(x->flags & NESTRT_PACK_TRANS);
+			all = want != UINT32_MAX && nestrt__gguf_type(t) == want && t->rank == 2 && trans != t->transposed &&
+			      x->n == t->shape[!trans] && x->k == t->shape[trans] && x->k % 32 == 0;
+		}
+		if (!all)
+			continue;
+		for (int r = 0; r < nreq; r++) {
+			nestrt__packreq *x = &req[r];
+			if (tensor_at(w, data[x->param]) != t)
+				continue;
+			WPack *p = NULL;
+			for (WPack *y = w->packs; y && !p; y = y->next)
+				if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
+					p = y;
+			if (p) {
+				x->data = p->data;
+				continue;
+			}
+			size_t bytes = nestrt__pack_bytes(x->k, x->n, x->wide, x->flags);
+			p = calloc(1, sizeof *p);
+			if (!p || !bytes || pack_alloc(p, bytes) < 0) {
+				free(p);
+				return nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
+			}
+			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			BlockJob j = {w, t, p->data, x->k, x->n, x->wide, nestrt_format_block_bytes(fmt), 0};
+			nestrt_parallel_for((x->n + x->wide - 1) / x->wide, block_task, &j);
+			if (j.err) {
+				pack_free(p);
+				return j.err == ENOMEM ? nestrt__seterr(err, "%s: out of memory packing weights", w->path)
+				                       : nestrt__read_error(err, w->path, j.err, "before");
+			}
+			p->t = t;
+			p->k = x->k;
+			p->n = x->n;
+			p->wide = x->wide;
+			p->flags = x->flags;
+			p->next = w->packs;
+			w->packs = p;
+			x->data = p->data;
+		}
+		t->loaded = 1;
+		t->released = 1; /* only its copies in its format hold it */
+	}
+	return 0;
+}
+
 /* Straight from the file into their tensors' places, packed, every request
  * that may be packed in place and is not read yet: a plain matrix row by
  * row into the panels (preadv), a transposed one a task's rows at a time
@@ -558,6 +873,8 @@ static void pack_jobs_task(void *env, int64_t begin, int64_t end)
  * unread). Under w->mu. */
 static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq, nestrt_error *err)
 {
+	if (nreq <= 0)
+		return 0;
 	PackJobs js = {calloc((size_t)nreq, sizeof *js.v), calloc((size_t)nreq + 1, sizeof *js.first), 0};
 	int rc = 0;
 	if (!js.v || !js.first)
@@ -566,7 +883,7 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 		nestrt__packreq *q = &req[i];
 		Tensor *t = tensor_at(w, data[q->param]);
 		size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
-		if (!t || t->loaded || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
+		if (!t || t->loaded || t->stored || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
 			continue;
 		size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
 		PackJob *j = calloc(1, sizeof *j);
@@ -630,13 +947,16 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 		Tensor *t = direct[i] ? tensor_at(w, data[i]) : NULL;
 		if (!t)
 			continue;
-		if (restore(w, t) < 0)
-			rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+		int got = restore(w, t);
+		if (got < 0)
+			rc = restore_error(w, t, got, err);
 		t->direct = 1;
 		data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
 	}
 	/* not read yet: a weight packed where it goes is read from the file
 	 * right into its packed form, then the rest is read */
+	if (rc == 0)
+		rc = pack_blocks_from_file(w, data, req, nreq, err);
 	if (rc == 0 && w->pending)
 		rc = pack_from_file(w, data, req, nreq, err);
 	if (rc == 0)
@@ -661,9 +981,14 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
 				break;
 			}
-			if (t && restore(w, t) < 0) {
+			int got = t ? restore(w, t) : 0;
+			if (got < 0) {
 				free(p);
-				rc = nestrt__seterr(err, "%s: out of memory unpacking weights", w->path);
+				rc = restore_error(w, t, got, err);
+				break;
+			}
+			if (q->flags >> NESTRT_PACK_FMT_SHIFT && (rc = finite_or_error(w, t, t ? elements(t) : data[q->param], q, err)) < 0) {
+				free(p);
 				break;
 			}
 			const void *src = t ? elements(t) : data[q->param];
@@ -1040,7 +1365,7 @@ void nestrt_weights_close(nestrt_weights *w)
 /* (weights.c has the files; binding, which may restore a packed weight for an
  * f16 / bf16 param, is here) */
 int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
-                              nestrt_error *err)
+                              const int32_t *formats, nestrt_error *err)
 {
 	if (nparams < 0 || (nparams > 0 && (!params || !data)))
 		return nestrt__seterr(err, "nestrt_weights_bind: invalid arguments");
@@ -1094,6 +1419,8 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 				nestrt__seterr(err, "%s: %s: out of memory unpacking weights", w->path, shown);
 			else if (as_half)
 				rc = (data[i] = nestrt__half_data(w, t, elems, shown, err)) ? 0 : -1;
+			else if (formats && formats[i] & 0xff && t->data && t->half && !t->widened && !t->half_bound)
+				rc = 0; /* held in a format: packed from its 16-bit bytes (pack_own_forms), never widened */
 			else
 				rc = nestrt__weights_widen(w, t, err);
 			pthread_mutex_unlock(&w->mu);
@@ -1111,7 +1438,7 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 int nestrt_weights_bind(nestrt_weights *w, const nestrt_param *params, int nparams, const void **data,
                         nestrt_error *err)
 {
-	if (nestrt__weights_bind_keys(w, params, nparams, data, err) < 0)
+	if (nestrt__weights_bind_keys(w, params, nparams, data, NULL, err) < 0)
 		return -1;
 	return nestrt__weights_unpacked(w, data, nparams, err);
 }

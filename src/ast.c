@@ -245,13 +245,19 @@ TypeExpr *mk_record_type(Arena *a, Loc loc, Vec *fields)
 	return t;
 }
 
-TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Expr *count)
+TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Vec *dims)
 {
 	TypeExpr *t = arena_alloc(a, sizeof *t);
+	int n;
+	Expr **ds = take(a, dims, &n);
 	t->kind = T_ARRAY;
 	t->loc = loc;
 	t->elem = elem;
-	t->count = count;
+	t->count = n ? ds[0] : NULL;
+	if (n > 1) {
+		t->dims = ds;
+		t->ndims = n;
+	}
 	return t;
 }
 
@@ -324,6 +330,13 @@ Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v)
 {
 	Decl *d = mk_decl(a, D_CONST, loc, name, nloc);
 	d->value = v;
+	return d;
+}
+
+Decl *mk_const_dtype(Arena *a, Loc loc, const char *name, Loc nloc, int dtype)
+{
+	Decl *d = mk_decl(a, D_CONST, loc, name, nloc);
+	d->dtype_value = dtype + 1;
 	return d;
 }
 
@@ -593,7 +606,11 @@ void type_dump(Buf *b, TypeExpr *t)
 	case T_ARRAY:
 		type_dump(b, t->elem);
 		buf_putc(b, '[');
-		expr_dump(b, t->count);
+		for (int k = 0; k < (t->ndims > 1 ? t->ndims : 1); k++) {
+			if (k)
+				buf_puts(b, ", ");
+			expr_dump(b, t->ndims > 1 ? t->dims[k] : t->count);
+		}
 		buf_putc(b, ']');
 		break;
 	}
@@ -659,7 +676,10 @@ void ast_dump(FILE *f, Module *m)
 		switch (d->kind) {
 		case D_CONST:
 			buf_printf(&b, " const %s = ", d->name);
-			expr_dump(&b, d->value);
+			if (d->dtype_value)
+				buf_puts(&b, dtype_name((DType)(d->dtype_value - 1)));
+			else
+				expr_dump(&b, d->value);
 			break;
 		case D_TYPE:
 			buf_printf(&b, " type %s", d->name);

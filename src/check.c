@@ -118,6 +118,27 @@ static int is_dim_name(Checker *c, const char *name)
 	return 0;
 }
 
+/* -D for the consts that name a dtype (const CACHE = f32): before the types
+ * that use them are read. */
+static void dtype_defines(Checker *c)
+{
+	for (int i = 0; i < c->opts->ndefines; i++) {
+		Define *df = &c->opts->defines[i];
+		Global *g = lookup_global(c, df->name);
+		if (!g || g->kind != G_CONST || !g->decl->dtype_value)
+			continue;
+		int dt = -1;
+		for (int t = 0; t < DT_COUNT; t++)
+			if (!strcmp(dtype_name((DType)t), df->value))
+				dt = t;
+		if (dt < 0 || dt == DT_BOOL)
+			error_plain(c->d, "-D %s=%s: const '%s' names a dtype: give one of f32, f64, f16, bf16, i32, i64, i8, u8, "
+			            "i16, u16", df->name, df->value, df->name);
+		else
+			g->decl->dtype_value = dt + 1;
+	}
+}
+
 static void check_consts(Checker *c)
 {
 	/* -D first: an override must name a const, and replaces its value as soon as the
@@ -135,6 +156,8 @@ static void check_consts(Checker *c)
 			error_plain(c->d, "-D %s=%s: there is no const named '%s'", df->name, df->value, df->name);
 			continue;
 		}
+		if (g->decl->dtype_value)
+			continue; /* dtype_defines took it */
 		Value *v = parse_define_value(c, df->value);
 		if (!v) {
 			error_plain(c->d, "-D %s=%s: '%s' is not an int, a float or a bool", df->name, df->value, df->value);
@@ -149,8 +172,8 @@ static void check_consts(Checker *c)
 	}
 	for (int k = 0; k < c->nglobals; k++) {
 		Global *g = c->globals[k];
-		if (g->kind != G_CONST)
-			continue;
+		if (g->kind != G_CONST || g->decl->dtype_value)
+			continue; /* a dtype const is a type or a cast (check_type_names, eval.c) */
 		if (g->state != 2) {
 			/* consts it uses are evaluated (and overridden) on the way, in lookup_name */
 			Value *v = eval_const_expr(c, g->decl->value);
@@ -181,6 +204,14 @@ static void check_type_names(Checker *c, TypeExpr *t, const char **tparams, int 
 		break;
 	case T_NAMED: {
 		Global *g = lookup_global(c, t->name);
+		if (g && g->kind == G_CONST && g->decl->dtype_value && t->nargs == 0) {
+			/* a const naming a dtype: that dtype, as if written there */
+			DType dt = (DType)(g->decl->dtype_value - 1);
+			t->kind = T_TENSOR;
+			t->dtype = dt;
+			t->ndims = 0;
+			break;
+		}
 		if (!g) {
 			error_at(c->d, t->loc, "unknown type '%s'", t->name);
 		} else if (g->kind != G_TYPE) {
@@ -199,9 +230,25 @@ static void check_type_names(Checker *c, TypeExpr *t, const char **tparams, int 
 			check_type_names(c, t->fields[i].type, tparams, ntparams);
 		}
 		break;
-	case T_ARRAY:
+	case T_ARRAY: {
+		Global *g = t->elem->kind == T_NAMED && t->elem->nargs == 0 ? lookup_global(c, t->elem->name) : NULL;
+		if (g && g->kind == G_CONST && g->decl->dtype_value) {
+			/* CACHE[H, CTX] with const CACHE = bf16: the tensor type bf16[H, CTX] */
+			t->kind = T_TENSOR;
+			t->dtype = (DType)(g->decl->dtype_value - 1);
+			if (t->ndims == 0) {
+				t->dims = arena_alloc(c->a, sizeof(Expr *));
+				t->dims[0] = t->count;
+				t->ndims = 1;
+			}
+			break;
+		}
+		if (t->ndims > 1)
+			error_at(c->d, t->loc, "an array of '%s' has one length: write %s[a][b] for an array of arrays",
+			         t->elem->kind == T_NAMED ? t->elem->name : "records", t->elem->kind == T_NAMED ? t->elem->name : "{...}");
 		check_type_names(c, t->elem, tparams, ntparams);
 		break;
+	}
 	}
 	(void)tparams;
 	(void)ntparams;
@@ -322,7 +369,7 @@ static void np_expr(NamePass *np, Expr *e)
 			if (!is_builtin(f) && !np->quiet) {
 				if (!g && !names_has(&np->names, f))
 					error_at(np->c->d, e->a->loc, "unknown function '%s'", f);
-				else if (g && g->kind != G_FN)
+				else if (g && g->kind != G_FN && !(g->kind == G_CONST && g->decl->dtype_value)) /* a dtype const casts */
 					error_at(np->c->d, e->a->loc, "'%s' is a %s, not a function", f, decl_what(g->decl->kind));
 				else if (!g)
 					error_at(np->c->d, e->a->loc, "'%s' is a local value, not a function", f);
@@ -573,6 +620,7 @@ Checker *check_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
 	c->p = p;
 	c->opts = opts;
 	build_globals(c);
+	dtype_defines(c);
 	check_types(c);
 	check_consts(c);
 	for (int k = 0; k < c->nglobals; k++) {

@@ -179,6 +179,11 @@ Value *lookup_name(LowerCtx *x, Expr *e)
 	if (g) {
 		switch (g->kind) {
 		case G_CONST:
+			if (g->decl->dtype_value) {
+				error_at(x->d, e->loc, "const '%s' names a dtype (%s): write it as a type, %s[dims], or a cast, "
+				         "%s(x), not as a value", e->name, dtype_name((DType)(g->decl->dtype_value - 1)), e->name, e->name);
+				return VERR;
+			}
 			if (g->state == 1) {
 				error_at(x->d, e->loc, "const '%s' is defined in terms of itself", e->name);
 				return VERR;
@@ -655,6 +660,9 @@ static Value *eval_expr1(LowerCtx *x, Expr *e)
 		Global *g = lookup_global(x->c, name);
 		if (g && g->kind == G_FN)
 			return call_user(x, g, e);
+		if (g && g->kind == G_CONST && g->decl->dtype_value)
+			/* a const naming a dtype casts as the dtype's own name does */
+			return call_builtin_expr(x, dtype_name((DType)(g->decl->dtype_value - 1)), e);
 		if (g) {
 			error_at(x->d, e->a->loc, "'%s' is not a function", name);
 			return VERR;

@@ -1,5 +1,6 @@
 /* main.c - the nestc command line: subcommands, flags, exit statuses. */
 #include "nestc.h"
+#include "wformat.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,19 +13,22 @@ static const char usage_text[] =
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
-	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow]\n"
+	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow] [--weights-format=[PATTERN=]FMT,...]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
+	"       nestc weights FILE --random-weights SEED | --weights IN.safetensors|IN.gguf\n"
+	"                 [--format=[PATTERN=]FMT,...] -o OUT.gguf [-D NAME=VALUE]...\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--target=TRIPLE] [--no-regions]\n"
-	"                 [--no-narrow] [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
-	"                 [--no-narrow] [-D NAME=VALUE]... [-Werror] [-w]\n"
+	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc import MODEL.onnx -o OUT.nest [-w WEIGHTS.safetensors] [-D NAME=VALUE]...\n"
 	"                 [--freeze NAME=FILE.pb|FILE.npy]...\n"
 	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
 	"        build writes its weights to --weights-out FILE, by default OUT.safetensors beside -o OUT)\n"
+	"       (FMT: f32, bf16, f16, q8_0 or q4_0; see nestc(1))\n"
 	"       nestc --version | --help\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -53,6 +57,36 @@ static const char *flag_value(int argc, char **argv, int *i, const char *flag, i
 		return NULL;
 	}
 	return argv[++*i];
+}
+
+/* nestc weights --format=SPEC: the syntax of --weights-format, checked
+ * here so that the message names the flag given. 0, or -1 after it. */
+static int format_spec_ok(const char *v)
+{
+	for (const char *p = v;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		const char *f = eq ? eq + 1 : p;
+		size_t flen = len - (size_t)(f - p);
+		int known = 0;
+		for (int k = 0; k < WF_COUNT; k++)
+			known |= strlen(wformat_name(k)) == flen && !strncmp(wformat_name(k), f, flen);
+		if (len == 0 || (eq && eq == p) || !known) {
+			fprintf(stderr, "nestc: error: --format: '%.*s' is not FMT or PATTERN=FMT, FMT one of "
+			                "f32, bf16, f16, q8_0, q4_0\n", (int)len, p);
+			return -1;
+		}
+		if (!end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !strcmp(s + n - k, suffix);
 }
 
 /* The model's name: the file's stem ("samples/gpt2.nest" -> "gpt2"), made a C identifier. */
@@ -323,6 +357,8 @@ int main(int argc, char **argv)
 	Vec freezes = {0};
 	const char *import_out = NULL, *import_weights = NULL;
 	int no_outline = 0;
+	WFormatSpec wfs = {.deflt = -1};
+	int weights_format = 0; /* nestc weights --format: a GGUF file in formats */
 	char *tmp_weights = NULL;
 	char *outline = NULL; /* the repeated layers the import found, for report */
 	for (int i = 2; i < argc; i++) {
@@ -340,6 +376,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--no-narrow") && !is_import) {
 			no_narrow = 1;
 			vec_push(&passthru, (void *)a);
+		} else if ((is_build || is_run || is_report) && (v = flag_value(argc, argv, &i, "--weights-format", &missing))) {
+			if (wformat_parse(&wfs, v) < 0) {
+				rc = 2;
+				goto out;
+			}
+			if (is_build)
+				vec_push(&passthru, xasprintf("--weights-format=%s", v));
 		} else if (is_build && !strcmp(a, "--no-winograd")) {
 			bo.no_winograd = 1;
 			vec_push(&passthru, (void *)a);
@@ -416,6 +459,12 @@ int main(int argc, char **argv)
 		} else if (is_build && (v = flag_value(argc, argv, &i, "--report-file", &missing))) {
 			report_file = v;
 			want_report = 1;
+		} else if (is_weights && (v = flag_value(argc, argv, &i, "--format", &missing))) {
+			if (format_spec_ok(v) < 0 || wformat_parse(&wfs, v) < 0) {
+				rc = 2;
+				goto out;
+			}
+			weights_format = 1;
 		} else if (is_report && (v = flag_value(argc, argv, &i, "--format", &missing))) {
 			if (report_format(v, &fmt) < 0) {
 				rc = usage_error("--format takes text, json or dot, not '%s'", v);
@@ -437,7 +486,7 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			dump = v;
-		} else if (is_run && (v = flag_value(argc, argv, &i, "--weights", &missing))) {
+		} else if ((is_run || is_weights) && (v = flag_value(argc, argv, &i, "--weights", &missing))) {
 			ro.weights = v;
 		} else if ((is_run || is_weights) && (v = flag_value(argc, argv, &i, "--random-weights", &missing))) {
 			char *end;
@@ -474,8 +523,18 @@ int main(int argc, char **argv)
 		rc = usage_error("%s", "no input file");
 		goto out;
 	}
-	if (is_weights && (!bo.out || !ro.random_weights)) {
-		rc = usage_error("%s", "weights needs --random-weights SEED and -o OUT.safetensors");
+	if (is_weights && ro.weights && ro.random_weights) {
+		rc = usage_error("%s", "--weights and --random-weights exclude each other");
+		goto out;
+	}
+	if (is_weights && (!bo.out || (!ro.random_weights && !ro.weights))) {
+		rc = usage_error("%s", "weights needs --random-weights SEED (or --weights IN) and -o OUT.safetensors or OUT.gguf");
+		goto out;
+	}
+	if (is_weights && (weights_format || ro.weights) && !ends_with(bo.out, ".gguf")) {
+		rc = usage_error(weights_format ? "weights --format writes a GGUF file: -o must name a .gguf file, not '%s'"
+		                                : "weights --weights converts into a GGUF file: -o must name a .gguf file, not '%s'",
+		                 bo.out);
 		goto out;
 	}
 	if (is_build && !bo.out) {
@@ -658,6 +717,8 @@ int main(int argc, char **argv)
 		if (syntax_errors)
 			p = NULL;
 	}
+	if (p && !d.nerrors)
+		wformat_assign(p, &d, &wfs);
 	if (p && dump && !strcmp(dump, "ir"))
 		ir_dump(stdout, p);
 	/* the region pass runs for every command but run, which ignores regions */
@@ -685,6 +746,8 @@ int main(int argc, char **argv)
 			printf("repeated layers found in %s:%s\n%s\n", file, outline ? "" : " none (or --no-outline)",
 			       outline ? outline : "");
 		rc = write_report(rt, fmt, model, report_file);
+	} else if (is_weights && ends_with(bo.out, ".gguf")) {
+		rc = write_gguf_weights(p, &d, model, ro.seed, ro.weights, bo.out);
 	} else if (is_weights) {
 		rc = write_random_weights(p, &d, ro.seed, bo.out);
 	} else if (is_plan) {
@@ -709,6 +772,11 @@ int main(int argc, char **argv)
 				error_plain(&d, "--only-variant %s: no such variant (see nestc report; 'model' is the model object)", bo.only);
 				rc = 1;
 			}
+		}
+		if (rc != 1 && bo.embed && wformat_mask(p)) {
+			error_plain(&d, "--embed-weights: weights in a format (--weights-format) are not embedded yet; "
+			                "link the model and open the weights file at run time");
+			rc = 1;
 		}
 		if (rc != 1 && bo.archive && bo.emit != EMIT_OBJ) {
 			error_plain(&d, "-o %s: an archive holds objects; --emit=asm and --emit=llvm write to a directory", bo.out);
@@ -767,6 +835,7 @@ out:
 		    strcmp(passthru.v[k], "--no-winograd") && strcmp(passthru.v[k], "--no-narrow"))
 			free(passthru.v[k]);
 	free(passthru.v);
+	wformat_spec_free(&wfs);
 	free(freezes.v);
 	free(outline);
 	if (tmp_weights) {

@@ -255,6 +255,7 @@ struct Decl {
 	Loc name_loc;
 	const char *name;
 	Expr *value;      /* D_CONST */
+	int dtype_value;  /* D_CONST naming a dtype (const CACHE = bf16): the DType + 1, else 0 */
 	const char **tparams; /* D_TYPE dimension parameters */
 	Loc *tparam_locs;
 	int ntparams;
@@ -310,12 +311,14 @@ TypeExpr *mk_tensor_type(Arena *a, Loc loc, DType dt, Vec *dims, int any_shape);
 TypeExpr *mk_scalar_type(Arena *a, Loc loc, ScalarKind k);
 TypeExpr *mk_named_type(Arena *a, Loc loc, const char *name, Vec *args);
 TypeExpr *mk_record_type(Arena *a, Loc loc, Vec *fields);
-TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Expr *count);
+/* elem[dims]: an array of one length, or, for a const naming a dtype, a tensor (check.c) */
+TypeExpr *mk_array_type(Arena *a, Loc loc, TypeExpr *elem, Vec *dims);
 Field *mk_field_decl(Arena *a, Loc loc, const char *name, TypeExpr *t);
 Stmt *mk_let(Arena *a, Loc loc, Vec *names, Expr *v, int is_let);
 Stmt *mk_for(Arena *a, Loc loc, const char *var, Loc varloc, Expr *lo, Expr *hi, Vec *body);
 Stmt *mk_return(Arena *a, Loc loc, Vec *values);
 Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v);
+Decl *mk_const_dtype(Arena *a, Loc loc, const char *name, Loc nloc, int dtype);
 Decl *mk_typedecl(Arena *a, Loc loc, const char *name, Loc nloc, Vec *tparams, TypeExpr *t);
 Decl *mk_param(Arena *a, Loc loc, const char *name, Loc nloc, TypeExpr *t, const char *wname);
 /* state NAME: type ("state" is a word only there; kw is what was written). */
@@ -493,6 +496,8 @@ typedef struct ParamInfo {
 	int64_t shape[MAX_RANK];
 	Loc loc;            /* the param declaration */
 	int positive;       /* reaches batch_norm's running_var: random weights draw it positive */
+	int wformat;        /* its weight format (wformat.h: WF_*), WF_F32 unless --weights-format */
+	int waxis;          /* the axis its blocks run along: the one its matmuls reduce */
 } ParamInfo;
 
 typedef struct Entry {
@@ -1080,6 +1085,22 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path);
 void random_fill(Tensor *t, const char *name, uint64_t seed);
 /* random_fill for param i: a variance (ParamInfo.positive) is drawn in [0.5, 1.5). */
 void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed);
+/* The tensor of w that binds param pi, as `nestc run --weights` checks it
+ * (there, and in nestc weights --weights): its name, dtype and shape; NULL
+ * after the error naming what is wrong. Marks it used. */
+WTensor *weights_match(Diag *d, Weights *w, const ParamInfo *pi);
+/* A warning for each tensor of w no param used (but batch norms' counters). */
+void weights_warn_unused(Diag *d, Weights *w);
+
+/* ------------------------------------------------------------------ gguf_write.c */
+
+/* nestc weights -o OUT.gguf: every param into a GGUF v3 file in its weight
+ * format (ParamInfo.wformat; its dtype when f32), from random values
+ * (weights_in NULL: random_fill_param's, bit for bit) or from the tensors of
+ * the weights file weights_in, one param at a time. name is the model's
+ * (general.name). Returns the exit status; on an error nothing is left at
+ * path. */
+int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, const char *weights_in, const char *path);
 
 /* ------------------------------------------------------------------ onnx/ (src/onnx/emit.c, read.c) */
 

@@ -970,6 +970,10 @@ Plan *plan_graph(Program *p, Graph *g, const int64_t *max_numel, int wino)
 		Node *a = x->in[0];
 		int64_t k = g->ngdyn ? gdyn_max_field(g, a, a->rank - 1) : max_numel ? max_numel[a->id] : a->shape[a->rank - 1];
 		int64_t m = a->rank < 2 ? 1 : g->ngdyn ? gdyn_max_field(g, a, a->rank - 2) : max_numel ? max_numel[a->id] : a->shape[a->rank - 2];
+		/* a batch of rows times a matrix is one product of all the rows
+		 * (codegen/matmul.c), its last panel's tiles MM_PART_ROWS (192) at a time */
+		if (a->rank > 2 && x->in[1]->rank == 2)
+			m = 192;
 		int64_t need = sat_mul(sat_mul(k + m, 64), 8);
 		if (need > panel)
 			panel = need;

@@ -1,6 +1,7 @@
 /* report.c - the region table for people (text), tools (JSON through Jansson,
  * schema version 1, documented in nestc(1)) and pictures (Graphviz DOT). */
 #include "plan.h"
+#include "wformat.h"
 
 #include <jansson.h>
 #include <string.h>
@@ -113,6 +114,46 @@ static void caller_variants_str(RegionTable *rt, RegionInfo *ri, int i, char *ou
 		snprintf(out + len, size - len, ")");
 }
 
+/* A param's bytes as held: in its format, else its dtype's. */
+static int64_t param_bytes(const ParamInfo *pi)
+{
+	int64_t n = shape_numel(pi->rank, pi->shape);
+	return pi->wformat != WF_F32 ? wformat_bytes(pi->wformat, n) : n * dtype_size(pi->dtype);
+}
+
+/* --weights-format: each param's format and bytes, and the totals. */
+static void text_weights(FILE *f, Program *p)
+{
+	int64_t held = 0, f32 = 0;
+	for (int i = 0; i < p->nparams; i++) {
+		held += param_bytes(&p->params[i]);
+		f32 += shape_numel(p->params[i].rank, p->params[i].shape) * dtype_size(p->params[i].dtype);
+	}
+	fprintf(f, "\nweights: %d params, %lld bytes (%lld as declared)\n", p->nparams, (long long)held, (long long)f32);
+	for (int wf = 0; wf < WF_COUNT; wf++) {
+		int n = 0;
+		int64_t b = 0;
+		for (int i = 0; i < p->nparams; i++)
+			if (p->params[i].wformat == wf) {
+				n++;
+				b += param_bytes(&p->params[i]);
+			}
+		if (n)
+			fprintf(f, "  %-5s %d param%s, %lld bytes%s\n", wformat_name(wf), n, n == 1 ? "" : "s", (long long)b,
+			        wf == WF_F32 ? " (as declared: any dtype)" : "");
+	}
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		if (pi->wformat == WF_F32)
+			continue;
+		Buf sh = {0};
+		shape_str(&sh, pi->dtype, pi->rank, pi->shape);
+		fprintf(f, "  %s: %s, %s, blocks along axis %d, %lld bytes\n", pi->name, sh.s, wformat_name(pi->wformat), pi->waxis,
+		        (long long)param_bytes(pi));
+		free(sh.s);
+	}
+}
+
 static void text_report(FILE *f, RegionTable *rt, const char *model)
 {
 	char buf[512], nm[256];
@@ -202,6 +243,8 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 	if (total_compile_ms(rt) > 0)
 		fprintf(f, "compile time: %.1f ms for the variants, about %.1f ms saved by reuse\n", total_compile_ms(rt),
 		        saved_ms(rt));
+	if (wformat_mask(rt->p))
+		text_weights(f, rt->p);
 }
 
 static json_t *json_report(RegionTable *rt, const char *model)
@@ -268,6 +311,19 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		json_array_append_new(variants, o);
 	}
 	json_object_set_new(root, "variants", variants);
+	if (wformat_mask(rt->p)) {
+		json_t *ws = json_array();
+		for (int i = 0; i < rt->p->nparams; i++) {
+			ParamInfo *pi = &rt->p->params[i];
+			json_t *o = json_object();
+			json_object_set_new(o, "name", json_string(pi->name));
+			json_object_set_new(o, "format", json_string(pi->wformat != WF_F32 ? wformat_name(pi->wformat) : dtype_name(pi->dtype)));
+			json_object_set_new(o, "axis", pi->wformat != WF_F32 ? json_integer(pi->waxis) : json_null());
+			json_object_set_new(o, "bytes", json_integer(param_bytes(pi)));
+			json_array_append_new(ws, o);
+		}
+		json_object_set_new(root, "weights", ws);
+	}
 
 	json_t *calls = json_array();
 	for (int i = 0; i < rt->calls.n; i++) {

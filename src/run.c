@@ -1,6 +1,7 @@
 /* run.c - `nestc run`: bind weights (or random ones), read .npy inputs, run the
  * reference interpreter, write .npy outputs only when everything succeeded. */
 #include "nestc.h"
+#include "wformat.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -144,54 +145,67 @@ static int batch_counter(const char *name)
 	return n >= k && !strcmp(name + n - k, suffix) && (n == k || name[n - k - 1] == '.');
 }
 
+WTensor *weights_match(Diag *d, Weights *w, const ParamInfo *pi)
+{
+	WTensor *wt = weights_find(w, pi->name);
+	char *want = shape_text(pi->dtype, pi->rank, pi->shape);
+	if (!wt) {
+		error_plain(d, "%s: missing parameter '%s' (%s)", w->path, pi->name, want);
+	} else {
+		wt->used = 1;
+		if ((wt->dtype != (int)pi->dtype && wt->half_dtype != (int)pi->dtype) ||
+		    !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
+			Buf b = {0};
+			/* F16, BF16 and GGUF's quantized types are held widened: the
+			 * file's type is the one to name, in lower case as compiled
+			 * programs name it */
+			if (wt->dtype >= 0 && !strcasecmp(wt->dtype_str, dtype_name((DType)wt->dtype))) {
+				shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
+			} else {
+				for (const char *c = wt->dtype_str; *c; c++)
+					buf_putc(&b, (char)tolower((unsigned char)*c));
+				buf_putc(&b, '[');
+				for (int k = 0; k < wt->rank; k++)
+					buf_printf(&b, "%s%lld", k ? ", " : "", (long long)wt->shape[k]);
+				buf_putc(&b, ']');
+			}
+			error_plain(d, "%s: %s: expected %s, file has %s", w->path, pi->name, want, b.s);
+			buf_free(&b);
+			wt = NULL;
+		}
+	}
+	free(want);
+	return wt;
+}
+
+void weights_warn_unused(Diag *d, Weights *w)
+{
+	for (int i = 0; i < w->n; i++)
+		if (!w->t[i].used && !batch_counter(w->t[i].name))
+			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
+}
+
 /* Bind every param from the weights file; 0 after errors. */
 static int bind_weights(Program *p, Diag *d, Weights *w, Tensor **params)
 {
 	int ok = 1;
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
-		WTensor *wt = weights_find(w, pi->name);
-		char *want = shape_text(pi->dtype, pi->rank, pi->shape);
+		WTensor *wt = weights_match(d, w, pi);
 		if (!wt) {
-			error_plain(d, "%s: missing parameter '%s' (%s)", w->path, pi->name, want);
+			ok = 0;
+			continue;
+		}
+		char why[512];
+		const void *data = weights_data(w, wt, pi->dtype, why, sizeof why);
+		if (!data) {
+			error_plain(d, "%s: %s", w->path, why);
 			ok = 0;
 		} else {
-			wt->used = 1;
-			if ((wt->dtype != (int)pi->dtype && wt->half_dtype != (int)pi->dtype) ||
-			    !shapes_equal(wt->rank, wt->shape, pi->rank, pi->shape)) {
-				Buf b = {0};
-				/* F16, BF16 and GGUF's quantized types are held widened: the
-				 * file's type is the one to name, in lower case as compiled
-				 * programs name it */
-				if (wt->dtype >= 0 && !strcasecmp(wt->dtype_str, dtype_name((DType)wt->dtype))) {
-					shape_str(&b, (DType)wt->dtype, wt->rank, wt->shape);
-				} else {
-					for (const char *c = wt->dtype_str; *c; c++)
-						buf_putc(&b, (char)tolower((unsigned char)*c));
-					buf_putc(&b, '[');
-					for (int k = 0; k < wt->rank; k++)
-						buf_printf(&b, "%s%lld", k ? ", " : "", (long long)wt->shape[k]);
-					buf_putc(&b, ']');
-				}
-				error_plain(d, "%s: %s: expected %s, file has %s", w->path, pi->name, want, b.s);
-				buf_free(&b);
-				ok = 0;
-			} else {
-				char why[512];
-				const void *data = weights_data(w, wt, pi->dtype, why, sizeof why);
-				if (!data) {
-					error_plain(d, "%s: %s", w->path, why);
-					ok = 0;
-				} else {
-					params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, data);
-				}
-			}
+			params[i] = tensor_from_bytes(pi->dtype, pi->rank, pi->shape, data);
 		}
-		free(want);
 	}
-	for (int i = 0; i < w->n; i++)
-		if (!w->t[i].used && !batch_counter(w->t[i].name))
-			warning_plain(d, "%s: tensor '%s' is not a parameter of the model", w->path, w->t[i].name);
+	weights_warn_unused(d, w);
 	return ok;
 }
 
@@ -277,6 +291,23 @@ int run_program(Program *p, Diag *d, RunOptions *o)
 		error_plain(d, "the model has %d param tensor%s: give --weights FILE.safetensors or --random-weights SEED",
 		            p->nparams, p->nparams == 1 ? "" : "s");
 		goto out;
+	}
+	/* --weights-format: each formatted param as its format holds it */
+	for (int i = 0; i < p->nparams; i++) {
+		ParamInfo *pi = &p->params[i];
+		if (pi->wformat == WF_F32 || !params[i])
+			continue;
+		float *f = xcalloc((size_t)params[i]->n + 1, sizeof *f);
+		for (int64_t k = 0; k < params[i]->n; k++)
+			f[k] = (float)params[i]->f[k];
+		int bad_w = wformat_round_trip(pi, f, err, sizeof err);
+		for (int64_t k = 0; k < params[i]->n; k++)
+			params[i]->f[k] = f[k];
+		free(f);
+		if (bad_w < 0) {
+			error_plain(d, "%s", err);
+			goto out;
+		}
 	}
 
 	/* inputs, by name */

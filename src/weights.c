@@ -143,8 +143,8 @@ int weights_prepack(const void *image, size_t len, const ParamInfo *params, int 
 	                       .slot_packs = slot_plans, .packs = entry_plan};
 	nestrt__packreq *req = NULL;
 	unsigned char *direct = NULL;
-	int nreq = 0;
-	if (nestrt__packs_requests(&d, &req, &nreq, &direct) < 0) {
+	int nreq = 0, bad = -1;
+	if (nestrt__packs_requests(&d, &req, &nreq, &direct, &bad) < 0) {
 		snprintf(err, errlen, "out of memory");
 		free(pt);
 		nestrt_weights_close(w);

@@ -117,9 +117,13 @@ static Node *wide_input(Widen *w, Node *old)
 	return w->wide[old->id];
 }
 
+/* Leaves, stores and calls; and a slice, which moves bytes: a slice of a
+ * 16-bit state (a cache's first P + T positions) is read as it is, and only
+ * it widened, not the whole state (which would read positions not written). */
 static int keeps_storage(Op op)
 {
-	return op == OP_INPUT || op == OP_PARAM || op == OP_STATE || op == OP_STORE || op == OP_CALL || op == OP_RESULT;
+	return op == OP_INPUT || op == OP_PARAM || op == OP_STATE || op == OP_STORE || op == OP_CALL || op == OP_RESULT ||
+	       op == OP_SLICE;
 }
 
 void widen_graph(Program *p, Graph *g)

@@ -80,14 +80,14 @@ void k_attention(Fn *F, Node *pv)
 	for (int i = F->plan->epi_next[qk->id]; i >= 0; i = F->plan->epi_next[i])
 		T.ptr[i] = scores;
 	mm_tiled(&T, qk, q, kt, ci64(G, M), ci64(G, Kd), ci64(G, N), imul(G, t, ci64(G, M * Kd)), imul(G, t, ci64(G, Kd * N)),
-	         at, 0, 0, NULL, bufs[2], bufs[3]);
+	         at, 0, 0, NULL, NULL, bufs[2], bufs[3]);
 	T.ptr[sm->id] = probs;
 	T.par_lo = imul(G, t, ci64(G, M));
 	T.par_hi = iadd(G, T.par_lo, ci64(G, M));
 	k_softmax(&T, sm);
 	T.par_lo = T.par_hi = NULL;
 	mm_tiled(&T, pv, sm, v, ci64(G, M), ci64(G, N), ci64(G, Dv), at, imul(G, t, ci64(G, N * Dv)),
-	         imul(G, t, ci64(G, M * Dv)), 0, 0, NULL, bufs[2], bufs[3]);
+	         imul(G, t, ci64(G, M * Dv)), 0, 0, NULL, NULL, bufs[2], bufs[3]);
 	loop_end(&T, &lt);
 	task_end(F, &T, &tk, ci64(G, nb));
 }

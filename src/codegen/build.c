@@ -191,6 +191,7 @@ static void gen_init(Gen *G, Shared *sh)
 	G->o = sh->o;
 	G->triple = sh->triple;
 	G->vbytes = target_vbytes(sh);
+	G->wfmask = wformat_mask(sh->p);
 	G->tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
 	                                LLVMRelocPIC, LLVMCodeModelDefault);
 	LLVMTargetDataRef td = llvm.LLVMCreateTargetDataLayout(G->tm);

@@ -558,3 +558,34 @@ void prefetch_rw(Gen *G, LLVMValueRef p, int write)
 	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, write), ci32(G, 3), ci32(G, 1)};
 	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
 }
+
+/* ---- 16-bit floats in registers (weight formats: matmul.c, movement.c) ---- */
+
+/* x as an i32, or vw of them (vw > 0) */
+LLVMValueRef vsplat32(Gen *G, int vw, uint32_t x)
+{
+	LLVMValueRef c = llvm.LLVMConstInt(G->i32, x, 0);
+	return vw ? splat(G, llvm.LLVMVectorType(G->i32, (unsigned)vw), vw, c) : c;
+}
+
+/* <vw x i16> f16 or bf16 bits -> <vw x float> (vw 0: one i16 -> float),
+ * exactly (f16: the bits moved into place and scaled by 2^112, inf and NaN
+ * given the full exponent, as elementwise.c's f16_to_f32; integer
+ * operations only, the same on every target) */
+LLVMValueRef widen16(Gen *G, LLVMValueRef h, int vw, int bf16)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vi = vw ? llvm.LLVMVectorType(G->i32, (unsigned)vw) : G->i32;
+	LLVMTypeRef vf = vw ? llvm.LLVMVectorType(G->f32, (unsigned)vw) : G->f32;
+	LLVMValueRef u = llvm.LLVMBuildZExt(B, h, vi, "");
+	if (bf16)
+		return llvm.LLVMBuildBitCast(B, llvm.LLVMBuildShl(B, u, vsplat32(G, vw, 16), ""), vf, "");
+	LLVMValueRef em = llvm.LLVMBuildShl(B, llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 0x7fffu), ""), vsplat32(G, vw, 13), "");
+	LLVMValueRef f = llvm.LLVMBuildFMul(B, llvm.LLVMBuildBitCast(B, em, vf, ""),
+	                                    llvm.LLVMBuildBitCast(B, vsplat32(G, vw, 0x77800000u), vf, ""), "");
+	LLVMValueRef fu = llvm.LLVMBuildBitCast(B, f, vi, "");
+	LLVMValueRef infnan = llvm.LLVMBuildICmp(B, LLVMIntUGE, em, vsplat32(G, vw, 0x0f800000u), "");
+	fu = llvm.LLVMBuildSelect(B, infnan, llvm.LLVMBuildOr(B, fu, vsplat32(G, vw, 0x7f800000u), ""), fu, "");
+	LLVMValueRef sgn = llvm.LLVMBuildShl(B, llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 0x8000u), ""), vsplat32(G, vw, 16), "");
+	return llvm.LLVMBuildBitCast(B, llvm.LLVMBuildOr(B, fu, sgn, ""), vf, "");
+}

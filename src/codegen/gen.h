@@ -9,6 +9,7 @@
 #define NESTC_CODEGEN_GEN_H
 
 #include "plan.h"
+#include "wformat.h"
 
 #include <pthread.h>
 
@@ -165,7 +166,9 @@
 	X(LLVMVoidTypeInContext) \
 	X(LLVMLookupIntrinsicID) \
 	X(LLVMGetIntrinsicDeclaration) \
-	X(LLVMIntrinsicGetType)
+	X(LLVMIntrinsicGetType) \
+	X(LLVMBuildSwitch) \
+	X(LLVMAddCase)
 
 struct LLVMApi {
 #define X(f) __typeof__(&f) f;
@@ -224,6 +227,7 @@ struct Gen {
 	Plan **plans;            /* per graph id; computed before any worker starts */
 	char *error;             /* a code generation failure, reported by the main thread */
 	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
+	int wfmask;              /* the weight formats the program's params are in (1 << WF_*), f32's bit clear */
 	int ntask;               /* task functions made in this module */
 	int kp_slot;             /* the kernels' owner in the profile: a dispatch slot, */
 	const char *kp_owner;    /* or (kp_slot -1) an entry point */
@@ -257,6 +261,10 @@ LLVMValueRef ci32(Gen *G, int v);
 LLVMValueRef fconst(Gen *G, DType dt, double v);
 /* x in every lane of a vector of type vt (vw lanes) */
 LLVMValueRef splat(Gen *G, LLVMTypeRef vt, int vw, LLVMValueRef x);
+/* x as an i32, or vw of them (vw > 0) */
+LLVMValueRef vsplat32(Gen *G, int vw, uint32_t x);
+/* f16 or bf16 bits as f32: vw of them (<vw x i16>), or one (vw 0) */
+LLVMValueRef widen16(Gen *G, LLVMValueRef h, int vw, int bf16);
 
 /* A call of the function `name` of this module, declared on first use. */
 LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty);
@@ -375,8 +383,9 @@ void memcpy_bytes(Fn *F, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef bytes)
 /* C = A @ B for one matrix at element offsets oa, ob, oo (conv_transpose2d's too) */
 void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
               LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
-              LLVMValueRef buf_in, LLVMValueRef tmp_in);
+              LLVMValueRef pkfmt, LLVMValueRef buf_in, LLVMValueRef tmp_in);
 void k_matmul(Fn *F, Node *n);
+
 /* The ops of the fused epilogue of n (plan.c) and each one's other operand
  * (NULL for a unary op; first: the chain's value is its first operand);
  * how many. A scalar computed from constants as an LLVM constant. Shared

@@ -185,6 +185,31 @@ void header_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 	buf_printf(b, "typedef struct %s %s;\n\n", name, name);
 	buf_printf(b, "/* Bind and check every param (%d tensors); NULL with err->message on error. */\n", p->nparams);
 	buf_printf(b, "%s *%s_new(nestrt_weights *w, nestrt_error *err);\nvoid %s_free(%s *m);\n", name, name, name, name);
+	if (wformat_mask(p)) {
+		/* --weights-format: what the instance holds, per format */
+		int64_t held = 0, f32 = 0;
+		buf_printf(b, "/* Weights held in formats (--weights-format), converted from the file's F32, F16\n"
+		              "   or BF16 tensors when %s_new binds them:", name);
+		for (int wf = 0; wf < WF_COUNT; wf++) {
+			int np = 0;
+			int64_t by = 0;
+			for (int i = 0; i < p->nparams; i++) {
+				ParamInfo *pi = &p->params[i];
+				int64_t n = shape_numel(pi->rank, pi->shape);
+				if (pi->wformat != wf)
+					continue;
+				np++;
+				by += wf == WF_F32 ? n * dtype_size(pi->dtype) : wformat_bytes(wf, n);
+			}
+			if (np)
+				buf_printf(b, "\n   %s: %d param%s, %lld bytes", wformat_name(wf), np, np == 1 ? "" : "s", (long long)by);
+			held += by;
+		}
+		for (int i = 0; i < p->nparams; i++)
+			f32 += shape_numel(p->params[i].rank, p->params[i].shape) * dtype_size(p->params[i].dtype);
+		buf_printf(b, " (f32 holds params of other dtypes too). */\n");
+		buf_printf(b, "#define %s_WEIGHT_BYTES INT64_C(%lld) /* %lld as declared */\n", guard, (long long)held, (long long)f32);
+	}
 	if (o->embed)
 		buf_printf(b, "/* %s with the weights compiled in (--embed-weights %s). */\n%s *%s_new_embedded(nestrt_error *err);\n",
 		           name, o->embed, name, name);

@@ -3,6 +3,7 @@
  * tasks of the thread pool (panels or a batch's matrices), and the plain
  * loops for integers and vectors. */
 #include "gen.h"
+#include "wformat.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -101,6 +102,272 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 		}
 }
 
+/* ---- weights in a format (--weights-format, wformat.h) ----
+ * A packed copy in a format has the panel layout of f32's, `wide` columns
+ * a panel, zeros past the last column, with its own elements: bf16 and f16
+ * as [k][wide] 16-bit elements; q8_0 and q4_0 per block of 32 k: the
+ * block's `wide` f16 scales d, then its quants as [32][wide] int8 (q8_0) or
+ * [16][wide] bytes whose low nibble is k and high nibble k + 16 (q4_0). The
+ * tiles read it directly and widen in registers: no f32 copy of the weight
+ * exists. A block's products are summed in f32 and scaled once by d. */
+
+/* A vector of vw elements of type et at byte offset off of p (i8*). */
+static LLVMValueRef load_vec_at(Gen *G, LLVMValueRef p, LLVMValueRef off, LLVMTypeRef et, int vw)
+{
+	LLVMTypeRef vt = llvm.LLVMVectorType(et, (unsigned)vw);
+	LLVMValueRef q = llvm.LLVMBuildGEP2(G->B, G->i8, p, &off, 1, "");
+	LLVMValueRef x = llvm.LLVMBuildLoad2(G->B, vt, llvm.LLVMBuildPointerCast(G->B, q, llvm.LLVMPointerType(vt, 0), ""), "");
+	llvm.LLVMSetAlignment(x, 1);
+	return x;
+}
+
+/* Panel bytes of a packed copy in wf: k rows of `wide` columns. */
+static LLVMValueRef fmt_panel_bytes(Gen *G, int wf, LLVMValueRef K, LLVMValueRef wide)
+{
+	if (wformat_block(wf) == 1)
+		return imul(G, imul(G, K, wide), ci64(G, wformat_block_bytes(wf)));
+	return imul(G, imul(G, idiv(G, K, ci64(G, 32)), wide), ci64(G, wformat_block_bytes(wf)));
+}
+
+/* A phi of type t in the current block with `in` from block `from`. */
+static LLVMValueRef phi_from(Gen *G, LLVMTypeRef t, LLVMValueRef in, LLVMBasicBlockRef from)
+{
+	LLVMValueRef p = llvm.LLVMBuildPhi(G->B, t, "");
+	llvm.LLVMAddIncoming(p, &in, &from, 1);
+	return p;
+}
+
+/* The sum of a's 32 elements from off (a block's activations), splatted to
+ * vw lanes: vectors added, then halves folded (a tree, log2(vw) steps). */
+static LLVMValueRef block_asum(Fn *F, Node *a, LLVMValueRef off, int vw)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw);
+	LLVMValueRef base = llvm.LLVMBuildGEP2(B, G->f32, nptr(F, a), &off, 1, "");
+	LLVMValueRef sum = NULL;
+	for (int i = 0; i < 32; i += vw) {
+		LLVMValueRef o = ci64(G, i);
+		LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, base, &o, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, vt, p, "");
+		llvm.LLVMSetAlignment(x, 4);
+		sum = sum ? llvm.LLVMBuildFAdd(B, sum, x, "") : x;
+	}
+	/* fold: lane i += lane i ^ h, for h = vw/2 .. 1: every lane ends with the total */
+	for (int h = vw / 2; h >= 1; h /= 2) {
+		LLVMValueRef idx[64];
+		for (int i = 0; i < vw; i++)
+			idx[i] = ci32(G, i ^ h);
+		LLVMValueRef sw = llvm.LLVMBuildShuffleVector(B, sum, llvm.LLVMGetUndef(vt), llvm.LLVMConstVector(idx, (unsigned)vw), "");
+		sum = llvm.LLVMBuildFAdd(B, sum, sw, "");
+	}
+	return sum;
+}
+
+/* mm_tile over a panel in format wf (i8* panel, `wide` columns): mr rows by
+ * nv vectors, the accumulators in registers over the whole k. A small tile
+ * (a decode step's one row) keeps two sets of sums, even and odd k (q4_0: a
+ * byte's low and high nibble), so that two FMAs into one register do not
+ * wait on each other: one set held the row at one k per FMA latency, half
+ * the memory's speed. */
+static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMValueRef K, LLVMValueRef arow,
+                        LLVMValueRef panel, LLVMValueRef wide, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc,
+                        LLVMValueRef cj, int epi)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = G->f32, vt = llvm.LLVMVectorType(et, (unsigned)vw), vpt = llvm.LLVMPointerType(vt, 0);
+	LLVMTypeRef vi = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+	LLVMValueRef zv = llvm.LLVMConstNull(vt), cp[MM_MAX_MR][4];
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef off = iadd(G, elem_off(G, crow, ci64(G, r), ldc), iadd(G, cj, ci64(G, v * vw)));
+			cp[r][v] = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, cbase, &off, 1, ""), vpt, "");
+		}
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
+	LLVMTypeRef ts[3] = {vt, vt, vt};
+	int blocked = wformat_block(wf) > 1;
+	int sets = mr * nv <= 6 ? 2 : 1;
+	/* the outer loop: k (16-bit formats; pairs of k with two sets) or blocks of 32 k */
+	LLVMValueRef nouter = blocked ? idiv(G, K, ci64(G, 32)) : sets == 2 ? idiv(G, K, ci64(G, 2)) : K;
+	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmk");
+	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkbody");
+	LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkdone");
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMPositionBuilderAtEnd(B, head);
+	LLVMValueRef o = phi_from(G, G->i64, ci64(G, 0), pre);
+	/* acc[s][r][v]: set s; 16-bit formats sum in both sets, blocked ones in set 0 */
+	LLVMValueRef acc[2][MM_MAX_MR][4], nacc[2][MM_MAX_MR][4];
+	int osets = blocked ? 1 : sets;
+	for (int q = 0; q < osets; q++)
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				acc[q][r][v] = phi_from(G, vt, zv, pre);
+	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, o, nouter, ""), body, done);
+	llvm.LLVMPositionBuilderAtEnd(B, body);
+	if (!blocked) {
+		/* k = o (or 2o and 2o + 1): rows of 16-bit elements, widened */
+		for (int q = 0; q < osets; q++) {
+			LLVMValueRef k = sets == 2 ? iadd(G, imul(G, o, ci64(G, 2)), ci64(G, q)) : o;
+			LLVMValueRef bv[4];
+			for (int v = 0; v < nv; v++)
+				bv[v] = widen16(G, load_vec_at(G, panel, imul(G, iadd(G, imul(G, k, wide), ci64(G, v * vw)), ci64(G, 2)), G->i16, vw),
+				                vw, wf == WF_BF16);
+			for (int r = 0; r < mr; r++) {
+				LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), k)));
+				for (int v = 0; v < nv; v++) {
+					LLVMValueRef vs[3] = {bc, bv[v], acc[q][r][v]};
+					nacc[q][r][v] = call(G, fma, vt, ts, vs, 3);
+				}
+			}
+		}
+	} else {
+		/* block o: its scales, then 32 k (q8_0 in pairs with two sets; q4_0:
+		 * 16 bytes of two k each, low nibbles into one set, high into the
+		 * other) into block sums, scaled once */
+		LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
+		LLVMValueRef d[4];
+		for (int v = 0; v < nv; v++)
+			d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
+		LLVMValueRef qbase = iadd(G, base, imul(G, wide, ci64(G, 2)));
+		int q4 = wf == WF_Q4_0;
+		/* byte rows a step: q4_0 one (two k), q8_0 one per set */
+		int per = q4 ? 1 : sets;
+		int steps = (q4 ? 16 : 32) / per;
+		int bsets = q4 ? 2 : sets;   /* q4_0's nibbles always go to two sets */
+		LLVMBasicBlockRef bpre = llvm.LLVMGetInsertBlock(B);
+		LLVMBasicBlockRef bhead = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmj");
+		LLVMBasicBlockRef bbody = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjbody");
+		LLVMBasicBlockRef bdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjdone");
+		llvm.LLVMBuildBr(B, bhead);
+		llvm.LLVMPositionBuilderAtEnd(B, bhead);
+		LLVMValueRef j = phi_from(G, G->i64, ci64(G, 0), bpre);
+		LLVMValueRef bs[2][MM_MAX_MR][4], nbs[2][MM_MAX_MR][4];
+		for (int q = 0; q < bsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					bs[q][r][v] = phi_from(G, vt, zv, bpre);
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, j, ci64(G, steps), ""), bbody, bdone);
+		llvm.LLVMPositionBuilderAtEnd(B, bbody);
+		for (int q = 0; q < bsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					nbs[q][r][v] = bs[q][r][v];
+		for (int s = 0; s < per; s++) {
+			LLVMValueRef row = iadd(G, imul(G, j, ci64(G, per)), ci64(G, s));   /* the byte row */
+			LLVMValueRef k0 = iadd(G, imul(G, o, ci64(G, 32)), row);
+			LLVMValueRef qlo[4], qhi[4];
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef bytes = load_vec_at(G, panel, iadd(G, qbase, iadd(G, imul(G, row, wide), ci64(G, v * vw))), G->i8, vw);
+				if (!q4) {
+					qlo[v] = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSExt(B, bytes, vi, ""), vt, "");
+				} else {
+					/* the nibbles as they are (0..15): the 8 each weight
+					 * is less comes off once a block (asum below) */
+					LLVMValueRef u = llvm.LLVMBuildZExt(B, bytes, vi, "");
+					LLVMValueRef lo = llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 15), "");
+					LLVMValueRef hi = llvm.LLVMBuildLShr(B, u, vsplat32(G, vw, 4), "");
+					qlo[v] = llvm.LLVMBuildSIToFP(B, lo, vt, "");
+					qhi[v] = llvm.LLVMBuildSIToFP(B, hi, vt, "");
+				}
+			}
+			for (int r = 0; r < mr; r++) {
+				LLVMValueRef ar = elem_off(G, arow, ci64(G, r), K);
+				LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, ar, k0)));
+				LLVMValueRef bh = q4 ? splat(G, vt, vw, load_at(F, a, iadd(G, ar, iadd(G, k0, ci64(G, 16))))) : NULL;
+				for (int v = 0; v < nv; v++) {
+					LLVMValueRef vs[3] = {bc, qlo[v], nbs[s][r][v]};
+					nbs[s][r][v] = call(G, fma, vt, ts, vs, 3);
+					if (bh) {
+						LLVMValueRef vh[3] = {bh, qhi[v], nbs[1][r][v]};
+						nbs[1][r][v] = call(G, fma, vt, ts, vh, 3);
+					}
+				}
+			}
+		}
+		LLVMValueRef jn = iadd(G, j, ci64(G, 1));
+		LLVMBasicBlockRef bend = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMBuildBr(B, bhead);
+		llvm.LLVMAddIncoming(j, &jn, &bend, 1);
+		for (int q = 0; q < bsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					llvm.LLVMAddIncoming(bs[q][r][v], &nbs[q][r][v], &bend, 1);
+		llvm.LLVMPositionBuilderAtEnd(B, bdone);
+		for (int r = 0; r < mr; r++) {
+			/* q4_0: sum a (q - 8) = sum a q - 8 sum a, the block's a summed once
+			 * (two subtractions a byte row fewer: q4_0 ran at half q8_0's speed) */
+			LLVMValueRef m8 = q4 ? llvm.LLVMBuildFMul(B, block_asum(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), imul(G, o, ci64(G, 32))), vw),
+			                                          splat(G, vt, vw, llvm.LLVMConstReal(G->f32, -8.0)), "")
+			                     : NULL;
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef sum = bsets == 2 ? llvm.LLVMBuildFAdd(B, bs[0][r][v], bs[1][r][v], "") : bs[0][r][v];
+				if (m8)
+					sum = llvm.LLVMBuildFAdd(B, sum, m8, "");
+				LLVMValueRef vs[3] = {sum, d[v], acc[0][r][v]};
+				nacc[0][r][v] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+	}
+	LLVMValueRef on = iadd(G, o, ci64(G, 1));
+	LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+	llvm.LLVMBuildBr(B, head);
+	llvm.LLVMAddIncoming(o, &on, &end, 1);
+	for (int q = 0; q < osets; q++)
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				llvm.LLVMAddIncoming(acc[q][r][v], &nacc[q][r][v], &end, 1);
+	llvm.LLVMPositionBuilderAtEnd(B, done);
+	LLVMValueRef fin[MM_MAX_MR][4];
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			fin[r][v] = osets == 2 ? llvm.LLVMBuildFAdd(B, acc[0][r][v], acc[1][r][v], "") : acc[0][r][v];
+	if (!blocked && sets == 2) {
+		/* an odd K's last k */
+		LLVMBasicBlockRef odd = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkodd");
+		LLVMBasicBlockRef even = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkeven");
+		LLVMBasicBlockRef from = llvm.LLVMGetInsertBlock(B);
+		LLVMValueRef k = isub(G, K, ci64(G, 1));
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntNE, irem(G, K, ci64(G, 2)), ci64(G, 0), ""), odd, even);
+		llvm.LLVMPositionBuilderAtEnd(B, odd);
+		LLVMValueRef last[MM_MAX_MR][4];
+		LLVMValueRef bv[4];
+		for (int v = 0; v < nv; v++)
+			bv[v] = widen16(G, load_vec_at(G, panel, imul(G, iadd(G, imul(G, k, wide), ci64(G, v * vw)), ci64(G, 2)), G->i16, vw),
+			                vw, wf == WF_BF16);
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), k)));
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef vs[3] = {bc, bv[v], fin[r][v]};
+				last[r][v] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+		LLVMBasicBlockRef oddend = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMBuildBr(B, even);
+		llvm.LLVMPositionBuilderAtEnd(B, even);
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef ph = llvm.LLVMBuildPhi(B, vt, "");
+				LLVMValueRef in[2] = {fin[r][v], last[r][v]};
+				LLVMBasicBlockRef bb[2] = {from, oddend};
+				llvm.LLVMAddIncoming(ph, in, bb, 2);
+				fin[r][v] = ph;
+			}
+	}
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef x = fin[r][v];
+			if (epi) {
+				LLVMValueRef col = iadd(G, cj, ci64(G, v * vw));
+				x = mm_epi_vec(F, n, x, vw, iadd(G, elem_off(G, crow, ci64(G, r), ldc), col), col);
+			}
+			LLVMValueRef st = llvm.LLVMBuildStore(B, x, cp[r][v]);
+			llvm.LLVMSetAlignment(st, 4);
+		}
+}
+
 /* Rows [0, M) of one panel as register tiles: tiles of mr rows, then the
  * rest by 8, 4, 2 and 1 rows. Arguments as mm_tile's, with the rows' bases
  * (arow0, crow0) for row 0; with `epi`, the tiles go straight into the
@@ -117,7 +384,17 @@ static int64_t mm_static_m(Fn *F, Node *n, Node *a)
 		return -1;
 	if (n->rank < 2 || a->rank == 1)
 		return 1;
-	return field_static(F, n, n->rank - 2) ? n->shape[n->rank - 2] : -1;
+	/* a batch of rows times a matrix (k_matmul): all the batch's rows */
+	int last = n->rank - 2, first = last;
+	if (n->op == OP_MATMUL && n->nin == 2 && n->in && n->in[1]->rank == 2 && a->rank > 2 && dtype_is_float(n->dtype))
+		first = 0;
+	int64_t m = 1;
+	for (int k = first; k <= last; k++) {
+		if (!field_static(F, n, k))
+			return -1;
+		m *= n->shape[k];
+	}
+	return m;
 }
 
 static int64_t mm_static_n(Fn *F, Node *n)
@@ -131,7 +408,7 @@ static void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LL
 static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRef M,
                     LLVMValueRef K, LLVMValueRef arow0, LLVMValueRef panel, LLVMValueRef wide,
                     LLVMValueRef cbase, LLVMValueRef crow0, LLVMValueRef ldc, LLVMValueRef cj, int epi,
-                    LLVMValueRef next)
+                    LLVMValueRef next, int wf)
 {
 	Gen *G = F->gen;
 	int sizes[5] = {mr, 8, 4, 2, 1};
@@ -153,7 +430,7 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 	 * fewer tiles prefetch their own panel (lines already in the cache). */
 	LLVMValueRef pfsh = NULL, pfbase = NULL, share = NULL;
 	int64_t K_s = llvm.LLVMIsAConstantInt(K) ? llvm.LLVMConstIntGetSExtValue(K) : -1;
-	if (next && K_s > 0 && llvm.LLVMIsAConstantInt(wide)) {
+	if (next && wf == WF_F32 && K_s > 0 && llvm.LLVMIsAConstantInt(wide)) {
 		int64_t lines = (K_s * llvm.LLVMConstIntGetSExtValue(wide) * dtype_size(n->dtype) + 63) / 64;
 		if (Ms >= 0) {
 			int64_t ntiles = Ms / mr, e = ntiles * K_s / lines, sh = 0;
@@ -197,8 +474,12 @@ static void mm_rows(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 			pf = llvm.LLVMBuildGEP2(G->B, G->i8, pfbase, &off, 1, "");
 		}
 		int regs = epi && mm_epi_in_regs(F, n);
-		mm_tile(F, n, a, h, nv, vw, K, elem_off(G, arow0, i, K),
-		        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj, pf, pfsh, regs);
+		if (wf != WF_F32)
+			mm_tile_fmt(F, n, a, h, nv, vw, wf, K, elem_off(G, arow0, i, K), panel, wide, cbase, elem_off(G, crow0, i, ldc),
+			            ldc, cj, regs);
+		else
+			mm_tile(F, n, a, h, nv, vw, K, elem_off(G, arow0, i, K),
+			        panel, wide, ci64(G, 0), cbase, elem_off(G, crow0, i, ldc), ldc, cj, pf, pfsh, regs);
 		/* else the fused epilogue on the tile just stored, still in L1:
 		 * over a whole panel afterwards its rows (N apart) came back from
 		 * L3 */
@@ -364,15 +645,71 @@ static void mm_epilogue_apply(Fn *F, Node *n, LLVMValueRef M, LLVMValueRef Nn, L
 	mm_epilogue_rows(F, n, ci64(F->gen, 0), M, Nn, oo, cw, ncols);
 }
 
+/* The tiles of panel cw (its `left` columns, `full` when all `wide` are
+ * there) from the panel in format wf: a whole panel straight into C, the
+ * last one through tmp. Leaves the builder after them. */
+static void mm_panel_tiles(Fn *F, Node *n, Node *a, int wf, LLVMValueRef panel, LLVMValueRef next, LLVMValueRef tmp,
+                           LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn, LLVMValueRef oa, LLVMValueRef oo,
+                           LLVMValueRef cw, LLVMValueRef full, LLVMValueRef left, LLVMValueRef wide)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef et = elem_t(G, n->dtype);
+	int vw = G->vbytes / dtype_size(n->dtype), nv, mr;
+	mm_shape(G, n, &mr, &nv);
+	LLVMBasicBlockRef whole = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "whole");
+	LLVMBasicBlockRef part = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "part");
+	LLVMBasicBlockRef after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "panelend");
+	llvm.LLVMBuildCondBr(B, full, whole, part);
+	/* a whole panel: straight into C (no code when N is known to have none) */
+	int64_t Ns = mm_static_n(F, n);
+	llvm.LLVMPositionBuilderAtEnd(B, whole);
+	if (Ns < 0 || Ns >= nv * vw)
+		mm_rows(F, n, a, mr, nv, vw, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw, 1, next, wf);
+	llvm.LLVMBuildBr(B, after);
+	/* the last columns: into tmp, then the valid ones to C */
+	llvm.LLVMPositionBuilderAtEnd(B, part);
+	if (Ns >= 0 && Ns % (nv * vw) == 0) {
+		llvm.LLVMBuildBr(B, after);
+		llvm.LLVMPositionBuilderAtEnd(B, after);
+		return;
+	}
+	/* MM_PART_ROWS rows at a time: tmp is on a task's stack, and M rows of
+	 * it (10 MB at M = 80000) overflowed it. The chunks are whole tiles but
+	 * the last, whose leftover rows are M's: mm_rows's tile heights hold.
+	 * With N known at run time only, the last panel's tiles are at most 4
+	 * rows high: it is one panel of many (or a small product), and a
+	 * second set of the tallest tiles doubled the code LLVM compiles
+	 * (GPT-2's prefill attention: 0.5 s of its 2.2). */
+	int pmr = Ns < 0 && mr > 4 ? 4 : mr;
+	LLVMValueRef R = ci64(G, MM_PART_ROWS);
+	Loop lch, li, lj;
+	LLVMValueRef r0 = imul(G, loop_to(F, &lch, idiv(G, iadd(G, M, ci64(G, MM_PART_ROWS - 1)), R)), R);
+	LLVMValueRef rest = isub(G, M, r0);
+	LLVMValueRef mc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, rest, R, ""), rest, R, "");
+	mm_rows(F, n, a, pmr, nv, vw, mc, K, elem_off(G, oa, r0, K), panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0, NULL, wf);
+	LLVMValueRef i = loop_to(F, &li, mc);
+	LLVMValueRef j = loop_to(F, &lj, left);
+	LLVMValueRef so = iadd(G, imul(G, i, wide), j);
+	LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, tmp, &so, 1, ""), "");
+	store_at(F, n, iadd(G, elem_off(G, oo, iadd(G, r0, i), Nn), iadd(G, cw, j)), x);
+	loop_end(F, &lj);
+	loop_end(F, &li);
+	mm_epilogue_rows(F, n, r0, mc, Nn, oo, cw, left);
+	loop_end(F, &lch);
+	llvm.LLVMBuildBr(B, after);
+	llvm.LLVMPositionBuilderAtEnd(B, after);
+}
+
 /* One panel of B, columns jw*wide .. +wide, against every row of A: the
  * panel is the pre-packed copy when `packed` (a run-time pointer, NULL when
  * the runtime has none) points to one, else packed here into `buf` (B's rows
  * are far apart in memory and alias in the cache). A last, partial panel is
  * packed with zeros beyond N, its tiles go to `tmp` (MM_PART_ROWS rows of
  * wide columns at a time) and the valid columns are copied to C. */
-static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef packed, LLVMValueRef buf,
-                     LLVMValueRef tmp, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn, LLVMValueRef oa,
-                     LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
+static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef packed, LLVMValueRef pkfmt,
+                     LLVMValueRef buf, LLVMValueRef tmp, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
+                     LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, LLVMValueRef jw, int tb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -388,7 +725,7 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 	LLVMValueRef full = llvm.LLVMBuildICmp(B, LLVMIntSGE, left, wide, "");
 	LLVMValueRef lastcol = isub(G, Nn, ci64(G, 1));
 
-	LLVMBasicBlockRef pk_yes = NULL, pk_no = NULL, join = NULL;
+	LLVMBasicBlockRef pk_yes = NULL, pk_no = NULL, join = NULL, fdone = NULL;
 	LLVMValueRef pk_ptr = NULL;
 	if (packed) {
 		pk_yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "prepacked");
@@ -397,6 +734,26 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		LLVMValueRef have = llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), "");
 		llvm.LLVMBuildCondBr(B, have, pk_yes, pk_no);
 		llvm.LLVMPositionBuilderAtEnd(B, pk_yes);
+		if (pkfmt) {
+			/* the weight's format, known when the instance was made: the
+			 * tiles of each format the build holds, f32's by default */
+			LLVMBasicBlockRef f32b = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "prepackedf32");
+			fdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmtdone");
+			LLVMValueRef sw = llvm.LLVMBuildSwitch(B, pkfmt, f32b, WF_COUNT);
+			for (int wf = WF_F32 + 1; wf < WF_COUNT; wf++) {
+				if (!(G->wfmask >> wf & 1))
+					continue;
+				LLVMBasicBlockRef fb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "prepackedfmt");
+				llvm.LLVMAddCase(sw, ci32(G, wf), fb);
+				llvm.LLVMPositionBuilderAtEnd(B, fb);
+				LLVMValueRef off = imul(G, jw, fmt_panel_bytes(G, wf, K, wide));
+				LLVMValueRef pf = llvm.LLVMBuildGEP2(B, G->i8, packed, &off, 1, "");
+				mm_panel_tiles(F, n, a, wf, pf, NULL, tmp, M, K, Nn, oa, oo, cw, full, left, wide);
+				llvm.LLVMBuildBr(B, fdone);
+			}
+			llvm.LLVMPositionBuilderAtEnd(B, f32b);
+			pk_yes = f32b;
+		}
 		LLVMValueRef off = imul(G, cw, K);
 		pk_ptr = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildPointerCast(B, packed, llvm.LLVMPointerType(et, 0), ""), &off, 1, "");
 		llvm.LLVMBuildBr(B, join);
@@ -470,48 +827,11 @@ static void mm_panel(Fn *F, Node *n, Node *a, LLVMValueRef bbase, LLVMValueRef p
 		next = llvm.LLVMBuildPointerCast(B, next, G->i8p, "");
 	}
 
-	LLVMBasicBlockRef whole = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "whole");
-	LLVMBasicBlockRef part = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "part");
-	LLVMBasicBlockRef after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "panelend");
-	llvm.LLVMBuildCondBr(B, full, whole, part);
-	/* a whole panel: straight into C (no code when N is known to have none) */
-	int64_t Ns = mm_static_n(F, n);
-	llvm.LLVMPositionBuilderAtEnd(B, whole);
-	if (Ns < 0 || Ns >= nv * vw)
-		mm_rows(F, n, a, mr, nv, vw, M, K, oa, panel, wide, nptr(F, n), oo, Nn, cw, 1, next);
-	llvm.LLVMBuildBr(B, after);
-	/* the last columns: into tmp, then the valid ones to C */
-	llvm.LLVMPositionBuilderAtEnd(B, part);
-	if (Ns >= 0 && Ns % (nv * vw) == 0) {
-		llvm.LLVMBuildBr(B, after);
-		llvm.LLVMPositionBuilderAtEnd(B, after);
-		return;
+	mm_panel_tiles(F, n, a, WF_F32, panel, next, tmp, M, K, Nn, oa, oo, cw, full, left, wide);
+	if (fdone) {
+		llvm.LLVMBuildBr(B, fdone);
+		llvm.LLVMPositionBuilderAtEnd(B, fdone);
 	}
-	/* MM_PART_ROWS rows at a time: tmp is on a task's stack, and M rows of
-	 * it (10 MB at M = 80000) overflowed it. The chunks are whole tiles but
-	 * the last, whose leftover rows are M's: mm_rows's tile heights hold.
-	 * With N known at run time only, the last panel's tiles are at most 4
-	 * rows high: it is one panel of many (or a small product), and a
-	 * second set of the tallest tiles doubled the code LLVM compiles
-	 * (GPT-2's prefill attention: 0.5 s of its 2.2). */
-	int pmr = Ns < 0 && mr > 4 ? 4 : mr;
-	LLVMValueRef R = ci64(G, MM_PART_ROWS);
-	Loop lch, li, lj;
-	LLVMValueRef r0 = imul(G, loop_to(F, &lch, idiv(G, iadd(G, M, ci64(G, MM_PART_ROWS - 1)), R)), R);
-	LLVMValueRef rest = isub(G, M, r0);
-	LLVMValueRef mc = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, rest, R, ""), rest, R, "");
-	mm_rows(F, n, a, pmr, nv, vw, mc, K, elem_off(G, oa, r0, K), panel, wide, tmp, ci64(G, 0), wide, ci64(G, 0), 0, NULL);
-	LLVMValueRef i = loop_to(F, &li, mc);
-	LLVMValueRef j = loop_to(F, &lj, left);
-	LLVMValueRef so = iadd(G, imul(G, i, wide), j);
-	LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, tmp, &so, 1, ""), "");
-	store_at(F, n, iadd(G, elem_off(G, oo, iadd(G, r0, i), Nn), iadd(G, cw, j)), x);
-	loop_end(F, &lj);
-	loop_end(F, &li);
-	mm_epilogue_rows(F, n, r0, mc, Nn, oo, cw, left);
-	loop_end(F, &lch);
-	llvm.LLVMBuildBr(B, after);
-	llvm.LLVMPositionBuilderAtEnd(B, after);
 }
 
 /* One row of A (M = 1) times B read in place (rows ldb apart, from ob) into
@@ -610,7 +930,7 @@ static LLVMValueRef mm_heap_panel(Fn *F, LLVMValueRef big, LLVMValueRef bytes)
 enum { MM_PANELS, MM_BATCH };
 
 static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
-                    LLVMValueRef ntasks, int what, int tb, LLVMValueRef packed)
+                    LLVMValueRef ntasks, int what, int tb, LLVMValueRef packed, LLVMValueRef pkfmt)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -624,12 +944,13 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	 * stride and start go along after the epilogue's operands */
 	Node *bv = what == MM_BATCH ? F->bview : NULL;
 	int nenv = 8 + nepi + (bv ? 3 : 0);
+	int ifmt = pkfmt ? nenv++ : -1; /* the packed copy's format goes last */
 	/* a task a panel: the pool hands out runs of them, shorter towards the
 	 * end (guided), so that the threads finish together; a matrix-vector
 	 * product (a decode step) is paced by memory, and two threads that
 	 * read at different speeds ended up to a sixth of it apart with three
 	 * fixed runs each */
-	LLVMValueRef vals[8 + 8 + 3] = {
+	LLVMValueRef vals[8 + 8 + 3 + 1] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bv ? bv : b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
 		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), ntasks,
@@ -642,9 +963,12 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		vals[9 + nepi] = F->bview_batch;
 		vals[10 + nepi] = F->bview_start;
 	}
+	if (pkfmt)
+		vals[ifmt] = llvm.LLVMBuildZExt(B, pkfmt, G->i64, "");
 	Fn T;
-	LLVMValueRef got[8 + 8 + 3];
+	LLVMValueRef got[8 + 8 + 3 + 1];
 	Task tk = task_begin(F, &T, "mm", vals, nenv, got);
+	LLVMValueRef tfmt = pkfmt ? llvm.LLVMBuildTrunc(B, got[ifmt], G->i32, "fmt") : NULL;
 	for (int i = 0; i < nepi; i++)
 		if (other[i] && !scalar_of_consts(other[i], 0))
 			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
@@ -685,13 +1009,13 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 		LLVMValueRef p1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), np), got[7]);
 		Loop lp;
 		LLVMValueRef jw = loop_begin(&T, &lp, p0, p1);
-		mm_panel(&T, n, a, T.ptr[b->id], tpk, buf, tmp, got[3], got[4], got[5], z, z, z, jw, tb);
+		mm_panel(&T, n, a, T.ptr[b->id], tpk, tfmt, buf, tmp, got[3], got[4], got[5], z, z, z, jw, tb);
 		loop_end(&T, &lp);
 	} else {
 		LLVMValueRef oa = imul(G, t, imul(G, got[3], got[4]));
 		LLVMValueRef ob = bv ? iadd(G, got[10 + nepi], imul(G, t, got[9 + nepi])) : imul(G, t, imul(G, got[4], got[5]));
 		LLVMValueRef oo = imul(G, t, imul(G, got[3], got[5]));
-		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, buf, tmp);
+		mm_tiled(&T, n, a, b, got[3], got[4], got[5], oa, ob, oo, 0, tb, NULL, NULL, buf, tmp);
 	}
 	loop_end(&T, &lt);
 	LLVMTypeRef ft[1] = {G->i8p};
@@ -703,7 +1027,7 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
  * wide, on the thread pool when `plain` (the only matmul of its loop nest). */
 void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, LLVMValueRef Nn,
                      LLVMValueRef oa, LLVMValueRef ob, LLVMValueRef oo, int plain, int tb, LLVMValueRef packed,
-                     LLVMValueRef buf_in, LLVMValueRef tmp_in)
+                     LLVMValueRef pkfmt, LLVMValueRef buf_in, LLVMValueRef tmp_in)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -715,7 +1039,7 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	LLVMValueRef npanels = idiv(G, iadd(G, Nn, ci64(G, nv * vw - 1)), wide);
 	if (plain) {
 		/* the panels are independent: run them on the thread pool */
-		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed);
+		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed, pkfmt);
 		return;
 	}
 	/* the scratch area of the workspace: the panel, then the partial tile rows */
@@ -728,25 +1052,33 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	}
 	Loop lw;
 	LLVMValueRef jw = loop_to(F, &lw, npanels);
-	mm_panel(F, n, a, F->bview ? nptr(F, F->bview) : nptr(F, b), packed, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
+	mm_panel(F, n, a, F->bview ? nptr(F, F->bview) : nptr(F, b), packed, pkfmt, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
 	loop_end(F, &lw);
 }
 
 /* The pre-packed copy of a matmul's right operand when it is a model's
  * weight (libnestrt packs it on first use, nestrt_packed), else NULL at run
  * time. Only for operands that may be weights: params and arguments. */
-static LLVMValueRef mm_prepacked(Fn *F, Node *n, Node *b, LLVMValueRef K, LLVMValueRef Nn, int tb)
+static LLVMValueRef mm_prepacked(Fn *F, Node *n, Node *b, LLVMValueRef K, LLVMValueRef Nn, int tb, LLVMValueRef *fmt)
 {
 	Gen *G = F->gen;
+	*fmt = NULL;
 	if (b->op != OP_PARAM && b->op != OP_INPUT)
 		return NULL;
 	int vw = G->vbytes / dtype_size(n->dtype);
-	LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32};
+	LLVMTypeRef at[7] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32, llvm.LLVMPointerType(G->i32, 0)};
 	int mr, nv;
 	mm_shape(G, n, &mr, &nv);
-	LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, b), G->i8p, ""), K, Nn, ci64(G, nv * vw),
-	                      ci32(G, (tb ? 1 : 0) | (n->dtype == DT_F64 ? 2 : 0))};
-	return call(G, "nestrt_packed", G->i8p, at, av, 6);
+	LLVMValueRef av[7] = {F->ctx, llvm.LLVMBuildPointerCast(G->B, nptr(F, b), G->i8p, ""), K, Nn, ci64(G, nv * vw),
+	                      ci32(G, (tb ? 1 : 0) | (n->dtype == DT_F64 ? 2 : 0)), NULL};
+	if (!G->wfmask || n->dtype != DT_F32)
+		return call(G, "nestrt_packed", G->i8p, at, av, 6);
+	/* the build holds weights in formats: the copy says which it is in */
+	LLVMValueRef slot = entry_alloca(F, G->i32, "pkfmt");
+	av[6] = slot;
+	LLVMValueRef pk = call(G, "nestrt_packed_format", G->i8p, at, av, 7);
+	*fmt = llvm.LLVMBuildLoad2(G->B, G->i32, slot, "");
+	return pk;
 }
 
 /* NumPy matmul with broadcast batch axes; i-k-j order so the inner loop runs
@@ -760,8 +1092,8 @@ void k_matmul(Fn *F, Node *n)
 		/* a known weight: its panels pre-packed and on the pool, whatever M is */
 		int plain = !(F->v && F->v->ndyn) && !gdyn_has(F->g, bt);
 		LLVMValueRef K = dimv(F, a, 1), Nn = dimv(F, bt, 0);
-		mm_tiled(F, n, a, bt, dimv(F, a, 0), K, Nn, z, z, z, plain, 1, plain ? mm_prepacked(F, n, bt, K, Nn, 1) : NULL,
-		         NULL, NULL);
+		LLVMValueRef fmt = NULL, pk = plain ? mm_prepacked(F, n, bt, K, Nn, 1, &fmt) : NULL;
+		mm_tiled(F, n, a, bt, dimv(F, a, 0), K, Nn, z, z, z, plain, 1, pk, fmt, NULL, NULL);
 		return;
 	}
 	Gen *G = F->gen;
@@ -773,6 +1105,18 @@ void k_matmul(Fn *F, Node *n)
 	LLVMValueRef K = dimv(F, a, a->rank - 1);
 	LLVMValueRef Nn = b->rank == 1 ? ci64(G, 1) : dimv(F, b, b->rank - 1);
 	int batch = n->rank - (a->rank != 1) - (b->rank != 1);
+	if (fl && b->rank == 2 && a->rank > 2) {
+		/* a batch of rows times one matrix (a weight, most often): a's and
+		 * the result's batch axes are more rows, one product over them all,
+		 * its B pre-packed as a 2-D product's (plan_mm asks for it so) */
+		LLVMValueRef rows = M, z = ci64(G, 0);
+		for (int k = 0; k < a->rank - 2; k++)
+			rows = imul(G, rows, dimv(F, a, k));
+		int plain = !(F->v && F->v->ndyn) && !gdyn_has(F->g, b);
+		LLVMValueRef fmt = NULL, pk = plain ? mm_prepacked(F, n, b, K, Nn, 0, &fmt) : NULL;
+		mm_tiled(F, n, a, b, rows, K, Nn, z, z, z, plain, 0, pk, fmt, NULL, NULL);
+		return;
+	}
 	/* batch strides (elements) of a, b and the result */
 	LLVMValueRef sa[MAX_RANK], sb[MAX_RANK], so[MAX_RANK];
 	LLVMValueRef mat_a = imul(G, M, K), mat_b = imul(G, K, Nn), mat_o = imul(G, M, Nn);
@@ -860,7 +1204,7 @@ void k_matmul(Fn *F, Node *n)
 			F->bview_batch = sb[batch - 1];
 			F->bview_start = bstart;
 		}
-		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0, NULL);
+		mm_pool(F, n, a, b, M, K, Nn, nb, MM_BATCH, 0, NULL, NULL);
 		F->bview = NULL;
 		if (mv_after) {
 			llvm.LLVMBuildBr(B, mv_after);
@@ -895,7 +1239,8 @@ void k_matmul(Fn *F, Node *n)
 		}
 		F->bview = bv;
 		F->bview_ldb = bv ? dimv(F, bv, bv->rank - 1) : NULL;
-		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain && !bv, 0, plain && !bv ? mm_prepacked(F, n, b, K, Nn, 0) : NULL, NULL, NULL);
+		LLVMValueRef fmt = NULL, pk = plain && !bv ? mm_prepacked(F, n, b, K, Nn, 0, &fmt) : NULL;
+		mm_tiled(F, n, a, b, M, K, Nn, oa, ob, oo, plain && !bv, 0, pk, fmt, NULL, NULL);
 		F->bview = NULL;
 		if (after) {
 			llvm.LLVMBuildBr(B, after);
@@ -990,8 +1335,9 @@ static int plan_mm(Gen *G, Graph *g, Variant *v, Node *x, Node *b, int tb, int d
 		K = a->shape[1];
 		N = b->shape[0];
 	} else {
+		/* a batch of rows times a matrix is one 2-D product (k_matmul) */
 		int batch = x->rank - (a->rank != 1) - (b->rank != 1);
-		if (b->rank == 1 || batch != 0)
+		if (b->rank == 1 || (batch != 0 && !(b->rank == 2 && a->rank > 2)))
 			return 0;
 		K = a->shape[a->rank - 1];
 		N = b->shape[b->rank - 1];

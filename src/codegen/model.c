@@ -170,10 +170,24 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 		pack_plan(G, p->entries[e].g, NULL, 1, &eplan, &eplen);
 	LLVMValueRef eplan_gv = pack_plan_global(G, eplan, eplen, "entry_packs", 1);
 	free(eplan);
-	LLVMTypeRef df[11] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p, G->i8p, G->i64, G->i8p, G->i8p};
-	LLVMTypeRef desc_t = llvm.LLVMStructTypeInContext(G->C, df, 11, 0);
+	/* the params' weight formats (--weights-format), NULL when all are f32 */
+	LLVMValueRef fmts = llvm.LLVMConstPointerNull(G->i8p);
+	if (wformat_mask(p)) {
+		LLVMValueRef *fv = xcalloc((size_t)p->nparams + 1, sizeof(LLVMValueRef));
+		for (int i = 0; i < p->nparams; i++)
+			fv[i] = ci32(G, p->params[i].wformat | p->params[i].waxis << 8);
+		LLVMTypeRef ft = llvm.LLVMArrayType(G->i32, (unsigned)p->nparams);
+		LLVMValueRef fg = llvm.LLVMAddGlobal(G->M, ft, "formats");
+		llvm.LLVMSetInitializer(fg, llvm.LLVMConstArray(G->i32, fv, (unsigned)p->nparams));
+		llvm.LLVMSetGlobalConstant(fg, 1);
+		llvm.LLVMSetLinkage(fg, LLVMPrivateLinkage);
+		fmts = llvm.LLVMConstPointerCast(fg, G->i8p);
+		free(fv);
+	}
+	LLVMTypeRef df[12] = {G->i8p, G->i8p, G->i32, G->i8p, G->i32, G->i64, G->i8p, G->i8p, G->i64, G->i8p, G->i8p, G->i8p};
+	LLVMTypeRef desc_t = llvm.LLVMStructTypeInContext(G->C, df, 12, 0);
 	LLVMValueRef z2[2] = {ci32(G, 0), ci32(G, 0)};
-	LLVMValueRef dv[11] = {
+	LLVMValueRef dv[12] = {
 		cstr(G, name),
 		llvm.LLVMConstPointerCast(p->nparams ? llvm.LLVMConstGEP2(ptab_t, ptab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
 		ci32(G, p->nparams),
@@ -185,11 +199,12 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 		ci64(G, ws_own),
 		llvm.LLVMConstPointerCast(nv ? llvm.LLVMConstGEP2(ntab_t, pktab, z2, 2) : llvm.LLVMConstPointerNull(G->i8p), G->i8p),
 		llvm.LLVMConstPointerCast(eplan_gv, G->i8p),
+		fmts,
 	};
 	char dname[256];
 	snprintf(dname, sizeof dname, "%s__desc", name);
 	LLVMValueRef desc = llvm.LLVMAddGlobal(G->M, desc_t, dname);
-	llvm.LLVMSetInitializer(desc, llvm.LLVMConstNamedStruct(desc_t, dv, 11));
+	llvm.LLVMSetInitializer(desc, llvm.LLVMConstNamedStruct(desc_t, dv, 12));
 	llvm.LLVMSetGlobalConstant(desc, 1);
 	llvm.LLVMSetLinkage(desc, LLVMPrivateLinkage);
 	LLVMValueRef desc8 = llvm.LLVMConstPointerCast(desc, G->i8p);

@@ -368,6 +368,63 @@ static void gather_from_panels(Fn *F, Node *n, Node *idx, LLVMValueRef pk, LLVMV
 	llvm.LLVMPositionBuilderAtEnd(B, done);
 }
 
+/* Rows idx of a [rows, cols] matrix out of its copy in format wf (nestrt.h:
+ * always transposed, row v along its blocks as column v % wide of panel
+ * v / wide; lay = {wide, 1}), each element widened or dequantized. */
+static void gather_from_format(Fn *F, Node *n, Node *idx, int wf, LLVMValueRef pk, LLVMValueRef lay, LLVMValueRef cols)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef wide = llvm.LLVMBuildLoad2(B, G->i64, lay, "wide");
+	int blk = wformat_block(wf);
+	LLVMValueRef bb = ci64(G, wformat_block_bytes(wf));
+	/* a panel's bytes: cols / blk rows of wide blocks */
+	LLVMValueRef pbytes = imul(G, imul(G, idiv(G, cols, ci64(G, blk)), wide), bb);
+	Loop li, lj;
+	LLVMValueRef i = loop_to(F, &li, numelv(F, idx));
+	LLVMValueRef v = gather_index(F, idx, i);
+	LLVMValueRef c = irem(G, v, wide);
+	LLVMValueRef panel = imul(G, idiv(G, v, wide), pbytes);
+	LLVMValueRef dst = imul(G, i, cols);
+	LLVMValueRef j = loop_to(F, &lj, cols);
+	LLVMValueRef x;
+	if (blk == 1) {
+		LLVMValueRef off = iadd(G, panel, imul(G, iadd(G, imul(G, j, wide), c), ci64(G, 2)));
+		LLVMValueRef h = llvm.LLVMBuildLoad2(B, G->i16, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, pk, &off, 1, ""),
+		                                                                          llvm.LLVMPointerType(G->i16, 0), ""), "");
+		llvm.LLVMSetAlignment(h, 1);
+		x = widen16(G, h, 0, wf == WF_BF16);
+	} else {
+		/* block j / 32: its scale at 2c, quant j % 32 of column c after the scales */
+		LLVMValueRef base = iadd(G, panel, imul(G, imul(G, idiv(G, j, ci64(G, 32)), wide), bb));
+		LLVMValueRef soff = iadd(G, base, imul(G, c, ci64(G, 2)));
+		LLVMValueRef h = llvm.LLVMBuildLoad2(B, G->i16, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, pk, &soff, 1, ""),
+		                                                                          llvm.LLVMPointerType(G->i16, 0), ""), "");
+		llvm.LLVMSetAlignment(h, 1);
+		LLVMValueRef d = widen16(G, h, 0, 0);
+		LLVMValueRef jj = irem(G, j, ci64(G, 32));
+		LLVMValueRef q;
+		if (wf == WF_Q8_0) {
+			LLVMValueRef qoff = iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), iadd(G, imul(G, jj, wide), c)));
+			LLVMValueRef b8 = llvm.LLVMBuildLoad2(B, G->i8, llvm.LLVMBuildGEP2(B, G->i8, pk, &qoff, 1, ""), "");
+			q = llvm.LLVMBuildSExt(B, b8, G->i32, "");
+		} else {
+			LLVMValueRef hi = llvm.LLVMBuildICmp(B, LLVMIntSGE, jj, ci64(G, 16), "");
+			LLVMValueRef row = irem(G, jj, ci64(G, 16));
+			LLVMValueRef qoff = iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), iadd(G, imul(G, row, wide), c)));
+			LLVMValueRef b8 = llvm.LLVMBuildZExt(B, llvm.LLVMBuildLoad2(B, G->i8, llvm.LLVMBuildGEP2(B, G->i8, pk, &qoff, 1, ""), ""),
+			                                     G->i32, "");
+			LLVMValueRef nib = llvm.LLVMBuildSelect(B, hi, llvm.LLVMBuildLShr(B, b8, llvm.LLVMConstInt(G->i32, 4, 0), ""),
+			                                        llvm.LLVMBuildAnd(B, b8, llvm.LLVMConstInt(G->i32, 15, 0), ""), "");
+			q = llvm.LLVMBuildSub(B, nib, llvm.LLVMConstInt(G->i32, 8, 0), "");
+		}
+		x = llvm.LLVMBuildFMul(B, d, llvm.LLVMBuildSIToFP(B, q, G->f32, ""), "");
+	}
+	store_at(F, n, iadd(G, dst, j), x);
+	loop_end(F, &lj);
+	loop_end(F, &li);
+}
+
 void k_gather(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -396,15 +453,35 @@ void k_gather(Fn *F, Node *n)
 	if (gather_packed_table(tab)) {
 		LLVMValueRef lay = entry_alloca(F, llvm.LLVMArrayType(G->i64, 2), "packlayout");
 		LLVMValueRef lay0 = llvm.LLVMBuildPointerCast(B, lay, llvm.LLVMPointerType(G->i64, 0), "");
-		LLVMTypeRef at[6] = {G->i8p, G->i8p, G->i64, G->i64, G->i32, llvm.LLVMPointerType(G->i64, 0)};
-		LLVMValueRef av[6] = {F->ctx, llvm.LLVMBuildPointerCast(B, nptr(F, tab), G->i8p, ""), rows, row,
-		                      ci32(G, tab->dtype == DT_F64 ? 2 : 0), lay0};
-		LLVMValueRef pk = call(G, "nestrt_packed_rows", G->i8p, at, av, 6);
+		LLVMTypeRef at[7] = {G->i8p, G->i8p, G->i64, G->i64, G->i32, llvm.LLVMPointerType(G->i64, 0),
+		                     llvm.LLVMPointerType(G->i32, 0)};
+		LLVMValueRef av[7] = {F->ctx, llvm.LLVMBuildPointerCast(B, nptr(F, tab), G->i8p, ""), rows, row,
+		                      ci32(G, tab->dtype == DT_F64 ? 2 : 0), lay0, NULL};
+		/* the build holds weights in formats: the copy says which it is in */
+		int fmts = G->wfmask && tab->dtype == DT_F32;
+		LLVMValueRef fslot = fmts ? entry_alloca(F, G->i32, "pkfmt") : NULL;
+		av[6] = fslot;
+		LLVMValueRef pk = call(G, fmts ? "nestrt_packed_rows_format" : "nestrt_packed_rows", G->i8p, at, av, fmts ? 7 : 6);
 		LLVMBasicBlockRef yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherpacked");
 		LLVMBasicBlockRef no = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherplain");
 		join = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherdone");
 		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntNE, pk, llvm.LLVMConstPointerNull(G->i8p), ""), yes, no);
 		llvm.LLVMPositionBuilderAtEnd(B, yes);
+		if (fmts) {
+			LLVMValueRef fv = llvm.LLVMBuildLoad2(B, G->i32, fslot, "");
+			LLVMBasicBlockRef f32b = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherf32");
+			LLVMValueRef sw = llvm.LLVMBuildSwitch(B, fv, f32b, WF_COUNT);
+			for (int wf = WF_F32 + 1; wf < WF_COUNT; wf++) {
+				if (!(G->wfmask >> wf & 1))
+					continue;
+				LLVMBasicBlockRef fb = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "gatherfmt");
+				llvm.LLVMAddCase(sw, ci32(G, wf), fb);
+				llvm.LLVMPositionBuilderAtEnd(B, fb);
+				gather_from_format(F, n, idx, wf, pk, lay0, row);
+				llvm.LLVMBuildBr(B, join);
+			}
+			llvm.LLVMPositionBuilderAtEnd(B, f32b);
+		}
 		gather_from_panels(F, n, idx, pk, lay0, rows, row);
 		llvm.LLVMBuildBr(B, join);
 		llvm.LLVMPositionBuilderAtEnd(B, no);

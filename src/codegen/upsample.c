@@ -62,7 +62,7 @@ static void convt_gemm_group(Fn *F, Node *n, LLVMValueRef nn, LLVMValueRef g, LL
 	F->ptr[x->id] = llvm.LLVMBuildGEP2(B, et, x0, &xoff, 1, "");
 	F->ptr[n->id] = cols;
 	LLVMValueRef z = ci64(G, 0);
-	mm_tiled(F, &cm, &am, &bm, ci64(G, M), ci64(G, Cg), ci64(G, P), z, z, z, 1, 0, NULL, NULL, NULL);
+	mm_tiled(F, &cm, &am, &bm, ci64(G, M), ci64(G, Cg), ci64(G, P), z, z, z, 1, 0, NULL, NULL, NULL, NULL);
 	F->ptr[x->id] = x0;
 	F->ptr[n->id] = out0;
 	F->ptr[am.id] = NULL;

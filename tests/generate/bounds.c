@@ -57,7 +57,7 @@ static int fake_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *w
 	return 0;
 }
 
-static const nestrt_model_desc other_desc = {"other", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL};
+static const nestrt_model_desc other_desc = {"other", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
 
 static void fill(float *p, int n, float v)
 {

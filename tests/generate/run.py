@@ -73,13 +73,23 @@ with tempfile.TemporaryDirectory() as work:
             ("gpt2", GPT2, GCFG, GMAC, PROMPT, 32),
             ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
             ("gpt2_ctx320_p60", GPT2, LONG, GMAC, [str((i * 37 + 11) % 256) for i in range(60)], 8),
-            ("gpt2_ctx320_p250", GPT2, LONG, GMAC, [str((i * 53 + 5) % 256) for i in range(250)], 10)):
+            ("gpt2_ctx320_p250", GPT2, LONG, GMAC, [str((i * 53 + 5) % 256) for i in range(250)], 10),
+            # weights in formats (issue #36): each model in each of them
+            ("gpt2_q8_0", GPT2, GCFG + ["--weights-format=q8_0"], GMAC, PROMPT, 32),
+            ("gpt2_q4_0", GPT2, GCFG + ["--weights-format=q4_0"], GMAC, PROMPT, 32),
+            ("gpt2_bf16", GPT2, GCFG + ["--weights-format=bf16"], GMAC, PROMPT, 32),
+            ("gpt2_f16", GPT2, GCFG + ["--weights-format=f16"], GMAC, PROMPT, 32),
+            ("llama_q8_0", LLAMA, LCFG + ["--weights-format=q8_0"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
+            ("llama_q4_0", LLAMA, LCFG + ["--weights-format=q4_0"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
+            ("llama_bf16", LLAMA, LCFG + ["--weights-format=bf16"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32),
+            ("llama_f16", LLAMA, LCFG + ["--weights-format=f16"], ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], PROMPT, 32)):
         d = os.path.join(work, name)
         os.mkdir(d)
         try:
             build(model, cfg, os.path.join(d, "out"))
             w = os.path.join(d, "w.safetensors")
-            r = sh([NESTC, "weights", model] + cfg + ["--random-weights", "11", "-o", w])
+            r = sh([NESTC, "weights", model] + [c for c in cfg if not c.startswith("--weights-format")] +
+                   ["--random-weights", "11", "-o", w])
             assert r.returncode == 0, r.stderr
             exe = os.path.join(d, "generate")
             link(os.path.join(ROOT, "scripts", "generate.c"), os.path.join(d, "out"), exe, mac)
@@ -88,6 +98,36 @@ with tempfile.TemporaryDirectory() as work:
             result(r.returncode == 0, name + ".generate_vs_interpreter", (r.stdout + r.stderr).strip())
         except Exception as e:  # a failed build is this check's failure
             result(False, name + ".generate_vs_interpreter", str(e))
+
+    # the cache in 16 bits (-D CACHE=bf16 / f16, issue #36): rounded as it is written, so
+    # the reference is the same model with an f32 cache, compiled: the same 32 ids, the
+    # logits close (each step's keys and values lose their low bits)
+    for name, model, cfg, mac, half in (("gpt2", GPT2, GCFG, GMAC, "bf16"),
+                                        ("llama", LLAMA, LCFG, ["-DMODEL=llama", "-DMODEL_UP=LLAMA"], "f16")):
+        d = os.path.join(work, name + "_cache_" + half)
+        os.mkdir(d)
+        try:
+            w = os.path.join(d, "w.safetensors")
+            r = sh([NESTC, "weights", model] + cfg + ["--random-weights", "11", "-o", w])
+            assert r.returncode == 0, r.stderr
+            got = {}
+            for dt in ("f32", half):
+                out = os.path.join(d, "out_" + dt)
+                build(model, cfg + ["-D", "CACHE=" + dt], out)
+                exe = os.path.join(d, "generate_" + dt)
+                link(os.path.join(ROOT, "scripts", "generate.c"), out, exe, mac)
+                lg = os.path.join(d, "logits_%s.bin" % dt)
+                r = sh([exe, w, "32"] + PROMPT + ["--logits", lg])
+                assert r.returncode == 0, r.stderr
+                ids = [l for l in r.stdout.splitlines() if l.startswith("ids:")][0]
+                got[dt] = (ids, np.fromfile(lg, dtype=np.float32).reshape(32, -1).astype(np.float64))
+            rel = float(np.abs(got[half][1] - got["f32"][1]).max() / np.abs(got["f32"][1]).max())
+            ok = got[half][0] == got["f32"][0] and 0 < rel < 2e-2
+            result(ok, "%s.cache_%s_vs_f32" % (name, half),
+                   "32 ids %s, logits within %.2g relative%s" % ("identical" if got[half][0] == got["f32"][0] else "DIFFER",
+                                                               rel, "" if rel > 0 else " (no rounding at all?)"))
+        except Exception as e:  # a failed build is this check's failure
+            result(False, "%s.cache_%s_vs_f32" % (name, half), str(e))
 
     # prefill at several T from one binary against static builds of that T
     d = os.path.join(work, "prefill")
@@ -364,7 +404,7 @@ with tempfile.TemporaryDirectory() as work:
     np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))
     r = sh([NESTC, "run", GPT2] + GCFG + ["-D", "P=5", "--entry", "decode", "--random-weights", "1",
                                            "--input", "token=" + os.path.join(work, "tok1.npy")])
-    result(r.returncode == 1 and "gpt2.nest:58:36: error: reads state cache.0.k at 0:6 on axis 2 before it was written "
+    result(r.returncode == 1 and "gpt2.nest:61:40: error: reads state cache.0.k at 0:6 on axis 2 before it was written "
            "there (written: 5:6)" in r.stderr, "run.decode_reads_unwritten_state", r.stderr.strip().splitlines()[0] if r.stderr else "")
     r = sh([NESTC, "run", GPT2] + GCFG + ["-D", "T=5", "--entry", "prefill", "--random-weights", "1",
                                            "--input", "tokens=" + os.path.join(work, "tok5.npy")])

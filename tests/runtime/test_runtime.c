@@ -1766,7 +1766,7 @@ static const nestrt_param packtest_params[2] = {
 };
 static const nestrt_slot packtest_slots[1] = {{"v.0", NULL}};
 static const nestrt_model_desc packtest_desc = {"packtest", packtest_params, 2, packtest_slots, 1, 0, "test", NULL, 0,
-                                                slot_plans, entry_plan};
+                                                slot_plans, entry_plan, NULL};
 
 static size_t packtest_image(char *image)
 {
@@ -1889,7 +1889,7 @@ static const nestrt_param panels_params[3] = {
 	{"f", NESTRT_F32, 2, {9, 8}},
 	{"g", NESTRT_F32, 4, {2, 3, 3, 3}},
 };
-static const nestrt_model_desc panels_desc = {"panels", panels_params, 3, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan};
+static const nestrt_model_desc panels_desc = {"panels", panels_params, 3, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan, NULL};
 
 static void test_packed_panels(void)
 {
@@ -1997,7 +1997,7 @@ static void test_packed_release(void)
 	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
 	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
 	for (int two = 0; two < 2; two++) {
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1};
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1, NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
@@ -2031,7 +2031,7 @@ static void test_packed_release(void)
 	/* the tensors are read when the first instance is created: a file cut
 	 * short before then is an error then, not a crash */
 	{
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan1};
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan1, NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		int cut = w && truncate(path, 4096) == 0;
@@ -2045,6 +2045,80 @@ static void test_packed_release(void)
 	}
 	unlink(path);
 	free(path);
+}
+
+/* The weight formats (quant.c): names, sizes, blocks worked out by hand, the
+ * errors. tests/io/quant.py compares every byte with NumPy. */
+static void test_formats(void)
+{
+	static const char *const names[] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
+	static const int block[] = {1, 1, 1, 32, 32}, bytes[] = {4, 2, 2, 34, 18};
+	for (int f = 0; f < 5; f++)
+		CHECK(strcmp(nestrt_format_name(f), names[f]) == 0 && nestrt_format_parse(names[f]) == f &&
+		              nestrt_format_block(f) == block[f] && nestrt_format_block_bytes(f) == bytes[f],
+		      "format %d", f);
+	CHECK(!nestrt_format_name(5) && !nestrt_format_name(-1) && nestrt_format_parse("Q8_0") == -1 &&
+	              nestrt_format_parse(NULL) == -1 && nestrt_format_block(5) == 0 && nestrt_format_block_bytes(-1) == 0,
+	      "unknown formats");
+	CHECK(nestrt_format_bytes(NESTRT_FMT_Q8_0, 64) == 68 && nestrt_format_bytes(NESTRT_FMT_Q4_0, 96) == 54 &&
+	              nestrt_format_bytes(NESTRT_FMT_BF16, 3) == 6 && nestrt_format_bytes(NESTRT_FMT_Q8_0, 100) == 0 &&
+	              nestrt_format_bytes(NESTRT_FMT_F32, -4) == 0 && nestrt_format_bytes(NESTRT_FMT_F32, INT64_MAX) == 0 &&
+	              nestrt_format_bytes(9, 32) == 0,
+	      "nestrt_format_bytes");
+
+	/* q4_0: x = j % 16 - 8 has m = -8 (element 0), so d = 1 (f16 0x3c00) and
+	 * q = trunc(x + 8.5) = j % 16: byte j is j * 0x11 */
+	float x[64], y[64];
+	unsigned char b[68];
+	nestrt_error err;
+	for (int j = 0; j < 32; j++)
+		x[j] = (float)(j % 16 - 8);
+	int ok = nestrt_quantize(NESTRT_FMT_Q4_0, x, 32, b, &err) == 0 && b[0] == 0x00 && b[1] == 0x3c;
+	for (int j = 0; j < 16; j++)
+		ok = ok && b[2 + j] == j * 0x11;
+	nestrt_dequantize(NESTRT_FMT_Q4_0, b, 32, y);
+	CHECK(ok && memcmp(x, y, 32 * sizeof(float)) == 0, "q4_0 block of j %% 16 - 8");
+	/* an all-zero block: m = +0, so d = -0 (f16 0x8000), q = 8 */
+	memset(x, 0, sizeof x);
+	CHECK(nestrt_quantize(NESTRT_FMT_Q4_0, x, 32, b, &err) == 0 && b[0] == 0 && b[1] == 0x80 && b[2] == 0x88 &&
+	              b[17] == 0x88,
+	      "q4_0 zero block");
+	/* q8_0: max 127, so d = 1 and q = roundf(j - 16.5): halves away from zero */
+	x[0] = 127;
+	for (int j = 1; j < 32; j++)
+		x[j] = (float)j - 16.5f;
+	ok = nestrt_quantize(NESTRT_FMT_Q8_0, x, 32, b, &err) == 0 && b[0] == 0x00 && b[1] == 0x3c && b[2] == 127;
+	for (int j = 1; j < 32; j++)
+		ok = ok && (int8_t)b[2 + j] == (j <= 16 ? j - 17 : j - 16);
+	nestrt_dequantize(NESTRT_FMT_Q8_0, b, 32, y);
+	CHECK(ok && y[0] == 127 && y[1] == -16 && y[16] == -1 && y[17] == 1, "q8_0 block of halves");
+	/* f16 and bf16: ties to even, and the largest values that stay finite */
+	float h[4] = {1 + 0x1p-11f, 1 + 3 * 0x1p-11f, 65519.996f, -0x1p-25f};
+	uint16_t hb[4];
+	CHECK(nestrt_quantize(NESTRT_FMT_F16, h, 4, hb, &err) == 0 && hb[0] == 0x3c00 && hb[1] == 0x3c02 &&
+	              hb[2] == 0x7bff && hb[3] == 0x8000,
+	      "f16 rounding: %s", err.message);
+	float g[3] = {1 + 0x1p-8f, 1 + 3 * 0x1p-8f, 0x1.fefffep127f};
+	CHECK(nestrt_quantize(NESTRT_FMT_BF16, g, 3, hb, &err) == 0 && hb[0] == 0x3f80 && hb[1] == 0x3f82 &&
+	              hb[2] == 0x7f7f,
+	      "bf16 rounding: %s", err.message);
+
+	/* the errors */
+	int r = nestrt_quantize(NESTRT_FMT_Q8_0, x, 100, b, &err);
+	CHECK_MSG(r, err, "100 elements is not a multiple of q8_0's block of 32");
+	x[40] = NAN;
+	r = nestrt_quantize(NESTRT_FMT_Q4_0, x, 64, b, &err);
+	CHECK_MSG(r, err, "element 40 is nan: q4_0 weights must be finite numbers");
+	x[40] = -INFINITY;
+	r = nestrt_quantize(NESTRT_FMT_F32, x, 64, b, &err);
+	CHECK_MSG(r, err, "element 40 is -inf: f32 weights must be finite numbers");
+	h[1] = 65520;
+	r = nestrt_quantize(NESTRT_FMT_F16, h, 4, hb, &err);
+	CHECK_MSG(r, err, "element 1 is 65520, beyond f16's range (|x| >= 65520 rounds to inf)");
+	r = nestrt_quantize(7, h, 4, hb, &err);
+	CHECK_MSG(r, err, "unknown weight format 7");
+	CHECK(nestrt_quantize(NESTRT_FMT_F16, h, 4, hb, NULL) == -1 && nestrt_quantize(NESTRT_FMT_Q8_0, NULL, 0, NULL, &err) == 0,
+	      "err NULL, and no elements");
 }
 
 int main(int argc, char **argv)
@@ -2086,6 +2160,7 @@ int main(int argc, char **argv)
 	test_packed();
 	test_packed_panels();
 	test_packed_release();
+	test_formats();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
 	if (system(cmd) != 0)
