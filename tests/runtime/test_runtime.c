@@ -2121,6 +2121,69 @@ static void test_formats(void)
 	      "err NULL, and no elements");
 }
 
+/* nestrt_seq and nestrt_model_call_dims called as a hand-written descriptor's
+ * entry points would: a state of 65 bytes (a u8[65] cache) holds 65 zeroed
+ * bytes that the entry fills, one of 0 bytes (a [0] state) is allowed, and
+ * one of 2 MiB (the least that is mapped) is freed as it was allocated;
+ * the dims array holds exactly ndims values (the conditions read no more,
+ * here from the heap); an access naming no state of the sequence (-1, or the
+ * count) is skipped rather than read or written. */
+static int seq_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)ctx, (void)ws;
+	unsigned char *st = bufs[1];
+	int zero = 1;
+	for (int i = 0; i < 65; i++) {
+		zero &= st[i] == 0;
+		st[i] = (unsigned char)(i + 1);
+	}
+	*(int64_t *)bufs[0] = zero ? dims[0] : -1;
+	return 0;
+}
+static const nestrt_model_desc seqtest_desc = {"seqtest", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
+
+static void test_seq(void)
+{
+	nestrt_error err = {{0}};
+	nestrt_model *m = nestrt_model_new(&seqtest_desc, NULL, &err);
+	if (!CHECK(m != NULL, "seqtest model: %s", err.message))
+		return;
+	int64_t bytes[3] = {65, 0, 2 << 20};
+	nestrt_seq *s = nestrt_seq_new(m, bytes, 3, &err);
+	if (!CHECK(s != NULL, "seqtest sequence: %s", err.message)) {
+		nestrt_model_free(m);
+		return;
+	}
+	const char *names[1] = {"T"};
+	/* 1 <= T and T <= 4 */
+	nestrt_dimcheck checks[2] = {{-1, {1, 0, 0, 0}, 0, "1 <= T"}, {4, {-1, 0, 0, 0}, 0, "T <= 4"}};
+	/* writes st[0:65]; then accesses of no state of the sequence */
+	nestrt_access acc[3] = {{0}};
+	acc[0].write = 1, acc[0].rank = 1, acc[0].size[0][0] = 65, acc[0].name = "st";
+	acc[1].state = -1, acc[1].rank = 1, acc[1].size[0][0] = 1, acc[1].name = "minus";
+	acc[2].state = 3, acc[2].rank = 1, acc[2].size[0][0] = 1, acc[2].name = "past";
+	int64_t *dims = malloc(sizeof *dims), out = 0;
+	void *bufs[1] = {&out};
+	dims[0] = 3;
+	int rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, "seq_step");
+	CHECK(rc == 0 && out == 3, "seq_step(T = 3): rc %d, out %lld (-1: the state was not zero), %s", rc,
+	      (long long)out, rc ? nestrt_model_error(m) : "");
+	dims[0] = 5;
+	rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, "seq_step");
+	const char *e = nestrt_model_error(m);
+	CHECK(rc < 0 && e && strcmp(e, "seq_step: T = 5: T <= 4 does not hold") == 0, "seq_step(T = 5): rc %d, '%s'", rc,
+	      e ? e : "(none)");
+	nestrt_seq_reset(s);
+	dims[0] = 4;
+	out = 0;
+	rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, "seq_step");
+	CHECK(rc == 0 && out == 4, "seq_step(T = 4) after a reset: rc %d, out %lld, %s", rc, (long long)out,
+	      rc ? nestrt_model_error(m) : "");
+	free(dims);
+	nestrt_seq_free(s);
+	nestrt_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -2161,6 +2224,7 @@ int main(int argc, char **argv)
 	test_packed_panels();
 	test_packed_release();
 	test_formats();
+	test_seq();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
 	if (system(cmd) != 0)
