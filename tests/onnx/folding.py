@@ -16,6 +16,10 @@ runs these among its cli checks):
   says so, and does not ask to freeze an input; a MatMul of one input: "needs two inputs";
 - Pad (edge, reflect) of a tensor with an empty axis: an empty result of the padded shape;
 - a Concat of 1024 constants (the most inputs a node may have), folded at import;
+- an empty initializer (f32[0]) added to an input of shape [3, 0], and returned alone:
+  empty results of the right shapes, and `nestc import` writes it as zeros([0]), no param;
+- i64 constants of one value: 2^24 and -2^24 written as full() of a literal, 2^24 + 1 as a
+  param (a literal past 2^24 would round through f32), each exact;
 - a graph that reads a value inside a local function's call (blocks.1/m, as the expanded
   call names it) after the call: the plan that makes each call a region cannot hold, and
   the import tries again without regions (values against NumPy), never reading an
@@ -155,6 +159,48 @@ def checks(nestc, d, run, short, make_model):
     if not why and not np.array_equal(got[0], np.arange(n, dtype=np.float32) * 0.5):
         why = "got %s" % np.array2string(got[0][:8])
     out.append(("Concat of 1024 constants (the most inputs of a node): folded", why))
+
+    # an empty initializer (f32[0]) added to an input of shape [3, 0], and one returned as it
+    # is: empty results of the right shapes, and the import writes each as zeros of its
+    # shape, not as a param that the weights file would have to hold
+    e0 = NH.from_array(np.zeros([0], np.float32), "e")
+    for name, nodes, ins, oshape, feeds in (
+            ("empty_add", [H.make_node("Add", ["x", "e"], ["y"])], [f32("x", [3, 0])], [3, 0],
+             dict(x=np.zeros([3, 0], np.float32))),
+            ("empty_alone", [H.make_node("Identity", ["e"], ["y"])], [], [0], {})):
+        path = os.path.join(d, name + ".onnx")
+        make_model(path, nodes, ins, [f32("y", oshape)], inits=[e0], opset=13)
+        got, why = run_model(name, path, feeds, 1)
+        if not why and got[0].shape != tuple(oshape):
+            why = "shape %s, expected %s" % (got[0].shape, tuple(oshape))
+        if not why:
+            nest = os.path.join(d, name + ".nest")
+            r = run([nestc, "import", path, "-o", nest, "-w", os.path.join(d, name + ".safetensors")])
+            text = open(nest).read() if r.returncode == 0 else ""
+            if r.returncode or "param " in text or "f32(zeros([0]))" not in text:
+                why = "import: exit %d, %s%s" % (r.returncode, short(r.stderr), text[-300:])
+        out.append(("an empty initializer (%s): f32%s, written as zeros, no param" % (name, oshape), why))
+
+    # integer constants of one value: up to 2^24 in magnitude a literal (full(), exact
+    # through f32), past it a param (a literal would round); values exact either way
+    for v, lit in ((1 << 24, True), (-(1 << 24), True), ((1 << 24) + 1, False)):
+        name = "splat_%d" % len(out)
+        path = os.path.join(d, name + ".onnx")
+        make_model(path, [H.make_node("Add", ["x", "c"], ["y"])], [H.make_tensor_value_info("x", TP.INT64, [4])],
+                   [H.make_tensor_value_info("y", TP.INT64, [4])], inits=[NH.from_array(np.full([4], v, np.int64), "c")],
+                   opset=13)
+        xv = np.array([0, 1, -1, 5], np.int64)
+        got, why = run_model(name, path, dict(x=xv), 1)
+        if not why and not np.array_equal(got[0], xv + v):
+            why = "got %s, expected %s" % (got[0], xv + v)
+        if not why:
+            nest = os.path.join(d, name + ".nest")
+            r = run([nestc, "import", path, "-o", nest, "-w", os.path.join(d, name + ".safetensors")])
+            text = open(nest).read() if r.returncode == 0 else ""
+            if r.returncode or ("i64(full([4], %s))" % (v if v > 0 else "(%d)" % v) in text) != lit \
+                    or ("param c: i64[4]" in text) == lit:
+                why = "import: exit %d, %s%s" % (r.returncode, short(r.stderr), text[-300:])
+        out.append(("an i64 constant of one value %d: %s" % (v, "a literal" if lit else "a param"), why))
 
     # a node without a required input: says which inputs it needs
     path = os.path.join(d, "one_input.onnx")
