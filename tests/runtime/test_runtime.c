@@ -520,6 +520,17 @@ static void test_bind_errors(void)
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
 	const void *dd[1];
 	CHECK_MSG(nestrt_weights_bind(NULL, &p, 1, dd, &err), err, "nestrt_weights_bind: no weights for 1 parameters");
+	/* what a table holds past a param's rank is not read: w binds with a stray -7
+	 * there, and a param of the most dims (8) is checked to its last */
+	p = (nestrt_param){"w", NESTRT_F32, 2, {2, 3, -7}};
+	nestrt_weights *wb = nestrt_weights_open(path, &err);
+	if (CHECK(wb != NULL, "good file: %s", err.message)) {
+		int rc = nestrt_weights_bind(wb, &p, 1, dd, &err);
+		CHECK(rc == 0 && dd[0] != NULL, "w with -7 past its rank: rc %d, %s", rc, rc ? err.message : "");
+		nestrt_weights_close(wb);
+	}
+	p = (nestrt_param){"x8", NESTRT_F32, 8, {1, 2, 1, 2, 1, 2, 1, 2}};
+	bind_err(path, &p, 1, "missing parameter 'x8' (f32[1, 2, 1, 2, 1, 2, 1, 2])");
 	free(path);
 
 	/* The example of the interface, full size. */
