@@ -2138,7 +2138,8 @@ static void test_formats(void)
  * one of 2 MiB (the least that is mapped) is freed as it was allocated;
  * the dims array holds exactly ndims values (the conditions read no more,
  * here from the heap); an access naming no state of the sequence (-1, or the
- * count) is skipped rather than read or written. */
+ * count) is skipped rather than read or written; a write whose box holds the
+ * box written so far (larger on two axes) replaces it. */
 static int seq_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
 {
 	(void)ctx, (void)ws;
@@ -2149,6 +2150,11 @@ static int seq_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws
 		st[i] = (unsigned char)(i + 1);
 	}
 	*(int64_t *)bufs[0] = zero ? dims[0] : -1;
+	return 0;
+}
+static int seq_noop(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)ctx, (void)bufs, (void)dims, (void)ws;
 	return 0;
 }
 static const nestrt_model_desc seqtest_desc = {"seqtest", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
@@ -2192,6 +2198,28 @@ static void test_seq(void)
 	      rc ? nestrt_model_error(m) : "");
 	free(dims);
 	nestrt_seq_free(s);
+	/* a write whose box holds what was written (0:2 x 0:2, then 0:4 x 0:4, larger on
+	 * both axes) makes it what was written: 0:4 x 0:4 reads, 0:5 x 0:4 does not */
+	int64_t one[1] = {64};
+	s = nestrt_seq_new(m, one, 1, &err);
+	if (CHECK(s != NULL, "seqtest sequence: %s", err.message)) {
+		nestrt_access box[4] = {{0}};
+		for (int i = 0; i < 4; i++) {
+			box[i].write = i < 2, box[i].rank = 2, box[i].name = "st";
+			box[i].size[0][0] = i == 0 ? 2 : i == 3 ? 5 : 4, box[i].size[1][0] = i == 0 ? 2 : 4;
+		}
+		int64_t d1[1] = {2};
+		for (int i = 0; i < 3; i++) {
+			rc = nestrt_model_call_dims(m, 1, s, seq_noop, bufs, 1, d1, 1, names, checks, 2, &box[i], 1, "seq_box");
+			CHECK(rc == 0, "seq_box call %d: %s", i, rc ? nestrt_model_error(m) : "");
+		}
+		rc = nestrt_model_call_dims(m, 1, s, seq_noop, bufs, 1, d1, 1, names, checks, 2, &box[3], 1, "seq_box");
+		e = nestrt_model_error(m);
+		CHECK(rc < 0 && e &&
+		          strcmp(e, "seq_box: T = 2: reads state st at 0:5 on axis 0 before it was written there (written: 0:4)") == 0,
+		      "seq_box read of 0:5 x 0:4: rc %d, '%s'", rc, e ? e : "(none)");
+		nestrt_seq_free(s);
+	}
 	nestrt_model_free(m);
 }
 
