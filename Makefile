@@ -52,7 +52,7 @@ OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTER
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
 RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_wpack.o $(B)/rt_npy.o $(B)/rt_pool.o \
-	$(B)/rt_pack.o $(B)/rt_gguf.o $(B)/rt_quant.o
+	$(B)/rt_pack.o $(B)/rt_gguf.o $(B)/rt_quant.o $(B)/rt_gguf_names.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
 
@@ -107,7 +107,7 @@ check-asan: deps
 	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the front end, the .safetensors,
-# GGUF and .npy readers, the ONNX importer (then the front end on its text; about
+# GGUF and .npy readers, the tokenizer (a text and a GGUF file's vocabulary), the ONNX importer (then the front end on its text; about
 # 8,000 inputs a second, so the smoke run's 20,000 take seconds). They need clang (scripts/deps.sh installs it); every object
 # they use is built again into build-fuzz/ with coverage, ASan and UBSan.
 #   make fuzz                    each target FUZZ_SECONDS (60) seconds, one after
@@ -122,7 +122,7 @@ FUZZ_SECONDS = 60
 FUZZ_SMOKE_SECONDS = 30
 FUZZ_SMOKE_RUNS = 20000
 FUZZ_BINS = build-fuzz/fuzz_frontend build-fuzz/fuzz_safetensors build-fuzz/fuzz_npy build-fuzz/fuzz_onnx \
-	build-fuzz/fuzz_gguf
+	build-fuzz/fuzz_gguf build-fuzz/fuzz_tokenize
 fuzz: deps
 	@$(MAKE) --no-print-directory B=build-fuzz CC="$(FUZZ_CC)" CFLAGS="$(FUZZ_FLAGS)" $(FUZZ_BINS)
 	@sh tests/fuzz/libfuzzer.sh build-fuzz $(FUZZ_SECONDS)
@@ -135,6 +135,9 @@ $(B)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_common.h $(
 $(B)/fuzz_gguf: tests/fuzz/fuzz_gguf.c tests/fuzz/fuzz_common.h $(B)/weights.o $(B)/util.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_gguf.c $(B)/weights.o \
 		$(B)/util.o $(RT_IO_OBJS) $(LDLIBS)
+$(B)/fuzz_tokenize: tests/fuzz/fuzz_tokenize.c tests/fuzz/fuzz_common.h $(RT_IO_OBJS) $(B)/rt_tokenize.o
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_tokenize.c $(RT_IO_OBJS) \
+		$(B)/rt_tokenize.o -lm -lpthread
 $(B)/fuzz_npy: tests/fuzz/fuzz_npy.c tests/fuzz/fuzz_common.h $(B)/npy.o $(B)/weights.o $(B)/util.o $(B)/dtype.o $(RT_IO_OBJS)
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_npy.c $(B)/npy.o $(B)/weights.o \
 		$(B)/util.o $(B)/dtype.o $(RT_IO_OBJS) $(LDLIBS)
@@ -161,7 +164,8 @@ $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
 RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_wpack.o $(B)/rt_dispatch.o $(B)/rt_npy.o \
-	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o
+	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o \
+	$(B)/rt_gguf_names.o $(B)/rt_tokenize.o
 
 $(B)/libnestrt.a: $(RT_OBJS)
 	rm -f $@
@@ -174,6 +178,10 @@ $(B)/rt_weights.o: runtime/weights.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/weights.c
 $(B)/rt_gguf.o: runtime/gguf.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/gguf.c
+$(B)/rt_gguf_names.o: runtime/gguf_names.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/gguf_names.c
+$(B)/rt_tokenize.o: runtime/tokenize.c runtime/unicode_ranges.h $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/tokenize.c
 $(B)/rt_quant.o: runtime/quant.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/quant.c
 $(B)/rt_wpack.o: runtime/wpack.c $(RT_HDRS) $(B)/stamp
@@ -222,6 +230,12 @@ mutate: all
 # Run-time figures of compiled code against ONNX Runtime, PyTorch and OpenBLAS (not a test).
 bench: all
 	@sh scripts/bench-deps.sh && $(PYTHON) bench/run.py $(B)/nestc
+
+# The tokenizer suite's expectations (tests/tokenize/expected_*.json): llama.cpp's own ids
+# for its strings, through node-llama-cpp (scripts/bench-deps.sh installs it into
+# bench/.node). make check reads the stored files and needs no node.
+tokenize-expected:
+	@sh scripts/bench-deps.sh && $(PYTHON) tests/tokenize/expected.py
 
 # Compile-time figures of hierarchical against flat compilation (not a test).
 bench-compile: all
@@ -415,4 +429,4 @@ $(B)/main.o: src/main.c $(HDRS) $(B)/stamp
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz fuzz-diff mutate bench bench-compile install uninstall clean
+.PHONY: all deps demo check check-onnx check-run check-asan check-tsan fuzz fuzz-diff mutate bench bench-compile tokenize-expected install uninstall clean

@@ -2,8 +2,8 @@
 """Run-time benchmark of code compiled by nestc against its peers (make bench).
 
 Run: run.py NESTC [--rounds N] [--procs N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
-     SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, formats-decode, matmul, resnet, resnet18,
-              bert, vit, resnet50, conv3x3, onnx
+     SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, formats-decode, formats-prefill,
+              llamacpp, matmul, resnet, resnet18, bert, vit, resnet50, conv3x3, onnx
      (all by default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
@@ -70,6 +70,18 @@ Weight formats (issue 36; bench/sections_formats.py):
   the read limit in its format's own bytes (the weights a step reads, over the speed of
   bench/stream.c's read in the same round); logits against the f32 build's. Goals on
   TinyLlama's shape: >= 85% of that limit for bf16 and q8_0, >= 75% for q4_0.
+- formats-prefill: TinyLlama's 128-token prefill, the f32 build against q8_0 and q4_0 builds
+  with f32 and with int8 activations (--activations=int8), 1 and 2 threads; goal: int8 at least
+  2x the f32 build's speed.
+
+llama.cpp (issue 37; bench/sections_llamacpp.py, bench/llamacpp_server.mjs):
+- llamacpp: a TinyLlama-1.1B-shaped LLaMA (CTX=256) in one GGUF file per format (f16, q8_0,
+  q4_0) written by `nestc weights` in llama.cpp's layout, run from that same file by
+  llama.cpp (node-llama-cpp 3.21.1 in bench/.node, F32 key/value cache) and by nestc
+  (`nestc build --consts-from FILE --weights-format=FMT`): decode step at P = 127 and a
+  128-token prefill, 1 and 2 threads, llama.cpp's time over nestc's (goals: >= 1.1 for
+  decode, >= 1.2 for prefill), the next-token log-probabilities against each other, and
+  32 greedy tokens from a 16-token prompt.
 
 Networks of issue #9 (bench/sections_nets.py), nestc against ONNX Runtime at 1 and 2 threads,
 each with nestc / ORT (goal <= 0.9), % of the FMA peak and the max relative difference
@@ -108,15 +120,17 @@ from core import BenchCore  # noqa: E402
 from sections_cnn import CNNSections  # noqa: E402
 from sections_formats import FormatSections  # noqa: E402
 from sections_gpt2 import GPT2Sections  # noqa: E402
+from sections_llamacpp import LlamaCppSections  # noqa: E402
 from sections_nets import NetSections  # noqa: E402
 
 
-class Bench(FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
+class Bench(LlamaCppSections, FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
     """Every section, on the shared environment of BenchCore."""
 
 
-SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "formats-decode", "matmul", "resnet",
-            "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx")
+SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "formats-decode", "formats-prefill",
+            "llamacpp", "matmul",
+            "resnet", "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx")
 
 
 def main():
@@ -182,6 +196,10 @@ def main():
             b.gpt2_prefill()
         elif sec == "formats-decode":
             b.formats_decode()
+        elif sec == "formats-prefill":
+            b.formats_prefill()
+        elif sec == "llamacpp":
+            b.llamacpp()
         elif sec in ("bert", "vit", "resnet50", "conv3x3", "onnx"):
             getattr(b, sec)()
         sys.stdout.flush()

@@ -13,7 +13,7 @@ import numpy as np
 
 from common import BENCH, DECODE_MALLOC_ENV, GPT2_GEN, ROOT, STREAM_MIB, background_note, log, measure, sh
 
-FORMATS = ("f32", "bf16", "q8_0", "q4_0")
+FORMATS = ("f32", "bf16", "q8_0", "q4_0", "q8_0+int8", "q4_0+int8")   # +int8: --activations=int8
 TINYLLAMA = dict(L=22, D=2048, H=32, KVH=4, F=5632, V=32000, CTX=256)
 FMT_P = 127
 READ = "memory read"
@@ -25,7 +25,7 @@ MODELS = (
      ("model.embed_tokens.weight",)),
 )
 # goals on TinyLlama's shape: % of the read limit in the format's own bytes
-GOAL = {"bf16": 0.85, "q8_0": 0.85, "q4_0": 0.75}
+GOAL = {"bf16": 0.85, "q8_0": 0.85, "q4_0": 0.75, "q8_0+int8": 0.85, "q4_0+int8": 0.75}
 
 
 def tensor_bytes(path):
@@ -37,17 +37,20 @@ def tensor_bytes(path):
 
 
 class FormatSections:
-    def fmt_build(self, d, sample, cfg, macros, fmt):
-        """The sample built with --weights-format=fmt (f32: none) and linked with
-        bench/decode.c; returns the program and {param: bytes held} from its report."""
-        out = os.path.join(d, "nestc-" + fmt)
+    def fmt_build(self, d, sample, cfg, macros, fmt, act="f32"):
+        """The sample built with --weights-format=fmt (f32: none) and --activations=act,
+        linked with bench/decode.c; returns the program and {param: bytes held} from its
+        report."""
+        out = os.path.join(d, "nestc-" + fmt + ("" if act == "f32" else "-" + act))
         shutil.rmtree(out, ignore_errors=True)
         cmd = [self.nestc, "build", os.path.join(ROOT, "samples", sample), "-o", out, "--report"]
         for k, v in cfg.items():
             cmd += ["-D", "%s=%s" % (k, v)]
         if fmt != "f32":
             cmd.append("--weights-format=" + fmt)
-        log("building %s %s" % (sample, fmt))
+        if act != "f32":
+            cmd.append("--activations=" + act)
+        log("building %s %s %s" % (sample, fmt, act))
         rep = sh(cmd)
         held = {m.group(1): int(m.group(2)) for m in
                 re.finditer(r"^  (\S+): f32\[[^\]]*\], \w+, blocks along axis \d, (\d+) bytes$", rep, re.M)}
@@ -66,7 +69,8 @@ class FormatSections:
               "weight once but the gathered tables (one row): \"step MB\" is those bytes in the format's own "
               "size, and the limit is the time to read them at the memory-read speed of the same round (bench/"
               "stream.c serve, %d MiB, its turn right after the formats' turns). The key/value cache (f32) is not "
-              "in the limit. Logits against the f32 build's: max |a - b| / max |b| (reported, not a goal).\n"
+              "in the limit. Logits against the f32 build's: max |a - b| / max |b| (reported, not a goal). "
+              "q8_0+int8 and q4_0+int8 are built with --activations=int8 (integer dot products).\n"
               % STREAM_MIB)
         if "nestc" in self.why_not:
             print("unavailable: %s" % self.why_not["nestc"])
@@ -90,7 +94,8 @@ class FormatSections:
             builds, step = {}, {}
             for fmt in FORMATS:
                 try:
-                    builds[fmt], held = self.fmt_build(d, sample, cfg, macros, fmt)
+                    wf, _, act = fmt.partition("+")
+                    builds[fmt], held = self.fmt_build(d, sample, cfg, macros, wf, act or "f32")
                 except Exception as e:  # noqa: BLE001 - a failed build is this row's result
                     builds[fmt] = None
                     log("build %s %s: %s" % (tag, fmt, e))
@@ -165,3 +170,72 @@ class FormatSections:
             print("\nGoals (issue 36), TinyLlama's decode step:\n" + "\n".join("- " + g for g in goals))
         if bgs:
             background_note(statistics.mean(bgs))
+
+    def formats_prefill(self):
+        """Issue 36's prefill goal: TinyLlama's 128-token prefill with q8_0 and q4_0 weights
+        and int8 activations against the f32 build's."""
+        print("\n## Weight formats: a 128-token prefill with int8 activations (issue 36)\n")
+        print("TinyLlama's shape (%s), one file of random f32 weights; the f32 build against q8_0 and q4_0 builds "
+              "with their default numerics (f32 activations) and with --activations=int8 (each matmul over a q8_0 "
+              "or q4_0 weight quantizes its activations per block of 32 and takes integer dot products: vpdpbusd "
+              "where the CPU has AVX512-VNNI or AVX-VNNI). Ratio: the f32 build's time over the build's. Logits of "
+              "the last position against the f32 build's: max |a - b| / max |b|.\n"
+              % ", ".join("%s=%d" % kv for kv in TINYLLAMA.items()))
+        if "nestc" in self.why_not:
+            print("unavailable: %s" % self.why_not["nestc"])
+            return
+        tag, title, sample, cfg, macros, _ = MODELS[1]
+        d = os.path.join(self.work, "formats-" + tag)
+        os.makedirs(d, exist_ok=True)
+        w = os.path.join(d, "weights.safetensors")
+        defs = []
+        for k, v in cfg.items():
+            defs += ["-D", "%s=%s" % (k, v)]
+        if not os.path.exists(w):
+            log("writing %s random weights" % title)
+            sh([self.nestc, "weights", os.path.join(ROOT, "samples", sample)] + defs +
+               ["--random-weights", "1", "-o", w + ".tmp"])
+            os.replace(w + ".tmp", w)
+        tok = os.path.join(d, "tokens.npy")
+        np.save(tok, (np.arange(cfg["CTX"]) * 7919 % cfg["V"]).astype(np.int32))
+        variants = [("f32", "f32"), ("q8_0", "f32"), ("q8_0", "int8"), ("q4_0", "f32"), ("q4_0", "int8")]
+        builds = {}
+        for fmt, act in variants:
+            try:
+                builds[(fmt, act)], _ = self.fmt_build(d, sample, cfg, macros, fmt, act)
+            except Exception as e:  # noqa: BLE001
+                log("build %s %s: %s" % (fmt, act, e))
+        specs = []
+        for t in (1, 2):
+            for fmt, act in variants:
+                o = os.path.join(d, "prefill-%s-%s-%d.npy" % (fmt, act, t))
+                specs.append(dict(label="%s %s" % (fmt, act), threads=t, out=o, log=o[:-4] + ".log",
+                                  env=dict(self.nestc_env(t), **DECODE_MALLOC_ENV),
+                                  error=None if (fmt, act) in builds else "the build failed",
+                                  cmd=[builds.get((fmt, act)) or "false", w, o, "1", tok, "prefill", "128"]))
+        res, bg = measure(specs, max(3, self.rounds // 5))
+        by = {(r["label"], r["threads"]): r for r in res}
+        print("| weights | activations | threads | median ms | tokens/s | f32 build / this | logits vs f32 | runs |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        goals = []
+        for t in (1, 2):
+            ref = by.get(("f32 f32", t))
+            for fmt, act in variants:
+                r = by.get(("%s %s" % (fmt, act), t))
+                if not r or r["ms"] is None:
+                    print("| %s | %s | %d | unavailable: %s | | | | |" % (fmt, act, t, (r or {}).get("error")))
+                    continue
+                ratio = ref["ms"] / r["ms"] if ref and ref["ms"] else None
+                diff = "-"
+                if ref and ref["ms"] and fmt != "f32":
+                    a, b = np.load(r["out"]).astype(np.float64), np.load(ref["out"]).astype(np.float64)
+                    diff = "%.2g" % (np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+                print("| %s | %s | %d | %.1f | %.1f | %s | %s | %d |" % (
+                    fmt, act, t, r["ms"], 128e3 / r["ms"], "%.2fx" % ratio if ratio else "-", diff, r["n"]))
+                if act == "int8" and ratio:
+                    goals.append("%s with int8 activations, %d thread%s: %.2fx the f32 prefill (goal >= 2x: %s)" % (
+                        fmt, t, "s" if t > 1 else "", ratio, "met" if ratio >= 2 else "not met"))
+        if goals:
+            print("\nGoals (issue 36), TinyLlama's prefill:\n" + "\n".join("- " + g for g in goals))
+        if bg is not None:
+            background_note(bg)

@@ -204,6 +204,10 @@ ident:
 decl:
 	CONST IDENT '=' expr TERM           { $$ = mk_const(A, @$, $2, @2, $4); }
 	| CONST IDENT '=' DTYPE TERM        { $$ = mk_const_dtype(A, @$, $2, @2, $4); }
+	| '@' IDENT '(' STRING ')' terms_opt CONST IDENT '=' expr TERM
+	                                    { $$ = mk_meta_const(A, ps->d, @$, $2, @2, $4, NULL, @4, $8, @8, $10); }
+	| '@' IDENT '(' STRING ',' IDENT ')' terms_opt CONST IDENT '=' expr TERM
+	                                    { $$ = mk_meta_const(A, ps->d, @$, $2, @2, $4, $6, @6, $10, @10, $12); }
 	| TYPE IDENT '=' type TERM          { $$ = mk_typedecl(A, @$, $2, @2, NULL, $4); }
 	| TYPE IDENT '(' tparams ')' '=' type TERM
 	                                    { $$ = mk_typedecl(A, @$, $2, @2, $4, $7); }

@@ -150,6 +150,8 @@ static void out_printf(Out *o, const char *fmt, ...)
 struct nestrt__kstat {
 	const nestrt_kernel_desc *k;
 	uint64_t nanos, calls;
+	uint64_t bytes;     /* of the weights it read (nestrt_kprof_end_read) */
+	int fmt;            /* their format + 1, or 0 */
 };
 
 uint64_t nestrt_kprof_begin(nestrt_ctx *x)
@@ -158,7 +160,19 @@ uint64_t nestrt_kprof_begin(nestrt_ctx *x)
 	return now_nanos();
 }
 
+static void kprof_add(nestrt_ctx *x, const nestrt_kernel_desc *k, uint64_t t0, int64_t bytes, int fmt);
+
 void nestrt_kprof_end(nestrt_ctx *x, const nestrt_kernel_desc *k, uint64_t t0)
+{
+	kprof_add(x, k, t0, 0, -1);
+}
+
+void nestrt_kprof_end_read(nestrt_ctx *x, const nestrt_kernel_desc *k, uint64_t t0, int64_t bytes, int format)
+{
+	kprof_add(x, k, t0, bytes, format);
+}
+
+static void kprof_add(nestrt_ctx *x, const nestrt_kernel_desc *k, uint64_t t0, int64_t bytes, int fmt)
 {
 	uint64_t dt = now_nanos() - t0;
 	Ctx *c = (Ctx *)x;
@@ -175,6 +189,10 @@ void nestrt_kprof_end(nestrt_ctx *x, const nestrt_kernel_desc *k, uint64_t t0)
 		if (cur == k) {
 			__atomic_fetch_add(&e->nanos, dt, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&e->calls, 1, __ATOMIC_RELAXED);
+			if (bytes > 0) {
+				__atomic_fetch_add(&e->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+				__atomic_store_n(&e->fmt, fmt + 1, __ATOMIC_RELAXED);
+			}
 			return;
 		}
 	}
@@ -203,6 +221,8 @@ static void print_kernels(Ctx *c, Out *o, int slot, const char *owner, double ow
 		v[n].k = k;
 		v[n].nanos = __atomic_load_n(&c->kstats[i].nanos, __ATOMIC_RELAXED);
 		v[n].calls = __atomic_load_n(&c->kstats[i].calls, __ATOMIC_RELAXED);
+		v[n].bytes = __atomic_load_n(&c->kstats[i].bytes, __ATOMIC_RELAXED);
+		v[n].fmt = __atomic_load_n(&c->kstats[i].fmt, __ATOMIC_RELAXED);
 		int a = (int)strlen(k->op), b = (int)strlen(k->shape), w = (int)strlen(k->where);
 		opw = a > opw ? a : opw;
 		shw = b > shw ? b : shw;
@@ -215,9 +235,18 @@ static void print_kernels(Ctx *c, Out *o, int slot, const char *owner, double ow
 		char rate[32] = "-";
 		if (v[i].k->flops > 0 && v[i].nanos > 0)
 			snprintf(rate, sizeof rate, "%.1f", v[i].k->flops * (double)v[i].calls / (double)v[i].nanos);
-		out_printf(o, "    %-*s %-*s  %-*s  %9.3f ms  %7s GFLOP/s  (%llu calls)\n", opw, v[i].k->op, shw,
+		/* a weight's bytes as the instance holds them, read per call, and how fast */
+		char read[96] = "";
+		if (v[i].bytes > 0 && v[i].calls > 0) {
+			const char *fn = v[i].fmt > 0 ? nestrt_format_name(v[i].fmt - 1) : NULL;
+			double per = (double)v[i].bytes / (double)v[i].calls;
+			snprintf(read, sizeof read, "  %s weights %.*f %s a call, %.1f GB/s", fn ? fn : "?", per < 1e6 ? 1 : 2,
+			         per < 1e6 ? per / 1e3 : per / 1e6, per < 1e6 ? "KB" : "MB",
+			         v[i].nanos > 0 ? (double)v[i].bytes / (double)v[i].nanos : 0.0);
+		}
+		out_printf(o, "    %-*s %-*s  %-*s  %9.3f ms  %7s GFLOP/s  (%llu calls)%s\n", opw, v[i].k->op, shw,
 		           v[i].k->shape, ww, v[i].k->where, (double)v[i].nanos / 1e6, rate,
-		           (unsigned long long)v[i].calls);
+		           (unsigned long long)v[i].calls, read);
 		sum += v[i].nanos;
 	}
 	if (own_ms < 0)

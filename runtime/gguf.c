@@ -253,6 +253,16 @@ static const QType qtypes[] = {
 };
 #define NQTYPES (sizeof qtypes / sizeof qtypes[0])
 
+static void f32_copy(const unsigned char *src, float *dst, int64_t n)
+{
+	memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+/* An F32 tensor of llama.cpp's that is presented in another order (rows
+ * moved, or transposed): read as the block types are, through a converter
+ * that copies, then reordered. */
+static const QType f32_moved = QT("f32", -1, 0, 0, 1, 4, f32_copy);
+
 const nestrt__qtype *nestrt__qtype_of(uint32_t ggml_type)
 {
 	for (size_t i = 0; i < NQTYPES; i++)
@@ -785,6 +795,123 @@ static int untranspose(Tensor *t, void *data, size_t es)
 	return 0;
 }
 
+/* Rows of a rotary projection from GGML's order (as the file holds them)
+ * into Hugging Face's, in place: es bytes an element. */
+static int unrotate(Tensor *t, void *data, size_t es)
+{
+	int64_t hd = t->rotary_hd, rows = t->shape[0];
+	size_t rb = (size_t)t->shape[1] * es;
+	unsigned char *tmp = malloc((size_t)hd * rb + 1), *d = data;
+	if (!tmp)
+		return -1;
+	for (int64_t h = 0; h < rows / hd; h++) {
+		unsigned char *head = d + (size_t)(h * hd) * rb;
+		memcpy(tmp, head, (size_t)hd * rb);
+		for (int64_t j = 0; j < hd; j++)
+			memcpy(head + (size_t)j * rb, tmp + (size_t)nestrt__rotary_row(j, hd) * rb, rb);
+	}
+	free(tmp);
+	return 0;
+}
+
+/* A file of llama.cpp's (general.architecture llama or gpt2, its tensors
+ * named token_embd.weight, blk.N.attn_q.weight, ...) is presented under
+ * Hugging Face's names, in Hugging Face's layout (gguf_names.c): q and k
+ * rows back in the rotate-half order, GPT-2's matrices as Conv1D's [in, out];
+ * a LLaMA without output.weight ties lm_head.weight to the embedding, as
+ * llama.cpp does. */
+static int hf_names(nestrt_weights *w, nestrt_error *err)
+{
+	const char *a;
+	size_t alen;
+	char arch[32];
+	if (nestrt_weights_meta_type(w, "general.architecture", NULL, NULL) != 8 ||
+	    nestrt_weights_meta_string(w, "general.architecture", 0, &a, &alen, err) < 0 || alen >= sizeof arch)
+		return 0;
+	memcpy(arch, a, alen);
+	arch[alen] = 0;
+	if (!nestrt__gguf_arch_known(arch) || !nestrt__weights_find(w, "token_embd.weight"))
+		return 0;
+	int64_t heads = 0, kv = 0;
+	char key[64];
+	snprintf(key, sizeof key, "%s.attention.head_count", arch);
+	if (nestrt_weights_meta_type(w, key, NULL, NULL) >= 0 && nestrt_weights_meta_int(w, key, 0, &heads, err) < 0)
+		return -1;
+	snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+	kv = heads;
+	if (nestrt_weights_meta_type(w, key, NULL, NULL) >= 0 && nestrt_weights_meta_int(w, key, 0, &kv, err) < 0)
+		return -1;
+	int tie = strcmp(arch, "llama") == 0 && !nestrt__weights_find(w, "output.weight");
+	for (size_t i = 0; i < w->n; i++) {
+		Tensor *t = &w->t[i];
+		char hf[512], shown[NESTRT__SHOWN];
+		int fl = nestrt__gguf_hf_name(arch, t->name, hf, sizeof hf);
+		if (fl < 0)
+			continue;
+		nestrt__shown(shown, t->name, strlen(t->name));
+		if (fl && t->rank != 2)
+			return nestrt__seterr(err, "%s: tensor '%s' has %d dims; llama.cpp's %s holds a matrix", w->path, shown,
+			                      t->rank, arch);
+		if (fl && t->transposed)
+			return nestrt__seterr(err, "%s: nestc.transposed names '%s', which llama.cpp's layout reorders", w->path,
+			                      shown);
+		if (fl & (NESTRT__NAME_ROPE_Q | NESTRT__NAME_ROPE_K)) {
+			int q = fl & NESTRT__NAME_ROPE_Q;
+			int64_t n = q ? heads : kv;
+			if (n <= 0)
+				return nestrt__seterr(err, "%s: tensor '%s' needs %s.attention.head_count (a positive integer) to "
+				                      "order its rows", w->path, shown, arch);
+			if (t->shape[0] % n || (t->shape[0] / n) % 2)
+				return nestrt__seterr(err, "%s: tensor '%s' has %lld rows, not %lld heads (%s.attention.%s) of an "
+				                      "even number of rows", w->path, shown, (long long)t->shape[0], (long long)n,
+				                      arch, q ? "head_count" : "head_count_kv");
+			t->rotary_hd = t->shape[0] / n;
+		}
+		if (fl & NESTRT__NAME_TRANS) {
+			int64_t r = t->shape[0];
+			t->shape[0] = t->shape[1];
+			t->shape[1] = r;
+			t->transposed = 1;
+		}
+		if (fl && !t->stored) {
+			if (t->st != &qtypes[0].st)
+				return nestrt__seterr(err, "%s: tensor '%s' is %s; llama.cpp's %s holds it in a float or block "
+				                      "type", w->path, shown, t->st->name, arch);
+			t->stored = &f32_moved.st;
+		}
+		char *nm = strdup(hf);
+		if (!nm)
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		free(t->name);
+		t->name = nm;
+	}
+	if (tie) {
+		Tensor *e = NULL; /* renamed: the table is sorted again below */
+		for (size_t i = 0; i < w->n && !e; i++)
+			if (strcmp(w->t[i].name, "model.embed_tokens.weight") == 0)
+				e = &w->t[i];
+		Tensor *nt = e ? realloc(w->t, (w->n + 1) * sizeof *nt) : NULL;
+		if (e && !nt)
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		if (nt) {
+			size_t at = (size_t)(e - w->t);
+			w->t = nt;
+			nt[w->n] = nt[at];
+			if (!(nt[w->n].name = strdup("lm_head.weight")))
+				return nestrt__seterr(err, "%s: out of memory", w->path);
+			w->n++;
+		}
+	}
+	qsort(w->t, w->n, sizeof *w->t, nestrt__tensor_cmp);
+	for (size_t i = 1; i < w->n; i++)
+		if (strcmp(w->t[i].name, w->t[i - 1].name) == 0) {
+			char shown[NESTRT__SHOWN];
+			return nestrt__seterr(err, "%s: two tensors are named '%s' (one by llama.cpp's name)", w->path,
+			                      nestrt__shown(shown, w->t[i].name, strlen(w->t[i].name)));
+		}
+	return 0;
+}
+
 int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, size_t size, nestrt_error *err)
 {
 	Rd r = {.path = w->path, .err = err, .fd = fd, .buf = image, .have = image ? size : 0, .size = size};
@@ -833,7 +960,7 @@ int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, si
 	}
 	w->gguf = g;
 	w->data_off = data_off;
-	if (transposed(w, g, err) < 0) {
+	if (transposed(w, g, err) < 0 || hf_names(w, err) < 0) {
 		w->gguf = NULL;
 		nestrt__gguf_free(g);
 		return -1;
@@ -917,7 +1044,7 @@ static int half16(const Tensor *t)
 static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *image, nestrt_error *err)
 {
 	size_t nb = (size_t)(t->end - t->begin) / 2;
-	if (fd < 0 && t->transposed) {
+	if (fd < 0 && (t->transposed || t->rotary_hd)) {
 		/* the image is read-only: a place of our own, as a file's */
 		t->owned = aligned_alloc(64, (2 * nb + 63) / 64 * 64);
 		if (!t->owned)
@@ -925,7 +1052,10 @@ static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *
 		memcpy((unsigned char *)t->owned + nb, image + w->data_off + t->begin, nb);
 		t->data = t->owned;
 		t->half = (unsigned char *)t->owned + nb;
-		return untranspose(t, (void *)t->half, 2) < 0 ? nestrt__seterr(err, "%s: out of memory", w->path) : 0;
+		if ((t->transposed && untranspose(t, (void *)t->half, 2) < 0) ||
+		    (t->rotary_hd && unrotate(t, (void *)t->half, 2) < 0))
+			return nestrt__seterr(err, "%s: out of memory", w->path);
+		return 0;
 	}
 	if (fd < 0) {
 		t->half = image + w->data_off + t->begin;
@@ -946,7 +1076,8 @@ static int keep_half(nestrt_weights *w, Tensor *t, int fd, const unsigned char *
 		left -= (size_t)got;
 	}
 	t->half = (unsigned char *)t->data + nb;
-	if (t->transposed && untranspose(t, (void *)t->half, 2) < 0)
+	if ((t->transposed && untranspose(t, (void *)t->half, 2) < 0) ||
+	    (t->rotary_hd && unrotate(t, (void *)t->half, 2) < 0))
 		return nestrt__seterr(err, "%s: out of memory", w->path);
 	return 0;
 }
@@ -1000,8 +1131,9 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 	free(pc);
 	for (size_t i = 0; i < w->n && !j.err; i++) {
 		Tensor *t = &w->t[i];
-		if (t->transposed && t->stored && !half16(t) && !t->loaded && t->end > t->begin &&
-		    untranspose(t, (void *)t->data, 4) < 0)
+		if (t->stored && !half16(t) && !t->loaded && t->end > t->begin &&
+		    ((t->transposed && untranspose(t, (void *)t->data, 4) < 0) ||
+		     (t->rotary_hd && unrotate(t, (void *)t->data, 4) < 0)))
 			j.err = ENOMEM;
 	}
 	if (j.err)
@@ -1020,7 +1152,16 @@ int nestrt__gguf_rows(nestrt_weights *w, const Tensor *t, int64_t k, int64_t r0,
 {
 	const QType *q = (const QType *)t->stored;
 	uint64_t rb = (uint64_t)(k / q->block) * (uint64_t)q->bytes;
-	return nestrt__pread_all(w->fd, dst, (size_t)((uint64_t)(r1 - r0) * rb), w->data_off + t->begin + (uint64_t)r0 * rb);
+	if (!t->rotary_hd)
+		return nestrt__pread_all(w->fd, dst, (size_t)((uint64_t)(r1 - r0) * rb), w->data_off + t->begin + (uint64_t)r0 * rb);
+	/* Hugging Face's rows, one at a time from where llama.cpp's order put them */
+	for (int64_t r = r0; r < r1; r++) {
+		int e = nestrt__pread_all(w->fd, (unsigned char *)dst + (size_t)((uint64_t)(r - r0) * rb), (size_t)rb,
+		                          w->data_off + t->begin + (uint64_t)nestrt__rotary_row(r, t->rotary_hd) * rb);
+		if (e)
+			return e;
+	}
+	return 0;
 }
 
 uint32_t nestrt__gguf_type(const Tensor *t)

@@ -97,6 +97,9 @@ typedef struct nestrt__tensor {
 	int half_bound;               /* half was given to a caller: it stays */
 	int transposed;               /* GGUF, named by nestc.transposed: the file holds its transpose
 	                                 (shape is as declared, the file's rows its columns) */
+	int64_t rotary_hd;            /* GGUF of llama.cpp: a q or k projection whose rows the file holds in
+	                                 GGML's rotary order, heads of rotary_hd rows (gguf_names.c); shape
+	                                 and elements are presented in Hugging Face's order */
 } nestrt__tensor;
 
 /* A packed copy (pack.c's layout), shared by every instance over the weights. */
@@ -182,6 +185,23 @@ typedef struct nestrt__qtype {
 typedef struct nestrt__gguf nestrt__gguf;
 /* The type of ggml's number, or NULL when the reader has none. */
 NESTRT_HIDDEN const nestrt__qtype *nestrt__qtype_of(uint32_t ggml_type);
+/* gguf_names.c: llama.cpp's tensor names of an architecture (llama, gpt2)
+ * and Hugging Face's. How llama.cpp's layout differs: */
+enum {
+	NESTRT__NAME_ROPE_Q = 1,   /* q_proj: rows in GGML's rotary order, heads of llama.attention.head_count */
+	NESTRT__NAME_ROPE_K = 2,   /* k_proj: likewise, heads of head_count_kv */
+	NESTRT__NAME_TRANS = 4,    /* GPT-2's Conv1D [in, out], stored [out, in] */
+};
+NESTRT_HIDDEN int nestrt__gguf_arch_known(const char *arch);
+/* The other name of a tensor into out (n bytes): its flags (>= 0), or -1 when
+ * the architecture's table has no such name (or it does not fit). */
+NESTRT_HIDDEN int nestrt__gguf_hf_name(const char *arch, const char *ggml_name, char *out, size_t n);
+NESTRT_HIDDEN int nestrt__gguf_ggml_name(const char *arch, const char *hf_name, char *out, size_t n);
+/* Hugging Face's row r of a rotary projection (heads of hd rows) is llama.cpp's row: */
+NESTRT_HIDDEN int64_t nestrt__rotary_row(int64_t r, int64_t hd);
+/* weights.c: a GGUF file's header alone (its metadata and tensor infos; no
+ * tensor read), for the compiler's --consts-from. NULL with err set. */
+NESTRT_HIDDEN nestrt_weights *nestrt__gguf_open_header(const char *path, nestrt_error *err);
 /* An IEEE half's bits as a float (exactly). */
 NESTRT_HIDDEN float nestrt__f16_to_f32(uint16_t h);
 /* The first bytes of a file are GGUF's magic. */
@@ -221,6 +241,17 @@ typedef struct nestrt__packreq {
 /* The panel layout: bytes of a copy, panels p0..p1-1 of src into dst, and
  * back (the k*n elements in their own order). */
 NESTRT_HIDDEN size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags);
+/* Where quant byte j of column c of a block goes among the block's quants,
+ * and its value there: the plain layout's [j][wide], or NESTRT_PACK_DOT's
+ * [j / 4][wide][4] with q8_0's bytes offset to unsigned (nestrt.h). */
+static inline size_t nestrt__qbyte_at(int64_t j, int64_t c, int64_t wide, int flags)
+{
+	return flags & NESTRT_PACK_DOT ? (size_t)(((j >> 2) * wide + c) * 4 + (j & 3)) : (size_t)(j * wide + c);
+}
+static inline unsigned char nestrt__qbyte(unsigned char b, int flags)
+{
+	return (flags & NESTRT_PACK_DOT) && (flags >> NESTRT_PACK_FMT_SHIFT) == NESTRT_FMT_Q8_0 ? (unsigned char)(b ^ 0x80) : b;
+}
 NESTRT_HIDDEN void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags,
                                        int64_t p0, int64_t p1);
 NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int64_t n, int64_t wide, int flags);

@@ -125,6 +125,75 @@ int nestrt_weights_meta_float(const nestrt_weights *w, const char *key, uint64_t
 int nestrt_weights_meta_string(const nestrt_weights *w, const char *key, uint64_t i, const char **s, size_t *len,
                                nestrt_error *err);
 
+/* ------------------------------------------------------------ tokenizer */
+
+/* The tokenizer of a GGUF file's metadata (tokenize.c), as llama.cpp's
+ * (release v0.4.0) tokenizes and detokenizes; see nestrt(3):
+ *   tokenizer.ggml.model "llama": SentencePiece-style BPE over
+ *     tokenizer.ggml.scores, spaces as U+2581, a space put before the text
+ *     (tokenizer.ggml.add_space_prefix, default true), byte fallback to the
+ *     <0xXX> tokens;
+ *   "gpt2": byte-level BPE over tokenizer.ggml.merges, after the split of
+ *     tokenizer.ggml.pre: GPT-2's ("gpt-2" and llama.cpp's aliases of it),
+ *     LLaMA-3's ("llama-bpe", "llama3", ...) or llama.cpp's "default" (also
+ *     when the key is absent).
+ * tokenizer.ggml.tokens is required, tokenizer.ggml.token_type optional
+ * (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; all
+ * normal without it). BOS and EOS ids from tokenizer.ggml.bos_token_id and
+ * eos_token_id (llama.cpp's defaults 1 and 2, or 11, when absent),
+ * tokenizer.ggml.add_bos_token (default: true for llama, false for gpt2,
+ * true for LLaMA-3's pre-tokenizer) and add_eos_token (false).
+ * Malformed metadata is refused with the file, the key and the reason
+ * ("v.gguf: metadata 'tokenizer.ggml.scores' has 10 elements for 12 tokens"):
+ * a missing or mistyped array, lengths that disagree, ids outside the
+ * vocabulary, token types outside 0-6, a byte token that is not <0xXX>,
+ * tokens that are not UTF-8 or hold a NUL, a repeated token, a merge without
+ * its space, an unsupported model or pre-tokenizer. The tokenizer copies
+ * what it needs: the weights may be closed. nestrt_tokenizer_open reads the
+ * file's metadata alone (its tensors are neither read nor checked; a file
+ * whose keys it cannot cut out so goes through nestrt_weights_open, whose
+ * message then says what is wrong). A tokenizer is read-only once made: any
+ * number of threads may use one at once. */
+typedef struct nestrt_tokenizer nestrt_tokenizer;
+nestrt_tokenizer *nestrt_tokenizer_open(const char *gguf_path, nestrt_error *err);
+nestrt_tokenizer *nestrt_tokenizer_from_weights(const nestrt_weights *w, nestrt_error *err);
+void nestrt_tokenizer_free(nestrt_tokenizer *t);   /* NULL is fine */
+int nestrt_tokenizer_n_vocab(const nestrt_tokenizer *t);
+int32_t nestrt_tokenizer_bos(const nestrt_tokenizer *t);   /* -1: none */
+int32_t nestrt_tokenizer_eos(const nestrt_tokenizer *t);   /* -1: none */
+/* Token id's text as the file has it (not NUL-terminated), its length and its
+ * type (0-6, above); NULL when id is outside the vocabulary. */
+const char *nestrt_tokenizer_token(const nestrt_tokenizer *t, int32_t id, size_t *len, int *type);
+
+/* Tokenize text[0..len): ADD_SPECIAL puts BOS first (and EOS last) when the
+ * file says so; PARSE_SPECIAL takes control and unknown tokens' texts in the
+ * input as those tokens ("<s>"; user-defined ones always are). Writes at
+ * most cap ids and returns how many there are (more than cap: call again
+ * with that room), or -1 with err set. Invalid UTF-8 in text is not an
+ * error: llama splits bytes as llama.cpp does (its byte tokens); gpt2 splits
+ * words as llama.cpp does (an invalid byte as U+FFFD) but keeps the bytes,
+ * so that decoding gives them back. */
+enum { NESTRT_TOKENIZE_ADD_SPECIAL = 1, NESTRT_TOKENIZE_PARSE_SPECIAL = 2 };
+int nestrt_tokenize(const nestrt_tokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int cap,
+                    nestrt_error *err);
+/* Token id's bytes (llama.cpp's token_to_piece): U+2581 as a space, a byte
+ * token as its byte, gpt2's code points as their bytes; control and unknown
+ * tokens give nothing unless flags has NESTRT_DETOKENIZE_SPECIAL (then
+ * their text), unused ones nothing. Writes at most cap bytes (no NUL) and
+ * returns the piece's length, or -1 (id outside the vocabulary). */
+enum { NESTRT_DETOKENIZE_SPECIAL = 1, NESTRT_DETOKENIZE_KEEP_SPACE = 2 };
+int nestrt_token_to_piece(const nestrt_tokenizer *t, int32_t id, int flags, char *buf, int cap, nestrt_error *err);
+/* The text of n ids: their pieces, less the space a llama tokenizer puts
+ * before text at the start and after each special token (unless
+ * NESTRT_DETOKENIZE_KEEP_SPACE), so that detokenizing what nestrt_tokenize
+ * made gives the text back (with NESTRT_DETOKENIZE_SPECIAL when it parsed
+ * special tokens). Unlike llama.cpp's detokenize, no "clean-up" of spaces
+ * before punctuation. Writes at most cap bytes (no NUL) and returns the
+ * text's length (more than cap: the bytes written are unspecified; call
+ * again with that room), or -1 with err set (an id outside the vocabulary). */
+int nestrt_detokenize(const nestrt_tokenizer *t, const int32_t *ids, int n, int flags, char *buf, int cap,
+                      nestrt_error *err);
+
 /* ------------------------------------------------------------ dispatch */
 
 /* Dispatch: every region call of compiled code runs through nestrt_call. */
@@ -193,6 +262,9 @@ typedef struct nestrt_kernel_desc {
 /* The start time to hand to nestrt_kprof_end. */
 uint64_t nestrt_kprof_begin(nestrt_ctx *ctx);
 void nestrt_kprof_end(nestrt_ctx *ctx, const nestrt_kernel_desc *kernel, uint64_t t0);
+/* The same for a kernel that read a weight: its bytes this call, in the
+ * format the instance holds it in (NESTRT_FMT_*), for the profile's GB/s. */
+void nestrt_kprof_end_read(nestrt_ctx *ctx, const nestrt_kernel_desc *kernel, uint64_t t0, int64_t bytes, int format);
 
 /* Call slot `slot`: counts the call (always), times it (when profiling),
  * returns what the function returns. An out-of-range slot or a NULL function
@@ -310,6 +382,14 @@ const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int
  * These are nestrt_packed and nestrt_packed_rows that also find such copies
  * and set *format to theirs (NESTRT_FMT_F32, 0, for a plain one). */
 enum { NESTRT_PACK_FMT_SHIFT = 8 };
+/* NESTRT_PACK_DOT: q8_0 and q4_0 copies for integer dot products (nestc build
+ * --activations=int8): a block's quants are laid out [j / 4][wide][4], quant
+ * byte j of column c at ((j / 4) * wide + c) * 4 + j % 4, so that a column's
+ * four consecutive bytes are the four k a dot-product lane takes; q8_0's
+ * bytes are stored plus 128 (unsigned). Such copies are asked for by a build's
+ * weight formats (nestrt_model_desc's formats: NESTRT_FMT_DOT_BIT) and found
+ * by the calls below with flags that leave the bit out. */
+enum { NESTRT_PACK_DOT = 16, NESTRT_FMT_DOT_BIT = 1 << 16 };
 const void *nestrt_packed_format(nestrt_ctx *ctx, const void *b, int64_t k, int64_t n, int64_t wide, int flags,
                                  int *format);
 const void *nestrt_packed_rows_format(nestrt_ctx *ctx, const void *b, int64_t rows, int64_t cols, int flags,

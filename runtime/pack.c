@@ -51,7 +51,7 @@ const void *nestrt_packed_format(nestrt_ctx *ctx, const void *b, int64_t k, int6
 	for (int i = 0; P && i < P->n; i++) {
 		const struct pack *x = &P->v[i];
 		if (x->src == b && x->k == k && x->n == n && x->wide == wide &&
-		    (x->flags & ((1 << NESTRT_PACK_FMT_SHIFT) - 1)) == flags) {
+		    (x->flags & ((1 << NESTRT_PACK_FMT_SHIFT) - 1) & ~NESTRT_PACK_DOT) == flags) {
 			*format = x->flags >> NESTRT_PACK_FMT_SHIFT;
 			return x->data;
 		}
@@ -142,8 +142,15 @@ typedef struct Walk {
 static int param_format(const nestrt_model_desc *d, int p, int *axis)
 {
 	int32_t f = d->formats ? d->formats[p] : 0;
-	*axis = f >> 8;
+	*axis = (f >> 8) & 0xff;
 	return f & 0xff;
+}
+
+/* Are param p's q8_0 / q4_0 copies for integer dot products (NESTRT_PACK_DOT)? */
+static int param_dot(const nestrt_model_desc *d, int p)
+{
+	int32_t f = d->formats ? d->formats[p] : 0;
+	return (f & NESTRT_FMT_DOT_BIT) && ((f & 0xff) == NESTRT_FMT_Q8_0 || (f & 0xff) == NESTRT_FMT_Q4_0);
 }
 
 /* Rows of param p gathered: served by a packed copy of all of it, if the
@@ -189,6 +196,8 @@ static void add_req(Walk *W, int p, const int64_t *r)
 			return;
 		}
 		flags |= fmt << NESTRT_PACK_FMT_SHIFT;
+		if (param_dot(W->d, p))
+			flags |= NESTRT_PACK_DOT;
 	}
 	for (int i = 0; i < W->nreq; i++) {
 		nestrt__packreq *q = &W->req[i];

@@ -885,7 +885,19 @@ int nestrt__weights_ready(nestrt_weights *w, nestrt_error *err)
 	return rc;
 }
 
+static nestrt_weights *open_weights(const char *path, int header_only, nestrt_error *err);
+
 nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
+{
+	return open_weights(path, 0, err);
+}
+
+nestrt_weights *nestrt__gguf_open_header(const char *path, nestrt_error *err)
+{
+	return open_weights(path, 1, err);
+}
+
+static nestrt_weights *open_weights(const char *path, int header_only, nestrt_error *err)
 {
 	nestrt_weights *w = new_weights();
 	if (!w) {
@@ -925,13 +937,21 @@ nestrt_weights *nestrt_weights_open(const char *path, nestrt_error *err)
 		close(fd);
 		goto fail;
 	}
-	if (st.st_size == 0) {
+	if (st.st_size == 0 && !header_only) {
 		/* Empty weights, for a model without params. */
 		close(fd);
 		return w;
 	}
 	unsigned char magic[4];
 	int gguf = st.st_size >= 4 && nestrt__pread_all(fd, magic, 4, 0) == 0 && nestrt__gguf_magic(magic, 4);
+	if (header_only) {
+		int rc = gguf ? nestrt__gguf_parse(w, fd, NULL, (size_t)st.st_size, err)
+		              : nestrt__seterr(err, "%s: not a GGUF file (it does not start with \"GGUF\")", path);
+		close(fd);
+		if (rc < 0)
+			goto fail;
+		return w;
+	}
 	if (st.st_size < 8 && !gguf) {
 		nestrt__seterr(err, "%s: file is too short (%lld bytes) for a safetensors header", path,
 		               (long long)st.st_size);

@@ -143,8 +143,9 @@ static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int
  * 16-bit formats a row of the panel at a time. The elements are finite
  * (checked before: nothing here can fail). */
 static void format_panel(unsigned char *panel, const float *src, int64_t k, int64_t n, int64_t wide, int64_t p, int trans,
-                         int fmt)
+                         int flags)
 {
+	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
 	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
 	float x[64];
 	unsigned char q[64];
@@ -170,7 +171,7 @@ static void format_panel(unsigned char *panel, const float *src, int64_t k, int6
 			nestrt_quantize(fmt, x, blk, q, NULL);
 			memcpy(row + 2 * c, q, 2);
 			for (int64_t j = 0; j < qlen; j++)
-				row[2 * wide + j * wide + c] = q[2 + j];
+				row[2 * wide + nestrt__qbyte_at(j, c, wide, flags)] = nestrt__qbyte(q[2 + j], flags);
 		}
 	}
 }
@@ -185,7 +186,7 @@ void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64
 	if (fmt) {
 		size_t exact = (size_t)(k / nestrt_format_block(fmt)) * (size_t)wide * (size_t)nestrt_format_block_bytes(fmt);
 		for (int64_t p = p0; p < p1; p++)
-			format_panel((unsigned char *)dst + (size_t)p * exact, src, k, n, wide, p, flags & NESTRT_PACK_TRANS, fmt);
+			format_panel((unsigned char *)dst + (size_t)p * exact, src, k, n, wide, p, flags & NESTRT_PACK_TRANS, flags);
 		return;
 	}
 	for (int64_t p = p0; p < p1; p++) {
@@ -648,6 +649,7 @@ typedef struct BlockJob {
 	int64_t k, n, wide;
 	int bb;             /* bytes a block */
 	int err;            /* a read's errno (or -1), or ENOMEM */
+	int flags;          /* the copy's (NESTRT_PACK_DOT: its layout) */
 } BlockJob;
 
 static void block_task(void *env, int64_t begin, int64_t end)
@@ -677,7 +679,7 @@ static void block_task(void *env, int64_t begin, int64_t end)
 				const unsigned char *b = rows + (size_t)c * rb + (size_t)kb * (size_t)j->bb;
 				memcpy(row + 2 * c, b, 2);
 				for (int q = 0; q < j->bb - 2; q++)
-					row[2 * j->wide + q * j->wide + c] = b[2 + q];
+					row[2 * j->wide + nestrt__qbyte_at(q, c, j->wide, j->flags)] = nestrt__qbyte(b[2 + q], j->flags);
 			}
 		}
 	}
@@ -689,8 +691,9 @@ static void block_task(void *env, int64_t begin, int64_t end)
  * nestrt__quantize_half: as format_panel, without an f32 form. Finite
  * elements (checked before). */
 static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int64_t k, int64_t n, int64_t wide,
-                       int64_t p, int trans, int fmt)
+                       int64_t p, int trans, int flags)
 {
+	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
 	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
 	uint16_t x[64];
 	unsigned char q[64];
@@ -715,14 +718,14 @@ static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int6
 			nestrt__quantize_half(fmt, x, bf16, blk, q, NULL);
 			memcpy(row + 2 * c, q, 2);
 			for (int j = 0; j < bb - 2; j++)
-				row[2 * wide + (int64_t)j * wide + c] = q[2 + j];
+				row[2 * wide + nestrt__qbyte_at(j, c, wide, flags)] = nestrt__qbyte(q[2 + j], flags);
 		}
 	}
 }
 
 typedef struct HalfJob {
 	const uint16_t *src;
-	int bf16, trans, fmt;
+	int bf16, trans, flags;
 	unsigned char *dst;
 	int64_t k, n, wide;
 	size_t panel;       /* bytes a panel */
@@ -732,7 +735,7 @@ static void half_task(void *env, int64_t begin, int64_t end)
 {
 	HalfJob *j = env;
 	for (int64_t p = begin; p < end; p++)
-		half_panel(j->dst + (size_t)p * j->panel, j->src, j->bf16, j->k, j->n, j->wide, p, j->trans, j->fmt);
+		half_panel(j->dst + (size_t)p * j->panel, j->src, j->bf16, j->k, j->n, j->wide, p, j->trans, j->flags);
 }
 
 /* An F16 or BF16 tensor whose every request is in a format: each copy made
@@ -770,7 +773,7 @@ static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__pa
 				free(p);
 				return nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
 			}
-			HalfJob j = {src, bf16, !!(x->flags & NESTRT_PACK_TRANS), fmt, p->data, x->k, x->n, x->wide,
+			HalfJob j = {src, bf16, !!(x->flags & NESTRT_PACK_TRANS), x->flags, p->data, x->k, x->n, x->wide,
 			             (size_t)(x->k / nestrt_format_block(fmt)) * (size_t)x->wide * (size_t)nestrt_format_block_bytes(fmt)};
 			nestrt_parallel_for((x->n + x->wide - 1) / x->wide, half_task, &j);
 			*p = (WPack){t, x->k, x->n, x->wide, x->flags, p->data, p->bytes, 0, w->packs};
@@ -843,7 +846,7 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 				return nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
 			}
 			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
-			BlockJob j = {w, t, p->data, x->k, x->n, x->wide, nestrt_format_block_bytes(fmt), 0};
+			BlockJob j = {w, t, p->data, x->k, x->n, x->wide, nestrt_format_block_bytes(fmt), 0, x->flags};
 			nestrt_parallel_for((x->n + x->wide - 1) / x->wide, block_task, &j);
 			if (j.err) {
 				pack_free(p);

@@ -333,6 +333,24 @@ Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v)
 	return d;
 }
 
+/* @gguf("KEY") const NAME = EXPR: NAME takes KEY's value when the consts
+ * come from a GGUF file (--consts-from, check.c); the only annotation a
+ * const takes. */
+Decl *mk_meta_const(Arena *a, Diag *d, Loc loc, const char *annot, Loc aloc, const char *key, const char *opt,
+                    Loc oloc, const char *name, Loc nloc, Expr *v)
+{
+	if (strcmp(annot, "gguf"))
+		error_at(d, aloc, "unknown annotation '@%s' (a const takes @gguf(\"KEY\"), a function @region)", annot);
+	if (opt && strcmp(opt, "optional"))
+		error_at(d, oloc, "expected 'optional' after the key of @gguf, not '%s'", opt);
+	if (!*key)
+		error_at(d, oloc, "@gguf needs a metadata key, such as \"llama.block_count\"");
+	Decl *r = mk_const(a, loc, name, nloc, v);
+	r->meta_key = key;
+	r->meta_optional = opt != NULL;
+	return r;
+}
+
 Decl *mk_const_dtype(Arena *a, Loc loc, const char *name, Loc nloc, int dtype)
 {
 	Decl *d = mk_decl(a, D_CONST, loc, name, nloc);
@@ -675,6 +693,8 @@ void ast_dump(FILE *f, Module *m)
 		loc_dump(&b, m->src, d->loc);
 		switch (d->kind) {
 		case D_CONST:
+			if (d->meta_key)
+				buf_printf(&b, " @gguf(\"%s\"%s)", d->meta_key, d->meta_optional ? ", optional" : "");
 			buf_printf(&b, " const %s = ", d->name);
 			if (d->dtype_value)
 				buf_puts(&b, dtype_name((DType)(d->dtype_value - 1)));

@@ -139,8 +139,51 @@ static void dtype_defines(Checker *c)
 	}
 }
 
+/* --consts-from: each @gguf const's value from the file's metadata, as an
+ * override that -D replaces (check_consts). */
+static void meta_consts(Checker *c)
+{
+	const CompileOptions *o = c->opts;
+	int any = 0;
+	for (int k = 0; k < c->nglobals; k++) {
+		Global *g = c->globals[k];
+		Decl *d = g->decl;
+		if (g->kind != G_CONST || !d->meta_key)
+			continue;
+		any = 1;
+		if (!o->consts_from)
+			continue;
+		const MetaKV *m = NULL;
+		for (int i = 0; i < o->nmeta && !m; i++)
+			if (!strcmp(o->meta[i].key, d->meta_key))
+				m = &o->meta[i];
+		if (!m) {
+			if (!d->meta_optional)
+				error_at(c->d, d->name_loc, "const '%s' takes its value from '%s', which %s does not have%s%s%s",
+				         g->name, d->meta_key, o->consts_from, o->meta_arch ? " (its general.architecture is '" : "",
+				         o->meta_arch ? o->meta_arch : "", o->meta_arch ? "')" : "");
+			continue;
+		}
+		Value *v = arena_alloc(c->a, sizeof *v);
+		if (m->kind == 's') {
+			error_at(c->d, d->name_loc, "const '%s' takes its value from '%s', a string in %s", g->name, d->meta_key,
+			         o->consts_from);
+			continue;
+		}
+		v->kind = m->kind == 'f' ? V_FLOAT : m->kind == 'b' ? V_BOOL : V_INT;
+		v->i = m->i;
+		v->f = m->f;
+		g->over = v;
+		g->over_src = arena_printf(c->a, "%s: %s", o->consts_from, d->meta_key);
+	}
+	if (o->consts_from && !any)
+		error_plain(c->d, "--consts-from %s: the model has no const that takes a value from it (@gguf(\"KEY\") const ...)",
+		            o->consts_from);
+}
+
 static void check_consts(Checker *c)
 {
+	meta_consts(c);
 	/* -D first: an override must name a const, and replaces its value as soon as the
 	 * declared value is known (const_take_override), before any const computed
 	 * from it is evaluated */
@@ -169,6 +212,7 @@ static void check_consts(Checker *c)
 			continue;
 		}
 		g->over = v;
+		g->over_src = NULL;
 	}
 	for (int k = 0; k < c->nglobals; k++) {
 		Global *g = c->globals[k];
@@ -623,6 +667,20 @@ Checker *check_module(Arena *a, Diag *d, Module *m, CompileOptions *opts)
 	dtype_defines(c);
 	check_types(c);
 	check_consts(c);
+	/* the @gguf consts' values, for a GGUF file of llama.cpp's (gguf_write.c) */
+	p->gguf = arena_alloc(a, (size_t)(c->nglobals + 1) * sizeof *p->gguf);
+	for (int k = 0; k < c->nglobals; k++) {
+		Global *g = c->globals[k];
+		if (g->kind != G_CONST || !g->decl->meta_key || !g->value)
+			continue;
+		MetaKV *kv = &p->gguf[p->ngguf];
+		kv->key = g->decl->meta_key;
+		kv->kind = g->value->kind == V_FLOAT ? 'f' : g->value->kind == V_BOOL ? 'b' : 'i';
+		kv->i = g->value->i;
+		kv->f = g->value->f;
+		if (g->value->kind == V_INT || g->value->kind == V_FLOAT || g->value->kind == V_BOOL)
+			p->ngguf++;
+	}
 	for (int k = 0; k < c->nglobals; k++) {
 		if (c->globals[k]->kind == G_FN)
 			check_fn(c, c->globals[k]->decl);

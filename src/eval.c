@@ -744,8 +744,12 @@ void const_take_override(Checker *c, Global *g)
 		}
 		g->value = v;
 	} else {
-		error_plain(c->d, "-D %s: const '%s' is %s, and the value given is %s", g->name, g->name,
-		            override_kind_word(want), override_kind_word(v->kind));
+		if (g->over_src)
+			error_at(c->d, g->decl->name_loc, "const '%s' is %s, and %s is %s", g->name, override_kind_word(want),
+			         g->over_src, override_kind_word(v->kind));
+		else
+			error_plain(c->d, "-D %s: const '%s' is %s, and the value given is %s", g->name, g->name,
+			            override_kind_word(want), override_kind_word(v->kind));
 	}
 }
 

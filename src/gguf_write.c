@@ -183,7 +183,29 @@ typedef struct Item {
 	uint64_t esize;      /* bytes of an element, unformatted; 0 for a format's rows */
 	uint64_t row_bytes, nbytes, offset;
 	WTensor *src;        /* converting: the file's tensor */
+	/* llama.cpp's layout (llama_arch): */
+	const char *gname;   /* its name there (blk.0.attn_q.weight), or NULL: the param's path */
+	int64_t rotary_hd;   /* rows in GGML's rotary order, heads of rotary_hd rows (0: as declared) */
+	int rowwise;         /* an f32 param made row by row (transposed or its rows moved) */
 } Item;
+
+/* Made a row at a time (a format's rows, or f32 ones moved), else in pieces of elements. */
+static int by_rows(const Item *it)
+{
+	return it->fmt > WF_F32 || it->rowwise;
+}
+
+/* The declared row a stored row r holds: GGML's rotary order keeps row
+ * 2i + t of a head where Hugging Face's has t * hd/2 + i (the inverse of
+ * nestrt__rotary_row). */
+static int64_t source_row(const Item *it, int64_t r)
+{
+	int64_t hd = it->rotary_hd;
+	if (!hd)
+		return r;
+	int64_t f = r % hd;
+	return r - f + (f % 2) * (hd / 2) + f / 2;
+}
 
 /* ------------------------------------------------------------ output */
 
@@ -546,6 +568,7 @@ static void row_f32(const Job *j, int64_t r, float *buf)
 {
 	const Item *it = j->it;
 	int64_t c = it->row, n = it->rows;
+	r = source_row(it, r);
 	if (j->rnd) {
 		if (it->transposed)
 			rand_f32(j->rnd, (uint64_t)r, (uint64_t)n, c, buf);
@@ -572,8 +595,9 @@ static void format_rows(void *env, int64_t b, int64_t e)
 		unsigned char *dst = j->out + (size_t)i * it->row_bytes;
 		nestrt_error err;
 		int rc;
+		int64_t sr = source_row(it, r);
 		if (j->half) {
-			const uint16_t *src = (const uint16_t *)(const void *)j->data + r * c;
+			const uint16_t *src = (const uint16_t *)(const void *)j->data + sr * c;
 			if (it->transposed) {
 				if (!hbuf)
 					hbuf = xmalloc((size_t)c * 2 + 2);
@@ -585,8 +609,8 @@ static void format_rows(void *env, int64_t b, int64_t e)
 			rc = nestrt__quantize_half(it->fmt, src, j->half == 2, c, dst, &err);
 		} else {
 			const float *src;
-			if (!j->rnd && !it->transposed && (uintptr_t)(j->data + (size_t)(r * c) * 4) % 4 == 0) {
-				src = (const float *)(const void *)(j->data + (size_t)(r * c) * 4); /* read in place */
+			if (!j->rnd && !it->transposed && (uintptr_t)(j->data + (size_t)(sr * c) * 4) % 4 == 0) {
+				src = (const float *)(const void *)(j->data + (size_t)(sr * c) * 4); /* read in place */
 			} else {
 				if (!buf)
 					buf = xmalloc((size_t)c * 4 + 4);
@@ -705,7 +729,7 @@ static int write_item(Writer *wr, Crew *crew, Diag *d, const Item *it, uint64_t 
 	}
 	if (it->numel == 0)
 		return 0;
-	int formatted = it->fmt > WF_F32;
+	int formatted = by_rows(it);
 	int64_t units = formatted ? it->rows : it->numel;
 	int64_t per = formatted ? (CHUNK_ELEMS / it->row > 0 ? CHUNK_ELEMS / it->row : 1) : CHUNK_ELEMS;
 	size_t unit_bytes = formatted ? (size_t)it->row_bytes : (size_t)it->esize;
@@ -730,7 +754,7 @@ static int write_item(Writer *wr, Crew *crew, Diag *d, const Item *it, uint64_t 
 			rc = -1;
 			break;
 		}
-		if (j.data && !it->transposed) /* done with these rows of the input */
+		if (j.data && !it->transposed && !it->rotary_hd) /* done with these rows of the input */
 			advise(w, j.data + (size_t)u * src_unit, (size_t)k * src_unit, MADV_DONTNEED);
 		if (w_async(wr, j.out, (size_t)k * unit_bytes) < 0)
 			break;
@@ -748,8 +772,106 @@ static int write_item(Writer *wr, Crew *crew, Diag *d, const Item *it, uint64_t 
 
 /* ------------------------------------------------------------ the file */
 
+/* ------------------------------------------------------------ llama.cpp's layout */
+
+/* The architecture of the model's @gguf consts (the first part of their
+ * keys, "llama" of "llama.block_count"; general.* and tokenizer.* aside) when
+ * runtime/gguf_names.c knows it and has a name for every param: the file is
+ * then llama.cpp's, one its tools load (names, metadata, GGML's rotary rows,
+ * GPT-2's matrices [out, in]); else NULL: nestc's own. */
+static const char *llama_arch(const Program *p, char *buf, size_t n)
+{
+	buf[0] = 0;
+	for (int i = 0; i < p->ngguf; i++) {
+		const char *k = p->gguf[i].key, *dot = strchr(k, '.');
+		if (!dot || !strncmp(k, "general.", 8) || !strncmp(k, "tokenizer.", 10))
+			continue;
+		size_t len = (size_t)(dot - k);
+		if (len >= n)
+			return NULL;
+		if (!buf[0]) {
+			memcpy(buf, k, len);
+			buf[len] = 0;
+		} else if (strlen(buf) != len || strncmp(buf, k, len)) {
+			return NULL;
+		}
+	}
+	if (!buf[0] || !nestrt__gguf_arch_known(buf))
+		return NULL;
+	char g[512];
+	for (int i = 0; i < p->nparams; i++)
+		if (nestrt__gguf_ggml_name(buf, p->params[i].name, g, sizeof g) < 0)
+			return NULL;
+	return buf;
+}
+
+static const MetaKV *gguf_const(const Program *p, const char *key)
+{
+	for (int i = 0; i < p->ngguf; i++)
+		if (!strcmp(p->gguf[i].key, key))
+			return &p->gguf[i];
+	return NULL;
+}
+
+/* llama.cpp's name and layout of each param: 0, or -1 after errors. */
+static int llama_items(Program *p, Diag *d, const char *path, const char *arch, Item *items)
+{
+	char key[64];
+	snprintf(key, sizeof key, "%s.attention.head_count", arch);
+	const MetaKV *h = gguf_const(p, key);
+	snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+	const MetaKV *kv = gguf_const(p, key);
+	if (!kv)
+		kv = h;
+	int ok = 1;
+	for (int i = 0; i < p->nparams; i++) {
+		Item *it = &items[i];
+		const ParamInfo *pi = it->pi;
+		char g[512];
+		int fl = nestrt__gguf_ggml_name(arch, pi->name, g, sizeof g);
+		it->gname = arena_strdup(p->arena, g);
+		if (!fl)
+			continue;
+		if (pi->rank != 2 || pi->dtype != DT_F32) {
+			error_plain(d, "%s: param '%s' is %s; llama.cpp's %s holds an f32 matrix there", path, pi->name,
+			            dtype_name(pi->dtype), arch);
+			ok = 0;
+			continue;
+		}
+		if (fl & NESTRT__NAME_TRANS) {
+			if (it->fmt > WF_F32 && !it->transposed) {
+				error_plain(d, "%s: param '%s' in %s: llama.cpp's %s stores it [out, in], its blocks along axis 0, "
+				            "but its matmuls reduce axis 1", path, pi->name, wformat_name(it->fmt), arch);
+				ok = 0;
+				continue;
+			}
+			it->transposed = 1;
+		} else if (it->transposed) {
+			error_plain(d, "%s: param '%s' in %s: its matmuls reduce axis 0, and llama.cpp's %s stores it with "
+			            "blocks along axis 1", path, pi->name, wformat_name(it->fmt), arch);
+			ok = 0;
+			continue;
+		}
+		if (fl & (NESTRT__NAME_ROPE_Q | NESTRT__NAME_ROPE_K)) {
+			const MetaKV *m = fl & NESTRT__NAME_ROPE_Q ? h : kv;
+			int64_t rows = pi->shape[0];
+			if (!m || m->kind != 'i' || m->i <= 0 || rows % m->i || (rows / m->i) % 2) {
+				error_plain(d, "%s: param '%s': its %lld rows are not %s.attention.head_count%s heads of an even "
+				            "number of rows (the consts say %lld)", path, pi->name, (long long)rows, arch,
+				            fl & NESTRT__NAME_ROPE_Q ? "" : "_kv", m ? (long long)m->i : 0LL);
+				ok = 0;
+				continue;
+			}
+			it->rotary_hd = rows / m->i;
+		}
+		if (it->fmt == WF_F32)
+			it->rowwise = 1;
+	}
+	return ok ? 0 : -1;
+}
+
 /* Each param's type, shape and place; 0, or -1 after errors. */
-static int lay_out(Program *p, Diag *d, const char *path, Item *items, uint64_t *data_len)
+static int lay_out(Program *p, Diag *d, const char *path, const char *arch, Item *items, uint64_t *data_len)
 {
 	uint64_t off = 0;
 	int ok = 1;
@@ -771,6 +893,12 @@ static int lay_out(Program *p, Diag *d, const char *path, Item *items, uint64_t 
 				continue;
 			}
 		}
+	}
+	if (!ok || (arch && llama_items(p, d, path, arch, items) < 0))
+		return -1;
+	for (int i = 0; i < p->nparams; i++) {
+		const ParamInfo *pi = &p->params[i];
+		Item *it = &items[i];
 		it->nd = pi->rank;
 		for (int k = 0; k < pi->rank; k++)
 			it->ne[k] = pi->shape[pi->rank - 1 - k];
@@ -803,11 +931,352 @@ static int lay_out(Program *p, Diag *d, const char *path, Item *items, uint64_t 
 		off = (off + nb + ALIGN - 1) / ALIGN * ALIGN;
 	}
 	*data_len = off;
-	return ok ? 0 : -1;
+	return 0;
 }
 
-static void write_header(Writer *wr, Program *p, const Item *items, const char *name)
+/* Metadata of llama.cpp's layout, assembled before the header: key-value
+ * pairs in GGUF's encoding. */
+typedef struct Meta {
+	Buf b;
+	uint64_t n;
+} Meta;
+
+enum { GGUF_I32 = 5, GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_I64 = 11, GGUF_F64 = 12 };
+
+static void m_bytes(Meta *m, const void *p, size_t n)
 {
+	for (size_t i = 0; i < n; i++)
+		buf_putc(&m->b, ((const char *)p)[i]);
+}
+
+static void m_u32(Meta *m, uint32_t v)
+{
+	unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+	m_bytes(m, b, 4);
+}
+
+static void m_u64(Meta *m, uint64_t v)
+{
+	m_u32(m, (uint32_t)v);
+	m_u32(m, (uint32_t)(v >> 32));
+}
+
+static void m_strn(Meta *m, const char *s, size_t n)
+{
+	m_u64(m, n);
+	m_bytes(m, s, n);
+}
+
+static void m_key(Meta *m, const char *key, uint32_t type)
+{
+	m_strn(m, key, strlen(key));
+	m_u32(m, type);
+	m->n++;
+}
+
+static void m_f32(Meta *m, float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	m_u32(m, u);
+}
+
+/* One value of type t of the input's key (element i of an array): as it is. */
+static int m_copy_value(Meta *m, const struct nestrt_weights *rt, const char *key, uint64_t i, int t)
+{
+	int64_t v;
+	double f;
+	const char *s;
+	size_t len;
+	static const int size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+	if (t == GGUF_STRING) {
+		if (nestrt_weights_meta_string(rt, key, i, &s, &len, NULL) < 0)
+			return -1;
+		m_strn(m, s, len);
+	} else if (t == GGUF_F32 || t == GGUF_F64) {
+		if (nestrt_weights_meta_float(rt, key, i, &f, NULL) < 0)
+			return -1;
+		if (t == GGUF_F32) {
+			m_f32(m, (float)f);
+		} else {
+			uint64_t u;
+			memcpy(&u, &f, 8);
+			m_u64(m, u);
+		}
+	} else if (t >= 0 && t < 13 && size[t]) {
+		if (nestrt_weights_meta_int(rt, key, i, &v, NULL) < 0)
+			return -1;
+		uint64_t u = (uint64_t)v;
+		for (int k = 0; k < size[t]; k++)
+			buf_putc(&m->b, (char)(unsigned char)(u >> (8 * k)));
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* The input's tokenizer.* keys, as they are (arrays of arrays have none). */
+static void m_copy_tokenizer(Meta *m, const struct nestrt_weights *rt)
+{
+	int nk = nestrt_weights_meta_count(rt);
+	for (int k = 0; k < nk; k++) {
+		const char *key = nestrt_weights_meta_key(rt, k);
+		int et;
+		uint64_t count;
+		int t = nestrt_weights_meta_type(rt, key, &et, &count);
+		if (strncmp(key, "tokenizer.", 10) || (t == GGUF_ARRAY && et == GGUF_ARRAY))
+			continue;
+		Meta one = {{0}, 0};
+		m_key(&one, key, (uint32_t)t);
+		int ok = 1;
+		if (t == GGUF_ARRAY) {
+			m_u32(&one, (uint32_t)et);
+			m_u64(&one, count);
+			for (uint64_t i = 0; i < count && ok; i++)
+				ok = m_copy_value(&one, rt, key, i, et) == 0;
+		} else {
+			ok = m_copy_value(&one, rt, key, 0, t) == 0;
+		}
+		if (ok) {
+			m_bytes(m, one.b.s, one.b.len);
+			m->n++;
+		}
+		buf_free(&one.b);
+	}
+}
+
+/* GPT-2's byte-level alphabet: byte b as a code point (bytes_to_unicode). */
+static unsigned gpt2_char(unsigned b)
+{
+	if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174)
+		return b;
+	unsigned n = 0;
+	for (unsigned x = 0; x < b; x++)
+		n += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+	return 256 + n;
+}
+
+static size_t utf8(unsigned cp, char *out)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	out[0] = (char)(0xc0 | (cp >> 6));
+	out[1] = (char)(0x80 | (cp & 0x3f));
+	return 2;
+}
+
+/* A placeholder vocabulary of v pieces, for files of random weights that
+ * llama.cpp's tools are to load: llama's (<unk> <s> </s>, the byte pieces
+ * <0x00>.., then letters and letter strings with and without the space
+ * mark, scored by their order) or gpt2's (the byte-level alphabet, pairs of
+ * letters with their merges, <|endoftext|> last). */
+static void m_vocab(Meta *m, const char *arch, int64_t v)
+{
+	static const char letters[] = "etaoinshrdlucmfwypvbgkqjxz";
+	int llama = strcmp(arch, "llama") == 0;
+	Buf toks = {0}, merges = {0};
+	uint64_t nmerges = 0;
+	int64_t n = 0;
+	int32_t *types = xcalloc((size_t)v + 1, sizeof *types);
+	if (llama) {
+		static const char *const special[3] = {"<unk>", "<s>", "</s>"};
+		for (; n < 3 && n < v; n++) {
+			Meta t = {toks, 0};
+			m_strn(&t, special[n], strlen(special[n]));
+			toks = t.b;
+			types[n] = n == 0 ? 2 : 3;
+		}
+		for (int b = 0; b < 256 && n < v; b++, n++) {
+			char piece[8];
+			snprintf(piece, sizeof piece, "<0x%02X>", b);
+			Meta t = {toks, 0};
+			m_strn(&t, piece, 6);
+			toks = t.b;
+			types[n] = 6;
+		}
+		/* strings of len letters, odometer order; each with the space mark and without */
+		for (int len = 1; n < v && len < 8; len++) {
+			int idx[8] = {0};
+			for (;;) {
+				char piece[32];
+				size_t k = 0;
+				for (int w = 0; w < 2 && n < v; w++) {
+					k = 0;
+					if (w == 0) {
+						memcpy(piece, "\xe2\x96\x81", 3); /* U+2581 */
+						k = 3;
+					}
+					for (int c = 0; c < len; c++)
+						piece[k++] = letters[idx[c]];
+					Meta t = {toks, 0};
+					m_strn(&t, piece, k);
+					toks = t.b;
+					types[n++] = 1;
+				}
+				int c = len - 1;
+				while (c >= 0 && ++idx[c] == 26)
+					idx[c--] = 0;
+				if (c < 0 || n >= v)
+					break;
+			}
+		}
+	} else {
+		int64_t nbytes = v - 1 < 256 ? v - 1 : 256;
+		for (; n < nbytes; n++) {
+			char piece[4];
+			Meta t = {toks, 0};
+			m_strn(&t, piece, utf8(gpt2_char((unsigned)n), piece));
+			toks = t.b;
+			types[n] = 1;
+		}
+		for (int a = -1; a < 26 && n < v - 1; a++)
+			for (int b = 0; b < 26 && n < v - 1; b++) {
+				char x[4], y[4], piece[8], merge[16];
+				size_t lx = a < 0 ? utf8(gpt2_char(' '), x) : (x[0] = letters[a], 1);
+				size_t ly = (y[0] = letters[b], 1);
+				memcpy(piece, x, lx);
+				memcpy(piece + lx, y, ly);
+				Meta t = {toks, 0};
+				m_strn(&t, piece, lx + ly);
+				toks = t.b;
+				types[n++] = 1;
+				memcpy(merge, x, lx);
+				merge[lx] = ' ';
+				memcpy(merge + lx + 1, y, ly);
+				Meta mm = {merges, 0};
+				m_strn(&mm, merge, lx + 1 + ly);
+				merges = mm.b;
+				nmerges++;
+			}
+		for (int64_t k = 0; n < v - 1; k++) {
+			char piece[32];
+			int len = snprintf(piece, sizeof piece, "<|pad_%lld|>", (long long)k);
+			Meta t = {toks, 0};
+			m_strn(&t, piece, (size_t)len);
+			toks = t.b;
+			types[n++] = 5;
+		}
+		if (n < v) {
+			Meta t = {toks, 0};
+			m_strn(&t, "<|endoftext|>", 13);
+			toks = t.b;
+			types[n++] = 3;
+		}
+	}
+	m_key(m, "tokenizer.ggml.model", GGUF_STRING);
+	m_strn(m, llama ? "llama" : "gpt2", llama ? 5 : 4);
+	if (!llama) {
+		m_key(m, "tokenizer.ggml.pre", GGUF_STRING);
+		m_strn(m, "gpt-2", 5);
+	}
+	m_key(m, "tokenizer.ggml.tokens", GGUF_ARRAY);
+	m_u32(m, GGUF_STRING);
+	m_u64(m, (uint64_t)n);
+	m_bytes(m, toks.s, toks.len);
+	m_key(m, "tokenizer.ggml.token_type", GGUF_ARRAY);
+	m_u32(m, GGUF_I32);
+	m_u64(m, (uint64_t)n);
+	for (int64_t i = 0; i < n; i++)
+		m_u32(m, (uint32_t)types[i]);
+	if (llama) {
+		m_key(m, "tokenizer.ggml.scores", GGUF_ARRAY);
+		m_u32(m, GGUF_F32);
+		m_u64(m, (uint64_t)n);
+		for (int64_t i = 0; i < n; i++)
+			m_f32(m, i < 259 ? 0.0f : -(float)(i - 259));
+	} else {
+		m_key(m, "tokenizer.ggml.merges", GGUF_ARRAY);
+		m_u32(m, GGUF_STRING);
+		m_u64(m, nmerges);
+		m_bytes(m, merges.s, merges.len);
+	}
+	uint32_t bos = llama ? 1 : (uint32_t)(n - 1), eos = llama ? 2 : (uint32_t)(n - 1);
+	if ((int64_t)bos < n && (int64_t)eos < n) {
+		m_key(m, "tokenizer.ggml.bos_token_id", GGUF_U32);
+		m_u32(m, bos);
+		m_key(m, "tokenizer.ggml.eos_token_id", GGUF_U32);
+		m_u32(m, eos);
+	}
+	if (llama && n > 0) {
+		m_key(m, "tokenizer.ggml.unknown_token_id", GGUF_U32);
+		m_u32(m, 0);
+	}
+	buf_free(&toks);
+	buf_free(&merges);
+	free(types);
+}
+
+/* llama.cpp's metadata: the architecture, the @gguf consts (an integer as
+ * u32, as llama.cpp reads its counts, a float as f32), and the tokenizer:
+ * the input's (a GGUF file converted), else a placeholder of V pieces. 0, or
+ * -1 after an error. */
+static int llama_meta(Meta *m, Program *p, Diag *d, const char *arch, const char *name, Weights *in)
+{
+	m_key(m, "general.architecture", GGUF_STRING);
+	m_strn(m, arch, strlen(arch));
+	m_key(m, "general.name", GGUF_STRING);
+	m_strn(m, name, strlen(name));
+	m_key(m, "general.alignment", GGUF_U32);
+	m_u32(m, ALIGN);
+	const MetaKV *vocab = NULL;
+	for (int i = 0; i < p->ngguf; i++) {
+		const MetaKV *c = &p->gguf[i];
+		if (!strncmp(c->key, "tokenizer.", 10) || !strncmp(c->key, "general.", 8)) {
+			if (!strcmp(c->key, "tokenizer.ggml.tokens"))
+				vocab = c;
+			continue;
+		}
+		if (c->kind == 'f') {
+			m_key(m, c->key, GGUF_F32);
+			m_f32(m, (float)c->f);
+		} else if (c->kind == 'b') {
+			m_key(m, c->key, GGUF_BOOL);
+			buf_putc(&m->b, (char)(c->i != 0));
+		} else if (c->i >= 0 && c->i <= UINT32_MAX) {
+			m_key(m, c->key, GGUF_U32);
+			m_u32(m, (uint32_t)c->i);
+		} else {
+			m_key(m, c->key, GGUF_I64);
+			m_u64(m, (uint64_t)c->i);
+		}
+	}
+	uint64_t count = 0;
+	if (in && in->rt->gguf && nestrt_weights_meta_type(in->rt, "tokenizer.ggml.tokens", NULL, &count) == GGUF_ARRAY) {
+		if (vocab && vocab->kind == 'i' && (uint64_t)vocab->i != count) {
+			error_plain(d, "%s: its vocabulary has %llu tokens, and the model's is %lld (the const of "
+			            "tokenizer.ggml.tokens)", in->path, (unsigned long long)count, (long long)vocab->i);
+			return -1;
+		}
+		m_copy_tokenizer(m, in->rt);
+	} else if (vocab && vocab->kind == 'i' && vocab->i > 0) {
+		m_vocab(m, arch, vocab->i);
+	}
+	return 0;
+}
+
+static void write_header(Writer *wr, Program *p, const Item *items, const char *name, const Meta *llama)
+{
+	if (llama) {
+		w_put(wr, "GGUF", 4);
+		w_u32(wr, 3);
+		w_u64(wr, (uint64_t)p->nparams);
+		w_u64(wr, llama->n);
+		w_put(wr, llama->b.s, llama->b.len);
+		for (int i = 0; i < p->nparams; i++) {
+			const Item *it = &items[i];
+			w_str(wr, it->gname);
+			w_u32(wr, (uint32_t)it->nd);
+			for (int k = 0; k < it->nd; k++)
+				w_u64(wr, (uint64_t)it->ne[k]);
+			w_u32(wr, (uint32_t)it->ggml);
+			w_u64(wr, it->offset);
+		}
+		w_zeros(wr, (ALIGN - wr->at % ALIGN) % ALIGN);
+		return;
+	}
+
 	int ntrans = 0;
 	for (int i = 0; i < p->nparams; i++)
 		ntrans += items[i].transposed;
@@ -890,7 +1359,10 @@ int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, con
 	int rc = 1, fd = -1;
 	uint64_t data_len;
 	Writer wr = {.fd = -1};
-	if (lay_out(p, d, path, items, &data_len) < 0)
+	Meta meta = {{0}, 0};
+	char archbuf[32];
+	const char *arch = llama_arch(p, archbuf, sizeof archbuf);
+	if (lay_out(p, d, path, arch, items, &data_len) < 0)
 		goto out;
 	if (weights_in) {
 		if (!(w = open_input(d, weights_in)))
@@ -913,6 +1385,8 @@ int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, con
 			goto out;
 	}
 
+	if (arch && llama_meta(&meta, p, d, arch, name, w) < 0)
+		goto out;
 	/* beside OUT (its file, when OUT is a symbolic link to one), renamed at the end */
 	struct stat st, lst;
 	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0)
@@ -930,7 +1404,7 @@ int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, con
 	wr.fd = fd;
 	wr.cap = (size_t)1 << 20;
 	wr.buf = xmalloc(wr.cap);
-	write_header(&wr, p, items, name);
+	write_header(&wr, p, items, name, arch ? &meta : NULL);
 	uint64_t data_start = wr.at;
 	Crew crew;
 	crew_start(&crew);
@@ -963,6 +1437,7 @@ int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, con
 	catch_signals(0);
 out:
 	free(wr.buf);
+	buf_free(&meta.b);
 	free(tmp);
 	free(real);
 	free(items);

@@ -14,6 +14,7 @@ static const char usage_text[] =
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
 	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow] [--weights-format=[PATTERN=]FMT,...]\n"
+	"                 [--activations=f32|int8]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
 	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
@@ -29,6 +30,7 @@ static const char usage_text[] =
 	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
 	"        build writes its weights to --weights-out FILE, by default OUT.safetensors beside -o OUT)\n"
 	"       (FMT: f32, bf16, f16, q8_0 or q4_0; see nestc(1))\n"
+	"       (every command that compiles also takes --consts-from FILE.gguf: the @gguf consts' values)\n"
 	"       nestc --version | --help\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -359,6 +361,7 @@ int main(int argc, char **argv)
 	int no_outline = 0;
 	WFormatSpec wfs = {.deflt = -1};
 	int weights_format = 0; /* nestc weights --format: a GGUF file in formats */
+	const char *consts_from = NULL; /* --consts-from FILE.gguf: the @gguf consts' values */
 	char *tmp_weights = NULL;
 	char *outline = NULL; /* the repeated layers the import found, for report */
 	for (int i = 2; i < argc; i++) {
@@ -383,6 +386,16 @@ int main(int argc, char **argv)
 			}
 			if (is_build)
 				vec_push(&passthru, xasprintf("--weights-format=%s", v));
+		} else if (!is_import && (v = flag_value(argc, argv, &i, "--consts-from", &missing))) {
+			consts_from = v;
+			vec_push(&passthru, xasprintf("--consts-from=%s", v));
+		} else if (is_build && (v = flag_value(argc, argv, &i, "--activations", &missing))) {
+			if (strcmp(v, "f32") && strcmp(v, "int8")) {
+				rc = usage_error("--activations takes f32 (the default) or int8, not '%s'", v);
+				goto out;
+			}
+			bo.act_int8 = !strcmp(v, "int8");
+			vec_push(&passthru, xasprintf("--activations=%s", v));
 		} else if (is_build && !strcmp(a, "--no-winograd")) {
 			bo.no_winograd = 1;
 			vec_push(&passthru, (void *)a);
@@ -711,6 +724,13 @@ int main(int argc, char **argv)
 		 * Nest it became declares them (or holds the numbers) already */
 		CompileOptions co = {.defines = dv, .ndefines = is_onnx ? 0 : defs.n, .no_narrow = no_narrow,
 		                     .only_entry = is_run ? run_entry_name(m, ro.entry) : NULL};
+		if (consts_from) {
+			char why[512];
+			co.consts_from = consts_from;
+			co.meta = gguf_meta_read(&arena, consts_from, &co.nmeta, (char **)&co.meta_arch, why, sizeof why);
+			if (!co.meta)
+				error_plain(&d, "--consts-from %s: %s", consts_from, why);
+		}
 		int syntax_errors = d.nerrors;
 		p = compile_module(&arena, &d, m, &co);
 		free(dv);

@@ -256,6 +256,8 @@ struct Decl {
 	const char *name;
 	Expr *value;      /* D_CONST */
 	int dtype_value;  /* D_CONST naming a dtype (const CACHE = bf16): the DType + 1, else 0 */
+	const char *meta_key; /* D_CONST @gguf("llama.block_count"): its value from a GGUF file's metadata */
+	int meta_optional;    /* @gguf(KEY, optional): a file without KEY keeps the declared value */
 	const char **tparams; /* D_TYPE dimension parameters */
 	Loc *tparam_locs;
 	int ntparams;
@@ -318,6 +320,8 @@ Stmt *mk_let(Arena *a, Loc loc, Vec *names, Expr *v, int is_let);
 Stmt *mk_for(Arena *a, Loc loc, const char *var, Loc varloc, Expr *lo, Expr *hi, Vec *body);
 Stmt *mk_return(Arena *a, Loc loc, Vec *values);
 Decl *mk_const(Arena *a, Loc loc, const char *name, Loc nloc, Expr *v);
+Decl *mk_meta_const(Arena *a, Diag *d, Loc loc, const char *annot, Loc aloc, const char *key, const char *opt,
+                    Loc oloc, const char *name, Loc nloc, Expr *v);
 Decl *mk_const_dtype(Arena *a, Loc loc, const char *name, Loc nloc, int dtype);
 Decl *mk_typedecl(Arena *a, Loc loc, const char *name, Loc nloc, Vec *tparams, TypeExpr *t);
 Decl *mk_param(Arena *a, Loc loc, const char *name, Loc nloc, TypeExpr *t, const char *wname);
@@ -513,6 +517,14 @@ typedef struct Entry {
 	int uses_state;     /* reads or writes the model's state: takes a sequence */
 } Entry;
 
+/* A GGUF metadata value (weights.c's gguf_meta_read). */
+typedef struct MetaKV {
+	const char *key;
+	char kind;          /* 'i' int, 'f' float, 'b' bool, 'a' array (i its length), 's' string */
+	int64_t i;
+	double f;
+} MetaKV;
+
 typedef struct Program {
 	Arena *arena;
 	Source *src;
@@ -526,6 +538,8 @@ typedef struct Program {
 	Vec variance_nodes; /* batch_norm's running_var inputs (params.c marks their params) */
 	int64_t bytes;      /* the size of every node's tensor, summed (mk_node) */
 	int size_reported;  /* a tensor too large was reported: say it once */
+	MetaKV *gguf;       /* the @gguf consts: key and value ('i', 'f' or 'b'), in declaration order */
+	int ngguf;
 } Program;
 
 Graph *graph_new(Program *p, const char *name, Decl *fn);
@@ -721,6 +735,7 @@ struct Global {
 	Value *value;   /* G_CONST once evaluated */
 	int state;      /* G_CONST: 0 new, 1 evaluating (cycle check), 2 done */
 	Value *over;    /* G_CONST: the -D value, taken once the const is evaluated */
+	const char *over_src; /* where over came from, for messages: NULL for -D, else "FILE: KEY" */
 	PTree *ptree;   /* G_PARAM */
 	Vec specs;      /* G_FN: specialised region graphs (Graph *) */
 };
@@ -824,11 +839,16 @@ typedef struct Define {
 	const char *value;
 } Define;
 
+
 typedef struct CompileOptions {
 	Define *defines;
 	int ndefines;
 	int no_narrow;      /* --no-narrow: every node computed whole (rows.c) */
 	const char *only_entry; /* run --entry: -D gives run-time dims of this entry alone */
+	const char *consts_from; /* --consts-from FILE.gguf: the @gguf consts' values (meta, below), -D winning */
+	MetaKV *meta;
+	int nmeta;
+	const char *meta_arch;   /* its general.architecture, or NULL */
 } CompileOptions;
 
 /* Check declarations and names; evaluate consts (with -D) and region
@@ -949,6 +969,7 @@ typedef struct BuildOptions {
 	const char *depfile;   /* -MD: write it here */
 	int progress;          /* one-line progress on a terminal */
 	int no_winograd;       /* --no-winograd: 3x3 convolutions summed directly */
+	int act_int8;          /* --activations=int8: q8_0 / q4_0 matmuls on int8 activations */
 } BuildOptions;
 
 /* Generate the header, the model object and one object per unique variant.
@@ -1047,6 +1068,11 @@ int weights_prepack(const void *image, size_t len, const ParamInfo *params, int 
 /* The reason in a runtime error about path: its message without "PATH: ". */
 struct nestrt_error;
 void rt_reason(char *err, size_t errlen, const char *path, const struct nestrt_error *e);
+
+/* --consts-from: a GGUF file's metadata (its header alone is read): each
+ * key's value, a number, a bool, or an array's length; a string is kind
+ * 's' (its value is not needed). NULL with the reason in err. */
+MetaKV *gguf_meta_read(Arena *a, const char *path, int *n, char **arch, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ npy.c */
 

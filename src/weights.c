@@ -250,3 +250,49 @@ int weights_prepack(const void *image, size_t len, const ParamInfo *params, int 
 	*npacks = np;
 	return 0;
 }
+
+MetaKV *gguf_meta_read(Arena *a, const char *path, int *n, char **arch, char *err, size_t errlen)
+{
+	nestrt_error e;
+	nestrt_weights *w = nestrt__gguf_open_header(path, &e);
+	if (!w) {
+		rt_reason(err, errlen, path, &e);
+		return NULL;
+	}
+	int nk = nestrt_weights_meta_count(w);
+	MetaKV *kv = arena_alloc(a, (size_t)(nk ? nk : 1) * sizeof *kv);
+	*arch = NULL;
+	for (int i = 0; i < nk; i++) {
+		const char *key = nestrt_weights_meta_key(w, i);
+		int et, ty = nestrt_weights_meta_type(w, key, &et, NULL);
+		uint64_t count = 0;
+		MetaKV *m = &kv[i];
+		m->key = arena_strdup(a, key);
+		int rc = 0;
+		if (ty == 9) {
+			nestrt_weights_meta_type(w, key, NULL, &count);
+			m->kind = 'a';
+			m->i = (int64_t)count;
+		} else if (ty == 8) {
+			const char *s;
+			size_t len;
+			m->kind = 's';
+			if (strcmp(key, "general.architecture") == 0 && (rc = nestrt_weights_meta_string(w, key, 0, &s, &len, &e)) == 0)
+				*arch = arena_strndup(a, s, len);
+		} else if (ty == 6 || ty == 12) {
+			m->kind = 'f';
+			rc = nestrt_weights_meta_float(w, key, 0, &m->f, &e);
+		} else {
+			m->kind = ty == 7 ? 'b' : 'i';
+			rc = nestrt_weights_meta_int(w, key, 0, &m->i, &e);
+		}
+		if (rc < 0) {
+			rt_reason(err, errlen, path, &e);
+			nestrt_weights_close(w);
+			return NULL;
+		}
+	}
+	nestrt_weights_close(w);
+	*n = nk;
+	return kv;
+}

@@ -183,6 +183,21 @@ static int target_vbytes(Shared *sh)
 	return vbytes;
 }
 
+/* Does the target have vpdpbusd at vbytes wide: AVX512-VNNI (64), AVX-VNNI
+ * or AVX512-VNNI with VL (32)? From the features LLVM reports for the host,
+ * or for --cpu NAME from the processors LLVM 14 gives them. */
+static int target_vnni(Shared *sh, int vbytes)
+{
+	const char *f = sh->features;
+	if (!sh->o->cpu)
+		return vbytes == 64 ? strstr(f, "+avx512vnni") != NULL
+		       : vbytes == 32 ? strstr(f, "+avxvnni") || (strstr(f, "+avx512vnni") && strstr(f, "+avx512vl")) : 0;
+	const char *c = sh->cpu;
+	int v512 = strstr(c, "cascadelake") || strstr(c, "cooperlake") || strstr(c, "icelake") || strstr(c, "tigerlake") ||
+	           strstr(c, "sapphirerapids") || strstr(c, "znver4");
+	return vbytes == 64 ? v512 : vbytes == 32 ? v512 || strstr(c, "alderlake") != NULL : 0;
+}
+
 static void gen_init(Gen *G, Shared *sh)
 {
 	memset(G, 0, sizeof *G);
@@ -192,6 +207,10 @@ static void gen_init(Gen *G, Shared *sh)
 	G->triple = sh->triple;
 	G->vbytes = target_vbytes(sh);
 	G->wfmask = wformat_mask(sh->p);
+	G->dot = sh->o->act_int8 && (G->wfmask & (1 << WF_Q8_0 | 1 << WF_Q4_0));
+	G->vnni = target_vnni(sh, G->vbytes);
+	/* F16C: in the host's features; every processor LLVM gives AVX2 or AVX-512 has it */
+	G->f16c = sh->o->cpu ? G->vbytes >= 32 : strstr(sh->features, "+f16c") != NULL;
 	G->tm = llvm.LLVMCreateTargetMachine(sh->target, sh->triple, sh->cpu, sh->features, cg_level(sh->o->opt_level),
 	                                LLVMRelocPIC, LLVMCodeModelDefault);
 	LLVMTargetDataRef td = llvm.LLVMCreateTargetDataLayout(G->tm);

@@ -577,6 +577,12 @@ LLVMValueRef widen16(Gen *G, LLVMValueRef h, int vw, int bf16)
 	LLVMBuilderRef B = G->B;
 	LLVMTypeRef vi = vw ? llvm.LLVMVectorType(G->i32, (unsigned)vw) : G->i32;
 	LLVMTypeRef vf = vw ? llvm.LLVMVectorType(G->f32, (unsigned)vw) : G->f32;
+	if (!bf16 && G->f16c) {
+		/* F16C's vcvtph2ps: one instruction where the integer steps took
+		 * eight (a q8_0 / q4_0 block's scales, every f16 weight) */
+		LLVMTypeRef ht = llvm.LLVMHalfTypeInContext(G->C);
+		return llvm.LLVMBuildFPExt(B, llvm.LLVMBuildBitCast(B, h, vw ? llvm.LLVMVectorType(ht, (unsigned)vw) : ht, ""), vf, "");
+	}
 	LLVMValueRef u = llvm.LLVMBuildZExt(B, h, vi, "");
 	if (bf16)
 		return llvm.LLVMBuildBitCast(B, llvm.LLVMBuildShl(B, u, vsplat32(G, vw, 16), ""), vf, "");

@@ -196,9 +196,9 @@ static uint64_t self_hash(void)
 static void key_common(Shared *sh, Buf *b)
 {
 	BuildOptions *o = sh->o;
-	buf_printf(b, "nestc %s %016llx llvm %s target %s emit %d O%d wino %d wf %d\n", NESTC_VERSION,
+	buf_printf(b, "nestc %s %016llx llvm %s target %s emit %d O%d wino %d wf %d act %d\n", NESTC_VERSION,
 	           (unsigned long long)self_hash(), NESTC_LLVM_VERSION, sh->ident, o->emit, o->opt_level, !o->no_winograd,
-	           wformat_mask(sh->p));
+	           wformat_mask(sh->p), o->act_int8);
 }
 
 /* Everything of a graph that its code depends on, calls by slot. */

@@ -122,6 +122,7 @@
 	X(LLVMIsAConstantInt) \
 	X(LLVMConstIntGetSExtValue) \
 	X(LLVMInt1TypeInContext) \
+	X(LLVMHalfTypeInContext) \
 	X(LLVMInt32TypeInContext) \
 	X(LLVMInt64TypeInContext) \
 	X(LLVMInt8TypeInContext) \
@@ -207,6 +208,14 @@ typedef struct Fn {
 	Node *bview;
 	LLVMValueRef bview_ldb;
 	LLVMValueRef bview_batch, bview_start; /* for mm_pool's matrices: their stride, the first one's start */
+	/* a matmul's activations quantized for integer dot products (G->dot):
+	 * int8 [M][K] from A's element qoa, and per row and block of 32 its f32
+	 * scale and the sum of its quants (i32); NULL elsewhere */
+	LLVMValueRef qa, qd, qs, qoa;
+	/* NESTRT_PROFILE=2: the current kernel's weight, when it read one: its
+	 * bytes (i64) and format (i32) slots, stored by matmul.c (else NULL) */
+	LLVMValueRef kp_bytes, kp_fmt;
+	int kp_read;             /* the kernel being emitted stored them */
 } Fn;
 
 struct Gen {
@@ -228,6 +237,11 @@ struct Gen {
 	char *error;             /* a code generation failure, reported by the main thread */
 	int vbytes;              /* SIMD register width in bytes: 64 (AVX-512), 32 (AVX2), 16 */
 	int wfmask;              /* the weight formats the program's params are in (1 << WF_*), f32's bit clear */
+	int dot;                 /* --activations=int8 with q8_0 or q4_0 weights: their matmuls quantize the
+	                            activations and take integer dot products (matmul.c), their copies are
+	                            NESTRT_PACK_DOT's */
+	int vnni;                /* the target has vpdpbusd at vbytes (AVX512-VNNI, AVX-VNNI) */
+	int f16c;                /* the target converts f16 to f32 in one instruction (x86's F16C) */
 	int ntask;               /* task functions made in this module */
 	int kp_slot;             /* the kernels' owner in the profile: a dispatch slot, */
 	const char *kp_owner;    /* or (kp_slot -1) an entry point */

@@ -484,9 +484,17 @@ static void kp_end(Fn *F, Node *n, LLVMValueRef t0)
 {
 	Gen *G = F->gen;
 	LLVMBasicBlockRef join = if_begin(F, F->kp_on);
-	LLVMTypeRef at[3] = {G->i8p, G->i8p, G->i64};
-	LLVMValueRef av[3] = {F->ctx, kernel_desc(F, n), llvm.LLVMBuildLoad2(G->B, G->i64, t0, "")};
-	call(G, "nestrt_kprof_end", llvm.LLVMVoidTypeInContext(G->C), at, av, 3);
+	LLVMTypeRef at[5] = {G->i8p, G->i8p, G->i64, G->i64, G->i32};
+	LLVMValueRef av[5] = {F->ctx, kernel_desc(F, n), llvm.LLVMBuildLoad2(G->B, G->i64, t0, ""), NULL, NULL};
+	if (F->kp_read) {
+		/* a weight's bytes: the GB/s it was read at */
+		av[3] = llvm.LLVMBuildLoad2(G->B, G->i64, F->kp_bytes, "");
+		av[4] = llvm.LLVMBuildLoad2(G->B, G->i32, F->kp_fmt, "");
+		call(G, "nestrt_kprof_end_read", llvm.LLVMVoidTypeInContext(G->C), at, av, 5);
+		F->kp_read = 0;
+	} else {
+		call(G, "nestrt_kprof_end", llvm.LLVMVoidTypeInContext(G->C), at, av, 3);
+	}
 	if_end(F, join);
 }
 

@@ -164,6 +164,104 @@ static LLVMValueRef block_asum(Fn *F, Node *a, LLVMValueRef off, int vw)
 	return sum;
 }
 
+/* ---- int8 activations (nestc build --activations=int8: G->dot) ----
+ * A matmul whose weight is q8_0 or q4_0 quantizes its activations as ggml
+ * quantizes the other operand of its dot products (q8_0): per row and block
+ * of 32 k, d = max|x| / 127 (kept in f32) and q = x / d rounded to nearest,
+ * ties to even. A block's products are integer dot products of 4 k at a time
+ * (vpdpbusd where the target has it: AVX512-VNNI, AVX-VNNI; the same sums in
+ * plain vector code elsewhere) of the weight's quants, unsigned (q4_0's
+ * nibbles as they are, q8_0's stored plus 128: NESTRT_PACK_DOT), and the
+ * activations' signed ones; less 8 (q4_0) or 128 (q8_0) times the block's
+ * sum of activation quants; scaled by the two d in f32. */
+
+/* Rows [0, M) of A (from element oa, rows K apart) quantized: int8 into qa
+ * (row r's block b at r K + 32 b), f32 d into qd and the i32 sum of the
+ * block's quants into qs (both at r K / 32 + b). */
+static void mm_quantize_a(Fn *F, Node *a, LLVMValueRef M, LLVMValueRef K, LLVMValueRef oa, LLVMValueRef qa,
+                          LLVMValueRef qd, LLVMValueRef qs)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	int vw = G->vbytes / 4, nvec = 32 / vw;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw), vi = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+	LLVMTypeRef v8 = llvm.LLVMVectorType(G->i8, (unsigned)vw);
+	char name[64];
+	Loop lr, lb;
+	LLVMValueRef nb = idiv(G, K, ci64(G, 32));
+	LLVMValueRef r = loop_to(F, &lr, M);
+	LLVMValueRef b = loop_to(F, &lb, nb);
+	LLVMValueRef at = iadd(G, imul(G, r, K), imul(G, b, ci64(G, 32)));
+	LLVMValueRef x[8], m = NULL;
+	snprintf(name, sizeof name, "llvm.fabs.v%df32", vw);
+	for (int i = 0; i < nvec; i++) {
+		LLVMValueRef off = iadd(G, oa, iadd(G, at, ci64(G, i * vw)));
+		x[i] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, nptr(F, a), &off, 1, ""),
+		                                                         llvm.LLVMPointerType(vt, 0), ""), "");
+		llvm.LLVMSetAlignment(x[i], 4);
+		LLVMValueRef ax = call(G, name, vt, &vt, &x[i], 1);
+		if (m) {
+			LLVMTypeRef ts[2] = {vt, vt};
+			LLVMValueRef vs[2] = {m, ax};
+			char mx[64];
+			snprintf(mx, sizeof mx, "llvm.maxnum.v%df32", vw);
+			m = call(G, mx, vt, ts, vs, 2);
+		} else {
+			m = ax;
+		}
+	}
+	snprintf(name, sizeof name, "llvm.vector.reduce.fmax.v%df32", vw);
+	LLVMValueRef amax = call(G, name, G->f32, &vt, &m, 1);
+	LLVMValueRef d = llvm.LLVMBuildFDiv(B, amax, llvm.LLVMConstReal(G->f32, 127.0), "");
+	LLVMValueRef nz = llvm.LLVMBuildFCmp(B, LLVMRealONE, d, llvm.LLVMConstReal(G->f32, 0.0), "");
+	LLVMValueRef id = llvm.LLVMBuildSelect(B, nz, llvm.LLVMBuildFDiv(B, llvm.LLVMConstReal(G->f32, 1.0), d, ""),
+	                                       llvm.LLVMConstReal(G->f32, 0.0), "");
+	LLVMValueRef idv = splat(G, vt, vw, id);
+	/* to nearest, ties to even: |x / d| <= 127, far below 2^22 */
+	LLVMValueRef magic = splat(G, vt, vw, llvm.LLVMConstReal(G->f32, 12582912.0));
+	LLVMValueRef sum = NULL;
+	for (int i = 0; i < nvec; i++) {
+		LLVMValueRef v = llvm.LLVMBuildFMul(B, x[i], idv, "");
+		v = llvm.LLVMBuildFSub(B, llvm.LLVMBuildFAdd(B, v, magic, ""), magic, "");
+		LLVMValueRef q = llvm.LLVMBuildFPToSI(B, v, vi, "");
+		LLVMValueRef off = iadd(G, at, ci64(G, i * vw));
+		LLVMValueRef st = llvm.LLVMBuildStore(B, llvm.LLVMBuildTrunc(B, q, v8, ""),
+		                                      llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, qa, &off, 1, ""),
+		                                                                llvm.LLVMPointerType(v8, 0), ""));
+		llvm.LLVMSetAlignment(st, 1);
+		sum = sum ? llvm.LLVMBuildAdd(B, sum, q, "") : q;
+	}
+	snprintf(name, sizeof name, "llvm.vector.reduce.add.v%di32", vw);
+	LLVMValueRef s = call(G, name, G->i32, &vi, &sum, 1);
+	LLVMValueRef bi = iadd(G, imul(G, r, nb), b);
+	llvm.LLVMBuildStore(B, d, llvm.LLVMBuildGEP2(B, G->f32, llvm.LLVMBuildPointerCast(B, qd, llvm.LLVMPointerType(G->f32, 0), ""), &bi, 1, ""));
+	llvm.LLVMBuildStore(B, s, llvm.LLVMBuildGEP2(B, G->i32, llvm.LLVMBuildPointerCast(B, qs, llvm.LLVMPointerType(G->i32, 0), ""), &bi, 1, ""));
+	loop_end(F, &lb);
+	loop_end(F, &lr);
+}
+
+/* acc + the sums of 4 adjacent products of the bytes of w (unsigned) and x
+ * (signed), lane by lane: vpdpbusd. w and x are <4 vw x i8>, acc <vw x i32>. */
+static LLVMValueRef dpbusd(Gen *G, LLVMValueRef acc, LLVMValueRef w, LLVMValueRef x, int vw)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vi = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+	if (G->vnni && (vw == 16 || vw == 8)) {
+		LLVMTypeRef ts[3] = {vi, vi, vi};
+		LLVMValueRef vs[3] = {acc, llvm.LLVMBuildBitCast(B, w, vi, ""), llvm.LLVMBuildBitCast(B, x, vi, "")};
+		return call(G, vw == 16 ? "llvm.x86.avx512.vpdpbusd.512" : "llvm.x86.avx512.vpdpbusd.256", vi, ts, vs, 3);
+	}
+	LLVMTypeRef wi = llvm.LLVMVectorType(G->i32, (unsigned)(4 * vw));
+	LLVMValueRef p = llvm.LLVMBuildMul(B, llvm.LLVMBuildZExt(B, w, wi, ""), llvm.LLVMBuildSExt(B, x, wi, ""), "");
+	for (int l = 0; l < 4; l++) {
+		LLVMValueRef idx[64];
+		for (int i = 0; i < vw; i++)
+			idx[i] = ci32(G, 4 * i + l);
+		acc = llvm.LLVMBuildAdd(B, acc, llvm.LLVMBuildShuffleVector(B, p, llvm.LLVMGetUndef(wi), llvm.LLVMConstVector(idx, (unsigned)vw), ""), "");
+	}
+	return acc;
+}
+
 /* mm_tile over a panel in format wf (i8* panel, `wide` columns): mr rows by
  * nv vectors, the accumulators in registers over the whole k. A small tile
  * (a decode step's one row) keeps two sets of sums, even and odd k (q4_0: a
@@ -221,6 +319,60 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 					LLVMValueRef vs[3] = {bc, bv[v], acc[q][r][v]};
 					nacc[q][r][v] = call(G, fma, vt, ts, vs, 3);
 				}
+			}
+		}
+	} else if (F->qa && (wf == WF_Q8_0 || wf == WF_Q4_0)) {
+		/* block o: the weight's scales, then 32 k as integer dot products of
+		 * 4 k a lane (q4_0: a byte's low nibbles k, its high ones k + 16) */
+		LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
+		LLVMValueRef d[4];
+		for (int v = 0; v < nv; v++)
+			d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
+		LLVMValueRef qbase = iadd(G, base, imul(G, wide, ci64(G, 2)));
+		int q4 = wf == WF_Q4_0;
+		LLVMTypeRef vb = llvm.LLVMVectorType(G->i8, (unsigned)(4 * vw)), i32p = llvm.LLVMPointerType(G->i32, 0);
+		LLVMValueRef ia[MM_MAX_MR][4], rowq[MM_MAX_MR];
+		for (int r = 0; r < mr; r++) {
+			/* the row's quantized activations: its elements from qoa, bytes alike */
+			rowq[r] = isub(G, elem_off(G, arow, ci64(G, r), K), F->qoa);
+			for (int v = 0; v < nv; v++)
+				ia[r][v] = llvm.LLVMConstNull(vi);
+		}
+		LLVMValueRef blk32 = imul(G, o, ci64(G, 32));
+		for (int g = 0; g < (q4 ? 4 : 8); g++) {
+			LLVMValueRef w[4][2];
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef off = iadd(G, qbase, imul(G, iadd(G, imul(G, ci64(G, g), wide), ci64(G, v * vw)), ci64(G, 4)));
+				LLVMValueRef bytes = load_vec_at(G, panel, off, G->i8, 4 * vw);
+				if (q4) {
+					LLVMValueRef c4 = splat(G, vb, 4 * vw, llvm.LLVMConstInt(G->i8, 4, 0));
+					w[v][0] = llvm.LLVMBuildAnd(B, bytes, splat(G, vb, 4 * vw, llvm.LLVMConstInt(G->i8, 15, 0)), "");
+					w[v][1] = llvm.LLVMBuildLShr(B, bytes, c4, "");
+				} else {
+					w[v][0] = bytes;
+				}
+			}
+			for (int r = 0; r < mr; r++)
+				for (int h = 0; h < (q4 ? 2 : 1); h++) {
+					LLVMValueRef qoff = iadd(G, rowq[r], iadd(G, blk32, ci64(G, 4 * g + 16 * h)));
+					LLVMValueRef x4 = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->qa, &qoff, 1, ""),
+					                                                                         i32p, ""), "");
+					llvm.LLVMSetAlignment(x4, 1);
+					LLVMValueRef xb = llvm.LLVMBuildBitCast(B, splat(G, vi, vw, x4), vb, "");
+					for (int v = 0; v < nv; v++)
+						ia[r][v] = dpbusd(G, ia[r][v], w[v][h], xb, vw);
+				}
+		}
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef bi = iadd(G, idiv(G, rowq[r], ci64(G, 32)), o);
+			LLVMValueRef da = llvm.LLVMBuildLoad2(B, G->f32, llvm.LLVMBuildGEP2(B, G->f32, llvm.LLVMBuildPointerCast(B, F->qd, llvm.LLVMPointerType(G->f32, 0), ""), &bi, 1, ""), "");
+			LLVMValueRef sa = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, G->i32, llvm.LLVMBuildPointerCast(B, F->qs, i32p, ""), &bi, 1, ""), "");
+			LLVMValueRef corr = splat(G, vi, vw, llvm.LLVMBuildShl(B, sa, llvm.LLVMConstInt(G->i32, q4 ? 3 : 7, 0), ""));
+			LLVMValueRef dav = splat(G, vt, vw, da);
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef f = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSub(B, ia[r][v], corr, ""), vt, "");
+				LLVMValueRef vs[3] = {f, llvm.LLVMBuildFMul(B, d[v], dav, ""), acc[0][r][v]};
+				nacc[0][r][v] = call(G, fma, vt, ts, vs, 3);
 			}
 		}
 	} else {
@@ -945,12 +1097,13 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	Node *bv = what == MM_BATCH ? F->bview : NULL;
 	int nenv = 8 + nepi + (bv ? 3 : 0);
 	int ifmt = pkfmt ? nenv++ : -1; /* the packed copy's format goes last */
+	int iqa = F->qa ? nenv++ : -1;   /* and the quantized activations (int8 activations) */
 	/* a task a panel: the pool hands out runs of them, shorter towards the
 	 * end (guided), so that the threads finish together; a matrix-vector
 	 * product (a decode step) is paced by memory, and two threads that
 	 * read at different speeds ended up to a sixth of it apart with three
 	 * fixed runs each */
-	LLVMValueRef vals[8 + 8 + 3 + 1] = {
+	LLVMValueRef vals[8 + 8 + 3 + 2] = {
 		llvm.LLVMBuildPtrToInt(B, nptr(F, a), G->i64, ""), llvm.LLVMBuildPtrToInt(B, nptr(F, bv ? bv : b), G->i64, ""),
 		llvm.LLVMBuildPtrToInt(B, nptr(F, n), G->i64, ""), M, K, Nn,
 		packed ? llvm.LLVMBuildPtrToInt(B, packed, G->i64, "") : ci64(G, 0), ntasks,
@@ -965,10 +1118,22 @@ static void mm_pool(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueR
 	}
 	if (pkfmt)
 		vals[ifmt] = llvm.LLVMBuildZExt(B, pkfmt, G->i64, "");
+	if (iqa >= 0)
+		vals[iqa] = llvm.LLVMBuildPtrToInt(B, F->qa, G->i64, "");
 	Fn T;
-	LLVMValueRef got[8 + 8 + 3 + 1];
+	LLVMValueRef got[8 + 8 + 3 + 2];
 	Task tk = task_begin(F, &T, "mm", vals, nenv, got);
 	LLVMValueRef tfmt = pkfmt ? llvm.LLVMBuildTrunc(B, got[ifmt], G->i32, "fmt") : NULL;
+	if (iqa >= 0) {
+		/* laid out as mm_tiled made them: M K bytes, then M K / 32 scales and sums */
+		T.qa = llvm.LLVMBuildIntToPtr(B, got[iqa], G->i8p, "qa");
+		LLVMValueRef mk = imul(G, got[3], got[4]);
+		LLVMValueRef nblk = idiv(G, mk, ci64(G, 32));
+		T.qd = llvm.LLVMBuildGEP2(B, G->i8, T.qa, &mk, 1, "qd");
+		LLVMValueRef o4 = iadd(G, mk, imul(G, nblk, ci64(G, 4)));
+		T.qs = llvm.LLVMBuildGEP2(B, G->i8, T.qa, &o4, 1, "qs");
+		T.qoa = ci64(G, 0);
+	}
 	for (int i = 0; i < nepi; i++)
 		if (other[i] && !scalar_of_consts(other[i], 0))
 			T.ptr[other[i]->id] = llvm.LLVMBuildIntToPtr(B, got[8 + i], llvm.LLVMPointerType(elem_t(G, other[i]->dtype), 0), "");
@@ -1037,9 +1202,56 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
 	LLVMValueRef npanels = idiv(G, iadd(G, Nn, ci64(G, nv * vw - 1)), wide);
+	/* int8 activations for a weight in q8_0 or q4_0: quantized once, for
+	 * every panel (and task) to read */
+	LLVMValueRef qheap = NULL;
+	if (G->dot && packed && pkfmt && n->dtype == DT_F32 && a->dtype == DT_F32) {
+		LLVMValueRef isq = llvm.LLVMBuildOr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, pkfmt, ci32(G, WF_Q8_0), ""),
+		                                    llvm.LLVMBuildICmp(B, LLVMIntEQ, pkfmt, ci32(G, WF_Q4_0), ""), "");
+		isq = llvm.LLVMBuildAnd(B, isq, llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), ""), "");
+		LLVMValueRef mk = imul(G, M, K);
+		LLVMValueRef nblk = idiv(G, mk, ci64(G, 32));
+		qheap = mm_heap_panel(F, isq, iadd(G, mk, imul(G, nblk, ci64(G, 8))));
+		F->qa = qheap;
+		F->qd = llvm.LLVMBuildGEP2(B, G->i8, qheap, &mk, 1, "qd");
+		LLVMValueRef o4 = iadd(G, mk, imul(G, nblk, ci64(G, 4)));
+		F->qs = llvm.LLVMBuildGEP2(B, G->i8, qheap, &o4, 1, "qs");
+		F->qoa = oa;
+		LLVMBasicBlockRef yes = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "quantize");
+		LLVMBasicBlockRef after = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "quantized");
+		llvm.LLVMBuildCondBr(B, isq, yes, after);
+		llvm.LLVMPositionBuilderAtEnd(B, yes);
+		mm_quantize_a(F, a, M, K, oa, F->qa, F->qd, F->qs);
+		llvm.LLVMBuildBr(B, after);
+		llvm.LLVMPositionBuilderAtEnd(B, after);
+	}
+	if (packed && F->kp_on && !F->par_lo) {
+		/* NESTRT_PROFILE=2: the weight's bytes as held (its packed copy, or
+		 * f32 read in place), per 32 elements: f32 128, 16 bits 64, q8_0 34,
+		 * q4_0 18 */
+		if (!F->kp_bytes) {
+			F->kp_bytes = entry_alloca(F, G->i64, "kp.bytes");
+			F->kp_fmt = entry_alloca(F, G->i32, "kp.fmt");
+		}
+		LLVMValueRef f = pkfmt ? pkfmt : ci32(G, WF_F32);
+		f = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, packed, llvm.LLVMConstPointerNull(G->i8p), ""),
+		                         ci32(G, WF_F32), f, "");
+		LLVMValueRef per = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, WF_Q4_0), ""), ci64(G, 18),
+		                   llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, WF_Q8_0), ""), ci64(G, 34),
+		                   llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, WF_F32), ""), ci64(G, 128),
+		                                        ci64(G, 64), ""), ""), "");
+		llvm.LLVMBuildStore(B, idiv(G, imul(G, imul(G, K, Nn), per), ci64(G, 32)), F->kp_bytes);
+		llvm.LLVMBuildStore(B, f, F->kp_fmt);
+		F->kp_read = 1;
+	}
 	if (plain) {
 		/* the panels are independent: run them on the thread pool */
 		mm_pool(F, n, a, b, M, K, Nn, npanels, MM_PANELS, tb, packed, pkfmt);
+		if (qheap) {
+			LLVMTypeRef ft[1] = {G->i8p};
+			call(G, "free", llvm.LLVMVoidTypeInContext(G->C), ft, &qheap, 1);
+			F->qa = F->qd = F->qs = F->qoa = NULL;
+		}
 		return;
 	}
 	/* the scratch area of the workspace: the panel, then the partial tile rows */
@@ -1054,6 +1266,11 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	LLVMValueRef jw = loop_to(F, &lw, npanels);
 	mm_panel(F, n, a, F->bview ? nptr(F, F->bview) : nptr(F, b), packed, pkfmt, buf, tmp, M, K, Nn, oa, ob, oo, jw, tb);
 	loop_end(F, &lw);
+	if (qheap) {
+		LLVMTypeRef ft[1] = {G->i8p};
+		call(G, "free", llvm.LLVMVoidTypeInContext(G->C), ft, &qheap, 1);
+		F->qa = F->qd = F->qs = F->qoa = NULL;
+	}
 }
 
 /* The pre-packed copy of a matmul's right operand when it is a model's

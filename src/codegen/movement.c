@@ -368,6 +368,19 @@ static void gather_from_panels(Fn *F, Node *n, Node *idx, LLVMValueRef pk, LLVMV
 	llvm.LLVMPositionBuilderAtEnd(B, done);
 }
 
+/* Where quant byte j of column c is among a block's quants: [j][wide], or
+ * in a build for integer dot products (G->dot) [j / 4][wide][4] (nestrt.h's
+ * NESTRT_PACK_DOT). */
+static LLVMValueRef qbyte_at(Gen *G, LLVMValueRef j, LLVMValueRef c, LLVMValueRef wide)
+{
+	if (!G->dot)
+		return iadd(G, imul(G, j, wide), c);
+	LLVMBuilderRef B = G->B;
+	LLVMValueRef quad = llvm.LLVMBuildLShr(B, j, ci64(G, 2), "");
+	LLVMValueRef lane = llvm.LLVMBuildAnd(B, j, ci64(G, 3), "");
+	return iadd(G, imul(G, iadd(G, imul(G, quad, wide), c), ci64(G, 4)), lane);
+}
+
 /* Rows idx of a [rows, cols] matrix out of its copy in format wf (nestrt.h:
  * always transposed, row v along its blocks as column v % wide of panel
  * v / wide; lay = {wide, 1}), each element widened or dequantized. */
@@ -405,13 +418,15 @@ static void gather_from_format(Fn *F, Node *n, Node *idx, int wf, LLVMValueRef p
 		LLVMValueRef jj = irem(G, j, ci64(G, 32));
 		LLVMValueRef q;
 		if (wf == WF_Q8_0) {
-			LLVMValueRef qoff = iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), iadd(G, imul(G, jj, wide), c)));
+			LLVMValueRef qoff = iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), qbyte_at(G, jj, c, wide)));
 			LLVMValueRef b8 = llvm.LLVMBuildLoad2(B, G->i8, llvm.LLVMBuildGEP2(B, G->i8, pk, &qoff, 1, ""), "");
+			if (G->dot) /* stored plus 128 */
+				b8 = llvm.LLVMBuildXor(B, b8, llvm.LLVMConstInt(G->i8, 0x80, 0), "");
 			q = llvm.LLVMBuildSExt(B, b8, G->i32, "");
 		} else {
 			LLVMValueRef hi = llvm.LLVMBuildICmp(B, LLVMIntSGE, jj, ci64(G, 16), "");
 			LLVMValueRef row = irem(G, jj, ci64(G, 16));
-			LLVMValueRef qoff = iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), iadd(G, imul(G, row, wide), c)));
+			LLVMValueRef qoff = iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), qbyte_at(G, row, c, wide)));
 			LLVMValueRef b8 = llvm.LLVMBuildZExt(B, llvm.LLVMBuildLoad2(B, G->i8, llvm.LLVMBuildGEP2(B, G->i8, pk, &qoff, 1, ""), ""),
 			                                     G->i32, "");
 			LLVMValueRef nib = llvm.LLVMBuildSelect(B, hi, llvm.LLVMBuildLShr(B, b8, llvm.LLVMConstInt(G->i32, 4, 0), ""),

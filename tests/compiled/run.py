@@ -4039,7 +4039,8 @@ export fn forward(x: f32[T, D], img: f32[2, 3, 16, 16]) -> (f32[T, F], f32[2, 8,
 }
 """
 
-KPROF_LINE = re.compile(r"^    (\S+) +(\S+\[[^\]]*\])\s+(\S*)\s+([\d.]+) ms\s+(\S+) GFLOP/s\s+\((\d+) calls\)$")
+KPROF_LINE = re.compile(r"^    (\S+) +(\S+\[[^\]]*\])\s+(\S*)\s+([\d.]+) ms\s+(\S+) GFLOP/s\s+\((\d+) calls\)"
+                        r"(?:  \S+ weights [\d.]+ [KM]B a call, [\d.]+ GB/s)?$")
 
 
 def kprof_groups(text):
@@ -4104,6 +4105,9 @@ def profile_kernels():
                 continue
             prof = r.stderr
             groups = kprof_groups(prof)
+            # a product over a weight: its format, bytes a call (w: 96 x 128 f32) and GB/s
+            if not re.search(r"matmul +f32\[64, 128\] .*  f32 weights 49\.2 KB a call, \d+\.\d GB/s", prof):
+                problems.append("no 'f32 weights 49.2 KB a call' on the matmul's line")
             for var, op, shape, wh, flops in want:
                 if var not in groups:
                     problems.append("no %s line" % var)

@@ -142,6 +142,26 @@ def reference(entry, W, ins):
     raise ValueError(entry)
 
 
+def int8_rows(x):
+    """x's rows (the last axis) as --activations=int8 holds them: per block of 32, d =
+    max|x| / 127 in f32, q = x * (1 / d) in f32 rounded to nearest, ties to even; the
+    values d * q (float64)."""
+    x = np.asarray(x, np.float32)
+    b = x.reshape(-1, 32)
+    d = (np.abs(b).max(axis=1) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    q = np.rint((b * inv[:, None]).astype(np.float32))
+    return (q.astype(np.float64) * d[:, None].astype(np.float64)).reshape(x.shape)
+
+
+def reference_int8(entry, fmt, W, ins):
+    """reference() with the activations of matmuls over q8_0 / q4_0 weights quantized."""
+    if fmt not in ("q8_0", "q4_0") or entry in ("gather", "oddk", "oddv"):
+        return reference(entry, W, ins)
+    return reference(entry, W, dict(ins, x=int8_rows(ins["x"])))
+
+
 def close(got, ref, what):
     err = float(np.max(np.abs(got.astype(np.float64) - ref)))
     scale = float(np.max(np.abs(ref)))
@@ -177,16 +197,17 @@ def weights(rng):
     return W
 
 
-def check_format(tmp, fmt, W, ins, wpath, src, cpu=None, threads=None):
+def check_format(tmp, fmt, W, ins, wpath, src, cpu=None, threads=None, act=None):
     """One format: report, compiled and interpreted values (built for cpu, run on that
-    many threads, when given)."""
+    many threads, with --activations=act, when given: then compiled only, against the
+    activations quantized as int8_rows says)."""
     res = []
-    tag = fmt + ("." + cpu if cpu else "") + (".threads%d" % threads if threads else "")
+    tag = fmt + ("." + cpu if cpu else "") + (".threads%d" % threads if threads else "") + ("." + act if act else "")
     d = os.path.join(tmp, tag)
     os.makedirs(d)
     out = os.path.join(d, "out")
     r = C.nestc("build", src, "-o", out, "--weights-format=" + fmt, "--report", "-j", "2",
-                *(["--cpu=" + cpu] if cpu else []))
+                *(["--cpu=" + cpu] if cpu else []), *(["--activations=" + act] if act else []))
     env = dict(os.environ, NESTRT_NUM_THREADS=str(threads)) if threads else None
     held = {m.group(1): m.group(2) for m in re.finditer(r"^  (\w+): f32\[[^\]]*\], (\w+), blocks along", r.stdout, re.M)}
     want = {n: fmt for n in formatted(fmt)}
@@ -204,7 +225,7 @@ def check_format(tmp, fmt, W, ins, wpath, src, cpu=None, threads=None):
                 p = os.path.join(d, "in_%s_%s.npy" % (entry, k))
                 np.save(p, a)
                 model_in[k] = p
-            ref = reference(entry, Wf, ins[entry])
+            ref = reference_int8(entry, fmt, Wf, ins[entry]) if act else reference(entry, Wf, ins[entry])
             # compiled
             outp = os.path.join(d, "got_%s.npy" % entry)
             call = C.Call(e, wpath, model_in, [outp])
@@ -214,7 +235,14 @@ def check_format(tmp, fmt, W, ins, wpath, src, cpu=None, threads=None):
             if rr.returncode != 0:
                 raise Fail("compiled program: " + C.describe([exe], rr))
             close(np.load(outp), ref, "compiled")
-            if cpu or threads:
+            if entry == "mm" and not (cpu or threads or act):
+                # NESTRT_PROFILE=2: the weight's format, its bytes a call as held, and the GB/s
+                rp = C.run([exe], env=dict(os.environ, NESTRT_PROFILE="2"))
+                per = {"bf16": 64, "f16": 64, "q8_0": 34, "q4_0": 18}[fmt]
+                want = r"matmul .*  %s weights %.1f KB a call, \d+\.\d GB/s" % (fmt, 64 * 37 * per / 32 / 1e3)
+                if not re.search(want, rp.stderr):
+                    raise Fail("NESTRT_PROFILE=2 does not say /%s/: %s" % (want, rp.stderr[-600:]))
+            if cpu or threads or act:
                 res.append((name, None))
                 continue   # the interpreter's values do not depend on them
             # interpreted
@@ -246,6 +274,8 @@ def check_errors(tmp, src, W, wpath):
                             r"fm.nest:\d+:\d+: error: .*param 'b1' cannot be q4_0: it has rank 1"))
     res.append(expect_error("error.unknown_format", ["build", src, "-o", out, "--weights-format=q5_9"],
                             r"'q5_9' is not FMT or PATTERN=FMT", code=2))
+    res.append(expect_error("error.activations", ["build", src, "-o", out, "--activations=int4"],
+                            r"--activations takes f32 \(the default\) or int8, not 'int4'", code=2))
     res.append(expect_error("error.run_reader", ["run", src, "--entry", "mv", "--random-weights", "1",
                                                  "--weights-format=odd=bf16,b1=f16", "--input", "x=/dev/null"],
                             r"param 'odd' cannot be bf16|param 'b1' cannot be f16"))
@@ -561,12 +591,18 @@ def main(argv):
         C.write_safetensors(wpath, sorted(W.items()))
         want = lambda n: not filters or any(s in n for s in filters)  # noqa: E731
         # native; SSE2 (4 lanes) and AVX2 (8) builds; three threads
-        configs = [(f, None, None) for f in FORMATS] + [(f, "x86-64", None) for f in FORMATS] + \
-            [("q4_0", "haswell", None), ("bf16", "haswell", None), ("q8_0", None, 3), ("f16", None, 3)]
-        for fmt, cpu, threads in configs:
-            if want(fmt):
+        configs = [(f, None, None, None) for f in FORMATS] + [(f, "x86-64", None, None) for f in FORMATS] + \
+            [("q4_0", "haswell", None, None), ("bf16", "haswell", None, None), ("q8_0", None, 3, None),
+             ("f16", None, 3, None)]
+        # int8 activations: native (vpdpbusd where the CPU has it), AVX2 and SSE2
+        # without it (the same sums in plain vector code), three threads
+        configs += [("q8_0", None, None, "int8"), ("q4_0", None, None, "int8"), ("q4_0", "x86-64", None, "int8"),
+                    ("q8_0", "haswell", None, "int8"), ("q4_0", "cascadelake", None, "int8"),
+                    ("q8_0", None, 3, "int8")]
+        for fmt, cpu, threads, act in configs:
+            if want(fmt) or (act and want(act)):
                 try:
-                    results += check_format(tmp, fmt, W, ins, wpath, src, cpu, threads)
+                    results += check_format(tmp, fmt, W, ins, wpath, src, cpu, threads, act)
                 except Fail as ex:
                     results.append((fmt, str(ex)))
         if want("error"):

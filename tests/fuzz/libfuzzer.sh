@@ -3,7 +3,7 @@
 #
 #   sh tests/fuzz/libfuzzer.sh BUILD_DIR SECONDS [TARGET...]
 #
-# TARGETs are fuzz_frontend, fuzz_safetensors, fuzz_npy, fuzz_onnx and fuzz_gguf (all by
+# TARGETs are fuzz_frontend, fuzz_safetensors, fuzz_npy, fuzz_onnx, fuzz_gguf and fuzz_tokenize (all by
 # default), built by `make fuzz` into BUILD_DIR. Each target fuzzes a corpus
 # of its own, BUILD_DIR/corpus/TARGET (kept between runs, so it grows), seeded
 # from tests/fuzz/corpus/KIND and, for the front end, from every .nest file of
@@ -22,7 +22,7 @@ fi
 B=$1
 secs=$2
 shift 2
-[ $# -eq 0 ] && set -- fuzz_frontend fuzz_safetensors fuzz_npy fuzz_onnx fuzz_gguf
+[ $# -eq 0 ] && set -- fuzz_frontend fuzz_safetensors fuzz_npy fuzz_onnx fuzz_gguf fuzz_tokenize
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 timeout=${FUZZ_TIMEOUT:-20}
