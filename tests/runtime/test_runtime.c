@@ -2190,6 +2190,11 @@ static void test_seq(void)
 	const char *e = nestrt_model_error(m);
 	CHECK(rc < 0 && e && strcmp(e, "seq_step: T = 5: T <= 4 does not hold") == 0, "seq_step(T = 5): rc %d, '%s'", rc,
 	      e ? e : "(none)");
+	/* without a name, the errors name the call nestrt_model_call_dims */
+	rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, NULL);
+	e = nestrt_model_error(m);
+	CHECK(rc < 0 && e && strcmp(e, "nestrt_model_call_dims: T = 5: T <= 4 does not hold") == 0,
+	      "no name, T = 5: rc %d, '%s'", rc, e ? e : "(none)");
 	nestrt_seq_reset(s);
 	dims[0] = 4;
 	out = 0;
