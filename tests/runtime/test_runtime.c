@@ -2223,6 +2223,21 @@ static void test_seq(void)
 		CHECK(rc < 0 && e &&
 		          strcmp(e, "seq_box: T = 2: reads state st at 0:5 on axis 0 before it was written there (written: 0:4)") == 0,
 		      "seq_box read of 0:5 x 0:4: rc %d, '%s'", rc, e ? e : "(none)");
+		/* a read of what a new sequence has not written, said of a call of 70
+		 * buffers and of a dim whose name is longer than the message: refused,
+		 * the message cut at its 511th character */
+		nestrt_seq_reset(s);
+		void *many[70];
+		for (int i = 0; i < 70; i++)
+			many[i] = &out;
+		char longname[600];
+		memset(longname, 'N', sizeof longname - 1);
+		longname[sizeof longname - 1] = 0;
+		const char *lnames[1] = {longname};
+		rc = nestrt_model_call_dims(m, 1, s, seq_noop, many, 70, d1, 1, lnames, checks, 2, &box[2], 1, "seq_box");
+		e = nestrt_model_error(m);
+		CHECK(rc < 0 && e && strlen(e) == 511 && strncmp(e, "seq_box: NNN", 12) == 0,
+		      "seq_box of 70 buffers, a read of a new sequence: rc %d, %zu characters", rc, e ? strlen(e) : 0);
 		nestrt_seq_free(s);
 	}
 	nestrt_model_free(m);
