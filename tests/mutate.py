@@ -107,6 +107,7 @@ T = {
     "models": ("models", ["{PY}", "tests/models/run.py", "{NESTC}"]),
     "nets": ("nets", ["{PY}", "tests/nets/run.py", "{NESTC}"]),
     "compiled": ("compiled", ["{PY}", "tests/compiled/run.py", "{NESTC}", "-j", "1"]),
+    "formats": ("formats", ["{PY}", "tests/formats/run.py", "{NESTC}"]),
 }
 
 
@@ -144,6 +145,7 @@ COVER = {
         subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
                "kernels.conv2d_winograd"),
         T["generate"],
+        T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
     ],
     "src/onnx/fold.c": [
         subset("onnx", *ONNX_FOLD_NODES, name="onnx node tests (fold's ops)"),

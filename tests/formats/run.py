@@ -317,7 +317,9 @@ def check_errors(tmp, src, W, wpath):
 def check_half_file(tmp, src, W, ins):
     """A file of F16 or BF16 tensors binds a build of any format: each formatted tensor
     converted from its 16-bit values while the model is made (never widened to f32 whole),
-    the same values as NumPy's rounding of those 16-bit values."""
+    the same values as NumPy's rounding of those 16-bit values. A NaN (0x7c01, whose payload
+    is the lowest bit alone; bf16's 0x7f81) or an infinity among them: the model is not
+    made, "element N is nan" (or inf) of the tensor named."""
     res = []
     for sdt, fmt in (("f16", "q4_0"), ("bf16", "bf16"), ("f16", "q8_0"), ("bf16", "f16"), ("bf16", "q4_0")):
         name = "%s_file.%s" % (sdt, fmt)
@@ -352,6 +354,31 @@ def check_half_file(tmp, src, W, ins):
             res.append((name, None))
         except Fail as ex:
             res.append((name, str(ex)))
+    # a NaN or an infinity among the 16-bit values: the model is not made, and the message
+    # names the tensor and says which (a NaN whose payload is the lowest bit alone too)
+    d = os.path.join(tmp, "half_bad")
+    os.makedirs(d)
+    out = os.path.join(d, "out")
+    C.nestc("build", src, "-o", out, "--weights-format=q8_0")
+    hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
+    xin = os.path.join(d, "x.npy")
+    np.save(xin, np.zeros((5, 64), np.float32))
+    for sdt, word, what in (("f16", 0x7c01, "nan"), ("f16", 0xfc00, "inf"), ("bf16", 0x7f81, "nan")):
+        name = "%s_file.%s_%04x" % (sdt, what, word)
+        tensors = []
+        for n, a in sorted(W.items()):
+            bits = np.frombuffer(Q.quantize(Q.NAMES.index(sdt), a.reshape(-1)), "<u2").reshape(a.shape).copy()
+            if n == "w1":
+                bits[3, 4] = word
+            tensors.append((n, bits, sdt.upper()) if sdt == "bf16" else (n, bits.view(np.float16)))
+        p = os.path.join(d, "%s.safetensors" % name)
+        C.write_safetensors(p, tensors)
+        exe = C.compile_driver(d, [C.Call(hdr["mm"], p, {"x": xin}, [os.path.join(d, "o.npy")])], ["fm"], [out],
+                               sorted(C.glob.glob(os.path.join(out, "*.o"))), name="driver_" + name)
+        rr = C.run([exe])
+        ok = rr.returncode == 2 and re.search(r"tensor 'w1': element \d+ is %s, which a weight format cannot hold" % what,
+                                              rr.stderr)
+        res.append((name, None if ok else "exit %d: %r" % (rr.returncode, rr.stderr[:300])))
     return res
 
 

@@ -399,6 +399,25 @@ with tempfile.TemporaryDirectory() as work:
     ok = (r.returncode == 0 and "  2 calls -> 2 variants" in r.stdout and "guards: a: f32[1]; when T == 1" in r.stdout
           and "guards: a: f32[T]; run-time A, B, C, T\n" in r.stdout)
     result(ok, "report.specialized_in_an_entry_of_four_dims", r.stdout[-900:] + r.stderr)
+    # a specialised region calling another region of run-time shapes twice, called twice
+    # itself: one copy of each for T == 1 (the second call of each reuses the first's), and
+    # the copy of outer calls the copy of inner, never itself
+    p = os.path.join(work, "spec6.nest")
+    open(p, "w").write("@region\nfn inner(a: f32[N]) -> f32[N] {\n  return a * 2.0 + 1.0\n}\n"
+                       "@region(specialize = [N == 1])\nfn outer(a: f32[N]) -> f32[N] {\n"
+                       "  return inner(a) + inner(a * 3.0)\n}\n"
+                       "export fn f(x: f32[16]) -> (f32[T], f32[T]) where 1 <= T <= 8 {\n"
+                       "  return outer(x[0:T]), outer(x[2:T + 2])\n}\n")
+    r = sh([NESTC, "report", p])
+    want = ["region inner ", "  8 calls -> 2 variants", "variant inner.1  fingerprint",
+            "in outer (variant outer.1): 2 -> inner.1 (1 new, 1 reused)", "in outer (variant outer.1): 2 -> inner.1 (reused)",
+            "region outer ", "  4 calls -> 2 variants", "guards: a: f32[1]; when T == 1"]
+    d = sh([NESTC, "check", p, "--dump=ir"])
+    heads = [l.split(" (")[0] for l in d.stdout.splitlines() if l.startswith("region ")]
+    ok = (r.returncode == 0 and all(w in r.stdout for w in want) and d.returncode == 0
+          and heads == ["region outer [a: f32[T]; run-time T] dims T", "region inner [a: f32[T]; run-time T] dims T",
+                        "region outer [a: f32[1]; when T == 1]", "region inner [a: f32[1]; when T == 1]"])
+    result(ok, "report.specialized_nested_and_called_twice", r.stdout[-1200:] + r.stderr + "\n".join(heads))
     # the interpreter: the same semantics (a fresh sequence per run)
     np.save(os.path.join(work, "tok1.npy"), np.array([3], dtype=np.int32))
     np.save(os.path.join(work, "tok5.npy"), np.array([3, 1, 4, 1, 5], dtype=np.int32))

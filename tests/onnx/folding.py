@@ -13,14 +13,20 @@ runs these among its cli checks):
 - Expand to exactly 2^40 elements (one axis, and two of 2^20) is accepted, 2^40 + 1 is
   "out of range";
 - a Reshape whose shape is computed at run time by a node (not a graph input): the error
-  says so, and does not ask to freeze an input;
+  says so, and does not ask to freeze an input; a MatMul of one input: "needs two inputs";
+- Pad (edge, reflect) of a tensor with an empty axis: an empty result of the padded shape;
+- a Concat of 1024 constants (the most inputs a node may have), folded at import;
+- an empty initializer (f32[0]) added to an input of shape [3, 0], and returned alone:
+  empty results of the right shapes, and `nestc import` writes it as zeros([0]), no param;
+- i64 constants of one value: 2^24 and -2^24 written as full() of a literal, 2^24 + 1 as a
+  param (a literal past 2^24 would round through f32), each exact;
 - a graph that reads a value inside a local function's call (blocks.1/m, as the expanded
   call names it) after the call: the plan that makes each call a region cannot hold, and
   the import tries again without regions (values against NumPy), never reading an
   unknown value as a constant;
-- repeated layers each scaled by a weight of one element (shape [1], a value per layer, as
-  LayerScale): the weights stay params, so the layers are still one region called once per
-  layer (nestc report), and the values are right."""
+- 16 repeated layers each scaled by a weight of one element (shape [1], a value per layer,
+  as LayerScale): the weights stay params, so the layers are still one region called once
+  per layer (nestc report; 32 weights passed to the calls), and the values are right."""
 import os
 
 import numpy as np
@@ -132,6 +138,79 @@ def checks(nestc, d, run, short, make_model):
     out.append(("Reshape to a shape computed at run time: a clear error",
                 None if r.returncode == 1 and needle in r.stderr and "--freeze" not in r.stderr
                 else "exit %d: %s" % (r.returncode, short(r.stderr))))
+    # Pad in edge and reflect mode of a tensor with an empty axis: an empty result of the
+    # padded shape (zeros of it: no gather reads an empty tensor)
+    for name, mode, shape, pads, oshape in (("pad_empty_rows", "edge", [0, 3], [0, 1, 0, 1], [0, 5]),
+                                            ("pad_empty_cols", "reflect", [3, 0], [1, 0, 1, 0], [5, 0])):
+        path = os.path.join(d, name + ".onnx")
+        make_model(path, [H.make_node("Pad", ["x", "p"], ["y"], mode=mode)], [f32("x", shape)], [f32("y", oshape)],
+                   inits=[NH.from_array(np.array(pads, np.int64), "p")], opset=13)
+        got, why = run_model(name, path, dict(x=np.zeros(shape, np.float32)), 1)
+        if not why and got[0].shape != tuple(oshape):
+            why = "shape %s, expected %s" % (got[0].shape, tuple(oshape))
+        out.append(("Pad %s of f32%s: an empty f32%s" % (mode, shape, oshape), why))
+
+    # a Concat of 1024 constants, the most inputs a node may have: folded at import
+    n = 1024
+    path = os.path.join(d, "concat1024.onnx")
+    make_model(path, [H.make_node("Concat", ["c%d" % k for k in range(n)], ["y"], axis=0)], [], [f32("y", [n])],
+               inits=[NH.from_array(np.array([k * 0.5], np.float32), "c%d" % k) for k in range(n)], opset=13)
+    got, why = run_model("concat1024", path, {}, 1)
+    if not why and not np.array_equal(got[0], np.arange(n, dtype=np.float32) * 0.5):
+        why = "got %s" % np.array2string(got[0][:8])
+    out.append(("Concat of 1024 constants (the most inputs of a node): folded", why))
+
+    # an empty initializer (f32[0]) added to an input of shape [3, 0], and one returned as it
+    # is: empty results of the right shapes, and the import writes each as zeros of its
+    # shape, not as a param that the weights file would have to hold
+    e0 = NH.from_array(np.zeros([0], np.float32), "e")
+    for name, nodes, ins, oshape, feeds in (
+            ("empty_add", [H.make_node("Add", ["x", "e"], ["y"])], [f32("x", [3, 0])], [3, 0],
+             dict(x=np.zeros([3, 0], np.float32))),
+            ("empty_alone", [H.make_node("Identity", ["e"], ["y"])], [], [0], {})):
+        path = os.path.join(d, name + ".onnx")
+        make_model(path, nodes, ins, [f32("y", oshape)], inits=[e0], opset=13)
+        got, why = run_model(name, path, feeds, 1)
+        if not why and got[0].shape != tuple(oshape):
+            why = "shape %s, expected %s" % (got[0].shape, tuple(oshape))
+        if not why:
+            nest = os.path.join(d, name + ".nest")
+            r = run([nestc, "import", path, "-o", nest, "-w", os.path.join(d, name + ".safetensors")])
+            text = open(nest).read() if r.returncode == 0 else ""
+            if r.returncode or "param " in text or "f32(zeros([0]))" not in text:
+                why = "import: exit %d, %s%s" % (r.returncode, short(r.stderr), text[-300:])
+        out.append(("an empty initializer (%s): f32%s, written as zeros, no param" % (name, oshape), why))
+
+    # integer constants of one value: up to 2^24 in magnitude a literal (full(), exact
+    # through f32), past it a param (a literal would round); values exact either way
+    for v, lit in ((1 << 24, True), (-(1 << 24), True), ((1 << 24) + 1, False)):
+        name = "splat_%d" % len(out)
+        path = os.path.join(d, name + ".onnx")
+        make_model(path, [H.make_node("Add", ["x", "c"], ["y"])], [H.make_tensor_value_info("x", TP.INT64, [4])],
+                   [H.make_tensor_value_info("y", TP.INT64, [4])], inits=[NH.from_array(np.full([4], v, np.int64), "c")],
+                   opset=13)
+        xv = np.array([0, 1, -1, 5], np.int64)
+        got, why = run_model(name, path, dict(x=xv), 1)
+        if not why and not np.array_equal(got[0], xv + v):
+            why = "got %s, expected %s" % (got[0], xv + v)
+        if not why:
+            nest = os.path.join(d, name + ".nest")
+            r = run([nestc, "import", path, "-o", nest, "-w", os.path.join(d, name + ".safetensors")])
+            text = open(nest).read() if r.returncode == 0 else ""
+            if r.returncode or ("i64(full([4], %s))" % (v if v > 0 else "(%d)" % v) in text) != lit \
+                    or ("param c: i64[4]" in text) == lit:
+                why = "import: exit %d, %s%s" % (r.returncode, short(r.stderr), text[-300:])
+        out.append(("an i64 constant of one value %d: %s" % (v, "a literal" if lit else "a param"), why))
+
+    # a node without a required input: says which inputs it needs
+    path = os.path.join(d, "one_input.onnx")
+    make_model(path, [H.make_node("MatMul", ["x"], ["y"], name="mm")], [f32("x", [2, 2])], [f32("y", None)],
+               opset=13)
+    r = run([nestc, "check", path])
+    out.append(("MatMul of one input: a clear error",
+                None if r.returncode == 1 and "node 'mm' (MatMul, opset 13): needs two inputs" in r.stderr
+                else "exit %d: %s" % (r.returncode, short(r.stderr))))
+
     # a value inside a function's call read after it: the import's plan of regions
     # fails, and it imports again without them
     fn = H.make_function("pkg", "Block", ["x", "w"], ["y"],
@@ -160,9 +239,9 @@ def checks(nestc, d, run, short, make_model):
     # layers scaled by one-element weights: params (fields of the region's record), not
     # literals that would make each layer's body differ
     nodes, inits, ws, h = [], [], [], "x"
-    for i in range(6):
+    for i in range(16):
         w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
-        sc = np.array([0.5 + 0.25 * i], np.float32)
+        sc = np.array([0.5 + 0.0625 * i], np.float32)
         ws.append((w, sc))
         inits += [NH.from_array(w, "layers.%d.fc.weight" % i), NH.from_array(sc, "layers.%d.scale" % i)]
         nodes += [H.make_node("MatMul", [h, "layers.%d.fc.weight" % i], ["mm%d" % i], name="/layers.%d/mm" % i),
@@ -174,7 +253,7 @@ def checks(nestc, d, run, short, make_model):
     path = os.path.join(d, "layer_scale.onnx")
     make_model(path, nodes, [f32("x", [4, 8])], [f32("y", [4, 8])], inits=inits, opset=17)
     r = run([nestc, "report", path])
-    ok = r.returncode == 0 and "region layer: 4 nodes, 6 occurrences" in r.stdout
+    ok = r.returncode == 0 and "region layer: 4 nodes, 16 occurrences" in r.stdout
     out.append(("layers scaled by one-element weights: one region, one call per layer",
                 None if ok else "exit %d: %s%s" % (r.returncode, r.stdout[:300], short(r.stderr))))
     xv = rng.standard_normal((4, 8)).astype(np.float32)

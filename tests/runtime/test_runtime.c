@@ -520,6 +520,17 @@ static void test_bind_errors(void)
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
 	const void *dd[1];
 	CHECK_MSG(nestrt_weights_bind(NULL, &p, 1, dd, &err), err, "nestrt_weights_bind: no weights for 1 parameters");
+	/* what a table holds past a param's rank is not read: w binds with a stray -7
+	 * there, and a param of the most dims (8) is checked to its last */
+	p = (nestrt_param){"w", NESTRT_F32, 2, {2, 3, -7}};
+	nestrt_weights *wb = nestrt_weights_open(path, &err);
+	if (CHECK(wb != NULL, "good file: %s", err.message)) {
+		int rc = nestrt_weights_bind(wb, &p, 1, dd, &err);
+		CHECK(rc == 0 && dd[0] != NULL, "w with -7 past its rank: rc %d, %s", rc, rc ? err.message : "");
+		nestrt_weights_close(wb);
+	}
+	p = (nestrt_param){"x8", NESTRT_F32, 8, {1, 2, 1, 2, 1, 2, 1, 2}};
+	bind_err(path, &p, 1, "missing parameter 'x8' (f32[1, 2, 1, 2, 1, 2, 1, 2])");
 	free(path);
 
 	/* The example of the interface, full size. */
@@ -2121,6 +2132,117 @@ static void test_formats(void)
 	      "err NULL, and no elements");
 }
 
+/* nestrt_seq and nestrt_model_call_dims called as a hand-written descriptor's
+ * entry points would: a state of 65 bytes (a u8[65] cache) holds 65 zeroed
+ * bytes that the entry fills, one of 0 bytes (a [0] state) is allowed, and
+ * one of 2 MiB (the least that is mapped) is freed as it was allocated;
+ * the dims array holds exactly ndims values (the conditions read no more,
+ * here from the heap); an access naming no state of the sequence (-1, or the
+ * count) is skipped rather than read or written; a write whose box holds the
+ * box written so far (larger on two axes) replaces it. */
+static int seq_entry(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)ctx, (void)ws;
+	unsigned char *st = bufs[1];
+	int zero = 1;
+	for (int i = 0; i < 65; i++) {
+		zero &= st[i] == 0;
+		st[i] = (unsigned char)(i + 1);
+	}
+	*(int64_t *)bufs[0] = zero ? dims[0] : -1;
+	return 0;
+}
+static int seq_noop(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)ctx, (void)bufs, (void)dims, (void)ws;
+	return 0;
+}
+static const nestrt_model_desc seqtest_desc = {"seqtest", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
+
+static void test_seq(void)
+{
+	nestrt_error err = {{0}};
+	nestrt_model *m = nestrt_model_new(&seqtest_desc, NULL, &err);
+	if (!CHECK(m != NULL, "seqtest model: %s", err.message))
+		return;
+	int64_t bytes[3] = {65, 0, 2 << 20};
+	nestrt_seq *s = nestrt_seq_new(m, bytes, 3, &err);
+	if (!CHECK(s != NULL, "seqtest sequence: %s", err.message)) {
+		nestrt_model_free(m);
+		return;
+	}
+	const char *names[1] = {"T"};
+	/* 1 <= T and T <= 4 */
+	nestrt_dimcheck checks[2] = {{-1, {1, 0, 0, 0}, 0, "1 <= T"}, {4, {-1, 0, 0, 0}, 0, "T <= 4"}};
+	/* writes st[0:65]; then accesses of no state of the sequence */
+	nestrt_access acc[3] = {{0}};
+	acc[0].write = 1, acc[0].rank = 1, acc[0].size[0][0] = 65, acc[0].name = "st";
+	acc[1].state = -1, acc[1].rank = 1, acc[1].size[0][0] = 1, acc[1].name = "minus";
+	acc[2].state = 3, acc[2].rank = 1, acc[2].size[0][0] = 1, acc[2].name = "past";
+	int64_t *dims = malloc(sizeof *dims), out = 0;
+	void *bufs[1] = {&out};
+	dims[0] = 3;
+	int rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, "seq_step");
+	CHECK(rc == 0 && out == 3, "seq_step(T = 3): rc %d, out %lld (-1: the state was not zero), %s", rc,
+	      (long long)out, rc ? nestrt_model_error(m) : "");
+	dims[0] = 5;
+	rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, "seq_step");
+	const char *e = nestrt_model_error(m);
+	CHECK(rc < 0 && e && strcmp(e, "seq_step: T = 5: T <= 4 does not hold") == 0, "seq_step(T = 5): rc %d, '%s'", rc,
+	      e ? e : "(none)");
+	/* without a name, the errors name the call nestrt_model_call_dims */
+	rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, NULL);
+	e = nestrt_model_error(m);
+	CHECK(rc < 0 && e && strcmp(e, "nestrt_model_call_dims: T = 5: T <= 4 does not hold") == 0,
+	      "no name, T = 5: rc %d, '%s'", rc, e ? e : "(none)");
+	nestrt_seq_reset(s);
+	dims[0] = 4;
+	out = 0;
+	rc = nestrt_model_call_dims(m, 1, s, seq_entry, bufs, 1, dims, 1, names, checks, 2, acc, 3, "seq_step");
+	CHECK(rc == 0 && out == 4, "seq_step(T = 4) after a reset: rc %d, out %lld, %s", rc, (long long)out,
+	      rc ? nestrt_model_error(m) : "");
+	free(dims);
+	nestrt_seq_free(s);
+	/* a write whose box holds what was written (0:2 x 0:2, then 0:4 x 0:4, larger on
+	 * both axes) makes it what was written: 0:4 x 0:4 reads, 0:5 x 0:4 does not */
+	int64_t one[1] = {64};
+	s = nestrt_seq_new(m, one, 1, &err);
+	if (CHECK(s != NULL, "seqtest sequence: %s", err.message)) {
+		nestrt_access box[4] = {{0}};
+		for (int i = 0; i < 4; i++) {
+			box[i].write = i < 2, box[i].rank = 2, box[i].name = "st";
+			box[i].size[0][0] = i == 0 ? 2 : i == 3 ? 5 : 4, box[i].size[1][0] = i == 0 ? 2 : 4;
+		}
+		int64_t d1[1] = {2};
+		for (int i = 0; i < 3; i++) {
+			rc = nestrt_model_call_dims(m, 1, s, seq_noop, bufs, 1, d1, 1, names, checks, 2, &box[i], 1, "seq_box");
+			CHECK(rc == 0, "seq_box call %d: %s", i, rc ? nestrt_model_error(m) : "");
+		}
+		rc = nestrt_model_call_dims(m, 1, s, seq_noop, bufs, 1, d1, 1, names, checks, 2, &box[3], 1, "seq_box");
+		e = nestrt_model_error(m);
+		CHECK(rc < 0 && e &&
+		          strcmp(e, "seq_box: T = 2: reads state st at 0:5 on axis 0 before it was written there (written: 0:4)") == 0,
+		      "seq_box read of 0:5 x 0:4: rc %d, '%s'", rc, e ? e : "(none)");
+		/* a read of what a new sequence has not written, said of a call of 70
+		 * buffers and of a dim whose name is longer than the message: refused,
+		 * the message cut at its 511th character */
+		nestrt_seq_reset(s);
+		void *many[70];
+		for (int i = 0; i < 70; i++)
+			many[i] = &out;
+		char longname[600];
+		memset(longname, 'N', sizeof longname - 1);
+		longname[sizeof longname - 1] = 0;
+		const char *lnames[1] = {longname};
+		rc = nestrt_model_call_dims(m, 1, s, seq_noop, many, 70, d1, 1, lnames, checks, 2, &box[2], 1, "seq_box");
+		e = nestrt_model_error(m);
+		CHECK(rc < 0 && e && strlen(e) == 511 && strncmp(e, "seq_box: NNN", 12) == 0,
+		      "seq_box of 70 buffers, a read of a new sequence: rc %d, %zu characters", rc, e ? strlen(e) : 0);
+		nestrt_seq_free(s);
+	}
+	nestrt_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -2161,6 +2283,7 @@ int main(int argc, char **argv)
 	test_packed_panels();
 	test_packed_release();
 	test_formats();
+	test_seq();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
 	if (system(cmd) != 0)
