@@ -47,7 +47,7 @@ INTERP_HDRS = $(HDRS) src/interp/interp.h
 FRONT_OBJS = $(B)/util.o $(B)/diag.o $(B)/dtype.o $(B)/ast.o $(B)/parse.o $(B)/lex.o $(B)/ir.o \
        $(B)/values.o $(B)/eval.o $(B)/args.o $(B)/builtins.o $(B)/builtins_nn.o $(B)/builtins_index.o \
        $(B)/check.o $(B)/params.o $(B)/lower.o $(B)/widen.o $(B)/dims.o $(B)/rows.o $(B)/regions.o
-OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o $(B)/gguf_write.o \
+OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTERP_OBJS) $(B)/weights.o $(B)/npy.o $(B)/run.o $(B)/gguf_write.o $(B)/gguf_meta.o \
        $(ONNX_OBJS) $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
@@ -385,8 +385,10 @@ $(B)/npy.o: src/npy.c $(HDRS) $(RT_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) -c -o $@ src/npy.c
 $(B)/run.o: src/run.c $(HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) $(CFLAGS) -c -o $@ src/run.c
-$(B)/gguf_write.o: src/gguf_write.c $(HDRS) $(RT_HDRS) $(B)/stamp
+$(B)/gguf_write.o: src/gguf_write.c src/gguf_meta.h $(HDRS) $(RT_HDRS) $(B)/stamp
 	$(CC) $(XCFLAGS) -D_GNU_SOURCE -Iruntime $(CFLAGS) -c -o $@ src/gguf_write.c
+$(B)/gguf_meta.o: src/gguf_meta.c src/gguf_meta.h $(HDRS) $(RT_HDRS) $(B)/stamp
+	$(CC) $(XCFLAGS) -D_GNU_SOURCE -Iruntime $(CFLAGS) -c -o $@ src/gguf_meta.c
 # protoc-c writes onnx.pb-c.[ch] next to its copy of the .proto, in $(B).
 # Not a prerequisite: the .proto may not be installed yet when make starts
 # (a fresh machine; scripts/deps.sh installs it first, see $(B)/stamp).
