@@ -262,6 +262,17 @@ static LLVMValueRef dpbusd(Gen *G, LLVMValueRef acc, LLVMValueRef w, LLVMValueRe
 	return acc;
 }
 
+/* Block o of a q8_0 / q4_0 panel: its columns' scales d, widened, nv
+ * vectors of vw; returns the offset of its quants. */
+static LLVMValueRef block_scales(Gen *G, LLVMValueRef panel, LLVMValueRef o, LLVMValueRef wide, int wf, int nv, int vw,
+                                 LLVMValueRef *d)
+{
+	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
+	for (int v = 0; v < nv; v++)
+		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
+	return iadd(G, base, imul(G, wide, ci64(G, 2)));
+}
+
 /* mm_tile over a panel in format wf (i8* panel, `wide` columns): mr rows by
  * nv vectors, the accumulators in registers over the whole k. A small tile
  * (a decode step's one row) keeps two sets of sums, even and odd k (q4_0: a
@@ -324,11 +335,8 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 	} else if (F->qa && (wf == WF_Q8_0 || wf == WF_Q4_0)) {
 		/* block o: the weight's scales, then 32 k as integer dot products of
 		 * 4 k a lane (q4_0: a byte's low nibbles k, its high ones k + 16) */
-		LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
 		LLVMValueRef d[4];
-		for (int v = 0; v < nv; v++)
-			d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
-		LLVMValueRef qbase = iadd(G, base, imul(G, wide, ci64(G, 2)));
+		LLVMValueRef qbase = block_scales(G, panel, o, wide, wf, nv, vw, d);
 		int q4 = wf == WF_Q4_0;
 		LLVMTypeRef vb = llvm.LLVMVectorType(G->i8, (unsigned)(4 * vw)), i32p = llvm.LLVMPointerType(G->i32, 0);
 		LLVMValueRef ia[MM_MAX_MR][4], rowq[MM_MAX_MR], bidx[MM_MAX_MR];
@@ -382,11 +390,8 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 		/* block o: its scales, then 32 k (q8_0 in pairs with two sets; q4_0:
 		 * 16 bytes of two k each, low nibbles into one set, high into the
 		 * other) into block sums, scaled once */
-		LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
 		LLVMValueRef d[4];
-		for (int v = 0; v < nv; v++)
-			d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
-		LLVMValueRef qbase = iadd(G, base, imul(G, wide, ci64(G, 2)));
+		LLVMValueRef qbase = block_scales(G, panel, o, wide, wf, nv, vw, d);
 		int q4 = wf == WF_Q4_0;
 		/* byte rows a step: q4_0 one (two k), q8_0 one per set */
 		int per = q4 ? 1 : sets;
