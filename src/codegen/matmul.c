@@ -116,12 +116,13 @@ static void mm_tile(Fn *F, Node *n, Node *a, int mr, int nv, int vw, LLVMValueRe
 
 /* A vector of vw elements of type et at byte offset off of p (i8*). */
 /* A one-row tile (a decode step's matrix-vector product) streams its
- * weights from memory once: at one thread the hardware's prefetchers alone
- * kept too few lines in flight (TinyLlama's step read bf16 at 82% of the
- * machine's read speed, q4_0 with int8 activations at 78%). Each k step (or
- * block) fetches the lines MM_AHEAD bytes further on, non-temporal (used
- * once): bf16 95%, q8_0 86%, q4_0+int8 87% on the same rounds; 16 KiB
- * ahead and prefetcht0 measured the same. */
+ * weights from memory once, and at one thread the hardware's prefetchers
+ * alone kept too few lines in flight: perf put the step's time on its
+ * loads. Each k step (or block) fetches the lines MM_AHEAD bytes further
+ * on, non-temporal (read once). TinyLlama's step at one thread, against
+ * bench/stream.c's read in the same rounds (AMD Zen 5, 29 GB/s): bf16 62% ->
+ * 77%, q4_0 with int8 activations 59% -> 67%; 16 KiB ahead and prefetcht0
+ * measured the same. */
 #define MM_AHEAD 4096
 
 /* Prefetches of [base + off + MM_AHEAD, + bytes), a line each. */
