@@ -16,14 +16,18 @@ import numpy as np
 from common import BENCH, DECODE_MALLOC_ENV, ROOT, TORCH_PY, background_note, log, measure, sh
 
 SHAPE = dict(L=22, D=2048, H=32, KVH=4, F=5632, V=32000, CTX=256)
-FORMATS = ("f16", "q8_0", "q4_0")
+FORMATS = ("f16", "q8_0", "q4_0", "q4_k_m")
+# a format's --format / --weights-format spec: q4_k_m is a mix in the manner of
+# llama.cpp's Q4_K_M (q6_K for the value projections and the output, where llama.cpp
+# gives q6_K to some layers' attn_v and ffn_down; q4_K elsewhere)
+SPEC = {"q4_k_m": "q4_k,*v_proj*=q6_k,lm_head*=q6_k"}
 P = 127          # the decode step's past positions
 T = 128          # the prefill's tokens
 GREEDY = 32
 GOAL_DECODE, GOAL_PREFILL = 1.1, 1.2
 # nestc's activations per format: f32 (the default numerics) and, for the block
 # formats, int8 (--activations=int8, llama.cpp's numerics); the goals take the last
-ACTS = {"f16": ("f32",), "q8_0": ("f32", "int8"), "q4_0": ("f32", "int8")}
+ACTS = {"f16": ("f32",), "q8_0": ("f32", "int8"), "q4_0": ("f32", "int8"), "q4_k_m": ("f32",)}
 VERSION = "3.21.1"
 
 
@@ -48,7 +52,7 @@ class LlamaCppSections:
         shutil.rmtree(out, ignore_errors=True)
         log("building llama.nest from %s, --activations=%s" % (os.path.basename(gguf), act))
         sh([self.nestc, "build", os.path.join(ROOT, "samples", "llama.nest"), "--consts-from", gguf,
-            "-D", "CTX=%d" % SHAPE["CTX"], "--weights-format=" + fmt, "--activations=" + act, "-o", out])
+            "-D", "CTX=%d" % SHAPE["CTX"], "--weights-format=" + SPEC.get(fmt, fmt), "--activations=" + act, "-o", out])
         objs = sorted(os.path.join(out, o) for o in os.listdir(out) if o.endswith(".o"))
         exes = {}
         for name, src in (("decode", os.path.join(BENCH, "decode.c")), ("generate", os.path.join(ROOT, "scripts", "generate.c"))):
@@ -68,7 +72,8 @@ class LlamaCppSections:
               "dot products; the goals take the int8 rows). Decode: one token at "
               "%d past positions; prefill: %d tokens. Ratios are llama.cpp's time over nestc's (above 1: nestc is "
               "faster). The distributions of the next token are compared as log-probabilities (llama.cpp gives "
-              "probabilities, not logits).\n" % (", ".join(FORMATS), VERSION, P, T))
+              "probabilities, not logits). q4_k_m is the file and build of `--format=%s`, a mix in the manner of "
+              "llama.cpp's Q4_K_M.\n" % (", ".join(FORMATS), VERSION, P, T, SPEC["q4_k_m"]))
         if "nestc" in self.why_not:
             print("unavailable: %s" % self.why_not["nestc"])
             return
@@ -94,7 +99,7 @@ class LlamaCppSections:
                 if not os.path.exists(g):
                     log("writing %s" % os.path.basename(g))
                     sh([self.nestc, "weights", os.path.join(ROOT, "samples", "llama.nest")] + defs +
-                       ["--random-weights", "1", "--format=" + fmt, "-o", g])
+                       ["--random-weights", "1", "--format=" + SPEC.get(fmt, fmt), "-o", g])
                 files[fmt] = g
                 for act in ACTS[fmt]:
                     exes[(fmt, act)] = self.llamacpp_build(d, g, fmt, act)

@@ -14,12 +14,12 @@
  *
  * Tensors come out as weights.c's: sorted by name, shape in row-major order
  * (ne reversed), begin and end relative to the data section. F32, I32, I64
- * and F64 tensors are held as they are; F16, BF16 and the block-quantized
- * types are converted to f32 when the file is opened (ggml's dequantization,
- * value for value), in the same places as safetensors' F16 and BF16 (read
- * into the weights' own memory, or a copy of their own when mapped). The
- * per-type table (block size, bytes per block, a row converter) is what
- * later work binding quantized weights as they are can reuse. */
+ * and F64 tensors are held as they are; F16 and BF16 ones are kept in 16
+ * bits (widened or packed from them); the block-quantized types are
+ * converted to f32 (ggml's dequantization, value for value) in places of
+ * their own when the first instance is made, unless its build holds them
+ * in their own format (q8_0, q4_0, q4_K, q6_K): then packed from the file's
+ * blocks, read or mapped, and never converted (wpack.c). */
 #include "internal.h"
 
 #include <errno.h>
@@ -149,40 +149,10 @@ static void q5_1_to_f32(const unsigned char *x, float *y, int64_t n)
 	}
 }
 
-/* The k-quants' 6-bit scale and min of sub-block j from their 12 bytes:
- * j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 in the nibbles of
- * byte j + 4 with their top 2 bits from the top of bytes j - 4 and j. */
-static void scale_min_k4(int j, const unsigned char *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4;
-		*m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
-	}
-}
-
-/* q4_K: super-block of 256: d, dmin, 12 bytes of scales and mins, 128
- * bytes of nibbles; 64 elements per 32 bytes (low nibbles, then high),
- * d * sc * q - dmin * m per 32-element sub-block */
+/* q4_K and q6_K: nestc's formats q4_k and q6_k (quant.c) */
 static void q4_k_to_f32(const unsigned char *x, float *y, int64_t n)
 {
-	for (int64_t b = 0; b < n / 256; b++, x += 144) {
-		const float d = half(x), min = half(x + 2);
-		const unsigned char *sc = x + 4, *q = x + 16;
-		for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-			int s, m;
-			scale_min_k4(is, sc, &s, &m);
-			const float d1 = d * s, m1 = min * m;
-			scale_min_k4(is + 1, sc, &s, &m);
-			const float d2 = d * s, m2 = min * m;
-			for (int l = 0; l < 32; l++)
-				*y++ = d1 * (q[l] & 15) - m1;
-			for (int l = 0; l < 32; l++)
-				*y++ = d2 * (q[l] >> 4) - m2;
-		}
-	}
+	nestrt_dequantize(NESTRT_FMT_Q4_K, x, n, y);
 }
 
 /* q5_K: q4_K with a fifth bit per element from 32 bytes of qh (bits 2i
@@ -195,9 +165,9 @@ static void q5_k_to_f32(const unsigned char *x, float *y, int64_t n)
 		unsigned u1 = 1, u2 = 2;
 		for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
 			int s, m;
-			scale_min_k4(is, sc, &s, &m);
+			nestrt__scale_min_k4(is, sc, &s, &m);
 			const float d1 = d * s, m1 = min * m;
-			scale_min_k4(is + 1, sc, &s, &m);
+			nestrt__scale_min_k4(is + 1, sc, &s, &m);
 			const float d2 = d * s, m2 = min * m;
 			for (int l = 0; l < 32; l++)
 				*y++ = d1 * ((ql[l] & 15) + (qh[l] & u1 ? 16 : 0)) - m1;
@@ -207,28 +177,9 @@ static void q5_k_to_f32(const unsigned char *x, float *y, int64_t n)
 	}
 }
 
-/* q6_K: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales (one
- * per 16 elements), d last; d * sc * (q - 32) */
 static void q6_k_to_f32(const unsigned char *x, float *y, int64_t n)
 {
-	for (int64_t b = 0; b < n / 256; b++, x += 210) {
-		const float d = half(x + 208);
-		const unsigned char *ql = x, *qh = x + 128;
-		const signed char *sc = (const signed char *)(x + 192);
-		for (int k = 0; k < 256; k += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-			for (int l = 0; l < 32; l++) {
-				int is = l / 16;
-				const int q1 = (int8_t)((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32;
-				const int q2 = (int8_t)((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32;
-				const int q3 = (int8_t)((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
-				const int q4 = (int8_t)((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
-				y[l] = d * sc[is] * q1;
-				y[l + 32] = d * sc[is + 2] * q2;
-				y[l + 64] = d * sc[is + 4] * q3;
-				y[l + 96] = d * sc[is + 6] * q4;
-			}
-		}
-	}
+	nestrt_dequantize(NESTRT_FMT_Q6_K, x, n, y);
 }
 
 /* ggml's numbers. Held types have no converter; their st is the tensor's. */
@@ -1099,7 +1050,7 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 		const QType *q = (const QType *)t->stored;
 		uint64_t per = PIECE / (uint64_t)q->bytes, nblocks = (t->end - t->begin) / 4 / (uint64_t)q->block;
 		np += (size_t)((nblocks + per - 1) / per);
-		if (fd < 0) {
+		if (fd < 0 && !w->places) {
 			/* mapped or in memory: the f32 values need memory of their own */
 			size_t nb = (size_t)(t->end - t->begin);
 			t->owned = aligned_alloc(64, (nb + 63) / 64 * 64);
@@ -1146,22 +1097,34 @@ int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, 
 	return 0;
 }
 
-/* A block tensor of the file in GGUF's own type (q8_0, q4_0), not read yet:
- * its rows r0..r1-1 (each k elements in blocks, as in the file) into dst. */
+/* A block tensor of the file in GGUF's own type (q8_0, q4_0, q4_K, q6_K),
+ * not read yet: its rows r0..r1-1 (each k elements in blocks, as in the
+ * file) into dst, from the file or its image. */
 int nestrt__gguf_rows(nestrt_weights *w, const Tensor *t, int64_t k, int64_t r0, int64_t r1, void *dst)
 {
 	const QType *q = (const QType *)t->stored;
 	uint64_t rb = (uint64_t)(k / q->block) * (uint64_t)q->bytes;
-	if (!t->rotary_hd)
-		return nestrt__pread_all(w->fd, dst, (size_t)((uint64_t)(r1 - r0) * rb), w->data_off + t->begin + (uint64_t)r0 * rb);
-	/* Hugging Face's rows, one at a time from where llama.cpp's order put them */
-	for (int64_t r = r0; r < r1; r++) {
-		int e = nestrt__pread_all(w->fd, (unsigned char *)dst + (size_t)((uint64_t)(r - r0) * rb), (size_t)rb,
-		                          w->data_off + t->begin + (uint64_t)nestrt__rotary_row(r, t->rotary_hd) * rb);
+	const unsigned char *image = w->fd < 0 ? nestrt__gguf_image(w) : NULL;
+	/* Hugging Face's rows, one at a time from where llama.cpp's order put
+	 * them (or all at once: the same order) */
+	int64_t step = t->rotary_hd ? 1 : r1 - r0;
+	for (int64_t r = r0; r < r1; r += step) {
+		uint64_t at = w->data_off + t->begin + (uint64_t)(t->rotary_hd ? nestrt__rotary_row(r, t->rotary_hd) : r) * rb;
+		unsigned char *to = (unsigned char *)dst + (size_t)((uint64_t)(r - r0) * rb);
+		if (image) {
+			memcpy(to, image + at, (size_t)((uint64_t)step * rb));
+			continue;
+		}
+		int e = nestrt__pread_all(w->fd, to, (size_t)((uint64_t)step * rb), at);
 		if (e)
 			return e;
 	}
 	return 0;
+}
+
+const unsigned char *nestrt__gguf_image(const nestrt_weights *w)
+{
+	return w->gguf && !w->gguf->own ? w->gguf->hdr : NULL;
 }
 
 uint32_t nestrt__gguf_type(const Tensor *t)

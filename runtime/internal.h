@@ -130,6 +130,8 @@ struct nestrt_weights {
 	size_t packmemsize;
 	const void *shared;           /* the embedded image these weights are of (the registry's key) */
 	struct nestrt__gguf *gguf;    /* a GGUF file's metadata (gguf.c), else NULL */
+	void *places;                 /* a mapped GGUF's block tensors' f32 places (gguf.c) */
+	size_t placesize;
 };
 
 /* weights.c (wpack.c and the compiler's adapters use these) */
@@ -214,11 +216,12 @@ NESTRT_HIDDEN int nestrt__gguf_magic(const unsigned char *p, size_t n);
 NESTRT_HIDDEN int nestrt__gguf_parse(nestrt_weights *w, int fd, const unsigned char *image, size_t size,
                                      nestrt_error *err);
 /* Convert every tensor with a stored type not loaded yet to f32: read from
- * fd into the places t->data gives, or from image into copies of their own
- * (owned); with halves, only the F16/BF16 ones (kept as they are). Marks
- * them loaded. 0, or -1 with err set. A file read from fd keeps its block
- * tensors for the first instance (nestrt__weights_settle), so that a build
- * holding them in their own format packs them from the file. */
+ * fd into the places t->data gives, or from image into those places (a
+ * deferred image's) or copies of their own (owned); with halves, only the
+ * F16/BF16 ones (kept as they are). Marks them loaded. 0, or -1 with err
+ * set. A file read from fd keeps its block tensors for the first instance
+ * (nestrt__weights_settle), so that a build holding them in their own
+ * format packs them from the file. */
 NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned char *image, int halves,
                                        nestrt_error *err);
 /* A tensor's GGML_TYPE_* when it is held in the file as blocks not converted
@@ -226,6 +229,8 @@ NESTRT_HIDDEN int nestrt__gguf_convert(nestrt_weights *w, int fd, const unsigned
  * file as they are (weights still pending): a build holding it in that
  * format packs them without an f32 copy (wpack.c). */
 NESTRT_HIDDEN uint32_t nestrt__gguf_type(const nestrt__tensor *t);
+/* The image a GGUF's tensors are in (mapped or embedded), else NULL (read from fd). */
+NESTRT_HIDDEN const unsigned char *nestrt__gguf_image(const nestrt_weights *w);
 NESTRT_HIDDEN int nestrt__gguf_rows(nestrt_weights *w, const nestrt__tensor *t, int64_t k, int64_t r0, int64_t r1,
                                     void *dst);
 NESTRT_HIDDEN void nestrt__gguf_free(nestrt__gguf *g);
@@ -314,6 +319,9 @@ NESTRT_HIDDEN void nestrt__packs_free(nestrt__packs *p);
  * as they are on the little-endian hosts the runtime runs on); the same bytes
  * and errors as widening them to f32 and calling nestrt_quantize, without an
  * f32 copy (512 elements at a time through a buffer on the stack). */
+/* Sub-block j's 6-bit scale and min out of a q4_k block's 12 bytes at q
+ * (ggml's get_scale_min_k4). */
+NESTRT_HIDDEN void nestrt__scale_min_k4(int j, const unsigned char *q, int *sc, int *m);
 NESTRT_HIDDEN int nestrt__quantize_half(int fmt, const uint16_t *src, int src_bf16, int64_t n, void *dst,
                                         nestrt_error *err);
 /* f32 to f16 and to bf16 bits, round to nearest, ties to even (NaNs stay NaNs),

@@ -315,12 +315,23 @@ size_t nestrt_dtype_size(int dtype);
  *     magnitude, sign kept; d = m / -8, id = d ? 1/d : 0; q = min(15, (int8)(x * id
  *     + 8.5)), element j in the low nibble of qs[j], element j + 16 in its high
  *     nibble; x means d * (q - 8).
- * (Where 1/d overflows, |d| < 2^-128 and an f16 d of 0, every q is 0.) */
-enum { NESTRT_FMT_F32 = 0, NESTRT_FMT_BF16 = 1, NESTRT_FMT_F16 = 2, NESTRT_FMT_Q8_0 = 3, NESTRT_FMT_Q4_0 = 4 };
-const char *nestrt_format_name(int fmt);     /* "f32" "bf16" "f16" "q8_0" "q4_0"; NULL when unknown */
+ * (Where 1/d overflows, |d| < 2^-128 and an f16 d of 0, every q is 0.)
+ * The k-quants, super-blocks of 256 as ggml's block_q4_K and block_q6_K, made as
+ * ggml's quantize_row_q4_K_ref and quantize_row_q6_K_ref make them (no importance
+ * matrix):
+ *   q4_k, 144 bytes: f16 d, f16 dmin, 12 bytes of eight 6-bit scales sc and mins m
+ *     (ggml's get_scale_min_k4), 128 bytes of nibbles: byte 32c + l holds element
+ *     64c + l (low nibble) and 64c + 32 + l (high); element i means
+ *     d * sc[i / 32] * q - dmin * m[i / 32].
+ *   q6_k, 210 bytes: ql[128] low nibbles, qh[64] 2-bit highs, int8 sc[16], f16 d;
+ *     element i means d * sc[i / 16] * (q - 32) (ggml's dequantize_row_q6_K). */
+enum { NESTRT_FMT_F32 = 0, NESTRT_FMT_BF16 = 1, NESTRT_FMT_F16 = 2, NESTRT_FMT_Q8_0 = 3, NESTRT_FMT_Q4_0 = 4,
+       NESTRT_FMT_Q4_K = 5, NESTRT_FMT_Q6_K = 6 };
+/* "f32" "bf16" "f16" "q8_0" "q4_0" "q4_k" "q6_k"; NULL when unknown */
+const char *nestrt_format_name(int fmt);
 int nestrt_format_parse(const char *name);   /* the inverse; -1 when unknown (or NULL) */
-int nestrt_format_block(int fmt);            /* elements per block: 1, 1, 1, 32, 32 (0 unknown) */
-int nestrt_format_block_bytes(int fmt);      /* bytes per block: 4, 2, 2, 34, 18 (0 unknown) */
+int nestrt_format_block(int fmt);            /* elements per block: 1, 1, 1, 32, 32, 256, 256 (0 unknown) */
+int nestrt_format_block_bytes(int fmt);      /* bytes per block: 4, 2, 2, 34, 18, 144, 210 (0 unknown) */
 /* Bytes of n elements; 0 when n < 0, not a multiple of the block, or overflowing
  * (and for an unknown format). */
 size_t nestrt_format_bytes(int fmt, int64_t n);

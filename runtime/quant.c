@@ -1,6 +1,7 @@
 /* quant.c - weights in the formats of `nestc build --weights-format`: f32,
  * bf16 and f16 (rounded to nearest, ties to even), and GGUF's q8_0 and q4_0
- * blocks, made from f32 (or 16-bit) elements and turned back into them.
+ * blocks and its k-quants q4_K and q6_K (below), made from f32 (or 16-bit)
+ * elements and turned back into them.
  *
  * The block types are ggml's (ggml-common.h), little-endian as in a GGUF
  * file, and are quantized as ggml's reference quantizers do it
@@ -47,6 +48,8 @@ static const Format formats[] = {
 	[NESTRT_FMT_F16] = {"f16", 1, 2},
 	[NESTRT_FMT_Q8_0] = {"q8_0", 32, 34},
 	[NESTRT_FMT_Q4_0] = {"q4_0", 32, 18},
+	[NESTRT_FMT_Q4_K] = {"q4_k", 256, 144},
+	[NESTRT_FMT_Q6_K] = {"q6_k", 256, 210},
 };
 #define NFORMATS ((int)(sizeof formats / sizeof formats[0]))
 
@@ -305,6 +308,294 @@ static void q4_0_block(const float *restrict x, unsigned char *restrict y)
 	}
 }
 
+/* ------------------------------------------------------------ k-quants */
+
+/* ggml's k-quants (ggml-common.h), super-blocks of 256 quantized as ggml's
+ * reference quantizers do it (quantize_row_q4_K_ref, quantize_row_q6_K_ref,
+ * no importance matrix), operation for operation in float:
+ *   q4_k, 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins (8
+ *     each, nestrt__scale_min_k4), 128 bytes of nibbles: bytes 32c..32c+31
+ *     hold elements 64c + l (low nibble) and 64c + 32 + l (high). Element i
+ *     of sub-block j (32 long) means d * sc[j] * q - dmin * m[j].
+ *   q6_k, 210 bytes: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8
+ *     scales (one per 16 elements), f16 d last; d * sc * (q - 32). */
+
+/* nearest, ties to even, for |f| <= 4194303 (ggml's nearest_int) */
+static inline int nearest(float f)
+{
+	float v = f + 12582912.f;
+	return (int)(bits(v) & 0x007fffff) - 0x00400000;
+}
+
+/* sub-block j's 6-bit scale and min out of a q4_k block's 12 bytes */
+void nestrt__scale_min_k4(int j, const unsigned char *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 15) | (q[j - 4] >> 6) << 4;
+		*m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+	}
+}
+
+#define CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+
+/* ggml's make_qkx2_quants: a scale and a min (returned in *the_min, as a
+ * positive number to subtract) for n values into 0..nmax, the weighted
+ * squared error least over nstep + 1 trial scales. */
+static float qkx2(int n, int nmax, const float *restrict x, const float *restrict w, unsigned char *restrict L,
+                  float *the_min, float rmin, float rdelta, int nstep)
+{
+	unsigned char aux[32];
+	float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+	for (int i = 1; i < n; i++) {
+		if (x[i] < min)
+			min = x[i];
+		if (x[i] > max)
+			max = x[i];
+		sum_w += w[i];
+		sum_x += w[i] * x[i];
+	}
+	if (min > 0)
+		min = 0;
+	if (max == min) {
+		memset(L, 0, (size_t)n);
+		*the_min = -min;
+		return 0.f;
+	}
+	float iscale = nmax / (max - min), scale = 1 / iscale, best = 0;
+	for (int i = 0; i < n; i++) {
+		int l = nearest(iscale * (x[i] - min));
+		L[i] = (unsigned char)CLAMP(l, 0, nmax);
+		float diff = scale * L[i] + min - x[i];
+		best += w[i] * (diff * diff);
+	}
+	for (int is = 0; is <= nstep; is++) {
+		iscale = (rmin + rdelta * is + nmax) / (max - min);
+		float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+		for (int i = 0; i < n; i++) {
+			int l = nearest(iscale * (x[i] - min));
+			l = CLAMP(l, 0, nmax);
+			aux[i] = (unsigned char)l;
+			sum_l += w[i] * l;
+			sum_l2 += w[i] * l * l;
+			sum_xl += w[i] * l * x[i];
+		}
+		float D = sum_w * sum_l2 - sum_l * sum_l;
+		if (D > 0) {
+			float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+			float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+			if (this_min > 0) {
+				this_min = 0;
+				this_scale = sum_xl / sum_l2;
+			}
+			float err = 0;
+			for (int i = 0; i < n; i++) {
+				float diff = this_scale * aux[i] + this_min - x[i];
+				err += w[i] * (diff * diff);
+			}
+			if (err < best) {
+				memcpy(L, aux, (size_t)n);
+				best = err;
+				scale = this_scale;
+				min = this_min;
+			}
+		}
+	}
+	*the_min = -min;
+	return scale;
+}
+
+static void q4_k_block(const float *restrict x, unsigned char *restrict y)
+{
+	unsigned char L[256];
+	float w[32], mins[8], scales[8], max_scale = 0, max_min = 0;
+	for (int j = 0; j < 8; j++) {
+		float sum_x2 = 0;
+		for (int l = 0; l < 32; l++)
+			sum_x2 += x[32 * j + l] * x[32 * j + l];
+		float av_x = sqrtf(sum_x2 / 32);
+		for (int l = 0; l < 32; l++)
+			w[l] = av_x + fabsf(x[32 * j + l]);
+		scales[j] = qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20);
+		if (scales[j] > max_scale)
+			max_scale = scales[j];
+		if (mins[j] > max_min)
+			max_min = mins[j];
+	}
+	float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f, inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+	unsigned char *sc = y + 4;
+	memset(sc, 0, 12);
+	for (int j = 0; j < 8; j++) {
+		/* ggml stores these through uint8_t: the int's low byte */
+		unsigned ls = (unsigned char)nearest(inv_scale * scales[j]), lm = (unsigned char)nearest(inv_min * mins[j]);
+		ls = ls < 63 ? ls : 63;
+		lm = lm < 63 ? lm : 63;
+		if (j < 4) {
+			sc[j] = (unsigned char)ls;
+			sc[j + 4] = (unsigned char)lm;
+		} else {
+			sc[j + 4] = (unsigned char)((ls & 15) | (lm & 15) << 4);
+			sc[j - 4] |= (unsigned char)((ls >> 4) << 6);
+			sc[j] |= (unsigned char)((lm >> 4) << 6);
+		}
+	}
+	put16(y, f16_any(max_scale / 63.f));
+	put16(y + 2, f16_any(max_min / 63.f));
+	const float d = f16_to_f32(le16(y)), dmin = f16_to_f32(le16(y + 2));
+	for (int j = 0; j < 8; j++) {
+		int s, m;
+		nestrt__scale_min_k4(j, sc, &s, &m);
+		const float dj = d * s;
+		if (!dj)
+			continue;
+		const float dm = dmin * m;
+		for (int i = 0; i < 32; i++) {
+			int l = nearest((x[32 * j + i] + dm) / dj);
+			L[32 * j + i] = (unsigned char)CLAMP(l, 0, 15);
+		}
+	}
+	unsigned char *q = y + 16;
+	for (int j = 0; j < 256; j += 64, q += 32)
+		for (int l = 0; l < 32; l++)
+			q[l] = (unsigned char)(L[j + l] | L[j + l + 32] << 4);
+}
+
+/* ggml's make_qx_quants with rmse_type 1 and no importance weights: a
+ * scale for n values into -nmax..nmax-1 (stored plus nmax in L), the
+ * x^2-weighted error least over 19 trial scales. */
+static float qx(int n, int nmax, const float *restrict x, signed char *restrict L)
+{
+	float max = 0, amax = 0;
+	for (int i = 0; i < n; i++) {
+		float ax = fabsf(x[i]);
+		if (ax > amax) {
+			amax = ax;
+			max = x[i];
+		}
+	}
+	if (amax < 1e-15f) { /* ggml's GROUP_MAX_EPS: all zero */
+		memset(L, 0, (size_t)n);
+		return 0.f;
+	}
+	float iscale = -nmax / max, sumlx = 0, suml2 = 0;
+	for (int i = 0; i < n; i++) {
+		int l = nearest(iscale * x[i]);
+		l = CLAMP(l, -nmax, nmax - 1);
+		L[i] = (signed char)(l + nmax);
+		float w = x[i] * x[i];
+		sumlx += w * x[i] * l;
+		suml2 += w * l * l;
+	}
+	float scale = suml2 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+	for (int is = -9; is <= 9; is++) {
+		if (is == 0)
+			continue;
+		iscale = -(nmax + 0.1f * is) / max;
+		sumlx = suml2 = 0;
+		for (int i = 0; i < n; i++) {
+			int l = nearest(iscale * x[i]);
+			l = CLAMP(l, -nmax, nmax - 1);
+			float w = x[i] * x[i];
+			sumlx += w * x[i] * l;
+			suml2 += w * l * l;
+		}
+		if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+			for (int i = 0; i < n; i++) {
+				int l = nearest(iscale * x[i]);
+				L[i] = (signed char)(nmax + CLAMP(l, -nmax, nmax - 1));
+			}
+			scale = sumlx / suml2;
+			best = scale * sumlx;
+		}
+	}
+	return scale;
+}
+
+static void q6_k_block(const float *restrict x, unsigned char *restrict y)
+{
+	signed char L[256];
+	float scales[16], max_scale = 0, max_abs = 0;
+	for (int ib = 0; ib < 16; ib++) {
+		scales[ib] = qx(16, 32, x + 16 * ib, L + 16 * ib);
+		if (fabsf(scales[ib]) > max_abs) {
+			max_abs = fabsf(scales[ib]);
+			max_scale = scales[ib];
+		}
+	}
+	if (max_abs < 1e-15f) {
+		memset(y, 0, 210);
+		return;
+	}
+	float iscale = -128.f / max_scale;
+	put16(y + 208, f16_any(1 / iscale));
+	signed char *sc = (signed char *)(y + 192);
+	for (int ib = 0; ib < 16; ib++) {
+		int s = nearest(iscale * scales[ib]);
+		sc[ib] = (signed char)(s < 127 ? s : 127);
+	}
+	const float d = f16_to_f32(le16(y + 208));
+	for (int j = 0; j < 16; j++) {
+		const float dj = d * sc[j];
+		if (!dj)
+			continue;
+		for (int i = 0; i < 16; i++) {
+			int l = nearest(x[16 * j + i] / dj);
+			L[16 * j + i] = (signed char)(CLAMP(l, -32, 31) + 32);
+		}
+	}
+	unsigned char *ql = y, *qh = y + 128;
+	for (int j = 0; j < 256; j += 128, ql += 64, qh += 32)
+		for (int l = 0; l < 32; l++) {
+			const int q1 = L[j + l] & 15, q2 = L[j + l + 32] & 15, q3 = L[j + l + 64] & 15, q4 = L[j + l + 96] & 15;
+			ql[l] = (unsigned char)(q1 | q3 << 4);
+			ql[l + 32] = (unsigned char)(q2 | q4 << 4);
+			qh[l] = (unsigned char)(L[j + l] >> 4 | (L[j + l + 32] >> 4) << 2 | (L[j + l + 64] >> 4) << 4 |
+			                        (L[j + l + 96] >> 4) << 6);
+		}
+}
+
+static void from_q4_k(const unsigned char *restrict x, int64_t n, float *restrict y)
+{
+	for (int64_t b = 0; b < n / 256; b++, x += 144) {
+		const float d = f16_to_f32(le16(x)), min = f16_to_f32(le16(x + 2));
+		const unsigned char *q = x + 16;
+		for (int j = 0; j < 8; j += 2, q += 32) {
+			int s, m;
+			nestrt__scale_min_k4(j, x + 4, &s, &m);
+			const float d1 = d * s, m1 = min * m;
+			nestrt__scale_min_k4(j + 1, x + 4, &s, &m);
+			const float d2 = d * s, m2 = min * m;
+			for (int l = 0; l < 32; l++)
+				*y++ = d1 * (q[l] & 15) - m1;
+			for (int l = 0; l < 32; l++)
+				*y++ = d2 * (q[l] >> 4) - m2;
+		}
+	}
+}
+
+static void from_q6_k(const unsigned char *restrict x, int64_t n, float *restrict y)
+{
+	for (int64_t b = 0; b < n / 256; b++, x += 210) {
+		const float d = f16_to_f32(le16(x + 208));
+		const unsigned char *ql = x, *qh = x + 128;
+		const signed char *sc = (const signed char *)(x + 192);
+		for (int k = 0; k < 256; k += 128, y += 128, ql += 64, qh += 32, sc += 8)
+			for (int l = 0; l < 32; l++) {
+				int is = l / 16;
+				const int q1 = ((ql[l] & 15) | (qh[l] & 3) << 4) - 32;
+				const int q2 = ((ql[l + 32] & 15) | (qh[l] >> 2 & 3) << 4) - 32;
+				const int q3 = ((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4) - 32;
+				const int q4 = ((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4) - 32;
+				y[l] = d * sc[is] * q1;
+				y[l + 32] = d * sc[is + 2] * q2;
+				y[l + 64] = d * sc[is + 4] * q3;
+				y[l + 96] = d * sc[is + 6] * q4;
+			}
+	}
+}
+
 /* ------------------------------------------------------------ conversion */
 
 /* stmt for each k in [0, n): 32 at a time, a count that -O2 vectorises (its
@@ -394,6 +685,14 @@ static void convert(int fmt, const float *restrict x, int64_t n, unsigned char *
 		for (int64_t b = 0; b < n / 32; b++)
 			q4_0_block(x + 32 * b, dst + 18 * b);
 		break;
+	case NESTRT_FMT_Q4_K:
+		for (int64_t b = 0; b < n / 256; b++)
+			q4_k_block(x + 256 * b, dst + 144 * b);
+		break;
+	case NESTRT_FMT_Q6_K:
+		for (int64_t b = 0; b < n / 256; b++)
+			q6_k_block(x + 256 * b, dst + 210 * b);
+		break;
 	}
 }
 
@@ -476,6 +775,12 @@ void nestrt_dequantize(int fmt, const void *src, int64_t n, float *dst)
 		break;
 	case NESTRT_FMT_Q4_0:
 		from_q4_0(src, n, dst);
+		break;
+	case NESTRT_FMT_Q4_K:
+		from_q4_k(src, n, dst);
+		break;
+	case NESTRT_FMT_Q6_K:
+		from_q6_k(src, n, dst);
 		break;
 	}
 }

@@ -137,6 +137,28 @@ static void wino_panel(float *panel, const float *src, int64_t k, int64_t n, int
 		}
 }
 
+/* Block b of format fmt (its bytes as a GGUF file holds them) as column c of
+ * a panel's block row `row` (nestrt.h's layout: the block's f16 fields a row
+ * of `wide` each, then its other bytes a row each, in the block's order; q8_0
+ * and q4_0 quants in a build for dot products four of a column together,
+ * NESTRT_PACK_DOT). q6_k's d, last in the file, comes first. */
+static void block_to_panel(int fmt, const unsigned char *b, unsigned char *row, int64_t c, int64_t wide, int flags)
+{
+	int bb = nestrt_format_block_bytes(fmt);
+	if (fmt == NESTRT_FMT_Q6_K) {
+		memcpy(row + 2 * c, b + 208, 2);
+		for (int j = 0; j < 208; j++)
+			row[(2 + j) * wide + c] = b[j];
+		return;
+	}
+	int nh = fmt == NESTRT_FMT_Q4_K ? 2 : 1; /* d (and q4_k's dmin) */
+	for (int h = 0; h < nh; h++)
+		memcpy(row + 2 * (h * wide + c), b + 2 * h, 2);
+	unsigned char *q = row + 2 * nh * wide;
+	for (int j = 0; j < bb - 2 * nh; j++)
+		q[nestrt__qbyte_at(j, c, wide, flags)] = nestrt__qbyte(b[2 * nh + j], flags);
+}
+
 /* Panel p of f32 src in format fmt (nestrt.h's layout): column c of the
  * panel is column p*wide + c of B (row of Bt when trans), zeros past n.
  * Blocks of 32 rows by every column, so that the rows read stay in L1;
@@ -147,8 +169,8 @@ static void format_panel(unsigned char *panel, const float *src, int64_t k, int6
 {
 	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
 	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
-	float x[64];
-	unsigned char q[64];
+	float x[256];
+	unsigned char q[256];
 	if (blk == 1) {
 		for (int64_t i = 0; i < k; i++)
 			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
@@ -162,16 +184,13 @@ static void format_panel(unsigned char *panel, const float *src, int64_t k, int6
 		return;
 	}
 	for (int64_t kb = 0; kb < k / blk; kb++) {
-		unsigned char *row = panel + (size_t)(kb * wide) * (size_t)bb; /* wide scales, then the quants */
-		int64_t qlen = bb - 2;   /* bytes of quants a column: 32 (q8_0) or 16 (q4_0) */
+		unsigned char *row = panel + (size_t)(kb * wide) * (size_t)bb;
 		for (int64_t c = 0; c < wide; c++) {
 			int64_t col = p * wide + c;
 			for (int j = 0; j < blk; j++)
 				x[j] = col >= n ? 0.0f : trans ? src[col * k + kb * blk + j] : src[(kb * blk + j) * n + col];
 			nestrt_quantize(fmt, x, blk, q, NULL);
-			memcpy(row + 2 * c, q, 2);
-			for (int64_t j = 0; j < qlen; j++)
-				row[2 * wide + nestrt__qbyte_at(j, c, wide, flags)] = nestrt__qbyte(q[2 + j], flags);
+			block_to_panel(fmt, q, row, c, wide, flags);
 		}
 	}
 }
@@ -637,7 +656,7 @@ static void pack_jobs_task(void *env, int64_t begin, int64_t end)
 	}
 }
 
-/* A GGUF block tensor (q8_0, q4_0) that a build holds in that same format:
+/* A GGUF block tensor (q8_0, q4_0, q4_K, q6_K) that a build holds in that same format:
  * its panels made from the file's blocks as they are, rows of Bt read a
  * panel at a time and each block's scale and quants moved to their places
  * (nestrt.h's layout), on the pool. No f32 form of it is ever made: a 7B
@@ -655,7 +674,8 @@ typedef struct BlockJob {
 static void block_task(void *env, int64_t begin, int64_t end)
 {
 	BlockJob *j = env;
-	int64_t nkb = j->k / 32;
+	int fmt = j->flags >> NESTRT_PACK_FMT_SHIFT;
+	int64_t nkb = j->k / nestrt_format_block(fmt);
 	if (nkb <= 0 || j->bb <= 2 || j->wide <= 0)
 		return;
 	size_t rb = (size_t)nkb * (size_t)j->bb, exact = rb * (size_t)j->wide;
@@ -675,12 +695,8 @@ static void block_task(void *env, int64_t begin, int64_t end)
 		memset(panel, 0, exact);
 		for (int64_t kb = 0; kb < nkb; kb++) {
 			unsigned char *row = panel + (size_t)(kb * j->wide) * (size_t)j->bb;
-			for (int64_t c = 0; c < r1 - r0; c++) {
-				const unsigned char *b = rows + (size_t)c * rb + (size_t)kb * (size_t)j->bb;
-				memcpy(row + 2 * c, b, 2);
-				for (int q = 0; q < j->bb - 2; q++)
-					row[2 * j->wide + nestrt__qbyte_at(q, c, j->wide, j->flags)] = nestrt__qbyte(b[2 + q], j->flags);
-			}
+			for (int64_t c = 0; c < r1 - r0; c++)
+				block_to_panel(fmt, rows + (size_t)c * rb + (size_t)kb * (size_t)j->bb, row, c, j->wide, j->flags);
 		}
 	}
 	free(rows);
@@ -810,7 +826,7 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 				return -1;
 			continue;
 		}
-		if (!t || t->loaded || t->direct || !w->pending || w->fd < 0)
+		if (!t || t->loaded || t->direct || !w->pending || (w->fd < 0 && !nestrt__gguf_image(w)))
 			continue;
 		int all = 1;
 		for (int r = 0; r < nreq && all; r++) {
@@ -818,12 +834,14 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 			if (tensor_at(w, data[x->param]) != t)
 				continue;
 			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
-			uint32_t want = fmt == NESTRT_FMT_Q8_0 ? 8 : fmt == NESTRT_FMT_Q4_0 ? 2 : UINT32_MAX;
+			/* ggml's type numbers */
+			uint32_t want = fmt == NESTRT_FMT_Q8_0 ? 8 : fmt == NESTRT_FMT_Q4_0 ? 2 : fmt == NESTRT_FMT_Q4_K ? 12
+			                : fmt == NESTRT_FMT_Q6_K ? 14 : UINT32_MAX;
 			/* the file's rows along the blocks: Bt's (x @ transpose(w)), or w's
 			 * columns (x @ w) in a file that holds w transposed */
 			int trans = !!(x->flags & NESTRT_PACK_TRANS);
 			all = want != UINT32_MAX && nestrt__gguf_type(t) == want && t->rank == 2 && trans != t->transposed &&
-			      x->n == t->shape[!trans] && x->k == t->shape[trans] && x->k % 32 == 0;
+			      x->n == t->shape[!trans] && x->k == t->shape[trans] && x->k % nestrt_format_block(fmt) == 0;
 		}
 		if (!all)
 			continue;

@@ -9,7 +9,7 @@
  *   nestc.transposed, an array of the names of the tensors stored transposed
  *   (present, possibly empty, in every file);
  *   one tensor per param, in param order, named by its path, its type its
- *   format's (q8_0 Q8_0, q4_0 Q4_0, bf16 BF16, f16 F16) or, unformatted, its
+ *   format's (q8_0 Q8_0, q4_0 Q4_0, q4_k Q4_K, q6_k Q6_K, bf16 BF16, f16 F16) or, unformatted, its
  *   dtype's (F32 F16 BF16 F64 I8 I16 I32 I64; bool, u8 and u16 have none);
  *   ne in ggml's order (ne[0] contiguous: the declared shape reversed) and
  *   the elements row-major as declared, except a formatted param whose
@@ -57,7 +57,7 @@
 #include <unistd.h>
 
 /* ggml's tensor types and GGUF's value types, as they number them */
-enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q8_0 = 8, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26,
+enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q8_0 = 8, GGML_Q4_K = 12, GGML_Q6_K = 14, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26,
        GGML_I64 = 27, GGML_F64 = 28, GGML_BF16 = 30 };
 enum { GGUF_U32 = 4, GGUF_STRING = 8, GGUF_ARRAY = 9 };
 #define ALIGN 32
@@ -69,7 +69,8 @@ enum { GGUF_U32 = 4, GGUF_STRING = 8, GGUF_ARRAY = 9 };
 
 _Static_assert((int)WF_F32 == (int)NESTRT_FMT_F32 && (int)WF_BF16 == (int)NESTRT_FMT_BF16 &&
                (int)WF_F16 == (int)NESTRT_FMT_F16 && (int)WF_Q8_0 == (int)NESTRT_FMT_Q8_0 &&
-               (int)WF_Q4_0 == (int)NESTRT_FMT_Q4_0, "nestc and nestrt formats differ");
+               (int)WF_Q4_0 == (int)NESTRT_FMT_Q4_0 && (int)WF_Q4_K == (int)NESTRT_FMT_Q4_K &&
+               (int)WF_Q6_K == (int)NESTRT_FMT_Q6_K, "nestc and nestrt formats differ");
 
 static int ggml_of_dtype(DType dt)
 {
@@ -88,7 +89,7 @@ static int ggml_of_dtype(DType dt)
 
 static int ggml_of_format(int wf)
 {
-	static const int t[WF_COUNT] = {GGML_F32, GGML_BF16, GGML_F16, GGML_Q8_0, GGML_Q4_0};
+	static const int t[WF_COUNT] = {GGML_F32, GGML_BF16, GGML_F16, GGML_Q8_0, GGML_Q4_0, GGML_Q4_K, GGML_Q6_K};
 	return t[wf];
 }
 

@@ -29,7 +29,7 @@ static const char usage_text[] =
 	"                 [--freeze NAME=FILE.pb|FILE.npy]...\n"
 	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
 	"        build writes its weights to --weights-out FILE, by default OUT.safetensors beside -o OUT)\n"
-	"       (FMT: f32, bf16, f16, q8_0 or q4_0; see nestc(1))\n"
+	"       (FMT: f32, bf16, f16, q8_0, q4_0, q4_k or q6_k; see nestc(1))\n"
 	"       (every command that compiles also takes --consts-from FILE.gguf: the @gguf consts' values)\n"
 	"       nestc --version | --help\n";
 
@@ -76,7 +76,7 @@ static int format_spec_ok(const char *v)
 			known |= strlen(wformat_name(k)) == flen && !strncmp(wformat_name(k), f, flen);
 		if (len == 0 || (eq && eq == p) || !known) {
 			fprintf(stderr, "nestc: error: --format: '%.*s' is not FMT or PATTERN=FMT, FMT one of "
-			                "f32, bf16, f16, q8_0, q4_0\n", (int)len, p);
+			                "f32, bf16, f16, q8_0, q4_0, q4_k, q6_k\n", (int)len, p);
 			return -1;
 		}
 		if (!end)

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const NAMES[WF_COUNT] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
-static const int BLOCK[WF_COUNT] = {1, 1, 1, 32, 32};
-static const int BLOCK_BYTES[WF_COUNT] = {4, 2, 2, 34, 18};
+static const char *const NAMES[WF_COUNT] = {"f32", "bf16", "f16", "q8_0", "q4_0", "q4_k", "q6_k"};
+static const int BLOCK[WF_COUNT] = {1, 1, 1, 32, 32, 256, 256};
+static const int BLOCK_BYTES[WF_COUNT] = {4, 2, 2, 34, 18, 144, 210};
 
 const char *wformat_name(int wf)
 {
@@ -65,7 +65,7 @@ int wformat_parse(WFormatSpec *s, const char *arg)
 		int fmt = find_format(f, flen);
 		if (len == 0 || (eq && eq == p) || fmt < 0) {
 			fprintf(stderr, "nestc: error: --weights-format: '%.*s' is not FMT or PATTERN=FMT, FMT one of "
-			                "f32, bf16, f16, q8_0, q4_0\n", (int)len, p);
+			                "f32, bf16, f16, q8_0, q4_0, q4_k, q6_k\n", (int)len, p);
 			return -1;
 		}
 		if (eq) {
@@ -236,6 +236,12 @@ int wformat_assign(Program *p, Diag *d, const WFormatSpec *s)
 		const Node *at;
 		char buf[256];
 		const char *why = eligible(p, i, wf, &axis, &at, buf, sizeof buf);
+		if (why && explicit < 0 && wformat_block(wf) == 256 && !eligible(p, i, WF_Q8_0, &axis, &at, buf, sizeof buf)) {
+			/* a k-quant's super-block does not divide the axis (LLaMA's F = 688
+			 * at a small size): llama.cpp's quantizer falls back too */
+			wf = WF_Q8_0;
+			why = NULL;
+		}
 		if (!why) {
 			pi->wformat = wf;
 			pi->waxis = axis;

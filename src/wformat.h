@@ -1,5 +1,5 @@
 /* wformat.h - weight formats (nestc build/run --weights-format): which
- * params are held in bf16, f16, q8_0 or q4_0, decided once on the lowered
+ * params are held in bf16, f16, q8_0, q4_0, q4_k or q6_k, decided once on the lowered
  * program (wformat.c) and read by the interpreter (run.c), code generation
  * (codegen/) and the report. */
 #ifndef NESTC_WFORMAT_H
@@ -8,10 +8,10 @@
 #include "nestc.h"
 
 /* The formats, numbered as libnestrt's NESTRT_FMT_* (nestrt.h). */
-enum { WF_F32 = 0, WF_BF16 = 1, WF_F16 = 2, WF_Q8_0 = 3, WF_Q4_0 = 4, WF_COUNT = 5 };
+enum { WF_F32 = 0, WF_BF16 = 1, WF_F16 = 2, WF_Q8_0 = 3, WF_Q4_0 = 4, WF_Q4_K = 5, WF_Q6_K = 6, WF_COUNT = 7 };
 
 const char *wformat_name(int wf);        /* "f32", "bf16", ... */
-int wformat_block(int wf);               /* elements per block: 1 or 32 */
+int wformat_block(int wf);               /* elements per block: 1, 32 or 256 */
 int wformat_block_bytes(int wf);         /* bytes per block */
 /* The bytes of n elements in wf (n a multiple of its block). */
 int64_t wformat_bytes(int wf, int64_t n);
@@ -30,7 +30,9 @@ void wformat_spec_free(WFormatSpec *s);
 
 /* Set Program.params[i].wformat and .waxis from the spec: a bare format for
  * every f32 param whose every reader is a 2-D matmul (as its right operand,
- * or transposed) or a gather from its rows; a pattern for the params it
+ * or transposed) or a gather from its rows (a bare k-quant, for such a param
+ * whose axis is a multiple of 32 but not of 256, gives q8_0, as llama.cpp's
+ * quantizer falls back); a pattern for the params it
  * matches (the last match wins), which must be read so, else an error at the
  * reader. Returns the errors reported through d. */
 int wformat_assign(Program *p, Diag *d, const WFormatSpec *s);

@@ -154,7 +154,7 @@ static LLVMValueRef fmt_panel_bytes(Gen *G, int wf, LLVMValueRef K, LLVMValueRef
 {
 	if (wformat_block(wf) == 1)
 		return imul(G, imul(G, K, wide), ci64(G, wformat_block_bytes(wf)));
-	return imul(G, imul(G, idiv(G, K, ci64(G, 32)), wide), ci64(G, wformat_block_bytes(wf)));
+	return imul(G, imul(G, idiv(G, K, ci64(G, wformat_block(wf))), wide), ci64(G, wformat_block_bytes(wf)));
 }
 
 /* A phi of type t in the current block with `in` from block `from`. */
@@ -301,6 +301,186 @@ static LLVMValueRef block_scales(Gen *G, LLVMValueRef panel, LLVMValueRef o, LLV
 	return iadd(G, base, imul(G, wide, ci64(G, 2)));
 }
 
+/* Super-block o of a q4_k / q6_k panel (nestrt.h's layout: the block's f16
+ * fields a row of `wide` each, then its other bytes a row each, in the
+ * block's order), added to acc[r][v] into nacc. Passes over byte rows, each
+ * summing the products of activations and unscaled quants of two or four
+ * sub-blocks in as many sets of accumulators (independent FMA chains, as
+ * q4_0's nibbles), then scaled once a sub-block: q4_k four passes of 32 rows
+ * (a row's low nibbles k, its high ones k + 32), less dmin m times the
+ * sub-block's activations summed; q6_k rows r, r + 32 (low nibbles, then
+ * high) and 128 + r (two bits each), less 32: a small tile (a decode step's
+ * one row) all four quants of a row in a pass of 16 rows (two a pass held
+ * q6_k at half q4_k's speed), a larger one two (registers). */
+typedef struct KqSet {
+	int row, sh;  /* the byte row (plus the pass's j) and the nibble's shift */
+	int qrow;     /* q6_k: the row of the high bits (at 2 t), else -1 */
+	int t;        /* q6_k: which of a qh byte's four quants */
+	int k, sub;   /* the first k (plus j), the sub-block's scale */
+} KqSet;
+
+static void kq_block(Fn *F, Node *a, int mr, int nv, int vw, int wf, LLVMValueRef K, LLVMValueRef arow,
+                     LLVMValueRef panel, LLVMValueRef wide, LLVMValueRef o, LLVMValueRef acc[][4],
+                     LLVMValueRef nacc[][4], int stream)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw), vi = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+	LLVMTypeRef ts[3] = {vt, vt, vt};
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
+	int q4 = wf == WF_Q4_K;
+	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
+	LLVMValueRef d[4], dmin[4];
+	for (int v = 0; v < nv; v++) {
+		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
+		if (q4)
+			dmin[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), ci64(G, 2 * v * vw))),
+			                                 G->i16, vw), vw, 0);
+	}
+	LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, q4 ? 4 : 2)));
+	/* byte row r of vector v, as <vw x i32> */
+	#define KQ_ROW(r, v) llvm.LLVMBuildZExt(B, load_vec_at(G, panel, iadd(G, rows, iadd(G, imul(G, (r), wide), ci64(G, (v) * vw))), G->i8, vw), vi, "")
+	LLVMValueRef k0 = imul(G, o, ci64(G, 256));
+	LLVMValueRef cur[MM_MAX_MR][4];
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			cur[r][v] = acc[r][v];
+	int nsets = q4 || mr * nv > 6 ? 2 : 4;
+	int nrows = q4 ? 32 : 16, npass = 256 / (nrows * nsets);
+	for (int p = 0; p < npass; p++) {
+		KqSet set[4];
+		for (int q = 0; q < nsets; q++) {
+			if (q4) {
+				set[q] = (KqSet){12 + 32 * p, 4 * q, -1, 0, 64 * p + 32 * q, 2 * p + q};
+			} else {
+				/* pass p: half h of 128, rows 16 is.., quants t (of 4) */
+				int per = 4 / nsets, h = p / (2 * per), is = p / per % 2, t = p % per * nsets + q;
+				set[q] = (KqSet){64 * h + 16 * is + 32 * (t & 1), 4 * (t >> 1), 128 + 32 * h + 16 * is, t,
+				                 128 * h + 16 * is + 32 * t, 8 * h + is + 2 * t};
+			}
+		}
+		LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
+		LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "kqj");
+		LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "kqjbody");
+		LLVMBasicBlockRef done = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "kqjdone");
+		llvm.LLVMBuildBr(B, head);
+		llvm.LLVMPositionBuilderAtEnd(B, head);
+		LLVMValueRef j = phi_from(G, G->i64, ci64(G, 0), pre);
+		LLVMValueRef s[4][MM_MAX_MR][4], ns[4][MM_MAX_MR][4];
+		for (int q = 0; q < nsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					s[q][r][v] = phi_from(G, vt, llvm.LLVMConstNull(vt), pre);
+		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, j, ci64(G, nrows), ""), body, done);
+		llvm.LLVMPositionBuilderAtEnd(B, body);
+		/* the pass's distinct byte rows (at most three), each loaded once */
+		int rowid[3], nr = 0;
+		for (int q = 0; q < nsets; q++)
+			for (int x = 0; x < 2; x++) {
+				int rr = x ? set[q].qrow : set[q].row, seen = 0;
+				for (int i = 0; i < nr; i++)
+					seen |= rowid[i] == rr;
+				if (rr >= 0 && !seen)
+					rowid[nr++] = rr;
+			}
+		if (stream) {
+			/* a one-row tile: each row it reads prefetched MM_AHEAD on (a
+			 * super-block's lines at once, 100 and more, ran at half the speed) */
+			for (int i = 0; i < nr; i++)
+				prefetch_stream(G, panel, iadd(G, rows, imul(G, iadd(G, j, ci64(G, rowid[i])), wide)), nv * vw);
+		}
+		LLVMValueRef w[4][4];
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef by[3];
+			for (int i = 0; i < nr; i++)
+				by[i] = KQ_ROW(iadd(G, j, ci64(G, rowid[i])), v);
+			for (int q = 0; q < nsets; q++) {
+				LLVMValueRef b = NULL, hb = NULL;
+				for (int i = 0; i < nr; i++) {
+					if (rowid[i] == set[q].row)
+						b = by[i];
+					if (rowid[i] == set[q].qrow)
+						hb = by[i];
+				}
+				LLVMValueRef x = set[q].sh ? llvm.LLVMBuildLShr(B, b, vsplat32(G, vw, (uint32_t)set[q].sh), "") : b;
+				if (!q4 || set[q].sh == 0)
+					x = llvm.LLVMBuildAnd(B, x, vsplat32(G, vw, 15), "");
+				if (hb) {
+					LLVMValueRef t = set[q].t ? llvm.LLVMBuildLShr(B, hb, vsplat32(G, vw, (uint32_t)(2 * set[q].t)), "") : hb;
+					t = llvm.LLVMBuildShl(B, llvm.LLVMBuildAnd(B, t, vsplat32(G, vw, 3), ""), vsplat32(G, vw, 4), "");
+					x = llvm.LLVMBuildSub(B, llvm.LLVMBuildOr(B, x, t, ""), vsplat32(G, vw, 32), "");
+				}
+				w[q][v] = llvm.LLVMBuildSIToFP(B, x, vt, "");
+			}
+		}
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef ar = iadd(G, elem_off(G, arow, ci64(G, r), K), iadd(G, k0, j));
+			for (int q = 0; q < nsets; q++) {
+				LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, ar, ci64(G, set[q].k))));
+				for (int v = 0; v < nv; v++) {
+					LLVMValueRef vs[3] = {bc, w[q][v], s[q][r][v]};
+					ns[q][r][v] = call(G, fma, vt, ts, vs, 3);
+				}
+			}
+		}
+		LLVMValueRef jn = iadd(G, j, ci64(G, 1));
+		LLVMBasicBlockRef end = llvm.LLVMGetInsertBlock(B);
+		llvm.LLVMBuildBr(B, head);
+		llvm.LLVMAddIncoming(j, &jn, &end, 1);
+		for (int q = 0; q < nsets; q++)
+			for (int r = 0; r < mr; r++)
+				for (int v = 0; v < nv; v++)
+					llvm.LLVMAddIncoming(s[q][r][v], &ns[q][r][v], &end, 1);
+		llvm.LLVMPositionBuilderAtEnd(B, done);
+		/* the sub-blocks' scales (q4_k: and mins, negated), per column */
+		LLVMValueRef ds[4][4], dm[4][4];
+		for (int v = 0; v < nv; v++)
+			for (int q = 0; q < nsets; q++) {
+				int sb = set[q].sub;
+				if (q4) {
+					/* ggml's get_scale_min_k4 over the 12 bytes, a lane a column */
+					LLVMValueRef sc, m;
+					if (sb < 4) {
+						sc = llvm.LLVMBuildAnd(B, KQ_ROW(ci64(G, sb), v), vsplat32(G, vw, 63), "");
+						m = llvm.LLVMBuildAnd(B, KQ_ROW(ci64(G, sb + 4), v), vsplat32(G, vw, 63), "");
+					} else {
+						LLVMValueRef b4 = KQ_ROW(ci64(G, sb + 4), v), c6 = vsplat32(G, vw, 6), c4 = vsplat32(G, vw, 4);
+						LLVMValueRef top_s = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, KQ_ROW(ci64(G, sb - 4), v), c6, ""), c4, "");
+						LLVMValueRef top_m = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, KQ_ROW(ci64(G, sb), v), c6, ""), c4, "");
+						sc = llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, b4, vsplat32(G, vw, 15), ""), top_s, "");
+						m = llvm.LLVMBuildOr(B, llvm.LLVMBuildLShr(B, b4, c4, ""), top_m, "");
+					}
+					ds[q][v] = llvm.LLVMBuildFMul(B, d[v], llvm.LLVMBuildSIToFP(B, sc, vt, ""), "");
+					dm[q][v] = llvm.LLVMBuildFNeg(B, llvm.LLVMBuildFMul(B, dmin[v], llvm.LLVMBuildSIToFP(B, m, vt, ""), ""), "");
+				} else {
+					LLVMValueRef sc = load_vec_at(G, panel, iadd(G, rows, iadd(G, imul(G, ci64(G, 192 + sb), wide), ci64(G, v * vw))),
+					                              G->i8, vw);
+					ds[q][v] = llvm.LLVMBuildFMul(B, d[v], llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSExt(B, sc, vi, ""), vt, ""), "");
+				}
+			}
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef as[4] = {NULL};
+			if (q4)
+				for (int q = 0; q < nsets; q++)
+					as[q] = block_asum(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), iadd(G, k0, ci64(G, set[q].k))), vw);
+			for (int v = 0; v < nv; v++)
+				for (int q = 0; q < nsets; q++) {
+					LLVMValueRef vs[3] = {s[q][r][v], ds[q][v], cur[r][v]};
+					cur[r][v] = call(G, fma, vt, ts, vs, 3);
+					if (q4) {
+						LLVMValueRef vm[3] = {as[q], dm[q][v], cur[r][v]};
+						cur[r][v] = call(G, fma, vt, ts, vm, 3);
+					}
+				}
+		}
+	}
+	#undef KQ_ROW
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			nacc[r][v] = cur[r][v];
+}
+
 /* mm_tile over a panel in format wf (i8* panel, `wide` columns): mr rows by
  * nv vectors, the accumulators in registers over the whole k. A small tile
  * (a decode step's one row) keeps two sets of sums, even and odd k (q4_0: a
@@ -326,8 +506,8 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 	LLVMTypeRef ts[3] = {vt, vt, vt};
 	int blocked = wformat_block(wf) > 1;
 	int sets = mr * nv <= 6 ? 2 : 1;
-	/* the outer loop: k (16-bit formats; pairs of k with two sets) or blocks of 32 k */
-	LLVMValueRef nouter = blocked ? idiv(G, K, ci64(G, 32)) : sets == 2 ? idiv(G, K, ci64(G, 2)) : K;
+	/* the outer loop: k (16-bit formats; pairs of k with two sets) or blocks (32 k, or 256) */
+	LLVMValueRef nouter = blocked ? idiv(G, K, ci64(G, wformat_block(wf))) : sets == 2 ? idiv(G, K, ci64(G, 2)) : K;
 	LLVMBasicBlockRef pre = llvm.LLVMGetInsertBlock(B);
 	LLVMBasicBlockRef head = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmk");
 	LLVMBasicBlockRef body = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmkbody");
@@ -344,7 +524,7 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 				acc[q][r][v] = phi_from(G, vt, zv, pre);
 	llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, o, nouter, ""), body, done);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
-	if (stream && llvm.LLVMIsAConstantInt(wide)) {
+	if (stream && llvm.LLVMIsAConstantInt(wide) && wformat_block(wf) < 256) {
 		/* the bytes of this step: a block, or one k (two with two sets) */
 		int64_t step = llvm.LLVMConstIntGetSExtValue(wide) * (blocked ? wformat_block_bytes(wf) : 2 * osets);
 		prefetch_stream(G, panel, imul(G, o, ci64(G, step)), step);
@@ -365,6 +545,8 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 				}
 			}
 		}
+	} else if (wformat_block(wf) == 256) {
+		kq_block(F, a, mr, nv, vw, wf, K, arow, panel, wide, o, acc[0], nacc[0], stream);
 	} else if (F->qa && (wf == WF_Q8_0 || wf == WF_Q4_0)) {
 		/* block o: the weight's scales, then 32 k as integer dot products of
 		 * 4 k a lane (q4_0: a byte's low nibbles k, its high ones k + 16) */
@@ -1268,8 +1450,8 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	}
 	if (packed && F->kp_on && !F->par_lo) {
 		/* NESTRT_PROFILE=2: the weight's bytes as held (its packed copy, or
-		 * f32 read in place), per 32 elements: f32 128, 16 bits 64, q8_0 34,
-		 * q4_0 18 */
+		 * f32 read in place), per 256 elements: f32 1024, 16 bits 512, q8_0
+		 * 272, q4_0 and q4_k 144, q6_k 210 */
 		if (!F->kp_bytes) {
 			F->kp_bytes = entry_alloca(F, G->i64, "kp.bytes");
 			F->kp_fmt = entry_alloca(F, G->i32, "kp.fmt");
@@ -1277,11 +1459,11 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 		LLVMValueRef f = pkfmt ? pkfmt : ci32(G, WF_F32);
 		f = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, packed, llvm.LLVMConstPointerNull(G->i8p), ""),
 		                         ci32(G, WF_F32), f, "");
-		LLVMValueRef per = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, WF_Q4_0), ""), ci64(G, 18),
-		                   llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, WF_Q8_0), ""), ci64(G, 34),
-		                   llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, WF_F32), ""), ci64(G, 128),
-		                                        ci64(G, 64), ""), ""), "");
-		llvm.LLVMBuildStore(B, idiv(G, imul(G, imul(G, K, Nn), per), ci64(G, 32)), F->kp_bytes);
+		LLVMValueRef per = ci64(G, 1024);
+		for (int wf = WF_F32 + 1; wf < WF_COUNT; wf++)
+			per = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, f, ci32(G, wf), ""),
+			                           ci64(G, 256 / wformat_block(wf) * wformat_block_bytes(wf)), per, "");
+		llvm.LLVMBuildStore(B, idiv(G, imul(G, imul(G, K, Nn), per), ci64(G, 256)), F->kp_bytes);
 		llvm.LLVMBuildStore(B, f, F->kp_fmt);
 		F->kp_read = 1;
 	}

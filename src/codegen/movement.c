@@ -381,6 +381,73 @@ static LLVMValueRef qbyte_at(Gen *G, LLVMValueRef j, LLVMValueRef c, LLVMValueRe
 	return iadd(G, imul(G, iadd(G, imul(G, quad, wide), c), ci64(G, 4)), lane);
 }
 
+/* Byte i of a row of column c of a panel's block at base (a row of `wide`
+ * bytes each), as i32. */
+static LLVMValueRef kq_byte(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMValueRef c, LLVMValueRef wide, LLVMValueRef i)
+{
+	LLVMValueRef off = iadd(G, base, iadd(G, imul(G, i, wide), c));
+	return llvm.LLVMBuildZExt(G->B, llvm.LLVMBuildLoad2(G->B, G->i8, llvm.LLVMBuildGEP2(G->B, G->i8, pk, &off, 1, ""), ""),
+	                          G->i32, "");
+}
+
+/* Element e (0..255) of column c of a q4_k / q6_k super-block at base
+ * (nestrt.h's panel layout: its f16 fields a row each, then its bytes a row
+ * each), dequantized as ggml's dequantize_row_q4_K / _q6_K. */
+static LLVMValueRef kq_element(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMValueRef c, LLVMValueRef wide,
+                               LLVMValueRef e, int wf)
+{
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef i16p = llvm.LLVMPointerType(G->i16, 0);
+	LLVMValueRef half[2];
+	for (int h = 0; h < (wf == WF_Q4_K ? 2 : 1); h++) {
+		LLVMValueRef off = iadd(G, base, imul(G, iadd(G, imul(G, ci64(G, h), wide), c), ci64(G, 2)));
+		LLVMValueRef x = llvm.LLVMBuildLoad2(B, G->i16, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, pk, &off, 1, ""), i16p, ""), "");
+		llvm.LLVMSetAlignment(x, 1);
+		half[h] = widen16(G, x, 0, 0);
+	}
+	LLVMValueRef c4 = llvm.LLVMConstInt(G->i32, 4, 0), c6 = llvm.LLVMConstInt(G->i32, 6, 0);
+	#define I32(v) llvm.LLVMConstInt(G->i32, (v), 0)
+	if (wf == WF_Q4_K) {
+		LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, 4)));
+		/* sub-block sb = e / 32: get_scale_min_k4 with both of its cases computed */
+		LLVMValueRef sb = idiv(G, e, ci64(G, 32));
+		LLVMValueRef lowj = llvm.LLVMBuildICmp(B, LLVMIntSLT, sb, ci64(G, 4), "");
+		LLVMValueRef bj = kq_byte(G, pk, rows, c, wide, sb);
+		LLVMValueRef bj4 = kq_byte(G, pk, rows, c, wide, iadd(G, sb, ci64(G, 4)));
+		LLVMValueRef bjm4 = kq_byte(G, pk, rows, c, wide, llvm.LLVMBuildSelect(B, lowj, sb, isub(G, sb, ci64(G, 4)), ""));
+		LLVMValueRef sc = llvm.LLVMBuildSelect(B, lowj, llvm.LLVMBuildAnd(B, bj, I32(63), ""),
+		                                       llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, bj4, I32(15), ""),
+		                                                        llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, bjm4, c6, ""), c4, ""), ""), "");
+		LLVMValueRef m = llvm.LLVMBuildSelect(B, lowj, llvm.LLVMBuildAnd(B, bj4, I32(63), ""),
+		                                      llvm.LLVMBuildOr(B, llvm.LLVMBuildLShr(B, bj4, c4, ""),
+		                                                       llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, bj, c6, ""), c4, ""), ""), "");
+		/* byte 32 (e / 64) + e % 32 of the nibbles, high nibble for e % 64 >= 32 */
+		LLVMValueRef row = iadd(G, imul(G, idiv(G, e, ci64(G, 64)), ci64(G, 32)), irem(G, e, ci64(G, 32)));
+		LLVMValueRef b = kq_byte(G, pk, rows, c, wide, iadd(G, row, ci64(G, 12)));
+		LLVMValueRef hi = llvm.LLVMBuildICmp(B, LLVMIntSGE, irem(G, e, ci64(G, 64)), ci64(G, 32), "");
+		LLVMValueRef q = llvm.LLVMBuildSelect(B, hi, llvm.LLVMBuildLShr(B, b, c4, ""), llvm.LLVMBuildAnd(B, b, I32(15), ""), "");
+		LLVMValueRef d1 = llvm.LLVMBuildFMul(B, half[0], llvm.LLVMBuildSIToFP(B, sc, G->f32, ""), "");
+		LLVMValueRef m1 = llvm.LLVMBuildFMul(B, half[1], llvm.LLVMBuildSIToFP(B, m, G->f32, ""), "");
+		return llvm.LLVMBuildFSub(B, llvm.LLVMBuildFMul(B, d1, llvm.LLVMBuildSIToFP(B, q, G->f32, ""), ""), m1, "");
+	}
+	/* q6_k: e = 128 h + 32 t + l; ql byte 64 h + l + 32 (t & 1) at nibble
+	 * 4 (t >> 1), qh byte 128 + 32 h + l at bits 2t, scale 192 + 8 h + l / 16 + 2t */
+	LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, 2)));
+	LLVMValueRef h = idiv(G, e, ci64(G, 128)), t = irem(G, idiv(G, e, ci64(G, 32)), ci64(G, 4)), l = irem(G, e, ci64(G, 32));
+	LLVMValueRef t32 = llvm.LLVMBuildTrunc(B, t, G->i32, "");
+	LLVMValueRef qlb = kq_byte(G, pk, rows, c, wide, iadd(G, iadd(G, imul(G, h, ci64(G, 64)), l),
+	                                                       imul(G, llvm.LLVMBuildAnd(B, t, ci64(G, 1), ""), ci64(G, 32))));
+	LLVMValueRef qhb = kq_byte(G, pk, rows, c, wide, iadd(G, ci64(G, 128), iadd(G, imul(G, h, ci64(G, 32)), l)));
+	LLVMValueRef lo = llvm.LLVMBuildAnd(B, llvm.LLVMBuildLShr(B, qlb, llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, t32, I32(1), ""), I32(2), ""), ""), I32(15), "");
+	LLVMValueRef hb = llvm.LLVMBuildAnd(B, llvm.LLVMBuildLShr(B, qhb, llvm.LLVMBuildShl(B, t32, I32(1), ""), ""), I32(3), "");
+	LLVMValueRef q = llvm.LLVMBuildSub(B, llvm.LLVMBuildOr(B, lo, llvm.LLVMBuildShl(B, hb, c4, ""), ""), I32(32), "");
+	LLVMValueRef si = iadd(G, ci64(G, 192), iadd(G, imul(G, h, ci64(G, 8)), iadd(G, idiv(G, l, ci64(G, 16)), imul(G, t, ci64(G, 2)))));
+	LLVMValueRef sc = llvm.LLVMBuildSExt(B, llvm.LLVMBuildTrunc(B, kq_byte(G, pk, rows, c, wide, si), G->i8, ""), G->i32, "");
+	#undef I32
+	LLVMValueRef ds = llvm.LLVMBuildFMul(B, half[0], llvm.LLVMBuildSIToFP(B, sc, G->f32, ""), "");
+	return llvm.LLVMBuildFMul(B, ds, llvm.LLVMBuildSIToFP(B, q, G->f32, ""), "");
+}
+
 /* Rows idx of a [rows, cols] matrix out of its copy in format wf (nestrt.h:
  * always transposed, row v along its blocks as column v % wide of panel
  * v / wide; lay = {wide, 1}), each element widened or dequantized. */
@@ -407,6 +474,9 @@ static void gather_from_format(Fn *F, Node *n, Node *idx, int wf, LLVMValueRef p
 		                                                                          llvm.LLVMPointerType(G->i16, 0), ""), "");
 		llvm.LLVMSetAlignment(h, 1);
 		x = widen16(G, h, 0, wf == WF_BF16);
+	} else if (blk == 256) {
+		x = kq_element(G, pk, iadd(G, panel, imul(G, imul(G, idiv(G, j, ci64(G, 256)), wide), bb)), c, wide,
+		               irem(G, j, ci64(G, 256)), wf);
 	} else {
 		/* block j / 32: its scale at 2c, quant j % 32 of column c after the scales */
 		LLVMValueRef base = iadd(G, panel, imul(G, imul(G, idiv(G, j, ci64(G, 32)), wide), bb));

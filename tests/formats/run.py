@@ -14,7 +14,8 @@ at most 1e-5 of the largest |reference|. The build's report must say which
 params took the format (biases and norms' weights stay f32). Then the errors a
 user meets: a format a param cannot take (its axis not a multiple of the block,
 a reader that is not a matmul or a gather, an unknown name), a NaN or an
-infinity in the file, f16's range, and a pattern matching nothing.
+infinity in the file, f16's range, and a pattern matching nothing. The k-quants q4_k and q6_k (super-blocks of 256) on a
+model of their own (check_kquant).
 
 Prints `ok NAME` / `FAIL NAME: why` and a last line `N passed, N failed`.
 """
@@ -468,6 +469,152 @@ def check_gguf_errors(tmp, src, W):
     return res
 
 
+KMODEL = """
+param w1: f32[512, 37]
+param w2: f32[45, 256]
+param w3: f32[256, 40]
+param emb: f32[50, 512]
+param wf: f32[288, 24]
+param wo: f32[100, 8]
+
+@region
+fn lin(x: f32[T, 512], w: f32[512, 37]) -> f32[T, 37] {
+  return x @ w
+}
+
+export fn mm(x: f32[29, 512]) -> f32[29, 37] {
+  return x @ w1
+}
+
+export fn mmt(x: f32[7, 256]) -> f32[7, 45] {
+  return x @ transpose(w2, [1, 0])
+}
+
+export fn mv(x: f32[256]) -> f32[40] {
+  return x @ w3
+}
+
+export fn bmm(x: f32[3, 5, 512]) -> f32[3, 5, 37] {
+  return x @ w1
+}
+
+export fn gather(i: i32[6]) -> f32[6, 512] {
+  return emb[i]
+}
+
+export fn two(x: f32[9, 512]) -> f32[9, 37] {
+  return lin(x, w1) * 0.5 + lin(x, w1)
+}
+
+export fn fb(x: f32[3, 288]) -> f32[3, 24] {
+  return x @ wf
+}
+
+export fn oddk(x: f32[2, 100]) -> f32[2, 8] {
+  return x @ wo
+}
+"""
+KAXIS = {"w1": 0, "w2": 1, "w3": 0, "emb": 1, "wf": 0}
+
+
+def check_kquant(tmp, fmt, configs):
+    """The k-quants (q4_k, q6_k: super-blocks of 256) on a model whose matrices reduce
+    axes of 256 and 512: a product of 29 rows (register tiles and the rows left), one
+    of odd width (a partial panel), transposed, a matrix-vector product, a batch of
+    rows, a gather, a region; wf's axis of 288 is not whole super-blocks, so a bare
+    k-quant gives it q8_0 (as llama.cpp's quantizer falls back), and wo's 100 not even
+    q8_0's blocks: f32. Built for each of configs ((cpu, threads): SSE2's and AVX2's
+    lanes, several threads) and checked against NumPy over the weights round-tripped
+    by tests/io/quant.py's reference of ggml's quantizers; then from a GGUF file that
+    `nestc weights --format` wrote (the build binds its blocks as they are, also
+    mapped with NESTRT_MMAP=1), and an f32 build of that file."""
+    res = []
+    d = os.path.join(tmp, "k_" + fmt)
+    os.makedirs(d)
+    src = os.path.join(d, "km.nest")
+    with open(src, "w") as f:
+        f.write(KMODEL.lstrip("\n"))
+    rng = np.random.default_rng(256)
+    W = {n: rng.uniform(-1, 1, shape).astype(np.float32) for n, shape in
+         [("w1", (512, 37)), ("w2", (45, 256)), ("w3", (256, 40)), ("emb", (50, 512)), ("wf", (288, 24)), ("wo", (100, 8))]}
+    W["w1"][0:256, 0] = 0          # an all-zero super-block
+    W["w1"][256:512, 1] = np.abs(W["w1"][256:512, 1]) + 3   # only positive values: a min of 0
+    W["w1"][0:32, 2] *= 1e-4        # sub-blocks far apart in scale
+    wpath = os.path.join(d, "w.safetensors")
+    C.write_safetensors(wpath, sorted(W.items()))
+    held = {"w1": fmt, "w2": fmt, "w3": fmt, "emb": fmt, "wf": "q8_0"}
+    Wf = dict(W)
+    for n, f in held.items():
+        Wf[n] = round_trip(f, W[n], KAXIS[n])
+    ins = {"mm": {"x": rng.standard_normal((29, 512))}, "mmt": {"x": rng.standard_normal((7, 256))},
+           "mv": {"x": rng.standard_normal(256)}, "bmm": {"x": rng.standard_normal((3, 5, 512))},
+           "gather": {"i": np.array([3, 0, 49, 7, 7, 20], np.int32)}, "two": {"x": rng.standard_normal((9, 512))},
+           "fb": {"x": rng.standard_normal((3, 288))}, "oddk": {"x": rng.standard_normal((2, 100))}}
+    ins = {e: {k: (a if a.dtype == np.int32 else a.astype(np.float32)) for k, a in v.items()} for e, v in ins.items()}
+
+    def ref(entry, F):
+        f = {k: v.astype(np.float64) for k, v in F.items()}
+        x = ins[entry].get("x")
+        x = None if x is None else x.astype(np.float64)
+        return {"mm": lambda: x @ f["w1"], "mmt": lambda: x @ f["w2"].T, "mv": lambda: x @ f["w3"],
+                "bmm": lambda: x @ f["w1"], "gather": lambda: f["emb"][ins["gather"]["i"]],
+                "two": lambda: 1.5 * (x @ f["w1"]), "fb": lambda: x @ f["wf"], "oddk": lambda: x @ f["wo"]}[entry]()
+
+    def run_all(tag, out, weights, F, envs=(None,)):
+        hdr = C.parse_header(os.path.join(out, "km.h"), "km")
+        for entry in ins:
+            name = "%s.%s" % (tag, entry)
+            try:
+                model_in = {}
+                for k, a in ins[entry].items():
+                    model_in[k] = os.path.join(d, "in_%s_%s.npy" % (entry, k))
+                    np.save(model_in[k], a)
+                outp = os.path.join(d, "got_%s_%s.npy" % (tag, entry))
+                exe = C.compile_driver(d, [C.Call(hdr[entry], weights, model_in, [outp])], ["km"], [out],
+                                       sorted(C.glob.glob(os.path.join(out, "*.o"))), name="drv_%s_%s" % (tag, entry))
+                for env in envs:
+                    rr = C.run([exe], env=env)
+                    if rr.returncode != 0:
+                        raise Fail("compiled program: " + C.describe([exe], rr))
+                    close(np.load(outp), ref(entry, F), "compiled" + (" (%s)" % env.get("_what") if env else ""))
+                res.append((name, None))
+            except Fail as ex:
+                res.append((name, str(ex)))
+
+    for cpu, threads in configs:
+        tag = "%s%s%s" % (fmt, "." + cpu if cpu else "", ".threads%d" % threads if threads else "")
+        out = os.path.join(d, "out_" + tag)
+        r = C.nestc("build", src, "-o", out, "--weights-format=" + fmt, "--report", *(["--cpu=" + cpu] if cpu else []))
+        got = {m.group(1): m.group(2) for m in re.finditer(r"^  (\w+): f32\[[^\]]*\], (\w+), blocks along", r.stdout, re.M)}
+        res.append(("%s.report" % tag, None if got == held else "report says %s, want %s" % (got, held)))
+        envs = (dict(os.environ, NESTRT_NUM_THREADS=str(threads), _what="%d threads" % threads),) if threads else (None,)
+        run_all(tag, out, wpath, Wf, envs)
+        if cpu or threads:
+            continue
+        for entry in ("mm", "gather", "fb"):
+            name = "%s.run.%s" % (tag, entry)
+            try:
+                refp = os.path.join(d, "run_%s.npy" % entry)
+                args = ["run", src, "--entry", entry, "--weights", wpath, "--weights-format=" + fmt, "--output", refp]
+                for k, a in ins[entry].items():
+                    args += ["--input", "%s=%s" % (k, os.path.join(d, "in_%s_%s.npy" % (entry, k)))]
+                C.nestc(*args)
+                close(np.load(refp), ref(entry, Wf), "nestc run")
+                res.append((name, None))
+            except Fail as ex:
+                res.append((name, str(ex)))
+    # the same weights from a GGUF file in fmt: bound as the file holds them
+    g = os.path.join(d, "w.gguf")
+    C.nestc("weights", src, "--weights", wpath, "--format=" + fmt, "-o", g)
+    out = os.path.join(d, "out_%s" % fmt)
+    mm = dict(os.environ, NESTRT_MMAP="1", _what="NESTRT_MMAP=1")
+    run_all("gguf." + fmt, out, g, Wf, (None, mm))
+    out32 = os.path.join(d, "out_f32")
+    C.nestc("build", src, "-o", out32)
+    run_all("gguf.%s.f32_build" % fmt, out32, g, Wf, (None, mm))
+    return res
+
+
 STATE_MODEL = """
 const CACHE = f32
 state acc: { k: CACHE[8, 40] }
@@ -616,6 +763,12 @@ def main(argv):
                     results += check_gguf(tmp, src, W, ins, fmt)
                 except Fail as ex:
                     results.append(("gguf." + fmt, str(ex)))
+        for fmt in ("q4_k", "q6_k"):
+            if want(fmt):
+                try:
+                    results += check_kquant(tmp, fmt, [(None, None), ("x86-64", None), ("haswell", None), (None, 3)])
+                except Fail as ex:
+                    results.append((fmt, str(ex)))
         if want("gguf"):
             try:
                 results += check_gguf_errors(tmp, src, W)

@@ -116,6 +116,60 @@ def quantize_q4_0(x):
     return out.tobytes()
 
 
+def encode_q4_k(x):
+    """Valid q4_K super-blocks for x (a plain min/max fit per sub-block, not ggml's search:
+    a reader must take any valid block). Sub-block j of 32: scale (max - min) / 15 and
+    min -min(0, min), as 6-bit multiples of the super-block's f16 d and dmin; q =
+    round((x + dmin m) / (d sc)) in 0..15, sub-blocks 2c and 2c + 1 in the low and high
+    nibbles of bytes 32c.."""
+    x = np.asarray(x, np.float32).reshape(-1, 8, 32).astype(np.float64)
+    lo = np.minimum(x.min(axis=2), 0)
+    scale, mins = (x.max(axis=2) - lo) / 15, -lo
+    d, dmin = f16(scale.max(axis=1) / 63), f16(mins.max(axis=1) / 63)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.clip(np.nan_to_num(np.rint(scale / d.astype(np.float64)[:, None])), 0, 63).astype(np.uint8)
+        mn = np.clip(np.nan_to_num(np.rint(mins / dmin.astype(np.float64)[:, None])), 0, 63).astype(np.uint8)
+        ds = d.astype(np.float64)[:, None] * sc
+        dm = dmin.astype(np.float64)[:, None] * mn
+        q = np.clip(np.nan_to_num(np.rint((x + dm[:, :, None]) / ds[:, :, None])), 0, 15).astype(np.uint8)
+    out = np.zeros((x.shape[0], 144), np.uint8)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
+    for j in range(8):   # get_scale_min_k4's inverse
+        if j < 4:
+            out[:, 4 + j] |= sc[:, j]
+            out[:, 8 + j] |= mn[:, j]
+        else:
+            out[:, 8 + j] = (sc[:, j] & 15) | (mn[:, j] & 15) << 4
+            out[:, j] |= (sc[:, j] >> 4) << 6
+            out[:, 4 + j] |= (mn[:, j] >> 4) << 6
+    q = q.reshape(-1, 4, 2, 32)
+    out[:, 16:] = (q[:, :, 0] | q[:, :, 1] << 4).reshape(-1, 128)
+    return out.tobytes()
+
+
+def encode_q6_k(x):
+    """Valid q6_K super-blocks for x (a plain fit, not ggml's search): sub-block j of 16 has
+    scale max|x| / 31 as an int8 multiple of the f16 d = max scale / 127, q = round(x /
+    (d sc)) + 32 in 0..63 laid out as ggml's ql, qh and scales."""
+    x = np.asarray(x, np.float32).reshape(-1, 16, 16).astype(np.float64)
+    scale = np.abs(x).max(axis=2) / 31
+    d = f16(scale.max(axis=1) / 127)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.clip(np.nan_to_num(np.rint(scale / d.astype(np.float64)[:, None])), -128, 127).astype(np.int32)
+        ds = d.astype(np.float64)[:, None] * sc
+        q = (np.clip(np.nan_to_num(np.rint(x / ds[:, :, None])), -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 4, 32)
+    out = np.zeros((x.shape[0], 210), np.uint8)
+    for h in range(2):
+        out[:, 64 * h:64 * h + 32] = (q[:, h, 0] & 15) | (q[:, h, 2] & 15) << 4
+        out[:, 64 * h + 32:64 * h + 64] = (q[:, h, 1] & 15) | (q[:, h, 3] & 15) << 4
+        out[:, 128 + 32 * h:160 + 32 * h] = (q[:, h, 0] >> 4) | (q[:, h, 1] >> 4) << 2 | (q[:, h, 2] >> 4) << 4 | \
+            (q[:, h, 3] >> 4) << 6
+    out[:, 192:208] = sc.astype(np.int8).view(np.uint8)
+    out[:, 208:210] = d.view(np.uint8).reshape(-1, 2)
+    return out.tobytes()
+
+
 def random_blocks(type_name, nblocks, rng):
     """Random bytes with finite f16 scales where the block keeps them."""
     _, _, size = TYPES[type_name]

@@ -8,7 +8,8 @@ with NumPy, then written as llama.cpp's converter writes it: llama.cpp's tensor 
 (token_embd.weight, blk.N.attn_q.weight, ...), q and k rows permuted into GGML's rotary
 order, its hyper-parameters and a `llama` vocabulary in the metadata, matrices in F32,
 F16, Q8_0 or Q4_0 (ffn_down's rows of 688 are not whole blocks: F16, as llama.cpp's
-quantizer falls back), norms in F32. `--consts-from FILE` takes the consts from the
+quantizer falls back) or a Q4_K_M-style mix of Q4_K, Q6_K and Q8_0 (Q4_K_M below),
+norms in F32. `--consts-from FILE` takes the consts from the
 file; `nestc run` and a compiled build (in the file's format, bound without
 conversion) give the logits of 8 tokens, checked against a float64 NumPy forward
 over the dequantized weights put back in Hugging Face's order: at most 1e-4 of the
@@ -123,7 +124,28 @@ def encode_tensor(a, typ):
         return a.astype("<f4").tobytes()
     if typ == "f16":
         return GG.f16(a).tobytes()
-    return (GG.quantize_q8_0 if typ == "q8_0" else GG.quantize_q4_0)(a.reshape(-1))
+    return {"q8_0": GG.quantize_q8_0, "q4_0": GG.quantize_q4_0, "q4_K": GG.encode_q4_k,
+            "q6_K": GG.encode_q6_k}[typ](a.reshape(-1))
+
+
+# A Q4_K_M-style file, as llama.cpp's quantizer mixes it: q6_K for the value projections
+# and the output, q4_K elsewhere (llama.cpp gives q6_K to some layers' attn_v and ffn_down
+# only; all of them here), q8_0 where rows are not whole super-blocks and f16 where they
+# are not whole blocks either (ffn_down's 688), as its quantizer falls back. The build's
+# --weights-format naming the same formats (a bare k-quant falls back the same way):
+Q4_K_M = "q4_k,*v_proj*=q6_k,lm_head*=q6_k"
+
+
+def file_type(hf, a, typ):
+    """The type write_model stores Hugging Face tensor hf (values a) in."""
+    if a.ndim == 1:
+        return "f32"
+    if typ == "q4_k_m":
+        t = "q6_K" if "v_proj" in hf or hf == "lm_head.weight" else "q4_K"
+        return t if a.shape[-1] % 256 == 0 else "q8_0" if a.shape[-1] % 32 == 0 else "f16"
+    if typ in ("q8_0", "q4_0") and a.shape[-1] % 32:
+        return "f16"
+    return typ
 
 
 def held(a, typ):
@@ -158,9 +180,7 @@ def write_model(path, W, typ, tie=False, kv_over=None, drop_keys=()):
             a = permute(a, H)
         elif hf.endswith("k_proj.weight"):
             a = permute(a, KVH)
-        t = "f32" if a.ndim == 1 else typ
-        if t in ("q8_0", "q4_0") and a.shape[-1] % 32:
-            t = "f16"
+        t = file_type(hf, a, typ)
         tensors.append({"name": GGUF_NAME[hf], "ne": list(reversed(a.shape)), "type": t, "data": encode_tensor(a, t)})
         h = held(a, t)
         if hf.endswith("q_proj.weight"):
@@ -264,7 +284,7 @@ def check_file(tmp, typ, W, tokens, tie=False):
         result("%s.run" % tag, str(e))
     try:
         out = os.path.join(d, "out")
-        fmt = [] if typ == "f32" else ["--weights-format=" + typ]
+        fmt = [] if typ == "f32" else ["--weights-format=" + (Q4_K_M if typ == "q4_k_m" else typ)]
         r = nestc("build", LLAMA, "--consts-from=" + path, "-D", "S=%d" % S, "-o", out, "-O1", "--no-cache", *fmt)
         if r.returncode != 0:
             raise C.Fail("nestc build: exit %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
@@ -516,7 +536,7 @@ def main(argv):
     tokens = rng.integers(0, V, S)
     with tempfile.TemporaryDirectory(prefix="nestc-gguf-llama-") as tmp:
         C.TMP = tmp
-        for typ in ("f32", "f16", "q8_0", "q4_0"):
+        for typ in ("f32", "f16", "q8_0", "q4_0", "q4_k_m"):
             check_file(tmp, typ, W, tokens)
         check_file(tmp, "q8_0", W, tokens, tie=True)
         check_errors(tmp, W)

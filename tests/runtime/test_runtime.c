@@ -2062,14 +2062,15 @@ static void test_packed_release(void)
  * errors. tests/io/quant.py compares every byte with NumPy. */
 static void test_formats(void)
 {
-	static const char *const names[] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
-	static const int block[] = {1, 1, 1, 32, 32}, bytes[] = {4, 2, 2, 34, 18};
-	for (int f = 0; f < 5; f++)
+	static const char *const names[] = {"f32", "bf16", "f16", "q8_0", "q4_0", "q4_k", "q6_k"};
+	static const int block[] = {1, 1, 1, 32, 32, 256, 256}, bytes[] = {4, 2, 2, 34, 18, 144, 210};
+	for (int f = 0; f < 7; f++)
 		CHECK(strcmp(nestrt_format_name(f), names[f]) == 0 && nestrt_format_parse(names[f]) == f &&
 		              nestrt_format_block(f) == block[f] && nestrt_format_block_bytes(f) == bytes[f],
 		      "format %d", f);
-	CHECK(!nestrt_format_name(5) && !nestrt_format_name(-1) && nestrt_format_parse("Q8_0") == -1 &&
-	              nestrt_format_parse(NULL) == -1 && nestrt_format_block(5) == 0 && nestrt_format_block_bytes(-1) == 0,
+	CHECK(!nestrt_format_name(7) && !nestrt_format_name(-1) && nestrt_format_parse("Q8_0") == -1 &&
+	              nestrt_format_parse("q4_K") == -1 && nestrt_format_parse(NULL) == -1 && nestrt_format_block(7) == 0 &&
+	              nestrt_format_block_bytes(-1) == 0,
 	      "unknown formats");
 	CHECK(nestrt_format_bytes(NESTRT_FMT_Q8_0, 64) == 68 && nestrt_format_bytes(NESTRT_FMT_Q4_0, 96) == 54 &&
 	              nestrt_format_bytes(NESTRT_FMT_BF16, 3) == 6 && nestrt_format_bytes(NESTRT_FMT_Q8_0, 100) == 0 &&
