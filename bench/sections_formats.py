@@ -1,5 +1,6 @@
 """The weight-format section of bench/run.py (issue 36): the decode step of GPT-2 small
-and of a TinyLlama-1.1B-shaped LLaMA with their weights held in f32, bf16, q8_0 and q4_0
+and of a TinyLlama-1.1B-shaped LLaMA with their weights held in f32, bf16, q8_0, q4_0 and the
+k-quants q4_k and q6_k
 (nestc build --weights-format), each against the memory-read limit counted in the bytes
 of its own format."""
 import json
@@ -13,7 +14,7 @@ import numpy as np
 
 from common import BENCH, DECODE_MALLOC_ENV, GPT2_GEN, ROOT, STREAM_MIB, background_note, log, measure, sh
 
-FORMATS = ("f32", "bf16", "q8_0", "q4_0", "q8_0+int8", "q4_0+int8")   # +int8: --activations=int8
+FORMATS = ("f32", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q8_0+int8", "q4_0+int8", "q4_k+int8")   # +int8: --activations=int8
 TINYLLAMA = dict(L=22, D=2048, H=32, KVH=4, F=5632, V=32000, CTX=256)
 FMT_P = 127
 READ = "memory read"
@@ -61,8 +62,8 @@ class FormatSections:
         return exe, held
 
     def formats_decode(self):
-        print("\n## Weight formats: the decode step at P=%d with weights in f32, bf16, q8_0 and q4_0 (issue 36)\n"
-              % FMT_P)
+        print("\n## Weight formats: the decode step at P=%d with weights in f32, bf16, q8_0, q4_0, q4_k and q6_k "
+              "(issue 36)\n" % FMT_P)
         print("Each model is built once per format (nestc build --weights-format=FMT: every matrix that only "
               "matmuls and gathers read; norms and biases stay f32) over one file of random f32 weights "
               "(nestc weights --random-weights 1), converted when the instance is made. A decode step reads every "
@@ -70,7 +71,7 @@ class FormatSections:
               "size, and the limit is the time to read them at the memory-read speed of the same round (bench/"
               "stream.c serve, %d MiB, its turn right after the formats' turns). The key/value cache (f32) is not "
               "in the limit. Logits against the f32 build's: max |a - b| / max |b| (reported, not a goal). "
-              "q8_0+int8 and q4_0+int8 are built with --activations=int8 (integer dot products).\n"
+              "q8_0+int8, q4_0+int8 and q4_k+int8 are built with --activations=int8 (integer dot products).\n"
               % STREAM_MIB)
         if "nestc" in self.why_not:
             print("unavailable: %s" % self.why_not["nestc"])

@@ -27,7 +27,7 @@ GREEDY = 32
 GOAL_DECODE, GOAL_PREFILL = 1.1, 1.2
 # nestc's activations per format: f32 (the default numerics) and, for the block
 # formats, int8 (--activations=int8, llama.cpp's numerics); the goals take the last
-ACTS = {"f16": ("f32",), "q8_0": ("f32", "int8"), "q4_0": ("f32", "int8"), "q4_k_m": ("f32",)}
+ACTS = {"f16": ("f32",), "q8_0": ("f32", "int8"), "q4_0": ("f32", "int8"), "q4_k_m": ("f32", "int8")}
 VERSION = "3.21.1"
 
 
@@ -67,7 +67,7 @@ class LlamaCppSections:
               "--format=FMT` in llama.cpp's layout (its names, metadata, rotary rows, a placeholder vocabulary), "
               "loaded by llama.cpp (node-llama-cpp %s, prebuilt CPU libraries: the variant for this CPU chosen at load; "
               "F32 key/value cache, flash attention off) and by nestc (`nestc build --consts-from FILE "
-              "--weights-format=FMT`, bound without conversion; for q8_0 and q4_0 both with its default numerics, f32 "
+              "--weights-format=FMT`, bound without conversion; for q8_0, q4_0 and q4_k_m both with its default numerics, f32 "
               "activations, and with --activations=int8, llama.cpp's: activations quantized per block of 32, integer "
               "dot products; the goals take the int8 rows). Decode: one token at "
               "%d past positions; prefill: %d tokens. Ratios are llama.cpp's time over nestc's (above 1: nestc is "

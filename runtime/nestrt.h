@@ -393,11 +393,12 @@ const void *nestrt_packed_rows(nestrt_ctx *ctx, const void *b, int64_t rows, int
  * These are nestrt_packed and nestrt_packed_rows that also find such copies
  * and set *format to theirs (NESTRT_FMT_F32, 0, for a plain one). */
 enum { NESTRT_PACK_FMT_SHIFT = 8 };
-/* NESTRT_PACK_DOT: q8_0 and q4_0 copies for integer dot products (nestc build
- * --activations=int8): a block's quants are laid out [j / 4][wide][4], quant
- * byte j of column c at ((j / 4) * wide + c) * 4 + j % 4, so that a column's
- * four consecutive bytes are the four k a dot-product lane takes; q8_0's
- * bytes are stored plus 128 (unsigned). Such copies are asked for by a build's
+/* NESTRT_PACK_DOT: q8_0, q4_0 and q4_k copies for integer dot products (nestc
+ * build --activations=int8): a block's quants (q4_k: its bytes after d and
+ * dmin, scales included) are laid out [j / 4][wide][4], quant byte j of
+ * column c at ((j / 4) * wide + c) * 4 + j % 4, so that a column's four
+ * consecutive bytes are the four k a dot-product lane takes; q8_0's bytes are
+ * stored plus 128 (unsigned). Such copies are asked for by a build's
  * weight formats (nestrt_model_desc's formats: NESTRT_FMT_DOT_BIT) and found
  * by the calls below with flags that leave the bit out. */
 enum { NESTRT_PACK_DOT = 16, NESTRT_FMT_DOT_BIT = 1 << 16 };

@@ -146,11 +146,12 @@ static int param_format(const nestrt_model_desc *d, int p, int *axis)
 	return f & 0xff;
 }
 
-/* Are param p's q8_0 / q4_0 copies for integer dot products (NESTRT_PACK_DOT)? */
+/* Are param p's q8_0 / q4_0 / q4_k copies for integer dot products (NESTRT_PACK_DOT)? */
 static int param_dot(const nestrt_model_desc *d, int p)
 {
 	int32_t f = d->formats ? d->formats[p] : 0;
-	return (f & NESTRT_FMT_DOT_BIT) && ((f & 0xff) == NESTRT_FMT_Q8_0 || (f & 0xff) == NESTRT_FMT_Q4_0);
+	return (f & NESTRT_FMT_DOT_BIT) &&
+	       ((f & 0xff) == NESTRT_FMT_Q8_0 || (f & 0xff) == NESTRT_FMT_Q4_0 || (f & 0xff) == NESTRT_FMT_Q4_K);
 }
 
 /* Rows of param p gathered: served by a packed copy of all of it, if the

@@ -40,6 +40,11 @@ int wformat_block_bytes(int wf)
 	return wf >= 0 && wf < WF_COUNT ? BLOCK_BYTES[wf] : 4;
 }
 
+int wformat_dot(int wf)
+{
+	return wf == WF_Q8_0 || wf == WF_Q4_0 || wf == WF_Q4_K;
+}
+
 int64_t wformat_bytes(int wf, int64_t n)
 {
 	return n / wformat_block(wf) * wformat_block_bytes(wf);

@@ -13,6 +13,9 @@ enum { WF_F32 = 0, WF_BF16 = 1, WF_F16 = 2, WF_Q8_0 = 3, WF_Q4_0 = 4, WF_Q4_K = 
 const char *wformat_name(int wf);        /* "f32", "bf16", ... */
 int wformat_block(int wf);               /* elements per block: 1, 32 or 256 */
 int wformat_block_bytes(int wf);         /* bytes per block */
+/* Does --activations=int8 read wf with integer dot products (q8_0, q4_0,
+ * q4_k; its copies laid out for them, NESTRT_PACK_DOT)? */
+int wformat_dot(int wf);
 /* The bytes of n elements in wf (n a multiple of its block). */
 int64_t wformat_bytes(int wf, int64_t n);
 

@@ -207,7 +207,7 @@ static void gen_init(Gen *G, Shared *sh)
 	G->triple = sh->triple;
 	G->vbytes = target_vbytes(sh);
 	G->wfmask = wformat_mask(sh->p);
-	G->dot = sh->o->act_int8 && (G->wfmask & (1 << WF_Q8_0 | 1 << WF_Q4_0));
+	G->dot = sh->o->act_int8 && (G->wfmask & (1 << WF_Q8_0 | 1 << WF_Q4_0 | 1 << WF_Q4_K));
 	G->vnni = target_vnni(sh, G->vbytes);
 	/* F16C: in the host's features; every processor LLVM gives AVX2 or AVX-512 has it */
 	G->f16c = sh->o->cpu ? G->vbytes >= 32 : strstr(sh->features, "+f16c") != NULL;

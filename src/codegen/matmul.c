@@ -481,6 +481,118 @@ static void kq_block(Fn *F, Node *a, int mr, int nv, int vw, int wf, LLVMValueRe
 			nacc[r][v] = cur[r][v];
 }
 
+/* Super-block o of a q4_k panel in a build for integer dot products
+ * (NESTRT_PACK_DOT: a column's bytes of rows 4g..4g+3 side by side), with
+ * the rows' activations quantized (mm_quantize_a: per 32 k, as a q4_k
+ * sub-block): per sub-block the integer dot products of its nibbles, as
+ * they are, and the activations' quants (dpbusd), times d sc and the
+ * activations' d, less dmin m times their d and the sum of their quants
+ * (llama.cpp's q4_K x q8_K dot product, in blocks of 32). */
+static void kq_block_dot(Fn *F, int mr, int nv, int vw, LLVMValueRef K, LLVMValueRef arow, LLVMValueRef panel,
+                         LLVMValueRef wide, LLVMValueRef o, LLVMValueRef acc[][4], LLVMValueRef nacc[][4], int stream)
+{
+	Gen *G = F->gen;
+	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw), vi = llvm.LLVMVectorType(G->i32, (unsigned)vw);
+	LLVMTypeRef vb = llvm.LLVMVectorType(G->i8, (unsigned)(4 * vw)), i32p = llvm.LLVMPointerType(G->i32, 0);
+	LLVMTypeRef ts[3] = {vt, vt, vt};
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
+	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(WF_Q4_K))));
+	LLVMValueRef d[4], dmin[4];
+	for (int v = 0; v < nv; v++) {
+		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
+		dmin[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), ci64(G, 2 * v * vw))),
+		                                 G->i16, vw), vw, 0);
+	}
+	LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, 4)));
+	/* group g of 4 byte rows, vector v: 4 vw bytes */
+	#define KD_GROUP(g, v) load_vec_at(G, panel, iadd(G, rows, imul(G, iadd(G, imul(G, ci64(G, (g)), wide), ci64(G, (v) * vw)), ci64(G, 4))), G->i8, 4 * vw)
+	LLVMValueRef sc_rows[12][4];   /* the 12 scale bytes of each column, as i32 */
+	for (int v = 0; v < nv; v++)
+		for (int q = 0; q < 3; q++) {
+			LLVMValueRef grp = KD_GROUP(q, v);
+			for (int l = 0; l < 4; l++) {
+				LLVMValueRef idx[64];
+				for (int i = 0; i < vw; i++)
+					idx[i] = ci32(G, 4 * i + l);
+				LLVMValueRef b = llvm.LLVMBuildShuffleVector(B, grp, llvm.LLVMGetUndef(vb), llvm.LLVMConstVector(idx, (unsigned)vw), "");
+				sc_rows[4 * q + l][v] = llvm.LLVMBuildZExt(B, b, vi, "");
+			}
+		}
+	LLVMValueRef rowq[MM_MAX_MR], bidx[MM_MAX_MR], cur[MM_MAX_MR][4];
+	for (int r = 0; r < mr; r++) {
+		rowq[r] = iadd(G, isub(G, elem_off(G, arow, ci64(G, r), K), F->qoa), imul(G, o, ci64(G, 256)));
+		bidx[r] = idiv(G, rowq[r], ci64(G, 32)); /* sub-block 0's activation block */
+		for (int v = 0; v < nv; v++)
+			cur[r][v] = acc[r][v];
+	}
+	LLVMValueRef c15 = splat(G, vb, 4 * vw, llvm.LLVMConstInt(G->i8, 15, 0)), c4 = splat(G, vb, 4 * vw, llvm.LLVMConstInt(G->i8, 4, 0));
+	/* a sub-block at a time (its nibbles of 8 groups), so that one set of
+	 * integer sums is live beside the tile's accumulators */
+	for (int sb = 0; sb < 8; sb++) {
+		int c = sb / 2, q = sb % 2;
+		LLVMValueRef ia[MM_MAX_MR][4];
+		for (int r = 0; r < mr; r++)
+			for (int v = 0; v < nv; v++)
+				ia[r][v] = llvm.LLVMConstNull(vi);
+		for (int g = 0; g < 8; g++) {
+			int grp = 3 + 8 * c + g; /* after the 12 scale bytes' three groups */
+			if (stream && q == 0)
+				prefetch_stream(G, panel, iadd(G, rows, imul(G, imul(G, ci64(G, grp), wide), ci64(G, 4))), 4 * nv * vw);
+			LLVMValueRef w[4];
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef bytes = KD_GROUP(grp, v);
+				w[v] = q ? llvm.LLVMBuildLShr(B, bytes, c4, "") : llvm.LLVMBuildAnd(B, bytes, c15, "");
+			}
+			for (int r = 0; r < mr; r++) {
+				LLVMValueRef qoff = iadd(G, rowq[r], ci64(G, 32 * sb + 4 * g));
+				LLVMValueRef x4 = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->i8, F->qa, &qoff, 1, ""),
+				                                                                         i32p, ""), "");
+				llvm.LLVMSetAlignment(x4, 1);
+				LLVMValueRef xb = llvm.LLVMBuildBitCast(B, splat(G, vi, vw, x4), vb, "");
+				for (int v = 0; v < nv; v++)
+					ia[r][v] = dpbusd(G, ia[r][v], w[v], xb, vw);
+			}
+		}
+		LLVMValueRef ds[4], dm[4];
+		for (int v = 0; v < nv; v++) {
+			/* ggml's get_scale_min_k4, a lane a column */
+			LLVMValueRef sc, m;
+			if (sb < 4) {
+				sc = llvm.LLVMBuildAnd(B, sc_rows[sb][v], vsplat32(G, vw, 63), "");
+				m = llvm.LLVMBuildAnd(B, sc_rows[sb + 4][v], vsplat32(G, vw, 63), "");
+			} else {
+				LLVMValueRef b4 = sc_rows[sb + 4][v], s6 = vsplat32(G, vw, 6), s4 = vsplat32(G, vw, 4);
+				sc = llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, b4, vsplat32(G, vw, 15), ""),
+				                      llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, sc_rows[sb - 4][v], s6, ""), s4, ""), "");
+				m = llvm.LLVMBuildOr(B, llvm.LLVMBuildLShr(B, b4, s4, ""),
+				                     llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, sc_rows[sb][v], s6, ""), s4, ""), "");
+			}
+			ds[v] = llvm.LLVMBuildFMul(B, d[v], llvm.LLVMBuildSIToFP(B, sc, vt, ""), "");
+			dm[v] = llvm.LLVMBuildFMul(B, dmin[v], llvm.LLVMBuildSIToFP(B, m, vt, ""), "");
+		}
+		for (int r = 0; r < mr; r++) {
+			LLVMValueRef bi = iadd(G, bidx[r], ci64(G, sb));
+			LLVMValueRef da = llvm.LLVMBuildLoad2(B, G->f32, llvm.LLVMBuildGEP2(B, G->f32, llvm.LLVMBuildPointerCast(B, F->qd, llvm.LLVMPointerType(G->f32, 0), ""), &bi, 1, ""), "");
+			LLVMValueRef sa = llvm.LLVMBuildLoad2(B, G->i32, llvm.LLVMBuildGEP2(B, G->i32, llvm.LLVMBuildPointerCast(B, F->qs, i32p, ""), &bi, 1, ""), "");
+			/* -da * sum of the quants: the mins' share */
+			LLVMValueRef nm = llvm.LLVMBuildFNeg(B, llvm.LLVMBuildFMul(B, da, llvm.LLVMBuildSIToFP(B, sa, G->f32, ""), ""), "");
+			LLVMValueRef dav = splat(G, vt, vw, da), nmv = splat(G, vt, vw, nm);
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef vs[3] = {llvm.LLVMBuildSIToFP(B, ia[r][v], vt, ""), llvm.LLVMBuildFMul(B, ds[v], dav, ""), cur[r][v]};
+				cur[r][v] = call(G, fma, vt, ts, vs, 3);
+				LLVMValueRef vm[3] = {dm[v], nmv, cur[r][v]};
+				cur[r][v] = call(G, fma, vt, ts, vm, 3);
+			}
+		}
+	}
+	#undef KD_GROUP
+	for (int r = 0; r < mr; r++)
+		for (int v = 0; v < nv; v++)
+			nacc[r][v] = cur[r][v];
+}
+
 /* mm_tile over a panel in format wf (i8* panel, `wide` columns): mr rows by
  * nv vectors, the accumulators in registers over the whole k. A small tile
  * (a decode step's one row) keeps two sets of sums, even and odd k (q4_0: a
@@ -545,6 +657,8 @@ static void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf,
 				}
 			}
 		}
+	} else if (F->qa && wf == WF_Q4_K) {
+		kq_block_dot(F, mr, nv, vw, K, arow, panel, wide, o, acc[0], nacc[0], stream);
 	} else if (wformat_block(wf) == 256) {
 		kq_block(F, a, mr, nv, vw, wf, K, arow, panel, wide, o, acc[0], nacc[0], stream);
 	} else if (F->qa && (wf == WF_Q8_0 || wf == WF_Q4_0)) {
@@ -1425,12 +1539,14 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	mm_shape(G, n, &mr, &nv);
 	LLVMValueRef wide = ci64(G, nv * vw);
 	LLVMValueRef npanels = idiv(G, iadd(G, Nn, ci64(G, nv * vw - 1)), wide);
-	/* int8 activations for a weight in q8_0 or q4_0: quantized once, for
+	/* int8 activations for a weight in q8_0, q4_0 or q4_k: quantized once, for
 	 * every panel (and task) to read */
 	LLVMValueRef qheap = NULL;
 	if (G->dot && packed && pkfmt && n->dtype == DT_F32 && a->dtype == DT_F32) {
-		LLVMValueRef isq = llvm.LLVMBuildOr(B, llvm.LLVMBuildICmp(B, LLVMIntEQ, pkfmt, ci32(G, WF_Q8_0), ""),
-		                                    llvm.LLVMBuildICmp(B, LLVMIntEQ, pkfmt, ci32(G, WF_Q4_0), ""), "");
+		LLVMValueRef isq = llvm.LLVMConstInt(G->i1, 0, 0);
+		for (int wf = WF_F32 + 1; wf < WF_COUNT; wf++)
+			if (wformat_dot(wf))
+				isq = llvm.LLVMBuildOr(B, isq, llvm.LLVMBuildICmp(B, LLVMIntEQ, pkfmt, ci32(G, wf), ""), "");
 		isq = llvm.LLVMBuildAnd(B, isq, llvm.LLVMBuildICmp(B, LLVMIntNE, packed, llvm.LLVMConstPointerNull(G->i8p), ""), "");
 		LLVMValueRef mk = imul(G, M, K);
 		LLVMValueRef nblk = idiv(G, mk, ci64(G, 32));

@@ -176,8 +176,7 @@ void model_module(Gen *G, const char *name, LLVMValueRef *variant_fns, int64_t w
 		LLVMValueRef *fv = xcalloc((size_t)p->nparams + 1, sizeof(LLVMValueRef));
 		for (int i = 0; i < p->nparams; i++)
 			fv[i] = ci32(G, p->params[i].wformat | p->params[i].waxis << 8 |
-			                    (G->dot && (p->params[i].wformat == WF_Q8_0 || p->params[i].wformat == WF_Q4_0)
-			                         ? 1 << 16 : 0)); /* nestrt.h's NESTRT_FMT_DOT_BIT */
+			                    (G->dot && wformat_dot(p->params[i].wformat) ? 1 << 16 : 0)); /* nestrt.h's NESTRT_FMT_DOT_BIT */
 		LLVMTypeRef ft = llvm.LLVMArrayType(G->i32, (unsigned)p->nparams);
 		LLVMValueRef fg = llvm.LLVMAddGlobal(G->M, ft, "formats");
 		llvm.LLVMSetInitializer(fg, llvm.LLVMConstArray(G->i32, fv, (unsigned)p->nparams));

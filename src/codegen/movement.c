@@ -381,11 +381,13 @@ static LLVMValueRef qbyte_at(Gen *G, LLVMValueRef j, LLVMValueRef c, LLVMValueRe
 	return iadd(G, imul(G, iadd(G, imul(G, quad, wide), c), ci64(G, 4)), lane);
 }
 
-/* Byte i of a row of column c of a panel's block at base (a row of `wide`
- * bytes each), as i32. */
-static LLVMValueRef kq_byte(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMValueRef c, LLVMValueRef wide, LLVMValueRef i)
+/* Byte i of column c of a panel's block, its bytes from base (a row of
+ * `wide` each; q4_k in a build for dot products as qbyte_at lays them), as
+ * i32. */
+static LLVMValueRef kq_byte(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMValueRef c, LLVMValueRef wide, LLVMValueRef i,
+                            int dot)
 {
-	LLVMValueRef off = iadd(G, base, iadd(G, imul(G, i, wide), c));
+	LLVMValueRef off = iadd(G, base, dot ? qbyte_at(G, i, c, wide) : iadd(G, imul(G, i, wide), c));
 	return llvm.LLVMBuildZExt(G->B, llvm.LLVMBuildLoad2(G->B, G->i8, llvm.LLVMBuildGEP2(G->B, G->i8, pk, &off, 1, ""), ""),
 	                          G->i32, "");
 }
@@ -408,13 +410,14 @@ static LLVMValueRef kq_element(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMV
 	LLVMValueRef c4 = llvm.LLVMConstInt(G->i32, 4, 0), c6 = llvm.LLVMConstInt(G->i32, 6, 0);
 	#define I32(v) llvm.LLVMConstInt(G->i32, (v), 0)
 	if (wf == WF_Q4_K) {
+		int dot = G->dot; /* every q4_k param's copy is for dot products then */
 		LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, 4)));
 		/* sub-block sb = e / 32: get_scale_min_k4 with both of its cases computed */
 		LLVMValueRef sb = idiv(G, e, ci64(G, 32));
 		LLVMValueRef lowj = llvm.LLVMBuildICmp(B, LLVMIntSLT, sb, ci64(G, 4), "");
-		LLVMValueRef bj = kq_byte(G, pk, rows, c, wide, sb);
-		LLVMValueRef bj4 = kq_byte(G, pk, rows, c, wide, iadd(G, sb, ci64(G, 4)));
-		LLVMValueRef bjm4 = kq_byte(G, pk, rows, c, wide, llvm.LLVMBuildSelect(B, lowj, sb, isub(G, sb, ci64(G, 4)), ""));
+		LLVMValueRef bj = kq_byte(G, pk, rows, c, wide, sb, dot);
+		LLVMValueRef bj4 = kq_byte(G, pk, rows, c, wide, iadd(G, sb, ci64(G, 4)), dot);
+		LLVMValueRef bjm4 = kq_byte(G, pk, rows, c, wide, llvm.LLVMBuildSelect(B, lowj, sb, isub(G, sb, ci64(G, 4)), ""), dot);
 		LLVMValueRef sc = llvm.LLVMBuildSelect(B, lowj, llvm.LLVMBuildAnd(B, bj, I32(63), ""),
 		                                       llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, bj4, I32(15), ""),
 		                                                        llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, bjm4, c6, ""), c4, ""), ""), "");
@@ -423,7 +426,7 @@ static LLVMValueRef kq_element(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMV
 		                                                       llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, bj, c6, ""), c4, ""), ""), "");
 		/* byte 32 (e / 64) + e % 32 of the nibbles, high nibble for e % 64 >= 32 */
 		LLVMValueRef row = iadd(G, imul(G, idiv(G, e, ci64(G, 64)), ci64(G, 32)), irem(G, e, ci64(G, 32)));
-		LLVMValueRef b = kq_byte(G, pk, rows, c, wide, iadd(G, row, ci64(G, 12)));
+		LLVMValueRef b = kq_byte(G, pk, rows, c, wide, iadd(G, row, ci64(G, 12)), dot);
 		LLVMValueRef hi = llvm.LLVMBuildICmp(B, LLVMIntSGE, irem(G, e, ci64(G, 64)), ci64(G, 32), "");
 		LLVMValueRef q = llvm.LLVMBuildSelect(B, hi, llvm.LLVMBuildLShr(B, b, c4, ""), llvm.LLVMBuildAnd(B, b, I32(15), ""), "");
 		LLVMValueRef d1 = llvm.LLVMBuildFMul(B, half[0], llvm.LLVMBuildSIToFP(B, sc, G->f32, ""), "");
@@ -436,13 +439,13 @@ static LLVMValueRef kq_element(Gen *G, LLVMValueRef pk, LLVMValueRef base, LLVMV
 	LLVMValueRef h = idiv(G, e, ci64(G, 128)), t = irem(G, idiv(G, e, ci64(G, 32)), ci64(G, 4)), l = irem(G, e, ci64(G, 32));
 	LLVMValueRef t32 = llvm.LLVMBuildTrunc(B, t, G->i32, "");
 	LLVMValueRef qlb = kq_byte(G, pk, rows, c, wide, iadd(G, iadd(G, imul(G, h, ci64(G, 64)), l),
-	                                                       imul(G, llvm.LLVMBuildAnd(B, t, ci64(G, 1), ""), ci64(G, 32))));
-	LLVMValueRef qhb = kq_byte(G, pk, rows, c, wide, iadd(G, ci64(G, 128), iadd(G, imul(G, h, ci64(G, 32)), l)));
+	                                                       imul(G, llvm.LLVMBuildAnd(B, t, ci64(G, 1), ""), ci64(G, 32))), 0);
+	LLVMValueRef qhb = kq_byte(G, pk, rows, c, wide, iadd(G, ci64(G, 128), iadd(G, imul(G, h, ci64(G, 32)), l)), 0);
 	LLVMValueRef lo = llvm.LLVMBuildAnd(B, llvm.LLVMBuildLShr(B, qlb, llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, t32, I32(1), ""), I32(2), ""), ""), I32(15), "");
 	LLVMValueRef hb = llvm.LLVMBuildAnd(B, llvm.LLVMBuildLShr(B, qhb, llvm.LLVMBuildShl(B, t32, I32(1), ""), ""), I32(3), "");
 	LLVMValueRef q = llvm.LLVMBuildSub(B, llvm.LLVMBuildOr(B, lo, llvm.LLVMBuildShl(B, hb, c4, ""), ""), I32(32), "");
 	LLVMValueRef si = iadd(G, ci64(G, 192), iadd(G, imul(G, h, ci64(G, 8)), iadd(G, idiv(G, l, ci64(G, 16)), imul(G, t, ci64(G, 2)))));
-	LLVMValueRef sc = llvm.LLVMBuildSExt(B, llvm.LLVMBuildTrunc(B, kq_byte(G, pk, rows, c, wide, si), G->i8, ""), G->i32, "");
+	LLVMValueRef sc = llvm.LLVMBuildSExt(B, llvm.LLVMBuildTrunc(B, kq_byte(G, pk, rows, c, wide, si, 0), G->i8, ""), G->i32, "");
 	#undef I32
 	LLVMValueRef ds = llvm.LLVMBuildFMul(B, half[0], llvm.LLVMBuildSIToFP(B, sc, G->f32, ""), "");
 	return llvm.LLVMBuildFMul(B, ds, llvm.LLVMBuildSIToFP(B, q, G->f32, ""), "");

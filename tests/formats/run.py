@@ -517,7 +517,7 @@ export fn oddk(x: f32[2, 100]) -> f32[2, 8] {
 KAXIS = {"w1": 0, "w2": 1, "w3": 0, "emb": 1, "wf": 0}
 
 
-def check_kquant(tmp, fmt, configs):
+def check_kquant(tmp, fmt, configs, int8_cpus=()):
     """The k-quants (q4_k, q6_k: super-blocks of 256) on a model whose matrices reduce
     axes of 256 and 512: a product of 29 rows (register tiles and the rows left), one
     of odd width (a partial panel), transposed, a matrix-vector product, a batch of
@@ -527,7 +527,9 @@ def check_kquant(tmp, fmt, configs):
     lanes, several threads) and checked against NumPy over the weights round-tripped
     by tests/io/quant.py's reference of ggml's quantizers; then from a GGUF file that
     `nestc weights --format` wrote (the build binds its blocks as they are, also
-    mapped with NESTRT_MMAP=1), and an f32 build of that file."""
+    mapped with NESTRT_MMAP=1), and an f32 build of that file. With --activations=int8
+    (for each of int8_cpus): the products over q4_k and q8_0 weights (dot products) against
+    NumPy with their activations quantized as int8_rows says."""
     res = []
     d = os.path.join(tmp, "k_" + fmt)
     os.makedirs(d)
@@ -552,15 +554,16 @@ def check_kquant(tmp, fmt, configs):
            "fb": {"x": rng.standard_normal((3, 288))}, "oddk": {"x": rng.standard_normal((2, 100))}}
     ins = {e: {k: (a if a.dtype == np.int32 else a.astype(np.float32)) for k, a in v.items()} for e, v in ins.items()}
 
-    def ref(entry, F):
+    def ref(entry, F, int8=False):
         f = {k: v.astype(np.float64) for k, v in F.items()}
         x = ins[entry].get("x")
-        x = None if x is None else x.astype(np.float64)
+        dot = entry == "fb" or (fmt == "q4_k" and entry in ("mm", "mmt", "mv", "bmm", "two"))
+        x = None if x is None else int8_rows(x) if int8 and dot else x.astype(np.float64)
         return {"mm": lambda: x @ f["w1"], "mmt": lambda: x @ f["w2"].T, "mv": lambda: x @ f["w3"],
                 "bmm": lambda: x @ f["w1"], "gather": lambda: f["emb"][ins["gather"]["i"]],
                 "two": lambda: 1.5 * (x @ f["w1"]), "fb": lambda: x @ f["wf"], "oddk": lambda: x @ f["wo"]}[entry]()
 
-    def run_all(tag, out, weights, F, envs=(None,)):
+    def run_all(tag, out, weights, F, envs=(None,), int8=False):
         hdr = C.parse_header(os.path.join(out, "km.h"), "km")
         for entry in ins:
             name = "%s.%s" % (tag, entry)
@@ -576,7 +579,7 @@ def check_kquant(tmp, fmt, configs):
                     rr = C.run([exe], env=env)
                     if rr.returncode != 0:
                         raise Fail("compiled program: " + C.describe([exe], rr))
-                    close(np.load(outp), ref(entry, F), "compiled" + (" (%s)" % env.get("_what") if env else ""))
+                    close(np.load(outp), ref(entry, F, int8), "compiled" + (" (%s)" % env.get("_what") if env else ""))
                 res.append((name, None))
             except Fail as ex:
                 res.append((name, str(ex)))
@@ -603,6 +606,11 @@ def check_kquant(tmp, fmt, configs):
                 res.append((name, None))
             except Fail as ex:
                 res.append((name, str(ex)))
+    for cpu in int8_cpus:
+        tag = "%s%s.int8" % (fmt, "." + cpu if cpu else "")
+        out = os.path.join(d, "out_" + tag)
+        C.nestc("build", src, "-o", out, "--weights-format=" + fmt, "--activations=int8", *(["--cpu=" + cpu] if cpu else []))
+        run_all(tag, out, wpath, Wf, int8=True)
     # the same weights from a GGUF file in fmt: bound as the file holds them
     g = os.path.join(d, "w.gguf")
     C.nestc("weights", src, "--weights", wpath, "--format=" + fmt, "-o", g)
@@ -612,6 +620,8 @@ def check_kquant(tmp, fmt, configs):
     out32 = os.path.join(d, "out_f32")
     C.nestc("build", src, "-o", out32)
     run_all("gguf.%s.f32_build" % fmt, out32, g, Wf, (None, mm))
+    if int8_cpus:
+        run_all("gguf.%s.int8" % fmt, os.path.join(d, "out_%s.int8" % fmt), g, Wf, (None, mm), int8=True)
     return res
 
 
@@ -766,7 +776,8 @@ def main(argv):
         for fmt in ("q4_k", "q6_k"):
             if want(fmt):
                 try:
-                    results += check_kquant(tmp, fmt, [(None, None), ("x86-64", None), ("haswell", None), (None, 3)])
+                    results += check_kquant(tmp, fmt, [(None, None), ("x86-64", None), ("haswell", None), (None, 3)],
+                                            int8_cpus=(None, "x86-64", "cascadelake") if fmt == "q4_k" else (None,))
                 except Fail as ex:
                     results.append((fmt, str(ex)))
         if want("gguf"):

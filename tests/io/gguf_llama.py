@@ -300,14 +300,14 @@ def check_file(tmp, typ, W, tokens, tie=False):
         result("%s.compiled" % tag, None)
     except C.Fail as e:
         result("%s.compiled" % tag, str(e))
-    if typ not in ("q8_0", "q4_0") or tie:
+    if typ not in ("q8_0", "q4_0", "q4_k_m") or tie:
         return
     # --activations=int8: the file's blocks packed for dot products, against NumPy's
     # emulation (the products over weights the build holds in typ: not ffn_down, f16)
     try:
         out = os.path.join(d, "out8")
         r = nestc("build", LLAMA, "--consts-from=" + path, "-D", "S=%d" % S, "-o", out, "-O1", "--no-cache",
-                  "--weights-format=" + typ, "--activations=int8")
+                  "--weights-format=" + (Q4_K_M if typ == "q4_k_m" else typ), "--activations=int8")
         if r.returncode != 0:
             raise C.Fail("nestc build: exit %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
         hdr = C.parse_header(os.path.join(out, "llama.h"), "llama")
@@ -318,7 +318,7 @@ def check_file(tmp, typ, W, tokens, tie=False):
         rr = C.run([exe])
         if rr.returncode != 0:
             raise C.Fail("compiled: %s" % C.describe([exe], rr))
-        q = {n for n in held_w if n.endswith("_proj.weight") and "down_proj" not in n} | {"lm_head.weight"}
+        q = {n for n in held_w if file_type(n, held_w[n], typ) in ("q8_0", "q4_0", "q4_K")}
         close(np.load(got), forward(held_w, tokens, int8=q), "compiled, int8 activations")
         result("%s.compiled.int8" % tag, None)
     except C.Fail as e:
