@@ -33,7 +33,7 @@ ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 # The compiler's internal header and the table of ops it includes.
 HDRS = src/nestc.h src/plan.h src/wformat.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
-CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o \
+CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o $(B)/cg_matmul_fmt.o $(B)/cg_epilogue.o \
 	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
 	$(B)/cg_cache.o $(B)/cg_build.o \
 	$(B)/cg_index.o $(B)/cg_upsample.o $(B)/cg_attention.o $(B)/cg_winograd.o
@@ -337,6 +337,10 @@ $(B)/cg_movement.o: src/codegen/movement.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/movement.c
 $(B)/cg_matmul.o: src/codegen/matmul.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/matmul.c
+$(B)/cg_matmul_fmt.o: src/codegen/matmul_fmt.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/matmul_fmt.c
+$(B)/cg_epilogue.o: src/codegen/epilogue.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/epilogue.c
 $(B)/cg_reduce.o: src/codegen/reduce.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/reduce.c
 $(B)/cg_attention.o: src/codegen/attention.c $(CG_HDRS)

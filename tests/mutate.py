@@ -151,6 +151,11 @@ COVER = {
         subset("onnx", *ONNX_FOLD_NODES, name="onnx node tests (fold's ops)"),
         T["onnx-cli"],
     ],
+    "src/codegen/matmul_fmt.c": [
+        T["formats"],  # every format's tiles, int8 activations, SSE2 / AVX2 / VNNI builds, threads
+        ("gguf_llama", ["{PY}", "tests/io/gguf_llama.py", "{NESTC}"]),
+        T["generate"],
+    ],
     "src/codegen/conv.c": [
         subset("compiled", "nn.layers", name="compiled -k nn.layers"),
         subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),

@@ -546,16 +546,16 @@ LLVMValueRef source_where(Gen *G, Node *n)
  * pointers (15 and later): LLVM declares it. */
 void prefetch_line(Gen *G, LLVMValueRef p)
 {
-	prefetch_rw(G, p, 0);
+	prefetch_rw(G, p, 0, 3);
 }
 
-void prefetch_rw(Gen *G, LLVMValueRef p, int write)
+void prefetch_rw(Gen *G, LLVMValueRef p, int write, int locality)
 {
 	unsigned id = llvm.LLVMLookupIntrinsicID("llvm.prefetch", 13);
 	LLVMTypeRef pt = G->i8p;
 	LLVMValueRef fn = llvm.LLVMGetIntrinsicDeclaration(G->M, id, &pt, 1);
 	LLVMTypeRef ft = llvm.LLVMIntrinsicGetType(G->C, id, &pt, 1);
-	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, write), ci32(G, 3), ci32(G, 1)};
+	LLVMValueRef args[4] = {llvm.LLVMBuildPointerCast(G->B, p, G->i8p, ""), ci32(G, write), ci32(G, locality), ci32(G, 1)};
 	llvm.LLVMBuildCall2(G->B, ft, fn, args, 4, "");
 }
 

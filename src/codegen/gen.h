@@ -344,7 +344,7 @@ void masked_store(Gen *G, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask, uns
 LLVMValueRef lanes_below(Gen *G, int vw, LLVMValueRef n);
 /* a prefetch of the line at p into every cache level (to be written: rw) */
 void prefetch_line(Gen *G, LLVMValueRef p);
-void prefetch_rw(Gen *G, LLVMValueRef p, int write);
+void prefetch_rw(Gen *G, LLVMValueRef p, int write, int locality);
 /* a masked load through a vector of pointers (one per lane) */
 LLVMValueRef masked_gather(Gen *G, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask, LLVMValueRef pass, unsigned align);
 
@@ -400,16 +400,57 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
               LLVMValueRef pkfmt, LLVMValueRef buf_in, LLVMValueRef tmp_in);
 void k_matmul(Fn *F, Node *n);
 
-/* The ops of the fused epilogue of n (plan.c) and each one's other operand
- * (NULL for a unary op; first: the chain's value is its first operand);
- * how many. A scalar computed from constants as an LLVM constant. Shared
- * with conv.c. */
-int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first);
-LLVMValueRef const_scalar(Fn *F, Node *x);
 /* The pack plan of a graph (what libnestrt packs at model creation, issue
  * #14), appended to *plan (*len int64s), and as a constant global. */
 void pack_plan(Gen *G, Graph *g, Variant *v, int entry, int64_t **plan, int *len);
 LLVMValueRef pack_plan_global(Gen *G, const int64_t *plan, int len, const char *sym, int private);
+/* The tallest register tile */
+#define MM_MAX_MR 16
+
+/* ------------------------------------------------------------------ epilogue.c */
+
+/* The ops of the fused epilogue of n (plan.c) and each one's other operand
+ * (NULL for a unary op; first: the chain's value is its first operand);
+ * how many. A scalar computed from constants as an LLVM constant. */
+int mm_epilogue(Fn *F, Node *n, Node **ops, Node **other, int *first);
+LLVMValueRef const_scalar(Fn *F, Node *x);
+/* Can the epilogue run on a tile's vectors in registers (mm_epi_vec: on
+ * vector v, vw lanes, of the result at element off, column col), or must it
+ * run over the stored rows (mm_epilogue_rows: columns [cw, cw + ncols) of
+ * rows [r0, r0 + M), in place)? */
+int mm_epi_in_regs(Fn *F, Node *n);
+LLVMValueRef mm_epi_vec(Fn *F, Node *n, LLVMValueRef v, int vw, LLVMValueRef off, LLVMValueRef col);
+void mm_epilogue_rows(Fn *F, Node *n, LLVMValueRef r0, LLVMValueRef M, LLVMValueRef Nn, LLVMValueRef oo,
+                      LLVMValueRef cw, LLVMValueRef ncols);
+
+/* ------------------------------------------------------------------ matmul_fmt.c */
+
+/* A one-row tile (a decode step's matrix-vector product) streams its
+ * weights from memory once, and at one thread the hardware's prefetchers
+ * alone kept too few lines in flight: perf put the step's time on its
+ * loads. It fetches the lines MM_AHEAD bytes on, non-temporal (read once):
+ * prefetch_stream fetches [base + off + MM_AHEAD, + bytes), a line each
+ * (matmul.c's f32 tiles call it too). TinyLlama's step at one thread, against bench/stream.c's read in the same
+ * rounds (AMD Zen 5, 29 GB/s): bf16 62% -> 77%, q4_0 with int8 activations
+ * 59% -> 67%; 16 KiB ahead and prefetcht0 measured the same. */
+#define MM_AHEAD 4096
+void prefetch_stream(Gen *G, LLVMValueRef base, LLVMValueRef off, int64_t bytes);
+
+/* mm_tile (matmul.c) over a panel in format wf (i8* panel, `wide` columns):
+ * mr rows by nv vectors, from the rows at arow (K apart) into C's at crow
+ * (ldc apart, column cj; epi: the fused epilogue in registers); stream: a
+ * one-row tile, prefetching. */
+void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMValueRef K, LLVMValueRef arow,
+                 LLVMValueRef panel, LLVMValueRef wide, LLVMValueRef cbase, LLVMValueRef crow, LLVMValueRef ldc,
+                 LLVMValueRef cj, int epi, int stream);
+/* Bytes of a panel of a packed copy in wf: K rows of `wide` columns. */
+LLVMValueRef fmt_panel_bytes(Gen *G, int wf, LLVMValueRef K, LLVMValueRef wide);
+/* --activations=int8: rows [0, M) of A (from element oa, rows K apart)
+ * quantized per block of 32: int8 into qa (row r's block b at r K + 32 b),
+ * f32 d into qd and the i32 sum of the block's quants into qs (both at
+ * r K / 32 + b). */
+void mm_quantize_a(Fn *F, Node *a, LLVMValueRef M, LLVMValueRef K, LLVMValueRef oa, LLVMValueRef qa, LLVMValueRef qd,
+                   LLVMValueRef qs);
 
 /* ------------------------------------------------------------------ attention.c */
 
