@@ -193,6 +193,37 @@ static LLVMValueRef block_scales(Gen *G, LLVMValueRef panel, LLVMValueRef o, LLV
 	return iadd(G, base, imul(G, wide, ci64(G, 2)));
 }
 
+/* q4_k: sub-block sb's 6-bit scale and min (ggml's get_scale_min_k4), a lane
+ * a column, from the block's scale bytes b[i] as i32 vectors (b[sb],
+ * b[sb + 4], and b[sb - 4] for sb >= 4 are read). */
+static void k4_scale_min(Gen *G, int vw, LLVMValueRef *b, int sb, LLVMValueRef *sc, LLVMValueRef *m)
+{
+	LLVMBuilderRef B = G->B;
+	if (sb < 4) {
+		*sc = llvm.LLVMBuildAnd(B, b[sb], vsplat32(G, vw, 63), "");
+		*m = llvm.LLVMBuildAnd(B, b[sb + 4], vsplat32(G, vw, 63), "");
+		return;
+	}
+	LLVMValueRef s6 = vsplat32(G, vw, 6), s4 = vsplat32(G, vw, 4);
+	*sc = llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, b[sb + 4], vsplat32(G, vw, 15), ""),
+	                       llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, b[sb - 4], s6, ""), s4, ""), "");
+	*m = llvm.LLVMBuildOr(B, llvm.LLVMBuildLShr(B, b[sb + 4], s4, ""),
+	                      llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, b[sb], s6, ""), s4, ""), "");
+}
+
+/* A k-quant super-block's f16 d (and q4_k's dmin, when dmin is not NULL) of
+ * each column, widened: nv vectors of vw from base. */
+static void kq_d(Gen *G, LLVMValueRef panel, LLVMValueRef base, LLVMValueRef wide, int nv, int vw, LLVMValueRef *d,
+                 LLVMValueRef *dmin)
+{
+	for (int v = 0; v < nv; v++) {
+		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
+		if (dmin)
+			dmin[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), ci64(G, 2 * v * vw))),
+			                                 G->i16, vw), vw, 0);
+	}
+}
+
 /* Super-block o of a q4_k / q6_k panel (nestrt.h's layout: the block's f16
  * fields a row of `wide` each, then its other bytes a row each, in the
  * block's order), added to acc[r][v] into nacc. Passes over byte rows, each
@@ -224,12 +255,7 @@ static void kq_block(Fn *F, Node *a, int mr, int nv, int vw, int wf, LLVMValueRe
 	int q4 = wf == WF_Q4_K;
 	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
 	LLVMValueRef d[4], dmin[4];
-	for (int v = 0; v < nv; v++) {
-		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
-		if (q4)
-			dmin[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), ci64(G, 2 * v * vw))),
-			                                 G->i16, vw), vw, 0);
-	}
+	kq_d(G, panel, base, wide, nv, vw, d, q4 ? dmin : NULL);
 	LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, q4 ? 4 : 2)));
 	/* byte row r of vector v, as <vw x i32> */
 	#define KQ_ROW(r, v) llvm.LLVMBuildZExt(B, load_vec_at(G, panel, iadd(G, rows, iadd(G, imul(G, (r), wide), ci64(G, (v) * vw))), G->i8, vw), vi, "")
@@ -331,18 +357,11 @@ static void kq_block(Fn *F, Node *a, int mr, int nv, int vw, int wf, LLVMValueRe
 			for (int q = 0; q < nsets; q++) {
 				int sb = set[q].sub;
 				if (q4) {
-					/* ggml's get_scale_min_k4 over the 12 bytes, a lane a column */
-					LLVMValueRef sc, m;
-					if (sb < 4) {
-						sc = llvm.LLVMBuildAnd(B, KQ_ROW(ci64(G, sb), v), vsplat32(G, vw, 63), "");
-						m = llvm.LLVMBuildAnd(B, KQ_ROW(ci64(G, sb + 4), v), vsplat32(G, vw, 63), "");
-					} else {
-						LLVMValueRef b4 = KQ_ROW(ci64(G, sb + 4), v), c6 = vsplat32(G, vw, 6), c4 = vsplat32(G, vw, 4);
-						LLVMValueRef top_s = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, KQ_ROW(ci64(G, sb - 4), v), c6, ""), c4, "");
-						LLVMValueRef top_m = llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, KQ_ROW(ci64(G, sb), v), c6, ""), c4, "");
-						sc = llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, b4, vsplat32(G, vw, 15), ""), top_s, "");
-						m = llvm.LLVMBuildOr(B, llvm.LLVMBuildLShr(B, b4, c4, ""), top_m, "");
-					}
+					/* the scale bytes this sub-block reads */
+					LLVMValueRef b[12] = {NULL}, sc, m;
+					for (int i = sb < 4 ? sb : sb - 4; i <= sb + 4; i += 4)
+						b[i] = KQ_ROW(ci64(G, i), v);
+					k4_scale_min(G, vw, b, sb, &sc, &m);
 					ds[q][v] = llvm.LLVMBuildFMul(B, d[v], llvm.LLVMBuildSIToFP(B, sc, vt, ""), "");
 					dm[q][v] = llvm.LLVMBuildFNeg(B, llvm.LLVMBuildFMul(B, dmin[v], llvm.LLVMBuildSIToFP(B, m, vt, ""), ""), "");
 				} else {
@@ -392,15 +411,11 @@ static void kq_block_dot(Fn *F, int mr, int nv, int vw, LLVMValueRef K, LLVMValu
 	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
 	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(WF_Q4_K))));
 	LLVMValueRef d[4], dmin[4];
-	for (int v = 0; v < nv; v++) {
-		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
-		dmin[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, iadd(G, imul(G, wide, ci64(G, 2)), ci64(G, 2 * v * vw))),
-		                                 G->i16, vw), vw, 0);
-	}
+	kq_d(G, panel, base, wide, nv, vw, d, dmin);
 	LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, 4)));
 	/* group g of 4 byte rows, vector v: 4 vw bytes */
 	#define KD_GROUP(g, v) load_vec_at(G, panel, iadd(G, rows, imul(G, iadd(G, imul(G, ci64(G, (g)), wide), ci64(G, (v) * vw)), ci64(G, 4))), G->i8, 4 * vw)
-	LLVMValueRef sc_rows[12][4];   /* the 12 scale bytes of each column, as i32 */
+	LLVMValueRef sc_rows[4][12];   /* each column's 12 scale bytes, as i32 */
 	for (int v = 0; v < nv; v++)
 		for (int q = 0; q < 3; q++) {
 			LLVMValueRef grp = KD_GROUP(q, v);
@@ -409,7 +424,7 @@ static void kq_block_dot(Fn *F, int mr, int nv, int vw, LLVMValueRef K, LLVMValu
 				for (int i = 0; i < vw; i++)
 					idx[i] = ci32(G, 4 * i + l);
 				LLVMValueRef b = llvm.LLVMBuildShuffleVector(B, grp, llvm.LLVMGetUndef(vb), llvm.LLVMConstVector(idx, (unsigned)vw), "");
-				sc_rows[4 * q + l][v] = llvm.LLVMBuildZExt(B, b, vi, "");
+				sc_rows[v][4 * q + l] = llvm.LLVMBuildZExt(B, b, vi, "");
 			}
 		}
 	LLVMValueRef rowq[MM_MAX_MR], bidx[MM_MAX_MR], cur[MM_MAX_MR][4];
@@ -449,18 +464,8 @@ static void kq_block_dot(Fn *F, int mr, int nv, int vw, LLVMValueRef K, LLVMValu
 		}
 		LLVMValueRef ds[4], dm[4];
 		for (int v = 0; v < nv; v++) {
-			/* ggml's get_scale_min_k4, a lane a column */
 			LLVMValueRef sc, m;
-			if (sb < 4) {
-				sc = llvm.LLVMBuildAnd(B, sc_rows[sb][v], vsplat32(G, vw, 63), "");
-				m = llvm.LLVMBuildAnd(B, sc_rows[sb + 4][v], vsplat32(G, vw, 63), "");
-			} else {
-				LLVMValueRef b4 = sc_rows[sb + 4][v], s6 = vsplat32(G, vw, 6), s4 = vsplat32(G, vw, 4);
-				sc = llvm.LLVMBuildOr(B, llvm.LLVMBuildAnd(B, b4, vsplat32(G, vw, 15), ""),
-				                      llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, sc_rows[sb - 4][v], s6, ""), s4, ""), "");
-				m = llvm.LLVMBuildOr(B, llvm.LLVMBuildLShr(B, b4, s4, ""),
-				                     llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, sc_rows[sb][v], s6, ""), s4, ""), "");
-			}
+			k4_scale_min(G, vw, sc_rows[v], sb, &sc, &m);
 			ds[v] = llvm.LLVMBuildFMul(B, d[v], llvm.LLVMBuildSIToFP(B, sc, vt, ""), "");
 			dm[v] = llvm.LLVMBuildFMul(B, dmin[v], llvm.LLVMBuildSIToFP(B, m, vt, ""), "");
 		}
