@@ -191,7 +191,7 @@ const char *ref(Ctx *c, Val *v)
 		val_decode(v); /* a splat: full() below, as when it was read at once */
 	int splat = !v->lazy;
 	for (int64_t k = 1; k < v->n && splat; k++)
-		splat = kget(v, k) == kget(v, 0) && !(v->f && isnan(v->f[k]));
+		splat = kget(v, k) == kget(v, 0); /* false for NaN */
 	char lit[128] = "";
 	int have = 1;
 	if (v->lazy && v->raw)
@@ -355,7 +355,6 @@ void alias(Ctx *c, NodeIO *io, int k, Val *v)
 		o->lazy = 1;
 		o->raw = v->raw;
 		o->raw_ot = v->raw_ot;
-		o->src = v->src;
 		return;
 	}
 	if (v->known) {

@@ -63,7 +63,6 @@ typedef struct Val {
 	 * are, never through doubles */
 	const unsigned char *raw;
 	int raw_ot;
-	Onnx__TensorProto *src; /* the TensorProto raw points into, or NULL */
 	unsigned char *rawbuf;  /* external data read for it (owned), or NULL */
 	int shape_use;  /* (input) used where a value must be known */
 	int ot;         /* its ONNX dtype where known (inputs, initializers, Casts,

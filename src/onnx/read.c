@@ -339,7 +339,6 @@ void val_decode(Val *v)
 		raw_elem(v, v->raw_ot, v->raw + (size_t)k * es, k);
 	v->lazy = 0;
 	v->raw = NULL;
-	v->src = NULL;
 }
 
 /* Are all elements of a lazy value equal (and not NaN), as ref's test on
@@ -624,7 +623,6 @@ Val *tensor_val(Ctx *c, Onnx__TensorProto *t, const char *name, const char *base
 			v->lazy = 1;
 			v->raw = raw;
 			v->raw_ot = ot;
-			v->src = ext ? NULL : t;
 			v->rawbuf = ext;
 			return v;
 		}

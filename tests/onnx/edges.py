@@ -75,6 +75,17 @@ def checks(nestc, d, run, short, make_model):
                         [f32("y", list(want.shape))], [NH.from_array(np.array(pads, np.int64), "p")], dict(x=x))
         expect("Pad %s with pads %s: crop, then pad" % (mode, pads), got, [want])
 
+    # a node that lists fewer outputs than its op makes (DynamicQuantizeLinear's
+    # y alone, as a hand-edited graph has it): the others are never named
+    x = np.array([[0, 1, 2], [-1, 3, 2.55]], np.float32)
+    lo, hi = np.float32(min(0.0, x.min())), np.float32(max(0.0, x.max()))
+    sc = np.float32((hi - lo) / np.float32(255))
+    zp = np.clip(np.round(np.float32(0 - lo) / sc), 0, 255)
+    want = np.clip(np.round(x / sc) + zp, 0, 255).astype(np.uint8)
+    got = run_model("dql_y_only", [H.make_node("DynamicQuantizeLinear", ["x"], ["y"])], [f32("x", [2, 3])],
+                    [H.make_tensor_value_info("y", TP.UINT8, None)], [], dict(x=x))
+    expect("DynamicQuantizeLinear listing y alone: its values", got, [want])
+
     # int8 zero point through Identity and Reshape
     a = np.array([[100, -100, 50, 7]], np.int8)
     b = np.array([[3], [2], [1], [5]], np.int8)
@@ -410,7 +421,11 @@ def checks(nestc, d, run, short, make_model):
             ("shape_product", "a shape whose product passes 2^40: a clear error",
              [H.make_node("ConstantOfShape", ["s"], ["y"], value=NH.from_array(np.array([1.0], np.float32), "v"))],
              [], [NH.from_array(np.array([1 << 30, 1 << 11], np.int64), "s")],
-             "node #0 (ConstantOfShape, opset 13): dimension 1 is out of range (2048)\n1 error generated.")):
+             "node #0 (ConstantOfShape, opset 13): dimension 1 is out of range (2048)\n1 error generated."),
+            # inputs of 2^21 elements each whose broadcast has 2^42: refused where the output is made
+            ("shape_bcast", "an Add whose broadcast passes 2^40 elements: a clear error",
+             [H.make_node("Add", ["x", "z"], ["y"])], [f32("x", [1 << 21, 1]), f32("z", [1, 1 << 21])], [],
+             "node #0 (Add, opset 13): dimension 1 is out of range (2097152)\n1 error generated.")):
         path = os.path.join(d, "edge_%s.onnx" % name)
         make_model(path, nodes, ins, [f32("y", None)], inits=inits, opset=13)
         r = run([nestc, "check", path])

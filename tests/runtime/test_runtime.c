@@ -2239,6 +2239,14 @@ static void test_seq(void)
 		e = nestrt_model_error(m);
 		CHECK(rc < 0 && e && strlen(e) == 511 && strncmp(e, "seq_box: NNN", 12) == 0,
 		      "seq_box of 70 buffers, a read of a new sequence: rc %d, %zu characters", rc, e ? strlen(e) : 0);
+		/* a dim's name that leaves room for the start of why the call is refused
+		 * ("seq_box: " + 480 + " = 2" is 493 characters): cut there too */
+		longname[480] = 0;
+		rc = nestrt_model_call_dims(m, 1, s, seq_noop, many, 70, d1, 1, lnames, checks, 2, &box[2], 1, "seq_box");
+		e = nestrt_model_error(m);
+		CHECK(rc < 0 && e && strlen(e) == 511 && strcmp(e + 493, ": reads state st b") == 0,
+		      "seq_box, a dim name of 480 characters: rc %d, %zu characters, ends '%s'", rc, e ? strlen(e) : 0,
+		      e && strlen(e) > 493 ? e + 493 : "");
 		nestrt_seq_free(s);
 	}
 	nestrt_model_free(m);
