@@ -289,13 +289,13 @@ def check_errors(tmp, src, W, wpath):
                 None if "warning: --weights-format 'nothing.*=bf16': the pattern matches no param" in r.stderr
                 else "no warning: %r" % r.stderr[:300]))
     # a NaN, an infinity, f16's range: the compiled model refuses to be made, nestc run
-    # refuses to run; both name the tensor
-    for tag, fmt, value, want in [("nan", "q8_0", np.nan, r"w1.*nan.*q8_0|w1.*q8_0.*nan"),
-                                  ("inf", "q4_0", np.inf, r"w1.*inf"),
-                                  ("f16_range", "f16", 70000.0, r"w1.*70000.*f16")]:
+    # refuses to run; both name the tensor (and the element: the first one too)
+    for tag, fmt, value, at, want in [("nan", "q8_0", np.nan, (3, 4), r"w1.*nan.*q8_0|w1.*q8_0.*nan"),
+                                      ("inf", "q4_0", np.inf, (3, 4), r"w1.*inf"),
+                                      ("f16_range", "f16", 70000.0, (0, 0), r"w1.*element 0 is 70000.*f16")]:
         Wb = dict(W)
         Wb["w1"] = W["w1"].copy()
-        Wb["w1"][3, 4] = value
+        Wb["w1"][at] = value
         p = os.path.join(tmp, "bad_%s.safetensors" % tag)
         C.write_safetensors(p, sorted(Wb.items()))
         d = os.path.join(tmp, "bad_" + tag)
