@@ -155,7 +155,7 @@ check-tsan: all
 		/usr/bin/python3 tests/runtime/run_threads.py $(B)/nestc build-tsan/libnestrt.a
 
 $(B)/test_io: tests/unit/test_io.c $(B)/weights.o $(B)/npy.o $(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS)
-	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
+	$(CC) $(XCFLAGS) -Iruntime $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_io.c $(B)/weights.o $(B)/npy.o \
 		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(RT_IO_OBJS) $(LDLIBS)
 $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o $(B)/dtype.o $(B)/diag.o
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o \

@@ -30,19 +30,20 @@ typedef nestrt__wpack WPack;
  * this file makes and keeps them. */
 size_t nestrt__pack_bytes(int64_t k, int64_t n, int64_t wide, int flags)
 {
+	if (k <= 0 || n <= 0 || wide <= 0)
+		return 0;
 	size_t es = flags & NESTRT_PACK_F64 ? 8 : 4;
-	int64_t panels = (n + wide - 1) / wide;
+	int64_t panels = n / wide + (n % wide != 0);
 	int fmt = flags >> NESTRT_PACK_FMT_SHIFT;
 	if (fmt) {
 		/* k / block rows of `wide` blocks a panel */
 		int64_t blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
-		if (k <= 0 || n <= 0 || wide <= 0 || !blk || k % blk ||
-		    (uint64_t)panels > SIZE_MAX / 2 / (uint64_t)bb / (uint64_t)(k / blk) / (uint64_t)wide)
+		if (!blk || k % blk || (uint64_t)panels > SIZE_MAX / 2 / (uint64_t)bb / (uint64_t)(k / blk) / (uint64_t)wide)
 			return 0;
 		size_t bytes = (size_t)panels * (size_t)(k / blk) * (size_t)wide * (size_t)bb;
 		return (bytes + 63) / 64 * 64;
 	}
-	if (k <= 0 || n <= 0 || wide <= 0 || (uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide / 2)
+	if ((uint64_t)panels > SIZE_MAX / es / (uint64_t)k / (uint64_t)wide / 2)
 		return 0;
 	size_t bytes = (size_t)panels * (size_t)k * (size_t)wide * es;
 	return (bytes + 63) / 64 * 64;

@@ -97,6 +97,7 @@ PY = "/usr/bin/python3"
 # /usr/bin/python3, {SELF} this script. Each is (name, argv).
 T = {
     "runtime": ("test_runtime", ["build/test_runtime"]),
+    "unit-io": ("test_io", ["build/test_io"]),
     "threads": ("run_threads", ["{PY}", "tests/runtime/run_threads.py", "{NESTC}"]),
     "generate": ("generate", ["{PY}", "tests/generate/run.py", "{NESTC}"]),
     "cli": ("cli", ["{PY}", "tests/cli/run.py", "{NESTC}"]),
@@ -141,7 +142,7 @@ COVER = {
         subset("compiled", "header.dim_and_sequence", "kernels.conv2d_pool_state", "narrow."),
     ],
     "runtime/wpack.c": [
-        T["runtime"], T["threads"],
+        T["runtime"], T["unit-io"], T["threads"],
         subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
                "kernels.conv2d_winograd"),
         T["generate"],
@@ -165,8 +166,8 @@ COVER = {
     ],
 }
 FALLBACK = [("tests/check.sh", ["sh", "tests/check.sh", "build"])]
-BUILD_TARGETS = ["build/nestc", "build/libnestrt.a", "build/test_runtime", "build/nestrt.pc"]
-FALLBACK_TARGETS = ["build/test_io", "build/test_interp"]
+BUILD_TARGETS = ["build/nestc", "build/libnestrt.a", "build/test_runtime", "build/test_io", "build/nestrt.pc"]
+FALLBACK_TARGETS = ["build/test_interp"]
 
 
 def covering(path):

@@ -10,10 +10,11 @@
  * and checks .npy compatibility. The profile is checked by running this
  * binary again as a child with NESTRT_PROFILE=1. GGUF files and their
  * expected values come from tests/io/gguf.py (beside the corpus script). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dlsym's RTLD_NEXT, for the read faults below */
 #include "nestrt.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1981,6 +1983,45 @@ static void test_packed_panels(void)
 
 /* A weight only read packed loses its unpacked pages (a big one: whole
  * pages), and gets them back when something reads it unpacked. */
+/* Reads that fail as a disk can: this program's pread and preadv stand in
+ * for the C library's (the runtime, linked statically, calls these). With
+ * read_fault > 0 every read fails with that errno; with read_fault < 0 every
+ * read succeeds and leaves errno at -read_fault, which a successful call may
+ * do (a stale EINTR must not make the runtime read the same bytes again). */
+static int read_fault;
+
+ssize_t pread(int fd, void *buf, size_t len, off_t off)
+{
+	static ssize_t (*real)(int, void *, size_t, off_t);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pread");
+	int f = __atomic_load_n(&read_fault, __ATOMIC_RELAXED);
+	if (f > 0) {
+		errno = f;
+		return -1;
+	}
+	ssize_t r = real(fd, buf, len, off);
+	if (f < 0 && r > 0)
+		errno = -f;
+	return r;
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
+{
+	static ssize_t (*real)(int, const struct iovec *, int, off_t);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "preadv");
+	int f = __atomic_load_n(&read_fault, __ATOMIC_RELAXED);
+	if (f > 0) {
+		errno = f;
+		return -1;
+	}
+	ssize_t r = real(fd, iov, n, off);
+	if (f < 0 && r > 0)
+		errno = -f;
+	return r;
+}
+
 static void test_packed_release(void)
 {
 	/* w f32[1024, 1024] (4 MiB) at offset 0 of the data */
@@ -2035,6 +2076,39 @@ static void test_packed_release(void)
 			CHECK(same, "nestrt_weights_info restores it from the packed copy");
 			p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
 			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f, "and the packed copy stays");
+		}
+		nestrt_model_free(m);
+		nestrt_weights_close(w);
+	}
+	/* a read that fails while the weights are packed (from the file into
+	 * panels: preadv; transposed, through a scratch copy: pread) is an error
+	 * naming the file and the reason, and the next instance reads again; a
+	 * read that succeeds with a stale EINTR in errno is just a read */
+	for (int two = 0; two < 2; two++) {
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1, NULL};
+		nestrt_error err = {{0}};
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		__atomic_store_n(&read_fault, EIO, __ATOMIC_RELAXED);
+		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+		__atomic_store_n(&read_fault, 0, __ATOMIC_RELAXED);
+		char *want = fmt("%s: cannot read: %s", path, strerror(EIO));
+		CHECK(w && !m && strstr(err.message, want), "an I/O error packing %s: '%s'", two ? "two forms" : "one form",
+		      err.message);
+		free(want);
+		nestrt_model_free(m);
+		__atomic_store_n(&read_fault, -EINTR, __ATOMIC_RELAXED);
+		m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+		__atomic_store_n(&read_fault, 0, __ATOMIC_RELAXED);
+		if (CHECK(m != NULL, "after an I/O error, the next instance (reads leaving errno EINTR): %s", err.message)) {
+			const float *b = nestrt_model_ctx(m)->params[0];
+			const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
+			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f && p[48 * 1024] == 48 * 0.25f &&
+			              p[1023 * 48] == (float)(1023 * 1024 % 1000) * 0.25f,
+			      "and its packed weights are the file's%s", two ? " (one of two forms)" : "");
+			if (two) {
+				const float *q = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, 1);
+				CHECK(q && q[1] == (float)(1024 % 1000) * 0.25f && q[32] == 0.25f, "and its transposed copy");
+			}
 		}
 		nestrt_model_free(m);
 		nestrt_weights_close(w);

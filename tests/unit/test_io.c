@@ -10,6 +10,7 @@
  * feeds them malformed files. NumPy compatibility is checked by running
  * $PYTHON (default /usr/bin/python3) to write and read files. */
 #include "nestc.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -777,6 +778,32 @@ static void test_gguf(T *t)
 
 /* Reasons come without the path (the callers print it), however odd the
  * path: the runtime's messages start with "PATH: ", newlines made spaces. */
+/* The bytes a packed copy takes (wpack.c): panels of `wide` columns, k rows
+ * each (k / 32 rows of blocks in a block format), rounded up to 64 bytes;
+ * 0 for shapes it cannot lay out or whose bytes would not fit in size_t,
+ * which the callers take as "not packed". */
+static void test_pack_bytes(T *t)
+{
+	int q8 = NESTRT_FMT_Q8_0 << NESTRT_PACK_FMT_SHIFT, q4 = NESTRT_FMT_Q4_0 << NESTRT_PACK_FMT_SHIFT;
+	CHECK(t, nestrt__pack_bytes(64, 10, 8, 0) == 2 * 64 * 8 * 4, "f32 [64, 10] in panels of 8: %zu",
+	      nestrt__pack_bytes(64, 10, 8, 0));
+	CHECK(t, nestrt__pack_bytes(3, 5, 4, NESTRT_PACK_F64) == 192, "f64 [3, 5] in panels of 4 (2 * 3 * 4 * 8 = 192)");
+	CHECK(t, nestrt__pack_bytes(3, 1, 1, 0) == 64, "12 bytes round up to 64");
+	CHECK(t, nestrt__pack_bytes(64, 10, 8, q8) == 2 * 2 * 8 * 34, "q8_0 [64, 10]: 2 panels of 2 x 8 blocks");
+	CHECK(t, nestrt__pack_bytes(96, 3, 4, q4) == 64 * 4, "q4_0 [96, 3]: 1 panel of 3 x 4 blocks of 18 bytes, rounded");
+	CHECK(t, !nestrt__pack_bytes(0, 10, 8, 0) && !nestrt__pack_bytes(64, 0, 8, 0) && !nestrt__pack_bytes(64, 10, 0, 0) &&
+	             !nestrt__pack_bytes(-64, 10, 8, 0),
+	      "an empty or negative shape or width is not laid out");
+	CHECK(t, !nestrt__pack_bytes(48, 10, 8, q8) && !nestrt__pack_bytes(0, 10, 8, q8) && !nestrt__pack_bytes(64, 10, 0, q4),
+	      "a block format needs k a positive multiple of 32 and a width");
+	int64_t big = (int64_t)1 << 31;
+	CHECK(t, !nestrt__pack_bytes(big, big, 16, 0) && !nestrt__pack_bytes(big, big, 16, NESTRT_PACK_F64) &&
+	             !nestrt__pack_bytes(big * 32, big, 16, q8) && !nestrt__pack_bytes(big * 32, big * 4, 32, q4),
+	      "bytes past size_t are 0, not a wrapped size");
+	/* just inside the bound: (2^29 / 16) panels of 2^29 rows of 16 f32 = 2^60 bytes */
+	CHECK(t, nestrt__pack_bytes((int64_t)1 << 29, (int64_t)1 << 29, 16, 0) == (size_t)1 << 60, "2^60 bytes fit");
+}
+
 static void test_reasons(T *t)
 {
 	char *dir = tpath(t, "odd\ndir: x");
@@ -872,6 +899,7 @@ int main(int argc, char **argv)
 	test_safetensors(&t);
 	test_gguf(&t);
 	test_reasons(&t);
+	test_pack_bytes(&t);
 	rm_rf(t.dir);
 	printf("%d passed, %d failed\n", t.pass, t.fail);
 	return t.fail ? 1 : 0;
