@@ -295,7 +295,7 @@ int conv_pool_geom(const Node *n, const Node *m, ConvGeom *cg)
 	cg->nsplit = bp.ns;
 	cg->brows = cg->nrows + cg->extra < cg->hr ? cg->nrows + cg->extra : cg->hr;
 	cg->bcp = (cg->brows * OW + 15) / 16 * 16;
-	cg->slot = CKW * cg->nslot * C * cg->bcp + 16;
+	cg->slot = CKW * cg->nslot * C * cg->bcp + 16; /* + room for the tiles' whole-vector loads past the last copy */
 	return 1;
 }
 
@@ -369,7 +369,7 @@ int conv_geom(const Node *n, int dynamic, ConvGeom *cg)
 	 * fewer cache lines (a 3x3 convolution of 128 channels at 28x28 in bands
 	 * of 7 rows: 10% faster) */
 	cg->bcp = (cg->brows * OW + 15) / 16 * 16;
-	cg->slot = KW * cg->nslot * x->shape[1] * cg->bcp + 16;
+	cg->slot = KW * cg->nslot * x->shape[1] * cg->bcp + 16; /* + room for the same loads */
 	cg->elems = cg->nband * cg->nsplit * cg->slot;
 	return 1;
 }

@@ -531,10 +531,9 @@ static void cv_bands_tasks(Fn *F, ConvK *k, LLVMValueRef *vals, int nl)
 		LLVMValueRef so = imul(G, t, ci64(G, cg->slot));
 		slot = llvm.LLVMBuildGEP2(B, et, llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, ""), &so, 1, "slot");
 	}
-	/* what the band's last tiles read beyond its copies: zeros */
-	for (int z = 0; z < 16; z++)
-		llvm.LLVMBuildStore(B, fconst(G, n->dtype, 0),
-		                    llvm.LLVMBuildGEP2(B, et, slot, (LLVMValueRef[]){ci64(G, cg->slot - 16 + z)}, 1, ""));
+	/* the band's last tiles load whole vectors past the copies, into the
+	 * slot's 16 elements of room (plan.c): lanes past the band's pixels,
+	 * never stored, so those elements need no values */
 	/* the rows from the band's first on (fewer at the end of the copies) */
 	LLVMValueRef p0 = imul(G, band, ci64(G, cg->blen)), r0 = idiv(G, p0, ci64(G, k->OW));
 	LLVMValueRef nr = isub(G, ci64(G, cg->hr), r0);
@@ -1036,9 +1035,9 @@ void k_conv2d_pool(Fn *F, Node *n, Node *m)
 	k.out = rows;
 	LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
 	LLVMValueRef band = idiv(G, t, nsplit), share = irem(G, t, nsplit);
-	/* what the band's last tiles read beyond its copies: zeros */
-	for (int z = 0; z < 16; z++)
-		llvm.LLVMBuildStore(B, fconst(G, dt, 0), llvm.LLVMBuildGEP2(B, et, slot, (LLVMValueRef[]){ci64(G, cg.slot - 16 + z)}, 1, ""));
+	/* the band's last tiles load whole vectors past the copies, into the
+	 * slot's 16 elements of room (plan.c): lanes past the band's pixels,
+	 * never stored, so those elements need no values */
 	/* pooled rows [i0, i1) read rows [r0, r0 + nrows) */
 	LLVMValueRef i0 = imul(G, band, ci64(G, cg.prows));
 	LLVMValueRef i1 = iadd(G, i0, ci64(G, cg.prows));
