@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -1891,25 +1892,29 @@ static void test_packed(void)
  * transforms G g G^T of 3x3 kernels (F(4x4, 3x3) and F(2x2, 3x3), Lavin's
  * G), every element against the layout nestrt.h gives. Params: e f64[5, 6]
  * as Bt (k 6, n 5, wide 4), f f32[9, 8] as Bt (k 8, n 9, wide 8), g
- * f32[2, 3, 3, 3] as WINO (k 108, n 2, wide 4) and WINO2 (k 48). */
-static const int64_t panels_plan[] = {4,
+ * f32[2, 3, 3, 3] as WINO (k 108, n 2, wide 4) and WINO2 (k 48), h f64[4, 2]
+ * as Bt (k 2, n 4, wide 4). */
+static const int64_t panels_plan[] = {5,
 	1, -1, 6, 5, 4, NESTRT_PACK_TRANS | NESTRT_PACK_F64,
 	1, -2, 8, 9, 8, NESTRT_PACK_TRANS,
 	1, -3, 108, 2, 4, NESTRT_PACK_WINO,
-	1, -3, 48, 2, 4, NESTRT_PACK_WINO2};
-static const nestrt_param panels_params[3] = {
+	1, -3, 48, 2, 4, NESTRT_PACK_WINO2,
+	1, -4, 2, 4, 4, NESTRT_PACK_TRANS | NESTRT_PACK_F64};
+static const nestrt_param panels_params[4] = {
 	{"e", NESTRT_F64, 2, {5, 6}},
 	{"f", NESTRT_F32, 2, {9, 8}},
 	{"g", NESTRT_F32, 4, {2, 3, 3, 3}},
+	{"h", NESTRT_F64, 2, {4, 2}},
 };
-static const nestrt_model_desc panels_desc = {"panels", panels_params, 3, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan, NULL};
+static const nestrt_model_desc panels_desc = {"panels", panels_params, 4, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan, NULL};
 
 static void test_packed_panels(void)
 {
-	static char image[1024];
+	static char image[2048];
 	const char *hdr = "{\"e\":{\"dtype\":\"F64\",\"shape\":[5,6],\"data_offsets\":[0,240]},"
 	                  "\"f\":{\"dtype\":\"F32\",\"shape\":[9,8],\"data_offsets\":[256,544]},"
-	                  "\"g\":{\"dtype\":\"F32\",\"shape\":[2,3,3,3],\"data_offsets\":[576,792]}}";
+	                  "\"g\":{\"dtype\":\"F32\",\"shape\":[2,3,3,3],\"data_offsets\":[576,792]},"
+	                  "\"h\":{\"dtype\":\"F64\",\"shape\":[4,2],\"data_offsets\":[800,864]}}";
 	size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
 	uint64_t n = hl + pad;
 	memcpy(image, &n, 8);
@@ -1927,8 +1932,12 @@ static void test_packed_panels(void)
 	memcpy(data, e, sizeof e);
 	memcpy(data + 256, f, sizeof f);
 	memcpy(data + 576, g, sizeof g);
+	double h[8];
+	for (int i = 0; i < 8; i++)
+		h[i] = 1.5 * i + 0.5;
+	memcpy(data + 800, h, sizeof h);
 	nestrt_error err = {{0}};
-	nestrt_weights *w = nestrt_weights_from_memory(image, 8 + n + 792, "panels", &err);
+	nestrt_weights *w = nestrt_weights_from_memory(image, 8 + n + 864, "panels", &err);
 	nestrt_model *m = w ? nestrt_model_new(&panels_desc, w, &err) : NULL;
 	if (!CHECK(m != NULL, "panels model: %s", err.message)) {
 		nestrt_weights_close(w);
@@ -1945,6 +1954,14 @@ static void test_packed_panels(void)
 				bad += pe[(p * 6 + i) * 4 + c] != (row < 5 ? e[row * 6 + i] : 0.0);
 			}
 	CHECK(!bad, "f64 Bt[5, 6] in panels of 4: %d elements wrong", bad);
+	/* one whole panel of an even k: its 64 bytes exactly, in 2x2 blocks (a
+	 * block past the last row would write past the copy: check-asan) */
+	const double *ph = nestrt_packed(ctx, ctx->params[3], 2, 4, 4, NESTRT_PACK_TRANS | NESTRT_PACK_F64);
+	bad = !ph;
+	for (int i = 0; ph && i < 2; i++)
+		for (int c = 0; c < 4; c++)
+			bad += ph[i * 4 + c] != h[c * 2 + i];
+	CHECK(!bad, "f64 Bt[4, 2] in one panel of 4: %d elements wrong", bad);
 	const float *pf = nestrt_packed(ctx, ctx->params[1], 8, 9, 8, NESTRT_PACK_TRANS);
 	bad = !pf;
 	for (int p = 0; pf && p < 2; p++)
@@ -2020,6 +2037,24 @@ ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
 	if (f < 0 && r > 0)
 		errno = -f;
 	return r;
+}
+
+/* Memory maps that fail: with map_fail >= 0, this program's mmap (which
+ * the runtime calls for its large buffers) refuses anonymous mappings from
+ * the map_fail-th one on (counted in maps_made) with ENOMEM. */
+static int map_fail = -1, maps_made;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	static void *(*real)(void *, size_t, int, int, int, off_t);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "mmap");
+	if (flags & MAP_ANONYMOUS && __atomic_load_n(&map_fail, __ATOMIC_RELAXED) >= 0 &&
+	    __atomic_fetch_add(&maps_made, 1, __ATOMIC_RELAXED) >= map_fail) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	return real(addr, len, prot, flags, fd, off);
 }
 
 static void test_packed_release(void)
@@ -2112,6 +2147,39 @@ static void test_packed_release(void)
 		}
 		nestrt_model_free(m);
 		nestrt_weights_close(w);
+	}
+	/* out of memory at each of the maps that opening the weights and making
+	 * an instance take in turn (the tensors' place, each packed copy, ...):
+	 * an error that says so, never a crash, and weights that opened make an
+	 * instance once memory is back */
+	for (int two = 0; two < 2; two++) {
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1, NULL};
+		const char *forms = two ? "two forms" : "one form";
+		int nfail = 0, done = 0;
+		for (int at = 0; !done && at < 16; at++) {
+			nestrt_error err = {{0}};
+			__atomic_store_n(&maps_made, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&map_fail, at, __ATOMIC_RELAXED);
+			nestrt_weights *w = nestrt_weights_open(path, &err);
+			nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+			__atomic_store_n(&map_fail, -1, __ATOMIC_RELAXED);
+			if (m) {
+				done = 1;
+				const float *b = nestrt_model_ctx(m)->params[0];
+				const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
+				CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f && p[48 * 1024] == 48 * 0.25f,
+				      "the file's weights packed once the maps succeed (%s)", forms);
+			} else {
+				nfail++;
+				CHECK(strstr(err.message, path) && (strstr(err.message, "out of memory") || strstr(err.message, "cannot allocate")),
+				      "map %d failing (%s): '%s'", at, forms, err.message);
+				m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+				CHECK(!w || m, "map %d failed (%s), then an instance of the same weights: %s", at, forms, err.message);
+			}
+			nestrt_model_free(m);
+			nestrt_weights_close(w);
+		}
+		CHECK(done && nfail > 0, "an instance made after %d failing maps (%s)", nfail, forms);
 	}
 	/* the tensors are read when the first instance is created: a file cut
 	 * short before then is an error then, not a crash */
