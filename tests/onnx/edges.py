@@ -86,6 +86,20 @@ def checks(nestc, d, run, short, make_model):
                     [H.make_tensor_value_info("y", TP.UINT8, None)], [], dict(x=x))
     expect("DynamicQuantizeLinear listing y alone: its values", got, [want])
 
+    # an integer initializer of one repeated value past f32's exact integers
+    # (2^24 + 1): written out, not as full(), whose fill would round it
+    for v in (2 ** 24 + 1, -(2 ** 24 + 3), 2 ** 40 + 1):
+        x = np.array([1, -2, 3], np.int64)
+        c = np.full([3], v, np.int64)
+        got = run_model("isplat_%d" % len(out), [H.make_node("Add", ["x", "c"], ["y"])],
+                        [H.make_tensor_value_info("x", TP.INT64, [3])], [H.make_tensor_value_info("y", TP.INT64, [3])],
+                        [NH.from_array(c, "c")], dict(x=x))
+        want = x + c
+        why = got[1]
+        if not why and got[0][0].tolist() != want.tolist():
+            why = "got %s, expected %s" % (got[0][0], want)
+        out.append(("an int64 initializer of 3 x %d plus an input: every integer exact" % v, why))
+
     # int8 zero point through Identity and Reshape
     a = np.array([[100, -100, 50, 7]], np.int8)
     b = np.array([[3], [2], [1], [5]], np.int8)
