@@ -100,6 +100,21 @@ def checks(nestc, d, run, short, make_model):
             why = "got %s, expected %s" % (got[0][0], want)
         out.append(("an int64 initializer of 3 x %d plus an input: every integer exact" % v, why))
 
+    # initializers folded at import into a value too large to write inline
+    # (a weight of the model, its bytes written by the import) in each dtype
+    # whose bytes are copied as they are
+    rng = np.random.default_rng(7)
+    for dt, tp in ((np.float64, TP.DOUBLE), (np.int32, TP.INT32), (np.int64, TP.INT64), (np.float32, TP.FLOAT)):
+        a = (rng.standard_normal([50, 4]) * 100).astype(dt)
+        b = (rng.standard_normal([4]) * 100).astype(dt)
+        x = (rng.standard_normal([50, 4]) * 10).astype(dt)
+        got = run_model("foldw_%s" % np.dtype(dt).name,
+                        [H.make_node("Add", ["a", "b"], ["c"]), H.make_node("Mul", ["x", "c"], ["y"])],
+                        [H.make_tensor_value_info("x", tp, [50, 4])], [H.make_tensor_value_info("y", tp, [50, 4])],
+                        [NH.from_array(a, "a"), NH.from_array(b, "b")], dict(x=x))
+        expect("a folded [50, 4] %s initializer sum as a weight" % np.dtype(dt).name, got, [x * (a + b)],
+               rtol=1e-6 if dt == np.float32 else 1e-12)
+
     # int8 zero point through Identity and Reshape
     a = np.array([[100, -100, 50, 7]], np.int8)
     b = np.array([[3], [2], [1], [5]], np.int8)
