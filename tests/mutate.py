@@ -52,6 +52,9 @@ declarations, array sizes in declarations and case labels are left alone):
 
 Not planted, because no behaviour can differ (rules that hold for any file):
   - dropping a call of va_end (a no-op wherever GCC and Clang run: NO_EFFECT_CALLS);
+  - a constant alignment given to LLVMSetAlignment changed by one: one more than a
+    power of two is taken as that power (LLVM stores its log2, rounded down), one
+    less promises a smaller alignment, which every address that met the larger meets;
   - < <= > >= turned into its neighbour where the comparison only chooses between its
     own two operands x and y (equal_choice): `x < y ? x : y` (the arms in either order;
     or x and -x when y is 0, an absolute value) and `if (x < y) y = x;` (the if's only
@@ -396,6 +399,21 @@ def is_declaration(toks, a, b):
 COMMUTE = {"calloc": 0, "fmax": 0, "fmin": 0, "fmaxf": 0, "fminf": 0, "MAX": 0, "MIN": 0, "iadd": 1, "imul": 1,
            "LLVMBuildAdd": 1, "LLVMBuildMul": 1, "LLVMBuildFAdd": 1, "LLVMBuildFMul": 1, "LLVMBuildNSWAdd": 1,
            "LLVMBuildNSWMul": 1, "LLVMBuildAnd": 1, "LLVMBuildOr": 1, "LLVMBuildXor": 1}
+
+
+def alignment_arg(toks, k):
+    """Is the number toks[k] the alignment argument of LLVMSetAlignment (its last)?"""
+    if k + 1 >= len(toks) or toks[k + 1].s != ")" or not k or toks[k - 1].s != ",":
+        return False
+    depth = 0
+    for j in range(k - 1, 0, -1):
+        if toks[j].s == ")":
+            depth += 1
+        elif toks[j].s == "(":
+            if depth == 0:
+                return toks[j - 1].s == "LLVMSetAlignment"
+            depth -= 1
+    return False
 
 
 def const_text(s, d):
@@ -753,6 +771,8 @@ def mutants_of(path, text):
         elif t.s == "!":
             add("not", t.a, t.b, "", "! removed")
         elif t.kind == "num":
+            if alignment_arg(toks, k):
+                continue  # the same code, or a weaker promise of alignment: see the docstring
             for d in (1, -1):
                 c = const_text(t.s, d)
                 if c is not None and not equal_choice_const(toks, k, d, floats):
