@@ -4,6 +4,7 @@ run the tests that cover the file, and report the bugs no test noticed.
 
     /usr/bin/python3 tests/mutate.py [--base COMMIT] [FILE...] [--max N] [--seed S]
                                      [-j N] [--fail-under PCT] [--list] [--keep] [--no-sanitize]
+                                     [--only A-B]
 
   FILE...          C files under src/ or runtime/ to mutate (all of their code);
   --base COMMIT    only the lines `git diff -U0 COMMIT` adds or changes (working tree
@@ -18,7 +19,9 @@ run the tests that cover the file, and report the bugs no test noticed.
                    are killed (default: exit 0 whatever survives);
   --list           print the chosen mutants (file:line, operator, diff) and stop;
   --keep           keep the private copies (their paths are printed);
-  --no-sanitize    skip the second pass below.
+  --no-sanitize    skip the second pass below;
+  --only A-B       try only the chosen mutants A to B (numbered from 1 as --list and
+                   the run print them, over all files): a long run split in parts.
   kill -USR1 PID   stop after the mutants under test and print the report so far.
 
 The working tree is never written: the tracked and untracked (not ignored) files are
@@ -1032,7 +1035,7 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "--onnx-cli":
         return onnx_cli(argv[2])
     base, files, nmax, seed, jobs, fail_under, list_only, keep = None, [], 50, 1, 1, None, False, False
-    sanitize = True
+    sanitize, only = True, None
     i = 1
     try:
         while i < len(argv):
@@ -1058,6 +1061,12 @@ def main(argv):
                 keep = True
             elif a == "--no-sanitize":
                 sanitize = False
+            elif a == "--only":
+                i += 1
+                lo, hi = argv[i].split("-")
+                only = (int(lo), int(hi))
+                if only[0] < 1 or only[1] < only[0]:
+                    return usage()
             elif a in ("-h", "--help"):
                 return usage()
             elif a.startswith("-"):
@@ -1139,6 +1148,9 @@ def main(argv):
         queue = [(f, m) for f in files for m in chosen[f]]
         total = len(queue)
         done = [0]
+        if only:
+            queue = queue[only[0] - 1:only[1]]
+            done[0] = only[0] - 1  # numbered as --list numbers them
 
         def work(w):
             cur_file = None
