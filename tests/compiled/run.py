@@ -3475,10 +3475,11 @@ param k1: { weight: f32[96, 64, 1, 1] }
 param ks: { weight: f32[64, 64, 1, 1] }
 param k2: { weight: f32[48, 64, 3, 3] }
 param k9: { weight: f32[48, 16, 3, 3] }
+param kd: { weight: f32[48, 48, 3, 3], bias: f32[48] }
 export fn forward(x7: f32[2, 48, 7, 7], x160: f32[1, 160, 7, 7], x5: f32[1, 300, 5, 5], r: f32[2, 96, 7, 7],
                   x14: f32[1, 64, 14, 14], x9: f32[1, 16, 9, 9]) ->
     (f32[2, 64, 7, 7], f32[1, 80, 7, 7], f32[1, 48, 5, 5], f32[2, 96, 7, 7], f32[1, 64, 7, 7], f32[1, 48, 7, 7],
-     f32[1, 48, 9, 9]) {
+     f32[1, 48, 9, 9], f32[2, 48, 7, 7]) {
   let a = relu(conv2d(x7, k3.weight, k3.bias, padding=1) * reshape(bn.scale, [64, 1, 1]) + reshape(bn.shift, [64, 1, 1]))
   let b = conv2d(x160, kb.weight, padding=1)
   let c = conv2d(x5, kc.weight, padding=1)
@@ -3486,7 +3487,8 @@ export fn forward(x7: f32[2, 48, 7, 7], x160: f32[1, 160, 7, 7], x5: f32[1, 300,
   let e = conv2d(x14, ks.weight, stride=2)
   let f = conv2d(x14, k2.weight, stride=2, padding=1)
   let g = conv2d(x9, k9.weight, padding=1) - 1.0
-  return a, b, c, d, e, f, g
+  let h = conv2d(x7, kd.weight, kd.bias, padding=1)  # 48 channels: no Winograd, the lanes' own bias
+  return a, b, c, d, e, f, g, h
 }
 """
 
@@ -3508,7 +3510,8 @@ def kernels_conv2d_lanes():
                            + w["bn.shift"].astype(np.float64).reshape(1, -1, 1, 1), 0)
             state["refs"] = [a, conv_ref(i["x160"], w["kb.weight"], pad=1), conv_ref(i["x5"], w["kc.weight"], pad=1),
                              np.maximum(conv_ref(a, w["k1.weight"]) + i["r"], 0), conv_ref(i["x14"], w["ks.weight"], stride=2),
-                             conv_ref(i["x14"], w["k2.weight"], stride=2, pad=1), conv_ref(i["x9"], w["k9.weight"], pad=1) - 1.0]
+                             conv_ref(i["x14"], w["k2.weight"], stride=2, pad=1), conv_ref(i["x9"], w["k9.weight"], pad=1) - 1.0,
+                             conv_ref(i["x7"], w["kd.weight"], w["kd.bias"], pad=1)]
         return state["refs"]
 
     def case(threads, prepack):
