@@ -2433,19 +2433,20 @@ upsample_numpy_checks()
 
 SRC_UPSAMPLE_DYN = """
 @region(reuse_hash = 0)
-fn up(x: f32[1, 4, H, W], w: f32[4, 3, 3, 3], b: f32[6], s: int) -> (f32[1, 6, 2 * H, 2 * W], f32[1, 4, 2 * H, 3 * W], f32[1, 4, 2 * H + 1, 2 * W - 1], f32[1, 4, H, W]) {
+fn up(x: f32[1, 4, H, W], w: f32[4, 3, 3, 3], b: f32[6], s: int) -> (f32[1, 6, 2 * H, 2 * W], f32[1, 4, 2 * H, 3 * W], f32[1, 4, 2 * H + 1, 2 * W - 1], f32[1, 4, H, W], f32[1, 4, H, W]) {
   let wg = conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=1)
   let near = interpolate(x, size=[2 * H, 3 * W])
   let bil = interpolate(x, size=[2 * H + 1, 2 * W - 1], mode="bilinear", align_corners=s > 1)
   let dil = conv2d(x, w[0:4, 0:1, :, :], padding=s, groups=4, dilation=s)
-  return wg, near, bil, dil
+  let asym = conv2d(x, w[0:4, 0:1, :, 0:1], padding=[1, 0], groups=4)
+  return wg, near, bil, dil, asym
 }
 
 export fn forward(a: f32[1, 4, 5, 3], b: f32[1, 4, 4, 6], w: f32[4, 3, 3, 3], bias: f32[6]) -> (f32[1, 6, 10, 6], f32[1, 4, 10, 9], f32[1, 4, 11, 5], f32[1, 4, 5, 3],
-        f32[1, 6, 8, 12], f32[1, 4, 8, 18], f32[1, 4, 9, 11], f32[1, 4, 4, 6]) {
-  let p, q, r, t = up(a, w, bias, 1)
-  let e, f, g, h = up(b, w, bias, 2)
-  return p, q, r, t, e, f, g, h
+        f32[1, 4, 5, 3], f32[1, 6, 8, 12], f32[1, 4, 8, 18], f32[1, 4, 9, 11], f32[1, 4, 4, 6], f32[1, 4, 4, 6]) {
+  let p, q, r, t, u = up(a, w, bias, 1)
+  let e, f, g, h, v = up(b, w, bias, 2)
+  return p, q, r, t, u, e, f, g, h, v
 }
 """
 
@@ -2453,7 +2454,7 @@ export fn forward(a: f32[1, 4, 5, 3], b: f32[1, 4, 4, 6], w: f32[4, 3, 3, 3], bi
 @check("upsample.reuse_hash_runtime_dims")
 def upsample_dyn():
     # One shared variant for two image sizes (and dilation, align_corners taken at run
-    # time): the direct loops of conv_transpose2d and conv2d and the resize kernels with
+    # time): the direct loops of conv_transpose2d and conv2d (padding [1, 0] too) and the resize kernels with
     # every dimension and attribute loaded at run time.
     def fn():
         m = region_model("upsample.dyn", SRC_UPSAMPLE_DYN,
