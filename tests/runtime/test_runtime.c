@@ -2007,20 +2007,30 @@ static void test_packed_panels(void)
  * do (a stale EINTR must not make the runtime read the same bytes again). */
 static int read_fault;
 
+/* Before a read: 1 (errno set) when it is to fail. */
+static int read_fails(void)
+{
+	int f = __atomic_load_n(&read_fault, __ATOMIC_RELAXED);
+	if (f > 0)
+		errno = f;
+	return f > 0;
+}
+
+/* After a read of r bytes: r, errno left stale when asked. */
+static ssize_t read_done(ssize_t r)
+{
+	int f = __atomic_load_n(&read_fault, __ATOMIC_RELAXED);
+	if (f < 0 && r > 0)
+		errno = -f;
+	return r;
+}
+
 ssize_t pread(int fd, void *buf, size_t len, off_t off)
 {
 	static ssize_t (*real)(int, void *, size_t, off_t);
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pread");
-	int f = __atomic_load_n(&read_fault, __ATOMIC_RELAXED);
-	if (f > 0) {
-		errno = f;
-		return -1;
-	}
-	ssize_t r = real(fd, buf, len, off);
-	if (f < 0 && r > 0)
-		errno = -f;
-	return r;
+	return read_fails() ? -1 : read_done(real(fd, buf, len, off));
 }
 
 ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
@@ -2028,15 +2038,7 @@ ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
 	static ssize_t (*real)(int, const struct iovec *, int, off_t);
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "preadv");
-	int f = __atomic_load_n(&read_fault, __ATOMIC_RELAXED);
-	if (f > 0) {
-		errno = f;
-		return -1;
-	}
-	ssize_t r = real(fd, iov, n, off);
-	if (f < 0 && r > 0)
-		errno = -f;
-	return r;
+	return read_fails() ? -1 : read_done(real(fd, iov, n, off));
 }
 
 /* Memory maps that fail: with map_fail >= 0, this program's mmap (which
