@@ -1908,6 +1908,54 @@ static const nestrt_param panels_params[4] = {
 };
 static const nestrt_model_desc panels_desc = {"panels", panels_params, 4, NULL, 0, 0, "test", NULL, 0, NULL, panels_plan, NULL};
 
+/* Packs given to nestrt_model_new_embedded_packed (as a program built with
+ * --embed-weights does) that do not fit the model's params: each is refused
+ * with its index and name, and one that fits makes an instance. */
+static void test_prepacked_refused(void)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {4, 6}}};
+	static float data[4 * 8]; /* k 4 rows of one panel of 8 */
+	static char image[16];
+	uint64_t hl = 8;
+	memcpy(image, &hl, 8);
+	memcpy(image + 8, "{}      ", 8); /* no tensors besides the packed one */
+	for (int i = 0; i < 4 * 8; i++)
+		data[i] = (float)i;
+	static const int64_t plan[] = {1, 1, -1, 4, 6, 8, 0};
+	nestrt_model_desc desc = {"pk", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan, NULL};
+	static const struct {
+		nestrt_prepacked p[2];
+		int n;
+		const char *what;
+	} bad[] = {
+		{{{"w", 4, 6, 0, 0, data}}, 1, "a width of 0"},
+		{{{"w", 0, 6, 8, 0, data}}, 1, "k of 0"},
+		{{{"w", 4, 0, 8, 0, data}}, 1, "n of 0"},
+		{{{"w", 4, 5, 8, 0, data}}, 1, "k * n not the param's 24 elements"},
+		{{{"v", 4, 6, 8, 0, data}}, 1, "a name no param has"},
+		{{{"w", 4, 6, 8, NESTRT_PACK_F64, data}}, 1, "f64 panels of an f32 param"},
+		{{{"w", 4, 6, 8, 0, NULL}}, 1, "no data"},
+		{{{"w", 4, 6, 8, 0, data}, {"w", 4, 6, 8, 0, data}}, 2, "the same param twice"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		nestrt_error err = {{0}};
+		nestrt_model *m = nestrt_model_new_embedded_packed(&desc, image, sizeof image, bad[i].p, bad[i].n, &err);
+		int at = bad[i].n - 1;
+		char *want = fmt("packed weight %d ('%s') does not fit the model", at, bad[i].p[at].name);
+		CHECK(!m && strstr(err.message, want), "a pack with %s: '%s'", bad[i].what, err.message);
+		free(want);
+		nestrt_model_free(m);
+	}
+	nestrt_error err = {{0}};
+	nestrt_model *m = nestrt_model_new_embedded_packed(&desc, image, sizeof image, bad[7].p, 1, &err);
+	if (CHECK(m != NULL, "a pack that fits: %s", err.message)) {
+		nestrt_ctx *ctx = nestrt_model_ctx(m);
+		const float *p = nestrt_packed(ctx, ctx->params[0], 4, 6, 8, 0);
+		CHECK(p && p[9] == 9.0f && p[31] == 31.0f, "its packed copy is the program's panels");
+	}
+	nestrt_model_free(m);
+}
+
 static void test_packed_panels(void)
 {
 	static char image[2048];
@@ -2445,6 +2493,7 @@ int main(int argc, char **argv)
 	test_npy_write_errors();
 	test_packed();
 	test_packed_panels();
+	test_prepacked_refused();
 	test_packed_release();
 	test_formats();
 	test_seq();
