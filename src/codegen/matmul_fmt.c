@@ -623,69 +623,111 @@ void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMVa
 		int per = q4 ? 1 : sets;
 		int steps = (q4 ? 16 : 32) / per;
 		int bsets = q4 ? 2 : sets;   /* q4_0's nibbles always go to two sets */
+		/* AVX-512: a nibble becomes the float q - 8 in one vpermps from a
+		 * table of 16 (it reads an index's low 4 bits: no mask), where
+		 * masking and converting took two operations and the 8 came off
+		 * later; a vector operation fewer a nibble made q4_0 compute-bound
+		 * no longer at one thread */
+		int perm = q4 && vw == 16 && G->vbytes == 64;
+		LLVMValueRef table = NULL;
+		if (perm) {
+			LLVMValueRef t[16];
+			for (int i = 0; i < 16; i++)
+				t[i] = llvm.LLVMConstReal(G->f32, i - 8);
+			table = llvm.LLVMConstVector(t, 16);
+		}
+		/* a short block's byte rows (a decode step's tile: a few vectors)
+		 * written out, not looped: the loop's counting and a constant
+		 * reloaded each row were a sixth of q4_0's operations */
+		int unroll = mr * nv <= 6;
 		LLVMBasicBlockRef bpre = llvm.LLVMGetInsertBlock(B);
-		LLVMBasicBlockRef bhead = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmj");
-		LLVMBasicBlockRef bbody = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjbody");
-		LLVMBasicBlockRef bdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjdone");
-		llvm.LLVMBuildBr(B, bhead);
-		llvm.LLVMPositionBuilderAtEnd(B, bhead);
-		LLVMValueRef j = phi_from(G, G->i64, ci64(G, 0), bpre);
+		LLVMBasicBlockRef bhead = NULL, bbody = NULL, bdone = NULL;
+		LLVMValueRef j = NULL;
 		LLVMValueRef bs[2][MM_MAX_MR][4], nbs[2][MM_MAX_MR][4];
+		if (!unroll) {
+			bhead = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmj");
+			bbody = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjbody");
+			bdone = llvm.LLVMAppendBasicBlockInContext(G->C, F->fn, "fmjdone");
+			llvm.LLVMBuildBr(B, bhead);
+			llvm.LLVMPositionBuilderAtEnd(B, bhead);
+			j = phi_from(G, G->i64, ci64(G, 0), bpre);
+		}
 		for (int q = 0; q < bsets; q++)
 			for (int r = 0; r < mr; r++)
 				for (int v = 0; v < nv; v++)
-					bs[q][r][v] = phi_from(G, vt, zv, bpre);
-		llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, j, ci64(G, steps), ""), bbody, bdone);
-		llvm.LLVMPositionBuilderAtEnd(B, bbody);
-		for (int q = 0; q < bsets; q++)
-			for (int r = 0; r < mr; r++)
-				for (int v = 0; v < nv; v++)
-					nbs[q][r][v] = bs[q][r][v];
-		for (int s = 0; s < per; s++) {
-			LLVMValueRef row = iadd(G, imul(G, j, ci64(G, per)), ci64(G, s));   /* the byte row */
-			LLVMValueRef k0 = iadd(G, imul(G, o, ci64(G, 32)), row);
-			LLVMValueRef qlo[4], qhi[4];
-			for (int v = 0; v < nv; v++) {
-				LLVMValueRef bytes = load_vec_at(G, panel, iadd(G, qbase, iadd(G, imul(G, row, wide), ci64(G, v * vw))), G->i8, vw);
-				if (!q4) {
-					qlo[v] = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSExt(B, bytes, vi, ""), vt, "");
-				} else {
-					/* the nibbles as they are (0..15): the 8 each weight
-					 * is less comes off once a block (asum below) */
-					LLVMValueRef u = llvm.LLVMBuildZExt(B, bytes, vi, "");
-					LLVMValueRef lo = llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 15), "");
-					LLVMValueRef hi = llvm.LLVMBuildLShr(B, u, vsplat32(G, vw, 4), "");
-					qlo[v] = llvm.LLVMBuildSIToFP(B, lo, vt, "");
-					qhi[v] = llvm.LLVMBuildSIToFP(B, hi, vt, "");
-				}
-			}
-			for (int r = 0; r < mr; r++) {
-				LLVMValueRef ar = elem_off(G, arow, ci64(G, r), K);
-				LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, ar, k0)));
-				LLVMValueRef bh = q4 ? splat(G, vt, vw, load_at(F, a, iadd(G, ar, iadd(G, k0, ci64(G, 16))))) : NULL;
+					nbs[q][r][v] = bs[q][r][v] = unroll ? zv : phi_from(G, vt, zv, bpre);
+		if (!unroll) {
+			llvm.LLVMBuildCondBr(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, j, ci64(G, steps), ""), bbody, bdone);
+			llvm.LLVMPositionBuilderAtEnd(B, bbody);
+		}
+		for (int it = 0; it < (unroll ? steps : 1); it++) {
+			if (unroll)
+				j = ci64(G, it);
+			for (int s = 0; s < per; s++) {
+				LLVMValueRef row = iadd(G, imul(G, j, ci64(G, per)), ci64(G, s));   /* the byte row */
+				LLVMValueRef k0 = iadd(G, imul(G, o, ci64(G, 32)), row);
+				LLVMValueRef qlo[4], qhi[4];
 				for (int v = 0; v < nv; v++) {
-					LLVMValueRef vs[3] = {bc, qlo[v], nbs[s][r][v]};
-					nbs[s][r][v] = call(G, fma, vt, ts, vs, 3);
-					if (bh) {
-						LLVMValueRef vh[3] = {bh, qhi[v], nbs[1][r][v]};
-						nbs[1][r][v] = call(G, fma, vt, ts, vh, 3);
+					LLVMValueRef bytes = load_vec_at(G, panel, iadd(G, qbase, iadd(G, imul(G, row, wide), ci64(G, v * vw))), G->i8, vw);
+					if (!q4) {
+						qlo[v] = llvm.LLVMBuildSIToFP(B, llvm.LLVMBuildSExt(B, bytes, vi, ""), vt, "");
+					} else if (perm) {
+						LLVMValueRef u = llvm.LLVMBuildZExt(B, bytes, vi, "");
+						LLVMTypeRef ts2[2] = {vt, vi};
+						LLVMValueRef lo[2] = {table, u}, hi[2] = {table, llvm.LLVMBuildLShr(B, u, vsplat32(G, vw, 4), "")};
+						qlo[v] = call(G, "llvm.x86.avx512.permvar.sf.512", vt, ts2, lo, 2);
+						qhi[v] = call(G, "llvm.x86.avx512.permvar.sf.512", vt, ts2, hi, 2);
+					} else {
+						/* the nibbles as they are (0..15): the 8 each weight
+						 * is less comes off once a block (asum below) */
+						LLVMValueRef u = llvm.LLVMBuildZExt(B, bytes, vi, "");
+						LLVMValueRef lo = llvm.LLVMBuildAnd(B, u, vsplat32(G, vw, 15), "");
+						LLVMValueRef hi = llvm.LLVMBuildLShr(B, u, vsplat32(G, vw, 4), "");
+						qlo[v] = llvm.LLVMBuildSIToFP(B, lo, vt, "");
+						qhi[v] = llvm.LLVMBuildSIToFP(B, hi, vt, "");
+					}
+				}
+				for (int r = 0; r < mr; r++) {
+					LLVMValueRef ar = elem_off(G, arow, ci64(G, r), K);
+					LLVMValueRef bc = splat(G, vt, vw, load_at(F, a, iadd(G, ar, k0)));
+					LLVMValueRef bh = q4 ? splat(G, vt, vw, load_at(F, a, iadd(G, ar, iadd(G, k0, ci64(G, 16))))) : NULL;
+					for (int v = 0; v < nv; v++) {
+						LLVMValueRef vs[3] = {bc, qlo[v], nbs[s][r][v]};
+						nbs[s][r][v] = call(G, fma, vt, ts, vs, 3);
+						if (bh) {
+							LLVMValueRef vh[3] = {bh, qhi[v], nbs[1][r][v]};
+							nbs[1][r][v] = call(G, fma, vt, ts, vh, 3);
+						}
 					}
 				}
 			}
 		}
-		LLVMValueRef jn = iadd(G, j, ci64(G, 1));
-		LLVMBasicBlockRef bend = llvm.LLVMGetInsertBlock(B);
-		llvm.LLVMBuildBr(B, bhead);
-		llvm.LLVMAddIncoming(j, &jn, &bend, 1);
-		for (int q = 0; q < bsets; q++)
-			for (int r = 0; r < mr; r++)
-				for (int v = 0; v < nv; v++)
-					llvm.LLVMAddIncoming(bs[q][r][v], &nbs[q][r][v], &bend, 1);
-		llvm.LLVMPositionBuilderAtEnd(B, bdone);
+		if (unroll) {
+			for (int q = 0; q < bsets; q++)
+				for (int r = 0; r < mr; r++)
+					for (int v = 0; v < nv; v++)
+						bs[q][r][v] = nbs[q][r][v];
+		} else {
+			LLVMValueRef jn = iadd(G, j, ci64(G, 1));
+			LLVMBasicBlockRef bend = llvm.LLVMGetInsertBlock(B);
+			llvm.LLVMBuildBr(B, bhead);
+			llvm.LLVMAddIncoming(j, &jn, &bend, 1);
+			for (int q = 0; q < bsets; q++)
+				for (int r = 0; r < mr; r++)
+					for (int v = 0; v < nv; v++)
+						llvm.LLVMAddIncoming(bs[q][r][v], &nbs[q][r][v], &bend, 1);
+		}
+		if (!unroll)
+			llvm.LLVMPositionBuilderAtEnd(B, bdone);
+		/* the scales loaded again here, where they are used: the f16 vector
+		 * loaded before the loop and widened after it lived across the loop
+		 * as <vw x half>, which LLVM 14 split into vw scalar loads and
+		 * inserts a block (as many instructions as the block's FMAs) */
+		block_scales(G, panel, o, wide, wf, nv, vw, d);
 		for (int r = 0; r < mr; r++) {
 			/* q4_0: sum a (q - 8) = sum a q - 8 sum a, the block's a summed once
 			 * (two subtractions a byte row fewer: q4_0 ran at half q8_0's speed) */
-			LLVMValueRef m8 = q4 ? llvm.LLVMBuildFMul(B, block_asum(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), imul(G, o, ci64(G, 32))), vw),
+			LLVMValueRef m8 = q4 && !perm ? llvm.LLVMBuildFMul(B, block_asum(F, a, iadd(G, elem_off(G, arow, ci64(G, r), K), imul(G, o, ci64(G, 32))), vw),
 			                                          splat(G, vt, vw, llvm.LLVMConstReal(G->f32, -8.0)), "")
 			                     : NULL;
 			for (int v = 0; v < nv; v++) {
