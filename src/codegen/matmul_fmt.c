@@ -255,7 +255,6 @@ static void kq_block(Fn *F, Node *a, int mr, int nv, int vw, int wf, LLVMValueRe
 	int q4 = wf == WF_Q4_K;
 	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
 	LLVMValueRef d[4], dmin[4];
-	kq_d(G, panel, base, wide, nv, vw, d, q4 ? dmin : NULL);
 	LLVMValueRef rows = iadd(G, base, imul(G, wide, ci64(G, q4 ? 4 : 2)));
 	/* byte row r of vector v, as <vw x i32> */
 	#define KQ_ROW(r, v) llvm.LLVMBuildZExt(B, load_vec_at(G, panel, iadd(G, rows, iadd(G, imul(G, (r), wide), ci64(G, (v) * vw))), G->i8, vw), vi, "")
@@ -351,6 +350,10 @@ static void kq_block(Fn *F, Node *a, int mr, int nv, int vw, int wf, LLVMValueRe
 				for (int v = 0; v < nv; v++)
 					llvm.LLVMAddIncoming(s[q][r][v], &ns[q][r][v], &end, 1);
 		llvm.LLVMPositionBuilderAtEnd(B, done);
+		/* d (and dmin) loaded after each pass, where they are used: an f16
+		 * vector live across a loop is split by LLVM 14 into scalar loads
+		 * and inserts (block_scales' comment) */
+		kq_d(G, panel, base, wide, nv, vw, d, q4 ? dmin : NULL);
 		/* the sub-blocks' scales (q4_k: and mins, negated), per column */
 		LLVMValueRef ds[4][4], dm[4][4];
 		for (int v = 0; v < nv; v++)
