@@ -719,9 +719,8 @@ void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMVa
 				for (int r = 0; r < mr; r++)
 					for (int v = 0; v < nv; v++)
 						llvm.LLVMAddIncoming(bs[q][r][v], &nbs[q][r][v], &bend, 1);
-		}
-		if (!unroll)
 			llvm.LLVMPositionBuilderAtEnd(B, bdone);
+		}
 		/* the scales loaded again here, where they are used: the f16 vector
 		 * loaded before the loop and widened after it lived across the loop
 		 * as <vw x half>, which LLVM 14 split into vw scalar loads and
