@@ -182,12 +182,19 @@ static LLVMValueRef dpbusd(Gen *G, LLVMValueRef acc, LLVMValueRef w, LLVMValueRe
 	return acc;
 }
 
-/* Block o of a q8_0 / q4_0 panel: its columns' scales d, widened, nv
- * vectors of vw; returns the offset of its quants. */
+/* The offset of block o of a q8_0 / q4_0 panel: its scales, a row of
+ * `wide` f16, then its quants. */
+static LLVMValueRef block_at(Gen *G, LLVMValueRef o, LLVMValueRef wide, int wf)
+{
+	return imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
+}
+
+/* Block o's columns' scales d, widened, nv vectors of vw; returns the
+ * offset of its quants. */
 static LLVMValueRef block_scales(Gen *G, LLVMValueRef panel, LLVMValueRef o, LLVMValueRef wide, int wf, int nv, int vw,
                                  LLVMValueRef *d)
 {
-	LLVMValueRef base = imul(G, o, imul(G, wide, ci64(G, wformat_block_bytes(wf))));
+	LLVMValueRef base = block_at(G, o, wide, wf);
 	for (int v = 0; v < nv; v++)
 		d[v] = widen16(G, load_vec_at(G, panel, iadd(G, base, ci64(G, 2 * v * vw)), G->i16, vw), vw, 0);
 	return iadd(G, base, imul(G, wide, ci64(G, 2)));
@@ -620,7 +627,7 @@ void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMVa
 		 * 16 bytes of two k each, low nibbles into one set, high into the
 		 * other) into block sums, scaled once */
 		LLVMValueRef d[4];
-		LLVMValueRef qbase = block_scales(G, panel, o, wide, wf, nv, vw, d);
+		LLVMValueRef qbase = iadd(G, block_at(G, o, wide, wf), imul(G, wide, ci64(G, 2)));   /* its quants, after the scales' row */
 		int q4 = wf == WF_Q4_0;
 		/* byte rows a step: q4_0 one (two k), q8_0 one per set */
 		int per = q4 ? 1 : sets;
@@ -722,8 +729,8 @@ void mm_tile_fmt(Fn *F, Node *n, Node *a, int mr, int nv, int vw, int wf, LLVMVa
 						llvm.LLVMAddIncoming(bs[q][r][v], &nbs[q][r][v], &bend, 1);
 			llvm.LLVMPositionBuilderAtEnd(B, bdone);
 		}
-		/* the scales loaded again here, where they are used: the f16 vector
-		 * loaded before the loop and widened after it lived across the loop
+		/* the scales loaded here, where they are used: loaded before the
+		 * loop and widened after it, the f16 vector lived across the loop
 		 * as <vw x half>, which LLVM 14 split into vw scalar loads and
 		 * inserts a block (as many instructions as the block's FMAs) */
 		block_scales(G, panel, o, wide, wf, nv, vw, d);
