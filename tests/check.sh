@@ -91,6 +91,7 @@ suite diff-onnx "$PY" tests/diff/onnx_diff.py "$NESTC"
 suite fuzz "$PY" tests/fuzz/run.py "$NESTC"
 suite onnx "$PY" tests/onnx/run.py "$NESTC" --check
 suite man sh tests/man/lint.sh
+suite mutate-notes "$PY" tests/mutate.py --check-notes
 
 echo
 [ -n "$failed_suites" ] && echo "failing suites:$failed_suites"

@@ -71,6 +71,15 @@ Not planted, because no behaviour can differ (rules that hold for any file):
     function, or for a member or global in the file or a header under src/ or
     runtime/, keeps its mutants: +0.0 and -0.0 compare equal and differ).
 
+Not tried, because a note in the source says why no test can tell them apart: a
+comment holding `equivalent mutant [KIND WHAT]: reason` (KIND and WHAT as --list
+prints them, e.g. `[cmp < -> <=]`; `[KIND]` alone for every mutant of that kind),
+at the end of the mutated line or in the comment just above it. The sample is drawn
+before the notes are read, so a note changes no other mutant chosen; the report
+counts noted mutants apart (not in kill%) and prints each with its reason. A note
+that matches no mutant of its line is reported, so notes do not outlive their code;
+`tests/mutate.py --check-notes` (in make check) checks every note of src/ and runtime/.
+
 The files each suite covers, fastest first, are in COVER below; a file not in it is
 covered by the whole tests/check.sh (slow).
 """
@@ -844,6 +853,107 @@ def sample(muts, n, seed, path):
     return out
 
 
+NOTE_RE = re.compile(r"equivalent mutant \[(\w+)(?: ([^\]]*))?\]:")
+
+
+def notes_of(path, text):
+    """{line: [(kind, what or None, reason, note's line)]} from the comments of text: a
+    note on a line with code is for that line, one in a comment alone on its lines is
+    for the next line with code. A note without a reason is an error."""
+    masked = mask(text)
+    code = [bool(ln.strip()) for ln in masked.split("\n")]
+    out = {}
+    bad = []
+    for m in NOTE_RE.finditer(text):
+        if masked[m.start()] != " ":
+            continue  # not in a comment
+        ln = text.count("\n", 0, m.start())  # 0-based
+        # the reason: the rest of its comment (a block comment's lines joined)
+        in_block = text.rfind("/*", 0, m.start()) > text.rfind("*/", 0, m.start())
+        end = text.find("*/", m.end()) if in_block else text.find("\n", m.end())
+        rest = text[m.end():end if end >= 0 else len(text)]
+        why = " ".join(" ".join(r.strip().lstrip("*").split()) for r in rest.split("\n")).strip()
+        kind, what = m.group(1), m.group(2)
+        if not why:
+            bad.append("%s:%d: equivalent mutant note without a reason" % (path, ln + 1))
+            continue
+        target = ln
+        while target < len(code) and not code[target]:
+            target += 1
+        out.setdefault(target + 1, []).append((kind, what, why, ln + 1))
+    return out, bad
+
+
+def noted(m, notes):
+    """the reason of the note that m is, or None"""
+    for kind, what, why, _ in notes.get(m.line, []):
+        if kind == m.op and (what is None or what == m.what):
+            return why
+    return None
+
+
+def stale_notes(path, text, notes):
+    """the notes of text that match no mutant of their line, as messages"""
+    every = mutants_of(path, text)
+    return ["%s:%d: the note [%s%s] matches no mutant of line %d" % (path, at, kind, " " + what if what else "", line)
+            for line, ns in sorted(notes.items()) for kind, what, _, at in ns
+            if not any(m.line == line and m.op == kind and what in (None, m.what) for m in every)]
+
+
+def check_notes():
+    """make check's suite for the notes: how they are read (on snippets), and every
+    note in src/ and runtime/ has a reason and matches a mutant of its line."""
+    res = []
+
+    def check(name, got, want):
+        res.append(("ok " if got == want else "FAIL ") + name + ("" if got == want else ": %r, not %r" % (got, want)))
+
+    snip = ("int f(int *a, int n)\n"
+            "{\n"
+            "\tint s = 0;\n"
+            "\t/* equivalent mutant [cmp < -> <=]: a[n] is a zero\n"
+            "\t * slot */\n"
+            "\tfor (int i = 0; i < n; i++)\n"
+            "\t\ts += a[i];\n"
+            "\treturn s + 1; // equivalent mutant [const]: callers test s > 0\n"
+            "}\n")
+    notes, bad = notes_of("t.c", snip)
+    ms = mutants_of("t.c", snip)
+    check("notes.above_joined", [(n[0], n[1], n[2]) for n in notes.get(6, [])], [("cmp", "< -> <=", "a[n] is a zero slot")])
+    check("notes.trailing_any_what", [(n[0], n[1], n[2]) for n in notes.get(8, [])],
+          [("const", None, "callers test s > 0")])
+    check("notes.match", sorted((m.line, m.what) for m in ms if noted(m, notes)),
+          [(6, "< -> <="), (8, "1 -> 0"), (8, "1 -> 2")])
+    check("notes.only_their_line_and_kind", any(noted(m, notes) for m in ms if m.line == 7 or m.op == "stmt"), False)
+    check("notes.stale", stale_notes("t.c", snip.replace("i < n", "i != n"), notes),
+          ["t.c:4: the note [cmp < -> <=] matches no mutant of line 6"])
+    check("notes.no_reason", notes_of("t.c", snip.replace("callers test s > 0", ""))[1],
+          ["t.c:8: equivalent mutant note without a reason"])
+    check("notes.not_in_strings", notes_of("t.c", 'const char *s = "equivalent mutant [cmp]: x";\n')[0], {})
+    n = 0
+    tree_bad = len(res)
+    for d in ("src", "runtime"):
+        for dirpath, _, names in os.walk(os.path.join(ROOT, d)):
+            for nm in sorted(names):
+                if not nm.endswith(".c"):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, nm), ROOT)
+                with open(os.path.join(ROOT, path)) as fh:
+                    text = fh.read()
+                if "equivalent mutant" not in text:
+                    continue
+                notes, bad = notes_of(path, text)
+                n += sum(len(v) for v in notes.values())
+                for msg in bad + stale_notes(path, text, notes):
+                    res.append("FAIL tree: " + msg)
+    if not any(r.startswith("FAIL tree") for r in res[tree_bad:]):
+        res.append("ok tree: %d notes in src/ and runtime/, each with a reason and a mutant" % n)
+    print("\n".join(res))
+    f = sum(r.startswith("FAIL") for r in res)
+    print("%d passed, %d failed" % (len(res) - f, f))
+    return 1 if f else 0
+
+
 # ----------------------------------------------------------------------------- the private copy
 
 def sh(cmd, cwd, timeout=None, env=None):
@@ -1034,6 +1144,8 @@ def usage():
 def main(argv):
     if len(argv) == 3 and argv[1] == "--onnx-cli":
         return onnx_cli(argv[2])
+    if argv[1:] == ["--check-notes"]:
+        return check_notes()
     base, files, nmax, seed, jobs, fail_under, list_only, keep = None, [], 50, 1, 1, None, False, False
     sanitize, only = True, None
     i = 1
@@ -1089,6 +1201,7 @@ def main(argv):
             return 0
     texts = {}
     chosen = {}
+    notes = {}
     for f in files:
         p = os.path.join(ROOT, f)
         if not f.endswith(".c") or not os.path.isfile(p):
@@ -1101,8 +1214,16 @@ def main(argv):
             rs = ranges.get(f, [])
             ms = [m for m in ms if any(lo <= m.line + k <= hi for lo, hi in rs
                                        for k in range(texts[f].count("\n", m.a, m.b) + 1))]
+        notes[f], bad = notes_of(f, texts[f])
+        if bad:
+            print("\n".join("mutate: " + b for b in bad), file=sys.stderr)
+            return 2
+        for msg in stale_notes(f, texts[f], notes[f]):
+            print("mutate: " + msg, flush=True)
         chosen[f] = sample(ms, nmax, seed, f)
-        print("%s: %d candidate mutants, %d chosen (seed %s)" % (f, len(ms), len(chosen[f]), seed), flush=True)
+        nn = sum(noted(m, notes[f]) is not None for m in chosen[f])
+        print("%s: %d candidate mutants, %d chosen (seed %s)%s" % (
+            f, len(ms), len(chosen[f]), seed, ", %d of them noted as equivalent" % nn if nn else ""), flush=True)
     files = [f for f in files if chosen[f]]
     if not files:
         print("mutate: no mutants to try")
@@ -1110,7 +1231,8 @@ def main(argv):
     if list_only:
         for f in files:
             for m in chosen[f]:
-                print("== %s:%d %s: %s" % (f, m.line, m.op, m.what))
+                why = noted(m, notes[f])
+                print("== %s:%d %s: %s%s" % (f, m.line, m.op, m.what, " (noted as equivalent: %s)" % why if why else ""))
                 sys.stdout.write(m.diff(texts[f]))
         return 0
 
@@ -1159,6 +1281,13 @@ def main(argv):
                     if not queue:
                         break
                     f, m = queue.pop(0)
+                    why = noted(m, notes[f])
+                    if why is not None:
+                        results[f].append((m, ("noted", None, why)))
+                        done[0] += 1
+                        print("[%d/%d    0s] %s:%d %-6s %-40s NOTED AS EQUIVALENT" % (
+                            done[0], total, f, m.line, m.op, m.what[:40]), flush=True)
+                        continue
                 path = os.path.join(w.dir, f)
                 if cur_file and cur_file != f:
                     with open(os.path.join(w.dir, cur_file), "w") as fh:
@@ -1212,22 +1341,31 @@ def main(argv):
     # ---- the report
     print()
     print("mutation testing: %d files, seed %s, %.0f s" % (len(files), seed, time.time() - t_start))
-    print("%-24s %6s %10s %7s %9s %9s %7s" % ("file", "tried", "no-compile", "killed", "timed-out", "survived",
-                                              "kill%"))
-    tk = tc = 0
+    print("%-24s %6s %6s %10s %7s %9s %9s %7s" % ("file", "chosen", "noted", "no-compile", "killed", "timed-out",
+                                                  "survived", "kill%"))
+    tk = tc = tn = 0
     for f in files:
         rs = [r for _, r in results[f]]
+        nt = sum(r[0] == "noted" for r in rs)
         nc = sum(r[0] == "nocompile" for r in rs)
         k = sum(r[0] == "killed" for r in rs)
         to = sum(r[0] == "timeout" for r in rs)
         sv = sum(r[0] == "survived" for r in rs)
-        comp = len(rs) - nc
+        comp = len(rs) - nc - nt
         tk += k + to
         tc += comp
+        tn += nt
         pct = "%.1f" % (100.0 * (k + to) / comp) if comp else "-"
-        print("%-24s %6d %10d %7d %9d %9d %7s" % (f, len(rs), nc, k, to, sv, pct))
+        print("%-24s %6d %6d %10d %7d %9d %9d %7s" % (f, len(rs), nt, nc, k, to, sv, pct))
     pct_all = 100.0 * tk / tc if tc else 100.0
-    print("total: %d of %d compiling mutants killed (%.1f%%; timed out counted as killed)" % (tk, tc, pct_all))
+    print("total: %d of %d compiling mutants tried killed (%.1f%%; timed out counted as killed)%s" % (
+        tk, tc, pct_all, "; %d more noted as equivalent in the source, not tried" % tn if tn else ""))
+    for f in files:
+        nts = [(m, r) for m, r in results[f] if r[0] == "noted"]
+        if nts:
+            print("\n== noted as equivalent in %s: %d" % (f, len(nts)))
+            for m, r in sorted(nts, key=lambda x: x[0].line):
+                print("   %s:%d %s: %s: %s" % (f, m.line, m.op, m.what, r[2]))
     for f in files:
         sv = [m for m, r in results[f] if r[0] == "survived"]
         to = [(m, r) for m, r in results[f] if r[0] == "timeout"]

@@ -61,6 +61,8 @@ int cv_full(ConvK *k, Node *o)
 
 static void cv_add_leaf(ConvK *k, Node *x)
 {
+	/* equivalent mutant [cmp < -> <=]: leaf[nleaf] is a zero slot (ConvK
+	 * starts zeroed; nleaf < CV_MAX_LEAF here), and no node is NULL */
 	for (int i = 0; i < k->nleaf; i++)
 		if (k->leaf[i] == x)
 			return;
@@ -198,6 +200,8 @@ static LLVMValueRef prefetch_base(Fn *F, ConvK *k, LLVMValueRef o0, int mr)
 	if (k->w->op != OP_PARAM && k->w->op != OP_INPUT)
 		return NULL;
 	LLVMValueRef at = imul(G, iadd(G, o0, ci64(G, mr)), ci64(G, k->Kw));
+	/* equivalent mutant [const 1 -> 0]: the address only feeds llvm.prefetch,
+	 * which by LLVM's definition changes no behaviour of the program */
 	return llvm.LLVMBuildGEP2(G->B, elem_t(G, k->n->dtype), nptr(F, k->w), &at, 1, "wnext");
 }
 
@@ -434,6 +438,8 @@ static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValu
 				LLVMValueRef v = strided_vec(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw))), cg->sw, k->vw);
 				LLVMValueRef dof = iadd(G, drow, ow);
 				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, "");
+				/* equivalent mutant [const 0 -> 1]: x86-64's back end gives
+				 * address space 1 no meaning: the same loads and stores */
 				LLVMValueRef st = llvm.LLVMBuildStore(B, v, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""));
 				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(k->n->dtype));
 				loop_end(F, &lv);
@@ -463,6 +469,8 @@ void cv_env(Fn *F, ConvK *k, LLVMValueRef *vals)
 void cv_unenv(Fn *T, ConvK *k, LLVMValueRef *got)
 {
 	for (int i = 0; i < k->nleaf; i++)
+		/* equivalent mutant [const 0 -> 1]: x86-64's back end gives
+		 * address space 1 no meaning: the same loads and stores */
 		T->ptr[k->leaf[i]->id] = llvm.LLVMBuildIntToPtr(T->gen->B, got[i], llvm.LLVMPointerType(elem_t(T->gen, k->leaf[i]->dtype), 0), "");
 }
 
@@ -614,7 +622,9 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 		 * weights and fits in half of L2 (a 1x1 convolution at 14x14):
 		 * then row tiles outermost, the weights read once from memory
 		 * instead of once a column tile (256 channels to 1024 at 14x14: 0.89x
-		 * the time at two threads) */
+		 * the time at two threads). equivalent mutant [arith * -> /]: the
+		 * order chooses no value, each output's sum is the same; only the
+		 * speed differs, which make bench measures */
 		k.rows_outer = k.C * k.P * dtype_size(n->dtype) <= (512 << 10) && k.Og * k.Kw > k.C * k.P;
 		LLVMValueRef nth = llvm.LLVMBuildSExt(B, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), G->i64, "");
 		LLVMValueRef parts = imul(G, nth, ci64(G, 4));
@@ -665,6 +675,8 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 static int cl_mr(int64_t P)
 {
 	int best = 8;
+	/* equivalent mutant [const 8 -> 9]: a 9-pixel tile computes the same
+	 * values (kernels.conv2d_lanes' 9x9 plane takes it and passes) */
 	for (int m = 8; m >= 5; m--)
 		if ((P + m - 1) / m * m - P < (P + best - 1) / best * best - P)
 			best = m;
@@ -838,7 +850,9 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	 * not stay in the caches; at 7x7, 512 channels to 2048, 4 MB), and the
 	 * first tile waited for it: the tiles prefetch the next panel's Kw wide
 	 * elements (Kw wide / 16 lines), a line every 2^pfsh of their (P / mr)
-	 * Kw steps (ResNet-50's 1x1 convolutions at 7x7: 0.93-0.97x the time) */
+	 * Kw steps (ResNet-50's 1x1 convolutions at 7x7: 0.93-0.97x the time).
+	 * equivalent mutant [const 16 -> 17]: a prefetch's rate changes no
+	 * behaviour of the program (LLVM's definition of llvm.prefetch) */
 	while ((k.P / mr) * k.Kw >> (a.pfsh + 1) >= k.Kw * wide / 16)
 		a.pfsh++;
 	a.base = cg->lcp ? llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "")
@@ -990,7 +1004,10 @@ void k_conv2d_pool(Fn *F, Node *n, Node *m)
 	for (int e = 0; e < k.nepi; e++)
 		if (k.other[e] && cv_full(&k, k.other[e]))
 			ice("conv2d: a residual with its pooling");
-	for (int i = 0; i < k.nleaf; i++) /* the tasks write the pooling's result, not the convolution's */
+	/* the tasks write the pooling's result, not the convolution's.
+	 * equivalent mutant [cmp < -> <=]: leaf[nleaf] is a zero slot (nleaf <
+	 * CV_MAX_LEAF), never n */
+	for (int i = 0; i < k.nleaf; i++)
 		if (k.leaf[i] == n)
 			k.leaf[i] = m;
 	k.blen = cg.blen;
