@@ -796,7 +796,9 @@ static void test_pack_bytes(T *t)
 	      "an empty or negative shape or width is not laid out");
 	CHECK(t, !nestrt__pack_bytes(48, 10, 8, q8) && !nestrt__pack_bytes(0, 10, 8, q8) && !nestrt__pack_bytes(64, 10, 0, q4),
 	      "a block format needs k a positive multiple of 32 and a width");
-	int64_t big = (int64_t)1 << 31;
+	/* 3 * 2^30: each product below wraps to a power of two that is not 0 (2^62, 2^63, 2^61,
+	 * 2^63), so an unchecked size would be seen (2^31 wrapped every one to 0) */
+	int64_t big = (int64_t)3 << 30;
 	CHECK(t, !nestrt__pack_bytes(big, big, 16, 0) && !nestrt__pack_bytes(big, big, 16, NESTRT_PACK_F64) &&
 	             !nestrt__pack_bytes(big * 32, big, 16, q8) && !nestrt__pack_bytes(big * 32, big * 4, 32, q4),
 	      "bytes past size_t are 0, not a wrapped size");
