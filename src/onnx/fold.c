@@ -11,8 +11,11 @@
 int check_shape(Ctx *c, int rank, const int64_t *shape)
 {
 	if (rank > MAX_RANK) {
+		/* a defence: every translator bounds its output's rank first
+		 * (Unsqueeze, GatherND, OneHot, Expand with their own messages; the
+		 * others keep their inputs' ranks, at most MAX_RANK when read) */
 		node_err(c, 1, "rank %d is more than nestc's %d", rank, MAX_RANK);
-		return -1;
+		return -1; /* equivalent mutant [const 1 -> 0]: no graph reaches it */
 	}
 	int64_t n = 1;
 	for (int k = 0; k < rank; k++) {
@@ -62,7 +65,7 @@ int float_lit(char *out, size_t n, double x, DType dt)
 	int has_dot = 0;
 	for (char *s = t; *s; s++) {
 		if (*s == '.' || *s == 'e')
-			has_dot = 1;
+			has_dot = 1; /* equivalent mutant [const 1 -> 2]: only tested for truth */
 		if (*s == '+')
 			continue;
 		buf_putc(&b, *s);

@@ -3,8 +3,9 @@ user's model would meet it, against NumPy or an expected message (tests/onnx/run
 runs these among its cli checks):
 
 - float constants: pi as float32 and as float64, each exactly (its literal reads back as
-  the same number in its own dtype), and a NaN constant (which has no literal) filling
-  what a mask leaves out;
+  the same number in its own dtype), 0.1 + 0.2 as float64 (17 digits: 0.30000000000000004),
+  -0.0 as float32 dividing (its sign kept: -inf and inf), and a NaN constant (which has no
+  literal) filling what a mask leaves out;
 - a causal mask folded at import (LessOrEqual of two constant ranges: a bool tensor, a
   param) with Where(mask, scores, -inf) and Softmax: the masked scores are exactly 0, and
   the -inf constant is a literal;
@@ -61,19 +62,27 @@ def checks(nestc, d, run, short, make_model):
              H.make_node("Constant", [], ["c32"], value=NH.from_array(np.array(np.pi, np.float32))),
              H.make_node("Mul", ["v", "c32"], ["z"]),
              H.make_node("Constant", [], ["nan"], value=NH.from_array(np.array(np.nan, np.float32))),
-             H.make_node("Where", ["m", "v", "nan"], ["u"])]
+             H.make_node("Where", ["m", "v", "nan"], ["u"]),
+             H.make_node("Constant", [], ["c17"], value=NH.from_array(np.array(0.1 + 0.2, np.float64))),
+             H.make_node("Add", ["x", "c17"], ["y17"]),
+             H.make_node("Constant", [], ["nz"], value=NH.from_array(np.array(-0.0, np.float32))),
+             H.make_node("Div", ["v", "nz"], ["q"])]
     path = os.path.join(d, "consts.onnx")
     make_model(path, nodes, [H.make_tensor_value_info("x", TP.DOUBLE, [3]), f32("v", [3]),
                              H.make_tensor_value_info("m", TP.BOOL, [3])],
-               [H.make_tensor_value_info("y", TP.DOUBLE, [3]), f32("z", [3]), f32("u", [3])], opset=13)
+               [H.make_tensor_value_info("y", TP.DOUBLE, [3]), f32("z", [3]), f32("u", [3]),
+                H.make_tensor_value_info("y17", TP.DOUBLE, [3]), f32("q", [3])], opset=13)
     xv, vv, mv = np.array([0.1, 1e-3, -2.5]), np.array([1, -0.5, 3], np.float32), np.array([True, False, True])
-    wants = [xv + np.pi, vv * np.float32(np.pi), np.where(mv, vv, np.float32(np.nan))]
-    got, why = run_model("consts", path, dict(x=xv, v=vv, m=mv), 3)
+    with np.errstate(divide="ignore"):
+        wants = [xv + np.pi, vv * np.float32(np.pi), np.where(mv, vv, np.float32(np.nan)),
+                 xv + 0.30000000000000004, vv / np.float32(-0.0)]
+    got, why = run_model("consts", path, dict(x=xv, v=vv, m=mv), 5)
     for g, w in zip(got if not why else [], wants):
         if g.dtype != w.dtype or not np.array_equal(g, w, equal_nan=True):
-            why = "got %r, expected %r" % (g, w)
+            why = "got %r, expected %r" % (g.tolist(), w.tolist())  # every digit
             break
-    out.append(("constants pi (float32 and float64) exactly, NaN where a mask says", why))
+    out.append(("constants pi (float32 and float64), 0.1 + 0.2 (float64) and -0.0 exactly, NaN where a mask says",
+                why))
 
     # a causal mask folded at import, -inf where it is false, softmax
     nodes = [H.make_node("Constant", [], ["cols"], value=NH.from_array(np.arange(5, dtype=np.int64))),
