@@ -651,6 +651,28 @@ int tr_gather_elements(Ctx *c, NodeIO *io)
 	int ax = oaxis(c, attr_i(io->n, "axis", 0), a->rank);
 	if (ax < 0)
 		return -1;
+	/* the output has the indices' shape: on the other axes they may be
+	 * shorter than the data (as PyTorch's gather, which exports to this
+	 * node), and the data is cut to them */
+	int cut = 0;
+	for (int k = 0; k < a->rank; k++) {
+		if (k != ax && ix->shape[k] > a->shape[k])
+			return node_err(c, 0, "indices of %lld on axis %d, more than the data's %lld", (long long)ix->shape[k], k,
+			                (long long)a->shape[k]), -1;
+		cut |= k != ax && ix->shape[k] < a->shape[k];
+	}
+	const char *data = ref(c, a);
+	if (cut) {
+		Buf b = {0};
+		buf_printf(&b, "%s[", data);
+		for (int k = 0; k < a->rank; k++)
+			buf_printf(&b, k == ax ? "%s:" : "%s0:%lld", k ? ", " : "", (long long)ix->shape[k]);
+		buf_putc(&b, ']');
+		char *t = tmp(c, "%s", b.s);
+		buf_free(&b);
+		vec_push(&c->garbage, t);
+		data = t;
+	}
 	const char *idx = NULL;
 	if (!ix->known) {
 		char *t = tmp(c, "where(%s < 0, %s + %lld, %s)", ref(c, ix), ref(c, ix), (long long)a->shape[ax], ref(c, ix));
@@ -668,7 +690,7 @@ int tr_gather_elements(Ctx *c, NodeIO *io)
 		}
 		idx = ref(c, nv);
 	}
-	return def(c, io, 0, a->dt, ix->rank, ix->shape, "take_along_axis(%s, %s, %d)", ref(c, a), idx, ax) ? 0 : -1;
+	return def(c, io, 0, a->dt, ix->rank, ix->shape, "take_along_axis(%s, %s, %d)", data, idx, ax) ? 0 : -1;
 }
 
 int tr_expand(Ctx *c, NodeIO *io)

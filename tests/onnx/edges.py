@@ -29,7 +29,9 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - GridSample in every mode, padding mode and align_corners, with points outside the input
   (reflected more than once) and halves for nearest, against loops written from ONNX's
   reference;
-- ReverseSequence with batch_axis 0 and time_axis 1 on rank 3, lengths 0, 1 and T."""
+- ReverseSequence with batch_axis 0 and time_axis 1 on rank 3, lengths 0, 1 and T;
+- GatherElements with indices shorter than the data on the other axes (as PyTorch's gather
+  allows), known and not, and longer ones: a clear error."""
 import os
 
 import numpy as np
@@ -401,6 +403,19 @@ def checks(nestc, d, run, short, make_model):
                     [f32("x", [3, 5, 2]), H.make_tensor_value_info("l", TP.INT64, [3])], [f32("y", [3, 5, 2])], [],
                     dict(x=xr3, l=lens), opset=10)
     expect("ReverseSequence, batch axis 0, lengths 0, 5 and 1", got, [want])
+    # GatherElements with indices shorter than the data on the other axes (PyTorch's gather,
+    # which exports to it): the output has the indices' shape, the data cut to them
+    xg = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    for ax, ishape, known in ((1, (2, 6, 1), False), (0, (3, 2, 3), False), (2, (4, 1, 2), True)):
+        ig = rng.integers(-xg.shape[ax], xg.shape[ax], ishape).astype(np.int64)
+        cut = tuple(slice(None) if k == ax else slice(0, ishape[k]) for k in range(3))
+        want = np.take_along_axis(xg[cut], np.where(ig < 0, ig + xg.shape[ax], ig), axis=ax)
+        ins = [f32("x", [4, 5, 3])] + ([] if known else [H.make_tensor_value_info("i", TP.INT64, list(ishape))])
+        got = run_model("gather_el_%d" % ax, [H.make_node("GatherElements", ["x", "i"], ["y"], axis=ax)], ins,
+                        [f32("y", list(ishape))], [NH.from_array(ig, "i")] if known else [],
+                        dict(x=xg) if known else dict(x=xg, i=ig), opset=13)
+        expect("GatherElements on axis %d of f32[4, 5, 3], indices %s%s" % (ax, list(ishape), " (known)" if known else ""),
+               got, [want])
     # binary ops of initializers alone are folded at import (fold.c): each with NumPy's
     # broadcasting, [2, 3] with [3], [3, 1] with [1, 4], [2, 1, 3] with [4, 1], scalars;
     # then added to an input so that the folded value is what the model computes with
@@ -438,6 +453,10 @@ def checks(nestc, d, run, short, make_model):
             ("onehot", "onehot past rank 8: a clear error", [H.make_node("OneHot", ["i", "dep", "v"], ["y"])],
              [H.make_tensor_value_info("i", TP.INT64, [1] * 8)],
              [NH.from_array(np.array(3, np.int64), "dep"), NH.from_array(np.array([0, 1], np.float32), "v")], "rank"),
+            ("gather_el_long", "GatherElements with indices longer than the data on another axis: a clear error",
+             [H.make_node("GatherElements", ["x", "i"], ["y"], axis=1)],
+             [f32("x", [2, 3]), H.make_tensor_value_info("i", TP.INT64, [3, 1])], [],
+             "node #0 (GatherElements, opset 13): indices of 3 on axis 0, more than the data's 2\n1 error generated."),
             ("gathernd", "gathernd past rank 8: a clear error", [H.make_node("GatherND", ["x", "i"], ["y"])],
              [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank"),
             ("unsqueeze9", "Unsqueeze to rank 9: a clear error", [H.make_node("Unsqueeze", ["x", "a"], ["y"])],
