@@ -2188,6 +2188,28 @@ static void test_packed_release(void)
 		nestrt_model_free(m);
 		nestrt_weights_close(w);
 	}
+	/* two forms, neither transposed: no rows are given back while packing
+	 * (that is for a transposed form), so it is release() alone that gives
+	 * back the unpacked pages once both copies are made */
+	{
+		static const int64_t plan2n[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 0};
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan2n, NULL};
+		nestrt_error err = {{0}};
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+		if (CHECK(m != NULL, "big model, two forms not transposed: %s", err.message)) {
+			const float *b = nestrt_model_ctx(m)->params[0];
+			const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
+			const float *r = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, 0);
+			CHECK(p && r && p[1] == 0.25f && p[48 * 1024] == 48 * 0.25f && r[1] == 0.25f && r[32] == (float)(1024 % 1000) * 0.25f &&
+			          r[32 * 1024] == 32 * 0.25f,
+			      "two packed forms, neither transposed, at creation");
+			CHECK(p != b && r != b && b[2048] == 0 && b[4096] == 0 && b[1024 * 1024 - 1024] == 0,
+			      "the unpacked form of a weight read only in two packed forms is dropped");
+		}
+		nestrt_model_free(m);
+		nestrt_weights_close(w);
+	}
 	/* the three plans below: one form (packed where it is read, row by
 	 * row from the file: preadv), two forms (packed copies), one form
 	 * transposed (packed where it is read, through a scratch copy: pread) */
