@@ -113,6 +113,9 @@ static void add_weight(Ctx *c, const char *name, Val *v)
 	e->data = xmalloc(e->nbytes + 1);
 	unsigned char *p = e->data;
 	for (int64_t k = 0; k < v->n; k++) {
+		/* equivalent mutant [logic && -> ||]: a value with raw bytes is
+		 * lazy, and a lazy one without them is a dry pass's, which writes
+		 * no weights */
 		if (v->lazy && v->raw) {
 			double f;
 			int64_t i;
@@ -198,7 +201,9 @@ const char *ref(Ctx *c, Val *v)
 	char lit[128] = "";
 	int have = 1;
 	if (v->lazy && v->raw)
-		have = 0; /* not decoded: a param */
+		/* not decoded: a param. equivalent mutant [stmt]: the `if
+		 * (v->lazy) have = 0` below clears it for every lazy value too */
+		have = 0;
 	else if (dtype_is_float(v->dt))
 		have = float_lit(lit, sizeof lit, v->f[0], v->dt);
 	else if (v->dt == DT_BOOL)

@@ -20,7 +20,8 @@ runs these among its cli checks):
 - an empty initializer (f32[0]) added to an input of shape [3, 0], and returned alone:
   empty results of the right shapes, and `nestc import` writes it as zeros([0]), no param;
 - i64 constants of one value: 2^24 and -2^24 written as full() of a literal, 2^24 + 1 as a
-  param (a literal past 2^24 would round through f32), each exact;
+  param (a literal past 2^24 would round through f32), each exact; two elements (the fewest
+  written as full()) as a literal;
 - a graph that reads a value inside a local function's call (blocks.1/m, as the expanded
   call names it) after the call: the plan that makes each call a region cannot hold, and
   the import tries again without regions (values against NumPy), never reading an
@@ -191,14 +192,16 @@ def checks(nestc, d, run, short, make_model):
         out.append(("an empty initializer (%s): f32%s, written as zeros, no param" % (name, oshape), why))
 
     # integer constants of one value: up to 2^24 in magnitude a literal (full(), exact
-    # through f32), past it a param (a literal would round); values exact either way
-    for v, lit in ((1 << 24, True), (-(1 << 24), True), ((1 << 24) + 1, False)):
+    # through f32), past it a param (a literal would round); values exact either way.
+    # Two elements are the fewest a full() is written for (one is a weight: see the
+    # one-element weights below)
+    for v, lit, n in ((1 << 24, True, 4), (-(1 << 24), True, 4), ((1 << 24) + 1, False, 4), (7, True, 2)):
         name = "splat_%d" % len(out)
         path = os.path.join(d, name + ".onnx")
-        make_model(path, [H.make_node("Add", ["x", "c"], ["y"])], [H.make_tensor_value_info("x", TP.INT64, [4])],
-                   [H.make_tensor_value_info("y", TP.INT64, [4])], inits=[NH.from_array(np.full([4], v, np.int64), "c")],
+        make_model(path, [H.make_node("Add", ["x", "c"], ["y"])], [H.make_tensor_value_info("x", TP.INT64, [n])],
+                   [H.make_tensor_value_info("y", TP.INT64, [n])], inits=[NH.from_array(np.full([n], v, np.int64), "c")],
                    opset=13)
-        xv = np.array([0, 1, -1, 5], np.int64)
+        xv = np.array([0, 1, -1, 5][:n], np.int64)
         got, why = run_model(name, path, dict(x=xv), 1)
         if not why and not np.array_equal(got[0], xv + v):
             why = "got %s, expected %s" % (got[0], xv + v)
@@ -206,10 +209,11 @@ def checks(nestc, d, run, short, make_model):
             nest = os.path.join(d, name + ".nest")
             r = run([nestc, "import", path, "-o", nest, "-w", os.path.join(d, name + ".safetensors")])
             text = open(nest).read() if r.returncode == 0 else ""
-            if r.returncode or ("i64(full([4], %s))" % (v if v > 0 else "(%d)" % v) in text) != lit \
-                    or ("param c: i64[4]" in text) == lit:
+            if r.returncode or ("i64(full([%d], %s))" % (n, v if v > 0 else "(%d)" % v) in text) != lit \
+                    or ("param c: i64[%d]" % n in text) == lit:
                 why = "import: exit %d, %s%s" % (r.returncode, short(r.stderr), text[-300:])
-        out.append(("an i64 constant of one value %d: %s" % (v, "a literal" if lit else "a param"), why))
+        out.append(("an i64 constant of %d elements of one value %d: %s" % (n, v, "a literal" if lit else "a param"),
+                    why))
 
     # a node without a required input: says which inputs it needs
     path = os.path.join(d, "one_input.onnx")
