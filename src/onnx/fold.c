@@ -258,6 +258,9 @@ const char *ref(Ctx *c, Val *v)
 /* Input k, or NULL when absent or "". */
 Val *in_(NodeIO *io, int k)
 {
+	/* equivalent mutant [cmp < -> <=]: a NodeIO starts zeroed, so in[nin]
+	 * is NULL below MAX_NODE_INPUTS, and only variadic ops (which ask for
+	 * k < nin) have that many inputs */
 	return k < io->nin ? io->in[k] : NULL;
 }
 

@@ -416,6 +416,20 @@ def checks(nestc, d, run, short, make_model):
                         dict(x=xg) if known else dict(x=xg, i=ig), opset=13)
         expect("GatherElements on axis %d of f32[4, 5, 3], indices %s%s" % (ax, list(ishape), " (known)" if known else ""),
                got, [want])
+    # and its text, as `nestc import` writes it: the cut and the wrapped indices are
+    # temporaries named in order
+    nest = os.path.join(d, "edge_gather_el_1.nest")
+    r = run([nestc, "import", os.path.join(d, "edge_gather_el_1.onnx"), "-o", nest])
+    text = open(nest).read() if r.returncode == 0 else ""
+    body = ("export fn forward(x: f32[4, 5, 3], i: i64[2, 6, 1]) -> f32[2, 6, 1] {\n"
+            "  let t0 = x[0:2, :, 0:1]\n"
+            "  let t1 = where(i < 0, i + 5, i)\n"
+            "  let y = take_along_axis(t0, t1, 1)\n"
+            "  return y\n"
+            "}\n")
+    out.append(("GatherElements with shorter indices: the import's text",
+                None if r.returncode == 0 and text.endswith("\n\n" + body)
+                else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
     # binary ops of initializers alone are folded at import (fold.c): each with NumPy's
     # broadcasting, [2, 3] with [3], [3, 1] with [1, 4], [2, 1, 3] with [4, 1], scalars;
     # then added to an input so that the folded value is what the model computes with
