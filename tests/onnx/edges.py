@@ -9,7 +9,8 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
 - ArgMin of integers holding the smallest value (no overflow), with and without
   select_last_index;
 - Shrink of NaN is 0;
-- OneHot of rank-8 indices and GatherND whose output passes rank 8: a clear error;
+- OneHot of rank-8 indices and GatherND whose output passes rank 8: a clear error; so is
+  an axis out of range (Softmax's 100, Gather's -3 and 100 of a rank-2 input);
 - ScatterElements on axis 2 of a 3-d tensor with the max and min reductions and duplicate
   indices, and ScatterND with mul on int32, against NumPy loops;
 - a Reshape to the product of a Shape's slice (ReduceProd of known values folds);
@@ -471,6 +472,15 @@ def checks(nestc, d, run, short, make_model):
              [H.make_node("GatherElements", ["x", "i"], ["y"], axis=1)],
              [f32("x", [2, 3]), H.make_tensor_value_info("i", TP.INT64, [3, 1])], [],
              "node #0 (GatherElements, opset 13): indices of 3 on axis 0, more than the data's 2\n1 error generated."),
+            ("softmax_axis", "Softmax on axis 100 of a rank-2 input: a clear error",
+             [H.make_node("Softmax", ["x"], ["y"], axis=100)], [f32("x", [2, 3])], [],
+             "node #0 (Softmax, opset 13): axis 100 is out of range for rank 2\n1 error generated."),
+            ("gather_axis", "Gather on axis -3 of a rank-2 input: a clear error",
+             [H.make_node("Gather", ["x", "i"], ["y"], axis=-3)], [f32("x", [2, 3]), H.make_tensor_value_info("i", TP.INT64, [2])],
+             [], "node #0 (Gather, opset 13): axis -3 is out of range for rank 2\n1 error generated."),
+            ("gather_axis100", "Gather on axis 100 of a rank-2 input: a clear error",
+             [H.make_node("Gather", ["x", "i"], ["y"], axis=100)], [f32("x", [2, 3]), H.make_tensor_value_info("i", TP.INT64, [2])],
+             [], "node #0 (Gather, opset 13): axis 100 is out of range for rank 2\n1 error generated."),
             ("gathernd", "gathernd past rank 8: a clear error", [H.make_node("GatherND", ["x", "i"], ["y"])],
              [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank"),
             ("unsqueeze9", "Unsqueeze to rank 9: a clear error", [H.make_node("Unsqueeze", ["x", "a"], ["y"])],
