@@ -172,6 +172,9 @@ static void format_panel(unsigned char *panel, const float *src, int64_t k, int6
 	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
 	float x[256];
 	unsigned char q[256];
+	/* equivalent mutant [cond if (...) -> if (0)]: the block path below
+	 * lays out a 16-bit format's one-element blocks the same way, only
+	 * slower (an element at a time) */
 	if (blk == 1) {
 		for (int64_t i = 0; i < k; i++)
 			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
@@ -717,6 +720,8 @@ static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int6
 	if (blk == 1) {
 		for (int64_t i = 0; i < k; i++)
 			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
+				/* equivalent mutant [arith - -> +]: matmul's panels are at
+				 * most 4 vectors of 16 lanes wide, so c0 is 0 here */
 				int64_t m = wide - c0 < 64 ? wide - c0 : 64;
 				for (int64_t c = 0; c < m; c++) {
 					int64_t col = p * wide + c0 + c;
