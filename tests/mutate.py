@@ -31,9 +31,9 @@ times kept, so make rebuilds only what is out of date), built once with
 unmutated is dropped, with a warning; its time sets its timeout). Then per mutant:
 the file is written mutated, make rebuilds what depends on it (with -O1: faster
 than -O2 -g, the same code but for undefined behaviour; incompatible pointer types,
-int-conversion and a non-void function's end reached without a return (the tree
-builds without these warnings) are errors; a mutant that does not compile is
-counted apart), the covering commands run fastest first, with
+int-conversion, printf arguments that do not fit their format and a non-void
+function's end reached without a return (the tree builds without these warnings)
+are errors; a mutant that does not compile is counted apart), the covering commands run fastest first, with
 XDG_CACHE_HOME private, each with a timeout (3 times its baseline plus 30 s), until
 one fails: the mutant is killed (or timed out: counted as killed, reported apart).
 A mutant every command passes is tried again with the copy built and the commands
@@ -98,9 +98,10 @@ import time
 
 # a mutant's objects: faster to build than the tree's -O2 -g; a swap of arguments of
 # unrelated pointer types, or of a pointer and an integer, is a mutant that does not
-# compile, and so is a dropped return that leaves a non-void function without a value
-# (-Wall reports it: a program whose caller reads that value has no meaning in C)
-CFLAGS = "-O1 -Werror=incompatible-pointer-types -Werror=int-conversion -Werror=return-type"
+# compile, and so are a dropped return that leaves a non-void function without a value
+# and swapped printf-style arguments that no longer fit their format (-Wall reports
+# both: a program that reads that value, or prints so, has no meaning in C)
+CFLAGS = "-O1 -Werror=incompatible-pointer-types -Werror=int-conversion -Werror=return-type -Werror=format"
 # The survivors again, built and run as make check-asan does (CI runs the suite so
 # too): a mutant that only leaks, or reads or writes out of bounds, is caught there.
 ASAN_FLAGS = "-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
