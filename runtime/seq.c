@@ -80,6 +80,8 @@ nestrt_seq *nestrt_seq_new(nestrt_model *m, const int64_t *state_bytes, int nsta
 	if (!s->bufs || !s->bytes || !s->box || !s->written)
 		goto oom;
 	for (int i = 0; i < nstates; i++) {
+		/* equivalent mutant [cmp > -> >=]: SIZE_MAX - 64 bytes passes, then
+		 * its map fails, with the same message */
 		if (state_bytes[i] < 0 || (uint64_t)state_bytes[i] > SIZE_MAX - 64)
 			goto oom;
 		size_t b = ((size_t)state_bytes[i] + 63) / 64 * 64;
@@ -148,7 +150,9 @@ static int replay(const nestrt_access *acc, int nacc, const int64_t *dims, int n
 			/* what is written stays one box: a write that extends it along
 			 * one axis (the next positions of a cache) grows it; one that
 			 * leaves a gap is not counted, so reading past the gap fails
-			 * (one inside it, differing on one axis, grows it by nothing) */
+			 * (one inside it, differing on one axis, grows it by nothing).
+			 * equivalent mutant [const 1 -> 0]: axis is read only when
+			 * differ is 1, and then the loop has set it */
 			int contains = 1, differ = 0, axis = -1;
 			for (int k = 0; k < a->rank; k++) {
 				contains &= lo[k] <= b[0][k] && hi[k] >= b[1][k];

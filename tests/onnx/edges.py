@@ -484,6 +484,12 @@ def checks(nestc, d, run, short, make_model):
             ("bcast_msg", "an Add of f32[2, 3] and f32[4]: shapes that do not broadcast, said with their axis",
              [H.make_node("Add", ["x", "z"], ["y"])], [f32("x", [2, 3]), f32("z", [4])], [],
              "node #0 (Add, opset 13): shapes do not broadcast: axis 1 is 3 vs 4\n1 error generated."),
+            # the same folded at import: a Where of known values (2 MB of initializers)
+            ("where_known_big", "a Where of known values whose broadcast passes 2^40 elements: a clear error",
+             [H.make_node("Where", ["c", "a", "b"], ["y"])], [],
+             [NH.from_array(np.ones((1 << 20, 1), bool), "c"), NH.from_array(np.ones((1, (1 << 20) + 1), np.uint8), "a"),
+              NH.from_array(np.zeros((1,), np.uint8), "b")],
+             "node #0 (Where, opset 13): dimension 1 is out of range (1048577)\n1 error generated."),
             ("gathernd", "gathernd past rank 8: a clear error", [H.make_node("GatherND", ["x", "i"], ["y"])],
              [f32("x", [1] * 8), H.make_tensor_value_info("i", TP.INT64, [1] * 8)], [], "rank"),
             ("unsqueeze9", "Unsqueeze to rank 9: a clear error", [H.make_node("Unsqueeze", ["x", "a"], ["y"])],
