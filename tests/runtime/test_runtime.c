@@ -2153,25 +2153,33 @@ static void test_packed_release(void)
 	fclose(f);
 	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
 	/* one packed form: packed where it is read; two: packed copies, and the
-	 * unpacked pages given back */
+	 * unpacked pages given back. With two forms neither transposed (plan2n),
+	 * no rows are given back while packing (that is for a transposed form):
+	 * release() alone gives the pages back once both copies are made */
 	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
 	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
-	for (int two = 0; two < 2; two++) {
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, two ? plan2 : plan1, NULL};
+	static const int64_t plan2n[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 0};
+	static const int64_t *const plans12[3] = {plan1, plan2, plan2n};
+	for (int two = 0; two < 3; two++) {
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans12[two], NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
-		if (CHECK(m != NULL, "big model: %s", err.message)) {
+		if (CHECK(m != NULL, "big model (plan %d): %s", two, err.message)) {
 			const float *b = nestrt_model_ctx(m)->params[0];
 			const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
 			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f && p[48 * 1024] == 48 * 0.25f,
 			      "packed at creation%s", two ? " (one of two forms)" : "");
 			if (two) {
-				const float *q = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, 1);
-				CHECK(q && q[1] == (float)(1024 % 1000) * 0.25f && q[32] == 0.25f, "packed transposed at creation");
+				/* the other form: transposed (plan2), or not (plan2n) */
+				const float *q = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, two == 1);
+				CHECK(q && q[1] == (float)(two == 1 ? 1024 % 1000 : 1) * 0.25f &&
+				          q[32] == (float)(two == 1 ? 1 : 1024 % 1000) * 0.25f,
+				      "the other form packed at creation (%s)", two == 1 ? "transposed" : "not transposed");
 				/* the pages of the unpacked form are given back: they read as zeros */
-				CHECK(p != b && q != b && b[2048] == 0 && b[4096] == 0,
-				      "the unpacked form of a weight only read packed is dropped");
+				CHECK(p != b && q != b && b[2048] == 0 && b[4096] == 0 && b[1024 * 1024 - 1024] == 0,
+				      "the unpacked form of a weight only read packed is dropped (%s)",
+				      two == 1 ? "one form transposed" : "neither transposed");
 			} else {
 				CHECK(p == b, "a weight with one packed form is packed where it was read: no second copy");
 			}
@@ -2184,28 +2192,6 @@ static void test_packed_release(void)
 			CHECK(same, "nestrt_weights_info restores it from the packed copy");
 			p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
 			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f, "and the packed copy stays");
-		}
-		nestrt_model_free(m);
-		nestrt_weights_close(w);
-	}
-	/* two forms, neither transposed: no rows are given back while packing
-	 * (that is for a transposed form), so it is release() alone that gives
-	 * back the unpacked pages once both copies are made */
-	{
-		static const int64_t plan2n[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 0};
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan2n, NULL};
-		nestrt_error err = {{0}};
-		nestrt_weights *w = nestrt_weights_open(path, &err);
-		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
-		if (CHECK(m != NULL, "big model, two forms not transposed: %s", err.message)) {
-			const float *b = nestrt_model_ctx(m)->params[0];
-			const float *p = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 48, 0);
-			const float *r = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, 0);
-			CHECK(p && r && p[1] == 0.25f && p[48 * 1024] == 48 * 0.25f && r[1] == 0.25f && r[32] == (float)(1024 % 1000) * 0.25f &&
-			          r[32 * 1024] == 32 * 0.25f,
-			      "two packed forms, neither transposed, at creation");
-			CHECK(p != b && r != b && b[2048] == 0 && b[4096] == 0 && b[1024 * 1024 - 1024] == 0,
-			      "the unpacked form of a weight read only in two packed forms is dropped");
 		}
 		nestrt_model_free(m);
 		nestrt_weights_close(w);
