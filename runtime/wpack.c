@@ -1222,7 +1222,7 @@ static int copy_packed(nestrt_weights *w, const nestrt_prepacked *packs, int npa
 	}
 	w->packmem = m;
 	w->packmemsize = total;
-	uintptr_t base = 0;
+	uintptr_t base = 0; /* equivalent mutant [const]: read only when image_file found the file, which sets it */
 	int fd = image_file(packs, npacks, &base);
 	size_t at = 0, k = 0;
 	for (int i = 0; i < npacks; i++) {

@@ -2377,6 +2377,17 @@ static int seq_noop(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
 	(void)ctx, (void)bufs, (void)dims, (void)ws;
 	return 0;
 }
+/* a call of 70 buffers: each is &out, and the state's comes after them */
+static void *seq_many_state;
+static int seq_many(nestrt_ctx *ctx, void **bufs, const int64_t *dims, char *ws)
+{
+	(void)ctx, (void)dims, (void)ws;
+	for (int i = 1; i < 70; i++)
+		if (bufs[i] != bufs[0])
+			return -1;
+	seq_many_state = bufs[70];
+	return 0;
+}
 static const nestrt_model_desc seqtest_desc = {"seqtest", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
 
 static void test_seq(void)
@@ -2466,6 +2477,13 @@ static void test_seq(void)
 		CHECK(rc < 0 && e && strlen(e) == 511 && strcmp(e + 493, ": reads state st b") == 0,
 		      "seq_box, a dim name of 480 characters: rc %d, %zu characters, ends '%s'", rc, e ? strlen(e) : 0,
 		      e && strlen(e) > 493 ? e + 493 : "");
+		/* a call of 70 buffers that is let through (more than the 64 the
+		 * runtime keeps on its stack): the entry gets them, then the state's */
+		seq_many_state = NULL;
+		rc = nestrt_model_call_dims(m, 1, s, seq_many, many, 70, d1, 1, names, checks, 2, &box[0], 1, "seq_many");
+		CHECK(rc == 0 && seq_many_state != NULL && seq_many_state != (void *)&out,
+		      "seq_many of 70 buffers: rc %d (%s), the state after them %s", rc, rc ? nestrt_model_error(m) : "",
+		      seq_many_state ? "given" : "missing");
 		nestrt_seq_free(s);
 	}
 	nestrt_model_free(m);
