@@ -407,20 +407,21 @@ def checks(nestc, d, run, short, make_model):
     # GatherElements with indices shorter than the data on the other axes (PyTorch's gather,
     # which exports to it): the output has the indices' shape, the data cut to them
     xg = rng.standard_normal((4, 5, 3)).astype(np.float32)
-    for ax, ishape, known in ((1, (2, 6, 1), False), (0, (3, 2, 3), False), (2, (4, 1, 2), True)):
+    for case, (ax, ishape, known) in enumerate(((1, (2, 6, 1), False), (0, (3, 2, 3), False), (2, (4, 1, 2), True),
+                                                (1, (3, 5, 3), False), (2, (4, 5, 1), False))):
         ig = rng.integers(-xg.shape[ax], xg.shape[ax], ishape).astype(np.int64)
         cut = tuple(slice(None) if k == ax else slice(0, ishape[k]) for k in range(3))
         want = np.take_along_axis(xg[cut], np.where(ig < 0, ig + xg.shape[ax], ig), axis=ax)
         ins = [f32("x", [4, 5, 3])] + ([] if known else [H.make_tensor_value_info("i", TP.INT64, list(ishape))])
-        got = run_model("gather_el_%d" % ax, [H.make_node("GatherElements", ["x", "i"], ["y"], axis=ax)], ins,
+        got = run_model("gather_el_%d" % case, [H.make_node("GatherElements", ["x", "i"], ["y"], axis=ax)], ins,
                         [f32("y", list(ishape))], [NH.from_array(ig, "i")] if known else [],
                         dict(x=xg) if known else dict(x=xg, i=ig), opset=13)
         expect("GatherElements on axis %d of f32[4, 5, 3], indices %s%s" % (ax, list(ishape), " (known)" if known else ""),
                got, [want])
     # and its text, as `nestc import` writes it: the cut and the wrapped indices are
     # temporaries named in order
-    nest = os.path.join(d, "edge_gather_el_1.nest")
-    r = run([nestc, "import", os.path.join(d, "edge_gather_el_1.onnx"), "-o", nest])
+    nest = os.path.join(d, "edge_gather_el_0.nest")
+    r = run([nestc, "import", os.path.join(d, "edge_gather_el_0.onnx"), "-o", nest])
     text = open(nest).read() if r.returncode == 0 else ""
     body = ("export fn forward(x: f32[4, 5, 3], i: i64[2, 6, 1]) -> f32[2, 6, 1] {\n"
             "  let t0 = x[0:2, :, 0:1]\n"
@@ -430,6 +431,13 @@ def checks(nestc, d, run, short, make_model):
             "}\n")
     out.append(("GatherElements with shorter indices: the import's text",
                 None if r.returncode == 0 and text.endswith("\n\n" + body)
+                else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
+    # indices as long as the data on the other axes: nothing to cut, no slice in the text
+    nest = os.path.join(d, "edge_gather_el_4.nest")
+    r = run([nestc, "import", os.path.join(d, "edge_gather_el_4.onnx"), "-o", nest])
+    text = open(nest).read() if r.returncode == 0 else ""
+    out.append(("GatherElements with indices as long as the data on the other axes: no cut in the import's text",
+                None if r.returncode == 0 and "take_along_axis(x, t0, 2)" in text and "[" not in text.split("{", 1)[1]
                 else "exit %d: %s%s" % (r.returncode, short(r.stderr), text)))
     # binary ops of initializers alone are folded at import (fold.c): each with NumPy's
     # broadcasting, [2, 3] with [3], [3, 1] with [1, 4], [2, 1, 3] with [4, 1], scalars;
