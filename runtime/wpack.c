@@ -351,25 +351,33 @@ int nestrt__weights_elements(nestrt_weights *w, Tensor *t, const void **elems)
 	return 0;
 }
 
-/* Params whose tensor holds only a packed copy where its elements were (in
- * place, or packed by nestc): their elements back, in a copy, and data[i]
- * pointing to it. */
+/* Param i read as it is: its elements back where they were given back or
+ * packed over (packed in place: in a copy), data[i] pointing to them, and
+ * its tensor marked so that no packing made later (for another instance)
+ * takes their place or gives their pages back. Under w->mu. */
+static int read_as_is(nestrt_weights *w, const void **data, int i, nestrt_error *err)
+{
+	Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
+	if (!t)
+		return 0;
+	int got = restore(w, t);
+	if (got < 0)
+		return restore_error(w, t, got, err);
+	t->direct = 1;
+	data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
+	return 0;
+}
+
+/* Every param read as it is (NESTRT_PREPACK=0, a model without packed
+ * copies, a bind). */
 int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err)
 {
 	if (!w)
 		return 0;
 	pthread_mutex_lock(&w->mu);
 	int rc = nestrt__weights_settle(w, err);
-	for (int i = 0; i < nparams && rc == 0; i++) {
-		Tensor *t = data[i] ? tensor_at(w, data[i]) : NULL;
-		if (!t || !t->inplace)
-			continue;
-		int got = restore(w, t);
-		if (got < 0)
-			rc = restore_error(w, t, got, err);
-		t->direct = 1;
-		data[i] = t->copy;
-	}
+	for (int i = 0; i < nparams && rc == 0; i++)
+		rc = read_as_is(w, data, i, err);
 	pthread_mutex_unlock(&w->mu);
 	return rc;
 }
@@ -970,16 +978,9 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 	size_t whole_len = 0;
 	pthread_mutex_lock(&w->mu);
 	/* weights read unpacked: back in place first, and never dropped */
-	for (int i = 0; i < nparams && rc == 0; i++) {
-		Tensor *t = direct[i] ? tensor_at(w, data[i]) : NULL;
-		if (!t)
-			continue;
-		int got = restore(w, t);
-		if (got < 0)
-			rc = restore_error(w, t, got, err);
-		t->direct = 1;
-		data[i] = t->copy ? t->copy : t->data; /* as a new bind would give it */
-	}
+	for (int i = 0; i < nparams && rc == 0; i++)
+		if (direct[i])
+			rc = read_as_is(w, data, i, err);
 	/* not read yet: a weight packed where it goes is read from the file
 	 * right into its packed form, then the rest is read */
 	if (rc == 0)

@@ -2130,6 +2130,51 @@ static int big_packed_ok(nestrt_model *m, int v)
 	return v == 0 ? okp && !q : v == 1 ? okp && okq : okq && !p;
 }
 
+/* Two instances of the same weights, one reading a weight as it is
+ * (NESTRT_PREPACK=0, as a model built without packed copies does), the other
+ * reading it only packed (plan v of big_packed_ok), made in either order:
+ * the packed copies are never made where the first reads the elements, nor
+ * are those pages given back, and whichever comes second still finds them */
+static void test_packed_beside_unpacked(const char *path)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
+	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
+	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
+	static const int64_t plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
+	static const int64_t *const plans[3] = {plan1, plan2, plan3};
+	static const char *const forms[3] = {"one form", "two forms", "one form transposed"};
+	for (int v = 0; v < 6; v++) {
+		int packed_first = v >= 3;
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans[v % 3], NULL};
+		nestrt_error err = {{0}};
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		nestrt_model *m[2] = {NULL, NULL}; /* unpacked, packed */
+		for (int i = 0; i < 2 && w; i++) {
+			int k = packed_first ? 1 - i : i;
+			if (k == 0)
+				setenv("NESTRT_PREPACK", "0", 1);
+			m[k] = nestrt_model_new(&desc, w, &err);
+			unsetenv("NESTRT_PREPACK");
+			CHECK(m[k] != NULL, "%s instance (%s, %s): %s", k ? "packed" : "unpacked", forms[v % 3],
+			      packed_first ? "packed first" : "unpacked first", err.message);
+		}
+		if (m[0] && m[1]) {
+			const float *u = nestrt_model_ctx(m[0])->params[0];
+			int64_t bad = -1;
+			for (int64_t i = 0; bad < 0 && i < 1024 * 1024; i++)
+				if (u[i] != (float)(i % 1000) * 0.25f)
+					bad = i;
+			CHECK(bad < 0, "an instance reading a weight as it is, made %s one reading it %s: element %lld is %g",
+			      packed_first ? "after" : "before", forms[v % 3], (long long)bad, bad < 0 ? 0.0 : u[bad]);
+			CHECK(big_packed_ok(m[1], v % 3), "and the other's packed copies are the file's (%s, %s)", forms[v % 3],
+			      packed_first ? "packed first" : "unpacked first");
+		}
+		nestrt_model_free(m[1]);
+		nestrt_model_free(m[0]);
+		nestrt_weights_close(w);
+	}
+}
+
 static void test_packed_release(void)
 {
 	/* w f32[1024, 1024] (4 MiB) at offset 0 of the data */
@@ -2196,6 +2241,7 @@ static void test_packed_release(void)
 		nestrt_model_free(m);
 		nestrt_weights_close(w);
 	}
+	test_packed_beside_unpacked(path);
 	/* the three plans below: one form (packed where it is read, row by
 	 * row from the file: preadv), two forms (packed copies), one form
 	 * transposed (packed where it is read, through a scratch copy: pread) */
