@@ -573,7 +573,8 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 	for (int64_t t = begin; t < end; t++) {
 		int64_t p0 = t * j->per, p1 = p0 + j->per < np ? p0 + j->per : np;
 		if (j->inplace && !(j->flags & NESTRT_PACK_TRANS)) {
-			/* from the file: tasks of rows (per rows each) */
+			/* from the file: tasks of rows (per rows each);
+			 * equivalent mutant [cmp < -> <=]: where r0 + per is k, both arms are k */
 			int64_t r0 = t * j->per, r1 = r0 + j->per < j->k ? r0 + j->per : j->k;
 			scatter_rows(j, r0, r1);
 			continue;
@@ -615,6 +616,9 @@ static void copy_task(void *env, int64_t begin, int64_t end)
 static void copy_parallel(void *dst, const void *src, size_t len)
 {
 	CopyJob j = {dst, src, len};
+	/* equivalent mutant [const 1 -> 2]: its one caller copies a matrix of
+	 * f32 or f64 elements, never 1 byte past a multiple of PACK_TASK, where
+	 * the count of tasks would differ */
 	nestrt_parallel_for((int64_t)((len + PACK_TASK - 1) / PACK_TASK), copy_task, &j);
 }
 

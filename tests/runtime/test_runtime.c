@@ -2130,6 +2130,49 @@ static int big_packed_ok(nestrt_model *m, int v)
 	return v == 0 ? okp && !q : v == 1 ? okp && okq : okq && !p;
 }
 
+/* The process's mapped memory in bytes (/proc/self/statm's first field). */
+static long long mapped_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long long pages = -1;
+	if (f) {
+		if (fscanf(f, "%lld", &pages) != 1)
+			pages = -1;
+		fclose(f);
+	}
+	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
+}
+
+/* Weights opened, an instance made (packing through scratch copies, or
+ * into copies of their own), freed and the weights closed, four times:
+ * what they mapped is all unmapped, so the process's mapped memory after
+ * the fourth round is what it was after the second (the first may set up
+ * the pool's threads and malloc's arenas) */
+static void test_packed_unmapped(const char *path)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
+	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
+	static const int64_t plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
+	static const int64_t *const plans[2] = {plan3, plan2};
+	long long size[4] = {0};
+	for (int round = 0; round < 4; round++) {
+		for (int v = 0; v < 2; v++) {
+			nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans[v], NULL};
+			nestrt_error err = {{0}};
+			nestrt_weights *w = nestrt_weights_open(path, &err);
+			nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+			CHECK(m != NULL, "packing, round %d: %s", round + 1, err.message);
+			nestrt_model_free(m);
+			nestrt_weights_close(w);
+		}
+		size[round] = mapped_bytes();
+	}
+	CHECK(size[1] > 0 && size[3] == size[1],
+	      "weights packed and closed again and again unmap what they mapped: %lld bytes mapped after round 2, "
+	      "%lld after round 4",
+	      size[1], size[3]);
+}
+
 /* Two instances of the same weights, one reading a weight as it is
  * (NESTRT_PREPACK=0, as a model built without packed copies does), the other
  * reading it only packed (plan v of big_packed_ok), made in either order:
@@ -2242,6 +2285,7 @@ static void test_packed_release(void)
 		nestrt_weights_close(w);
 	}
 	test_packed_beside_unpacked(path);
+	test_packed_unmapped(path);
 	/* the three plans below: one form (packed where it is read, row by
 	 * row from the file: preadv), two forms (packed copies), one form
 	 * transposed (packed where it is read, through a scratch copy: pread) */
