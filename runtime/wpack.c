@@ -729,6 +729,9 @@ static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int6
 	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
 	uint16_t x[64];
 	unsigned char q[64];
+	/* equivalent mutant [const 1 -> 2]: the block path below lays out a
+	 * 16-bit format's one-element blocks the same way (bb - 2 = 0 bytes
+	 * past the scale), only an element at a time */
 	if (blk == 1) {
 		for (int64_t i = 0; i < k; i++)
 			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
@@ -1042,7 +1045,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				size_t nb = (size_t)(t->end - t->begin);
 				if (nb > whole_len) {
 					free(whole);
-					whole_len = 0;
+					whole_len = 0; /* equivalent mutant [const 0 -> 1]: not read once malloc fails (break) */
 					if (!(whole = malloc(nb))) {
 						free(j);
 						free(p);
@@ -1136,7 +1139,9 @@ static void copy_pieces(void *env, int64_t begin, int64_t end)
 			continue;
 #ifdef MADV_POPULATE_READ
 		/* the program's pages mapped in one call, not a fault every 64 KiB
-		 * (a hint: older kernels say EINVAL) */
+		 * (a hint: older kernels say EINVAL);
+		 * equivalent mutant [arith + -> -]: a wrong range only loses the
+		 * hint (madvise fails, its result unused) */
 		uintptr_t pa = (uintptr_t)c->src / j->pg * j->pg, pe = ((uintptr_t)c->src + c->len + j->pg - 1) / j->pg * j->pg;
 		madvise((void *)pa, pe - pa, MADV_POPULATE_READ);
 #endif
@@ -1178,7 +1183,8 @@ static int image_file(const nestrt_prepacked *packs, int npacks, uintptr_t *base
 		char perms[8];
 		int at = 0;
 		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &mnr, &ino, &at) != 7 ||
-		    lo < start || hi > end)
+		    lo < start || hi > end) /* equivalent mutant [cmp < -> <=]: packs at a mapping's start then
+		                             * come from the mapping, not its file: the same bytes */
 			continue;
 		char *path = line + at, *nl = strchr(path, '\n');
 		if (nl)

@@ -364,21 +364,24 @@ def check_half_file(tmp, src, W, ins):
     hdr = C.parse_header(os.path.join(out, "fm.h"), "fm")
     xin = os.path.join(d, "x.npy")
     np.save(xin, np.zeros((5, 64), np.float32))
-    for sdt, word, what in (("f16", 0x7c01, "nan"), ("f16", 0xfc00, "inf"), ("bf16", 0x7f81, "nan")):
+    # inside the tensor, its first element, its last
+    for sdt, word, what, at in (("f16", 0x7c01, "nan", (3, 4)), ("f16", 0xfc00, "inf", (0, 0)),
+                                ("bf16", 0x7f81, "nan", (-1, -1))):
         name = "%s_file.%s_%04x" % (sdt, what, word)
         tensors = []
         for n, a in sorted(W.items()):
             bits = np.frombuffer(Q.quantize(Q.NAMES.index(sdt), a.reshape(-1)), "<u2").reshape(a.shape).copy()
             if n == "w1":
-                bits[3, 4] = word
+                bits[at] = word
+                elem = np.ravel_multi_index(tuple(i % d for i, d in zip(at, a.shape)), a.shape)
             tensors.append((n, bits, sdt.upper()) if sdt == "bf16" else (n, bits.view(np.float16)))
         p = os.path.join(d, "%s.safetensors" % name)
         C.write_safetensors(p, tensors)
         exe = C.compile_driver(d, [C.Call(hdr["mm"], p, {"x": xin}, [os.path.join(d, "o.npy")])], ["fm"], [out],
                                sorted(C.glob.glob(os.path.join(out, "*.o"))), name="driver_" + name)
         rr = C.run([exe])
-        ok = rr.returncode == 2 and re.search(r"tensor 'w1': element \d+ is %s, which a weight format cannot hold" % what,
-                                              rr.stderr)
+        want = r"tensor 'w1': element %d is %s, which a weight format cannot hold" % (elem, what)
+        ok = rr.returncode == 2 and re.search(want, rr.stderr)
         res.append((name, None if ok else "exit %d: %r" % (rr.returncode, rr.stderr[:300])))
     return res
 
