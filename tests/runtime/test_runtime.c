@@ -2111,6 +2111,67 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	return real(addr, len, prot, flags, fd, off);
 }
 
+/* close() failing with EBADF: a descriptor closed twice (or never open),
+ * which in a program with other threads can close another's file. */
+static int closes_bad;
+
+int close(int fd)
+{
+	static int (*real)(int);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "close");
+	int r = real(fd);
+	if (r < 0 && errno == EBADF)
+		__atomic_add_fetch(&closes_bad, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+/* Packs in a read-only mapping of a file, as a program's are, whose bytes
+ * are not the file's (pages written privately, then made read-only; or a
+ * program whose file was rewritten since it started): the instance takes
+ * the mapping's bytes, and the file opened to read them faster is closed
+ * once, not twice */
+static void test_prepacked_mapping(void)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {4, 6}}};
+	static const int64_t plan[] = {1, 1, -1, 4, 6, 8, 0};
+	nestrt_model_desc desc = {"pk", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan, NULL};
+	static char image[16];
+	uint64_t hl = 8;
+	memcpy(image, &hl, 8);
+	memcpy(image + 8, "{}      ", 8);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	char *path = fmt("%s/packs.bin", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	float *mp = fd >= 0 && ftruncate(fd, (off_t)pg) == 0
+	                ? mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0)
+	                : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
+	if (!CHECK(mp != MAP_FAILED, "map %s", path)) {
+		free(path);
+		return;
+	}
+	for (int i = 0; i < 4 * 8; i++)
+		mp[i] = (float)i; /* the file holds zeros */
+	mprotect(mp, pg, PROT_READ);
+	nestrt_prepacked pk = {"w", 4, 6, 8, 0, mp};
+	nestrt_error err = {{0}};
+	__atomic_store_n(&closes_bad, 0, __ATOMIC_RELAXED);
+	nestrt_model *m = nestrt_model_new_embedded_packed(&desc, image, sizeof image, &pk, 1, &err);
+	if (CHECK(m != NULL, "packs in a mapping that is not its file's bytes: %s", err.message)) {
+		nestrt_ctx *ctx = nestrt_model_ctx(m);
+		const float *p = nestrt_packed(ctx, ctx->params[0], 4, 6, 8, 0);
+		CHECK(p && p[1] == 1.0f && p[9] == 9.0f && p[31] == 31.0f, "its packed copy is the mapping's bytes");
+	}
+	CHECK(__atomic_load_n(&closes_bad, __ATOMIC_RELAXED) == 0,
+	      "and no descriptor was closed twice (%d close() calls failed with EBADF)", closes_bad);
+	nestrt_model_free(m);
+	munmap(mp, pg);
+	unlink(path);
+	free(path);
+}
+
 /* Are the packed copies of test_packed_release's w[1024, 1024] (element
  * (r, c) = (r * 1024 + c) % 1000 / 4) those of plan v (0: panels of 48; 1:
  * those and transposed panels of 32; 2: transposed panels of 32)? */
@@ -2618,6 +2679,7 @@ int main(int argc, char **argv)
 	test_packed();
 	test_packed_panels();
 	test_prepacked_refused();
+	test_prepacked_mapping();
 	test_packed_release();
 	test_formats();
 	test_seq();
