@@ -2204,26 +2204,35 @@ static long long mapped_bytes(void)
 	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
 }
 
-/* Weights opened, an instance made (packing through scratch copies, or
- * into copies of their own), freed and the weights closed, four times:
- * what they mapped is all unmapped, so the process's mapped memory after
- * the fourth round is what it was after the second (the first may set up
- * the pool's threads and malloc's arenas) */
+/* Weights opened, an instance made (packing through scratch copies from
+ * the file, or into copies of their own, or through scratch copies after
+ * an instance of another model, which reads none of them, had the file
+ * read), freed and the weights closed, four times: the packed copies are
+ * right, and what was mapped is all unmapped, so the process's mapped
+ * memory after the fourth round is what it was after the second (the
+ * first may set up the pool's threads and malloc's arenas) */
 static void test_packed_unmapped(const char *path)
 {
 	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
 	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
 	static const int64_t plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
-	static const int64_t *const plans[2] = {plan3, plan2};
+	static const int64_t *const plans[3] = {plan3, plan2, plan3};
+	nestrt_model_desc none = {"none", NULL, 0, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
 	long long size[4] = {0};
 	for (int round = 0; round < 4; round++) {
-		for (int v = 0; v < 2; v++) {
+		for (int v = 0; v < 3; v++) {
 			nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans[v], NULL};
 			nestrt_error err = {{0}};
 			nestrt_weights *w = nestrt_weights_open(path, &err);
+			nestrt_model *first = w && v == 2 ? nestrt_model_new(&none, w, &err) : NULL;
+			CHECK(v != 2 || first, "an instance that reads no weights: %s", err.message);
 			nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
 			CHECK(m != NULL, "packing, round %d: %s", round + 1, err.message);
+			if (round == 0)
+				CHECK(big_packed_ok(m, v == 1 ? 1 : 2), "packed copies of the file's elements (%s)",
+				      v == 0 ? "one form transposed" : v == 1 ? "two forms" : "one form transposed, the file read before");
 			nestrt_model_free(m);
+			nestrt_model_free(first);
 			nestrt_weights_close(w);
 		}
 		size[round] = mapped_bytes();
