@@ -586,6 +586,7 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 		nestrt__pack_panels(j->dst, j->src, j->k, j->n, j->wide, j->flags, p0, p1);
 		if (j->give_back) {
 			size_t es = j->flags & NESTRT_PACK_F64 ? 8 : 4, pg = page_size();
+			/* equivalent mutant [cmp < -> <=]: where p1 * wide is n, both arms are n */
 			int64_t r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
 			uintptr_t a = (uintptr_t)j->src + (size_t)(p0 * j->wide * j->k) * es;
 			uintptr_t e = (uintptr_t)j->src + (size_t)(r1 * j->k) * es;
@@ -1140,8 +1141,9 @@ static void copy_pieces(void *env, int64_t begin, int64_t end)
 #ifdef MADV_POPULATE_READ
 		/* the program's pages mapped in one call, not a fault every 64 KiB
 		 * (a hint: older kernels say EINVAL);
-		 * equivalent mutant [arith + -> -]: a wrong range only loses the
-		 * hint (madvise fails, its result unused) */
+		 * equivalent mutant [arith]: a wrong range only loses the hint
+		 * (madvise fails, its result unused, or populates other pages);
+		 * equivalent mutant [const]: a wrong range only loses the hint */
 		uintptr_t pa = (uintptr_t)c->src / j->pg * j->pg, pe = ((uintptr_t)c->src + c->len + j->pg - 1) / j->pg * j->pg;
 		madvise((void *)pa, pe - pa, MADV_POPULATE_READ);
 #endif
@@ -1181,6 +1183,8 @@ static int image_file(const nestrt_prepacked *packs, int npacks, uintptr_t *base
 		unsigned long start, end, off, ino;
 		unsigned maj, mnr;
 		char perms[8];
+		/* equivalent mutant [const 0 -> 1]: a line with an inode has its
+		 * path after the spaces, so %n sets at before it is used */
 		int at = 0;
 		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &mnr, &ino, &at) != 7 ||
 		    lo < start || hi > end) /* equivalent mutant [cmp < -> <=]: packs at a mapping's start then

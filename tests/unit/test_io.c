@@ -804,6 +804,12 @@ static void test_pack_bytes(T *t)
 	      "bytes past size_t are 0, not a wrapped size");
 	/* just inside the bound: (2^29 / 16) panels of 2^29 rows of 16 f32 = 2^60 bytes */
 	CHECK(t, nestrt__pack_bytes((int64_t)1 << 29, (int64_t)1 << 29, 16, 0) == (size_t)1 << 60, "2^60 bytes fit");
+	/* near the bound, which leaves room to double: 3 * 2^61 bytes of f32 and 34 * 3 * 2^56
+	 * of q8_0 (past SIZE_MAX / 3, within SIZE_MAX / 2) are given */
+	CHECK(t, nestrt__pack_bytes(1, (int64_t)3 << 59, 1, 0) == (size_t)3 << 61, "3 * 2^61 bytes of f32 fit: %zu",
+	      nestrt__pack_bytes(1, (int64_t)3 << 59, 1, 0));
+	CHECK(t, nestrt__pack_bytes(32, (int64_t)3 << 56, 1, q8) == (size_t)34 * 3 << 56, "34 * 3 * 2^56 bytes of q8_0 fit: %zu",
+	      nestrt__pack_bytes(32, (int64_t)3 << 56, 1, q8));
 }
 
 static void test_reasons(T *t)
