@@ -2243,6 +2243,37 @@ static void test_packed_unmapped(const char *path)
 	      size[1], size[3]);
 }
 
+/* A weight held only in a format for one instance (its f32 pages given
+ * back) cannot be read as it is by another instance of the same weights:
+ * an error that says so and what to do, which works */
+static void test_format_only(const char *path)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
+	static const int64_t planq[] = {1, 1, -1, 1024, 1024, 32, NESTRT_FMT_Q8_0 << NESTRT_PACK_FMT_SHIFT};
+	static const int32_t formats[1] = {NESTRT_FMT_Q8_0};
+	nestrt_model_desc dq = {"q", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, planq, formats};
+	nestrt_model_desc df = {"f", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
+	nestrt_error err = {{0}};
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	nestrt_model *q = w ? nestrt_model_new(&dq, w, &err) : NULL;
+	CHECK(q != NULL, "an instance holding w in q8_0: %s", err.message);
+	nestrt_model *f = q ? nestrt_model_new(&df, w, &err) : NULL;
+	char *want = fmt("%s: tensor 'w' is held only in a weight format now (packed so for another model over these "
+	                 "weights): open the weights again for this one", path);
+	CHECK(q && !f && strcmp(err.message, want) == 0, "then one reading w as it is: '%s'", err.message);
+	free(want);
+	nestrt_model_free(f);
+	nestrt_weights *w2 = nestrt_weights_open(path, &err);
+	f = w2 ? nestrt_model_new(&df, w2, &err) : NULL;
+	const float *u = f ? nestrt_model_ctx(f)->params[0] : NULL;
+	CHECK(u && u[1] == 0.25f && u[1024 * 1024 - 1] == (float)((1024 * 1024 - 1) % 1000) * 0.25f,
+	      "and over the weights opened again, it is: %s", err.message);
+	nestrt_model_free(f);
+	nestrt_weights_close(w2);
+	nestrt_model_free(q);
+	nestrt_weights_close(w);
+}
+
 /* Two instances of the same weights, one reading a weight as it is
  * (NESTRT_PREPACK=0, as a model built without packed copies does), the other
  * reading it only packed (plan v of big_packed_ok), made in either order:
@@ -2355,6 +2386,7 @@ static void test_packed_release(void)
 		nestrt_weights_close(w);
 	}
 	test_packed_beside_unpacked(path);
+	test_format_only(path);
 	test_packed_unmapped(path);
 	/* the three plans below: one form (packed where it is read, row by
 	 * row from the file: preadv), two forms (packed copies), one form
