@@ -3050,11 +3050,11 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
                   r: f32[2, 40, 4, 4], w5: f32[8, 3, 5, 5], wr: f32[4, 3, 3, 21], big: f32[1, 32, 20, 20],
                   wb: f32[40, 32, 3, 3], pl: f32[2, 3, 37, 41], m: f32[2, 48, 30, 26], wm: f32[64, 48, 3, 3],
                   wm2: f32[96, 48, 3, 3], s7: f32[1, 128, 7, 7], w77: f32[128, 128, 3, 3],
-                  w1c: f32[20, 16, 1, 1]) ->
+                  w1c: f32[20, 16, 1, 1], wh: f32[4, 3, 23, 3], pc: f32[1, 4, 1, 1]) ->
     (f32[2, 16, 9, 7], f32[1, 20, 12, 11], f32[2, 24, 5, 4], f32[2, 18, 9, 7], f32[2, 16, 9, 7],
      f32[2, 40, 4, 4], f32[1, 8, 5, 5], f32[1, 4, 23, 1], f32[1, 40, 20, 20], f64[1, 8, 5, 5],
      f32[2, 3, 19, 21], f32[2, 3, 36, 40], f32[2, 3, 12, 14], f32[2, 64, 30, 26], f32[2, 96, 15, 13],
-     f32[1, 128, 7, 7], f32[2, 20, 9, 7]) {
+     f32[1, 128, 7, 7], f32[2, 20, 9, 7], f32[1, 4, 1, 19]) {
   let c1 = relu(batch_norm(conv2d(a, w3, padding=1), s[0], s[1], s[2], s[3]) + a)
   let c2 = relu(conv2d(x3, w7, b20, stride=2, padding=3))
   let c3 = 1.0 - conv2d(a, w1, stride=2)
@@ -3072,7 +3072,8 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
   let c12 = conv2d(m, wm2, stride=2, padding=1)
   let c13 = conv2d(s7, w77, padding=1)
   let c14 = relu(conv2d(a, w1c, b20))
-  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13, c14
+  let c15 = conv2d(x3, wh) + pc
+  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13, c14, c15
 }
 """
 
@@ -3116,7 +3117,8 @@ def kernels_conv2d():
                       w1=(24, 16, 1, 1), wg=(18, 8, 3, 3), wd=(16, 1, 3, 3), bd=(16,), e=(2, 32, 4, 4),
                       w1b=(40, 32, 1, 1), r=(2, 40, 4, 4), w5=(8, 3, 5, 5), wr=(4, 3, 3, 21), big=(1, 32, 20, 20),
                       wb=(40, 32, 3, 3), pl=(2, 3, 37, 41), m=(2, 48, 30, 26), wm=(64, 48, 3, 3),
-                      wm2=(96, 48, 3, 3), s7=(1, 128, 7, 7), w77=(128, 128, 3, 3), w1c=(20, 16, 1, 1))
+                      wm2=(96, 48, 3, 3), s7=(1, 128, 7, 7), w77=(128, 128, 3, 3), w1c=(20, 16, 1, 1),
+                      wh=(4, 3, 23, 3), pc=(1, 4, 1, 1))
         ins = rng_inputs(23, **shapes)
         ins["s"][1] = np.abs(ins["s"][1]) + 0.1   # variances
         i = {k: v.astype(np.float64) for k, v in ins.items()}
@@ -3137,7 +3139,10 @@ def kernels_conv2d():
                 np.maximum(conv_ref(i["m"], i["wm"], pad=1), 0),
                 conv_ref(i["m"], i["wm2"], stride=2, pad=1),
                 conv_ref(i["s7"], i["w77"], pad=1),
-                np.maximum(conv_ref(i["a"], i["w1c"], i["b20"]), 0)]
+                np.maximum(conv_ref(i["a"], i["w1c"], i["b20"]), 0),
+                # one output row: a [1, C, 1, 1] operand is per channel though
+                # its first three sizes are the output's
+                conv_ref(i["x3"], i["wh"]) + i["pc"]]
         mdl = region_model("kernels.conv2d", SRC_CONV, ins)
         out = os.path.join(mdl.d, "out")
         mdl.build(out)
