@@ -80,6 +80,8 @@ static void cv_chan_leaves(Fn *F, ConvK *k, Node *o)
 		cv_add_leaf(k, o);
 		return;
 	}
+	/* equivalent mutant [cond if (...) -> if (0)]: a slice here is of a
+	 * ready node (conv_chan_operand), which the loop below adds all the same */
 	if (o->op == OP_SLICE) {
 		cv_add_leaf(k, o->in[0]);
 		return;
@@ -91,6 +93,9 @@ static void cv_chan_leaves(Fn *F, ConvK *k, Node *o)
 /* Channel ch's element of a per-channel operand (conv_chan_operand). */
 LLVMValueRef cv_chan(Fn *F, ConvK *k, Node *o, LLVMValueRef ch)
 {
+	/* equivalent mutant [const 0 -> 1]: a scalar of constants 9 deep then
+	 * takes the general path below: the same unop and binop on the same
+	 * constants as const_scalar */
 	if (scalar_of_consts(o, 0))
 		return const_scalar(F, o);
 	if (conv_chan_ready(F->plan, k->n, o))

@@ -3050,11 +3050,13 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
                   r: f32[2, 40, 4, 4], w5: f32[8, 3, 5, 5], wr: f32[4, 3, 3, 21], big: f32[1, 32, 20, 20],
                   wb: f32[40, 32, 3, 3], pl: f32[2, 3, 37, 41], m: f32[2, 48, 30, 26], wm: f32[64, 48, 3, 3],
                   wm2: f32[96, 48, 3, 3], s7: f32[1, 128, 7, 7], w77: f32[128, 128, 3, 3],
-                  w1c: f32[20, 16, 1, 1], wh: f32[4, 3, 23, 3], pc: f32[1, 4, 1, 1]) ->
+                  w1c: f32[20, 16, 1, 1], wh: f32[4, 3, 23, 3], pc: f32[1, 4, 1, 1],
+                  sq: f32[3, 4, 16]) ->
     (f32[2, 16, 9, 7], f32[1, 20, 12, 11], f32[2, 24, 5, 4], f32[2, 18, 9, 7], f32[2, 16, 9, 7],
      f32[2, 40, 4, 4], f32[1, 8, 5, 5], f32[1, 4, 23, 1], f32[1, 40, 20, 20], f64[1, 8, 5, 5],
      f32[2, 3, 19, 21], f32[2, 3, 36, 40], f32[2, 3, 12, 14], f32[2, 64, 30, 26], f32[2, 96, 15, 13],
-     f32[1, 128, 7, 7], f32[2, 20, 9, 7], f32[1, 4, 1, 19]) {
+     f32[1, 128, 7, 7], f32[2, 20, 9, 7], f32[1, 4, 1, 19],
+     f32[2, 16, 9, 7]) {
   let c1 = relu(batch_norm(conv2d(a, w3, padding=1), s[0], s[1], s[2], s[3]) + a)
   let c2 = relu(conv2d(x3, w7, b20, stride=2, padding=3))
   let c3 = 1.0 - conv2d(a, w1, stride=2)
@@ -3073,7 +3075,9 @@ export fn forward(a: f32[2, 16, 9, 7], w3: f32[16, 16, 3, 3], s: f32[4, 16], x3:
   let c13 = conv2d(s7, w77, padding=1)
   let c14 = relu(conv2d(a, w1c, b20))
   let c15 = conv2d(x3, wh) + pc
-  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13, c14, c15
+  let st = sum(sq, axis=0)
+  let c16 = batch_norm(conv2d(a, w3, padding=1), st[0], abs(st[1]) + 0.1, st[2], st[3])
+  return c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, p1, p2, p3, c11, c12, c13, c14, c15, c16
 }
 """
 
@@ -3118,12 +3122,17 @@ def kernels_conv2d():
                       w1b=(40, 32, 1, 1), r=(2, 40, 4, 4), w5=(8, 3, 5, 5), wr=(4, 3, 3, 21), big=(1, 32, 20, 20),
                       wb=(40, 32, 3, 3), pl=(2, 3, 37, 41), m=(2, 48, 30, 26), wm=(64, 48, 3, 3),
                       wm2=(96, 48, 3, 3), s7=(1, 128, 7, 7), w77=(128, 128, 3, 3), w1c=(20, 16, 1, 1),
-                      wh=(4, 3, 23, 3), pc=(1, 4, 1, 1))
+                      wh=(4, 3, 23, 3), pc=(1, 4, 1, 1), sq=(3, 4, 16))
         ins = rng_inputs(23, **shapes)
         ins["s"][1] = np.abs(ins["s"][1]) + 0.1   # variances
         i = {k: v.astype(np.float64) for k, v in ins.items()}
         sc = i["s"][2] / np.sqrt(i["s"][1] + 1e-5)
         bn = lambda y: y * sc.reshape(1, -1, 1, 1) + (i["s"][3] - i["s"][0] * sc).reshape(1, -1, 1, 1)
+
+        def bn_rows(y, st):
+            mean, var, wt, b = st[0], np.abs(st[1]) + 0.1, st[2], st[3]
+            ch = lambda v: v.reshape(1, -1, 1, 1)  # noqa: E731
+            return (y - ch(mean)) / np.sqrt(ch(var) + 1e-5) * ch(wt) + ch(b)
         refs = [np.maximum(bn(conv_ref(i["a"], i["w3"], pad=1)) + i["a"], 0),
                 np.maximum(conv_ref(i["x3"], i["w7"], i["b20"], stride=2, pad=3), 0),
                 1.0 - conv_ref(i["a"], i["w1"], stride=2),
@@ -3142,7 +3151,9 @@ def kernels_conv2d():
                 np.maximum(conv_ref(i["a"], i["w1c"], i["b20"]), 0),
                 # one output row: a [1, C, 1, 1] operand is per channel though
                 # its first three sizes are the output's
-                conv_ref(i["x3"], i["wh"]) + i["pc"]]
+                conv_ref(i["x3"], i["wh"]) + i["pc"],
+                # batch norm's statistics: rows of a tensor computed before it
+                bn_rows(conv_ref(i["a"], i["w3"], pad=1), i["sq"].sum(axis=0))]
         mdl = region_model("kernels.conv2d", SRC_CONV, ins)
         out = os.path.join(mdl.d, "out")
         mdl.build(out)
