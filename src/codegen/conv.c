@@ -239,7 +239,9 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 					LLVMValueRef off = iadd(G, row, iadd(G, col0, ci64(G, nc + v * vw)));
 					prefetch_line(G, llvm.LLVMBuildGEP2(B, et, nptr(F, k->other[e]), &off, 1, ""));
 				}
-	/* the next row tile's weights (below), when they are a model's */
+	/* the next row tile's weights (below), when they are a model's;
+	 * equivalent mutant [const 1 -> 2]: wpf only feeds llvm.prefetch, which
+	 * by LLVM's definition changes no behaviour of the program */
 	LLVMValueRef wpf = k->S == 1 ? prefetch_base(F, k, o0, mr) : NULL;
 	TileLoop L;
 	tile_loop_begin(F, &L, mr, nv, vt, ci64(G, 0), k->cend ? k->cend : ci64(G, k->Cg), NULL, nacc);
@@ -255,7 +257,9 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 	 * for 1x1 kernels: with the prefetches, the 49 positions of a 7x7
 	 * kernel, unrolled, spilled their sums (1.3x the time of ResNet's stem). */
 	if (wpf) {
-		int pfsh = 0, lsh = dtype_size(dt) == 8 ? 3 : 4; /* elements a line: 1 << lsh */
+		/* elements a line: 1 << lsh; equivalent mutant [const 4 -> 5]: they
+		 * only place the prefetches */
+		int pfsh = 0, lsh = dtype_size(dt) == 8 ? 3 : 4;
 		while ((2 << pfsh) * mr <= 1 << lsh)
 			pfsh++;
 		LLVMValueRef line = llvm.LLVMBuildLShr(B, c, ci64(G, pfsh), "");
