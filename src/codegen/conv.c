@@ -631,9 +631,10 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 		 * weights and fits in half of L2 (a 1x1 convolution at 14x14):
 		 * then row tiles outermost, the weights read once from memory
 		 * instead of once a column tile (256 channels to 1024 at 14x14: 0.89x
-		 * the time at two threads). equivalent mutant [arith * -> /]: the
+		 * the time at two threads). equivalent mutant [arith]: the
 		 * order chooses no value, each output's sum is the same; only the
-		 * speed differs, which make bench measures */
+		 * speed differs, which make bench measures;
+		 * equivalent mutant [const]: a threshold of the order, which chooses no value */
 		k.rows_outer = k.C * k.P * dtype_size(n->dtype) <= (512 << 10) && k.Og * k.Kw > k.C * k.P;
 		LLVMValueRef nth = llvm.LLVMBuildSExt(B, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), G->i64, "");
 		LLVMValueRef parts = imul(G, nth, ci64(G, 4));
@@ -736,6 +737,7 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 			 * the next panel */
 			LLVMValueRef step = iadd(G, imul(G, iadd(G, imul(G, t->ti, ci64(G, k->Cg)), c), ci64(G, k->S)), ci64(G, s));
 			LLVMValueRef off = iadd(G, ci64(G, k->Kw * t->wide), llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, step, ci64(G, t->pfsh), ""), ci64(G, 4), ""));
+			/* equivalent mutant [stmt]: llvm.prefetch changes no behaviour of the program */
 			prefetch_line(G, llvm.LLVMBuildGEP2(B, et, t->pan, &off, 1, ""));
 		}
 		for (int r = 0; r < mr; r++) {
@@ -773,6 +775,8 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 			if (t->chv[e]) {
 				LLVMValueRef off = ci64(G, v * vw);
 				chv[e] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->chv[e], &off, 1, ""), vpt, ""), "");
+				/* equivalent mutant [stmt]: without it the load assumes the
+				 * vector type's own alignment, at most 64 */
 				llvm.LLVMSetAlignment(chv[e], 64);
 			}
 		/* channel l of the vector at pixel p: element (o + l) * P + p of the image */
