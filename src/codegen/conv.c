@@ -324,6 +324,9 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
  * or 16. */
 static void cv_shape(Gen *G, ConvK *k)
 {
+	/* equivalent mutant [const 12 -> 13]: the accumulators a tile may hold
+	 * choose its shape, not a value: each output's sum runs over the same
+	 * channels in the same order (a register spill at worst) */
 	conv_tile_shape(k->nvec, k->Og, G->vbytes >= 64 ? 24 : 12, &k->mr, &k->nv);
 }
 
