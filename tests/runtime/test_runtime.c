@@ -2054,6 +2054,15 @@ static void test_packed_panels(void)
  * read succeeds and leaves errno at -read_fault, which a successful call may
  * do (a stale EINTR must not make the runtime read the same bytes again). */
 static int read_fault, read_fault_once;
+/* With read_short, reads return a little over half the bytes asked, as a
+ * network or FUSE file system may: a short read is no error nor the end. */
+static int read_short;
+
+/* The bytes a read of len asks for under read_short. */
+static size_t short_len(size_t len)
+{
+	return __atomic_load_n(&read_short, __ATOMIC_RELAXED) && len > 1 ? len / 2 + 1 : len;
+}
 
 /* Before a read: 1 (errno set) when it is to fail (and, once, the reads
  * after it not). */
@@ -2082,7 +2091,7 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
 	static ssize_t (*real)(int, void *, size_t, off_t);
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pread");
-	return read_fails() ? -1 : read_done(real(fd, buf, len, off));
+	return read_fails() ? -1 : read_done(real(fd, buf, short_len(len), off));
 }
 
 ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
@@ -2090,7 +2099,21 @@ ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
 	static ssize_t (*real)(int, const struct iovec *, int, off_t);
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "preadv");
-	return read_fails() ? -1 : read_done(real(fd, iov, n, off));
+	if (read_fails())
+		return -1;
+	size_t total = 0, got = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	size_t want = short_len(total);
+	struct iovec cut[n > 0 ? n : 1]; /* iov up to want bytes: the last one cut short */
+	int m = 0;
+	for (; m < n && got < want; m++) {
+		cut[m] = iov[m];
+		if (cut[m].iov_len > want - got)
+			cut[m].iov_len = want - got;
+		got += cut[m].iov_len;
+	}
+	return read_done(real(fd, cut, m, off));
 }
 
 /* Memory maps that fail: with map_fail >= 0, this program's mmap (which
@@ -2202,6 +2225,31 @@ static long long mapped_bytes(void)
 		fclose(f);
 	}
 	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
+}
+
+/* Weights read through short reads (read_short), packed each way (plan v
+ * of big_packed_ok: row by row into the panels, copies, through a scratch
+ * copy): every byte arrives */
+static void test_packed_short_reads(const char *path)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
+	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
+	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
+	static const int64_t plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
+	static const int64_t *const plans[3] = {plan1, plan2, plan3};
+	static const char *const forms[3] = {"one form", "two forms", "one form transposed"};
+	for (int v = 0; v < 3; v++) {
+		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans[v], NULL};
+		nestrt_error err = {{0}};
+		__atomic_store_n(&read_short, 1, __ATOMIC_RELAXED);
+		nestrt_weights *w = nestrt_weights_open(path, &err);
+		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+		__atomic_store_n(&read_short, 0, __ATOMIC_RELAXED);
+		CHECK(m != NULL, "short reads (%s): %s", forms[v], err.message);
+		CHECK(big_packed_ok(m, v), "short reads: the packed weights are the file's (%s)", forms[v]);
+		nestrt_model_free(m);
+		nestrt_weights_close(w);
+	}
 }
 
 /* Weights opened, an instance made (packing through scratch copies from
@@ -2388,6 +2436,7 @@ static void test_packed_release(void)
 	test_packed_beside_unpacked(path);
 	test_format_only(path);
 	test_packed_unmapped(path);
+	test_packed_short_reads(path);
 	/* the three plans below: one form (packed where it is read, row by
 	 * row from the file: preadv), two forms (packed copies), one form
 	 * transposed (packed where it is read, through a scratch copy: pread) */
