@@ -693,6 +693,9 @@ static void block_task(void *env, int64_t begin, int64_t end)
 	BlockJob *j = env;
 	int fmt = j->flags >> NESTRT_PACK_FMT_SHIFT;
 	int64_t nkb = j->k / nestrt_format_block(fmt);
+	/* equivalent mutant [cmp <= -> <]: nkb is at least 1, a block format's
+	 * k being a positive multiple of its block (else nestrt__pack_bytes
+	 * gives 0 and the request is refused before any task runs) */
 	if (nkb <= 0 || j->bb <= 2 || j->wide <= 0)
 		return;
 	size_t rb = (size_t)nkb * (size_t)j->bb, exact = rb * (size_t)j->wide;
