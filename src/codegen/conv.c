@@ -691,6 +691,8 @@ static int cl_mr(int64_t P)
 	/* equivalent mutant [const 8 -> 9]: a 9-pixel tile computes the same
 	 * values (kernels.conv2d_lanes' 9x9 plane takes it and passes) */
 	for (int m = 8; m >= 5; m--)
+		/* equivalent mutant [arith]: it chooses among tiles of 5 to 8
+		 * pixels, each of which computes the same values */
 		if ((P + m - 1) / m * m - P < (P + best - 1) / best * best - P)
 			best = m;
 	return P % 7 == 0 ? 7 : best;
