@@ -518,6 +518,8 @@ static void cv_bands_tasks(Fn *F, ConvK *k, LLVMValueRef *vals, int nl)
 	LLVMBuilderRef B = G->B;
 	ConvGeom *cg = &k->cg;
 	Node *n = k->n;
+	/* equivalent mutant [const 0 -> (-1)]: x86-64's back end gives that
+	 * address space no meaning (only 256-258 and 270-272 have one) */
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	LLVMValueRef got[CV_MAX_LEAF + 4];
 	Fn T;
@@ -831,6 +833,8 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	ConvK k;
+	/* equivalent mutant [const 0 -> (-1)]: x86-64's back end gives that
+	 * address space no meaning (only 256-258 and 270-272 have one) */
 	LLVMTypeRef et = elem_t(G, n->dtype), ept = llvm.LLVMPointerType(et, 0);
 	cv_setup(F, &k, n, cg, cg->lcp ? cg->lcp : n->shape[2] * n->shape[3], !cg->lcp, 0);
 	int64_t wide = CL_NV * k.vw, npan = (k.O + wide - 1) / wide;
