@@ -908,6 +908,7 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 			loop_end(&T, &lc);
 		}
 	if (nkb == 1) {
+		/* equivalent mutant [const 1 -> 2]: `last` is only tested for truth */
 		cl_tiles(&T, &a, mr, ci64(G, 0), ci64(G, k.Cg), 0, 1);
 	} else {
 		/* the first block from zero, the middle ones through the buffer, the last to the result */
