@@ -1038,6 +1038,8 @@ void k_conv2d_pool(Fn *F, Node *n, Node *m)
 	/* with the pooling's state live in the task, 8x3 tiles of ResNet's stem
 	 * spilled a sum at every kernel position (1.15x the time of 6x3) */
 	conv_tile_shape(k.nvec, k.Og, G->vbytes >= 64 ? 18 : 12, &k.mr, &k.nv);
+	/* equivalent mutant [const 1 -> 2]: cv_band sets nct again, from its
+	 * band's own length, before any use */
 	k.nct = (k.nvec + k.nv - 1) / k.nv;
 	k.nrtg = (k.Og + k.mr - 1) / k.mr;
 	k.nrt = cg.groups * k.nrtg;
@@ -1051,6 +1053,8 @@ void k_conv2d_pool(Fn *F, Node *n, Node *m)
 	cv_env(F, &k, vals);
 	vals[nl] = nn;
 	LLVMValueRef one = llvm.LLVMBuildICmp(B, LLVMIntEQ, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), ci32(G, 1), "");
+	/* equivalent mutant [swap]: how a band's output channels are split among
+	 * tasks chooses no value (each task computes its own channels) */
 	vals[nl + 1] = llvm.LLVMBuildSelect(B, one, ci64(G, 1), ci64(G, cg.nsplit), "");
 	LLVMValueRef ntasks = imul(G, ci64(G, cg.nband), vals[nl + 1]);
 	vals[nl + 2] = ci64(G, k.Cg);
