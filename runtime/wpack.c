@@ -803,6 +803,9 @@ static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__pa
 		for (WPack *y = w->packs; y && !p; y = y->next)
 			if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
 				p = y;
+		/* equivalent mutant [cond if (...) -> if (1)]: no such copy exists
+		 * yet: requests are unique per param (pack.c's add_req), and a
+		 * tensor comes here once (it is released below) */
 		if (!p) {
 			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
 			size_t bytes = nestrt__pack_bytes(x->k, x->n, x->wide, x->flags);
