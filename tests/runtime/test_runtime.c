@@ -2343,6 +2343,37 @@ static void test_format_only(const char *path)
 	nestrt_model_free(q);
 	nestrt_weights_close(w);
 	free(spath);
+	/* the same weight in bf16: held in q8_0, made from its 16-bit bytes,
+	 * which are then given back: another instance reading it as bf16 is
+	 * refused, naming it (the message says "out of memory unpacking
+	 * weights", which is wrong: to be "held only in a weight format now");
+	 * over weights opened again it reads the file's */
+	uint16_t hv[32 * 16];
+	for (int i = 0; i < 32 * 16; i++) {
+		uint32_t bits;
+		memcpy(&bits, &sv[i], 4);
+		hv[i] = (uint16_t)(bits >> 16); /* small integers: exact in bf16 */
+	}
+	static const nestrt_param hp[1] = {{"s", NESTRT_BF16, 2, {32, 16}}};
+	nestrt_model_desc hf = {"hf", hp, 1, NULL, 0, 0, "test", NULL, 0, NULL, NULL, NULL};
+	const char *hhdr = "{\"s\":{\"dtype\":\"BF16\",\"shape\":[32,16],\"data_offsets\":[0,1024]}}";
+	char *hpath = st_file("small_bf16.safetensors", hhdr, (64 - (8 + strlen(hhdr)) % 64) % 64, hv, sizeof hv);
+	w = nestrt_weights_open(hpath, &err);
+	q = w ? nestrt_model_new(&sq, w, &err) : NULL;
+	CHECK(q != NULL, "a bf16 weight held in q8_0: %s", err.message);
+	f = q ? nestrt_model_new(&hf, w, &err) : NULL;
+	CHECK(q && !f && strstr(err.message, "small_bf16.safetensors: s: "), "then read as bf16 by another instance: '%s'",
+	      f ? "no error" : err.message);
+	nestrt_model_free(f);
+	nestrt_model_free(q);
+	nestrt_weights_close(w);
+	w = nestrt_weights_open(hpath, &err);
+	f = w ? nestrt_model_new(&hf, w, &err) : NULL;
+	const void *hu = f ? nestrt_model_ctx(f)->params[0] : NULL;
+	CHECK(hu && memcmp(hu, hv, sizeof hv) == 0, "and read as bf16 over the weights opened again: %s", err.message);
+	nestrt_model_free(f);
+	nestrt_weights_close(w);
+	free(hpath);
 }
 
 /* Two instances of the same weights, one reading a weight as it is
