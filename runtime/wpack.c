@@ -951,8 +951,6 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 		} else {
 			int64_t per = (int64_t)(PACK_TASK / ((size_t)q->n * es));
 			j->per = per < 1 ? 1 : per;
-			/* equivalent mutant [arith / -> *]: tasks past the last row
-			 * read none (scatter_rows' range is empty): only more tasks */
 			ntasks = (q->k + j->per - 1) / j->per;
 		}
 		js.v[js.n] = j;
