@@ -2214,6 +2214,14 @@ static int big_packed_ok(nestrt_model *m, int v)
 	return v == 0 ? okp && !q : v == 1 ? okp && okq : okq && !p;
 }
 
+/* test_packed_release's w, and the plans v of big_packed_ok */
+static const nestrt_param big_params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
+static const int64_t big_plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
+static const int64_t big_plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
+static const int64_t big_plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
+static const int64_t *const big_plans[3] = {big_plan1, big_plan2, big_plan3};
+static const char *const big_forms[3] = {"one form", "two forms", "one form transposed"};
+
 /* The process's mapped memory in bytes (/proc/self/statm's first field). */
 static long long mapped_bytes(void)
 {
@@ -2232,21 +2240,15 @@ static long long mapped_bytes(void)
  * copy): every byte arrives */
 static void test_packed_short_reads(const char *path)
 {
-	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
-	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
-	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
-	static const int64_t plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
-	static const int64_t *const plans[3] = {plan1, plan2, plan3};
-	static const char *const forms[3] = {"one form", "two forms", "one form transposed"};
 	for (int v = 0; v < 3; v++) {
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans[v], NULL};
+		nestrt_model_desc desc = {"big", big_params, 1, NULL, 0, 0, "test", NULL, 0, NULL, big_plans[v], NULL};
 		nestrt_error err = {{0}};
 		__atomic_store_n(&read_short, 1, __ATOMIC_RELAXED);
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
 		__atomic_store_n(&read_short, 0, __ATOMIC_RELAXED);
-		CHECK(m != NULL, "short reads (%s): %s", forms[v], err.message);
-		CHECK(big_packed_ok(m, v), "short reads: the packed weights are the file's (%s)", forms[v]);
+		CHECK(m != NULL, "short reads (%s): %s", big_forms[v], err.message);
+		CHECK(big_packed_ok(m, v), "short reads: the packed weights are the file's (%s)", big_forms[v]);
 		nestrt_model_free(m);
 		nestrt_weights_close(w);
 	}
@@ -2383,15 +2385,9 @@ static void test_format_only(const char *path)
  * are those pages given back, and whichever comes second still finds them */
 static void test_packed_beside_unpacked(const char *path)
 {
-	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {1024, 1024}}};
-	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
-	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
-	static const int64_t plan3[] = {1, 1, -1, 1024, 1024, 32, 1};
-	static const int64_t *const plans[3] = {plan1, plan2, plan3};
-	static const char *const forms[3] = {"one form", "two forms", "one form transposed"};
 	for (int v = 0; v < 6; v++) {
 		int packed_first = v >= 3;
-		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans[v % 3], NULL};
+		nestrt_model_desc desc = {"big", big_params, 1, NULL, 0, 0, "test", NULL, 0, NULL, big_plans[v % 3], NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
 		nestrt_model *m[2] = {NULL, NULL}; /* unpacked, packed */
@@ -2401,7 +2397,7 @@ static void test_packed_beside_unpacked(const char *path)
 				setenv("NESTRT_PREPACK", "0", 1);
 			m[k] = nestrt_model_new(&desc, w, &err);
 			unsetenv("NESTRT_PREPACK");
-			CHECK(m[k] != NULL, "%s instance (%s, %s): %s", k ? "packed" : "unpacked", forms[v % 3],
+			CHECK(m[k] != NULL, "%s instance (%s, %s): %s", k ? "packed" : "unpacked", big_forms[v % 3],
 			      packed_first ? "packed first" : "unpacked first", err.message);
 		}
 		if (m[0] && m[1]) {
@@ -2411,8 +2407,8 @@ static void test_packed_beside_unpacked(const char *path)
 				if (u[i] != (float)(i % 1000) * 0.25f)
 					bad = i;
 			CHECK(bad < 0, "an instance reading a weight as it is, made %s one reading it %s: element %lld is %g",
-			      packed_first ? "after" : "before", forms[v % 3], (long long)bad, bad < 0 ? 0.0 : u[bad]);
-			CHECK(big_packed_ok(m[1], v % 3), "and the other's packed copies are the file's (%s, %s)", forms[v % 3],
+			      packed_first ? "after" : "before", big_forms[v % 3], (long long)bad, bad < 0 ? 0.0 : u[bad]);
+			CHECK(big_packed_ok(m[1], v % 3), "and the other's packed copies are the file's (%s, %s)", big_forms[v % 3],
 			      packed_first ? "packed first" : "unpacked first");
 		}
 		nestrt_model_free(m[1]);
