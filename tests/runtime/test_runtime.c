@@ -2345,6 +2345,21 @@ static void test_format_only(const char *path)
 	nestrt_model_free(q);
 	nestrt_weights_close(w);
 	free(spath);
+	/* a NaN among its elements: an instance in q8_0 is refused, naming the
+	 * element, and so is the next over the same weights (the first left no
+	 * copy behind for it to take) */
+	sv[5] = NAN;
+	char *npath = st_file("small_nan.safetensors", hdr, (64 - (8 + strlen(hdr)) % 64) % 64, sv, sizeof sv);
+	w = nestrt_weights_open(npath, &err);
+	for (int i = 0; i < 2 && w; i++) {
+		q = nestrt_model_new(&sq, w, &err);
+		CHECK(!q && strstr(err.message, "tensor 's': element 5 is nan, which q8_0 cannot hold"),
+		      "a NaN in a weight held in q8_0 (instance %d): '%s'", i + 1, q ? "no error" : err.message);
+		nestrt_model_free(q);
+	}
+	nestrt_weights_close(w);
+	free(npath);
+	sv[5] = (float)(5 % 7) - 3.0f;
 	/* the same weight in bf16: held in q8_0, made from its 16-bit bytes,
 	 * which are then given back: another instance reading it as bf16 is
 	 * refused, naming it (the message says "out of memory unpacking
