@@ -1025,12 +1025,12 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 			}
 			int got = t ? restore(w, t) : 0;
 			if (got < 0) {
-				free(p);
+				pack_free(p); /* and the memory pack_alloc gave it */
 				rc = restore_error(w, t, got, err);
 				break;
 			}
 			if (q->flags >> NESTRT_PACK_FMT_SHIFT && (rc = finite_or_error(w, t, t ? elements(t) : data[q->param], q, err)) < 0) {
-				free(p);
+				pack_free(p);
 				break;
 			}
 			const void *src = t ? elements(t) : data[q->param];

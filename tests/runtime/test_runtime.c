@@ -953,6 +953,79 @@ static nestrt_weights *open_mode(const char *path, int mode, char **image, nestr
 	return w;
 }
 
+/* The process's resident memory in bytes (/proc/self/statm's second field). */
+static long long resident_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long long size = -1, pages = -1;
+	if (f) {
+		if (fscanf(f, "%lld %lld", &size, &pages) != 2)
+			pages = -1;
+		fclose(f);
+	}
+	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
+}
+
+/* A GGUF file of one q8_0 matrix w[1024, 4096] (every block d = 1/64, q =
+ * (i % 255) - 127), bound as held in q8_0 along its rows: its panels are
+ * made from the file's blocks and its f32 place (16 MiB) is never touched,
+ * so the instance takes about the blocks' 4.25 MiB, not 16 more (what lets
+ * a 7B model in 4 bits open on a 24 GB machine) */
+static void test_gguf_blocks_memory(void)
+{
+	enum { N = 1024, K = 4096, NB = N * K / 32 };
+	unsigned char head[128];
+	size_t h = 0;
+	uint32_t u32;
+	uint64_t u64;
+#define PUT(v) (memcpy(head + h, &(v), sizeof(v)), h += sizeof(v))
+	memcpy(head, "GGUF", 4), h = 4;
+	u32 = 3, PUT(u32);
+	u64 = 1, PUT(u64); /* tensors */
+	u64 = 0, PUT(u64); /* key-values */
+	u64 = 1, PUT(u64);
+	head[h++] = 'w';
+	u32 = 2, PUT(u32);
+	u64 = K, PUT(u64); /* ne0: along the rows */
+	u64 = N, PUT(u64);
+	u32 = 8, PUT(u32); /* GGML_TYPE_Q8_0 */
+	u64 = 0, PUT(u64);
+#undef PUT
+	size_t data = (h + 31) / 32 * 32;
+	unsigned char *b = calloc(1, data + (size_t)NB * 34);
+	memcpy(b, head, h);
+	for (size_t i = 0; i < NB; i++) {
+		unsigned char *blk = b + data + i * 34;
+		blk[0] = 0x00, blk[1] = 0x24; /* f16 1/64 */
+		for (int j = 0; j < 32; j++)
+			blk[2 + j] = (unsigned char)(int8_t)((int)((i * 32 + (size_t)j) % 255) - 127);
+	}
+	char *path = tpath("blocks.gguf");
+	write_file(path, b, data + (size_t)NB * 34);
+	free(b);
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {N, K}}};
+	static const int64_t plan[] = {1, 1, -1, K, N, 16, NESTRT_PACK_TRANS | NESTRT_FMT_Q8_0 << NESTRT_PACK_FMT_SHIFT};
+	static const int32_t formats[1] = {NESTRT_FMT_Q8_0 | 1 << 8};
+	nestrt_model_desc desc = {"blk", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan, formats};
+	nestrt_error err = {{0}};
+	long long before = resident_bytes();
+	nestrt_weights *w = nestrt_weights_open(path, &err);
+	nestrt_model *m = w ? nestrt_model_new(&desc, w, &err) : NULL;
+	long long grew = resident_bytes() - before;
+	if (CHECK(m != NULL, "a q8_0 GGUF matrix held in q8_0: %s", err.message)) {
+		int fmt = -1;
+		const unsigned char *p = nestrt_packed_format(nestrt_model_ctx(m), nestrt_model_ctx(m)->params[0], K, N, 16,
+		                                              NESTRT_PACK_TRANS, &fmt);
+		/* panel 0, block row 0: the 16 rows' scales, then their quants */
+		CHECK(p && fmt == NESTRT_FMT_Q8_0 && p[0] == 0x00 && p[1] == 0x24, "its panels hold the file's blocks");
+		CHECK(before > 0 && grew < (long long)N * K * 4 / 2,
+		      "it takes about its blocks' %d bytes, not its f32 size too: %lld bytes more resident", NB * 34, grew);
+	}
+	nestrt_model_free(m);
+	nestrt_weights_close(w);
+	free(path);
+}
+
 static void test_gguf_values(const char *gdir)
 {
 	static const char *const files[] = {"all.gguf", "all.v2.gguf"};
@@ -2836,6 +2909,7 @@ int main(int argc, char **argv)
 	test_prepacked_refused();
 	test_prepacked_mapping();
 	test_packed_release();
+	test_gguf_blocks_memory();
 	test_formats();
 	test_seq();
 
