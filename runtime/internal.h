@@ -271,7 +271,8 @@ NESTRT_HIDDEN int nestrt__weights_pack(nestrt_weights *w, const void **data, nes
 /* An F16 / BF16 tensor's f32 form at t->data, made now if it is not yet (weights.c).
  * Under w->mu. */
 NESTRT_HIDDEN int nestrt__weights_widen(nestrt_weights *w, nestrt__tensor *t, nestrt_error *err);
-/* t's elements in *elems, restored from a packed copy if they went (wpack.c). Under w->mu. */
+/* t's elements in *elems, restored from a packed copy if they went (wpack.c): -1 out of
+ * memory, -2 held only in a format now. Under w->mu. */
 NESTRT_HIDDEN int nestrt__weights_elements(nestrt_weights *w, nestrt__tensor *t, const void **elems);
 /* An F16 / BF16 tensor of a .safetensors or GGUF file (weights.c)? */
 NESTRT_HIDDEN int nestrt__is_half(const nestrt__tensor *t);

@@ -345,8 +345,11 @@ static const void *elements(const Tensor *t)
 
 int nestrt__weights_elements(nestrt_weights *w, Tensor *t, const void **elems)
 {
-	if (nestrt__weights_settle(w, NULL) < 0 || restore(w, t) < 0)
+	if (nestrt__weights_settle(w, NULL) < 0)
 		return -1;
+	int rc = restore(w, t);
+	if (rc < 0)
+		return rc; /* -2: only in a format now (restore_error) */
 	*elems = elements(t);
 	return 0; /* equivalent mutant [const 0 -> 1]: its one caller tests < 0 */
 }
@@ -1465,7 +1468,9 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 			int rc = 0;
 			if (as_half && !t->half && !t->narrow)
 				rc = nestrt__weights_elements(w, t, &elems);
-			if (rc < 0)
+			if (rc == -2)
+				restore_error(w, t, rc, err);
+			else if (rc < 0)
 				nestrt__seterr(err, "%s: %s: out of memory unpacking weights", w->path, shown);
 			else if (as_half)
 				rc = (data[i] = nestrt__half_data(w, t, elems, shown, err)) ? 0 : -1;
