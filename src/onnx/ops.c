@@ -399,17 +399,26 @@ static int tr_clip(Ctx *c, NodeIO *io)
 	return o ? 0 : -1;
 }
 
-/* Identity, and Dropout in inference: output 0 is the input. */
+/* Identity, and Dropout in inference or of ratio 0 (torch's dropout(p=0.0)
+ * without training=False exports so: swin_t): output 0 is the input. */
 static int tr_identity(Ctx *c, NodeIO *io)
 {
 	if (!in_(io, 0))
 		return node_err(c, 0, "needs an input"), -1;
 	Val *tm = !strcmp(io->n->op_type, "Dropout") ? in_(io, 2) : NULL;
-	if (tm && (!tm->known || kgeti(tm, 0)))
-		return node_err(c, 1, "Dropout in training mode is not supported (inference only)"), -1;
+	if (tm && (!tm->known || kgeti(tm, 0))) {
+		Val *r = in_(io, 1);
+		const char *why = "Dropout in training mode is supported with a ratio of 0 only (the identity)";
+		if (!r)
+			return node_err(c, 1, "%s: this one's is 0.5, the default", why), -1;
+		if (!r->known || r->n != 1)
+			return node_err(c, 1, "%s: this one's is not known at import", why), -1;
+		if (kget(r, 0) != 0)
+			return node_err(c, 1, "%s: this one's is %g", why, kget(r, 0)), -1;
+	}
 	alias(c, io, 0, io->in[0]);
 	if (!strcmp(io->n->op_type, "Dropout") && io->n->n_output > 1 && *io->n->output[1]) {
-		/* in inference the mask keeps everything */
+		/* in inference, or at ratio 0, the mask keeps everything */
 		Val *mk = def_known(c, io, 1, DT_BOOL, io->in[0]->rank, io->in[0]->shape);
 		if (!mk)
 			return -1;

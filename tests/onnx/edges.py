@@ -32,7 +32,9 @@ value or an expected error (tests/onnx/run.py --check runs these among its cli c
   reference;
 - ReverseSequence with batch_axis 0 and time_axis 1 on rank 3, lengths 0, 1 and T;
 - GatherElements with indices shorter than the data on the other axes (as PyTorch's gather
-  allows), known and not, and longer ones: a clear error."""
+  allows), known and not, and longer ones: a clear error;
+- Dropout in training mode at ratio 0 (torch's dropout(p=0.0)): the identity, its mask all
+  true; at another ratio, given or the default: a clear error."""
 import os
 
 import numpy as np
@@ -466,6 +468,13 @@ def checks(nestc, d, run, short, make_model):
                     [NH.from_array(cnd, "k"), NH.from_array(a, "a"), NH.from_array(b, "b")], dict(x=xin))
     expect("Where of initializers [3], [2, 3] and [2, 1] folded with broadcasting", got,
            [np.where(cnd, a, b).astype(np.float64) + xin], rtol=1e-6)
+    # Dropout in training mode at ratio 0 (torch's dropout(p=0.0) without
+    # training=False, as swin_t's attention exports): the identity, its mask all true
+    xin = np.array([[1.5, -2, 3], [0, 7, -0.25]], np.float32)
+    got = run_model("dropout_p0", [H.make_node("Dropout", ["x", "r", "t"], ["y", "m"])], [f32("x", [2, 3])],
+                    [f32("y", [2, 3]), H.make_tensor_value_info("m", TP.BOOL, [2, 3])],
+                    [NH.from_array(np.array(0.0, np.float32), "r"), NH.from_array(np.array(True), "t")], dict(x=xin))
+    expect("Dropout in training mode at ratio 0: the identity, its mask all true", got, [xin, np.ones([2, 3], bool)])
     for name, what, nodes, ins, inits, needle in (
             ("if_runtime", "If with a run-time condition: a clear error",
              [H.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
@@ -480,6 +489,14 @@ def checks(nestc, d, run, short, make_model):
              [H.make_node("GatherElements", ["x", "i"], ["y"], axis=1)],
              [f32("x", [2, 3]), H.make_tensor_value_info("i", TP.INT64, [3, 1])], [],
              "node #0 (GatherElements, opset 13): indices of 3 on axis 0, more than the data's 2\n1 error generated."),
+            ("dropout_train", "Dropout in training mode at ratio 0.25: a clear error",
+             [H.make_node("Dropout", ["x", "r", "t"], ["y"])], [f32("x", [2, 3])],
+             [NH.from_array(np.array(0.25, np.float32), "r"), NH.from_array(np.array(True), "t")],
+             "node #0 (Dropout, opset 13): Dropout in training mode is supported with a ratio of 0 only (the identity): "
+             "this one's is 0.25\n1 error generated."),
+            ("dropout_train_default", "Dropout in training mode at its default ratio: a clear error",
+             [H.make_node("Dropout", ["x", "", "t"], ["y"])], [f32("x", [2, 3])], [NH.from_array(np.array(True), "t")],
+             "this one's is 0.5, the default\n1 error generated."),
             ("softmax_axis", "Softmax on axis 100 of a rank-2 input: a clear error",
              [H.make_node("Softmax", ["x"], ["y"], axis=100)], [f32("x", [2, 3])], [],
              "node #0 (Softmax, opset 13): axis 100 is out of range for rank 2\n1 error generated."),
