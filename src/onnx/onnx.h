@@ -150,6 +150,7 @@ typedef struct OPlan {
 	int n;            /* nodes */
 	int nseg;
 	int *start, *end; /* node range [start, end) */
+	char *quiet;      /* per node (find_segments): it computes no run-time value */
 	char **in_name, **out_name;
 	char **key;       /* pass 1 */
 	int *region;      /* pass 2: region index, or -1 */

@@ -31,6 +31,7 @@ void plan_free(OPlan *p)
 	free(p->rnodes);
 	free(p->start);
 	free(p->end);
+	free(p->quiet);
 	free(p->region);
 	free(p->seg_at);
 	free(p->seg_end);
@@ -647,6 +648,11 @@ OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
 		p->end = xcalloc((size_t)ncut, sizeof(int));
 		p->in_name = xcalloc((size_t)ncut, sizeof(char *));
 		p->out_name = xcalloc((size_t)ncut, sizeof(char *));
+		p->quiet = xmalloc((size_t)n + 1);
+		memset(p->quiet, 1, (size_t)n + 1);
+		for (int q = 0; q < names.n; q++)
+			if (prod[q] >= 0)
+				p->quiet[prod[q]] = 0;
 		for (int j = 0; j + 1 < ncut; j++) {
 			if (who[j] == who[j + 1] || prod[who[j + 1]] < cut[j])
 				continue; /* the segment does not compute what leaves it */
@@ -691,6 +697,18 @@ void plan_index(OPlan *p)
 /* From the probe's keys: the group length L whose consecutive repeats cover
  * the most nodes; each repeat of the group becomes one segment of a new plan,
  * assigned to the region of its key. NULL when nothing repeats. */
+/* Whether segment b follows segment a with nothing between them but nodes
+ * of values known at import (torch's Constant nodes, and the Shape, Gather
+ * and Mul of a chunk's bounds that shufflenet computes between its units):
+ * they are translated where they stand, in a region or between its calls. */
+static int adjacent(const OPlan *p, int a, int b)
+{
+	for (int k = p->end[a]; k < p->start[b]; k++)
+		if (!p->quiet || !p->quiet[k])
+			return 0;
+	return p->end[a] <= p->start[b];
+}
+
 /* How many times segments [i, i + L) repeat back to back from i. */
 static int group_runs(OPlan *p, int i, int L)
 {
@@ -698,7 +716,7 @@ static int group_runs(OPlan *p, int i, int L)
 	for (;;) {
 		int j = i + runs * L, eq = j + L <= m;
 		for (int t = 0; eq && t < L; t++)
-			eq = *p->key[i + t] && !strcmp(p->key[i + t], p->key[j + t]) && p->end[j + t - 1] == p->start[j + t];
+			eq = *p->key[i + t] && !strcmp(p->key[i + t], p->key[j + t]) && adjacent(p, j + t - 1, j + t);
 		if (!eq)
 			return runs;
 		runs++;
@@ -728,8 +746,8 @@ OPlan *choose_regions(OPlan *p, Onnx__GraphProto *g)
 			for (;;) {
 				int j = i + runs * L, eq = j + L <= m;
 				for (int q = 0; eq && q < L; q++)
-					eq = *p->key[i + q] && !strcmp(p->key[i + q], p->key[j + q]) &&
-					     p->end[j + q - 1] == p->start[j + q] && p->end[i + q] == p->start[i + q + 1 < m ? i + q + 1 : i + q] + 0;
+					eq = *p->key[i + q] && !strcmp(p->key[i + q], p->key[j + q]) && adjacent(p, j + q - 1, j + q) &&
+					     adjacent(p, i + q, i + q + 1);
 				if (!eq)
 					break;
 				runs++;

@@ -837,6 +837,82 @@ def outline_checks(nestc, d):
         r = run([nestc, "run", fpath, "--input", "x=" + xp, "--output", yp] + flags)
         why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), want)
         out.append(("local functions: values%s" % (" " + flags[0] if flags else ""), why))
+    # shufflenet's units: x.chunk(2, 1) with its bounds computed between the
+    # units (Shape, Gather, Add, Div, Mul of Constant nodes), a 1x1 Conv and
+    # Relu on one half, Concat, then the channel shuffle (Reshape, Transpose,
+    # Reshape); the nodes of known values between segments do not break a
+    # repeat: 5 units, 5 calls of one region, interpreted and compiled
+    rng = np.random.default_rng(11)
+    C, HW = 8, 5
+    nodes, inits, ws, h = [H.make_node("Relu", ["x"], ["s"])], [], [], "s"
+
+    def K(name, v):
+        nodes.append(H.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.int64))))
+    for u in range(5):
+        p = "u%d/" % u
+        nodes.append(H.make_node("Shape", [h], [p + "shape"]))
+        K(p + "one", [1])
+        nodes.append(H.make_node("Gather", [p + "shape", p + "one"], [p + "c"], axis=0))
+        K(p + "k1", [1])
+        nodes.append(H.make_node("Add", [p + "c", p + "k1"], [p + "c1"]))
+        K(p + "k2", [2])
+        nodes.append(H.make_node("Div", [p + "c1", p + "k2"], [p + "half"]))
+        K(p + "k3", [1])
+        nodes.append(H.make_node("Mul", [p + "half", p + "k3"], [p + "e0"]))
+        K(p + "z", [0])
+        K(p + "big", [1 << 62])
+        nodes += [H.make_node("Slice", [h, p + "z", p + "e0", p + "one"], [p + "a"]),
+                  H.make_node("Slice", [h, p + "e0", p + "big", p + "one"], [p + "b"])]
+        w = (rng.standard_normal((C // 2, C // 2, 1, 1)) * 0.5).astype(np.float32)
+        ws.append(w)
+        inits.append(numpy_helper.from_array(w, "units.%d.conv.weight" % u))
+        nodes += [H.make_node("Conv", [p + "b", "units.%d.conv.weight" % u], [p + "cv"]),
+                  H.make_node("Relu", [p + "cv"], [p + "r"]), H.make_node("Concat", [p + "a", p + "r"], [p + "cat"], axis=1)]
+        K(p + "sh1", [1, 2, C // 2, HW, HW])
+        nodes += [H.make_node("Reshape", [p + "cat", p + "sh1"], [p + "r1"]),
+                  H.make_node("Transpose", [p + "r1"], [p + "t"], perm=[0, 2, 1, 3, 4])]
+        K(p + "sh2", [1, C, HW, HW])
+        nodes.append(H.make_node("Reshape", [p + "t", p + "sh2"], [p + "o"]))
+        h = p + "o"
+    nodes.append(H.make_node("ReduceMean", [h], ["y"], axes=[2, 3], keepdims=0))
+    spath = os.path.join(d, "shuffle.onnx")
+    make_model(spath, nodes, [H.make_tensor_value_info("x", TP.FLOAT, [1, C, HW, HW])],
+               [H.make_tensor_value_info("y", TP.FLOAT, [1, C])], inits=inits, opset=13)
+    sx = rng.standard_normal((1, C, HW, HW)).astype(np.float32)
+    sxp = os.path.join(d, "sx.npy")
+    np.save(sxp, sx)
+    hv = np.maximum(sx.astype(np.float64), 0)
+    for w in ws:
+        a, b = hv[:, :C // 2], hv[:, C // 2:]
+        r2 = np.maximum(np.einsum("oi,nihw->nohw", w[:, :, 0, 0], b), 0)
+        hv = np.concatenate([a, r2], 1).reshape(1, 2, C // 2, HW, HW).transpose(0, 2, 1, 3, 4).reshape(1, C, HW, HW)
+    swant = hv.mean((2, 3))
+    r = run([nestc, "report", spath])
+    ok = r.returncode == 0 and "region layer: 10 nodes, 5 occurrences" in r.stdout and "5 calls -> 1 variant" in r.stdout
+    out.append(("outline shufflenet's units (chunk bounds computed between them, channel shuffle)",
+                None if ok else "exit %d: %s%s" % (r.returncode, r.stdout, short(r.stderr))))
+    for flags in ([], ["--no-outline"]):
+        yp = os.path.join(d, "sy.npy")
+        r = run([nestc, "run", spath, "--input", "x=" + sxp, "--output", yp] + flags)
+        why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), swant)
+        out.append(("outline shufflenet's units: values%s" % (" " + flags[0] if flags else ""), why))
+    od = os.path.join(d, "sout")
+    r = run([nestc, "build", spath, "-o", od, "--name", "sh", "-j1", "--no-cache"])
+    why = "build: exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else None
+    objs = sorted(f for f in os.listdir(od) if f.endswith(".o")) if not why else []
+    try:
+        if not why:
+            e = cr.parse_header(os.path.join(od, "sh.h"), "sh", strict_names=False)["forward"]
+            yp = os.path.join(d, "syc.npy")
+            exe = cr.compile_driver(d, [cr.Call(e, od + ".safetensors", {"x": sxp}, [yp])], ["sh"], [od],
+                                    [os.path.join(od, f) for f in objs])
+            r = run([exe])
+            why = "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), swant)
+    except cr.Fail as ex:
+        why = str(ex)
+    if not why and objs != ["sh.layer.0.o", "sh.o"]:
+        why = "objects %s, expected sh.layer.0.o and sh.o" % objs
+    out.append(("outline shufflenet's units compiled: one variant, the same values", why))
     # compiled: one variant for every layer, the same values
     path = os.path.join(d, "layers6.onnx")
     od = os.path.join(d, "lout")
