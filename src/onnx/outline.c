@@ -635,7 +635,9 @@ OPlan *find_segments(Ctx *c0, Onnx__GraphProto *g)
 	for (int i = 0; i <= n; i++) {
 		cc += cnt[i];
 		ss += sum[i];
-		if (i < n && cc == 1 && !inside[i]) {
+		/* at n, after the last node: the graph's one output (so a last
+		 * layer whose output is the graph's is a segment too) */
+		if (cc == 1 && (i == n || !inside[i])) {
 			cut[ncut] = i;
 			who[ncut++] = (int)ss;
 		}

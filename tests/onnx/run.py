@@ -913,6 +913,29 @@ def outline_checks(nestc, d):
     if not why and objs != ["sh.layer.0.o", "sh.o"]:
         why = "objects %s, expected sh.layer.0.o and sh.o" % objs
     out.append(("outline shufflenet's units compiled: one variant, the same values", why))
+    # the last layer's output is the graph's: that layer is a call too
+    nodes, inits, ws, h = [], [], [], "x"
+    for i in range(4):
+        w = (rng.standard_normal((8, 8)) * 0.4).astype(np.float32)
+        ws.append(w)
+        inits.append(numpy_helper.from_array(w, "layers.%d.weight" % i))
+        nodes += [H.make_node("MatMul", [h, "layers.%d.weight" % i], ["m%d" % i]),
+                  H.make_node("Tanh", ["m%d" % i], ["y" if i == 3 else "t%d" % i])]
+        h = "t%d" % i
+    tpath = os.path.join(d, "last_layer.onnx")
+    make_model(tpath, nodes, [H.make_tensor_value_info("x", TP.FLOAT, [4, 8])],
+               [H.make_tensor_value_info("y", TP.FLOAT, [4, 8])], inits=inits, opset=14)
+    hv = x.astype(np.float64)
+    for w in ws:
+        hv = np.tanh(hv @ w)
+    r = run([nestc, "report", tpath])
+    ok = r.returncode == 0 and "region layer: 2 nodes, 4 occurrences" in r.stdout and "layer: nodes 6..7 ('t2' .. 'y')" in r.stdout
+    out.append(("outline: the layer whose output is the graph's is a call too",
+                None if ok else "exit %d: %s%s" % (r.returncode, r.stdout, short(r.stderr))))
+    yp = os.path.join(d, "ty.npy")
+    r = run([nestc, "run", tpath, "--input", "x=" + xp, "--output", yp])
+    out.append(("outline: the layer whose output is the graph's: values",
+                "exit %d: %s" % (r.returncode, short(r.stderr)) if r.returncode else compare(np.load(yp), hv)))
     # compiled: one variant for every layer, the same values
     path = os.path.join(d, "layers6.onnx")
     od = os.path.join(d, "lout")
