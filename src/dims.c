@@ -65,6 +65,9 @@ int64_t *gdyn_max_numel(Graph *g, const int64_t *lo, const int64_t *hi)
 			int64_t mn, m = n->shape[k];
 			if (d)
 				affine_range(&d->f, g->nbasis, lo, hi, &mn, &m);
+			/* equivalent mutant [const 0 -> (-1)]: m, the axis's largest value
+			 * over the dims' bounds, is at least its value at the sample points
+			 * the graph was built at (a size, >= 0): never -1 */
 			shape[k] = m < 0 ? 0 : m;
 		}
 		mx[i] = shape_numel(n->rank, shape);
@@ -123,6 +126,9 @@ static int eval_at(LowerCtx *x, Entry *en, Expr *e, const int64_t *v, int64_t *o
 	Value *r = eval_expr(x, e);
 	x->g = g;
 	x->scope = s;
+	/* equivalent mutant [stmt]: x->fnscope is read only inside
+	 * lower_export_graph and eval_at, which set it first (entry_dims is
+	 * called from lower_export only, before either) */
 	x->fnscope = fs;
 	if (r->kind == V_ERR)
 		return 0;
@@ -287,6 +293,8 @@ int entry_dims(LowerCtx *x, Decl *fn, Entry *en, int64_t pts[][MAX_DIMS], int *n
 	/* sample points: small values inside the bounds, never 0 or 1, so that no
 	 * run-time axis looks like a broadcast one; base, base + e_j, base + 1 */
 	for (int j = 0; j < n; j++) {
+		/* equivalent mutant [const 2 -> 3]: dim_lo is >= 0 here (a negative
+		 * one was made 0 above), so the condition is false either way */
 		int64_t b = en->dim_lo[j] + 2 < 2 ? 2 : en->dim_lo[j] + 2;
 		if (b + 2 > en->dim_hi[j]) {
 			error_at(x->d, fn->where_loc,

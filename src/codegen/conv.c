@@ -260,6 +260,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 		/* elements a line: 1 << lsh; equivalent mutant [const 4 -> 5]: they
 		 * only place the prefetches */
 		int pfsh = 0, lsh = dtype_size(dt) == 8 ? 3 : 4;
+		/* equivalent mutant [const]: pfsh only spaces the prefetches */
 		while ((2 << pfsh) * mr <= 1 << lsh)
 			pfsh++;
 		LLVMValueRef line = llvm.LLVMBuildLShr(B, c, ci64(G, pfsh), "");
@@ -450,8 +451,9 @@ static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValu
 				LLVMValueRef v = strided_vec(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw))), cg->sw, k->vw);
 				LLVMValueRef dof = iadd(G, drow, ow);
 				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, "");
-				/* equivalent mutant [const 0 -> 1]: x86-64's back end gives
-				 * address space 1 no meaning: the same loads and stores */
+				/* equivalent mutant [const]: x86-64's back end gives address
+				 * spaces 1 and 16777215 (what -1 becomes) no meaning: the
+				 * same stores */
 				LLVMValueRef st = llvm.LLVMBuildStore(B, v, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""));
 				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(k->n->dtype));
 				loop_end(F, &lv);
@@ -651,6 +653,10 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 		LLVMValueRef bimg = llvm.LLVMBuildGEP2(B, et, T.ptr[k.x->id], (LLVMValueRef[]){imul(G, got[nl], ci64(G, k.C * k.P))}, 1, "");
 		LLVMValueRef ooff = imul(G, got[nl], ci64(G, k.O * k.P));
 		LLVMValueRef t = loop_begin(&T, &lt, llvm.LLVMGetParam(tk.fn, 1), llvm.LLVMGetParam(tk.fn, 2));
+		/* equivalent mutant [arith + -> -]: got[nl - 1] is a leaf's address,
+		 * so i0 is 0: each task computes the tiles before its own again, the
+		 * same values written again (no output is an operand of its own
+		 * tile), only slower, which make bench measures */
 		LLVMValueRef i0 = idiv(G, imul(G, t, ci64(G, k.ntiles)), got[nl + 1]);
 		LLVMValueRef i1 = idiv(G, imul(G, iadd(G, t, ci64(G, 1)), ci64(G, k.ntiles)), got[nl + 1]);
 		LLVMValueRef i = loop_begin(&T, &li, i0, i1);
@@ -697,6 +703,8 @@ static int cl_mr(int64_t P)
 		 * pixels, each of which computes the same values */
 		if ((P + m - 1) / m * m - P < (P + best - 1) / best * best - P)
 			best = m;
+	/* equivalent mutant [const]: each tile it can then choose, 5 to 9
+	 * pixels, computes the same values (the notes above) */
 	return P % 7 == 0 ? 7 : best;
 }
 

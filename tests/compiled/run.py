@@ -3338,6 +3338,75 @@ def kernels_conv2d_pool():
             + single("kernels.conv2d_pool_state", conv_pool_state))
 
 
+# Planes of 81 pixels (9x9): one past a multiple of every vector width (16, 8,
+# 4), so the last vector of a plane holds one pixel, while the vectors (6 of
+# 16) fill tiles of 2 or 3 evenly: the last column tile is unlike the others
+# (a conv.c mutant that took it for one of them wrote 15 lanes past each
+# plane, over the next channel's first pixels). 1x1 (the input read in
+# place), 3x3 (copies), and 20 channels (row tiles with a shorter last);
+# native, AVX2 and SSE2 builds, 1 and 3 threads, against NumPy.
+SRC_CONV81 = """
+export fn forward(x: f32[2, 16, 9, 9], w1: f32[20, 16, 1, 1], b: f32[20], w3: f32[20, 16, 3, 3]) ->
+    (f32[2, 20, 9, 9], f32[2, 20, 9, 9]) {
+  return conv2d(x, w1, b), relu(conv2d(x, w3, padding=1))
+}
+"""
+
+
+@check("kernels.conv2d_plane_of_81")
+def kernels_conv2d_81():
+    ins = rng_inputs(53, x=(2, 16, 9, 9), w1=(20, 16, 1, 1), b=(20,), w3=(20, 16, 3, 3))
+    mdl = region_model("kernels.conv2d_plane_of_81", SRC_CONV81, ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    refs = [conv_ref(i["x"], i["w1"], i["b"]), np.maximum(conv_ref(i["x"], i["w3"], pad=1), 0)]
+
+    def case(cpu):
+        def fn():
+            o = os.path.join(mdl.d, "out_" + (cpu or "native"))
+            mdl.build(o, *(("--cpu", cpu) if cpu else ()))
+            for threads in (1, 3):
+                env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+                got = run_compiled(mdl, o, tag="t%d_%s" % (threads, cpu or "native"), env=env)
+                bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+                if bad:
+                    raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        return fn
+    return (single("kernels.conv2d_plane_of_81", case(None)) + single("kernels.conv2d_plane_of_81_avx2", case("haswell"))
+            + single("kernels.conv2d_plane_of_81_sse2", case("x86-64")))
+
+
+# A reuse_hash group whose calls differ in a convolution's dilation alone
+# (height: 1, then 2; the input's height with it, so the output's is the
+# same): the dilation is taken at run time though the first call's is none
+# (a conv.c mutant that looked for it in the wrong entry of the variant's run-time
+# fields used none for both). Against NumPy.
+SRC_CONV_DIL_DYN = """
+@region(reuse_hash = 0)
+fn dl(x: f32[1, 4, H, 6], w: f32[4, 1, 3, 1], s: int) -> f32[1, 4, 3, 6] {
+  return conv2d(x, w, groups=4, dilation=[s, 1])
+}
+
+export fn forward(a: f32[1, 4, 5, 6], b: f32[1, 4, 7, 6], w: f32[4, 1, 3, 1]) -> (f32[1, 4, 3, 6], f32[1, 4, 3, 6]) {
+  return dl(a, w, 1), dl(b, w, 2)
+}
+"""
+
+
+@check("kernels.conv2d_dilation_alone_at_run_time")
+def kernels_conv2d_dil_dyn():
+    def fn():
+        ins = rng_inputs(59, a=(1, 4, 5, 6), b=(1, 4, 7, 6), w=(4, 1, 3, 1))
+        mdl = region_model("kernels.conv2d_dil_dyn", SRC_CONV_DIL_DYN, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        expect_objects(out, ["m.o", "m.dl.0.o"])
+        i = {k: v.astype(np.float64) for k, v in ins.items()}
+        refs = [conv_ref(i["a"], i["w"], groups=4), conv_ref(i["b"], i["w"], dil=(2, 1), groups=4)]
+        bad = output_errors(run_compiled(mdl, out), refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("kernels.conv2d_dilation_alone_at_run_time", fn)
+
 # The fused convolution + pooling with windows, strides and padding that differ
 # between height and width (padding=[1, 0] and [0, 1], kernels [3, 2], strides
 # [2, 1]), and convolutions padded asymmetrically too; each pooling reads only
