@@ -696,9 +696,6 @@ void plan_index(OPlan *p)
 	p->cur = -1;
 }
 
-/* From the probe's keys: the group length L whose consecutive repeats cover
- * the most nodes; each repeat of the group becomes one segment of a new plan,
- * assigned to the region of its key. NULL when nothing repeats. */
 /* Whether segment b follows segment a with nothing between them but nodes
  * of values known at import (torch's Constant nodes, and the Shape, Gather
  * and Mul of a chunk's bounds that shufflenet computes between its units):
@@ -738,6 +735,9 @@ static int lone_activation(Onnx__GraphProto *g, OPlan *p, int i)
 	return 0;
 }
 
+/* From the probe's keys: the group length L whose consecutive repeats cover
+ * the most nodes; each repeat of the group becomes one segment of a new plan,
+ * assigned to the region of its key. NULL when nothing repeats. */
 OPlan *choose_regions(OPlan *p, Onnx__GraphProto *g)
 {
 	int m = p->nseg, bestL = 0, bestcov = 0;
