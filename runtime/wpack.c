@@ -215,6 +215,7 @@ void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64
 	for (int64_t p = p0; p < p1; p++) {
 		char *panel = (char *)dst + (size_t)(p * k * wide) * es;
 		int64_t cols = n - p * wide < wide ? n - p * wide : wide;
+		/* equivalent mutant [cond if (...) -> if (1)]: at cols == wide the memsets zero no byte */
 		if (cols < wide)
 			for (int64_t i = 0; i < k; i++)
 				memset(panel + (size_t)(i * wide + cols) * es, 0, (size_t)(wide - cols) * es);

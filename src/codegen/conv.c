@@ -832,6 +832,8 @@ static void cl_tiles(Fn *F, ClTask *t, int mr, LLVMValueRef c0, LLVMValueRef c1,
 	cl_tile(F, t, mr, imul(G, ti, ci64(G, mr)), c0, c1, from_part, last);
 	loop_end(F, &lt);
 	t->ti = ci64(G, nfull);
+	/* equivalent mutant [cond if (...) -> if (1)]: at rest 0, a tile of no
+	 * pixels: its loop keeps no sum and stores nothing */
 	if (rest)
 		cl_tile(F, t, (int)rest, ci64(G, nfull * mr), c0, c1, from_part, last);
 }
@@ -863,6 +865,8 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	if (cg->lcp) {
 		/* the copies of the image, runs of channels over the pool: every
 		 * panel's task reads all of them */
+		/* equivalent mutant [const 16 -> 15]: at C = 15, 16 parts of the 15
+		 * channels, one of them empty: the same copies */
 		int64_t parts = k.C < 16 ? k.C : 16;
 		tk = task_begin(F, &T, "clcopy", vals, nl + 3, got);
 		cv_unenv(&T, &k, got);
@@ -881,8 +885,8 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	 * first tile waited for it: the tiles prefetch the next panel's Kw wide
 	 * elements (Kw wide / 16 lines), a line every 2^pfsh of their (P / mr)
 	 * Kw steps (ResNet-50's 1x1 convolutions at 7x7: 0.93-0.97x the time).
-	 * equivalent mutant [const 16 -> 17]: a prefetch's rate changes no
-	 * behaviour of the program (LLVM's definition of llvm.prefetch) */
+	 * equivalent mutant [const]: a prefetch's rate changes no behaviour
+	 * of the program (LLVM's definition of llvm.prefetch) */
 	while ((k.P / mr) * k.Kw >> (a.pfsh + 1) >= k.Kw * wide / 16)
 		a.pfsh++;
 	a.base = cg->lcp ? llvm.LLVMBuildIntToPtr(B, got[nl + 1], ept, "")
@@ -891,6 +895,9 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 	 * the panel's channels' values of the per-channel operands */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
+	/* equivalent mutant [cond if (...) -> if (1)]: with one block of
+	 * channels the tiles neither read nor write part (from zero to the
+	 * result), and an unused alloca is dropped */
 	if (nkb > 1) {
 		a.part = llvm.LLVMBuildArrayAlloca(B, et, ci64(G, k.P * wide), "part");
 		llvm.LLVMSetAlignment(a.part, 64);
