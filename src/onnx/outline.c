@@ -413,13 +413,17 @@ void group_params(Ctx *c, char **regions, char **body)
 		const char *wn = c->w[k].name;
 		ok = ok && np >= 2 && is_ident(parts[0]) && wn[0] != '.' && wn[strlen(wn) - 1] != '.' && !strstr(wn, "..");
 		if (ok && (is_builtin(parts[0]) || id_taken(c, parts[0]))) {
-			/* the root may only clash with the flat names of its own params */
+			/* the root may only clash with the flat names of its own params:
+			 * not with one of another root's (v.2 stays flat as v_2 when v's
+			 * group cannot be a type; v_2.wrapped may not make a root v_2) */
 			int other = is_builtin(parts[0]) || is_keyword(parts[0]);
+			size_t rl = strlen(parts[0]);
 			for (int j = 0; j < c->ids.n && !other; j++)
 				if (!strcmp(c->ids.v[j], parts[0])) {
 					other = 1;
 					for (int q = 0; q < c->nw; q++)
-						if (!strcmp(c->w[q].id, parts[0]))
+						if (!strcmp(c->w[q].id, parts[0]) && !strncmp(c->w[q].name, parts[0], rl) &&
+						    c->w[q].name[rl] == '.')
 							other = 0;
 				}
 			/* a param of that very name stays flat (it has no dot): the root

@@ -70,9 +70,29 @@ def inputs_named_alike():
     return m, {"x.1": x1, "x_1": x2}
 
 
+def group_root_named_as_flat_param():
+    """A weight v.2, a Constant v.23 and a Constant v_2: GatherElements' indices, known and with
+    negative ones, so the import makes their wrapped copy v_2.wrapped. The group v
+    cannot be a type (v.23, a graph output, has a child: its wrapped copy v.23.wrapped), so v.2 stays
+    a flat param v_2; the root v_2 of v_2.wrapped was let through as if v_2 were one of
+    its own flat names, and the text held param v_2 twice ("'v_2' is already defined").
+    Found by make fuzz-diff (seed 45963846888)."""
+    data = (np.arange(40, dtype=np.float32).reshape(5, 2, 4, 1) * 0.5 - 3).astype(np.float32)
+    idx = np.tile(np.array([[[-1], [0]], [[1], [-4]]], np.int64), (5, 1, 1, 1))
+    nodes = [H.make_node("Constant", [], ["v_2"], value=NH.from_array(idx, "c")),
+             H.make_node("GatherElements", ["v.2", "v_2"], ["g"], axis=2),
+             H.make_node("Constant", [], ["v.23"], value=NH.from_array(np.array([-1, 0, 2], np.int64), "d")),
+             H.make_node("Gather", ["x", "v.23"], ["h"], axis=0)]
+    m = _model(nodes, [H.make_tensor_value_info("x", TP.FLOAT, [3])],
+               [H.make_tensor_value_info("g", TP.FLOAT, [5, 2, 2, 1]), H.make_tensor_value_info("h", TP.FLOAT, [3]),
+                H.make_tensor_value_info("v.23", TP.INT64, [3])],
+               [NH.from_array(data, "v.2")])
+    return m, {"x": np.array([1.5, -2.0, 4.0], np.float32)}
+
 CASES = [
     ("fold_greater_or_equal_less_or_equal", fold_compare_or_equal),
     ("gather_initializer_indices_as_output", gather_indices_as_output(False)),
     ("gather_constant_indices_as_output", gather_indices_as_output(True)),
     ("inputs_named_alike", inputs_named_alike),
+    ("group_root_named_as_a_flat_param", group_root_named_as_flat_param),
 ]
