@@ -922,6 +922,9 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 			if_end(&T, jj);
 			loop_end(&T, &lc);
 		}
+	/* equivalent mutant [cond if (...) -> if (1)]: all the channels in one
+	 * block: each sum takes the same products in the same order, without
+	 * the buffer between blocks (slower, which make bench measures) */
 	if (nkb == 1) {
 		/* equivalent mutant [const 1 -> 2]: `last` is only tested for truth */
 		cl_tiles(&T, &a, mr, ci64(G, 0), ci64(G, k.Cg), 0, 1);
@@ -932,6 +935,7 @@ static void k_conv2d_lanes(Fn *F, Node *n, ConvGeom *cg, LLVMValueRef packed)
 			Loop lb;
 			LLVMValueRef kb = loop_begin(&T, &lb, ci64(G, 1), ci64(G, nkb - 1));
 			LLVMValueRef c0 = imul(G, kb, ci64(G, cb));
+			/* equivalent mutant [const 1 -> 2]: from_part is only tested for truth */
 			cl_tiles(&T, &a, mr, c0, iadd(G, c0, ci64(G, cb)), 1, 0);
 			loop_end(&T, &lb);
 		}

@@ -3379,14 +3379,15 @@ def kernels_conv2d_81():
 # (height: 1, then 2; the input's height with it, so the output's is the
 # same): the dilation is taken at run time though the first call's is none
 # (a conv.c mutant that looked for it in the wrong entry of the variant's run-time
-# fields used none for both). Against NumPy.
+# fields used none for both). Two images: the direct loops' image stride is C*H*W
+# (one that took H for C passed make check). Against NumPy.
 SRC_CONV_DIL_DYN = """
 @region(reuse_hash = 0)
-fn dl(x: f32[1, 4, H, 6], w: f32[4, 1, 3, 1], s: int) -> f32[1, 4, 3, 6] {
+fn dl(x: f32[2, 4, H, 6], w: f32[4, 1, 3, 1], s: int) -> f32[2, 4, 3, 6] {
   return conv2d(x, w, groups=4, dilation=[s, 1])
 }
 
-export fn forward(a: f32[1, 4, 5, 6], b: f32[1, 4, 7, 6], w: f32[4, 1, 3, 1]) -> (f32[1, 4, 3, 6], f32[1, 4, 3, 6]) {
+export fn forward(a: f32[2, 4, 5, 6], b: f32[2, 4, 7, 6], w: f32[4, 1, 3, 1]) -> (f32[2, 4, 3, 6], f32[2, 4, 3, 6]) {
   return dl(a, w, 1), dl(b, w, 2)
 }
 """
@@ -3395,7 +3396,7 @@ export fn forward(a: f32[1, 4, 5, 6], b: f32[1, 4, 7, 6], w: f32[4, 1, 3, 1]) ->
 @check("kernels.conv2d_dilation_alone_at_run_time")
 def kernels_conv2d_dil_dyn():
     def fn():
-        ins = rng_inputs(59, a=(1, 4, 5, 6), b=(1, 4, 7, 6), w=(4, 1, 3, 1))
+        ins = rng_inputs(59, a=(2, 4, 5, 6), b=(2, 4, 7, 6), w=(4, 1, 3, 1))
         mdl = region_model("kernels.conv2d_dil_dyn", SRC_CONV_DIL_DYN, ins)
         out = os.path.join(mdl.d, "out")
         mdl.build(out)
@@ -3406,6 +3407,42 @@ def kernels_conv2d_dil_dyn():
         if bad:
             raise Fail("; ".join(bad))
     return single("kernels.conv2d_dilation_alone_at_run_time", fn)
+
+# A convolution with output channels in the lanes (a 7x7 plane) and the
+# longest epilogue fused (8 ops), four of them with an operand per channel,
+# each taken into the task's buffer of channel values (a conv.c mutant that
+# read one entry past those buffers passed make check; check-asan's UBSan
+# names it). Against NumPy; the ops must not run as kernels of their own.
+SRC_LANES_EPI8 = """
+param ke: { weight: f32[48, 48, 3, 3], s: f32[4, 48] }
+export fn forward(x: f32[1, 48, 7, 7]) -> f32[1, 48, 7, 7] {
+  let c = conv2d(x, ke.weight, padding=1)
+  let d = abs(reshape(ke.s[3], [48, 1, 1])) + 1.0
+  let t = relu((c + reshape(ke.s[0], [48, 1, 1])) * reshape(ke.s[1], [48, 1, 1]) - reshape(ke.s[2], [48, 1, 1]))
+  return maximum((t + 0.5) / d * 2.0, -1.0)
+}
+"""
+
+
+@check("kernels.conv2d_lanes_epilogue_of_8")
+def kernels_conv2d_lanes_epi8():
+    def fn():
+        ins = rng_inputs(61, x=(1, 48, 7, 7))
+        mdl = region_model("kernels.conv2d_lanes_epi8", SRC_LANES_EPI8, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out, "--no-winograd")
+        w = read_safetensors(mdl.weights)
+        s = w["ke.s"].astype(np.float64).reshape(4, 1, 48, 1, 1)
+        t = np.maximum((conv_ref(ins["x"], w["ke.weight"], pad=1) + s[0]) * s[1] - s[2], 0)
+        ref = np.maximum((t + 0.5) / (np.abs(s[3]) + 1.0) * 2.0, -1.0)
+        got, err = run_compiled(mdl, out, env=dict(os.environ, NESTRT_PROFILE="2"), stderr=True)
+        bad = output_errors(got, [ref], lambda r: 1e-5 * max(1.0, np.abs(r).max()))
+        ops = set(re.findall(r"^\s+(\w+)\s+f32\[1, 48, 7, 7\]", err, re.M))
+        if ops != {"conv2d"}:
+            bad.append("kernels over the [1, 48, 7, 7] result at NESTRT_PROFILE=2: %s, expected conv2d alone" % sorted(ops))
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("kernels.conv2d_lanes_epilogue_of_8", fn)
 
 # The fused convolution + pooling with windows, strides and padding that differ
 # between height and width (padding=[1, 0] and [0, 1], kernels [3, 2], strides
