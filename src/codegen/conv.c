@@ -1059,6 +1059,7 @@ void k_conv2d_pool(Fn *F, Node *n, Node *m)
 	conv_tile_shape(k.nvec, k.Og, G->vbytes >= 64 ? 18 : 12, &k.mr, &k.nv);
 	/* equivalent mutant [const 1 -> 2]: cv_band sets nct again, from its
 	 * band's own length, before any use */
+	/* equivalent mutant [stmt]: the same (nct is read only after cv_band) */
 	k.nct = (k.nvec + k.nv - 1) / k.nv;
 	k.nrtg = (k.Og + k.mr - 1) / k.mr;
 	k.nrt = cg.groups * k.nrtg;
