@@ -913,6 +913,7 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 			x->data = p->data;
 		}
 		t->loaded = 1;
+		/* equivalent mutant [const 1 -> 2]: released is only tested for truth */
 		t->released = 1; /* only its copies in its format hold it */
 	}
 	return 0;
