@@ -700,6 +700,8 @@ static void block_task(void *env, int64_t begin, int64_t end)
 	/* equivalent mutant [cmp <= -> <]: nkb is at least 1, a block format's
 	 * k being a positive multiple of its block (else nestrt__pack_bytes
 	 * gives 0 and the request is refused before any task runs) */
+	/* equivalent mutant [logic || -> &&]: none of the three holds for a job
+	 * made (nkb as above; bb, a block's bytes, is 18 or more; wide > 0) */
 	if (nkb <= 0 || j->bb <= 2 || j->wide <= 0)
 		return;
 	size_t rb = (size_t)nkb * (size_t)j->bb, exact = rb * (size_t)j->wide;
