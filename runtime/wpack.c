@@ -939,6 +939,11 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 		nestrt__packreq *q = &req[i];
 		Tensor *t = tensor_at(w, data[q->param]);
 		size_t bytes = nestrt__pack_bytes(q->k, q->n, q->wide, q->flags);
+		/* equivalent mutant [cond if (...) -> if (1)]: then nothing is packed
+		 * as it is read: each weight is read into its place and packed there
+		 * by nestrt__weights_pack's loop, the same panels at the same peak
+		 * memory (6.3 MB for test_runtime's 4 MiB weight, measured): only
+		 * the reading differs */
 		if (!t || t->loaded || t->stored || !bytes || !can_pack_in_place(w, t, data, req, nreq, i, bytes))
 			continue;
 		size_t es = q->flags & NESTRT_PACK_F64 ? 8 : 4;
