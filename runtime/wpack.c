@@ -980,6 +980,7 @@ static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq 
 			w->packs = p;
 			t->loaded = 1;
 			t->inplace = 1;
+			/* equivalent mutant [const 1 -> 2]: released is only tested for truth */
 			t->released = 1;
 		} else if (rc == 0) {
 			/* left unread: read again (whole) when asked again */
