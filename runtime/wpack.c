@@ -814,6 +814,10 @@ static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__pa
 		 * tensor comes here once (it is released below) */
 		if (!p) {
 			int fmt = x->flags >> NESTRT_PACK_FMT_SHIFT;
+			/* equivalent mutant [swap arguments 3 and 4 of nestrt__pack_bytes swapped]: a
+			 * larger size (a format's flags, 768 or more, taken for wide), of
+			 * which half_task touches only the copy's pages: the same values,
+			 * at most one huge page more resident */
 			size_t bytes = nestrt__pack_bytes(x->k, x->n, x->wide, x->flags);
 			if (x->k * x->n != (int64_t)n)
 				return nestrt__seterr(err, "%s: tensor '%s': a copy of %lld x %lld of its %zu elements", w->path, t->name,
