@@ -1051,6 +1051,7 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				break;
 			}
 			const void *src = t ? elements(t) : data[q->param];
+			/* equivalent mutant [const 1 -> 2]: room for two jobs, zeroed: the same job */
 			PackJob *j = calloc(1, sizeof *j);
 			if (!j) {
 				pack_free(p);
