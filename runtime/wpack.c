@@ -1087,6 +1087,8 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				/* the rows read can go as they are read when nothing else
 				 * will want them */
 				j->give_back = 1;
+				/* equivalent mutant [const 0 -> (-1)]: r <= i holds at -1, so
+				 * req[-1] is never read and give_back stays as it is */
 				for (int r = 0; r < nreq; r++)
 					j->give_back &= r <= i || tensor_at(w, data[req[r].param]) != t;
 			}
