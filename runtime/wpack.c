@@ -1173,6 +1173,9 @@ static void copy_pieces(void *env, int64_t begin, int64_t end)
 		 * (madvise fails, its result unused, or populates other pages);
 		 * equivalent mutant [const]: a wrong range only loses the hint */
 		uintptr_t pa = (uintptr_t)c->src / j->pg * j->pg, pe = ((uintptr_t)c->src + c->len + j->pg - 1) / j->pg * j->pg;
+		/* equivalent mutant [swap arguments 2 and 3 of madvise swapped]: the
+		 * range's length as the advice is refused (EINVAL), and the pages
+		 * are faulted in as they are read instead: the same bytes */
 		madvise((void *)pa, pe - pa, MADV_POPULATE_READ);
 #endif
 		memcpy(c->dst, c->src, c->len);
@@ -1257,6 +1260,8 @@ static int copy_packed(nestrt_weights *w, const nestrt_prepacked *packs, int npa
 	size_t total = 0, npieces = 0;
 	for (int i = 0; i < npacks; i++) {
 		total += (packed_len(&packs[i]) + 63) / 64 * 64;
+		/* equivalent mutant [const 1 -> 2]: a copy's length is a multiple of 4
+		 * (packed_len), never one past a multiple of COPY_PIECE */
 		npieces += (packed_len(&packs[i]) + COPY_PIECE - 1) / COPY_PIECE;
 	}
 	if (total == 0)
