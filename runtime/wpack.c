@@ -891,6 +891,9 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
 				continue;
 			WPack *p = NULL;
 			for (WPack *y = w->packs; y && !p; y = y->next)
+				/* equivalent mutant [cond if (...) -> if (0)]: no such copy exists
+				 * yet: requests are unique per param and layout (pack.c's add_req),
+				 * and a tensor comes here once (loaded below) */
 				if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
 					p = y;
 			if (p) {
