@@ -1494,6 +1494,9 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 		}
 		if (nestrt__is_half(t)) {
 			pthread_mutex_lock(&w->mu);
+			/* packed in a format from its 16-bit bytes, which were then given
+			 * back (wpack.c's pack_half): only its copies hold it */
+			int format_only = !t->widened && !t->half && t->released;
 			const void *elems = NULL;
 			int rc = 0;
 			if (as_half && !t->half && !t->narrow)
@@ -1504,8 +1507,11 @@ int nestrt__weights_bind_keys(nestrt_weights *w, const nestrt_param *params, int
 				nestrt__seterr(err, "%s: %s: out of memory unpacking weights", w->path, shown);
 			else if (as_half)
 				rc = (data[i] = nestrt__half_data(w, t, elems, shown, err)) ? 0 : -1;
-			else if (formats && formats[i] & 0xff && t->data && t->half && !t->widened && !t->half_bound)
-				rc = 0; /* held in a format: packed from its 16-bit bytes (pack_own_forms), never widened */
+			else if (formats && formats[i] & 0xff && t->data && (t->half || format_only) && !t->widened &&
+			         !t->half_bound)
+				rc = 0; /* held in a format: packed from its 16-bit bytes (pack_half), never widened */
+			else if (format_only)
+				rc = restore_error(w, t, -2, err); /* no 16-bit bytes left to widen */
 			else
 				rc = nestrt__weights_widen(w, t, err);
 			pthread_mutex_unlock(&w->mu);
