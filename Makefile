@@ -200,8 +200,10 @@ $(B)/rt_model.o: runtime/model.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/model.c
 $(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp
 	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $@
+# test_runtime fails the runtime's allocations one at a time (test_out_of_memory)
+OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=strdup
 $(B)/test_runtime: tests/runtime/test_runtime.c runtime/nestrt.h $(B)/libnestrt.a
-	$(CC) $(RT_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/runtime/test_runtime.c $(B)/libnestrt.a -lm -lpthread
+	$(CC) $(RT_CFLAGS) $(CFLAGS) $(LDFLAGS) $(OOM_WRAP) -o $@ tests/runtime/test_runtime.c $(B)/libnestrt.a -lm -lpthread
 
 # Random differential testing (tests/diff/): random Nest programs built for the
 # native CPU, AVX2 and SSE2 against the interpreter, and random ONNX graphs

@@ -375,8 +375,7 @@ nestrt_ctx *nestrt_ctx_new(const char *model, const nestrt_slot *slots, int nslo
 	size_t alloc = ws_bytes(ws_size);
 	x->ws = ws_alloc(alloc);
 	if (!x->ws) {
-		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes", model ? model : "model",
-		               ws_size);
+		nestrt__seterr(err, "%s: out of memory allocating a workspace of %zu bytes", model ? model : "model", alloc);
 		goto fail;
 	}
 	x->ws_size = ws_size;
@@ -439,8 +438,8 @@ nestrt_ctx *nestrt__ctx_clone(nestrt_ctx *parent, nestrt_error *err)
 	char *mem = c ? ws_alloc(alloc) : NULL;
 	if (!mem) {
 		free(c);
-		nestrt__seterr(err, "%s: cannot allocate a workspace of %zu bytes",
-		               parent->model ? parent->model : "model", ws);
+		nestrt__seterr(err, "%s: out of memory allocating a workspace of %zu bytes",
+		               parent->model ? parent->model : "model", alloc);
 		return NULL;
 	}
 	/* the same params, table and counters; a workspace and error of its own */

@@ -2029,6 +2029,134 @@ static void test_prepacked_refused(void)
 	nestrt_model_free(m);
 }
 
+/* Allocation failures injected: test_runtime is linked with
+ * -Wl,--wrap=malloc,... (the Makefile), so the runtime's allocations come
+ * here. oom_arm(n) lets n of them through, then fails one; oom_disarm()
+ * says whether one failed. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+char *__real_strdup(const char *s);
+static int oom_left = -1, oom_hit;
+
+static int oom_now(void)
+{
+	int left = __atomic_load_n(&oom_left, __ATOMIC_RELAXED);
+	while (left >= 0)
+		if (__atomic_compare_exchange_n(&oom_left, &left, left - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			if (left > 0)
+				return 0;
+			__atomic_store_n(&oom_hit, 1, __ATOMIC_RELAXED);
+			return 1;
+		}
+	return 0;
+}
+void *__wrap_malloc(size_t n);
+void *__wrap_malloc(size_t n)
+{
+	return oom_now() ? NULL : __real_malloc(n);
+}
+void *__wrap_calloc(size_t k, size_t n);
+void *__wrap_calloc(size_t k, size_t n)
+{
+	return oom_now() ? NULL : __real_calloc(k, n);
+}
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n)
+{
+	return oom_now() ? NULL : __real_realloc(p, n);
+}
+void *__wrap_aligned_alloc(size_t a, size_t n);
+void *__wrap_aligned_alloc(size_t a, size_t n)
+{
+	return oom_now() ? NULL : __real_aligned_alloc(a, n);
+}
+char *__wrap_strdup(const char *s);
+char *__wrap_strdup(const char *s)
+{
+	return oom_now() ? NULL : __real_strdup(s);
+}
+
+static void oom_arm(int n)
+{
+	__atomic_store_n(&oom_hit, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&oom_left, n, __ATOMIC_RELAXED);
+}
+
+static int oom_disarm(void)
+{
+	__atomic_store_n(&oom_left, -1, __ATOMIC_RELAXED);
+	return __atomic_load_n(&oom_hit, __ATOMIC_RELAXED);
+}
+
+/* An instance made from embedded weights with prepacked copies (as a
+ * program built with --embed-weights), and one over a bf16 file held in
+ * q8_0, with their 1st, 2nd, ... allocation failing in turn: each is
+ * refused with "out of memory" (or made all the same), never a crash; and
+ * check-asan finds nothing leaked on the way. */
+static void test_out_of_memory(void)
+{
+	static const nestrt_param params[1] = {{"w", NESTRT_F32, 2, {4, 6}}};
+	static float data[4 * 8];
+	static char image[16];
+	uint64_t hl = 8;
+	memcpy(image, &hl, 8);
+	memcpy(image + 8, "{}      ", 8);
+	for (int i = 0; i < 4 * 8; i++)
+		data[i] = (float)i;
+	static const int64_t plan[] = {1, 1, -1, 4, 6, 8, 0};
+	const nestrt_model_desc desc = {"pk", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plan, NULL};
+	const nestrt_prepacked pack = {"w", 4, 6, 8, 0, data};
+	static const nestrt_param hp[1] = {{"s", NESTRT_F32, 2, {32, 16}}};
+	static const int64_t hplan[] = {1, 1, -1, 32, 16, 16, NESTRT_FMT_Q8_0 << NESTRT_PACK_FMT_SHIFT};
+	static const int32_t hformats[1] = {NESTRT_FMT_Q8_0};
+	const nestrt_model_desc hdesc = {"sq", hp, 1, NULL, 0, 0, "test", NULL, 0, NULL, hplan, hformats};
+	uint16_t hv[32 * 16];
+	for (int i = 0; i < 32 * 16; i++)
+		hv[i] = (uint16_t)(0x3f80 + i % 64); /* bf16 from 1 up */
+	const char *hhdr = "{\"s\":{\"dtype\":\"BF16\",\"shape\":[32,16],\"data_offsets\":[0,1024]}}";
+	char *hpath = st_file("oom_bf16.safetensors", hhdr, (64 - (8 + strlen(hhdr)) % 64) % 64, hv, sizeof hv);
+	for (int which = 0; which < 2; which++) {
+		int failed = 0, made = 0, n;
+		char bad[700] = "";
+		for (n = 0; n < 10000; n++) {
+			nestrt_error err = {{0}};
+			nestrt_weights *w = NULL;
+			nestrt_model *m = NULL;
+			oom_arm(n);
+			if (which == 0) {
+				m = nestrt_model_new_embedded_packed(&desc, image, sizeof image, &pack, 1, &err);
+			} else {
+				w = nestrt_weights_open(hpath, &err);
+				m = w ? nestrt_model_new(&hdesc, w, &err) : NULL;
+			}
+			int hit = oom_disarm();
+			const void *c = NULL;
+			if (m) {
+				nestrt_ctx *ctx = nestrt_model_ctx(m);
+				c = which ? nestrt_packed(ctx, ctx->params[0], 32, 16, 16, (int)hplan[6])
+				          : nestrt_packed(ctx, ctx->params[0], 4, 6, 8, 0);
+			}
+			if (m && !c && !bad[0])
+				snprintf(bad, sizeof bad, "allocation %d failing: made without its packed copy", n + 1);
+			if (!m && !strstr(err.message, "out of memory") && !bad[0])
+				snprintf(bad, sizeof bad, "allocation %d failing: '%s'", n + 1, err.message);
+			nestrt_model_free(m);
+			nestrt_weights_close(w);
+			if (!hit) {
+				made = m != NULL;
+				break;
+			}
+			failed++;
+		}
+		const char *what = which ? "an instance over a bf16 file held in q8_0" : "an instance of embedded, prepacked weights";
+		CHECK(made && failed >= 3 && !bad[0], "%s, each of its %d allocations failing in turn: %s", what, failed,
+		      bad[0] ? bad : made ? "too few allocations seen (is test_runtime linked with --wrap?)" : "not made after");
+	}
+	free(hpath);
+}
+
 static void test_packed_panels(void)
 {
 	static char image[2048];
@@ -2922,6 +3050,7 @@ int main(int argc, char **argv)
 	test_packed();
 	test_packed_panels();
 	test_prepacked_refused();
+	test_out_of_memory();
 	test_prepacked_mapping();
 	test_packed_release();
 	test_gguf_blocks_memory();
