@@ -935,6 +935,10 @@ typedef struct RegionTable {
 	int no_regions;
 	const char *target;
 	int64_t total_calls, inlined_calls;
+	/* the model's own object, once built (build.c): code_bytes 0 before */
+	int64_t model_code_bytes;
+	double model_compile_ms;
+	int model_cached;
 } RegionTable;
 
 typedef struct RegionOptions {

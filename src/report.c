@@ -237,6 +237,13 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 			}
 		}
 	}
+	if (rt->model_code_bytes) {
+		fprintf(f, "\nmodel object %s.o, %lld bytes of code", model, (long long)rt->model_code_bytes);
+		if (rt->model_cached)
+			fprintf(f, ", taken from the cache\n");
+		else
+			fprintf(f, ", compiled in %.1f ms\n", rt->model_compile_ms);
+	}
 	fprintf(f, "\ntotals: %lld region call%s, %d unique variant%s, %lld inlined, reuse ratio %.2f\n",
 	        (long long)rt->total_calls, rt->total_calls == 1 ? "" : "s", rt->variants.n,
 	        rt->variants.n == 1 ? "" : "s", (long long)rt->inlined_calls, reuse_ratio(rt));
@@ -359,6 +366,17 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		json_array_append_new(calls, o);
 	}
 	json_object_set_new(root, "calls", calls);
+
+	json_t *mo = json_null();
+	if (rt->model_code_bytes) {
+		mo = json_object();
+		snprintf(buf, sizeof buf, "%s.o", model);
+		json_object_set_new(mo, "object", json_string(buf));
+		json_object_set_new(mo, "code_bytes", json_integer(rt->model_code_bytes));
+		json_object_set_new(mo, "compile_ms", json_real(rt->model_compile_ms));
+		json_object_set_new(mo, "cached", json_boolean(rt->model_cached));
+	}
+	json_object_set_new(root, "model_object", mo);
 
 	json_t *tot = json_object();
 	json_object_set_new(tot, "region_calls", json_integer(rt->total_calls));

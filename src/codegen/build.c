@@ -766,6 +766,10 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			j->v->code_bytes = j->code_bytes;
 			j->v->compile_ms = j->cached ? 0 : j->ms;
 			j->v->cached = j->cached;
+		} else if (j->kind == JOB_MODEL) {
+			rt->model_code_bytes = j->code_bytes;
+			rt->model_compile_ms = j->cached ? 0 : j->ms;
+			rt->model_cached = j->cached;
 		}
 	}
 
