@@ -526,6 +526,23 @@ LLVMValueRef cstr(Gen *G, const char *s)
 	return llvm.LLVMConstPointerCast(gv, G->i8p);
 }
 
+/* A private table of n constant i64s, as an i64 pointer (offsets a loop
+ * reads that no formula of its counter gives). */
+LLVMValueRef ctable_i64(Gen *G, const int64_t *v, int64_t n)
+{
+	LLVMValueRef *c = xmalloc((size_t)n * sizeof *c);
+	for (int64_t i = 0; i < n; i++)
+		c[i] = ci64(G, v[i]);
+	LLVMTypeRef t = llvm.LLVMArrayType(G->i64, (unsigned)n);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, t, "tab");
+	llvm.LLVMSetInitializer(gv, llvm.LLVMConstArray(G->i64, c, (unsigned)n));
+	llvm.LLVMSetGlobalConstant(gv, 1);
+	llvm.LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	llvm.LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+	free(c);
+	return llvm.LLVMConstPointerCast(gv, G->i64p);
+}
+
 /* The interpreter's run-time errors name the same place; the cache key holds
  * it too (graph_text in cache.c). */
 LLVMValueRef source_where(Gen *G, Node *n)

@@ -196,6 +196,55 @@ void tile_loop_end(Fn *F, TileLoop *L, LLVMValueRef acc[][CV_MAX_NV])
 	llvm.LLVMPositionBuilderAtEnd(B, L->done);
 }
 
+/* A tile's kernel positions s (offset soff[s] into the copies): unrolled,
+ * each offset a constant, up to CV_UNROLL of them; a larger kernel (a 16x16
+ * patch embedding: 256 positions, unrolled 200,000 lines of IR and two
+ * minutes to build) in a loop over runs of `run` positions, the run
+ * unrolled and the offsets read from a table. */
+#define CV_UNROLL 64
+
+typedef struct PosLoop {
+	TileLoop L;
+	LLVMValueRef tab, s0; /* the table, the run's first position (NULL: unrolled) */
+	const int64_t *soff;
+} PosLoop;
+
+/* Opens the loop (acc its sums, as tile_loop_begin's); the positions of a
+ * run, the kernel's all when unrolled. */
+static int pos_loop_begin(Fn *F, ConvK *k, PosLoop *pl, int mr, int nv, LLVMTypeRef vt, LLVMValueRef acc[][CV_MAX_NV])
+{
+	Gen *G = F->gen;
+	*pl = (PosLoop){.soff = k->soff};
+	if (k->S <= CV_UNROLL)
+		return (int)k->S;
+	int run = 16;
+	while (k->S % run)
+		run--;
+	pl->tab = ctable_i64(G, k->soff, k->S);
+	tile_loop_begin(F, &pl->L, mr, nv, vt, ci64(G, 0), ci64(G, k->S / run), acc, acc);
+	pl->s0 = imul(G, pl->L.c, ci64(G, run));
+	return run;
+}
+
+/* Position u of the run: its index and its offset in the copies */
+static void pos_at(Fn *F, PosLoop *pl, int u, LLVMValueRef *s, LLVMValueRef *off)
+{
+	Gen *G = F->gen;
+	if (!pl->s0) {
+		*s = ci64(G, u);
+		*off = ci64(G, pl->soff[u]);
+		return;
+	}
+	*s = iadd(G, pl->s0, ci64(G, u));
+	*off = llvm.LLVMBuildLoad2(G->B, G->i64, llvm.LLVMBuildGEP2(G->B, G->i64, pl->tab, s, 1, ""), "");
+}
+
+static void pos_loop_end(Fn *F, PosLoop *pl, LLVMValueRef acc[][CV_MAX_NV])
+{
+	if (pl->s0)
+		tile_loop_end(F, &pl->L, acc);
+}
+
 /* Where the weights of the row tile after channels o0.. (mr) start, when the
  * weights are a model's (else NULL: computed ones are in the caches). Past
  * the last channel it points beyond the weights: a prefetch does not fault. */
@@ -268,11 +317,14 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 		LLVMValueRef off = iadd(G, imul(G, row, ci64(G, k->Kw)), col);
 		prefetch_line(G, llvm.LLVMBuildGEP2(B, et, wpf, &off, 1, ""));
 	}
-	/* the kernel's positions unrolled: constant offsets into the copies */
-	for (int s = 0; s < k->S; s++) {
-		LLVMValueRef bv[CV_MAX_NV];
+	/* the kernel's positions (pos_loop_begin) */
+	PosLoop pl;
+	int run = pos_loop_begin(F, k, &pl, mr, nv, vt, nacc);
+	for (int u = 0; u < run; u++) {
+		LLVMValueRef bv[CV_MAX_NV], s, so;
+		pos_at(F, &pl, u, &s, &so);
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef off = iadd(G, cb, ci64(G, k->soff[s] + v * vw));
+			LLVMValueRef off = iadd(G, cb, iadd(G, so, ci64(G, v * vw)));
 			LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, bg, &off, 1, ""), vpt, "");
 			if (v == nv - 1 && rem < vw && !k->cg.elems) {
 				/* the plane's last pixels, read in place: the last plane
@@ -285,7 +337,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 			llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
 		}
 		for (int r = 0; r < mr; r++) {
-			LLVMValueRef bc = splat(G, vt, vw, load_at(F, k->w, iadd(G, arow[r], iadd(G, ca, ci64(G, s)))));
+			LLVMValueRef bc = splat(G, vt, vw, load_at(F, k->w, iadd(G, arow[r], iadd(G, ca, s))));
 			for (int v = 0; v < nv; v++) {
 				LLVMTypeRef ts[3] = {vt, vt, vt};
 				LLVMValueRef vs[3] = {bc, bv[v], nacc[r][v]};
@@ -293,6 +345,7 @@ static void cv_tile(Fn *F, ConvK *k, int mr, int nv, int rem, LLVMValueRef bg, L
 			}
 		}
 	}
+	pos_loop_end(F, &pl, nacc);
 	tile_loop_end(F, &L, nacc);
 	for (int r = 0; r < mr; r++) {
 		LLVMValueRef o = iadd(G, o0, ci64(G, r)), chv[8] = {0};
@@ -400,76 +453,124 @@ static void cv_tile_at(Fn *F, ConvK *k, LLVMValueRef bimg, LLVMValueRef ooff, LL
 		cv_branch(F, a.lastc, cv_cols, &a);
 }
 
+/* Is a >= b, both constants? */
+static int known_ge(LLVMValueRef a, LLVMValueRef b)
+{
+	return llvm.LLVMIsAConstantInt(a) && llvm.LLVMIsAConstantInt(b) &&
+	       llvm.LLVMConstIntGetSExtValue(a) >= llvm.LLVMConstIntGetSExtValue(b);
+}
+
 /* Zeros into dst[at + i] for i in [lo, hi). */
-static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, int64_t lo, int64_t hi)
+static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, LLVMValueRef lo, LLVMValueRef hi)
 {
 	Gen *G = F->gen;
-	if (lo >= hi)
+	if (known_ge(lo, hi))
 		return;
 	Loop l;
-	LLVMValueRef i = loop_begin(F, &l, ci64(G, lo), ci64(G, hi));
+	LLVMValueRef i = loop_begin(F, &l, lo, hi);
 	LLVMValueRef o = iadd(G, at, i);
 	llvm.LLVMBuildStore(G->B, fconst(G, n->dtype, 0), llvm.LLVMBuildGEP2(G->B, elem_t(G, n->dtype), dst, &o, 1, ""));
 	loop_end(F, &l);
 }
 
-/* The copies of image nn (ConvGeom) for channels [c0, c1), rows [r0, r0 +
- * nr) of each to rows [0, nr): per row, zeros where the kernel reads padding
- * and the image's columns between, by vectors. */
-static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef r0,
-                    LLVMValueRef nr)
+/* Entry i of a table of ctable_i64 */
+static LLVMValueRef tab_at(Gen *G, LLVMValueRef tab, LLVMValueRef i)
+{
+	return llvm.LLVMBuildLoad2(G->B, G->i64, llvm.LLVMBuildGEP2(G->B, G->i64, tab, &i, 1, ""), "");
+}
+
+/* One copy of channel c (its plane at `plane`), rows [r0, r0 + nr): the
+ * rows of phase q, read from kernel column kw on, at copy dst0 + c
+ * (dst0 = (kw nslot + slot) C); off, lo, hi and nvb are row_range's for kw
+ * (constants, or read from a table in a loop over the copies). */
+static void copy_one(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef plane, LLVMValueRef c, LLVMValueRef r0,
+                     LLVMValueRef nr, LLVMValueRef q, LLVMValueRef dst0, LLVMValueRef off, LLVMValueRef lo,
+                     LLVMValueRef hi, LLVMValueRef nvb)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
 	ConvGeom *cg = &k->cg;
 	LLVMTypeRef et = elem_t(G, k->n->dtype), vt = llvm.LLVMVectorType(et, (unsigned)k->vw);
-	Loop lc, lr, lv, lw;
+	Loop lr, lv, lw;
+	LLVMValueRef dst = imul(G, iadd(G, dst0, c), ci64(G, k->CP));
+	LLVMValueRef r = loop_to(F, &lr, nr);
+	LLVMValueRef ih = iadd(G, imul(G, iadd(G, r0, r), ci64(G, cg->sh)), isub(G, q, ci64(G, cg->ph)));
+	LLVMValueRef okh = in_range(G, ih, ci64(G, k->H));
+	LLVMValueRef drow = iadd(G, dst, imul(G, r, ci64(G, k->OW)));
+	LLVMBasicBlockRef j = if_begin(F, llvm.LLVMBuildNot(B, okh, ""));
+	zero_run(F, k->n, cps, drow, ci64(G, 0), ci64(G, k->OW));
+	if_end(F, j);
+	j = if_begin(F, okh);
+	LLVMValueRef srow = iadd(G, iadd(G, plane, imul(G, ih, ci64(G, k->W))), off);
+	zero_run(F, k->n, cps, drow, ci64(G, 0), lo);
+	if (!known_ge(ci64(G, 0), nvb)) {
+		LLVMValueRef t = loop_to(F, &lv, nvb);
+		LLVMValueRef ow = iadd(G, lo, imul(G, t, ci64(G, k->vw)));
+		LLVMValueRef v = strided_vec(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw))), cg->sw, k->vw);
+		LLVMValueRef dof = iadd(G, drow, ow);
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, "");
+		/* equivalent mutant [const]: x86-64's back end gives address
+		 * spaces 1 and 16777215 (what -1 becomes) no meaning: the
+		 * same stores */
+		LLVMValueRef st = llvm.LLVMBuildStore(B, v, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""));
+		llvm.LLVMSetAlignment(st, (unsigned)dtype_size(k->n->dtype));
+		loop_end(F, &lv);
+	}
+	LLVMValueRef ow = loop_begin(F, &lw, iadd(G, lo, imul(G, nvb, ci64(G, k->vw))), hi);
+	LLVMValueRef dof = iadd(G, drow, ow);
+	llvm.LLVMBuildStore(B, load_at(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw)))),
+	                    llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, ""));
+	loop_end(F, &lw);
+	zero_run(F, k->n, cps, drow, hi, ci64(G, k->OW));
+	if_end(F, j);
+	loop_end(F, &lr);
+}
+
+/* The copies of image nn (ConvGeom) for channels [c0, c1), rows [r0, r0 +
+ * nr) of each to rows [0, nr): per row, zeros where the kernel reads padding
+ * and the image's columns between, by vectors. A copy per phase and kernel
+ * column, each emitted on its own up to CV_COPIES of them (a 7x7 kernel of
+ * stride 2 has 14), else in a loop over them (a 16x16 patch embedding of
+ * stride 16 has 256; an 11x11 kernel of stride 4, 44: emitted one by one,
+ * LLVM unrolled each copy's loops at a small image, 27,000 lines of IR). */
+#define CV_COPIES 16
+
+static void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef r0,
+                    LLVMValueRef nr)
+{
+	Gen *G = F->gen;
+	ConvGeom *cg = &k->cg;
+	int64_t KW = k->KW, *t = xcalloc((size_t)(4 * KW + cg->nslot), sizeof *t);
+	for (int64_t kw = 0, hv; kw < KW; kw++) {
+		t[kw] = kw * cg->dw - cg->pw;
+		row_range(k->OW, k->W, cg->sw, t[kw], &t[KW + kw], &t[2 * KW + kw], &hv);
+		t[3 * KW + kw] = cg->sw <= 2 ? (hv - t[KW + kw]) / k->vw : 0;
+	}
+	for (int64_t q = 0, slot = 0; q < cg->sh; q++)
+		if (cg->phases >> q & 1)
+			t[4 * KW + slot++] = q;
+	Loop lc;
 	LLVMValueRef c = loop_begin(F, &lc, c0, c1);
 	LLVMValueRef plane = imul(G, iadd(G, imul(G, nn, ci64(G, k->C)), c), ci64(G, k->H * k->W));
-	int slot = 0;
-	for (int64_t q = 0; q < cg->sh; q++) {
-		if (!(cg->phases >> q & 1))
-			continue;
-		for (int64_t kw = 0; kw < k->KW; kw++) {
-			int64_t off = kw * cg->dw - cg->pw, lo, hi, hv;
-			row_range(k->OW, k->W, cg->sw, off, &lo, &hi, &hv);
-			int64_t nvb = cg->sw <= 2 ? (hv - lo) / k->vw : 0;
-			LLVMValueRef dst = imul(G, iadd(G, ci64(G, (kw * cg->nslot + slot) * k->C), c), ci64(G, k->CP));
-			LLVMValueRef r = loop_to(F, &lr, nr);
-			LLVMValueRef ih = iadd(G, imul(G, iadd(G, r0, r), ci64(G, cg->sh)), ci64(G, q - cg->ph));
-			LLVMValueRef okh = in_range(G, ih, ci64(G, k->H));
-			LLVMValueRef drow = iadd(G, dst, imul(G, r, ci64(G, k->OW)));
-			LLVMBasicBlockRef j = if_begin(F, llvm.LLVMBuildNot(B, okh, ""));
-			zero_run(F, k->n, cps, drow, 0, k->OW);
-			if_end(F, j);
-			j = if_begin(F, okh);
-			LLVMValueRef srow = iadd(G, iadd(G, plane, imul(G, ih, ci64(G, k->W))), ci64(G, off));
-			zero_run(F, k->n, cps, drow, 0, lo);
-			if (nvb > 0) {
-				LLVMValueRef t = loop_to(F, &lv, ci64(G, nvb));
-				LLVMValueRef ow = iadd(G, ci64(G, lo), imul(G, t, ci64(G, k->vw)));
-				LLVMValueRef v = strided_vec(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw))), cg->sw, k->vw);
-				LLVMValueRef dof = iadd(G, drow, ow);
-				LLVMValueRef p = llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, "");
-				/* equivalent mutant [const]: x86-64's back end gives address
-				 * spaces 1 and 16777215 (what -1 becomes) no meaning: the
-				 * same stores */
-				LLVMValueRef st = llvm.LLVMBuildStore(B, v, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""));
-				llvm.LLVMSetAlignment(st, (unsigned)dtype_size(k->n->dtype));
-				loop_end(F, &lv);
-			}
-			LLVMValueRef ow = loop_begin(F, &lw, ci64(G, lo + nvb * k->vw), ci64(G, hi));
-			LLVMValueRef dof = iadd(G, drow, ow);
-			llvm.LLVMBuildStore(B, load_at(F, k->x, iadd(G, srow, imul(G, ow, ci64(G, cg->sw)))),
-			                    llvm.LLVMBuildGEP2(B, et, cps, &dof, 1, ""));
-			loop_end(F, &lw);
-			zero_run(F, k->n, cps, drow, hi, k->OW);
-			if_end(F, j);
-			loop_end(F, &lr);
-		}
-		slot++;
+	if (cg->nslot * KW <= CV_COPIES) {
+		for (int64_t slot = 0; slot < cg->nslot; slot++)
+			for (int64_t kw = 0; kw < KW; kw++)
+				copy_one(F, k, cps, plane, c, r0, nr, ci64(G, t[4 * KW + slot]), ci64(G, (kw * cg->nslot + slot) * k->C),
+				         ci64(G, t[kw]), ci64(G, t[KW + kw]), ci64(G, t[2 * KW + kw]), ci64(G, t[3 * KW + kw]));
+	} else {
+		LLVMValueRef tab = ctable_i64(G, t, 4 * KW + cg->nslot);
+		Loop ls, lk;
+		LLVMValueRef slot = loop_to(F, &ls, ci64(G, cg->nslot));
+		LLVMValueRef q = tab_at(G, tab, iadd(G, slot, ci64(G, 4 * KW)));
+		LLVMValueRef kw = loop_to(F, &lk, ci64(G, KW));
+		LLVMValueRef dst0 = imul(G, iadd(G, imul(G, kw, ci64(G, cg->nslot)), slot), ci64(G, k->C));
+		copy_one(F, k, cps, plane, c, r0, nr, q, dst0, tab_at(G, tab, kw), tab_at(G, tab, iadd(G, kw, ci64(G, KW))),
+		         tab_at(G, tab, iadd(G, kw, ci64(G, 2 * KW))), tab_at(G, tab, iadd(G, kw, ci64(G, 3 * KW))));
+		loop_end(F, &lk);
+		loop_end(F, &ls);
 	}
 	loop_end(F, &lc);
+	free(t);
 }
 
 /* The pointers of the nodes the tasks read, as i64s into vals; in a task,
@@ -740,23 +841,26 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 	char fma[32];
 	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
 	LLVMValueRef arow = iadd(G, imul(G, c, ci64(G, k->CP)), p0), brow = imul(G, imul(G, c, ci64(G, k->S)), ci64(G, t->wide));
-	for (int s = 0; s < k->S; s++) {
-		LLVMValueRef bv[CL_NV];
+	PosLoop pl;
+	int run = pos_loop_begin(F, k, &pl, mr, nv, vt, acc);
+	for (int u = 0; u < run; u++) {
+		LLVMValueRef bv[CL_NV], s, so;
+		pos_at(F, &pl, u, &s, &so);
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef off = iadd(G, brow, ci64(G, s * t->wide + v * vw));
+			LLVMValueRef off = iadd(G, brow, iadd(G, imul(G, s, ci64(G, t->wide)), ci64(G, v * vw)));
 			bv[v] = llvm.LLVMBuildLoad2(B, vt, llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, et, t->pan, &off, 1, ""), vpt, ""), "");
 			llvm.LLVMSetAlignment(bv[v], (unsigned)dtype_size(dt));
 		}
 		{
 			/* step (ti Cg + c) S + s of the panel's: line step >> pfsh of
 			 * the next panel */
-			LLVMValueRef step = iadd(G, imul(G, iadd(G, imul(G, t->ti, ci64(G, k->Cg)), c), ci64(G, k->S)), ci64(G, s));
+			LLVMValueRef step = iadd(G, imul(G, iadd(G, imul(G, t->ti, ci64(G, k->Cg)), c), ci64(G, k->S)), s);
 			LLVMValueRef off = iadd(G, ci64(G, k->Kw * t->wide), llvm.LLVMBuildShl(B, llvm.LLVMBuildLShr(B, step, ci64(G, t->pfsh), ""), ci64(G, 4), ""));
 			/* equivalent mutant [stmt]: llvm.prefetch changes no behaviour of the program */
 			prefetch_line(G, llvm.LLVMBuildGEP2(B, et, t->pan, &off, 1, ""));
 		}
 		for (int r = 0; r < mr; r++) {
-			LLVMValueRef off = iadd(G, arow, ci64(G, k->soff[s] + r));
+			LLVMValueRef off = iadd(G, arow, iadd(G, so, ci64(G, r)));
 			LLVMValueRef x = llvm.LLVMBuildLoad2(B, et, llvm.LLVMBuildGEP2(B, et, t->base, &off, 1, ""), "");
 			LLVMValueRef bc = splat(G, vt, vw, x);
 			for (int v = 0; v < nv; v++) {
@@ -766,6 +870,7 @@ static void cl_tile(Fn *F, ClTask *t, int mr, LLVMValueRef p0, LLVMValueRef c0, 
 			}
 		}
 	}
+	pos_loop_end(F, &pl, acc);
 	tile_loop_end(F, &L, acc);
 	if (!last) {
 		for (int r = 0; r < mr; r++)

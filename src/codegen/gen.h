@@ -285,6 +285,8 @@ LLVMValueRef get_fn(Gen *G, const char *name, LLVMTypeRef ty);
 LLVMValueRef call(Gen *G, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, LLVMValueRef *vals, int n);
 /* A private C string of the module */
 LLVMValueRef cstr(Gen *G, const char *s);
+/* A private table of n constant i64s, as an i64 pointer */
+LLVMValueRef ctable_i64(Gen *G, const int64_t *v, int64_t n);
 /* "FILE:LINE:COL" of node n in the model's source, as cstr ("" if unknown) */
 LLVMValueRef source_where(Gen *G, Node *n);
 /* llvm.NAME.f32/.f64 intrinsics and libm functions of one or two arguments */

@@ -3375,6 +3375,72 @@ def kernels_conv2d_81():
             + single("kernels.conv2d_plane_of_81_sse2", case("x86-64")))
 
 
+# Convolutions of large windows, whose kernel positions (more than 64) are
+# reduced in a loop over runs of them and whose copies (more than 64 phases
+# and columns) are made in a loop: a 16x16 patch embedding of stride 16 (its
+# pixels' tiles; and with output channels in the lanes, on AVX-512), an
+# 11x11 one of stride 4 (a run of 11) and a 1x67 one (67 positions, a prime:
+# runs of 1). Unrolled, the patch embedding alone was 200,000 lines of IR
+# and two minutes to build; no function may now pass 6,000. Against NumPy.
+# The report gives the model object's code size and compile time.
+SRC_CONV_LARGE = """
+export fn forward(x: f32[1, 3, 64, 48], wp: f32[20, 3, 16, 16], bp: f32[20], y: f32[1, 3, 112, 112],
+                  wl: f32[48, 3, 16, 16], z: f32[1, 3, 39, 39], w11: f32[8, 3, 11, 11], r: f32[1, 2, 3, 80],
+                  w67: f32[5, 2, 1, 67]) ->
+    (f32[1, 20, 4, 3], f32[1, 48, 7, 7], f32[1, 8, 9, 9], f32[1, 5, 3, 14]) {
+  return conv2d(x, wp, bp, stride=16), relu(conv2d(y, wl, stride=16)), conv2d(z, w11, stride=4, padding=2),
+         conv2d(r, w67)
+}
+"""
+
+
+@check("kernels.conv2d_large_windows")
+def kernels_conv2d_large():
+    shapes = dict(x=(1, 3, 64, 48), wp=(20, 3, 16, 16), bp=(20,), y=(1, 3, 112, 112), wl=(48, 3, 16, 16),
+                  z=(1, 3, 39, 39), w11=(8, 3, 11, 11), r=(1, 2, 3, 80), w67=(5, 2, 1, 67))
+    ins = rng_inputs(61, **shapes)
+    mdl = region_model("kernels.conv2d_large_windows", SRC_CONV_LARGE, ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    refs = [conv_ref(i["x"], i["wp"], i["bp"], stride=16), np.maximum(conv_ref(i["y"], i["wl"], stride=16), 0),
+            conv_ref(i["z"], i["w11"], stride=4, pad=2), conv_ref(i["r"], i["w67"])]
+
+    def case(cpu):
+        def fn():
+            tag = cpu or "native"
+            ll = os.path.join(mdl.d, "ll_" + tag)
+            mdl.build(ll, "--emit=llvm", *(("--cpu", cpu) if cpu else ()))
+            sizes, name, n = {}, None, 0
+            for path in glob.glob(os.path.join(ll, "*.ll")):
+                for line in open(path):
+                    if line.startswith("define "):
+                        name, n = line.split("@", 1)[1].split("(", 1)[0], 0
+                    n += 1
+                    if line.startswith("}") and name:
+                        sizes[name] = n
+            big = {f: c for f, c in sizes.items() if c > 6000}
+            if not sizes or big:
+                raise Fail("functions of more than 6,000 lines of IR: %s" % (big or "no function found"))
+            o = os.path.join(mdl.d, "out_" + tag)
+            # the report gives the model's object's code size and compile time
+            # (a graph without regions is all in it), in text and in JSON
+            t = mdl.build(o, "--report", *(("--cpu", cpu) if cpu else ())).stdout
+            mo = re.search(r"^model object m\.o, (\d+) bytes of code, (compiled in [\d.]+ ms|taken from the cache)$", t, re.M)
+            jpath = os.path.join(mdl.d, "report_%s.json" % tag)
+            mdl.build(o, "--report=json", "--report-file", jpath, *(("--cpu", cpu) if cpu else ()))
+            j = json.load(open(jpath)).get("model_object") or {}
+            if not mo or int(mo.group(1)) < 1000 or j.get("object") != "m.o" or j.get("code_bytes") != int(mo.group(1)):
+                raise Fail("report's model object: text %r, JSON %s" % (mo and mo.group(0), j))
+            for threads in (1, 3):
+                env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+                got = run_compiled(mdl, o, tag="t%d_%s" % (threads, tag), env=env)
+                bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+                if bad:
+                    raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        return fn
+    return (single("kernels.conv2d_large_windows", case(None)) + single("kernels.conv2d_large_windows_avx2", case("haswell"))
+            + single("kernels.conv2d_large_windows_sse2", case("x86-64")))
+
+
 # A reuse_hash group whose calls differ in a convolution's dilation alone
 # (height: 1, then 2; the input's height with it, so the output's is the
 # same): the dilation is taken at run time though the first call's is none
