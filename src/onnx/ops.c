@@ -408,7 +408,9 @@ static int tr_identity(Ctx *c, NodeIO *io)
 	Val *tm = !strcmp(io->n->op_type, "Dropout") ? in_(io, 2) : NULL;
 	if (tm && (!tm->known || kgeti(tm, 0))) {
 		Val *r = in_(io, 1);
-		const char *why = "Dropout in training mode is supported with a ratio of 0 only (the identity)";
+		const char *why = tm->known ? "Dropout in training mode is supported with a ratio of 0 only (the identity)"
+		                            : "Dropout whose training_mode is computed at run time is supported with a ratio "
+		                              "of 0 only (the identity)";
 		if (!r)
 			return node_err(c, 1, "%s: this one's is 0.5, the default", why), -1;
 		if (!r->known || r->n != 1)

@@ -497,6 +497,12 @@ def checks(nestc, d, run, short, make_model):
             ("dropout_train_default", "Dropout in training mode at its default ratio: a clear error",
              [H.make_node("Dropout", ["x", "", "t"], ["y"])], [f32("x", [2, 3])], [NH.from_array(np.array(True), "t")],
              "this one's is 0.5, the default\n1 error generated."),
+            ("dropout_mode_runtime", "Dropout whose training_mode is a graph input, at ratio 0.25: a clear error "
+             "that does not call it training mode",
+             [H.make_node("Dropout", ["x", "r", "t"], ["y"])], [f32("x", [2, 3]), H.make_tensor_value_info("t", TP.BOOL, [])],
+             [NH.from_array(np.array(0.25, np.float32), "r")],
+             "node #0 (Dropout, opset 13): Dropout whose training_mode is computed at run time is supported with a "
+             "ratio of 0 only (the identity): this one's is 0.25\n1 error generated."),
             ("softmax_axis", "Softmax on axis 100 of a rank-2 input: a clear error",
              [H.make_node("Softmax", ["x"], ["y"], axis=100)], [f32("x", [2, 3])], [],
              "node #0 (Softmax, opset 13): axis 100 is out of range for rank 2\n1 error generated."),
