@@ -3011,6 +3011,63 @@ static void test_seq(void)
 	nestrt_model_free(m);
 }
 
+/* A sequence made, and a call of 70 buffers over one (more than the runtime
+ * keeps on its stack), with their 1st, 2nd, ... allocation failing in turn:
+ * refused with "out of memory" (or done all the same), never a crash; after a
+ * refused call the sequence takes the next (it is not left busy); check-asan
+ * finds nothing leaked. */
+static void test_seq_out_of_memory(void)
+{
+	nestrt_error err = {{0}};
+	nestrt_model *m = nestrt_model_new(&seqtest_desc, NULL, &err);
+	if (!CHECK(m != NULL, "seqtest model: %s", err.message))
+		return;
+	int64_t bytes[3] = {65, 0, 2 << 20};
+	int failed = 0, n;
+	char bad[600] = "";
+	for (n = 0; n < 1000; n++) {
+		oom_arm(n);
+		nestrt_seq *s = nestrt_seq_new(m, bytes, 3, &err);
+		int hit = oom_disarm();
+		if (!s && !strstr(err.message, "out of memory") && !bad[0])
+			snprintf(bad, sizeof bad, "allocation %d failing: '%s'", n + 1, err.message);
+		nestrt_seq_free(s);
+		if (!hit)
+			break;
+		failed++;
+	}
+	CHECK(failed >= 4 && !bad[0], "a sequence made, each of its %d allocations failing in turn: %s", failed,
+	      bad[0] ? bad : "too few allocations seen");
+	const char *names[1] = {"T"};
+	nestrt_dimcheck checks[1] = {{-1, {1, 0, 0, 0}, 0, "1 <= T"}};
+	nestrt_access w = {0};
+	w.write = 1, w.rank = 1, w.size[0][0] = 4, w.name = "st";
+	int64_t one[1] = {64}, d1[1] = {2}, out = 0;
+	void *many[70];
+	for (int i = 0; i < 70; i++)
+		many[i] = &out;
+	nestrt_seq *s = nestrt_seq_new(m, one, 1, &err);
+	failed = 0, bad[0] = 0;
+	for (n = 0; s && n < 1000; n++) {
+		oom_arm(n);
+		int rc = nestrt_model_call_dims(m, 1, s, seq_many, many, 70, d1, 1, names, checks, 1, &w, 1, "seq_many");
+		int hit = oom_disarm();
+		const char *e = nestrt_model_error(m);
+		if (rc < 0 && !(e && strstr(e, "out of memory")) && !bad[0])
+			snprintf(bad, sizeof bad, "allocation %d failing: '%s'", n + 1, e ? e : "(no message)");
+		rc = nestrt_model_call_dims(m, 1, s, seq_many, many, 70, d1, 1, names, checks, 1, &w, 1, "seq_many");
+		if (rc < 0 && !bad[0])
+			snprintf(bad, sizeof bad, "allocation %d failing, then the next call: '%s'", n + 1, nestrt_model_error(m));
+		if (!hit)
+			break;
+		failed++;
+	}
+	CHECK(s && failed >= 3 && !bad[0], "a call of 70 buffers over a sequence, each of its %d allocations failing in turn: %s",
+	      failed, !s ? err.message : bad[0] ? bad : "too few allocations seen");
+	nestrt_seq_free(s);
+	nestrt_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
 	self = argv[0];
@@ -3056,6 +3113,7 @@ int main(int argc, char **argv)
 	test_gguf_blocks_memory();
 	test_formats();
 	test_seq();
+	test_seq_out_of_memory();
 
 	char *cmd = fmt("rm -rf '%s'", dir);
 	if (system(cmd) != 0)
