@@ -728,14 +728,24 @@ void mm_tiled(Fn *F, Node *n, Node *a, Node *b, LLVMValueRef M, LLVMValueRef K, 
 	}
 }
 
+/* Can b be a model's weight: a param or an argument, or a reshape of one
+ * (the same memory: ONNX's LSTM weights [1, 4H, I] are read as [4H, I]
+ * so)? pack_plan's records and mm_prepacked agree through it. */
+static int mm_weight(const Node *b)
+{
+	while (b->op == OP_RESHAPE)
+		b = b->in[0];
+	return b->op == OP_PARAM || b->op == OP_INPUT;
+}
+
 /* The pre-packed copy of a matmul's right operand when it is a model's
  * weight (libnestrt packs it on first use, nestrt_packed), else NULL at run
- * time. Only for operands that may be weights: params and arguments. */
+ * time. Only for operands that may be weights (mm_weight). */
 static LLVMValueRef mm_prepacked(Fn *F, Node *n, Node *b, LLVMValueRef K, LLVMValueRef Nn, int tb, LLVMValueRef *fmt)
 {
 	Gen *G = F->gen;
 	*fmt = NULL;
-	if (b->op != OP_PARAM && b->op != OP_INPUT)
+	if (!mm_weight(b))
 		return NULL;
 	int vw = G->vbytes / dtype_size(n->dtype);
 	LLVMTypeRef at[7] = {G->i8p, G->i8p, G->i64, G->i64, G->i64, G->i32, llvm.LLVMPointerType(G->i32, 0)};
@@ -1023,6 +1033,54 @@ static int plan_mm(Gen *G, Graph *g, Variant *v, Node *x, Node *b, int tb, int d
 	return 1;
 }
 
+/* The records of source src's readers in g, s being src or a reshape of it
+ * (reshape: s is one; its readers read src's memory): every node after node
+ * `from` that reads s. Sets *read when one reads it as it is. */
+static void plan_readers(Gen *G, Graph *g, Variant *v, int dyn, int wino, PlanOut *o, int64_t src, Node *s, int from,
+                         int reshape, int *read)
+{
+	for (int j = 0; j < g->noutputs; j++)
+		*read |= g->outputs[j] == s;
+	for (int u = from + 1; u < g->nnodes; u++) {
+		Node *x = g->nodes[u];
+		for (int k = 0; k < x->nin; k++) {
+			if (x->in[k] != s)
+				continue;
+			int64_t rec[4];
+			CallSite *cs = x->op == OP_CALL ? callsite_of(G->rt, x) : NULL;
+			if (reshape && x->op != OP_MATMUL && x->op != OP_RESHAPE && !virtual_transpose(g, x)) {
+				/* a reshape's readers: only its matmuls ask for a copy (mm_weight) */
+				*read = 1;
+			} else if (x->op == OP_RESHAPE) {
+				plan_readers(G, g, v, dyn, wino, o, src, x, u, 1, read);
+			} else if (x->op == OP_CALL && cs && cs->v) {
+				plan_rec(o, CALL_REC, src, cs->v->id, k, (int64_t)(uintptr_t)x, 0);
+			} else if (x->op == OP_CALL) {
+				/* inlined: the callee's own plan, over our sources (pack_plan_graph) */
+			} else if (k == 1 && x->in[0] != s && plan_mm(G, g, v, x, s, 0, dyn, rec)) {
+				plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
+			} else if (k == 1 && x->op == OP_CONV2D && x->in[0] != s &&
+			           (conv_lanes_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec) ||
+			            (!G->o->no_winograd && wino && conv_wino_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec)))) {
+				plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
+			} else if (x->op == OP_GATHER && k == 0 && !(v && v->ndyn) && !(dyn && gdyn_has(g, s)) && gather_packed_table(s)) {
+				plan_rec(o, GATHER_REC, src, s->shape[0], s->shape[1], s->dtype == DT_F64 ? 2 : 0, 0);
+			} else if (virtual_transpose(g, x)) {
+				/* every user is a matmul reading it as B (plan.c) */
+				for (int w = u + 1; w < g->nnodes; w++)
+					if (g->nodes[w]->op == OP_MATMUL && g->nodes[w]->in[1] == x) {
+						if (plan_mm(G, g, v, g->nodes[w], s, 1, dyn, rec))
+							plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
+						else
+							*read = 1;
+					}
+			} else {
+				*read = 1;
+			}
+		}
+	}
+}
+
 /* wino: Winograd is allowed (the variant's option, which its inlined calls
  * follow) */
 static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, int wino, const int64_t *map, int entry, PlanOut *o,
@@ -1034,41 +1092,7 @@ static void pack_plan_graph(Gen *G, Graph *g, Variant *v, int dyn, int wino, con
 		if (src == SRC_NONE)
 			continue;
 		int read = 0;
-		for (int j = 0; j < g->noutputs; j++)
-			read |= g->outputs[j] == s;
-		for (int u = i + 1; u < g->nnodes; u++) {
-			Node *x = g->nodes[u];
-			for (int k = 0; k < x->nin; k++) {
-				if (x->in[k] != s)
-					continue;
-				int64_t rec[4];
-				CallSite *cs = x->op == OP_CALL ? callsite_of(G->rt, x) : NULL;
-				if (x->op == OP_CALL && cs && cs->v) {
-					plan_rec(o, CALL_REC, src, cs->v->id, k, (int64_t)(uintptr_t)x, 0);
-				} else if (x->op == OP_CALL) {
-					/* inlined: the callee's own plan, over our sources (below) */
-				} else if (k == 1 && x->in[0] != s && plan_mm(G, g, v, x, s, 0, dyn, rec)) {
-					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
-				} else if (k == 1 && x->op == OP_CONV2D && x->in[0] != s &&
-				           (conv_lanes_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec) ||
-				            (!G->o->no_winograd && wino && conv_wino_pack(x, (v && v->ndyn) || dyn, G->vbytes, rec)))) {
-					plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
-				} else if (x->op == OP_GATHER && k == 0 && !(v && v->ndyn) && !(dyn && gdyn_has(g, s)) && gather_packed_table(s)) {
-					plan_rec(o, GATHER_REC, src, s->shape[0], s->shape[1], s->dtype == DT_F64 ? 2 : 0, 0);
-				} else if (virtual_transpose(g, x)) {
-					/* every user is a matmul reading it as B (plan.c) */
-					for (int w = u + 1; w < g->nnodes; w++)
-						if (g->nodes[w]->op == OP_MATMUL && g->nodes[w]->in[1] == x) {
-							if (plan_mm(G, g, v, g->nodes[w], s, 1, dyn, rec))
-								plan_rec(o, PACK_REC, src, rec[0], rec[1], rec[2], rec[3]);
-							else
-								read = 1;
-						}
-				} else {
-					read = 1;
-				}
-			}
-		}
+		plan_readers(G, g, v, dyn, wino, o, src, s, i, 0, &read);
 		if (read)
 			plan_rec(o, READ_REC, src, 0, 0, 0, 0);
 	}

@@ -3441,6 +3441,62 @@ def kernels_conv2d_large():
             + single("kernels.conv2d_large_windows_sse2", case("x86-64")))
 
 
+# A recurrent cell as ONNX's LSTM gives it to nestc import: the weight a param
+# of [1, 16, 8], read as [16, 8] through a reshape and transposed, times one
+# row a step (M = 1). Its products read a copy packed when the instance is
+# made, as a weight's do without the reshape: unpacked, each step's product
+# packed the weight again (an LSTM's steps ran at 2-4 GFLOP/s, 10x the time).
+# The build with --embed-weights packs it (m__npacked counts it; 0 before).
+# Against NumPy, at 1 and 3 threads, and with NESTRT_PREPACK=0.
+SRC_RNN_RESHAPED = """
+param w: f32[1, 16, 8]
+param r: f32[1, 16, 8]
+
+@region
+fn cell(h: f32[1, 8], x: f32[1, 8], w: f32[1, 16, 8], r: f32[1, 16, 8]) -> f32[1, 8] {
+  let g = x @ transpose(reshape(w, [16, 8]), [1, 0]) + h @ transpose(reshape(r, [16, 8]), [1, 0])
+  return tanh(g[:, 0:8]) * sigmoid(g[:, 8:16])
+}
+
+export fn forward(xs: f32[4, 8]) -> f32[1, 8] {
+  let h = f32(full([1, 8], 0.0))
+  h = cell(h, xs[0:1], w, r)
+  h = cell(h, xs[1:2], w, r)
+  h = cell(h, xs[2:3], w, r)
+  return cell(h, xs[3:4], w, r)
+}
+"""
+
+
+@check("kernels.matmul_weight_through_reshape")
+def kernels_mm_reshaped():
+    def fn():
+        ins = rng_inputs(67, xs=(4, 8))
+        mdl = region_model("kernels.mm_reshaped", SRC_RNN_RESHAPED, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        wt = read_safetensors(mdl.weights)
+        w, r = wt["w"].astype(np.float64).reshape(16, 8), wt["r"].astype(np.float64).reshape(16, 8)
+        h = np.zeros((1, 8))
+        for i in range(4):
+            g = ins["xs"][i:i + 1].astype(np.float64) @ w.T + h @ r.T
+            h = np.tanh(g[:, 0:8]) / (1 + np.exp(-g[:, 8:16]))
+        bad = []
+        for threads, prepack in ((1, "1"), (3, "1"), (1, "0")):
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads), NESTRT_PREPACK=prepack)
+            got = run_compiled(mdl, out, tag="t%d_%s" % (threads, prepack), env=env)
+            bad += ["%d threads, NESTRT_PREPACK=%s: %s" % (threads, prepack, e)
+                    for e in output_errors(got, [h], lambda ref: 1e-6 * max(1.0, np.abs(ref).max()))]
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "--embed-weights", mdl.weights, "--emit=llvm")
+        npacked = re.findall(r"^@m__npacked = constant i32 (\d+)", "".join(open(f).read() for f in glob.glob(os.path.join(ll, "*.ll"))), re.M)
+        if npacked != ["2"]:
+            bad.append("--embed-weights packs %s of the 2 weights, expected both" % (npacked or "none"))
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("kernels.matmul_weight_through_reshape", fn)
+
+
 # A reuse_hash group whose calls differ in a convolution's dilation alone
 # (height: 1, then 2; the input's height with it, so the output's is the
 # same): the dilation is taken at run time though the first call's is none
