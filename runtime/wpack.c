@@ -395,6 +395,9 @@ static void release(nestrt_weights *w, Tensor *t)
 	if (t->released || t->direct || t->copy || t->owned || !w->map || !whole_pack(w, t, 0))
 		return;
 	size_t pg = page_size();
+	/* equivalent mutant [const 1 -> 2]: t->data is aligned to its elements
+	 * (4 or 8 bytes: an unaligned tensor has a copy, returned above), so
+	 * data + pg - 2 rounds up to the same page as data + pg - 1 */
 	uintptr_t b = ((uintptr_t)t->data + pg - 1) / pg * pg;
 	uintptr_t e = ((uintptr_t)t->data + (size_t)(t->end - t->begin)) / pg * pg;
 	if (e <= b)
@@ -593,6 +596,9 @@ static void pack_task(void *env, int64_t begin, int64_t end)
 			/* equivalent mutant [cmp < -> <=]: where p1 * wide is n, both arms are n */
 			int64_t r1 = p1 * j->wide < j->n ? p1 * j->wide : j->n;
 			uintptr_t a = (uintptr_t)j->src + (size_t)(p0 * j->wide * j->k) * es;
+			/* equivalent mutant [arith * -> /]: fewer rows given back while
+			 * packing; release() gives back all of the tensor's pages once it is
+			 * packed (nestrt__weights_pack): the same pages, later */
 			uintptr_t e = (uintptr_t)j->src + (size_t)(r1 * j->k) * es;
 			a = (a + pg - 1) / pg * pg;
 			e = e / pg * pg;
@@ -739,9 +745,9 @@ static void half_panel(unsigned char *panel, const uint16_t *src, int bf16, int6
 	int blk = nestrt_format_block(fmt), bb = nestrt_format_block_bytes(fmt);
 	uint16_t x[64];
 	unsigned char q[64];
-	/* equivalent mutant [const 1 -> 2]: the block path below lays out a
-	 * 16-bit format's one-element blocks the same way (bb - 2 = 0 bytes
-	 * past the scale), only an element at a time */
+	/* equivalent mutant [const]: the block path below lays out a 16-bit
+	 * format's one-element blocks the same way (bb - 2 = 0 bytes past the
+	 * scale), only an element at a time; no format has blocks of 0 or 2 */
 	if (blk == 1) {
 		for (int64_t i = 0; i < k; i++)
 			for (int64_t c0 = 0; c0 < wide; c0 += 64) {
