@@ -813,6 +813,8 @@ static int pack_half(nestrt_weights *w, Tensor *t, const void **data, nestrt__pa
 			continue;
 		WPack *p = NULL;
 		for (WPack *y = w->packs; y && !p; y = y->next)
+			/* equivalent mutant [cond if (...) -> if (0)]: it finds none (the
+			 * note below) */
 			if (y->t == t && y->k == x->k && y->n == x->n && y->wide == x->wide && y->flags == x->flags)
 				p = y;
 		/* equivalent mutant [cond if (...) -> if (1)]: no such copy exists
