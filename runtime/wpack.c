@@ -946,6 +946,9 @@ static int pack_blocks_from_file(nestrt_weights *w, const void **data, nestrt__p
  * unread). Under w->mu. */
 static int pack_from_file(nestrt_weights *w, const void **data, nestrt__packreq *req, int nreq, nestrt_error *err)
 {
+	/* equivalent mutant [const 0 -> 1]: a lone request is then packed in the
+	 * same place once the file is read (nestrt__weights_pack's in-place
+	 * path): the same copy and values, a read and a pass more */
 	if (nreq <= 0)
 		return 0;
 	PackJobs js = {calloc((size_t)nreq, sizeof *js.v), calloc((size_t)nreq + 1, sizeof *js.first), 0};

@@ -2133,8 +2133,9 @@ static int oom_disarm(void)
 }
 
 /* An instance made from embedded weights with prepacked copies (as a
- * program built with --embed-weights), and one over a bf16 file held in
- * q8_0, with their 1st, 2nd, ... allocation failing in turn: each is
+ * program built with --embed-weights), one over a bf16 file held in q8_0 and
+ * one over an f32 file whose matrix is read straight into its panels, with
+ * their 1st, 2nd, ... allocation failing in turn: each is
  * refused with "out of memory" (or made all the same), never a crash; and
  * check-asan finds nothing leaked on the way. */
 static void test_out_of_memory(void)
@@ -2159,7 +2160,16 @@ static void test_out_of_memory(void)
 		hv[i] = (uint16_t)(0x3f80 + i % 64); /* bf16 from 1 up */
 	const char *hhdr = "{\"s\":{\"dtype\":\"BF16\",\"shape\":[32,16],\"data_offsets\":[0,1024]}}";
 	char *hpath = st_file("oom_bf16.safetensors", hhdr, (64 - (8 + strlen(hhdr)) % 64) % 64, hv, sizeof hv);
-	for (int which = 0; which < 2; which++) {
+	/* and an f32 matrix read from the file straight into its panels */
+	static const nestrt_param fp[1] = {{"f", NESTRT_F32, 2, {64, 64}}};
+	static const int64_t fplan[] = {1, 1, -1, 64, 64, 16, 0};
+	const nestrt_model_desc fdesc = {"ff", fp, 1, NULL, 0, 0, "test", NULL, 0, NULL, fplan, NULL};
+	float fv[64 * 64];
+	for (int i = 0; i < 64 * 64; i++)
+		fv[i] = (float)(i % 13);
+	const char *fhdr = "{\"f\":{\"dtype\":\"F32\",\"shape\":[64,64],\"data_offsets\":[0,16384]}}";
+	char *fpath = st_file("oom_f32.safetensors", fhdr, (64 - (8 + strlen(fhdr)) % 64) % 64, fv, sizeof fv);
+	for (int which = 0; which < 3; which++) {
 		int failed = 0, made = 0, n;
 		char bad[700] = "";
 		for (n = 0; n < 10000; n++) {
@@ -2170,15 +2180,16 @@ static void test_out_of_memory(void)
 			if (which == 0) {
 				m = nestrt_model_new_embedded_packed(&desc, image, sizeof image, &pack, 1, &err);
 			} else {
-				w = nestrt_weights_open(hpath, &err);
-				m = w ? nestrt_model_new(&hdesc, w, &err) : NULL;
+				w = nestrt_weights_open(which == 1 ? hpath : fpath, &err);
+				m = w ? nestrt_model_new(which == 1 ? &hdesc : &fdesc, w, &err) : NULL;
 			}
 			int hit = oom_disarm();
 			const void *c = NULL;
 			if (m) {
 				nestrt_ctx *ctx = nestrt_model_ctx(m);
-				c = which ? nestrt_packed(ctx, ctx->params[0], 32, 16, 16, (int)hplan[6])
-				          : nestrt_packed(ctx, ctx->params[0], 4, 6, 8, 0);
+				c = which == 1 ? nestrt_packed(ctx, ctx->params[0], 32, 16, 16, (int)hplan[6])
+				    : which == 2 ? nestrt_packed(ctx, ctx->params[0], 64, 64, 16, 0)
+				                 : nestrt_packed(ctx, ctx->params[0], 4, 6, 8, 0);
 			}
 			if (m && !c && !bad[0])
 				snprintf(bad, sizeof bad, "allocation %d failing: made without its packed copy", n + 1);
@@ -2192,11 +2203,14 @@ static void test_out_of_memory(void)
 			}
 			failed++;
 		}
-		const char *what = which ? "an instance over a bf16 file held in q8_0" : "an instance of embedded, prepacked weights";
+		const char *what = which == 1   ? "an instance over a bf16 file held in q8_0"
+		                   : which == 2 ? "an instance over an f32 file packed as it is read"
+		                                : "an instance of embedded, prepacked weights";
 		CHECK(made && failed >= 3 && !bad[0], "%s, each of its %d allocations failing in turn: %s", what, failed,
 		      bad[0] ? bad : made ? "too few allocations seen (is test_runtime linked with --wrap?)" : "not made after");
 	}
 	free(hpath);
+	free(fpath);
 }
 
 static void test_packed_panels(void)
