@@ -1056,6 +1056,9 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 				rc = nestrt__seterr(err, "%s: out of memory packing weights (%zu bytes)", w->path, bytes);
 				break;
 			}
+			/* equivalent mutant [const 0 -> (-1)]: t is not NULL here: a
+			 * param's data is one of w's tensors' (its place or its copy) but
+			 * for an empty one, which has no bytes to pack (refused above) */
 			int got = t ? restore(w, t) : 0;
 			if (got < 0) {
 				pack_free(p); /* and the memory pack_alloc gave it */
@@ -1076,6 +1079,9 @@ int nestrt__weights_pack(nestrt_weights *w, const void **data, nestrt__packreq *
 			}
 			*j = (PackJob){.dst = p->data, .src = src, .k = q->k, .n = q->n, .wide = q->wide, .flags = q->flags,
 			               .per = per, .fd = -1};
+			/* equivalent mutant [cond if (...) -> if (0)]: the branch below packs
+			 * a transposed matrix in place too, from a copy of all of it: the
+			 * same panels, a tensor's size more memory meanwhile */
 			if (inplace && (q->flags & NESTRT_PACK_TRANS)) {
 				/* panel by panel, each task's rows set aside first */
 				j->dst = (void *)t->data;
