@@ -2733,8 +2733,12 @@ static void test_packed_release(void)
 	static const int64_t plan1[] = {1, 1, -1, 1024, 1024, 48, 0};
 	static const int64_t plan2[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 1};
 	static const int64_t plan2n[] = {2, 1, -1, 1024, 1024, 48, 0, 1, -1, 1024, 1024, 32, 0};
-	static const int64_t *const plans12[3] = {plan1, plan2, plan2n};
-	for (int two = 0; two < 3; two++) {
+	/* plan2 with the transposed form asked for first: its rows are not given
+	 * back as they are read, the plain form wants them after */
+	static const int64_t plan2t[] = {2, 1, -1, 1024, 1024, 32, 1, 1, -1, 1024, 1024, 48, 0};
+	static const int64_t *const plans12[4] = {plan1, plan2, plan2n, plan2t};
+	for (int two = 0; two < 4; two++) {
+		int trans = two == 1 || two == 3;
 		nestrt_model_desc desc = {"big", params, 1, NULL, 0, 0, "test", NULL, 0, NULL, plans12[two], NULL};
 		nestrt_error err = {{0}};
 		nestrt_weights *w = nestrt_weights_open(path, &err);
@@ -2745,15 +2749,16 @@ static void test_packed_release(void)
 			CHECK(p && p[1] == 0.25f && p[48] == (float)(1024 % 1000) * 0.25f && p[48 * 1024] == 48 * 0.25f,
 			      "packed at creation%s", two ? " (one of two forms)" : "");
 			if (two) {
-				/* the other form: transposed (plan2), or not (plan2n) */
-				const float *q = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, two == 1);
-				CHECK(q && q[1] == (float)(two == 1 ? 1024 % 1000 : 1) * 0.25f &&
-				          q[32] == (float)(two == 1 ? 1 : 1024 % 1000) * 0.25f,
-				      "the other form packed at creation (%s)", two == 1 ? "transposed" : "not transposed");
+				/* the other form: transposed (plan2, plan2t), or not (plan2n) */
+				const float *q = nestrt_packed(nestrt_model_ctx(m), b, 1024, 1024, 32, trans);
+				CHECK(q && q[1] == (float)(trans ? 1024 % 1000 : 1) * 0.25f &&
+				          q[32] == (float)(trans ? 1 : 1024 % 1000) * 0.25f,
+				      "the other form packed at creation (%s)",
+				      two == 3 ? "transposed, asked for first" : trans ? "transposed" : "not transposed");
 				/* the pages of the unpacked form are given back: they read as zeros */
 				CHECK(p != b && q != b && b[2048] == 0 && b[4096] == 0 && b[1024 * 1024 - 1024] == 0,
 				      "the unpacked form of a weight only read packed is dropped (%s)",
-				      two == 1 ? "one form transposed" : "neither transposed");
+				      two == 3 ? "one form transposed, asked for first" : trans ? "one form transposed" : "neither transposed");
 			} else {
 				CHECK(p == b, "a weight with one packed form is packed where it was read: no second copy");
 			}
