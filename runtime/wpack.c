@@ -1238,8 +1238,9 @@ static int image_file(const nestrt_prepacked *packs, int npacks, uintptr_t *base
 		 * path after the spaces, so %n sets at before it is used */
 		int at = 0;
 		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &mnr, &ino, &at) != 7 ||
-		    lo < start || hi > end) /* equivalent mutant [cmp < -> <=]: packs at a mapping's start then
-		                             * come from the mapping, not its file: the same bytes */
+		    lo < start || /* equivalent mutant [cmp < -> <=]: packs at a mapping's start then come
+		                    * from the mapping, not its file: the same bytes */
+		    hi > end)      /* equivalent mutant [cmp > -> >=]: so do packs that end at its end */
 			continue;
 		char *path = line + at, *nl = strchr(path, '\n');
 		if (nl)
@@ -1363,6 +1364,8 @@ int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, in
 		WPack *p = calloc(1, sizeof *p);
 		if (!p)
 			return nestrt__seterr(err, "%s: out of memory", w->path);
+		/* equivalent mutant [const 0 -> 1]: bytes is read only by pack_free,
+		 * for a copy not in place, and this one is (inplace 1) */
 		*p = (WPack){t, packs[i].k, packs[i].n, packs[i].wide, packs[i].flags, (void *)t->data, 0, 1, w->packs};
 		w->packs = p;
 	}

@@ -519,6 +519,8 @@ static void test_bind_errors(void)
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
 	p = (nestrt_param){"x", NESTRT_F32, 9, {3}};
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
+	p = (nestrt_param){"x", NESTRT_F32, -1, {3}};
+	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
 	p = (nestrt_param){"x", NESTRT_F32, 1, {-3}};
 	bind_err2(path, &p, 1, "nestrt_weights_bind: parameter 0 ('x') has an invalid type", 1);
 	const void *dd[1];
