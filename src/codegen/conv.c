@@ -74,6 +74,9 @@ static void cv_add_leaf(ConvK *k, Node *x)
 /* The nodes a per-channel operand reads where they are stored. */
 static void cv_chan_leaves(Fn *F, ConvK *k, Node *o)
 {
+	/* equivalent mutant [const 0 -> 1]: a scalar of constants 8 levels deep
+	 * is then walked into below, and its operands, scalars of constants at
+	 * depth 0 again, add no leaf either */
 	if (scalar_of_consts(o, 0))
 		return;
 	if (conv_chan_ready(F->plan, k->n, o)) {
@@ -667,6 +670,8 @@ static void cv_bands_tasks(Fn *F, ConvK *k, LLVMValueRef *vals, int nl)
 	CvBand a = {.k = k, .bimg = slot, .ooff = ooff, .p0 = p0, .ioff = isub(G, p0, imul(G, r0, ci64(G, k->OW))),
 	            .rt0 = idiv(G, imul(G, share, ci64(G, k->nrt)), nsplit),
 	            .rt1 = idiv(G, imul(G, iadd(G, share, ci64(G, 1)), ci64(G, k->nrt)), nsplit)};
+	/* equivalent mutant [logic || -> &&]: the branch below then emits the
+	 * last band's code too where it is whole or the only one: the same tiles */
 	if (k->P % cg->blen == 0 || cg->nband == 1)
 		cv_band(&T, &a, k->P % cg->blen != 0);
 	else
@@ -745,6 +750,8 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
 		 * equivalent mutant [const]: a threshold of the order, which chooses no value */
 		k.rows_outer = k.C * k.P * dtype_size(n->dtype) <= (512 << 10) && k.Og * k.Kw > k.C * k.P;
 		LLVMValueRef nth = llvm.LLVMBuildSExt(B, call(G, "nestrt_num_threads", G->i32, NULL, NULL, 0), G->i64, "");
+		/* equivalent mutant [const 4 -> 3]: runs of tiles a thread, which
+		 * only share the same tiles out otherwise */
 		LLVMValueRef parts = imul(G, nth, ci64(G, 4));
 		parts = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, parts, ci64(G, k.ntiles), ""), parts,
 		                             ci64(G, k.ntiles), "");
@@ -796,6 +803,8 @@ static void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg)
  * else the most up to 8 that leaves the fewest pixels over */
 static int cl_mr(int64_t P)
 {
+	/* equivalent mutant [const 8 -> 7]: it then chooses among tiles of 5
+	 * to 8 pixels all the same (the notes below) */
 	int best = 8;
 	/* equivalent mutant [const 8 -> 9]: a 9-pixel tile computes the same
 	 * values (kernels.conv2d_lanes' 9x9 plane takes it and passes) */

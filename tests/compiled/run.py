@@ -3441,6 +3441,38 @@ def kernels_conv2d_large():
             + single("kernels.conv2d_large_windows_sse2", case("x86-64")))
 
 
+# A 1x1 convolution of a model's weights with output channels in the lanes
+# (AVX-512) over a plane that is not square (5x7: 35 pixels): the input is
+# read in place, channel
+# after channel 35 elements apart (a conv.c mutant that took 7x7 for the
+# plane passed make check, whose lanes planes were all square). Against NumPy.
+SRC_LANES_1X1_RECT = """
+param w: f32[48, 64, 1, 1]
+param b: f32[48]
+export fn forward(x: f32[2, 64, 5, 7]) -> f32[2, 48, 5, 7] {
+  return relu(conv2d(x, w, b))
+}
+"""
+
+
+@check("kernels.conv2d_lanes_1x1_not_square")
+def kernels_conv2d_lanes_rect():
+    def fn():
+        ins = rng_inputs(71, x=(2, 64, 5, 7))
+        mdl = region_model("kernels.conv2d_lanes_rect", SRC_LANES_1X1_RECT, ins)
+        out = os.path.join(mdl.d, "out")
+        mdl.build(out)
+        w = read_safetensors(mdl.weights)
+        ref = np.maximum(conv_ref(ins["x"], w["w"], w["b"]), 0)
+        for threads in (1, 3):
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            bad = output_errors(run_compiled(mdl, out, tag="t%d" % threads, env=env), [ref],
+                                lambda r: 1e-5 * max(1.0, np.abs(r).max()))
+            if bad:
+                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+    return single("kernels.conv2d_lanes_1x1_not_square", fn)
+
+
 # A recurrent cell as ONNX's LSTM gives it to nestc import: the weight a param
 # of [1, 16, 8], read as [16, 8] through a reshape and transposed, times one
 # row a step (M = 1). Its products read a copy packed when the instance is
