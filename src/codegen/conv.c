@@ -212,6 +212,12 @@ typedef struct PosLoop {
 	const int64_t *soff;
 } PosLoop;
 
+/* Entry i of a table of ctable_i64 */
+static LLVMValueRef tab_at(Gen *G, LLVMValueRef tab, LLVMValueRef i)
+{
+	return llvm.LLVMBuildLoad2(G->B, G->i64, llvm.LLVMBuildGEP2(G->B, G->i64, tab, &i, 1, ""), "");
+}
+
 /* Opens the loop (acc its sums, as tile_loop_begin's); the positions of a
  * run, the kernel's all when unrolled. */
 static int pos_loop_begin(Fn *F, ConvK *k, PosLoop *pl, int mr, int nv, LLVMTypeRef vt, LLVMValueRef acc[][CV_MAX_NV])
@@ -239,7 +245,7 @@ static void pos_at(Fn *F, PosLoop *pl, int u, LLVMValueRef *s, LLVMValueRef *off
 		return;
 	}
 	*s = iadd(G, pl->s0, ci64(G, u));
-	*off = llvm.LLVMBuildLoad2(G->B, G->i64, llvm.LLVMBuildGEP2(G->B, G->i64, pl->tab, s, 1, ""), "");
+	*off = tab_at(G, pl->tab, *s);
 }
 
 static void pos_loop_end(Fn *F, PosLoop *pl, LLVMValueRef acc[][CV_MAX_NV])
@@ -474,12 +480,6 @@ static void zero_run(Fn *F, Node *n, LLVMValueRef dst, LLVMValueRef at, LLVMValu
 	LLVMValueRef o = iadd(G, at, i);
 	llvm.LLVMBuildStore(G->B, fconst(G, n->dtype, 0), llvm.LLVMBuildGEP2(G->B, elem_t(G, n->dtype), dst, &o, 1, ""));
 	loop_end(F, &l);
-}
-
-/* Entry i of a table of ctable_i64 */
-static LLVMValueRef tab_at(Gen *G, LLVMValueRef tab, LLVMValueRef i)
-{
-	return llvm.LLVMBuildLoad2(G->B, G->i64, llvm.LLVMBuildGEP2(G->B, G->i64, tab, &i, 1, ""), "");
 }
 
 /* One copy of channel c (its plane at `plane`), rows [r0, r0 + nr): the
