@@ -899,6 +899,14 @@ typedef struct DynSlot {
 	int field;            /* 0..MAX_RANK-1: shape[field]; 16+k: a[k] */
 } DynSlot;
 
+/* An object's figures, filled by codegen (build.c); code_bytes 0 before. */
+typedef struct ObjStats {
+	int64_t code_bytes;   /* of its .text */
+	double compile_ms;
+	int cached;           /* taken from the persistent cache */
+	int kernels, shared;  /* kernel functions; of them, identical to another and emitted once */
+} ObjStats;
+
 typedef struct Variant {
 	int id;               /* slot in the dispatch table */
 	const char *region;   /* name of the first region function that needed it */
@@ -911,9 +919,7 @@ typedef struct Variant {
 	int64_t hash;
 	DynSlot *dyn;
 	int ndyn;
-	int64_t code_bytes;   /* filled by codegen */
-	double compile_ms;
-	int cached;           /* taken from the persistent cache */
+	ObjStats obj;
 	int opt_level, fast_math;
 	int winograd;         /* 3x3 convolutions may use Winograd (the region's option) */
 } Variant;
@@ -935,10 +941,7 @@ typedef struct RegionTable {
 	int no_regions;
 	const char *target;
 	int64_t total_calls, inlined_calls;
-	/* the model's own object, once built (build.c): code_bytes 0 before */
-	int64_t model_code_bytes;
-	double model_compile_ms;
-	int model_cached;
+	ObjStats model;       /* the model's own object */
 } RegionTable;
 
 typedef struct RegionOptions {

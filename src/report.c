@@ -22,8 +22,34 @@ static double total_compile_ms(RegionTable *rt)
 {
 	double ms = 0;
 	for (int i = 0; i < rt->variants.n; i++)
-		ms += ((Variant *)rt->variants.v[i])->compile_ms;
+		ms += ((Variant *)rt->variants.v[i])->obj.compile_ms;
 	return ms;
+}
+
+/* ", N bytes of code, compiled in X ms; K kernels, S shared": an object's
+ * figures once built (nothing before); S, the kernels identical to another
+ * and emitted once, only when there are some. */
+static void obj_figures(FILE *f, const ObjStats *st)
+{
+	if (st->cached)
+		fprintf(f, ", %lld bytes of code, taken from the cache", (long long)st->code_bytes);
+	else if (st->code_bytes)
+		fprintf(f, ", %lld bytes of code, compiled in %.1f ms", (long long)st->code_bytes, st->compile_ms);
+	else
+		return;
+	if (st->kernels)
+		fprintf(f, "; %d kernel%s", st->kernels, st->kernels == 1 ? "" : "s");
+	if (st->shared)
+		fprintf(f, ", %d shared", st->shared);
+}
+
+static void obj_json(json_t *o, const ObjStats *st)
+{
+	json_object_set_new(o, "code_bytes", json_integer(st->code_bytes));
+	json_object_set_new(o, "compile_ms", json_real(st->compile_ms));
+	json_object_set_new(o, "cached", json_boolean(st->cached));
+	json_object_set_new(o, "kernels", json_integer(st->kernels));
+	json_object_set_new(o, "kernels_shared", json_integer(st->shared));
 }
 
 /* Compile time the reused calls would have cost had each been compiled anew. */
@@ -33,7 +59,7 @@ static double saved_ms(RegionTable *rt)
 	for (int i = 0; i < rt->calls.n; i++) {
 		CallSite *cs = rt->calls.v[i];
 		if (cs->v)
-			ms += cs->v->compile_ms * (double)(cs->count - (cs->is_new ? 1 : 0));
+			ms += cs->v->obj.compile_ms * (double)(cs->count - (cs->is_new ? 1 : 0));
 	}
 	return ms;
 }
@@ -179,10 +205,7 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 				fprintf(f, "  (shared: same code as %s)", nm);
 			fputc('\n', f);
 			fprintf(f, "    object %s.%s.o", model, nm);
-			if (v->cached)
-				fprintf(f, ", %lld bytes of code, taken from the cache", (long long)v->code_bytes);
-			else if (v->code_bytes)
-				fprintf(f, ", %lld bytes of code, compiled in %.1f ms", (long long)v->code_bytes, v->compile_ms);
+			obj_figures(f, &v->obj);
 			fputc('\n', f);
 			WsFigures ws = ws_figures(rt, v);
 			fprintf(f, "    workspace %lld bytes: intermediates %lld (%lld if none shared storage), scratch %lld\n",
@@ -237,12 +260,10 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 			}
 		}
 	}
-	if (rt->model_code_bytes) {
-		fprintf(f, "\nmodel object %s.o, %lld bytes of code", model, (long long)rt->model_code_bytes);
-		if (rt->model_cached)
-			fprintf(f, ", taken from the cache\n");
-		else
-			fprintf(f, ", compiled in %.1f ms\n", rt->model_compile_ms);
+	if (rt->model.code_bytes) {
+		fprintf(f, "\nmodel object %s.o", model);
+		obj_figures(f, &rt->model);
+		fputc('\n', f);
 	}
 	fprintf(f, "\ntotals: %lld region call%s, %d unique variant%s, %lld inlined, reuse ratio %.2f\n",
 	        (long long)rt->total_calls, rt->total_calls == 1 ? "" : "s", rt->variants.n,
@@ -304,9 +325,7 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		json_object_set_new(o, "guards", json_string(v->guards ? v->guards : ""));
 		snprintf(buf, sizeof buf, "%s.%s.o", model, nm);
 		json_object_set_new(o, "object", json_string(buf));
-		json_object_set_new(o, "code_bytes", json_integer(v->code_bytes));
-		json_object_set_new(o, "compile_ms", json_real(v->compile_ms));
-		json_object_set_new(o, "cached", json_boolean(v->cached));
+		obj_json(o, &v->obj);
 		json_object_set_new(o, "reuse_hash", v->has_hash ? json_integer(v->hash) : json_null());
 		json_object_set_new(o, "runtime_dims", json_integer(v->ndyn));
 		json_object_set_new(o, "calls", json_integer(variant_calls(v)));
@@ -368,13 +387,11 @@ static json_t *json_report(RegionTable *rt, const char *model)
 	json_object_set_new(root, "calls", calls);
 
 	json_t *mo = json_null();
-	if (rt->model_code_bytes) {
+	if (rt->model.code_bytes) {
 		mo = json_object();
 		snprintf(buf, sizeof buf, "%s.o", model);
 		json_object_set_new(mo, "object", json_string(buf));
-		json_object_set_new(mo, "code_bytes", json_integer(rt->model_code_bytes));
-		json_object_set_new(mo, "compile_ms", json_real(rt->model_compile_ms));
-		json_object_set_new(mo, "cached", json_boolean(rt->model_cached));
+		obj_json(mo, &rt->model);
 	}
 	json_object_set_new(root, "model_object", mo);
 

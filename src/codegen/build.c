@@ -72,9 +72,35 @@ static int runtime_rows(Variant *v)
 	return 0;
 }
 
+/* The kernel functions (tasks: builder.c's task_begin) the module defines. */
+static int count_tasks(Gen *G)
+{
+	int n = 0;
+	for (LLVMValueRef f = llvm.LLVMGetFirstFunction(G->M); f; f = llvm.LLVMGetNextFunction(f)) {
+		size_t len;
+		const char *nm = llvm.LLVMGetValueName2(f, &len);
+		if (!llvm.LLVMIsDeclaration(f) && strstr(nm, ".task."))
+			n++;
+	}
+	return n;
+}
+
+static void run_passes(Gen *G, const char *passes, LLVMPassBuilderOptionsRef po)
+{
+	LLVMErrorRef e = llvm.LLVMRunPasses(G->M, passes, G->tm, po);
+	if (e) {
+		char *m = llvm.LLVMGetErrorMessage(e);
+		ice("LLVMRunPasses(%s): %s", passes, m);
+	}
+}
+
 /* Verify, optimise and emit the current module; `no_unroll`: without LLVM's
- * loop unrolling. */
-static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, int64_t *code_bytes)
+ * loop unrolling. Kernels with identical bodies (a dense block's equal
+ * convolutions; the same op, shapes and epilogue anywhere in the graph) are
+ * merged first, so each is optimised and compiled once: a task function's
+ * address is not significant (unnamed_addr), so its callers take the one
+ * kept and it is deleted; constmerge first makes equal constant tables one. */
+static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, ObjStats *st)
 {
 	char *err = NULL;
 	if (llvm.LLVMVerifyModule(G->M, LLVMReturnStatusAction, &err)) {
@@ -83,6 +109,16 @@ static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, int64_t 
 		ice("LLVMVerifyModule failed: %s", err);
 	}
 	llvm.LLVMDisposeMessage(err);
+	int kernels = count_tasks(G);
+	if (kernels > 1) {
+		LLVMPassBuilderOptionsRef mo = llvm.LLVMCreatePassBuilderOptions();
+		run_passes(G, "constmerge,mergefunc", mo);
+		llvm.LLVMDisposePassBuilderOptions(mo);
+	}
+	if (st) {
+		st->kernels = kernels;
+		st->shared = kernels - count_tasks(G);
+	}
 	char passes[32];
 	snprintf(passes, sizeof passes, "default<O%d>", opt);
 	LLVMPassBuilderOptionsRef po = llvm.LLVMCreatePassBuilderOptions();
@@ -90,12 +126,8 @@ static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, int64_t 
 	llvm.LLVMPassBuilderOptionsSetSLPVectorization(po, opt >= 2);
 	if (no_unroll)
 		llvm.LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
-	LLVMErrorRef e = llvm.LLVMRunPasses(G->M, passes, G->tm, po);
+	run_passes(G, passes, po);
 	llvm.LLVMDisposePassBuilderOptions(po);
-	if (e) {
-		char *m = llvm.LLVMGetErrorMessage(e);
-		ice("LLVMRunPasses: %s", m);
-	}
 	if (G->o->emit == EMIT_LLVM) {
 		char *s = llvm.LLVMPrintModuleToString(G->M);
 		out->len = strlen(s);
@@ -115,8 +147,8 @@ static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, int64_t 
 		out->data = xmalloc(out->len + 1);
 		memcpy(out->data, llvm.LLVMGetBufferStart(mb), out->len);
 		llvm.LLVMDisposeMemoryBuffer(mb);
-		if (code_bytes && G->o->emit == EMIT_OBJ)
-			*code_bytes = text_bytes(G, out->data, out->len);
+		if (st && G->o->emit == EMIT_OBJ)
+			st->code_bytes = text_bytes(G, out->data, out->len);
 	}
 	llvm.LLVMDisposeModule(G->M);
 	G->M = NULL;
@@ -270,12 +302,12 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 		 * the code, 4 times the compile time of GPT-2's prefill layer. The
 		 * tiles are unrolled over rows and vectors already; the loop's own
 		 * cost hides behind their multiply-adds. */
-		rc = gen_module_end(G, j->v->opt_level, runtime_rows(j->v), &f, &j->code_bytes);
+		rc = gen_module_end(G, j->v->opt_level, runtime_rows(j->v), &f, &j->st);
 	} else if (j->kind == JOB_MODEL) {
 		model_module(G, sh->name, NULL, sh->ws_static, sh->ws_own);
 		if (sh->o->embed)
 			embedded_new(G, sh->name);
-		rc = gen_module_end(G, sh->o->opt_level, 0, &f, &j->code_bytes);
+		rc = gen_module_end(G, sh->o->opt_level, 0, &f, &j->st);
 	} else {
 		weights_module(G, sh->name, sh->weights_image, sh->weights_len, sh->prepacked, sh->nprepacked);
 		rc = gen_module_end(G, 0, 0, &f, NULL);
@@ -708,7 +740,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		if (!j->selected)
 			continue;
 		job_key(&sh, j);
-		if (o->cache_dir && cache_get(o->cache_dir, j->key, &j->data, &j->len, &j->code_bytes)) {
+		if (o->cache_dir && cache_get(o->cache_dir, j->key, &j->data, &j->len, &j->st)) {
 			j->cached = 1;
 		} else {
 			sh.ntodo++;
@@ -761,16 +793,13 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		if (!j->selected)
 			continue;
 		if (!j->cached && o->cache_dir)
-			cache_put(o->cache_dir, j->key, j->data, j->len, j->code_bytes);
-		if (j->kind == JOB_VARIANT) {
-			j->v->code_bytes = j->code_bytes;
-			j->v->compile_ms = j->cached ? 0 : j->ms;
-			j->v->cached = j->cached;
-		} else if (j->kind == JOB_MODEL) {
-			rt->model_code_bytes = j->code_bytes;
-			rt->model_compile_ms = j->cached ? 0 : j->ms;
-			rt->model_cached = j->cached;
-		}
+			cache_put(o->cache_dir, j->key, j->data, j->len, &j->st);
+		j->st.compile_ms = j->cached ? 0 : j->ms;
+		j->st.cached = j->cached;
+		if (j->kind == JOB_VARIANT)
+			j->v->obj = j->st;
+		else if (j->kind == JOB_MODEL)
+			rt->model = j->st;
 	}
 
 	/* write: header and objects (or one archive), each through a temporary file;

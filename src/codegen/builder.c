@@ -470,6 +470,9 @@ Task task_begin(Fn *F, Fn *T, const char *kind, LLVMValueRef *vals, int nvals, L
 	snprintf(name, sizeof name, "%s.task.%d", kind, G->ntask++);
 	t.fn = llvm.LLVMAddFunction(G->M, name, task_t);
 	llvm.LLVMSetLinkage(t.fn, LLVMInternalLinkage);
+	/* its address is not significant: one identical to it may stand in
+	 * (gen_module_end merges them) */
+	llvm.LLVMSetUnnamedAddress(t.fn, LLVMGlobalUnnamedAddr);
 	fn_attrs(G, t.fn, F->v);
 	t.saved = llvm.LLVMGetInsertBlock(B);
 	*T = (Fn){.gen = G, .g = F->g, .plan = F->plan, .v = F->v, .fn = t.fn};

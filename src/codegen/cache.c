@@ -14,7 +14,18 @@
 
 /* ---- the cache: DIR/xx/KEY.o, a header with a checksum, written atomically ---- */
 
-#define CACHE_MAGIC "NESTC-CACHE-1\n\0\0"
+/* the header: magic, length, checksum, code bytes, kernels, shared kernels
+ * (little-endian u64s; an entry of another version misses and is replaced) */
+#define CACHE_MAGIC "NESTC-CACHE-2\n\0\0"
+#define CACHE_HDR 56
+
+static uint64_t get_u64(const char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | (uint8_t)p[i];
+	return v;
+}
 
 static void key_hex(const uint8_t key[16], char out[33])
 {
@@ -46,7 +57,7 @@ static int mkdirs(const char *path)
 }
 
 /* 1 and the entry's bytes on a hit; a corrupt entry is removed and misses. */
-int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, int64_t *code_bytes)
+int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, ObjStats *st)
 {
 	char *path = cache_path(dir, key);
 	FILE *f = fopen(path, "rb");
@@ -54,20 +65,17 @@ int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, 
 		free(path);
 		return 0;
 	}
-	char hdr[40];
-	int ok = fread(hdr, 1, 40, f) == 40 && !memcmp(hdr, CACHE_MAGIC, 16);
-	uint64_t n = 0;
-	if (ok)
-		memcpy(&n, hdr + 16, 8);
+	char hdr[CACHE_HDR];
+	int ok = fread(hdr, 1, CACHE_HDR, f) == CACHE_HDR && !memcmp(hdr, CACHE_MAGIC, 16);
+	uint64_t n = ok ? get_u64(hdr + 16) : 0;
 	char *buf = NULL;
 	if (ok && n < ((uint64_t)1 << 40)) {
 		buf = xmalloc((size_t)n + 1);
 		ok = fread(buf, 1, (size_t)n, f) == (size_t)n && fgetc(f) == EOF;
-		uint64_t sum = XXH3_64bits(buf, (size_t)n);
-		uint64_t want;
-		memcpy(&want, hdr + 24, 8);
-		ok = ok && sum == want;
-		memcpy(code_bytes, hdr + 32, 8);
+		ok = ok && XXH3_64bits(buf, (size_t)n) == get_u64(hdr + 24);
+		st->code_bytes = (int64_t)get_u64(hdr + 32);
+		st->kernels = (int)get_u64(hdr + 40);
+		st->shared = (int)get_u64(hdr + 48);
 	} else {
 		ok = 0;
 	}
@@ -85,7 +93,7 @@ int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, 
 	return 1;
 }
 
-void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len, int64_t code_bytes)
+void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len, const ObjStats *st)
 {
 	char *path = cache_path(dir, key);
 	char *slash = strrchr(path, '/');
@@ -96,13 +104,11 @@ void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t 
 		Buf b = {0};
 		for (int i = 0; i < 16; i++)
 			buf_putc(&b, CACHE_MAGIC[i]);
-		uint64_t n = len, sum = XXH3_64bits(data, len), pad = (uint64_t)code_bytes;
-		for (int i = 0; i < 8; i++)
-			buf_putc(&b, (char)(n >> (8 * i)));
-		for (int i = 0; i < 8; i++)
-			buf_putc(&b, (char)(sum >> (8 * i)));
-		for (int i = 0; i < 8; i++)
-			buf_putc(&b, (char)(pad >> (8 * i)));
+		uint64_t w[5] = {len, XXH3_64bits(data, len), (uint64_t)st->code_bytes, (uint64_t)st->kernels,
+		                 (uint64_t)st->shared};
+		for (int k = 0; k < 5; k++)
+			for (int i = 0; i < 8; i++)
+				buf_putc(&b, (char)(w[k] >> (8 * i)));
 		Buf all = b;
 		for (size_t i = 0; i < len; i++)
 			buf_putc(&all, data[i]);

@@ -146,6 +146,10 @@
 	X(LLVMSetLinkage) \
 	X(LLVMSetTarget) \
 	X(LLVMSetUnnamedAddress) \
+	X(LLVMGetFirstFunction) \
+	X(LLVMGetNextFunction) \
+	X(LLVMIsDeclaration) \
+	X(LLVMGetValueName2) \
 	X(LLVMStructTypeInContext) \
 	X(LLVMTargetMachineEmitToMemoryBuffer) \
 	X(LLVMVerifyModule) \
@@ -601,7 +605,7 @@ typedef struct Job {
 	uint8_t key[16];    /* persistent cache key */
 	char *data;         /* the object (or .s/.ll text) */
 	size_t len;
-	int64_t code_bytes;
+	ObjStats st;        /* code bytes and kernels (st.cached, st.compile_ms: set at the end) */
 	double ms;
 	int cached, selected;
 	Vec syms;           /* global symbols it defines, for the archive index */
@@ -634,8 +638,8 @@ typedef struct Shared {
 /* ------------------------------------------------------------------ cache.c */
 
 /* 1 and the entry's bytes on a hit; a corrupt entry is removed and misses. */
-int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, int64_t *code_bytes);
-void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len, int64_t code_bytes);
+int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, ObjStats *st);
+void cache_put(const char *dir, const uint8_t key[16], const char *data, size_t len, const ObjStats *st);
 /* j->key from everything the job's code depends on */
 void job_key(Shared *sh, Job *j);
 

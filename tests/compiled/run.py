@@ -3424,7 +3424,8 @@ def kernels_conv2d_large():
             # the report gives the model's object's code size and compile time
             # (a graph without regions is all in it), in text and in JSON
             t = mdl.build(o, "--report", *(("--cpu", cpu) if cpu else ())).stdout
-            mo = re.search(r"^model object m\.o, (\d+) bytes of code, (compiled in [\d.]+ ms|taken from the cache)$", t, re.M)
+            mo = re.search(r"^model object m\.o, (\d+) bytes of code, (compiled in [\d.]+ ms|taken from the cache); "
+                           r"\d+ kernels$", t, re.M)
             jpath = os.path.join(mdl.d, "report_%s.json" % tag)
             mdl.build(o, "--report=json", "--report-file", jpath, *(("--cpu", cpu) if cpu else ()))
             j = json.load(open(jpath)).get("model_object") or {}
@@ -3439,6 +3440,64 @@ def kernels_conv2d_large():
         return fn
     return (single("kernels.conv2d_large_windows", case(None)) + single("kernels.conv2d_large_windows_avx2", case("haswell"))
             + single("kernels.conv2d_large_windows_sse2", case("x86-64")))
+
+
+# Kernels compiled once (issue #38): three 3x3 16->16 convolutions with a
+# ReLU over weights of their own are one kernel function, called three times;
+# a fourth of 24 channels is another; two tanh(.) * 2 of [64, 1024] are one.
+# The object has 3 task functions of 6, the report says so (text and JSON,
+# and again when the object comes from the cache), and the values are
+# NumPy's at 1 and 3 threads.
+SRC_SHARED_KERNELS = """
+export fn forward(x: f32[1, 16, 20, 20], w1: f32[16, 16, 3, 3], w2: f32[16, 16, 3, 3], w3: f32[16, 16, 3, 3],
+                  w4: f32[24, 16, 3, 3], p: f32[64, 1024], q: f32[64, 1024]) ->
+    (f32[1, 16, 20, 20], f32[1, 24, 20, 20], f32[64, 1024], f32[64, 1024]) {
+  let a = relu(conv2d(x, w1, padding=1))
+  let b = relu(conv2d(a, w2, padding=1))
+  return relu(conv2d(b, w3, padding=1)), conv2d(x, w4, padding=1), tanh(p) * 2.0, tanh(q) * 2.0
+}
+"""
+
+
+@check("kernels.shared_identical")
+def kernels_shared_identical():
+    shapes = dict(x=(1, 16, 20, 20), w1=(16, 16, 3, 3), w2=(16, 16, 3, 3), w3=(16, 16, 3, 3), w4=(24, 16, 3, 3),
+                  p=(64, 1024), q=(64, 1024))
+    ins = rng_inputs(67, **shapes)
+    mdl = region_model("kernels.shared_identical", SRC_SHARED_KERNELS, ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    a = np.maximum(conv_ref(i["x"], i["w1"], pad=1), 0)
+    b = np.maximum(conv_ref(a, i["w2"], pad=1), 0)
+    refs = [np.maximum(conv_ref(b, i["w3"], pad=1), 0), conv_ref(i["x"], i["w4"], pad=1),
+            np.tanh(i["p"]) * 2, np.tanh(i["q"]) * 2]
+
+    def fn():
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "--emit=llvm", "--no-cache")
+        tasks = [line.split("@", 1)[1].split("(", 1)[0] for line in open(os.path.join(ll, "m.ll"))
+                 if line.startswith("define ") and ".task." in line]
+        if len(tasks) != 3:
+            raise Fail("the object defines %d kernel functions %s, expected 3 (6 kernels, 3 of them identical "
+                       "to another)" % (len(tasks), tasks))
+        cache = os.path.join(mdl.d, "cache")
+        o = os.path.join(mdl.d, "out")
+        for how in ("compiled in [\\d.]+ ms", "taken from the cache"):
+            t = mdl.build(o, "--report", "--cache-dir", cache).stdout
+            if not re.search(r"^model object m\.o, \d+ bytes of code, %s; 6 kernels, 3 shared$" % how, t, re.M):
+                raise Fail("report, expected 'model object m.o, N bytes of code, %s; 6 kernels, 3 shared' in:\n%s"
+                           % (how, t))
+        jpath = os.path.join(mdl.d, "report.json")
+        mdl.build(o, "--report=json", "--report-file", jpath, "--cache-dir", cache)
+        j = json.load(open(jpath)).get("model_object") or {}
+        if j.get("kernels") != 6 or j.get("kernels_shared") != 3:
+            raise Fail("JSON model_object %s: expected kernels 6, kernels_shared 3" % j)
+        for threads in (1, 3):
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
+            bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+            if bad:
+                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+    return single("kernels.shared_identical", fn)
 
 
 # A 1x1 convolution of a model's weights with output channels in the lanes
