@@ -124,7 +124,12 @@ static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, ObjStats
 	LLVMPassBuilderOptionsRef po = llvm.LLVMCreatePassBuilderOptions();
 	llvm.LLVMPassBuilderOptionsSetLoopVectorization(po, opt >= 2);
 	llvm.LLVMPassBuilderOptionsSetSLPVectorization(po, opt >= 2);
-	if (no_unroll)
+	/* At -O1 there is no vectorizer, and LLVM's full unrolling made the
+	 * scalar loops of small elementwise kernels (a rotary embedding's 256
+	 * elements a row) blocks of a thousand loads and stores, whose
+	 * instruction selection took 16 s of a tiny LLaMA's 18 s build (-O2:
+	 * 4 s). nestc's tiles are unrolled already. */
+	if (no_unroll || opt == 1)
 		llvm.LLVMPassBuilderOptionsSetLoopUnrolling(po, 0);
 	run_passes(G, passes, po);
 	llvm.LLVMDisposePassBuilderOptions(po);
