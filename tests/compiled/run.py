@@ -3500,6 +3500,47 @@ def kernels_shared_identical():
     return single("kernels.shared_identical", fn)
 
 
+# -O1, the level for quick builds, leaves LLVM's unrolling out: a rotary
+# embedding's scalar loop of 256 elements a row was unrolled whole into one
+# block of 3,078 lines of IR, whose instruction selection took 16 s of a tiny
+# LLaMA's build. No block may now pass 400 lines; values against NumPy.
+SRC_O1_ROPE = """
+export fn forward(x: f32[8, 8, 32], c: f32[8, 32], s: f32[8, 32]) -> f32[8, 8, 32] {
+  let x1, x2 = split(x, 2, axis=-1)
+  return x * c + concat([-x2, x1], axis=-1) * s
+}
+"""
+
+
+@check("kernels.o1_blocks_not_unrolled")
+def kernels_o1_blocks():
+    ins = rng_inputs(71, x=(8, 8, 32), c=(8, 32), s=(8, 32))
+    mdl = region_model("kernels.o1_blocks_not_unrolled", SRC_O1_ROPE, ins)
+    x = ins["x"].astype(np.float64)
+    ref = x * ins["c"] + np.concatenate([-x[..., 16:], x[..., :16]], axis=-1) * ins["s"]
+
+    def fn():
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "-O1", "--emit=llvm", "--no-cache")
+        biggest, n, inside = 0, 0, False
+        for line in open(os.path.join(ll, "m.ll")):
+            if line.startswith("define "):
+                inside, n = True, 0
+            elif inside and (line.startswith("}") or re.match(r"^[\w.]+:", line)):
+                biggest, n = max(biggest, n), 0
+                inside = not line.startswith("}")
+            elif inside:
+                n += 1
+        if biggest == 0 or biggest > 400:
+            raise Fail("-O1: a basic block of %d lines of IR (at most 400)" % biggest)
+        o = os.path.join(mdl.d, "out")
+        mdl.build(o, "-O1", "--no-cache")
+        bad = output_errors(run_compiled(mdl, o), [ref], lambda r: 1e-6 * max(1.0, np.abs(r).max()))
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("kernels.o1_blocks_not_unrolled", fn)
+
+
 # A 1x1 convolution of a model's weights with output channels in the lanes
 # (AVX-512) over a plane that is not square (5x7: 35 pixels): the input is
 # read in place, channel
