@@ -121,7 +121,7 @@ def main():
         good = True
         for f in glob.glob(os.path.join(kcache, "*", "*.o")):
             d = open(f, "rb").read()
-            good &= d.startswith(b"NESTC-CACHE-1\n")
+            good &= d.startswith(b"NESTC-CACHE-2\n")
         check("after SIGKILL: next build succeeds, no partial cache entry", r.returncode == 0 and good,
               "%s %s" % (r.stderr, partial))
         st = nestc("cache", "stats", "--cache-dir", kcache)
