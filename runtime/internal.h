@@ -235,7 +235,7 @@ NESTRT_HIDDEN int nestrt__gguf_rows(nestrt_weights *w, const nestrt__tensor *t, 
                                     void *dst);
 NESTRT_HIDDEN void nestrt__gguf_free(nestrt__gguf *g);
 
-/* wpack.c (above weights.c; pack.c and model.c use these) */
+/* panel.c and wpack.c (above weights.c; pack.c and model.c use these) */
 /* A request for a packed copy (pack.c gathers them from the plans). */
 typedef struct nestrt__packreq {
 	int param;                 /* index into the model's params */
@@ -260,6 +260,9 @@ static inline unsigned char nestrt__qbyte(unsigned char b, int flags)
 NESTRT_HIDDEN void nestrt__pack_panels(void *dst, const void *src, int64_t k, int64_t n, int64_t wide, int flags,
                                        int64_t p0, int64_t p1);
 NESTRT_HIDDEN void nestrt__unpack(void *dst, const void *packed, int64_t k, int64_t n, int64_t wide, int flags);
+/* GGUF block b of format fmt as column c of a panel's block row `row`. */
+NESTRT_HIDDEN void nestrt__block_to_panel(int fmt, const unsigned char *b, unsigned char *row, int64_t c, int64_t wide,
+                                          int flags);
 /* The weights' side: find or make the copy of each request (param data[i]
  * bound from w), shared by every instance over w; note which params are read
  * unpacked (direct, nparams flags), and drop the unpacked form of weights

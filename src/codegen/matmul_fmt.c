@@ -16,7 +16,7 @@
  * [16][wide] bytes whose low nibble is k and high nibble k + 16 (q4_0);
  * q4_k and q6_k per super-block of 256 k: its f16 fields (d, q4_k's dmin)
  * a row of `wide` each, then its other bytes a row each, in the block's
- * order (runtime/wpack.c's block_to_panel). The tiles read it directly and
+ * order (runtime/panel.c's nestrt__block_to_panel). The tiles read it directly and
  * widen or dequantize in registers: no f32 copy of the weight exists. A
  * block's products are summed in f32 and scaled once by d. */
 

@@ -14,7 +14,7 @@
  * point p of the na = al^2, the sum over input channels is a matrix
  * product M_p[tiles, O] = V_p[tiles, C] x U_p[C, O], na C O multiply-adds
  * per tile against 9 ms^2 C O for its pixels directly. U comes pre-packed
- * (NESTRT_PACK_WINO or _WINO2, runtime/wpack.c) in panels of `wide` output
+ * (NESTRT_PACK_WINO or _WINO2, runtime/panel.c) in panels of `wide` output
  * channels, U[panel][p C + c][wide], else is made at each call in the
  * scratch area in the same layout, a task a vector of output channels.
  * Then, per image, the input's transforms (wg_input) into V[p][tile][c] in

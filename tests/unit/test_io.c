@@ -778,7 +778,7 @@ static void test_gguf(T *t)
 
 /* Reasons come without the path (the callers print it), however odd the
  * path: the runtime's messages start with "PATH: ", newlines made spaces. */
-/* The bytes a packed copy takes (wpack.c): panels of `wide` columns, k rows
+/* The bytes a packed copy takes (panel.c): panels of `wide` columns, k rows
  * each (k / 32 rows of blocks in a block format), rounded up to 64 bytes;
  * 0 for shapes it cannot lay out or whose bytes would not fit in size_t,
  * which the callers take as "not packed". */
