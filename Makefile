@@ -51,7 +51,7 @@ OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTER
        $(ONNX_OBJS) $(B)/onnx.pb-c.o $(B)/main.o
 # The runtime's file readers (and its .npy header writer) serve nestc too: one
 # reader per format. src/weights.c and src/npy.c adapt them to nestc's types.
-RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/rt_wpack.o $(B)/rt_npy.o $(B)/rt_pool.o \
+RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/rt_wpack.o $(B)/rt_prepacked.o $(B)/rt_npy.o $(B)/rt_pool.o \
 	$(B)/rt_pack.o $(B)/rt_gguf.o $(B)/rt_quant.o $(B)/rt_gguf_names.o
 
 all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
@@ -163,7 +163,7 @@ $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o 
 
 RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
-RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/rt_wpack.o $(B)/rt_dispatch.o $(B)/rt_npy.o \
+RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/rt_wpack.o $(B)/rt_prepacked.o $(B)/rt_dispatch.o $(B)/rt_npy.o \
 	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o \
 	$(B)/rt_gguf_names.o $(B)/rt_tokenize.o
 
@@ -188,6 +188,8 @@ $(B)/rt_panel.o: runtime/panel.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/panel.c
 $(B)/rt_wpack.o: runtime/wpack.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/wpack.c
+$(B)/rt_prepacked.o: runtime/prepacked.c $(RT_HDRS) $(B)/stamp
+	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/prepacked.c
 $(B)/rt_dispatch.o: runtime/dispatch.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/dispatch.c
 $(B)/rt_npy.o: runtime/npy.c $(RT_HDRS) $(B)/stamp

@@ -149,6 +149,8 @@ NESTRT_HIDDEN int nestrt__read_error(nestrt_error *err, const char *path, int e,
  * hundred page faults for GPT-2's 475 MB instead of 120,000); *bytes
  * becomes its length, for munmap. NULL with errno set. */
 NESTRT_HIDDEN void *nestrt__map_huge(size_t *bytes);
+/* The system's page size (4096 if it will not say). */
+NESTRT_HIDDEN size_t nestrt__page_size(void);
 /* The same for memory filled once to its end (a packed copy): its last part
  * in 4 KiB pages, not a last huge page held half empty. */
 NESTRT_HIDDEN void *nestrt__map_filled(size_t *bytes);
@@ -287,7 +289,7 @@ NESTRT_HIDDEN const void *nestrt__half_data(nestrt_weights *w, nestrt__tensor *t
 NESTRT_HIDDEN const void *nestrt__tensor_data(nestrt_weights *w, nestrt__tensor *t, const char *shown,
                                               nestrt_error *err);
 NESTRT_HIDDEN int nestrt__weights_unpacked(nestrt_weights *w, const void **data, int nparams, nestrt_error *err);
-/* Embedded weights packed ahead of time (nestc build --embed-weights): each
+/* prepacked.c: embedded weights packed ahead of time (nestc build --embed-weights): each
  * becomes a tensor of w held only in that packed form, bound like any
  * other (params gives its dtype and shape); nothing packs it again. */
 NESTRT_HIDDEN int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_param *params, int nparams,
@@ -298,7 +300,7 @@ NESTRT_HIDDEN int nestrt__weights_add_packed(nestrt_weights *w, const nestrt_par
 NESTRT_HIDDEN nestrt_weights *nestrt__weights_embedded(const void *image, size_t size, const char *name,
                                                        const nestrt_param *params, int nparams,
                                                        const nestrt_prepacked *packs, int npacks, nestrt_error *err);
-/* Instances hold a reference to their weights. */
+/* Instances hold a reference to their weights (wpack.c). */
 NESTRT_HIDDEN void nestrt__weights_ref(nestrt_weights *w);
 
 /* ---- pre-packing at creation (pack.c) ---- */

@@ -638,6 +638,12 @@ int nestrt__read_error(nestrt_error *err, const char *path, int e, const char *w
 }
 
 
+size_t nestrt__page_size(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	return pg > 0 ? (size_t)pg : 4096;
+}
+
 /* The most a packed copy of a rows x cols matrix can take beyond its own
  * bytes, for any panel width compiled code uses (nv * vw of matmul.c: 2 or 3
  * vectors of 2 to 16 elements): room left after each matrix so that it can

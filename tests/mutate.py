@@ -167,6 +167,13 @@ COVER = {
         T["generate"],
         T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
     ],
+    "runtime/prepacked.c": [
+        T["runtime"], T["unit-io"], T["threads"],
+        subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
+               "kernels.conv2d_winograd"),
+        T["generate"],
+        T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
+    ],
     "runtime/panel.c": [
         T["runtime"], T["unit-io"], T["threads"],
         subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
