@@ -190,6 +190,12 @@ COVER = {
         ("gguf_llama", ["{PY}", "tests/io/gguf_llama.py", "{NESTC}"]),
         T["generate"],
     ],
+    "src/codegen/matmul.c": [
+        subset("compiled", "kernels.matmul", "kernels.shared", "builtin.matmul", "region.", "sample.",
+               name="compiled -k kernels.matmul,builtin.matmul,region.,sample."),
+        T["generate"],
+        T["formats"],
+    ],
     "src/codegen/conv.c": [
         subset("compiled", "nn.layers", name="compiled -k nn.layers"),
         subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),
