@@ -473,7 +473,8 @@ int conv_chan_operand(const Plan *pl, Node *conv, Node *o, int top, int depth)
 
 /* The epilogues of convolutions (codegen/conv.c applies them to its tiles in
  * registers): while the value has one reader, an op that works on vectors
- * (add, sub, mul, div, max, min, relu, neg) of the same shape whose other
+ * (add, sub, mul, div, max, min, relu, neg; in f32 sigmoid, SiLU, tanh and
+ * GELU: act_f32) of the same shape whose other
  * operand is a scalar, per channel (conv_chan_operand: batch_norm's scale
  * and shift) or a ready tensor of the result's shape (a residual). */
 static void plan_conv_epilogues(Graph *g, Plan *pl, int dynamic, const int *users, const int *is_out)
@@ -489,7 +490,7 @@ static void plan_conv_epilogues(Graph *g, Plan *pl, int dynamic, const int *user
 				break;
 			Op op = e->op;
 			if (op != OP_ADD && op != OP_SUB && op != OP_MUL && op != OP_DIV && op != OP_MAX && op != OP_MIN &&
-			    op != OP_RELU && op != OP_NEG)
+			    op != OP_RELU && op != OP_NEG && !(m->dtype == DT_F32 && act_f32_op(op)))
 				break;
 			if (e->nin == 2) {
 				Node *o = e->in[0] == cur ? e->in[1] : e->in[0];

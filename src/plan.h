@@ -135,6 +135,12 @@ void conv_tile_shape(int64_t nvec, int64_t Og, int regs, int *mr, int *nv);
 /* a per-channel operand of a convolution's epilogue, evaluated per channel
  * from nodes read where they are stored (conv_chan_ready) */
 int conv_chan_operand(const struct Plan *pl, Node *conv, Node *o, int top, int depth);
+/* The activations a convolution's epilogue applies to f32 tiles in
+ * registers, besides relu (codegen/elementwise.c's act_f32). */
+static inline int act_f32_op(Op op)
+{
+	return op == OP_SIGMOID || op == OP_SILU || op == OP_TANH || op == OP_GELU || op == OP_GELU_TANH;
+}
 int conv_chan_ready(const struct Plan *pl, const Node *conv, const Node *o);
 /* the start of a slice that is one run of its input's elements, else -1 */
 int64_t slice_run(const Node *s);

@@ -126,6 +126,11 @@ LLVMValueRef cv_epi_op(Fn *F, ConvK *k, int e, LLVMValueRef v, LLVMValueRef ov)
 	}
 	if (x->op == OP_NEG)
 		return llvm.LLVMBuildFNeg(B, v, "");
+	if (act_f32_op(x->op)) { /* f32 only (plan_conv_epilogues) */
+		LLVMTypeRef t = llvm.LLVMTypeOf(v);
+		return act_f32(F->gen, x->op, v,
+		               llvm.LLVMGetTypeKind(t) == LLVMVectorTypeKind ? (int)llvm.LLVMGetVectorSize(t) : 0);
+	}
 	LLVMValueRef a = k->first[e] ? v : ov, b = k->first[e] ? ov : v;
 	return x->op == OP_MAX || x->op == OP_MIN ? fmaxmin(F->gen, a, b, x->op == OP_MAX) : binop(F, x->op, k->n->dtype, a, b);
 }

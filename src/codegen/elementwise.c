@@ -187,6 +187,21 @@ LLVMValueRef gelu_f32(Gen *G, LLVMValueRef x, int lanes, int tanh_form)
 	LLVMValueRef in = llvm.LLVMBuildFMul(B, KF(0.79788456080286535588), llvm.LLVMBuildFAdd(B, x, llvm.LLVMBuildFMul(B, KF(0.044715), x3, ""), ""), "");
 	return llvm.LLVMBuildFMul(B, half_x, llvm.LLVMBuildFAdd(B, KF(1), tanh_fast_v(G, in, lanes), ""), "");
 }
+
+LLVMValueRef act_f32(Gen *G, Op op, LLVMValueRef x, int lanes)
+{
+	LLVMBuilderRef B = G->B;
+	switch (op) {
+	case OP_SIGMOID: /* as unop: 1 / (1 + exp(-x)), x / (1 + exp(-x)) */
+	case OP_SILU: {
+		LLVMValueRef d = llvm.LLVMBuildFAdd(B, KF(1), exp_fast_v(G, llvm.LLVMBuildFNeg(B, x, ""), lanes), "");
+		return llvm.LLVMBuildFDiv(B, op == OP_SILU ? x : KF(1), d, "");
+	}
+	case OP_TANH: return tanh_fast_v(G, x, lanes);
+	case OP_GELU: case OP_GELU_TANH: return gelu_f32(G, x, lanes, op == OP_GELU_TANH);
+	default: ice("act_f32: %s", op_name(op));
+	}
+}
 #undef KF
 
 LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b)

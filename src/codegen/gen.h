@@ -161,6 +161,8 @@
 	X(LLVMBuildExtractElement) \
 	X(LLVMConstVector) \
 	X(LLVMTypeOf) \
+	X(LLVMGetTypeKind) \
+	X(LLVMGetVectorSize) \
 	X(LLVMBuildFPToSI) \
 	X(LLVMBuildShl) \
 	X(LLVMBuildLShr) \
@@ -369,6 +371,10 @@ LLVMValueRef exp_fast_v(Gen *G, LLVMValueRef x, int lanes);
 /* gelu of f32 x (with tanh: the tanh approximation), a scalar (lanes 0) or a
  * vector of `lanes` */
 LLVMValueRef gelu_f32(Gen *G, LLVMValueRef x, int lanes, int tanh_form);
+/* The activations a fused epilogue applies to f32 vectors in registers
+ * (act_f32_op, plan.h), on a scalar (lanes 0) or a vector of `lanes`, as
+ * unop computes them element by element. */
+LLVMValueRef act_f32(Gen *G, Op op, LLVMValueRef x, int lanes);
 /* a * b + c in f32 (llvm.fmuladd), a scalar (lanes 0) or a vector of `lanes` */
 LLVMValueRef fma_f32(Gen *G, int lanes, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 LLVMValueRef binop(Fn *F, Op op, DType dt, LLVMValueRef a, LLVMValueRef b);

@@ -299,7 +299,7 @@ int tr_loss(Ctx *c, NodeIO *io);
 
 /* ------------------------------------------------------------------ patterns.c: multi-node patterns as one builtin */
 
-enum { PAT_NONE, PAT_LAYERNORM, PAT_GELU_TANH, PAT_GELU_ERF };
+enum { PAT_NONE, PAT_LAYERNORM, PAT_GELU_TANH, PAT_GELU_ERF, PAT_SILU };
 /* Per node: the pattern starting there (kind PAT_NONE: none) and its last
  * node; the nodes between are the pattern's and Constant nodes. */
 typedef struct PatMark {

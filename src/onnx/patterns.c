@@ -1,10 +1,12 @@
 /* patterns.c - the multi-node subgraphs exporters write for one function,
  * recognised and translated as the Nest builtin that is that function:
- * layernorm (ReduceMean .. Add, before opset 17), tanh-GELU and exact
- * (erf) GELU. The builtin is what the hand-written samples use, and what
- * the fusion planner knows: GELU becomes a matmul epilogue, where the
- * nodes one by one were a separate elementwise pass (x is read twice, so
- * the chain could not follow the matmul).
+ * layernorm (ReduceMean .. Add, before opset 17), tanh-GELU, exact (erf)
+ * GELU and SiLU (x * Sigmoid(x): torch's nn.SiLU before opset 14's
+ * functions, EfficientNet's activation). The builtin is what the
+ * hand-written samples use, and what the fusion planner knows: GELU becomes
+ * a matmul epilogue and SiLU a convolution's, where the nodes one by one
+ * were a separate elementwise pass (x is read twice, so the chain could not
+ * follow the product).
  *
  * Two steps: find_patterns looks at the graph's structure alone (ops,
  * wiring, intermediates used once); try_pattern, when the nodes are
@@ -337,6 +339,38 @@ static int try_gelu_erf(Ctx *c, Onnx__GraphProto *g, int k)
 	return def(c, &io, 0, x->dt, x->rank, x->shape, "gelu(%s)", ref(c, x)) ? 1 : -1;
 }
 
+/* ---------------------------------------------------------------- SiLU */
+
+/* Sigmoid x, Mul x _ (either order), the sigmoid used once. The last node's
+ * index, or -1. */
+static int match_silu(Onnx__GraphProto *g, const Uses *uses, int k)
+{
+	Onnx__NodeProto *q[2];
+	if (!is_op(g->node[k], "Sigmoid", 1))
+		return -1;
+	int last = pattern_nodes(g, k, q, 2);
+	if (last < 0)
+		return -1;
+	const char *x = q[0]->input[0], *s = q[0]->output[0];
+	int ok = strcmp(x, s) && is_op(q[1], "Mul", 2) && has_in(q[1], x) && has_in(q[1], s) &&
+	         strcmp(q[1]->input[0], q[1]->input[1]) && uses_of(uses, s) == 1;
+	return ok ? last : -1;
+}
+
+/* As silu(x): 1 if done, 0 if x is not a float tensor. */
+static int try_silu(Ctx *c, Onnx__GraphProto *g, int k)
+{
+	Onnx__NodeProto *q[2];
+	if (pattern_nodes(g, k, q, 2) < 0)
+		return 0;
+	Val *x = find_val(c, q[0]->input[0]);
+	if (!x || x->known || !dtype_is_float(x->dt))
+		return 0;
+	c->node = q[1];
+	NodeIO io = {.n = q[1]};
+	return def(c, &io, 0, x->dt, x->rank, x->shape, "silu(%s)", ref(c, x)) ? 1 : -1;
+}
+
 /* ---------------------------------------------------------------- both steps */
 
 PatMark *find_patterns(Onnx__GraphProto *g)
@@ -355,6 +389,8 @@ PatMark *find_patterns(Onnx__GraphProto *g)
 			pm[k].kind = PAT_GELU_TANH;
 		else if ((last = match_gelu_erf(g, &uses, k, &ge)) >= 0)
 			pm[k].kind = PAT_GELU_ERF;
+		else if ((last = match_silu(g, &uses, k)) >= 0)
+			pm[k].kind = PAT_SILU;
 		if (pm[k].kind) {
 			pm[k].last = last;
 			end = last;
@@ -370,6 +406,7 @@ int try_pattern(Ctx *c, Onnx__GraphProto *g, int k, const PatMark *m)
 	case PAT_LAYERNORM: return try_layernorm(c, g, k);
 	case PAT_GELU_TANH: return try_gelu_tanh(c, g, k);
 	case PAT_GELU_ERF: return try_gelu_erf(c, g, k);
+	case PAT_SILU: return try_silu(c, g, k);
 	default: return 0;
 	}
 }

@@ -3573,6 +3573,79 @@ def kernels_conv2d_lanes_rect():
     return single("kernels.conv2d_lanes_1x1_not_square", fn)
 
 
+# Activations fused into a convolution's epilogue (issue #38): SiLU, sigmoid,
+# tanh, GELU and its tanh form applied to the tiles in registers, after a
+# bias, a scale per channel, a scalar; a depthwise one; the weights as
+# inputs (the pixels' tiles) and as params (a 1x1 with output channels in the
+# lanes on AVX-512, a 3x3 of 32 to 64 channels in Winograd's tiles). Each
+# convolution is one kernel with its activation (no kernel of its own), and
+# the values are NumPy's in float64 in native, AVX2 and SSE2 builds, at 1 and
+# 3 threads.
+SRC_CONV_ACT = """
+param pw1: f32[48, 64, 1, 1]
+param pb1: f32[48]
+param pw3: f32[64, 32, 3, 3]
+export fn forward(x: f32[1, 24, 13, 11], w3: f32[20, 24, 3, 3], b3: f32[20], w1: f32[16, 24, 1, 1],
+                  wd: f32[24, 1, 5, 5], s: f32[20, 1, 1], y: f32[2, 64, 5, 7], z: f32[1, 32, 20, 20]) ->
+    (f32[1, 20, 13, 11], f32[1, 16, 13, 11], f32[1, 20, 6, 5], f32[1, 16, 13, 11], f32[1, 24, 13, 11],
+     f32[1, 20, 13, 11], f32[2, 48, 5, 7], f32[1, 64, 20, 20]) {
+  return silu(conv2d(x, w3, b3, padding=1)), sigmoid(conv2d(x, w1)), tanh(conv2d(x, w3, stride=2)),
+         gelu(conv2d(x, w1) * 0.5), silu(conv2d(x, wd, padding=2, groups=24)),
+         gelu_tanh(conv2d(x, w3, padding=1) * s) + 1.0, silu(conv2d(y, pw1, pb1)), sigmoid(conv2d(z, pw3, padding=1))
+}
+"""
+
+
+@check("kernels.conv2d_fused_activations")
+def kernels_conv2d_fused_activations():
+    shapes = dict(x=(1, 24, 13, 11), w3=(20, 24, 3, 3), b3=(20,), w1=(16, 24, 1, 1), wd=(24, 1, 5, 5), s=(20, 1, 1),
+                  y=(2, 64, 5, 7), z=(1, 32, 20, 20))
+    ins = rng_inputs(73, **shapes)
+    mdl = region_model("kernels.conv2d_fused_activations", SRC_CONV_ACT, ins)
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    gelu_t = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))  # noqa: E731
+
+    def refs():
+        i = {k: v.astype(np.float64) for k, v in ins.items()}
+        w = {k: v.astype(np.float64) for k, v in read_safetensors(mdl.weights).items()}
+        a = conv_ref(i["x"], i["w3"], i["b3"], pad=1)
+        g = conv_ref(i["x"], i["w1"]) * 0.5
+        d = conv_ref(i["x"], i["wd"], pad=2, groups=24)
+        p = conv_ref(i["y"], w["pw1"], w["pb1"])
+        return [a * sig(a), sig(conv_ref(i["x"], i["w1"])), np.tanh(conv_ref(i["x"], i["w3"], stride=2)),
+                0.5 * g * (1 + erf(g / np.sqrt(2))), d * sig(d), gelu_t(conv_ref(i["x"], i["w3"], pad=1) * i["s"]) + 1,
+                p * sig(p), sig(conv_ref(i["z"], w["pw3"], pad=1))]
+
+    def case(cpu):
+        def fn():
+            tag = cpu or "native"
+            ll = os.path.join(mdl.d, "ll_" + tag)
+            mdl.build(ll, "--emit=llvm", "--no-cache", *(("--cpu", cpu) if cpu else ()))
+            text = open(os.path.join(ll, "m.ll")).read()
+            nk = text.count("call i64 @nestrt_kprof_begin")
+            if nk != 10:  # 8 convolutions, the const 0.5 and 1.0 filled: no activation of its own
+                raise Fail("%d kernels in the entry, expected 10 (each activation in its convolution)" % nk)
+            wino = "define internal void @wg.task" in text
+            lanes = "define internal void @cl.task" in text
+            if (cpu != "x86-64" and not wino) or (not cpu and " avx512f" in open("/proc/cpuinfo").read() and not lanes):
+                raise Fail("the params' convolutions were to take Winograd's tiles (AVX2 and up) and the lanes "
+                           "(AVX-512): Winograd %s, lanes %s" % (wino, lanes))
+            o = os.path.join(mdl.d, "out_" + tag)
+            mdl.build(o, *(("--cpu", cpu) if cpu else ()))
+            want = refs()
+            for threads in (1, 3):
+                env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+                got = run_compiled(mdl, o, tag="t%d_%s" % (threads, tag), env=env)
+                bad = output_errors(got, want, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+                if bad:
+                    raise Fail("%s at %d threads: %s" % (tag, threads, "; ".join(bad)))
+        return fn
+    return (single("kernels.conv2d_fused_activations", case(None))
+            + single("kernels.conv2d_fused_activations_avx2", case("haswell"))
+            + single("kernels.conv2d_fused_activations_sse2", case("x86-64")))
+
+
 # A recurrent cell as ONNX's LSTM gives it to nestc import: the weight a param
 # of [1, 16, 8], read as [16, 8] through a reshape and transposed, times one
 # row a step (M = 1). Its products read a copy packed when the instance is

@@ -468,6 +468,38 @@ def checks(nestc, d, run, short, make_model):
                     [NH.from_array(cnd, "k"), NH.from_array(a, "a"), NH.from_array(b, "b")], dict(x=xin))
     expect("Where of initializers [3], [2, 3] and [2, 1] folded with broadcasting", got,
            [np.where(cnd, a, b).astype(np.float64) + xin], rtol=1e-6)
+    # SiLU as torch exports it (Sigmoid, then Mul by x, in either order) after a
+    # Conv: imported as silu(...), which the convolution's epilogue applies;
+    # a Sigmoid also read elsewhere, or a Mul by another tensor, stays as it is.
+    # Values against NumPy (nestc run of the .onnx); the import's text.
+    rs = np.random.default_rng(41)
+    xin = rs.uniform(-1, 1, (1, 8, 6, 5)).astype(np.float32)
+    wc = rs.uniform(-0.5, 0.5, (12, 8, 3, 3)).astype(np.float32)
+    nodes = [H.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             H.make_node("Sigmoid", ["c"], ["s"]), H.make_node("Mul", ["c", "s"], ["y"]),
+             H.make_node("Sigmoid", ["c"], ["s2"]), H.make_node("Mul", ["s2", "c"], ["y2"]),
+             H.make_node("Sigmoid", ["c"], ["s3"]), H.make_node("Mul", ["c", "s3"], ["y3"]),
+             H.make_node("Add", ["s3", "c"], ["y4"]),
+             H.make_node("Sigmoid", ["c"], ["s5"]), H.make_node("Mul", ["x2", "s5"], ["y5"])]
+    outs = [f32(n, [1, 12, 6, 5]) for n in ("y", "y2", "y3", "y4", "y5")]
+    got = run_model("silu", nodes, [f32("x", [1, 8, 6, 5]), f32("x2", [1, 12, 6, 5])], outs,
+                    [NH.from_array(wc, "w")], dict(x=xin, x2=xin[:, :1].repeat(12, 1) * 2))
+    cref = np.zeros((1, 12, 6, 5))
+    xp = np.pad(xin.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    for i in range(3):
+        for j in range(3):
+            cref += np.einsum("oc,nchw->nohw", wc[:, :, i, j], xp[:, :, i:i + 6, j:j + 5])
+    sg = 1 / (1 + np.exp(-cref))
+    expect("SiLU as Sigmoid and Mul after a Conv: values", got,
+           [cref * sg, cref * sg, cref * sg, sg + cref, xin[:, :1].repeat(12, 1) * 2 * sg], rtol=1e-5, atol=1e-6)
+    nest = os.path.join(d, "edge_silu.nest")
+    r = run([nestc, "import", os.path.join(d, "edge_silu.onnx"), "-o", nest])
+    text = open(nest).read() if r.returncode == 0 else ""
+    body = text[text.find("export fn"):]
+    why = None if body.count("silu(") == 2 and body.count("sigmoid(") == 2 else \
+        "expected 2 silu(...) (y, y2) and 2 sigmoid(...) (s3 read twice, s5 times x2): exit %d: %s%s" % (
+            r.returncode, short(r.stderr), body)
+    out.append(("SiLU as Sigmoid and Mul: imported as silu(...)", why))
     # Dropout in training mode at ratio 0 (torch's dropout(p=0.0) without
     # training=False, as swin_t's attention exports): the identity, its mask all true
     xin = np.array([[1.5, -2, 3], [0, 7, -0.25]], np.float32)
