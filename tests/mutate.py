@@ -147,6 +147,17 @@ ONNX_FOLD_NODES = ("test_add_bcast", "test_sub_bcast", "test_mul_bcast", "test_d
                    "test_gather_", "test_transpose_", "test_reduce_sum_", "test_where_", "test_pow_bcast",
                    "test_constant", "test_split_", "test_tile", "test_range_")
 
+# wpack.c and the files split from it (panel.c, prepacked.c): the runtime's unit
+# tests, the threads, the compiled matmul and conv kernels over packed weights,
+# generation and every weight format.
+WPACK_COVER = [
+    T["runtime"], T["unit-io"], T["threads"],
+    subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
+           "kernels.conv2d_winograd"),
+    T["generate"],
+    T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
+]
+
 # file -> test commands covering it, the fastest (and likeliest to fail) first.
 COVER = {
     "src/dims.c": [
@@ -160,27 +171,9 @@ COVER = {
         T["runtime"], T["generate"], T["threads"],
         subset("compiled", "header.dim_and_sequence", "kernels.conv2d_pool_state", "narrow."),
     ],
-    "runtime/wpack.c": [
-        T["runtime"], T["unit-io"], T["threads"],
-        subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
-               "kernels.conv2d_winograd"),
-        T["generate"],
-        T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
-    ],
-    "runtime/prepacked.c": [
-        T["runtime"], T["unit-io"], T["threads"],
-        subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
-               "kernels.conv2d_winograd"),
-        T["generate"],
-        T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
-    ],
-    "runtime/panel.c": [
-        T["runtime"], T["unit-io"], T["threads"],
-        subset("compiled", "kernels.matmul", "weights.half", "link.", "narrow.", "kernels.conv2d_lanes",
-               "kernels.conv2d_winograd"),
-        T["generate"],
-        T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
-    ],
+    "runtime/wpack.c": WPACK_COVER,
+    "runtime/panel.c": WPACK_COVER,  # split from wpack.c: the same cases reach it
+    "runtime/prepacked.c": WPACK_COVER,
     "src/onnx/fold.c": [
         subset("onnx", *ONNX_FOLD_NODES, name="onnx node tests (fold's ops)"),
         T["onnx-cli"],
