@@ -158,6 +158,15 @@ WPACK_COVER = [
     T["formats"],  # weights in a format: packed from f32, F16/BF16 bytes or GGUF blocks
 ]
 
+# conv.c and conv_lanes.c: the compiled convolutions and poolings, ONNX's conv and pool node tests.
+CONV_COVER = [
+    subset("compiled", "nn.layers", name="compiled -k nn.layers"),
+    subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),
+    subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd",
+           "upsample.reuse_hash_runtime_dims"),
+    subset("onnx", "test_conv_", "test_maxpool", "test_averagepool", name="onnx node tests -k conv,pool"),
+]
+
 # file -> test commands covering it, the fastest (and likeliest to fail) first.
 COVER = {
     "src/dims.c": [
@@ -189,13 +198,8 @@ COVER = {
         T["generate"],
         T["formats"],
     ],
-    "src/codegen/conv.c": [
-        subset("compiled", "nn.layers", name="compiled -k nn.layers"),
-        subset("compiled", "builtin.conv", "builtin.pool", "builtin.max_pool", "builtin.avg_pool", "builtin.i10_conv"),
-        subset("compiled", "kernels.conv2d", "region.option_winograd", "sample.resnet18_odd",
-               "upsample.reuse_hash_runtime_dims"),
-        subset("onnx", "test_conv_", "test_maxpool", "test_averagepool", name="onnx node tests -k conv,pool"),
-    ],
+    "src/codegen/conv.c": CONV_COVER,
+    "src/codegen/conv_lanes.c": CONV_COVER,  # split from conv.c
 }
 FALLBACK = [("tests/check.sh", ["sh", "tests/check.sh", "build"])]
 BUILD_TARGETS = ["build/nestc", "build/libnestrt.a", "build/test_runtime", "build/test_io", "build/nestrt.pc"]

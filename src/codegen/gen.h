@@ -482,6 +482,8 @@ void k_causal_mask(Fn *F, Node *n);
 /* ------------------------------------------------------------------ conv.c */
 
 void k_conv2d(Fn *F, Node *n);
+/* conv2d n in register tiles of pixels (ConvGeom: static shapes) */
+void k_conv2d_tiled(Fn *F, Node *n, ConvGeom *cg);
 /* convolution n and pooling m, which reads its value (Plan.conv_pool) */
 void k_conv2d_pool(Fn *F, Node *n, Node *m);
 /* ------------------------------------------------------------------ pool.c */
@@ -551,6 +553,37 @@ typedef struct TileLoop {
 void tile_loop_begin(Fn *F, TileLoop *L, int mr, int nv, LLVMTypeRef vt, LLVMValueRef c0, LLVMValueRef c1,
                      LLVMValueRef init[][CV_MAX_NV], LLVMValueRef acc[][CV_MAX_NV]);
 void tile_loop_end(Fn *F, TileLoop *L, LLVMValueRef acc[][CV_MAX_NV]);
+/* A tile's kernel positions s (offset soff[s] into the copies): unrolled,
+ * each offset a constant, up to CV_UNROLL of them; a larger kernel (a 16x16
+ * patch embedding: 256 positions, unrolled 200,000 lines of IR and two
+ * minutes to build) in a loop over runs of `run` positions, the run
+ * unrolled and the offsets read from a table. */
+#define CV_UNROLL 64
+
+typedef struct PosLoop {
+	TileLoop L;
+	LLVMValueRef tab, s0; /* the table, the run's first position (NULL: unrolled) */
+	const int64_t *soff;
+} PosLoop;
+
+/* Opens the positions' loop (acc its sums, as tile_loop_begin's); returns
+ * the positions of a run, the kernel's all when unrolled. pos_at: position
+ * u of the run, its index and its offset in the copies. */
+int pos_loop_begin(Fn *F, ConvK *k, PosLoop *pl, int mr, int nv, LLVMTypeRef vt, LLVMValueRef acc[][CV_MAX_NV]);
+void pos_at(Fn *F, PosLoop *pl, int u, LLVMValueRef *s, LLVMValueRef *off);
+void pos_loop_end(Fn *F, PosLoop *pl, LLVMValueRef acc[][CV_MAX_NV]);
+/* The shifted copies of channels [c0, c1) of image nn, rows r0 .. r0+nr, into cps. */
+void cv_copy(Fn *F, ConvK *k, LLVMValueRef cps, LLVMValueRef nn, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef r0,
+             LLVMValueRef nr);
+
+/* ------------------------------------------------------------------ conv_lanes.c */
+
+/* conv2d n with output channels in the lanes where it applies
+ * (conv_lanes_pack; AVX-512, a model's weights): 1 when its code was
+ * emitted (the lanes when the weights were pre-packed at run time, else
+ * conv.c's pixels' tiles: NESTRT_PREPACK=0, or a request the pack plan
+ * missed), else 0 (k_conv2d). */
+int k_conv2d_lanes_try(Fn *F, Node *n);
 
 /* ------------------------------------------------------------------ winograd.c */
 
