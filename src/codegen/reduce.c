@@ -6,6 +6,9 @@
 #include <math.h>
 
 /* sum mean amax amin prod over an axis mask: initialise, then fold every input element */
+enum { RED_SUM, RED_MAX, RED_SQDEV };
+static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef len, int kind, LLVMValueRef mean);
+
 void k_reduce(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -14,6 +17,28 @@ void k_reduce(Fn *F, Node *n)
 	DType dt = x->dtype;
 	int fl = dtype_is_float(dt);
 	int64_t mask = n->a[0];
+	/* A float sum or mean over the innermost axes (a global average pool, a
+	 * squeeze-excite's mean over [H, W]): each result a contiguous row of the
+	 * input, summed in vectors (row_reduce). The nest below adds element by
+	 * element in order, a chain of dependent adds: 94 us for the mean of a
+	 * [1, 672, 14, 14], about 10 times this. */
+	int inner = x->rank; /* the first reduced axis, when all after it are */
+	while (inner > 0 && (mask >> (inner - 1) & 1))
+		inner--;
+	if (inner < x->rank && !(mask & (((int64_t)1 << inner) - 1)) && (dt == DT_F32 || dt == DT_F64) &&
+	    (n->op == OP_SUM || n->op == OP_MEAN)) {
+		LLVMValueRef len = ci64(G, 1);
+		for (int k = inner; k < x->rank; k++)
+			len = imul(G, len, dimv(F, x, k));
+		Loop L;
+		LLVMValueRef row = loop_to(F, &L, numelv(F, n));
+		LLVMValueRef s = row_reduce(F, x, imul(G, row, len), len, RED_SUM, NULL);
+		if (n->op == OP_MEAN)
+			s = llvm.LLVMBuildFDiv(B, s, llvm.LLVMBuildSIToFP(B, len, elem_t(G, dt), ""), "");
+		store_at(F, n, row, s);
+		loop_end(F, &L);
+		return;
+	}
 	LLVMValueRef init;
 	if (n->op == OP_SUM || n->op == OP_MEAN || n->op == OP_PROD)
 		init = fl ? fconst(G, dt, n->op == OP_PROD) : llvm.LLVMConstInt(elem_t(G, dt), n->op == OP_PROD, 0);
@@ -115,8 +140,6 @@ void k_argmax(Fn *F, Node *n)
 }
 
 /* ---- row reductions in vectors ---- */
-
-enum { RED_SUM, RED_MAX, RED_SQDEV };
 
 /* acc folded with x ((x - mean)^2 for RED_SQDEV), vectors or scalars alike */
 static LLVMValueRef red_step(Gen *G, int kind, LLVMValueRef acc, LLVMValueRef x, LLVMValueRef mean)

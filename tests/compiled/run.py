@@ -3646,6 +3646,51 @@ def kernels_conv2d_fused_activations():
             + single("kernels.conv2d_fused_activations_sse2", case("x86-64")))
 
 
+# Sums and means over the innermost axes (a global average pool, a
+# squeeze-excite's mean over [H, W], a sum over the last axis) add each row
+# in vectors: rows whose length is not a multiple of the vector (196, 7, 33),
+# several leading axes, f32 and f64, keepdim; a sum over a middle axis keeps
+# the loops in order. The f32 reductions' IR adds vectors of the target's
+# width; the values are NumPy's in float64 in native, AVX2 and SSE2 builds.
+SRC_ROW_REDUCE = """
+export fn forward(x: f32[2, 96, 14, 14], y: f32[3, 5, 33], z: f64[4, 7], w: f32[6, 5, 4]) ->
+    (f32[2, 96, 1, 1], f32[3, 5], f32[3], f64[4], f64[4, 1], f32[6, 4]) {
+  return mean(x, axis=[2, 3], keepdim=true), sum(y, axis=-1), mean(y, axis=[1, 2]), sum(z, axis=1),
+         mean(z, axis=-1, keepdim=true), sum(w, axis=1)
+}
+"""
+
+
+@check("kernels.reduce_innermost_rows")
+def kernels_reduce_rows():
+    rng = np.random.default_rng(79)
+    ins = {"x": rng.uniform(-1, 1, (2, 96, 14, 14)).astype(np.float32),
+           "y": rng.uniform(-1, 1, (3, 5, 33)).astype(np.float32),
+           "z": rng.uniform(-1, 1, (4, 7)), "w": rng.uniform(-1, 1, (6, 5, 4)).astype(np.float32)}
+    mdl = region_model("kernels.reduce_innermost_rows", SRC_ROW_REDUCE, ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    refs = [i["x"].mean(axis=(2, 3), keepdims=True), i["y"].sum(axis=-1), i["y"].mean(axis=(1, 2)), i["z"].sum(axis=1),
+            i["z"].mean(axis=-1, keepdims=True), i["w"].sum(axis=1)]
+
+    def case(cpu, lanes):
+        def fn():
+            tag = cpu or "native"
+            ll = os.path.join(mdl.d, "ll_" + tag)
+            mdl.build(ll, "--emit=llvm", "--no-cache", *(("--cpu", cpu) if cpu else ()))
+            if "fadd <%d x float>" % lanes not in open(os.path.join(ll, "m.ll")).read():
+                raise Fail("no sum of <%d x float> vectors in the IR" % lanes)
+            o = os.path.join(mdl.d, "out_" + tag)
+            mdl.build(o, *(("--cpu", cpu) if cpu else ()))
+            bad = output_errors(run_compiled(mdl, o, tag=tag), refs, lambda ref: 1e-6 * max(1.0, np.abs(ref).max()))
+            if bad:
+                raise Fail("; ".join(bad))
+        return fn
+    native = 16 if " avx512f" in open("/proc/cpuinfo").read() else 8 if " avx2" in open("/proc/cpuinfo").read() else 4
+    return (single("kernels.reduce_innermost_rows", case(None, native))
+            + single("kernels.reduce_innermost_rows_avx2", case("haswell", 8))
+            + single("kernels.reduce_innermost_rows_sse2", case("x86-64", 4)))
+
+
 # A recurrent cell as ONNX's LSTM gives it to nestc import: the weight a param
 # of [1, 16, 8], read as [16, 8] through a reshape and transposed, times one
 # row a step (M = 1). Its products read a copy packed when the instance is
