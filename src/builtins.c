@@ -25,6 +25,7 @@ static const char *const builtins[] = {
 	"conv_transpose2d", "interpolate", "batch_norm",
 	"round_bf16", /* issue #11: ONNX's bfloat16 */
 	"floor", "ceil", "round", "fmod", "prod", "asin", "acos", "atan",
+	"hardswish", /* issue #38 */
 	NULL,
 };
 
@@ -44,6 +45,7 @@ static const char *const shadowable[] = {
 	"topk", "take_along_axis", "cumsum", /* issue #10 */
 	"round_bf16",
 	"floor", "ceil", "round", "fmod", "prod", "asin", "acos", "atan",
+	"hardswish",
 	NULL,
 };
 
@@ -172,6 +174,7 @@ static double ct_math(const char *f, double v)
 	if (!strcmp(f, "round_bf16")) return round_bf16((float)v);
 	if (!strcmp(f, "relu")) return v > 0 ? v : 0;
 	if (!strcmp(f, "silu")) return v / (1.0 + exp(-v));
+	if (!strcmp(f, "hardswish")) return v * fmin(fmax(v + 3, 0), 6) / 6;
 	if (!strcmp(f, "gelu")) return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
 	if (!strcmp(f, "gelu_tanh"))
 		return 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
@@ -746,7 +749,7 @@ Value *call_builtin(LowerCtx *x, Args *a)
 		{"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"gelu", OP_GELU}, {"gelu_tanh", OP_GELU_TANH},
 		{"silu", OP_SILU}, {"erf", OP_ERF}, {"abs", OP_ABS}, {"sin", OP_SIN}, {"cos", OP_COS},
 		{"round_bf16", OP_ROUND_BF16}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND},
-		{"asin", OP_ASIN}, {"acos", OP_ACOS}, {"atan", OP_ATAN},
+		{"asin", OP_ASIN}, {"acos", OP_ACOS}, {"atan", OP_ATAN}, {"hardswish", OP_HARDSWISH},
 	};
 	for (size_t i = 0; i < sizeof unary / sizeof unary[0]; i++)
 		if (!strcmp(a->fname, unary[i].name))

@@ -139,7 +139,8 @@ int conv_chan_operand(const struct Plan *pl, Node *conv, Node *o, int top, int d
  * registers, besides relu (codegen/elementwise.c's act_f32). */
 static inline int act_f32_op(Op op)
 {
-	return op == OP_SIGMOID || op == OP_SILU || op == OP_TANH || op == OP_GELU || op == OP_GELU_TANH;
+	return op == OP_SIGMOID || op == OP_SILU || op == OP_TANH || op == OP_GELU || op == OP_GELU_TANH ||
+	       op == OP_HARDSWISH;
 }
 int conv_chan_ready(const struct Plan *pl, const Node *conv, const Node *o);
 /* the start of a slice that is one run of its input's elements, else -1 */

@@ -199,6 +199,12 @@ LLVMValueRef act_f32(Gen *G, Op op, LLVMValueRef x, int lanes)
 	}
 	case OP_TANH: return tanh_fast_v(G, x, lanes);
 	case OP_GELU: case OP_GELU_TANH: return gelu_f32(G, x, lanes, op == OP_GELU_TANH);
+	case OP_HARDSWISH: { /* x * min(max(x + 3, 0), 6) / 6; NaN stays NaN (a NaN is not < 0 nor > 6) */
+		LLVMValueRef t = llvm.LLVMBuildFAdd(B, x, KF(3), "");
+		t = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOLT, t, KF(0), ""), KF(0), t, "");
+		t = llvm.LLVMBuildSelect(B, llvm.LLVMBuildFCmp(B, LLVMRealOGT, t, KF(6), ""), KF(6), t, "");
+		return llvm.LLVMBuildFDiv(B, llvm.LLVMBuildFMul(B, x, t, ""), KF(6), "");
+	}
 	default: ice("act_f32: %s", op_name(op));
 	}
 }
@@ -337,6 +343,10 @@ LLVMValueRef unop(Fn *F, Op op, DType dt, LLVMValueRef x)
 	case OP_ASIN: return math1(G, "asin", dt, x);
 	case OP_ACOS: return math1(G, "acos", dt, x);
 	case OP_ATAN: return math1(G, "atan", dt, x);
+	case OP_HARDSWISH:
+		if (dt == DT_F32)
+			return act_f32(G, op, x, 0);
+		return llvm.LLVMBuildFDiv(B, llvm.LLVMBuildFMul(B, x, fmaxmin(G, fmaxmin(G, llvm.LLVMBuildFAdd(B, x, fconst(G, dt, 3), ""), fconst(G, dt, 0), 1), fconst(G, dt, 6), 0), ""), fconst(G, dt, 6), "");
 	case OP_CEIL: return math1(G, "llvm.ceil", dt, x);
 	case OP_ROUND: return math1(G, "llvm.roundeven", dt, x);
 	case OP_ROUND_BF16: {

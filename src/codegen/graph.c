@@ -590,6 +590,7 @@ static void emit_graph_body(Fn *F)
 		case OP_SIGMOID: case OP_RELU: case OP_GELU: case OP_GELU_TANH: case OP_SILU: case OP_ERF:
 		case OP_ABS: case OP_SIN: case OP_COS: case OP_CAST: case OP_ROUND_BF16:
 		case OP_FLOOR: case OP_CEIL: case OP_ROUND: case OP_FMOD: case OP_ASIN: case OP_ACOS: case OP_ATAN:
+		case OP_HARDSWISH:
 		case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD: case OP_POW: case OP_MAX:
 		case OP_MIN: case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE:
 		case OP_AND: case OP_OR: case OP_WHERE:

@@ -141,6 +141,10 @@ static void unary_f(Op op, double *o, const double *x, int64_t n)
 	case OP_ASIN: for (k = 0; k < n; k++) o[k] = asin(x[k]); break;
 	case OP_ACOS: for (k = 0; k < n; k++) o[k] = acos(x[k]); break;
 	case OP_ATAN: for (k = 0; k < n; k++) o[k] = atan(x[k]); break;
+	case OP_HARDSWISH: /* NaN stays NaN: fmin and fmax would drop it */
+		for (k = 0; k < n; k++)
+			o[k] = isnan(x[k]) ? x[k] : x[k] * (x[k] + 3 < 0 ? 0 : x[k] + 3 > 6 ? 6 : x[k] + 3) / 6;
+		break;
 	case OP_CEIL: for (k = 0; k < n; k++) o[k] = ceil(x[k]); break;
 	/* the default rounding mode: to nearest, ties to even */
 	case OP_ROUND: for (k = 0; k < n; k++) o[k] = nearbyint(x[k]); break;

@@ -562,7 +562,7 @@ static const struct {
 	{"Selu", "where(%1$s > 0.0, %3$s * %1$s, %3$s * (%2$s * exp(%1$s) - %2$s))", "alpha", 1.67326319217681884765625, "gamma", 1.05070102214813232421875},
 	{"Celu", "maximum(%1$s, 0.0) + minimum(0.0, %2$s * (exp(%1$s / %2$s) - 1.0))", "alpha", 1, NULL, 0},
 	{"HardSigmoid", "maximum(0.0, minimum(1.0, %2$s * %1$s + %3$s))", "alpha", 0.2, "beta", 0.5},
-	{"HardSwish", "%1$s * maximum(0.0, minimum(1.0, %1$s / 6.0 + 0.5))", NULL, 0, NULL, 0},
+	{"HardSwish", "hardswish(%1$s)", NULL, 0, NULL, 0},
 	{"Softplus", "log(exp(%1$s) + 1.0)", NULL, 0, NULL, 0},
 	{"Softsign", "%1$s / (abs(%1$s) + 1.0)", NULL, 0, NULL, 0},
 	{"ThresholdedRelu", "where(%1$s > %2$s, %1$s, 0.0)", "alpha", 1, NULL, 0},

@@ -536,6 +536,20 @@ export fn f(x: f64[16], p: f64[8]) -> (f64[16], f64[8], f64[8], f64[8], f64[16],
     O("sin", np.sin(x64), "f64"), O("cos", np.cos(x64), "f64"),
 ])
 
+# hardswish: x * min(max(x + 3, 0), 6) / 6 across both bends (-3, 3), NaN
+# and the infinities (inf * 6 / 6 is inf; -inf * 0 is NaN, as PyTorch's),
+# f32 and f64, and folded on a scalar literal.
+xh = np.concatenate([np.linspace(-5, 5, 41), [-3.0, 3.0, np.nan, np.inf]]).astype(np.float32)
+case("hardswish", """
+export fn f(x: f32[45], y: f64[45], z: f32[1]) -> (f32[45], f64[45], f32[1]) {
+  return hardswish(x), hardswish(y), z + hardswish(1.5)
+}
+""", dict(x=xh, y=xh.astype(np.float64), z=np.zeros(1, np.float32)), [
+    O("f32", d(xh) * np.clip(d(xh) + 3, 0, 6) / 6, tol=TIGHT),
+    O("f64", d(xh) * np.clip(d(xh) + 3, 0, 6) / 6, "f64"),
+    O("const", np.array([1.5 * 4.5 / 6])),
+])
+
 ii = ints((10,), -50, 50)
 ii[:3] = [0, -1, 1]
 il = ints((10,), -50, 50, np.int64)

@@ -3574,7 +3574,8 @@ def kernels_conv2d_lanes_rect():
 
 
 # Activations fused into a convolution's epilogue (issue #38): SiLU, sigmoid,
-# tanh, GELU and its tanh form applied to the tiles in registers, after a
+# tanh, GELU and its tanh form, hardswish (scaled by 4 so that both of its
+# bends are crossed) applied to the tiles in registers, after a
 # bias, a scale per channel, a scalar; a depthwise one; the weights as
 # inputs (the pixels' tiles) and as params (a 1x1 with output channels in the
 # lanes on AVX-512, a 3x3 of 32 to 64 channels in Winograd's tiles). Each
@@ -3588,10 +3589,11 @@ param pw3: f32[64, 32, 3, 3]
 export fn forward(x: f32[1, 24, 13, 11], w3: f32[20, 24, 3, 3], b3: f32[20], w1: f32[16, 24, 1, 1],
                   wd: f32[24, 1, 5, 5], s: f32[20, 1, 1], y: f32[2, 64, 5, 7], z: f32[1, 32, 20, 20]) ->
     (f32[1, 20, 13, 11], f32[1, 16, 13, 11], f32[1, 20, 6, 5], f32[1, 16, 13, 11], f32[1, 24, 13, 11],
-     f32[1, 20, 13, 11], f32[2, 48, 5, 7], f32[1, 64, 20, 20]) {
+     f32[1, 20, 13, 11], f32[2, 48, 5, 7], f32[1, 64, 20, 20], f32[1, 16, 13, 11], f32[2, 48, 5, 7]) {
   return silu(conv2d(x, w3, b3, padding=1)), sigmoid(conv2d(x, w1)), tanh(conv2d(x, w3, stride=2)),
          gelu(conv2d(x, w1) * 0.5), silu(conv2d(x, wd, padding=2, groups=24)),
-         gelu_tanh(conv2d(x, w3, padding=1) * s) + 1.0, silu(conv2d(y, pw1, pb1)), sigmoid(conv2d(z, pw3, padding=1))
+         gelu_tanh(conv2d(x, w3, padding=1) * s) + 1.0, silu(conv2d(y, pw1, pb1)), sigmoid(conv2d(z, pw3, padding=1)),
+         hardswish(conv2d(x, w1) * 4.0), hardswish(conv2d(y, pw1) * 4.0)
 }
 """
 
@@ -3605,6 +3607,7 @@ def kernels_conv2d_fused_activations():
     erf = np.vectorize(math.erf, otypes=[np.float64])
     sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
     gelu_t = lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))  # noqa: E731
+    hsw = lambda v: v * np.clip(v + 3, 0, 6) / 6  # noqa: E731
 
     def refs():
         i = {k: v.astype(np.float64) for k, v in ins.items()}
@@ -3615,7 +3618,8 @@ def kernels_conv2d_fused_activations():
         p = conv_ref(i["y"], w["pw1"], w["pb1"])
         return [a * sig(a), sig(conv_ref(i["x"], i["w1"])), np.tanh(conv_ref(i["x"], i["w3"], stride=2)),
                 0.5 * g * (1 + erf(g / np.sqrt(2))), d * sig(d), gelu_t(conv_ref(i["x"], i["w3"], pad=1) * i["s"]) + 1,
-                p * sig(p), sig(conv_ref(i["z"], w["pw3"], pad=1))]
+                p * sig(p), sig(conv_ref(i["z"], w["pw3"], pad=1)), hsw(conv_ref(i["x"], i["w1"]) * 4),
+                hsw(conv_ref(i["y"], w["pw1"]) * 4)]
 
     def case(cpu):
         def fn():
@@ -3624,8 +3628,8 @@ def kernels_conv2d_fused_activations():
             mdl.build(ll, "--emit=llvm", "--no-cache", *(("--cpu", cpu) if cpu else ()))
             text = open(os.path.join(ll, "m.ll")).read()
             nk = text.count("call i64 @nestrt_kprof_begin")
-            if nk != 10:  # 8 convolutions, the const 0.5 and 1.0 filled: no activation of its own
-                raise Fail("%d kernels in the entry, expected 10 (each activation in its convolution)" % nk)
+            if nk != 14:  # 10 convolutions, the consts 0.5, 1.0, 4.0 and 4.0 filled: no activation of its own
+                raise Fail("%d kernels in the entry, expected 14 (each activation in its convolution)" % nk)
             wino = "define internal void @wg.task" in text
             lanes = "define internal void @cl.task" in text
             if (cpu != "x86-64" and not wino) or (not cpu and " avx512f" in open("/proc/cpuinfo").read() and not lanes):

@@ -121,7 +121,7 @@ class Body:
 # Each takes a Body and returns a new value or None (not applicable).
 
 UNARY = ["exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "asin", "acos", "atan", "sigmoid",
-         "gelu", "gelu_tanh", "silu", "relu", "abs", "neg"]
+         "gelu", "gelu_tanh", "silu", "relu", "abs", "neg", "hardswish"]
 
 
 def op_unary(b):
