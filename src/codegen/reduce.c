@@ -5,10 +5,10 @@
 
 #include <math.h>
 
-/* sum mean amax amin prod over an axis mask: initialise, then fold every input element */
 enum { RED_SUM, RED_MAX, RED_SQDEV };
 static LLVMValueRef row_reduce(Fn *F, Node *x, LLVMValueRef base, LLVMValueRef len, int kind, LLVMValueRef mean);
 
+/* sum mean amax amin prod over an axis mask: initialise, then fold every input element */
 void k_reduce(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
