@@ -198,6 +198,33 @@ COVER = {
         T["generate"],
         T["formats"],
     ],
+    # this session's (#38): reductions, activations, ONNX patterns, kernel sharing
+    "src/codegen/reduce.c": [
+        T["builtins"],
+        subset("compiled", "kernels.reduce", "builtin.", "nn.layers", "kernels.conv2d_fused",
+               name="compiled -k kernels.reduce,builtin.,nn.layers,kernels.conv2d_fused"),
+    ],
+    "src/codegen/elementwise.c": [
+        T["builtins"],
+        subset("compiled", "kernels.conv2d_fused", "kernels.o1", "builtin.", "kernels.reduce",
+               name="compiled -k kernels.conv2d_fused,kernels.o1,builtin.,kernels.reduce"),
+    ],
+    "src/interp/elementwise.c": [T["builtins"]],
+    "src/onnx/patterns.c": [T["onnx-cli"]],
+    "src/codegen/build.c": [
+        subset("compiled", "kernels.shared", "kernels.o1", "kernels.conv2d_large", "region.a_"),
+        ("incremental", ["{PY}", "tests/incremental/run.py", "{NESTC}"]),
+        T["cli"],
+    ],
+    "src/codegen/cache.c": [
+        subset("compiled", "kernels.shared"),
+        ("incremental", ["{PY}", "tests/incremental/run.py", "{NESTC}"]),
+    ],
+    "src/report.c": [
+        subset("compiled", "kernels.shared", "kernels.conv2d_large", "region."),
+        T["cli"],
+        ("dump", ["{PY}", "tests/dump/run.py", "{NESTC}"]),
+    ],
     "src/codegen/conv.c": CONV_COVER,
     "src/codegen/conv_lanes.c": CONV_COVER,  # split from conv.c
 }
