@@ -3650,6 +3650,40 @@ def kernels_conv2d_fused_activations():
             + single("kernels.conv2d_fused_activations_sse2", case("x86-64")))
 
 
+# A convolution whose activation (hardswish, SiLU) is fused, computed with
+# the max or average pooling that reads it (one kernel: conv2d+pool): the
+# pooling takes the activated values. Against NumPy.
+SRC_CONV_POOL_ACT = """
+export fn forward(x: f32[1, 8, 16, 16], w: f32[12, 8, 3, 3]) -> (f32[1, 12, 8, 8], f32[1, 12, 8, 8]) {
+  return max_pool2d(hardswish(conv2d(x, w, padding=1) * 3.0), 2), avg_pool2d(silu(conv2d(x, w, padding=1)), 2)
+}
+"""
+
+
+@check("kernels.conv2d_pool_activations")
+def kernels_conv2d_pool_act():
+    def fn():
+        ins = rng_inputs(83, x=(1, 8, 16, 16), w=(12, 8, 3, 3))
+        mdl = region_model("kernels.conv2d_pool_activations", SRC_CONV_POOL_ACT, ins)
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "--emit=llvm", "--no-cache")
+        t = open(os.path.join(ll, "m.ll")).read()
+        nk = t.count("call i64 @nestrt_kprof_begin")
+        if t.count("define internal void @cvpool") != 2 or nk != 3:
+            raise Fail("expected two conv2d+pool kernels and the const 3.0 (3 kernels), got %d kernels" % nk)
+        o = os.path.join(mdl.d, "out")
+        mdl.build(o)
+        c = conv_ref(ins["x"].astype(np.float64), ins["w"].astype(np.float64), pad=1)
+        h = c * 3
+        h = h * np.clip(h + 3, 0, 6) / 6
+        sl = c / (1 + np.exp(-c))
+        refs = [h.reshape(1, 12, 8, 2, 8, 2).max(axis=(3, 5)), sl.reshape(1, 12, 8, 2, 8, 2).mean(axis=(3, 5))]
+        bad = output_errors(run_compiled(mdl, o), refs, lambda r: 1e-5 * max(1.0, np.abs(r).max()))
+        if bad:
+            raise Fail("; ".join(bad))
+    return single("kernels.conv2d_pool_activations", fn)
+
+
 # Sums and means over the innermost axes (a global average pool, a
 # squeeze-excite's mean over [H, W], a sum over the last axis) add each row
 # in vectors: rows whose length is not a multiple of the vector (196, 7, 33),
