@@ -66,6 +66,8 @@ int cache_get(const char *dir, const uint8_t key[16], char **data, size_t *len, 
 		return 0;
 	}
 	char hdr[CACHE_HDR];
+	/* equivalent mutant [const 16 -> 15]: the magic's last byte is padding,
+	 * 0 in every version */
 	int ok = fread(hdr, 1, CACHE_HDR, f) == CACHE_HDR && !memcmp(hdr, CACHE_MAGIC, 16);
 	uint64_t n = ok ? get_u64(hdr + 16) : 0;
 	char *buf = NULL;

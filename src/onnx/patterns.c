@@ -361,6 +361,8 @@ static int match_silu(Onnx__GraphProto *g, const Uses *uses, int k)
 static int try_silu(Ctx *c, Onnx__GraphProto *g, int k)
 {
 	Onnx__NodeProto *q[2];
+	/* equivalent mutant [cmp < -> <=]: the index of the second node, past
+	 * k's, is never 0 */
 	if (pattern_nodes(g, k, q, 2) < 0)
 		return 0;
 	Val *x = find_val(c, q[0]->input[0]);

@@ -3650,6 +3650,44 @@ def kernels_conv2d_fused_activations():
             + single("kernels.conv2d_fused_activations_sse2", case("x86-64")))
 
 
+# The report's figures of a variant's object: one kernel is "1 kernel" (no
+# shared count when none is), and the totals' compile time is the sum of the
+# variants' (text and JSON).
+SRC_ONE_KERNEL = """
+param w: f32[8, 4, 3, 3]
+
+@region
+fn blk(x: f32[1, 4, 10, 10]) -> f32[1, 8, 10, 10] {
+  return relu(conv2d(x, w, padding=1))
+}
+
+export fn forward(a: f32[1, 4, 10, 10]) -> (f32[1, 8, 10, 10], f32[1, 8, 10, 10]) {
+  return blk(a), blk(a * 2.0)
+}
+"""
+
+
+@check("report.object_figures")
+def report_object_figures():
+    def fn():
+        m = region_model("report.object_figures", SRC_ONE_KERNEL, rng_inputs(89, a=(1, 4, 10, 10)))
+        out = os.path.join(m.d, "out")
+        t = m.build(out, "--report", "--no-cache").stdout
+        obj = re.search(r"^    object m\.blk\.0\.o, \d+ bytes of code, compiled in ([\d.]+) ms; 1 kernel$", t, re.M)
+        tot = re.search(r"^compile time: ([\d.]+) ms for the variants", t, re.M)
+        if not obj or not tot or abs(float(obj.group(1)) - float(tot.group(1))) > 0.051:
+            raise Fail("expected the variant's object with '; 1 kernel' and the totals' compile time equal to its own:\n" + t)
+        jpath = os.path.join(m.d, "report.json")
+        m.build(out, "--report=json", "--report-file", jpath, "--no-cache")
+        j = json.load(open(jpath))
+        vs = j["variants"]
+        if len(vs) != 1 or vs[0].get("kernels") != 1 or vs[0].get("kernels_shared") != 0 or \
+                abs(j["totals"]["compile_ms"] - sum(v["compile_ms"] for v in vs)) > 1e-6 or vs[0]["compile_ms"] <= 0:
+            raise Fail("JSON variants %s, totals %s" % (vs, j["totals"]))
+        values_ok(m.check_compiled(out))
+    return single("report.object_figures", fn)
+
+
 # A convolution whose activation (hardswish, SiLU) is fused, computed with
 # the max or average pooling that reads it (one kernel: conv2d+pool): the
 # pooling takes the activated values. Against NumPy.
