@@ -142,8 +142,10 @@ static void unary_f(Op op, double *o, const double *x, int64_t n)
 	case OP_ACOS: for (k = 0; k < n; k++) o[k] = acos(x[k]); break;
 	case OP_ATAN: for (k = 0; k < n; k++) o[k] = atan(x[k]); break;
 	case OP_HARDSWISH: /* comparisons, not fmin and fmax, which would drop a NaN */
-		for (k = 0; k < n; k++)
+		for (k = 0; k < n; k++) {
+			/* equivalent mutant [cmp > -> >=]: at x + 3 == 6 both give 6 */
 			o[k] = x[k] * (x[k] + 3 < 0 ? 0 : x[k] + 3 > 6 ? 6 : x[k] + 3) / 6;
+		}
 		break;
 	case OP_CEIL: for (k = 0; k < n; k++) o[k] = ceil(x[k]); break;
 	/* the default rounding mode: to nearest, ties to even */

@@ -3689,6 +3689,8 @@ def report_object_figures():
                 abs(j["totals"]["compile_ms"] - sum(v["compile_ms"] for v in vs)) > 1e-6 or vs[0]["compile_ms"] <= 0 or \
                 abs(j["totals"]["compile_ms_saved"] - vs[0]["compile_ms"]) > 1e-6:
             raise Fail("JSON variants %s, totals %s" % (vs, j["totals"]))
+        if report_json(m).get("model_object", 0) is not None:
+            raise Fail("nestc report (no build): model_object should be null")
         values_ok(m.check_compiled(out))
     return single("report.object_figures", fn)
 
