@@ -6,6 +6,8 @@ PREFIX = /usr/local
 BINDIR = $(PREFIX)/bin
 LIBDIR = $(PREFIX)/lib
 INCLUDEDIR = $(PREFIX)/include
+# Debian's python3 reads packages under /usr/local from here
+PYTHONDIR = $(LIBDIR)/python3/dist-packages
 MANDIR = $(PREFIX)/share/man
 DESTDIR =
 
@@ -34,7 +36,7 @@ ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 HDRS = src/nestc.h src/plan.h src/wformat.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o $(B)/cg_matmul_fmt.o $(B)/cg_epilogue.o \
-	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_conv_lanes.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o \
+	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_conv_lanes.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o $(B)/cg_link.o $(B)/cg_api.o \
 	$(B)/cg_cache.o $(B)/cg_build.o \
 	$(B)/cg_index.o $(B)/cg_upsample.o $(B)/cg_attention.o $(B)/cg_winograd.o
 # The reference interpreter, src/interp/: one object per kernel family.
@@ -54,7 +56,11 @@ OBJS = $(FRONT_OBJS) $(B)/report.o $(B)/plan.o $(B)/wformat.o $(CG_OBJS) $(INTER
 RT_IO_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/rt_wpack.o $(B)/rt_prepacked.o $(B)/rt_npy.o $(B)/rt_pool.o \
 	$(B)/rt_pack.o $(B)/rt_gguf.o $(B)/rt_quant.o $(B)/rt_gguf_names.o
 
-all: deps $(B)/nestc $(B)/libnestrt.a $(B)/nestrt.pc
+# libnestrt.so's version and soname (runtime/nestrt.map versions its symbols)
+RT_VERSION = 0.1.0
+RT_SONAME = libnestrt.so.0
+
+all: deps $(B)/nestc $(B)/libnestrt.a $(B)/libnestrt.so.$(RT_VERSION) $(B)/nestrt.pc
 
 deps: $(B)/stamp
 	@sh scripts/deps.sh
@@ -161,7 +167,9 @@ $(B)/test_interp: tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o $(B)/util.o 
 	$(CC) $(XCFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_interp.c $(INTERP_OBJS) $(B)/ir.o \
 		$(B)/util.o $(B)/dtype.o $(B)/diag.o $(LDLIBS)
 
-RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iruntime
+# -fPIC: the one archive also links into shared libraries (nestc build -o
+# FILE.so, libnestrt.so)
+RT_CFLAGS = -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -fPIC -Iruntime
 RT_HDRS = runtime/nestrt.h runtime/internal.h runtime/json.h
 RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/rt_wpack.o $(B)/rt_prepacked.o $(B)/rt_dispatch.o $(B)/rt_npy.o \
 	$(B)/rt_model.o $(B)/rt_pool.o $(B)/rt_pack.o $(B)/rt_seq.o $(B)/rt_gguf.o $(B)/rt_quant.o \
@@ -170,6 +178,9 @@ RT_OBJS = $(B)/rt_util.o $(B)/rt_json.o $(B)/rt_weights.o $(B)/rt_panel.o $(B)/r
 $(B)/libnestrt.a: $(RT_OBJS)
 	rm -f $@
 	ar rcs $@ $(RT_OBJS)
+$(B)/libnestrt.so.$(RT_VERSION): $(RT_OBJS) runtime/nestrt.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(RT_SONAME) -Wl,--version-script=runtime/nestrt.map -Wl,-z,noexecstack \
+		-Wl,--no-undefined -o $@ $(RT_OBJS) -lm -lpthread
 $(B)/rt_util.o: runtime/util.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/util.c
 $(B)/rt_json.o: runtime/json.c $(RT_HDRS) $(B)/stamp
@@ -203,7 +214,8 @@ $(B)/rt_pack.o: runtime/pack.c $(RT_HDRS) $(B)/stamp
 $(B)/rt_model.o: runtime/model.c $(RT_HDRS) $(B)/stamp
 	$(CC) $(RT_CFLAGS) $(CFLAGS) -c -o $@ runtime/model.c
 $(B)/nestrt.pc: runtime/nestrt.pc.in $(B)/stamp
-	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+		runtime/nestrt.pc.in > $@
 # test_runtime fails the runtime's allocations one at a time (test_out_of_memory)
 OOM_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc,--wrap=strdup
 $(B)/test_runtime: tests/runtime/test_runtime.c runtime/nestrt.h $(B)/libnestrt.a
@@ -256,12 +268,21 @@ install: all
 	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	cp runtime/nestrt.h $(DESTDIR)$(INCLUDEDIR)/nestrt.h
 	cp $(B)/libnestrt.a $(DESTDIR)$(LIBDIR)/libnestrt.a
-	sed 's|@PREFIX@|$(PREFIX)|g' runtime/nestrt.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
+	cp $(B)/libnestrt.so.$(RT_VERSION) $(DESTDIR)$(LIBDIR)/libnestrt.so.$(RT_VERSION)
+	ln -sf libnestrt.so.$(RT_VERSION) $(DESTDIR)$(LIBDIR)/$(RT_SONAME)
+	ln -sf $(RT_SONAME) $(DESTDIR)$(LIBDIR)/libnestrt.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+		runtime/nestrt.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
+	mkdir -p $(DESTDIR)$(PYTHONDIR)/nestrt
+	cp runtime/python/nestrt/__init__.py $(DESTDIR)$(PYTHONDIR)/nestrt/__init__.py
+	if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null 2>&1; then ldconfig || true; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/nestc $(DESTDIR)$(MANDIR)/man1/nestc.1 $(DESTDIR)$(MANDIR)/man7/nest.7 \
 		$(DESTDIR)$(MANDIR)/man3/nestrt.3
 	rm -f $(DESTDIR)$(INCLUDEDIR)/nestrt.h $(DESTDIR)$(LIBDIR)/libnestrt.a $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
+	rm -f $(DESTDIR)$(LIBDIR)/libnestrt.so.$(RT_VERSION) $(DESTDIR)$(LIBDIR)/$(RT_SONAME) $(DESTDIR)$(LIBDIR)/libnestrt.so
+	rm -rf $(DESTDIR)$(PYTHONDIR)/nestrt
 
 $(B)/nestc: $(OBJS) $(RT_IO_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(RT_IO_OBJS) $(LDLIBS)
@@ -367,6 +388,10 @@ $(B)/cg_model.o: src/codegen/model.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/model.c
 $(B)/cg_archive.o: src/codegen/archive.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/archive.c
+$(B)/cg_api.o: src/codegen/api.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/codegen/api.c
+$(B)/cg_link.o: src/codegen/link.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -DNESTC_LIBDIR=\"$(LIBDIR)\" -c -o $@ src/codegen/link.c
 $(B)/cg_cache.o: src/codegen/cache.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -DNESTC_LLVM_VERSION=\"`$(LLVM_CONFIG) --version`\" -c -o $@ src/codegen/cache.c
 $(B)/cg_build.o: src/codegen/build.c $(CG_HDRS)

@@ -186,6 +186,8 @@ static int write_depfile(Program *p, RegionTable *rt, BuildOptions *bo, const ch
 		char *def = NULL;
 		if (bo->archive)
 			def = xasprintf("%.*s.d", (int)(strlen(bo->out) - 2), bo->out);
+		else if (bo->shared)
+			def = xasprintf("%.*s.d", (int)(strlen(bo->out) - 3), bo->out);
 		else if (!bo->only)
 			def = xasprintf("%s/%s.d", bo->out, bo->name);
 		if (def && bo->out && !path && rc == 0) {
@@ -551,7 +553,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (is_build && !bo.out) {
-		rc = usage_error("%s", is_plan ? "plan needs -o DIR (where the edges write)" : "build needs -o DIR or -o FILE.a");
+		rc = usage_error("%s", is_plan ? "plan needs -o DIR (where the edges write)" : "build needs -o DIR, -o FILE.a or -o FILE.so");
 		goto out;
 	}
 	if (bo.name) {
@@ -648,6 +650,8 @@ int main(int argc, char **argv)
 			size_t ol = strlen(bo.out);
 			if (ol > 2 && !strcmp(bo.out + ol - 2, ".a"))
 				wpath = tmp_weights = xasprintf("%.*s.safetensors", (int)(ol - 2), bo.out);
+			else if (ol > 3 && !strcmp(bo.out + ol - 3, ".so"))
+				wpath = tmp_weights = xasprintf("%.*s.safetensors", (int)(ol - 3), bo.out);
 			else
 				wpath = tmp_weights = xasprintf("%s.safetensors", bo.out);
 		}
@@ -776,11 +780,15 @@ int main(int argc, char **argv)
 	} else if (is_build) {
 		size_t ol = strlen(bo.out);
 		bo.archive = ol > 2 && !strcmp(bo.out + ol - 2, ".a");
+		bo.shared = ol > 3 && !strcmp(bo.out + ol - 3, ".so");
 		bo.name = bo.name ? bo.name : model;
 		char *def = NULL;
 		if (!no_cache)
 			bo.cache_dir = cache_dir ? cache_dir : (def = default_cache_dir());
-		if (bo.only && !bo.archive) {
+		if (bo.only && bo.shared) {
+			error_plain(&d, "-o %s: a shared library is linked from every object; --only-variant writes to a directory", bo.out);
+			rc = 1;
+		} else if (bo.only && !bo.archive) {
 			int known = !strcmp(bo.only, "model") || (bo.embed && !strcmp(bo.only, "weights"));
 			for (int k = 0; k < rt->variants.n && !known; k++) {
 				Variant *vv = rt->variants.v[k];
@@ -800,6 +808,13 @@ int main(int argc, char **argv)
 		}
 		if (rc != 1 && bo.archive && bo.emit != EMIT_OBJ) {
 			error_plain(&d, "-o %s: an archive holds objects; --emit=asm and --emit=llvm write to a directory", bo.out);
+			rc = 1;
+		} else if (rc != 1 && bo.shared && bo.emit != EMIT_OBJ) {
+			error_plain(&d, "-o %s: a shared library is linked from objects; --emit=asm and --emit=llvm write to a directory", bo.out);
+			rc = 1;
+		} else if (rc != 1 && bo.shared && bo.target) {
+			error_plain(&d, "-o %s: a shared library is linked by the host's C compiler; with --target, write objects "
+			                "(-o DIR) or an archive (-o FILE.a) and link them with that target's tools", bo.out);
 			rc = 1;
 		} else if (rc != 1 && dep_print) {
 			rc = write_depfile(p, rt, &bo, file, dep_mf, dep_mf == NULL);

@@ -969,6 +969,7 @@ typedef struct BuildOptions {
 	const char *target;    /* NULL: the host */
 	const char *cpu;       /* NULL: the host's */
 	int archive;           /* out ends in .a */
+	int shared;            /* out ends in .so: linked (codegen/link.c) */
 	int jobs;              /* -j N: worker threads */
 	const char *cache_dir; /* NULL: no cache */
 	const char *only;      /* --only-variant: "REGION.K" or "model" */

@@ -73,7 +73,7 @@ layers() {
 # the order of the report at the end
 SUITES="layers unit-io io-corpus unit-interp unit-runtime quant gguf-write gguf-llama threads dump diagnostics
 cli builtins models nets compiled incremental generate generate-prompt formats tokenize diff-nest diff-onnx fuzz
-onnx man mutate-notes"
+onnx api man mutate-notes"
 
 # about 340 s each on two cores
 lane1() {
@@ -104,6 +104,7 @@ lane2() {
 	suite layers layers
 	suite unit-runtime "$B/test_runtime"
 	suite cli "$PY" tests/cli/run.py "$NESTC"
+	suite api "$PY" tests/api/run.py "$NESTC"
 	suite builtins "$PY" tests/builtins/run.py "$NESTC"
 	suite models "$PY" tests/models/run.py "$NESTC"
 	suite nets "$PY" tests/nets/run.py "$NESTC"

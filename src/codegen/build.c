@@ -367,17 +367,19 @@ static void *worker(void *arg)
 static char *job_path(Shared *sh, Job *j)
 {
 	const char *ext = sh->o->emit == EMIT_OBJ ? "o" : sh->o->emit == EMIT_ASM ? "s" : "ll";
-	if (sh->o->archive)
+	if (sh->o->archive || sh->o->shared)
 		return xasprintf("%s.%s", j->mod, ext);
 	return xasprintf("%s/%s.%s", sh->o->out, j->mod, ext);
 }
 
-static char *header_path(BuildOptions *o, const char *name)
+/* NAME.h (ext "h") or NAME.api.json: in the output directory, or beside
+ * the archive or library */
+static char *header_path(BuildOptions *o, const char *name, const char *ext)
 {
-	if (!o->archive)
-		return xasprintf("%s/%s.h", o->out, name);
+	if (!o->archive && !o->shared)
+		return xasprintf("%s/%s.%s", o->out, name, ext);
 	const char *slash = strrchr(o->out, '/');
-	return slash ? xasprintf("%.*s/%s.h", (int)(slash - o->out), o->out, name) : xasprintf("%s.h", name);
+	return slash ? xasprintf("%.*s/%s.%s", (int)(slash - o->out), o->out, name, ext) : xasprintf("%s.%s", name, ext);
 }
 
 static void make_jobs(Shared *sh)
@@ -409,6 +411,9 @@ static void make_jobs(Shared *sh)
 		vec_push(&m->syms, xasprintf("%s_new_embedded", sh->name));
 	for (int e = 0; e < sh->p->nentries; e++)
 		vec_push(&m->syms, xasprintf("%s_%s", sh->name, sh->p->entries[e].name));
+	const char *seq[] = {"_seq_new", "_seq_reset", "_seq_free"};
+	for (int k = 0; k < 3 && sh->p->nstates; k++)
+		vec_push(&m->syms, xasprintf("%s%s", sh->name, seq[k]));
 	if (sh->o->embed) {
 		Job *w = &sh->jobs[sh->njobs++];
 		w->kind = JOB_WEIGHTS;
@@ -430,9 +435,9 @@ char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n)
 {
 	Shared sh = {.p = p, .rt = rt, .o = o, .name = o->name};
 	make_jobs(&sh);
-	char **out = xcalloc((size_t)sh.njobs + 2, sizeof(char *));
+	char **out = xcalloc((size_t)sh.njobs + 3, sizeof(char *));
 	int k = 0;
-	if (o->archive) {
+	if (o->archive || o->shared) {
 		out[k++] = xstrdup(o->out);
 	} else {
 		/* the model object first: it is a depfile's target */
@@ -441,8 +446,10 @@ char **build_outputs(Program *p, RegionTable *rt, BuildOptions *o, int *n)
 				if (sh.jobs[i].selected && (sh.jobs[i].kind == JOB_MODEL) == (pass == 0))
 					out[k++] = job_path(&sh, &sh.jobs[i]);
 	}
-	if (!o->only || !strcmp(o->only, "model") || o->archive)
-		out[k++] = header_path(o, o->name);
+	if (!o->only || !strcmp(o->only, "model") || o->archive || o->shared) {
+		out[k++] = header_path(o, o->name, "h");
+		out[k++] = header_path(o, o->name, "api.json");
+	}
 	for (int i = 0; i < sh.njobs; i++) {
 		for (int s = 0; s < sh.jobs[i].syms.n; s++)
 			free(sh.jobs[i].syms.v[s]);
@@ -812,7 +819,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 	if (!rc) {
 		Vec tmps = {0}, finals = {0};
 		int ok = 1, made_dir = 0;
-		const char *dir = o->archive ? NULL : o->out;
+		const char *dir = o->archive || o->shared ? NULL : o->out;
 		if (dir) {
 			if (mkdir(dir, 0777) == 0)
 				made_dir = 1;
@@ -822,7 +829,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			}
 		}
 		int pid = (int)getpid();
-		if (ok && o->archive) {
+		if (ok && (o->archive || o->shared)) {
 			int n = 0;
 			OutFile *files = xcalloc((size_t)sh.njobs + 1, sizeof(OutFile));
 			Vec *syms = xcalloc((size_t)sh.njobs + 1, sizeof(Vec));
@@ -834,14 +841,27 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 					syms[n] = sh.jobs[i].syms;
 					n++;
 				}
-			Buf ar = {0};
-			write_archive(&ar, files, n, syms);
 			char *tmp = xasprintf("%s.tmp.%d", o->out, pid);
-			if (write_file_atomic(tmp, ar.s, ar.len) < 0)
-				ok = 0;
+			if (o->shared) {
+				/* the model object's symbols are the library's API */
+				Vec api = {0};
+				for (int i = 0; i < sh.njobs; i++)
+					if (sh.jobs[i].kind == JOB_MODEL)
+						api = sh.jobs[i].syms;
+				Buf aj = {0};
+				api_json_text(p, o, &aj, sh.name);
+				if (link_shared(d, o->out, tmp, files, n, &api, aj.s))
+					ok = 0;
+				buf_free(&aj);
+			} else {
+				Buf ar = {0};
+				write_archive(&ar, files, n, syms);
+				if (write_file_atomic(tmp, ar.s, ar.len) < 0)
+					ok = 0;
+				buf_free(&ar);
+			}
 			vec_push(&tmps, tmp);
 			vec_push(&finals, xstrdup(o->out));
-			buf_free(&ar);
 			for (int i = 0; i < n; i++)
 				free(files[i].path);
 			free(files);
@@ -859,16 +879,22 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				vec_push(&finals, path);
 			}
 		}
-		if (ok && (!o->only || !strcmp(o->only, "model") || o->archive)) {
-			Buf h = {0};
-			header_text(p, o, &h, sh.name);
-			char *hpath = header_path(o, sh.name);
-			char *tmp = xasprintf("%s.tmp.%d", hpath, pid);
-			if (write_file_atomic(tmp, h.s, h.len) < 0)
-				ok = 0;
-			vec_push(&tmps, tmp);
-			vec_push(&finals, hpath);
-			buf_free(&h);
+		if (ok && (!o->only || !strcmp(o->only, "model") || o->archive || o->shared)) {
+			/* the header, and the same API for programs (api.c) */
+			for (int k = 0; k < 2 && ok; k++) {
+				Buf h = {0};
+				if (k == 0)
+					header_text(p, o, &h, sh.name);
+				else
+					api_json_text(p, o, &h, sh.name);
+				char *hpath = header_path(o, sh.name, k == 0 ? "h" : "api.json");
+				char *tmp = xasprintf("%s.tmp.%d", hpath, pid);
+				if (write_file_atomic(tmp, h.s, h.len) < 0)
+					ok = 0;
+				vec_push(&tmps, tmp);
+				vec_push(&finals, hpath);
+				buf_free(&h);
+			}
 		}
 		for (int i = 0; i < tmps.n && ok; i++)
 			if (rename_into(tmps.v[i], finals.v[i]) < 0) {

@@ -614,6 +614,15 @@ LLVMValueRef emit_function(Gen *G, Graph *g, Variant *v, const char *name, int i
 /* ------------------------------------------------------------------ header.c */
 
 void header_text(Program *p, BuildOptions *o, Buf *b, const char *name);
+/* The C type of an element of dtype dt ("float"), and an argument's or
+ * dim's name as a C parameter (a keyword or a clash takes a '_'). */
+const char *header_c_type(DType dt);
+const char *header_c_param(const char *name, char *buf, size_t n);
+
+/* ------------------------------------------------------------------ api.c */
+
+/* NAME.api.json: the model's API for bindings (schema in nestc(1)). */
+void api_json_text(Program *p, BuildOptions *o, Buf *b, const char *name);
 
 /* ------------------------------------------------------------------ model.c */
 
@@ -630,6 +639,15 @@ typedef struct OutFile {
 } OutFile;
 
 void write_archive(Buf *out, OutFile *files, int n, Vec *syms);
+
+/* ------------------------------------------------------------------ link.c */
+
+/* The files (objects named by their paths' last parts) linked with
+ * libnestrt.a into the shared library tmp_out, exporting `exports`, the
+ * runtime's public API and nestc_model_api (the text api); out is the final
+ * name (its soname). 0, or 1 after an error message. */
+int link_shared(Diag *d, const char *out, const char *tmp_out, OutFile *files, int nfiles, Vec *exports,
+                const char *api);
 
 /* ------------------------------------------------------------------ build.c */
 

@@ -6,7 +6,7 @@
 #include <limits.h>
 #include <string.h>
 
-static char *c_type(DType dt)
+const char *header_c_type(DType dt)
 {
 	switch (dt) {
 	case DT_BOOL: return "uint8_t";
@@ -25,7 +25,7 @@ static char *c_type(DType dt)
 
 /* An argument's name as a C parameter: C keywords, the model handle `m` and
  * the result names take a trailing underscore. */
-static const char *c_param(const char *name, char *buf, size_t n)
+const char *header_c_param(const char *name, char *buf, size_t n)
 {
 	static const char *const reserved[] = {
 		"auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
@@ -47,7 +47,7 @@ static void arg_macro(char *up, size_t n, const char *name, Entry *en, int k, co
 	Graph *g = en->g;
 	char pn[300];
 	if (k < g->ninputs)
-		snprintf(up, n, "%s_%s_%s_%s", name, en->name, c_param(g->input_names[k], pn, sizeof pn), suffix);
+		snprintf(up, n, "%s_%s_%s_%s", name, en->name, header_c_param(g->input_names[k], pn, sizeof pn), suffix);
 	else if (g->noutputs == 1)
 		snprintf(up, n, "%s_%s_OUT_%s", name, en->name, suffix);
 	else
@@ -74,17 +74,17 @@ static void prototype(Buf *b, const char *name, Entry *en)
 	}
 	for (int j = 0; j < en->ndims; j++) {
 		char dn[300];
-		buf_printf(b, ", int64_t %s", c_param(en->dim_names[j], dn, sizeof dn));
+		buf_printf(b, ", int64_t %s", header_c_param(en->dim_names[j], dn, sizeof dn));
 	}
 	for (int i = 0; i < g->ninputs; i++) {
 		char pn[300];
-		buf_printf(b, ", const %s *%s", c_type(g->inputs[i]->dtype), c_param(g->input_names[i], pn, sizeof pn));
+		buf_printf(b, ", const %s *%s", header_c_type(g->inputs[i]->dtype), header_c_param(g->input_names[i], pn, sizeof pn));
 	}
 	for (int j = 0; j < g->noutputs; j++) {
 		if (g->noutputs == 1)
-			buf_printf(b, ", %s *out", c_type(g->outputs[j]->dtype));
+			buf_printf(b, ", %s *out", header_c_type(g->outputs[j]->dtype));
 		else
-			buf_printf(b, ", %s *out%d", c_type(g->outputs[j]->dtype), j);
+			buf_printf(b, ", %s *out%d", header_c_type(g->outputs[j]->dtype), j);
 	}
 	buf_puts(b, ");\n\n");
 }

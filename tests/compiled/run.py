@@ -4397,7 +4397,7 @@ def emit():
         def fn():
             out = os.path.join(m.d, "out_" + kind)
             m.build(out, "--emit=" + kind)
-            got = sorted(n for n in listdir(out) if not n.endswith(".h"))
+            got = sorted(n for n in listdir(out) if not n.endswith((".h", ".api.json")))
             want = sorted(s + "." + ext for s in stems)
             if got != want:
                 raise Fail("files %s, expected %s" % (got, want))
@@ -4427,8 +4427,8 @@ def emit():
         os.makedirs(d)
         a = os.path.join(d, "gpt2.a")
         m.build(a)
-        if listdir(d) != ["gpt2.a", "gpt2.h"]:
-            raise Fail("files %s, expected gpt2.a and gpt2.h" % listdir(d))
+        if listdir(d) != ["gpt2.a", "gpt2.api.json", "gpt2.h"]:
+            raise Fail("files %s, expected gpt2.a, gpt2.h and gpt2.api.json" % listdir(d))
         if open(a, "rb").read(8) != b"!<arch>\n":
             raise Fail("gpt2.a is not an ar archive")
         values_ok(m.check_compiled(d, link=[a], tag="got_ar"))
@@ -4439,8 +4439,8 @@ def emit():
         os.makedirs(d)
         a = os.path.join(d, "libmodel.a")
         m.build(a)
-        if listdir(d) != ["gpt2.h", "libmodel.a"]:
-            raise Fail("files %s, expected libmodel.a and gpt2.h" % listdir(d))
+        if listdir(d) != ["gpt2.api.json", "gpt2.h", "libmodel.a"]:
+            raise Fail("files %s, expected libmodel.a, gpt2.h and gpt2.api.json" % listdir(d))
         values_ok(m.check_compiled(d, link=[a], tag="got_ar2"))
     res += single("emit.archive_named", archive_other_name)
     return res

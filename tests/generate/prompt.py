@@ -49,9 +49,22 @@ def result(ok, name, detail=""):
         print("FAIL " + name + (": " + detail if detail else ""))
 
 
-def run(args):
-    r = subprocess.run(args, capture_output=True)
+def run(args, env=None):
+    r = subprocess.run(args, capture_output=True, env=env)
     return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def shared_env():
+    """nestc linking a .so and Python loading it, under the sanitizers too
+    (tests/api/run.py says how)."""
+    e = dict(os.environ)
+    if LINK_FLAGS:
+        e["CC"] = "cc " + " ".join(LINK_FLAGS)
+        pre = [subprocess.run(["cc", "-print-file-name=" + x], capture_output=True, text=True).stdout.strip()
+               for x in ("libasan.so", "libubsan.so")]
+        e["LD_PRELOAD"] = " ".join(p for p in pre if os.path.isabs(p))
+        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return e
 
 
 def cc(srcs, out, extra=()):
@@ -159,6 +172,33 @@ def main():
         result(k > 0 and code == 0 and text == want and "\n%d tokens, stopped at EOS\n" % k in err,
                "generation stops at EOS (id %d, after %d tokens)" % (G[k], k),
                "exit %d, got %r, want %r; %s" % (code, text, want, err))
+
+        # scripts/generate.py over the model as a shared library (issue 39): the same
+        # ids, text, logits and stops as generate.c
+        lib = os.path.join(d, "libllama.so")
+        env = shared_env()
+        code, _, err = run([NESTC, "build", LLAMA, "-o", lib, "--no-cache"] + cfg, env)
+        gpy = [sys.executable, os.path.join(ROOT, "scripts", "generate.py"), lib, w, str(STEPS)]
+        if code != 0:
+            result(False, "generate.py: the shared library builds", err)
+        else:
+            lc, lp = os.path.join(d, "c.bin"), os.path.join(d, "py.bin")
+            c1 = run([exe, w, str(STEPS)] + [str(i) for i in P] + ["--logits", lc])
+            p1 = run(gpy + [str(i) for i in P] + ["--logits", lp], env)
+            same = os.path.exists(lp) and open(lc, "rb").read() == open(lp, "rb").read()
+            ids = lambda out: [l for l in out.decode().splitlines() if l.startswith("ids:")]
+            result(p1[0] == 0 and ids(p1[1]) == ids(c1[1]) and same,
+                   "generate.py: the ids and logits of generate.c, bit for bit", "exit %d: %s" % (p1[0], p1[2]))
+            for vf, what in ((voc, "the prompt's text"), (voc2, "a character cut between tokens"),
+                             (voc3, "a stop at EOS")):
+                c2 = run([exe, w, str(STEPS), "--prompt", PROMPT, "--vocab", vf])
+                p2 = run(gpy + ["--prompt", PROMPT, "--vocab", vf], env)
+                result(p2[0] == 0 and p2[1] == c2[1] and p2[2].splitlines()[1:3] == c2[2].splitlines()[1:3],
+                       "generate.py --prompt: %s as generate.c prints it" % what,
+                       "exit %d, got %r, want %r; %s" % (p2[0], p2[1], c2[1], p2[2]))
+            p3 = run(gpy + ["--prompt", PROMPT], env)
+            result(p3[0] == 1 and "no tokenizer" in p3[2] and "--vocab" in p3[2],
+                   "generate.py --prompt without a tokenizer", p3[2])
 
         # errors
         code, text, err = run([exe, w, str(STEPS), "--prompt", PROMPT])

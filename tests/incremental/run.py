@@ -140,7 +140,7 @@ def main():
         r2 = nestc("build", "two.nest", "-o", "two", "--no-cache")
         check("a rebuild removes stale variant objects and nothing else",
               r1.returncode == 0 and r2.returncode == 0 and "two.f.1.o" in had and
-              sorted(os.listdir("two")) == ["two.f.0.o", "two.h", "two.helper.o", "two.o"], os.listdir("two"))
+              sorted(os.listdir("two")) == ["two.api.json", "two.f.0.o", "two.h", "two.helper.o", "two.o"], os.listdir("two"))
 
         # -MD: make reads the depfile
         r = nestc("build", model, *RESNET, "-o", "dep", "--no-cache", "-MD")
