@@ -273,8 +273,13 @@ install: all
 	ln -sf $(RT_SONAME) $(DESTDIR)$(LIBDIR)/libnestrt.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 		runtime/nestrt.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
-	mkdir -p $(DESTDIR)$(PYTHONDIR)/nestrt
+	mkdir -p $(DESTDIR)$(PYTHONDIR)/nestrt $(DESTDIR)$(LIBDIR)/cmake/nestc
 	cp runtime/python/nestrt/__init__.py $(DESTDIR)$(PYTHONDIR)/nestrt/__init__.py
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+		-e 's|@RT_VERSION@|$(RT_VERSION)|g' -e 's|@RT_SONAME@|$(RT_SONAME)|g' \
+		cmake/nestcConfig.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/nestc/nestcConfig.cmake
+	sed -e 's|@VERSION@|$(RT_VERSION)|g' -e 's|@VERSION_MAJOR@|0|g' \
+		cmake/nestcConfigVersion.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/nestc/nestcConfigVersion.cmake
 	if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null 2>&1; then ldconfig || true; fi
 
 uninstall:
@@ -282,7 +287,7 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man3/nestrt.3
 	rm -f $(DESTDIR)$(INCLUDEDIR)/nestrt.h $(DESTDIR)$(LIBDIR)/libnestrt.a $(DESTDIR)$(LIBDIR)/pkgconfig/nestrt.pc
 	rm -f $(DESTDIR)$(LIBDIR)/libnestrt.so.$(RT_VERSION) $(DESTDIR)$(LIBDIR)/$(RT_SONAME) $(DESTDIR)$(LIBDIR)/libnestrt.so
-	rm -rf $(DESTDIR)$(PYTHONDIR)/nestrt
+	rm -rf $(DESTDIR)$(PYTHONDIR)/nestrt $(DESTDIR)$(LIBDIR)/cmake/nestc
 
 $(B)/nestc: $(OBJS) $(RT_IO_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(RT_IO_OBJS) $(LDLIBS)

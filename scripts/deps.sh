@@ -4,8 +4,9 @@
 set -eu
 # protobuf-c reads ONNX files: protoc-c compiles Debian's onnx.proto (libonnx-dev)
 # at build time (src/onnx/). libonnx-testdata holds ONNX's backend node tests,
-# python3-onnx reads their TensorProto files in tests/onnx/run.py.
-need="flex bison libjansson-dev libxxhash-dev llvm-dev pkg-config make gcc python3-numpy mandoc ninja-build clang libclang-rt-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3-onnx"
+# python3-onnx reads their TensorProto files in tests/onnx/run.py. cmake (and
+# ninja-build) build the CMake test project of tests/cmake/run.py.
+need="flex bison libjansson-dev libxxhash-dev llvm-dev pkg-config make gcc python3-numpy mandoc ninja-build cmake clang libclang-rt-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3-onnx"
 missing=""
 for p in $need; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -9,7 +9,7 @@
 
 static const char usage_text[] =
 	"usage: nestc check FILE [-D NAME=VALUE]... [--dump=ast|ir|regions] [--no-regions] [--no-narrow] [-Werror] [-w]\n"
-	"       nestc build FILE -o DIR|FILE.a [--emit=obj|asm|llvm] [-O0|-O1|-O2|-O3]\n"
+	"       nestc build FILE -o DIR|FILE.a|FILE.so [--emit=obj|asm|llvm] [-O0|-O1|-O2|-O3]\n"
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"

@@ -73,6 +73,8 @@ typedef struct Part {
  * is, mtime too, when kept is not NULL (*kept: 1 if it was; rebuilding a
  * model rewrote 150 MB of unchanged weights). */
 int write_parts_atomic(const char *path, const Part *parts, int n, int *kept);
+/* Does the regular file at path hold exactly data[0..n)? */
+int file_holds(const char *path, const void *data, size_t n);
 
 /* ------------------------------------------------------------------ diag.c */
 

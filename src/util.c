@@ -329,6 +329,12 @@ static int write_parts_direct(const char *path, const Part *parts, int n)
 	return close(fd);
 }
 
+int file_holds(const char *path, const void *data, size_t n)
+{
+	Part p = {data, n};
+	return same_content(path, &p, 1, n);
+}
+
 int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 {
 	size_t total = 0;

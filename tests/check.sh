@@ -73,7 +73,7 @@ layers() {
 # the order of the report at the end
 SUITES="layers unit-io io-corpus unit-interp unit-runtime quant gguf-write gguf-llama threads dump diagnostics
 cli builtins models nets compiled incremental generate generate-prompt formats tokenize diff-nest diff-onnx fuzz
-onnx api man mutate-notes"
+onnx api cmake man mutate-notes"
 
 # about 340 s each on two cores
 lane1() {
@@ -88,6 +88,7 @@ lane1() {
 	suite unit-interp "$B/test_interp"
 	suite quant "$PY" tests/io/quant.py "$NESTC"
 	suite gguf-write "$PY" tests/io/gguf_write.py "$NESTC"
+	suite cmake "$PY" tests/cmake/run.py "$NESTC"
 	suite dump "$PY" tests/dump/run.py "$NESTC"
 	suite diagnostics "$PY" tests/diag/run.py "$NESTC"
 	suite man sh tests/man/lint.sh

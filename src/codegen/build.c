@@ -888,6 +888,13 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				else
 					api_json_text(p, o, &h, sh.name);
 				char *hpath = header_path(o, sh.name, k == 0 ? "h" : "api.json");
+				if (file_holds(hpath, h.s, h.len)) {
+					/* kept, mtime too: what includes the header is not
+					 * rebuilt when a build changes nothing in it */
+					free(hpath);
+					buf_free(&h);
+					continue;
+				}
 				char *tmp = xasprintf("%s.tmp.%d", hpath, pid);
 				if (write_file_atomic(tmp, h.s, h.len) < 0)
 					ok = 0;
