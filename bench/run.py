@@ -3,7 +3,7 @@
 
 Run: run.py NESTC [--rounds N] [--procs N] [--only SECTION,...] [--skip PEER,...] [--work DIR] [--peak1 G] [--peak2 G]
      SECTION: gpt2-shape, gpt2-small, coldstart, gpt2-decode, gpt2-prefill, formats-decode, formats-prefill,
-              llamacpp, matmul, resnet, resnet18, bert, vit, resnet50, conv3x3, onnx
+              llamacpp, matmul, resnet, resnet18, bert, vit, resnet50, conv3x3, onnx, python
      (all by default); PEER: ort, torch, sgemm
 
 Peers (installed by scripts/bench-deps.sh; a missing one is reported as
@@ -104,7 +104,7 @@ of 3 x 20 runs). Every "% of FMA peak" column uses it.
 
 Files: run.py (this driver), common.py (configuration, servers, measurement), core.py
 (environments, probing, builds, model files, report helpers), sections_gpt2.py, sections_formats.py,
-sections_cnn.py, sections_nets.py.
+sections_cnn.py, sections_nets.py, sections_python.py (with py_server.py and py_rss.py).
 
 The report goes to standard output; progress to standard error.
 """
@@ -122,15 +122,16 @@ from sections_formats import FormatSections  # noqa: E402
 from sections_gpt2 import GPT2Sections  # noqa: E402
 from sections_llamacpp import LlamaCppSections  # noqa: E402
 from sections_nets import NetSections  # noqa: E402
+from sections_python import PythonSections  # noqa: E402
 
 
-class Bench(LlamaCppSections, FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
+class Bench(PythonSections, LlamaCppSections, FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
     """Every section, on the shared environment of BenchCore."""
 
 
 SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "formats-decode", "formats-prefill",
             "llamacpp", "matmul",
-            "resnet", "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx")
+            "resnet", "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx", "python")
 
 
 def main():
@@ -186,6 +187,8 @@ def main():
             b.coldstart()
         elif sec == "matmul":
             b.matmul()
+        elif sec == "python":
+            b.python()
         elif sec == "resnet":
             b.resnet()
         elif sec == "resnet18":

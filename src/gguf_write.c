@@ -1031,7 +1031,8 @@ static Weights *open_input(Diag *d, const char *path)
 	return w;
 }
 
-int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, const char *weights_in, const char *path)
+int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, const char *weights_in, const char *path,
+                       int progress)
 {
 	Item *items = xcalloc((size_t)p->nparams + 1, sizeof *items);
 	Weights *w = NULL;
@@ -1088,11 +1089,15 @@ int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, con
 	uint64_t data_start = wr.at;
 	Crew crew;
 	crew_start(&crew);
+	Progress pg;
+	progress_start(&pg, progress, "writing", (int64_t)data_len, 1);
 	for (int i = 0; i < p->nparams && !wr.err; i++) {
 		w_zeros(&wr, data_start + items[i].offset - wr.at);
 		if (write_item(&wr, &crew, d, &items[i], seed, w) < 0)
 			break;
+		progress_step(&pg, (int64_t)(wr.at - data_start), p->params[i].name);
 	}
+	progress_end(&pg);
 	crew_stop(&crew);
 	if (!d->nerrors && !wr.err) {
 		w_zeros(&wr, data_start + data_len - wr.at);

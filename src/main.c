@@ -12,20 +12,20 @@ static const char usage_text[] =
 	"       nestc build FILE -o DIR|FILE.a|FILE.so [--emit=obj|asm|llvm] [-O0|-O1|-O2|-O3]\n"
 	"                 [--target=TRIPLE] [--cpu=NAME] [--name NAME] [--no-regions]\n"
 	"                 [--report[=text|json|dot]] [--report-file PATH] [-D NAME=VALUE]... [-Werror] [-w]\n"
-	"                 [-j N] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
+	"                 [-j N] [-q] [--cache-dir DIR | --no-cache] [--only-variant ID] [--embed-weights W.safetensors]\n"
 	"                 [-MD] [-MF FILE] [-M] [--no-winograd] [--no-narrow] [--weights-format=[PATTERN=]FMT,...]\n"
 	"                 [--activations=f32|int8]\n"
 	"       nestc plan FILE -o DIR [build flags]   (a Ninja file: one edge per variant)\n"
 	"       nestc cache stats|clear [--cache-dir DIR]\n"
-	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-D NAME=VALUE]...\n"
+	"       nestc weights FILE --random-weights SEED -o OUT.safetensors [-q] [-D NAME=VALUE]...\n"
 	"       nestc weights FILE --random-weights SEED | --weights IN.safetensors|IN.gguf\n"
-	"                 [--format=[PATTERN=]FMT,...] -o OUT.gguf [-D NAME=VALUE]...\n"
+	"                 [--format=[PATTERN=]FMT,...] -o OUT.gguf [-q] [-D NAME=VALUE]...\n"
 	"       nestc report FILE [--format=text|json|dot] [--report-file PATH] [--target=TRIPLE] [--no-regions]\n"
 	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
 	"       nestc run FILE [--weights FILE.safetensors | --random-weights SEED]\n"
 	"                 [--input NAME=PATH.npy]... [--output PATH.npy]... [--entry NAME]\n"
 	"                 [--no-narrow] [--weights-format=SPEC] [-D NAME=VALUE]... [-Werror] [-w]\n"
-	"       nestc import MODEL.onnx -o OUT.nest [-w WEIGHTS.safetensors] [-D NAME=VALUE]...\n"
+	"       nestc import MODEL.onnx -o OUT.nest [-w WEIGHTS.safetensors] [-q] [-D NAME=VALUE]...\n"
 	"                 [--freeze NAME=FILE.pb|FILE.npy]...\n"
 	"       (check, build, plan, report, run and weights also take a MODEL.onnx, with -D and --freeze;\n"
 	"        build writes its weights to --weights-out FILE, by default OUT.safetensors beside -o OUT)\n"
@@ -373,6 +373,8 @@ int main(int argc, char **argv)
 			import_weights = v; /* import compiles nothing: -w names the weights it writes */
 		} else if (!strcmp(a, "-Werror")) {
 			werror = 1;
+		} else if ((is_build || is_weights || is_import) && (!strcmp(a, "--quiet") || !strcmp(a, "-q"))) {
+			bo.progress = 0; /* no progress line, even on a terminal */
 		} else if (!strcmp(a, "-w")) {
 			nowarn = 1;
 		} else if (!strcmp(a, "--no-regions") && !is_run) {
@@ -673,12 +675,16 @@ int main(int argc, char **argv)
 			ro.weights = wpath;
 		}
 		int kept;
-		if (wpath && (im.nweights || import_weights || is_build) && write_parts_atomic(wpath, im.weights, im.nparts, &kept) < 0) {
+		Progress wpg;
+		progress_start(&wpg, bo.progress, "writing weights", (int64_t)im.weights_len, 1);
+		if (wpath && (im.nweights || import_weights || is_build) && write_parts_atomic(wpath, im.weights, im.nparts, &kept, &wpg) < 0) {
+			progress_end(&wpg);
 			fprintf(stderr, "nestc: error: cannot write %s: %s\n", wpath, strerror(errno));
 			onnx_import_free(&im);
 			rc = 1;
 			goto out;
 		}
+		progress_end(&wpg);
 		if (is_build && !import_weights && tmp_weights) {
 			free(tmp_weights); /* kept: the compiled model reads it */
 			tmp_weights = NULL;
@@ -771,9 +777,9 @@ int main(int argc, char **argv)
 			       outline ? outline : "");
 		rc = write_report(rt, fmt, model, report_file);
 	} else if (is_weights && ends_with(bo.out, ".gguf")) {
-		rc = write_gguf_weights(p, &d, model, ro.seed, ro.weights, bo.out);
+		rc = write_gguf_weights(p, &d, model, ro.seed, ro.weights, bo.out, bo.progress);
 	} else if (is_weights) {
-		rc = write_random_weights(p, &d, ro.seed, bo.out);
+		rc = write_random_weights(p, &d, ro.seed, bo.out, bo.progress);
 	} else if (is_plan) {
 		bo.name = bo.name ? bo.name : model;
 		rc = print_plan(p, rt, &bo, argv[0], file, &passthru);

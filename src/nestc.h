@@ -55,6 +55,20 @@ void avec_push(Arena *a, Vec *v, void *p);
 uint64_t hash_bytes(const void *p, size_t n, uint64_t seed);
 uint64_t hash_str(const char *s);
 
+/* A progress line on standard error for a long operation: only when it is a
+ * terminal and enabled (not --quiet), only once the operation has run a
+ * second; "WHAT: DONE/TOTAL (P%), M:SS left  LABEL". progress_end erases it. */
+typedef struct Progress {
+	const char *what;
+	int64_t total;
+	int bytes;      /* amounts are bytes: shown in MB or GB */
+	int on, shown;
+	double t0, last;
+} Progress;
+void progress_start(Progress *pg, int enabled, const char *what, int64_t total, int bytes);
+void progress_step(Progress *pg, int64_t done, const char *label);
+void progress_end(Progress *pg);
+
 /* Write a whole file atomically: a temporary file beside PATH, then rename.
  * Returns 0, or -1 with errno set and nothing left behind. A device or FIFO
  * at PATH (/dev/stdout) is written directly; a symbolic link's file is
@@ -71,8 +85,9 @@ typedef struct Part {
 /* Write the parts, one after the other, as write_file_atomic does; but a
  * regular file at PATH that holds exactly these bytes already is left as it
  * is, mtime too, when kept is not NULL (*kept: 1 if it was; rebuilding a
- * model rewrote 150 MB of unchanged weights). */
-int write_parts_atomic(const char *path, const Part *parts, int n, int *kept);
+ * model rewrote 150 MB of unchanged weights). pg: a progress line over the
+ * bytes written (started by the caller), or NULL. */
+int write_parts_atomic(const char *path, const Part *parts, int n, int *kept, Progress *pg);
 /* Does the regular file at path hold exactly data[0..n)? */
 int file_holds(const char *path, const void *data, size_t n);
 
@@ -1117,7 +1132,7 @@ typedef struct RunOptions {
 /* nestc run: returns the process exit status. */
 int run_program(Program *p, Diag *d, RunOptions *o);
 /* nestc weights: write every param, filled by random_fill, as .safetensors. */
-int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path);
+int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path, int progress);
 void random_fill(Tensor *t, const char *name, uint64_t seed);
 /* random_fill for param i: a variance (ParamInfo.positive) is drawn in [0.5, 1.5). */
 void random_fill_param(Tensor *t, const ParamInfo *pi, uint64_t seed);
@@ -1136,7 +1151,8 @@ void weights_warn_unused(Diag *d, Weights *w);
  * the weights file weights_in, one param at a time. name is the model's
  * (general.name). Returns the exit status; on an error nothing is left at
  * path. */
-int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, const char *weights_in, const char *path);
+int write_gguf_weights(Program *p, Diag *d, const char *name, uint64_t seed, const char *weights_in, const char *path,
+                       int progress);
 
 /* ------------------------------------------------------------------ onnx/ (src/onnx/emit.c, read.c) */
 

@@ -429,7 +429,7 @@ out:
 	return rc;
 }
 
-int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
+int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path, int progress)
 {
 	/* header: names, dtypes, shapes and offsets; data in param order */
 	static const char *const st_names[DT_COUNT] = {"BOOL", "I32", "I64", "F32", "F64", "F16", "BF16", "I8", "U8", "I16", "U16"};
@@ -471,6 +471,8 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
 	memset(buf + 8 + hl, ' ', pad);
 	free(hs);
 	char *data = buf + 8 + hl + pad;
+	Progress pg;
+	progress_start(&pg, progress, "making", (int64_t)off, 1);
 	for (int i = 0; i < p->nparams; i++) {
 		ParamInfo *pi = &p->params[i];
 		Tensor *t = tensor_new(pi->dtype, pi->rank, pi->shape);
@@ -478,7 +480,9 @@ int write_random_weights(Program *p, Diag *d, uint64_t seed, const char *path)
 		tensor_to_bytes(t, data);
 		data += (size_t)t->n * (size_t)dtype_size(pi->dtype);
 		tensor_free(t);
+		progress_step(&pg, (int64_t)(data - (buf + 8 + hl + pad)), pi->name);
 	}
+	progress_end(&pg);
 	int rc = 0;
 	if (write_file_atomic(path, buf, total) < 0) {
 		error_plain(d, "cannot write %s: %s", path, strerror(errno));

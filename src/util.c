@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Out of memory is the input's fault (a model, weights or inputs too large
@@ -270,13 +272,16 @@ static int same_content(const char *path, const Part *parts, int n, size_t total
 	return same;
 }
 
-static int write_all_fd(int fd, const Part *parts, int n)
+/* pg: a progress line over the bytes, written 64 MB at a time (or NULL) */
+static int write_all_fd(int fd, const Part *parts, int n, Progress *pg)
 {
+	int64_t done = 0;
 	for (int k = 0; k < n; k++) {
 		const char *p = parts[k].p;
 		size_t left = parts[k].n;
 		while (left > 0) {
-			ssize_t w = write(fd, p, left);
+			size_t step = pg && left > ((size_t)64 << 20) ? (size_t)64 << 20 : left;
+			ssize_t w = write(fd, p, step);
 			if (w < 0) {
 				if (errno == EINTR)
 					continue;
@@ -284,6 +289,9 @@ static int write_all_fd(int fd, const Part *parts, int n)
 			}
 			p += w;
 			left -= (size_t)w;
+			done += w;
+			if (pg)
+				progress_step(pg, done, NULL);
 		}
 	}
 	return 0;
@@ -316,11 +324,11 @@ static int write_parts_direct(const char *path, const Part *parts, int n)
 {
 	int own = own_fd(path);
 	if (own >= 0)
-		return write_all_fd(own, parts, n);
+		return write_all_fd(own, parts, n, NULL);
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	if (write_all_fd(fd, parts, n) < 0) {
+	if (write_all_fd(fd, parts, n, NULL) < 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
@@ -335,7 +343,7 @@ int file_holds(const char *path, const void *data, size_t n)
 	return same_content(path, &p, 1, n);
 }
 
-int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
+int write_parts_atomic(const char *path, const Part *parts, int n, int *kept, Progress *pg)
 {
 	size_t total = 0;
 	for (int k = 0; k < n; k++)
@@ -365,7 +373,7 @@ int write_parts_atomic(const char *path, const Part *parts, int n, int *kept)
 		errno = e;
 		return -1;
 	}
-	if (write_all_fd(fd, parts, n) < 0)
+	if (write_all_fd(fd, parts, n, pg) < 0)
 		goto fail;
 	if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
 		fd = -1;
@@ -401,7 +409,7 @@ int rename_into(const char *tmp, const char *path)
 			if (r < 0 && errno == EINTR)
 				continue;
 			Part p = {chunk, r < 0 ? 0 : (size_t)r};
-			if (r < 0 || write_all_fd(out, &p, 1) < 0)
+			if (r < 0 || write_all_fd(out, &p, 1, NULL) < 0)
 				rc = -1;
 		}
 		int e = errno;
@@ -422,5 +430,57 @@ int rename_into(const char *tmp, const char *path)
 int write_file_atomic(const char *path, const void *data, size_t n)
 {
 	Part p = {data, n};
-	return write_parts_atomic(path, &p, 1, NULL);
+	return write_parts_atomic(path, &p, 1, NULL, NULL);
+}
+
+/* ---- progress lines ---- */
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void progress_start(Progress *pg, int enabled, const char *what, int64_t total, int bytes)
+{
+	*pg = (Progress){.what = what, .total = total, .bytes = bytes, .on = enabled && isatty(2), .t0 = mono_s()};
+}
+
+static void amount(char *b, size_t n, int64_t v, int bytes)
+{
+	if (!bytes)
+		snprintf(b, n, "%lld", (long long)v);
+	else if (v >= (int64_t)1 << 30)
+		snprintf(b, n, "%.1f GB", v / 1073741824.0);
+	else
+		snprintf(b, n, "%.1f MB", v / 1048576.0);
+}
+
+void progress_step(Progress *pg, int64_t done, const char *label)
+{
+	if (!pg->on)
+		return;
+	double t = mono_s(), el = t - pg->t0;
+	/* quick operations show nothing; a line at most ten times a second */
+	if (el < 1.0 || (t - pg->last < 0.1 && done < pg->total))
+		return;
+	pg->last = t;
+	pg->shown = 1;
+	char d[32], tot[32], eta[48] = "";
+	amount(d, sizeof d, done, pg->bytes);
+	amount(tot, sizeof tot, pg->total, pg->bytes);
+	if (done > 0 && done < pg->total) {
+		long left = (long)(el * (double)(pg->total - done) / (double)done + 0.5);
+		snprintf(eta, sizeof eta, ", %ld:%02ld left", left / 60, left % 60);
+	}
+	fprintf(stderr, "\r%s: %s%s%s (%d%%)%s%s%s\033[K", pg->what, d, pg->bytes ? " of " : "/", tot,
+	        pg->total ? (int)(100.0 * (double)done / (double)pg->total) : 100, eta, label ? "  " : "", label ? label : "");
+}
+
+void progress_end(Progress *pg)
+{
+	if (pg->on && pg->shown)
+		fputs("\r\033[K", stderr);
+	pg->shown = 0;
 }

@@ -227,6 +227,12 @@ COVER = {
     ],
     "src/codegen/conv.c": CONV_COVER,
     "src/codegen/conv_lanes.c": CONV_COVER,  # split from conv.c
+    # issue 39: shared libraries, the API description, the header they agree with
+    "src/codegen/api.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"])],
+    "src/codegen/link.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"]),
+                           ("cmake", ["{PY}", "tests/cmake/run.py", "{NESTC}"])],
+    "src/codegen/header.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"]),
+                             subset("compiled", "header.", name="compiled -k header.")],
 }
 FALLBACK = [("tests/check.sh", ["sh", "tests/check.sh", "build"])]
 BUILD_TARGETS = ["build/nestc", "build/libnestrt.a", "build/test_runtime", "build/test_io", "build/nestrt.pc"]

@@ -332,11 +332,6 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 
 /* ---- workers ---- */
 
-static int progress_on(Shared *sh)
-{
-	return sh->o->progress && isatty(2);
-}
-
 static void *worker(void *arg)
 {
 	Shared *sh = arg;
@@ -356,8 +351,9 @@ static void *worker(void *arg)
 		run_job(&G, sh, j);
 		pthread_mutex_lock(&sh->mu);
 		sh->ndone++;
-		if (progress_on(sh))
-			fprintf(stderr, "\r[%d/%d] %s  %.0f ms\033[K", sh->ndone, sh->ntodo, j->label, j->ms);
+		char label[400];
+		snprintf(label, sizeof label, "%s %.0f ms", j->label, j->ms);
+		progress_step(&sh->pg, sh->ndone, label);
 		pthread_mutex_unlock(&sh->mu);
 	}
 	gen_dispose(&G);
@@ -785,6 +781,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 	if (nthreads > sh.ntodo)
 		nthreads = sh.ntodo > 0 ? sh.ntodo : 1;
 	if (sh.ntodo > 0 && !rc) {
+		progress_start(&sh.pg, o->progress, "compiling", sh.ntodo, 0);
 		pthread_t *th = xcalloc((size_t)nthreads, sizeof(pthread_t));
 		for (int t = 1; t < nthreads; t++)
 			if (pthread_create(&th[t], NULL, worker, &sh) != 0)
@@ -793,8 +790,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		for (int t = 1; t < nthreads; t++)
 			pthread_join(th[t], NULL);
 		free(th);
-		if (progress_on(&sh))
-			fputs("\r\033[K", stderr);
+		progress_end(&sh.pg);
 	}
 	if (sh.error) {
 		error_plain(d, "%s", sh.error);

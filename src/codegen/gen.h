@@ -684,6 +684,7 @@ typedef struct Shared {
 	int njobs;
 	int *order;         /* jobs by estimated cost, largest first (LPT) */
 	int next, ndone, ntodo;
+	Progress pg;        /* the objects compiled, on a terminal */
 	pthread_mutex_t mu;
 	char *error;        /* the first failure */
 	const void *weights_image;

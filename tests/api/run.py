@@ -13,7 +13,8 @@ description, the Python package, make install.
 - the Python package (runtime/python/nestrt): forward, prefill and decode
   bit-identical to the C program's, a bad shape, a bad dtype, an unknown or
   missing argument, a missing weights file, a run-time error, two threads on one
-  instance, out=, a closed model, the API read from the library and from a file;
+  instance, out=, a closed model, the API read from the library and from a file,
+  a library with the weights compiled in;
 - make install (DESTDIR): libnestrt.so versioned with its soname and versioned
   symbols, nestrt.pc, the package; a program linked with the installed
   libnestrt.so and the package from the install tree.
@@ -360,6 +361,19 @@ def python_package(d, lib, w, ref):
     result(r["out"] is True, "python_out: out= receives the results, nothing else allocated", r)
     result(r["threads"] is True, "python_threads: two threads calling one instance get each its own results", r)
     result(r["api_file"] is True, "python_api_file: api= reads NAME.api.json instead of the library's copy", r)
+    # the weights compiled in: load() needs no file
+    emb = os.path.join(d, "emb", "libgpt2e.so")
+    os.makedirs(os.path.dirname(emb))
+    code, _, err = run([NESTC, "build", GPT2, "-o", emb, "--no-cache", "--embed-weights", w] + CFG, env=env_linked())
+    prog = ("import sys, numpy as np, nestrt\n"
+            "m = nestrt.load(sys.argv[1])\n"
+            "a = m.forward((np.arange(16) * 7 % 256).astype(np.int32))\n"
+            "print(np.array_equal(a.ravel(), np.fromfile(sys.argv[2], np.float32)[:16 * 256]), m.api['functions']"
+            "['new_embedded'])\n")
+    c2, out, err2 = run([sys.executable, "-c", prog, emb, ref], env=env_python()) if code == 0 else (code, "", err)
+    result(c2 == 0 and out.split() == ["True", "gpt2_new_embedded"],
+           "python_embedded: a library built with --embed-weights loads with no weights file, same logits",
+           "exit %d: %s %s" % (c2, out, err2))
     # a library nestc did not write
     code, out, err = run([sys.executable, "-c", "import nestrt; nestrt.load('libm.so.6')"], env=env_python())
     result(code == 1 and "not a model library of nestc" in err, "python_not_a_model: a clear ValueError", err)

@@ -5,6 +5,7 @@ import glob
 import json
 import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -380,6 +381,7 @@ def main():
                                                      ("outer", "forward", None, "outer.1")], got)
 
         limits_issue14()
+        progress_issue39()
 
         # GGUF weights: values of every type, compiled and interpreted, malformed files
         sys.path.insert(0, os.path.join(ROOT, "tests", "io"))
@@ -388,6 +390,50 @@ def main():
 
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
+
+
+def on_terminal(args):
+    """Runs nestc with standard error on a pseudo-terminal: (exit status, what
+    the terminal received)."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.execv(NESTC, [NESTC] + args)
+    out = b""
+    while True:
+        try:
+            b = os.read(fd, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def progress_issue39():
+    """Long operations show a progress line on a terminal (issue 39, item 5):
+    counts and an estimate, erased at the end; nothing with --quiet or when
+    standard error is not a terminal."""
+    big = [os.path.join(ROOT, "samples", "llama.nest"), "-D", "L=6", "--random-weights", "1", "--format=q4_0"]
+    code, tty = on_terminal(["weights"] + big + ["-o", "p.gguf"])
+    lines = [l for l in tty.split("\r") if l.startswith("writing: ")]
+    check("progress: nestc weights on a terminal shows bytes written of the total, the percentage, the time left "
+          "and the tensor, and erases the line", code == 0 and lines and
+          all(re.match(r"writing: [0-9.]+ [MG]B of [0-9.]+ [MG]B \([0-9]+%\)(, [0-9]+:[0-9]{2} left)?  \S+\x1b\[K$", l)
+              for l in lines) and tty.endswith("\r\x1b[K"), repr(tty[-400:]))
+    code, tty = on_terminal(["weights"] + big + ["-o", "p.gguf", "--quiet"])
+    check("progress: --quiet shows none", code == 0 and tty == "", repr(tty[-200:]))
+    r = run("weights", *big, "-o", "p.gguf")
+    check("progress: none when standard error is not a terminal", r.returncode == 0 and r.stderr == "", r.stderr[-200:])
+    code, tty = on_terminal(["build", os.path.join(ROOT, "samples", "vit.nest"), "--no-cache", "-j", "1", "-o", "pvit"])
+    lines = [l for l in tty.split("\r") if l.startswith("compiling: ")]
+    check("progress: nestc build shows the objects compiled of the total and the time left",
+          code == 0 and lines and all(re.match(r"compiling: [0-9]+/[0-9]+ \([0-9]+%\)(, [0-9]+:[0-9]{2} left)?  \S+ "
+                                               r"[0-9]+ ms\x1b\[K$", l) for l in lines), repr(tty[-400:]))
 
 
 def limits_issue14():
