@@ -36,7 +36,7 @@ ONNX_HDRS = $(HDRS) src/onnx/onnx.h $(B)/onnx.pb-c.h
 HDRS = src/nestc.h src/plan.h src/wformat.h src/ops.def
 # The code generator, src/codegen/: one object per concern.
 CG_OBJS = $(B)/cg_llvm.o $(B)/cg_builder.o $(B)/cg_elementwise.o $(B)/cg_movement.o $(B)/cg_matmul.o $(B)/cg_matmul_fmt.o $(B)/cg_epilogue.o \
-	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_conv_lanes.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o $(B)/cg_link.o $(B)/cg_api.o \
+	$(B)/cg_reduce.o $(B)/cg_conv.o $(B)/cg_conv_lanes.o $(B)/cg_conv_dw.o $(B)/cg_pool.o $(B)/cg_graph.o $(B)/cg_header.o $(B)/cg_model.o $(B)/cg_archive.o $(B)/cg_link.o $(B)/cg_api.o \
 	$(B)/cg_cache.o $(B)/cg_build.o \
 	$(B)/cg_index.o $(B)/cg_upsample.o $(B)/cg_attention.o $(B)/cg_winograd.o
 # The reference interpreter, src/interp/: one object per kernel family.
@@ -395,6 +395,8 @@ $(B)/cg_archive.o: src/codegen/archive.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/archive.c
 $(B)/cg_api.o: src/codegen/api.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) $(JANSSON_CFLAGS) -c -o $@ src/codegen/api.c
+$(B)/cg_conv_dw.o: src/codegen/conv_dw.c $(CG_HDRS)
+	$(CC) $(CG_CFLAGS) -c -o $@ src/codegen/conv_dw.c
 $(B)/cg_link.o: src/codegen/link.c $(CG_HDRS)
 	$(CC) $(CG_CFLAGS) -DNESTC_LIBDIR=\"$(LIBDIR)\" -c -o $@ src/codegen/link.c
 $(B)/cg_cache.o: src/codegen/cache.c $(CG_HDRS)

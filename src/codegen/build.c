@@ -815,6 +815,11 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 	if (!rc) {
 		Vec tmps = {0}, finals = {0};
 		int ok = 1, made_dir = 0;
+		/* the header and the API description (api.c) made before any file is
+		 * written: an internal error in them leaves nothing behind */
+		Buf texts[2] = {{0}, {0}};
+		header_text(p, o, &texts[0], sh.name);
+		api_json_text(p, o, &texts[1], sh.name);
 		const char *dir = o->archive || o->shared ? NULL : o->out;
 		if (dir) {
 			if (mkdir(dir, 0777) == 0)
@@ -844,11 +849,8 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				for (int i = 0; i < sh.njobs; i++)
 					if (sh.jobs[i].kind == JOB_MODEL)
 						api = sh.jobs[i].syms;
-				Buf aj = {0};
-				api_json_text(p, o, &aj, sh.name);
-				if (link_shared(d, o->out, tmp, files, n, &api, aj.s))
+				if (link_shared(d, o->out, tmp, files, n, &api, texts[1].s))
 					ok = 0;
-				buf_free(&aj);
 			} else {
 				Buf ar = {0};
 				write_archive(&ar, files, n, syms);
@@ -876,27 +878,21 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			}
 		}
 		if (ok && (!o->only || !strcmp(o->only, "model") || o->archive || o->shared)) {
-			/* the header, and the same API for programs (api.c) */
+			/* the header, and the same API for programs */
 			for (int k = 0; k < 2 && ok; k++) {
-				Buf h = {0};
-				if (k == 0)
-					header_text(p, o, &h, sh.name);
-				else
-					api_json_text(p, o, &h, sh.name);
+				Buf *h = &texts[k];
 				char *hpath = header_path(o, sh.name, k == 0 ? "h" : "api.json");
-				if (file_holds(hpath, h.s, h.len)) {
+				if (file_holds(hpath, h->s, h->len)) {
 					/* kept, mtime too: what includes the header is not
 					 * rebuilt when a build changes nothing in it */
 					free(hpath);
-					buf_free(&h);
 					continue;
 				}
 				char *tmp = xasprintf("%s.tmp.%d", hpath, pid);
-				if (write_file_atomic(tmp, h.s, h.len) < 0)
+				if (write_file_atomic(tmp, h->s, h->len) < 0)
 					ok = 0;
 				vec_push(&tmps, tmp);
 				vec_push(&finals, hpath);
-				buf_free(&h);
 			}
 		}
 		for (int i = 0; i < tmps.n && ok; i++)
@@ -915,6 +911,8 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 		}
 		if (ok && dir && !o->only)
 			remove_stale(dir, sh.name, &finals);
+		buf_free(&texts[0]);
+		buf_free(&texts[1]);
 		for (int i = 0; i < tmps.n; i++) {
 			free(tmps.v[i]);
 			free(finals.v[i]);

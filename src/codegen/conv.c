@@ -138,8 +138,8 @@ LLVMValueRef cv_epi_op(Fn *F, ConvK *k, int e, LLVMValueRef v, LLVMValueRef ov)
 /* v (one element or a vector) of channel o at element offset off of the
  * result, through the bias and the fused epilogue; chv[e]: the channel's
  * value of op e's operand when it is per channel. */
-static LLVMValueRef cv_epilogue(Fn *F, ConvK *k, LLVMValueRef v, int lanes, LLVMValueRef bias, LLVMValueRef *chv,
-                                LLVMValueRef off)
+LLVMValueRef cv_epilogue(Fn *F, ConvK *k, LLVMValueRef v, int lanes, LLVMValueRef bias, LLVMValueRef *chv,
+                         LLVMValueRef off)
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;

@@ -537,6 +537,13 @@ int cv_full(ConvK *k, Node *o);
 LLVMValueRef cv_chan(Fn *F, ConvK *k, Node *o, LLVMValueRef ch);
 /* v through op e of the fused epilogue, ov its other operand */
 LLVMValueRef cv_epi_op(Fn *F, ConvK *k, int e, LLVMValueRef v, LLVMValueRef ov);
+/* v (one element, or a vector of `lanes`) of the result at element offset
+ * off through the bias and the whole fused epilogue; chv[e]: op e's
+ * per-channel operand's value */
+LLVMValueRef cv_epilogue(Fn *F, ConvK *k, LLVMValueRef v, int lanes, LLVMValueRef bias, LLVMValueRef *chv,
+                         LLVMValueRef off);
+/* conv_dw.c: a depthwise convolution's own kernel, when n is one it takes */
+int k_conv2d_dw_try(Fn *F, Node *n);
 /* The nodes' pointers as i64s into a task's vals, and back in the task */
 void cv_env(Fn *F, ConvK *k, LLVMValueRef *vals);
 void cv_unenv(Fn *T, ConvK *k, LLVMValueRef *got);

@@ -614,7 +614,7 @@ static void emit_graph_body(Fn *F)
 		case OP_GATHER: k_gather(F, n); break;
 		case OP_CAUSAL_MASK: kernel(F, n, k_causal_mask); break;
 		case OP_CONV2D:
-			if (!k_conv2d_winograd(F, n) && !k_conv2d_lanes_try(F, n))
+			if (!k_conv2d_dw_try(F, n) && !k_conv2d_winograd(F, n) && !k_conv2d_lanes_try(F, n))
 				k_conv2d(F, n);
 			break;
 		case OP_CONV_TRANSPOSE2D: k_conv_transpose2d(F, n); break;

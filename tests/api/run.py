@@ -246,6 +246,84 @@ def api_vs_header(d):
             f[:-5], api["model"], api["header"], len(api["entries"]), len(api["weights"])), o + err)
 
 
+def json_content(d, w):
+    """gpt2.api.json's values for the small GPT-2, written out by hand, and its
+    weights against the weights file's own header."""
+    api = json.load(open(os.path.join(d, "lib", "gpt2.api.json")))
+    e = {x["name"]: x for x in api["entries"]}
+    want_fns = {"new": "gpt2_new", "free": "gpt2_free", "workspace_size": "gpt2_workspace_size",
+                "seq_new": "gpt2_seq_new", "seq_reset": "gpt2_seq_reset", "seq_free": "gpt2_seq_free",
+                "error": "nestrt_model_error"}
+    checks = [
+        ("functions", api["functions"] == want_fns),
+        ("entries", [(x["name"], x["symbol"], x["sequence"]) for x in api["entries"]] ==
+         [("forward", "gpt2_forward", False), ("prefill", "gpt2_prefill", True), ("decode", "gpt2_decode", True)]),
+        ("forward", e["forward"]["dims"] == [] and e["forward"]["checks"] == [] and
+         [(t["name"], t["dtype"], t["c_type"], t["shape"]) for t in e["forward"]["inputs"]] ==
+         [("tokens", "i32", "int32_t", [16])] and
+         [(t["name"], t["dtype"], t["c_type"], t["shape"]) for t in e["forward"]["outputs"]] ==
+         [("out", "f32", "float", [16, 256])]),
+        ("prefill", e["prefill"]["dims"] == [{"name": "T", "c_name": "T", "min": 1, "max": 64}] and
+         e["prefill"]["checks"] == ["1 <= T", "T <= CTX"] and
+         e["prefill"]["inputs"][0]["shape"] == [{"const": 0, "dims": {"T": 1}}] and
+         e["prefill"]["outputs"][0]["shape"] == [{"const": 0, "dims": {"T": 1}}, 256]),
+        ("decode", e["decode"]["dims"] == [{"name": "P", "c_name": "P", "min": 1, "max": 63}] and
+         e["decode"]["checks"] == ["1 <= P", "P < CTX"] and e["decode"]["inputs"][0]["shape"] == [1] and
+         e["decode"]["outputs"][0]["shape"] == [1, 256]),
+        ("state", api["state"] == [{"name": "cache.%d.%s" % (l, kv), "dtype": "f32",
+                                    "shape": [4, 16, 64] if kv == "k" else [4, 64, 16]}
+                                   for l in range(2) for kv in "kv"]),
+    ]
+    with open(w, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        hdr = json.loads(f.read(n))
+    fw = [(k, v["shape"], v["data_offsets"][1] - v["data_offsets"][0]) for k, v in hdr.items() if k != "__metadata__"]
+    mine = [(x["name"], x["shape"], x["bytes"]) for x in api["weights"]]
+    checks.append(("weights", sorted(mine) == sorted(fw) and all(x["format"] == "f32" and x["dtype"] == "f32"
+                                                                 for x in api["weights"])))
+    bad = [name for name, ok in checks if not ok]
+    result(not bad, "json_content: gpt2.api.json says what the model is (functions, entries, dims, checks, shapes, "
+           "state, weights as the weights file has them)", "wrong: %s" % bad)
+
+
+MULTI = """
+export fn both(a: f32[T, 4], b: f32[U, 4]) -> (f32[T, 4], f32[T + U, 4], f32[U]) where 1 <= T <= 8, 2 <= U <= 6 {
+  return a * 2.0, concat([a, b], axis=0), sum(b, axis=1)
+}
+"""
+
+
+def multi_json(d):
+    """An entry of two run-time dims and three results: the JSON's shapes as
+    sums of dims, its results out0.., and a C program from it against the header."""
+    src = os.path.join(d, "multi.nest")
+    open(src, "w").write(MULTI)
+    out = os.path.join(d, "multi")
+    code, _, err = run([NESTC, "build", src, "-o", out, "-O0"])
+    if code != 0:
+        result(False, "json_multi", err)
+        return
+    api = json.load(open(os.path.join(out, "multi.api.json")))
+    e = api["entries"][0]
+    ok = (e["dims"] == [{"name": "T", "c_name": "T", "min": 1, "max": 8}, {"name": "U", "c_name": "U", "min": 2, "max": 6}]
+          and [t["name"] for t in e["outputs"]] == ["out0", "out1", "out2"]
+          and e["outputs"][1]["shape"] == [{"const": 0, "dims": {"T": 1, "U": 1}}, 4]
+          and e["inputs"][1]["shape"] == [{"const": 0, "dims": {"U": 1}}, 4]
+          and e["outputs"][2] == {"name": "out2", "c_name": "out2", "dtype": "f32", "c_type": "float", "rank": 1,
+                                  "shape": [{"const": 0, "dims": {"U": 1}}]})
+    srcc = os.path.join(out, "check.c")
+    open(srcc, "w").write(c_check_of(api))
+    objs = sorted(os.path.join(out, x) for x in os.listdir(out) if x.endswith(".o"))
+    try:
+        cc([srcc] + objs, os.path.join(out, "check"), ["-I" + out, "-Wno-unused-variable"], [LIB])
+        code, o, err = run([os.path.join(out, "check")])
+    except RuntimeError as ex:
+        code, o, err = 1, "", str(ex)
+    result(ok and code == 0 and o.strip() == "agree",
+           "json_multi: two run-time dims, a shape of T + U, results out0..out2, and the header agrees",
+           "%s %s %s" % (json.dumps(e)[:600], o, err))
+
+
 def formats_in_json(d):
     out = os.path.join(d, "fmt")
     code, _, err = run([NESTC, "build", GPT2, "-o", out, "--weights-format=q8_0", "-O0"] + CFG)
@@ -436,11 +514,13 @@ def main():
         assert code == 0, err
         lib = shared_library(d)
         if lib:
+            json_content(d, w)
             ref = dlopen_identical(d, lib, w)
             python_package(d, lib, w, ref)
             install(d, w, ref)
         link_errors(d, w)
         api_vs_header(d)
+        multi_json(d)
         formats_in_json(d)
         shutil.rmtree(d, ignore_errors=True)
 

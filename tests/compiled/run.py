@@ -3187,6 +3187,92 @@ def kernels_conv2d():
     return single("kernels.conv2d", fn)
 
 
+# Depthwise convolutions (issue 38: codegen/conv_dw.c, a plane a task, pixels of
+# a row in the lanes) against NumPy at 1e-5 relative, at 1 and 3 threads, native
+# and AVX2: 3x3 of strides 1 and 2 with a bias, batch norm and hardswish fused;
+# 5x5 of stride 2 (EfficientNet's); dilation 2; rectangular padding; a plane of
+# 7 columns (one short vector a row on AVX2; on AVX-512, half a vector or less,
+# the general tiles take it), of 70 (a group of four vectors, then a short one),
+# of 1 row; a residual added (its last lanes one by one); batch 2. The kernel
+# must be the one that runs (its task in the IR), and f64 keeps the general one.
+SRC_DW = """
+export fn forward(a: f32[2, 24, 14, 14], w3: f32[24, 1, 3, 3], b: f32[24], bn: f32[4, 24],
+                  w5: f32[24, 1, 5, 5], wide: f32[1, 8, 9, 70], w8: f32[8, 1, 3, 3], s7: f32[1, 16, 7, 7],
+                  w16: f32[16, 1, 3, 3], row: f32[1, 8, 1, 33], wr: f32[8, 1, 1, 5]) ->
+    (f32[2, 24, 14, 14], f32[2, 24, 7, 7], f32[2, 24, 7, 7], f32[1, 8, 9, 70], f32[1, 8, 7, 70],
+     f32[1, 16, 7, 7], f32[1, 8, 1, 29], f64[1, 16, 7, 7], f32[2, 24, 14, 14]) {
+  let d1 = hardswish(batch_norm(conv2d(a, w3, b, padding=1, groups=24), bn[0], bn[1], bn[2], bn[3]))
+  let d2 = relu(conv2d(a, w3, stride=2, padding=1, groups=24))
+  let d3 = conv2d(a, w5, b, stride=2, padding=2, groups=24)
+  let d4 = conv2d(wide, w8, padding=2, dilation=2, groups=8) + wide
+  let d5 = conv2d(wide, w8, padding=[0, 1], groups=8)
+  let d6 = minimum(maximum(conv2d(s7, w16, padding=1, groups=16), 0.0), 6.0)
+  let d7 = conv2d(row, wr, groups=8)
+  let d8 = conv2d(f64(s7), f64(w16), padding=1, groups=16)
+  let d9 = sigmoid(conv2d(a, w3, padding=1, groups=24)) * a
+  return d1, d2, d3, d4, d5, d6, d7, d8, d9
+}
+"""
+
+
+@check("kernels.conv2d_depthwise")
+def kernels_conv2d_depthwise():
+    def fn():
+        shapes = dict(a=(2, 24, 14, 14), w3=(24, 1, 3, 3), b=(24,), bn=(4, 24), w5=(24, 1, 5, 5),
+                      wide=(1, 8, 9, 70), w8=(8, 1, 3, 3), s7=(1, 16, 7, 7), w16=(16, 1, 3, 3), row=(1, 8, 1, 33),
+                      wr=(8, 1, 1, 5))
+        ins = rng_inputs(38, **shapes)
+        ins["bn"][1] = np.abs(ins["bn"][1]) + 0.1
+        i = {k: v.astype(np.float64) for k, v in ins.items()}
+        ch = lambda v: v.reshape(1, -1, 1, 1)  # noqa: E731
+        st = i["bn"]
+        bn = lambda y: (y - ch(st[0])) / np.sqrt(ch(st[1]) + 1e-5) * ch(st[2]) + ch(st[3])  # noqa: E731
+        hsw = lambda y: y * np.clip(y + 3, 0, 6) / 6  # noqa: E731
+        refs = [hsw(bn(conv_ref(i["a"], i["w3"], i["b"], pad=1, groups=24))),
+                np.maximum(conv_ref(i["a"], i["w3"], stride=2, pad=1, groups=24), 0),
+                conv_ref(i["a"], i["w5"], i["b"], stride=2, pad=2, groups=24),
+                conv_ref(i["wide"], i["w8"], pad=2, dil=2, groups=8) + i["wide"],
+                conv_ref(i["wide"], i["w8"], pad=(0, 1), groups=8),
+                np.clip(conv_ref(i["s7"], i["w16"], pad=1, groups=16), 0, 6),
+                conv_ref(i["row"], i["wr"], groups=8),
+                conv_ref(i["s7"], i["w16"], pad=1, groups=16),
+                1 / (1 + np.exp(-conv_ref(i["a"], i["w3"], pad=1, groups=24))) * i["a"]]
+        mdl = region_model("kernels.conv2d_depthwise", SRC_DW, ins)
+        problems = []
+        for cpu in (None, "haswell"):
+            out = os.path.join(mdl.d, "out-" + (cpu or "native"))
+            extra = ["--cpu=" + cpu] if cpu else []
+            mdl.build(out, *extra)
+            ll = os.path.join(mdl.d, "ll-" + (cpu or "native"))
+            mdl.build(ll, "--emit=llvm", *extra)
+            ir = "".join(open(f).read() for f in glob.glob(os.path.join(ll, "*.ll")))
+            # every f32 convolution here is depthwise: 8 of them, a task each;
+            # the f64 one, the general tiles' task
+            ntask = len(set(re.findall(r"define internal void @(cvdw\.task\.\d+)", ir)))
+            ngen = len(set(re.findall(r"define internal void @(cv\.task\.\d+)", ir)))
+            # the 7x7 planes (d2, d3, d6): on AVX-512 the general tiles'
+            wide = cpu is None and "avx512f" in open("/proc/cpuinfo").read()
+            if (ntask, ngen) != ((5, 4) if wide else (8, 1)):
+                problems.append("%s: %d depthwise tasks in the IR, %d general ones" % (cpu or "native", ntask, ngen))
+            c = mdl.call(mdl.entry(out), "np-" + (cpu or "native"))
+            exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
+                                 name="driver_" + (cpu or "native"))
+            for threads in ("1", "3"):
+                r = run([exe], env=dict(os.environ, NESTRT_NUM_THREADS=threads))
+                if r.returncode != 0:
+                    raise Fail("compiled program at %s threads: %s" % (threads, describe([exe], r)))
+                for k, (p, ref) in enumerate(zip(c.outputs, refs)):
+                    g = np.load(p)
+                    err = float(np.max(np.abs(g.astype(np.float64) - ref))) if np.all(np.isfinite(g)) else float("inf")
+                    tol = (1e-12 if g.dtype == np.float64 else 1e-5) * max(1.0, float(np.max(np.abs(ref))))
+                    if g.shape != ref.shape or not err <= tol:
+                        problems.append("%s, result %d at %s threads: shape %s vs %s, max abs err %.3g" %
+                                        (cpu or "native", k + 1, threads, g.shape, ref.shape, err))
+        if problems:
+            raise Fail("; ".join(problems[:6]))
+    return single("kernels.conv2d_depthwise", fn)
+
+
 # Attentions, softmax(q @ k ..., axis=-1) @ v, run a matrix of the batch at a
 # time (codegen/attention.c): rank 4 with a scale, more keys than queries and
 # value rows of another width; rank 3 with GPT-2's causal mask (rows not a
