@@ -28,6 +28,10 @@ typedef struct DwGeom {
 	int64_t C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
 	int64_t nvr;      /* vectors an output row */
 	int64_t PH, PW;   /* the padded plane's rows and row length */
+	/* small rows (at most half a vector) of stride 1 on AVX-512: the plane
+	 * as one run (below), nvf vectors; len elements of the buffer */
+	int flat;
+	int64_t nvf, len;
 } DwGeom;
 
 static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
@@ -42,11 +46,34 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 		return 0;
 	if (d->sw < 1 || d->sw > 2 || d->sh < 1 || d->ph < 0 || d->pw < 0 || d->OH < 1 || d->OW < 1)
 		return 0;
-	/* rows of at most half a vector leave most lanes idle: 960 channels at
-	 * 7x7 ran at 0.9x the general tiles' speed, whose vectors run on
-	 * across rows */
-	if (d->OW * 2 <= vw)
-		return 0;
+	/* rows of at most half a vector leave most lanes idle (960 channels at
+	 * 7x7 ran at 0.9x the general tiles' speed): with stride 1 the padded
+	 * plane is one run, output pixel (oh, ow) at oh*PW + ow reads the
+	 * buffer at that index plus kh*dh*PW + kw*dw, so vectors run on across
+	 * rows, and the lanes of the pad columns are left out when stored (a
+	 * residual, read at each pixel, keeps the general tiles) */
+	if (d->OW * 2 <= vw) {
+		int full = 0;
+		Node *ops[8], *other[8];
+		int first[8];
+		int ne = mm_epilogue(F, n, ops, other, first);
+		for (int e = 0; e < ne; e++)
+			full |= other[e] && other[e]->rank == 4 && !memcmp(other[e]->shape, n->shape, sizeof n->shape[0] * 4);
+		if (d->sw != 1 || vw != 16 || full)
+			return 0;
+		d->flat = 1;
+		d->PW = d->OW + (d->KW - 1) * d->dw;
+		if (d->PW < d->pw + d->W)
+			d->PW = d->pw + d->W;
+		d->nvf = (d->OH * d->PW + vw - 1) / vw;
+		if (d->nvf > 16)
+			return 0;
+		/* the last vector's reads, from the last kernel position */
+		d->len = d->nvf * vw + (d->KH - 1) * d->dh * d->PW + (d->KW - 1) * d->dw;
+		if (d->len < d->PH * d->PW)
+			d->len = d->PH * d->PW;
+		return d->len * 4 <= DW_MAX_BUF;
+	}
 	d->nvr = (d->OW + vw - 1) / vw;
 	d->PH = (d->OH - 1) * d->sh + (d->KH - 1) * d->dh + 1;
 	/* the columns the row's whole vectors read, and the input's own */
@@ -55,7 +82,8 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 		d->PW = d->pw + d->W;
 	if (d->PH < d->ph + d->H)
 		d->PH = d->ph + d->H;
-	return d->PH * d->PW * 4 <= DW_MAX_BUF;
+	d->len = d->PH * d->PW;
+	return d->len * 4 <= DW_MAX_BUF;
 }
 
 static void call_memset(Gen *G, LLVMValueRef p, LLVMValueRef bytes)
@@ -79,7 +107,7 @@ static void dw_fill(Fn *T, DwGeom *d, LLVMValueRef pb, LLVMValueRef in)
 	LLVMBuilderRef B = G->B;
 	/* the rows above and below the input's: zeros */
 	zero_run(G, pb, ci64(G, 0), d->ph * d->PW);
-	zero_run(G, pb, ci64(G, (d->ph + d->H) * d->PW), (d->PH - d->ph - d->H) * d->PW);
+	zero_run(G, pb, ci64(G, (d->ph + d->H) * d->PW), d->len - (d->ph + d->H) * d->PW);
 	Loop lr;
 	LLVMValueRef r = loop_to(T, &lr, ci64(G, d->H));
 	LLVMValueRef row = imul(G, iadd(G, r, ci64(G, d->ph)), ci64(G, d->PW));
@@ -177,6 +205,58 @@ static void dw_vectors(Fn *T, DwRow *r, LLVMValueRef j0, int nv, int rem)
 	}
 }
 
+/* A small plane as one run (DwGeom.flat): nvf vectors of the buffer's
+ * pixels, each output row's OW lanes compressed into the result */
+static void dw_flat(Fn *T, DwRow *r)
+{
+	Gen *G = T->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK *k = r->k;
+	DwGeom *d = r->d;
+	int vw = k->vw;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw);
+	LLVMTypeRef ts[3] = {vt, vt, vt};
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
+	LLVMValueRef acc[16];
+	for (int64_t j = 0; j < d->nvf; j++)
+		acc[j] = llvm.LLVMConstNull(vt);
+	for (int64_t kh = 0; kh < d->KH; kh++)
+		for (int64_t kw = 0; kw < d->KW; kw++) {
+			LLVMValueRef wi = ci64(G, kh * d->KW + kw);
+			LLVMValueRef wv = splat(G, vt, vw, llvm.LLVMBuildLoad2(B, G->f32, llvm.LLVMBuildGEP2(B, G->f32, r->wc, &wi, 1, ""), ""));
+			for (int64_t j = 0; j < d->nvf; j++) {
+				LLVMValueRef x = dw_load(G, r->pb, ci64(G, j * vw + kh * d->dh * d->PW + kw * d->dw), vw, 1);
+				LLVMValueRef vs[3] = {wv, x, acc[j]};
+				acc[j] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+	LLVMValueRef out = k->out ? k->out : nptr(T, k->n);
+	int64_t at = 0; /* output pixels stored so far */
+	for (int64_t j = 0; j < d->nvf; j++) {
+		/* the lanes of output pixels, moved to the front by a constant
+		 * permutation (a memory-destination vcompressps took over a
+		 * hundred cycles on Zen 4), then stored masked */
+		LLVMValueRef idx[16];
+		int any = 0;
+		for (int l = 0; l < vw; l++) {
+			int64_t f = j * vw + l;
+			if (f < d->OH * d->PW && f % d->PW < d->OW)
+				idx[any++] = ci32(G, l);
+		}
+		if (!any)
+			continue;
+		for (int l = any; l < vw; l++)
+			idx[l] = ci32(G, 0);
+		LLVMValueRef off = iadd(G, r->oplane, ci64(G, at));
+		LLVMValueRef x = cv_epilogue(T, k, acc[j], vw, r->bias, r->chv, off);
+		x = llvm.LLVMBuildShuffleVector(B, x, llvm.LLVMGetUndef(vt), llvm.LLVMConstVector(idx, (unsigned)vw), "");
+		LLVMValueRef p = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, out, &off, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+		masked_store(G, x, p, lanes_below(G, vw, ci64(G, any)), 4);
+		at += any;
+	}
+}
+
 int k_conv2d_dw_try(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -204,7 +284,7 @@ int k_conv2d_dw_try(Fn *F, Node *n)
 	/* the padded plane: the task's own, in its entry block */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-	LLVMValueRef pb = llvm.LLVMBuildArrayAlloca(B, G->f32, ci64(G, d.PH * d.PW), "plane");
+	LLVMValueRef pb = llvm.LLVMBuildArrayAlloca(B, G->f32, ci64(G, d.len), "plane");
 	llvm.LLVMSetAlignment(pb, 64);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	Loop lt, lq, lr, lj;
@@ -222,18 +302,22 @@ int k_conv2d_dw_try(Fn *F, Node *n)
 	for (int e = 0; e < k.nepi; e++)
 		if (k.other[e] && !cv_full(&k, k.other[e]))
 			r.chv[e] = cv_chan(&T, &k, k.other[e], c);
-	r.oh = loop_to(&T, &lr, ci64(G, d.OH));
-	/* the row's vectors: groups of DW_NV, then the rest (whose last may be
-	 * short) */
-	int64_t ngroups = (d.nvr - 1) / DW_NV, left = d.nvr - ngroups * DW_NV;
-	int rem = (int)(d.OW - (d.nvr - 1) * vw);
-	if (ngroups > 0) {
-		LLVMValueRef g = loop_to(&T, &lj, ci64(G, ngroups));
-		dw_vectors(&T, &r, imul(G, g, ci64(G, DW_NV)), DW_NV, vw);
-		loop_end(&T, &lj);
+	if (d.flat) {
+		dw_flat(&T, &r);
+	} else {
+		r.oh = loop_to(&T, &lr, ci64(G, d.OH));
+		/* the row's vectors: groups of DW_NV, then the rest (whose last may
+		 * be short) */
+		int64_t ngroups = (d.nvr - 1) / DW_NV, left = d.nvr - ngroups * DW_NV;
+		int rem = (int)(d.OW - (d.nvr - 1) * vw);
+		if (ngroups > 0) {
+			LLVMValueRef g = loop_to(&T, &lj, ci64(G, ngroups));
+			dw_vectors(&T, &r, imul(G, g, ci64(G, DW_NV)), DW_NV, vw);
+			loop_end(&T, &lj);
+		}
+		dw_vectors(&T, &r, ci64(G, ngroups * DW_NV), (int)left, rem);
+		loop_end(&T, &lr);
 	}
-	dw_vectors(&T, &r, ci64(G, ngroups * DW_NV), (int)left, rem);
-	loop_end(&T, &lr);
 	loop_end(&T, &lq);
 	loop_end(&T, &lt);
 	task_end(F, &T, &tk, parts);
