@@ -107,7 +107,8 @@ check-run:
 ASAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 check-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="$(ASAN_FLAGS)" \
-		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime
+		build-asan/nestc build-asan/libnestrt.a build-asan/test_io build-asan/test_interp build-asan/test_runtime \
+		build-asan/libnestrt.so.$(RT_VERSION) build-asan/nestrt.pc
 	@ASAN_OPTIONS=exitcode=86:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=use_tls=0 \
 		NESTC_TEST_LDFLAGS="-fsanitize=address,undefined" $(MAKE) --no-print-directory B=build-asan check-run
 	@FUZZ_RUNS=$(FUZZ_SMOKE_RUNS) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
