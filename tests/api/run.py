@@ -452,6 +452,27 @@ def python_package(d, lib, w, ref):
     result(c2 == 0 and out.split() == ["True", "gpt2_new_embedded"],
            "python_embedded: a library built with --embed-weights loads with no weights file, same logits",
            "exit %d: %s %s" % (c2, out, err2))
+    # dtypes other than f32 and i32: bool (NumPy's bool_, one byte as nestc's),
+    # f16, u8, f64 in and out
+    src = os.path.join(d, "dt.nest")
+    open(src, "w").write("export fn f(m: bool[4], h: f16[4], u: u8[4], x: f64[4]) -> (f64[4], f16[4], bool[4]) {\n"
+                         "  return where(m, x, f64(u)), h * f16(2.0), u > u8(3)\n}\n")
+    dlib = os.path.join(d, "dt", "libdt.so")
+    os.makedirs(os.path.dirname(dlib))
+    code, _, err = run([NESTC, "build", src, "-o", dlib, "--no-cache", "-O0"], env=env_linked())
+    prog = ("import sys, json, numpy as np, nestrt\n"
+            "m = nestrt.load(sys.argv[1])\n"
+            "a, b, c = m.f(np.array([True, False, True, False]), np.array([1.5, -2, 0.25, 3], np.float16),\n"
+            "              np.array([1, 2, 5, 255], np.uint8), np.array([0.5, 1, 2, 4], np.float64))\n"
+            "print(json.dumps([a.dtype.str, a.tolist(), b.dtype.str, b.tolist(), c.dtype.str, c.tolist()]))\n")
+    c2, out, err2 = run([sys.executable, "-c", prog, dlib], env=env_python()) if code == 0 else (code, "", err)
+    want = ["<f8", [0.5, 2.0, 2.0, 255.0], "<f2", [3.0, -4.0, 0.5, 6.0], "|b1", [False, False, True, True]]
+    try:
+        got = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        got = None
+    result(c2 == 0 and got == want, "python_dtypes: bool, f16, u8 and f64 in and out, as NumPy's own dtypes",
+           "exit %d: %s %s" % (c2, out, err2))
     # a library nestc did not write
     code, out, err = run([sys.executable, "-c", "import nestrt; nestrt.load('libm.so.6')"], env=env_python())
     result(code == 1 and "not a model library of nestc" in err, "python_not_a_model: a clear ValueError", err)

@@ -41,7 +41,7 @@ DTYPES = {
     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16),
     "bf16": np.dtype(np.uint16), "i32": np.dtype(np.int32), "i64": np.dtype(np.int64),
     "i8": np.dtype(np.int8), "u8": np.dtype(np.uint8), "i16": np.dtype(np.int16),
-    "u16": np.dtype(np.uint16), "bool": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16), "bool": np.dtype(np.bool_),
 }
 
 
@@ -205,10 +205,12 @@ class Model:
                 f = getattr(lib, fns[key])
                 f.restype, f.argtypes = res, args
         err = _Err()
-        if weights is None:
-            if "new_embedded" not in fns:
-                raise ValueError("%s: the model's weights are not compiled in: give weights=FILE" % library)
+        if weights is None and "new_embedded" in fns:
             m = getattr(lib, fns["new_embedded"])(ctypes.byref(err))
+        elif weights is None:
+            if self.api["weights"]:
+                raise ValueError("%s: the model's weights are not compiled in: give weights=FILE" % library)
+            m = getattr(lib, fns["new"])(None, ctypes.byref(err))   # a model without params
         else:
             if not isinstance(weights, (str, bytes, os.PathLike)):
                 raise TypeError("weights: a path to a .safetensors or .gguf file")
@@ -431,6 +433,7 @@ class Tokenizer:
 def load(library, weights=None, *, api=None):
     """The model in the shared library `library` (built by nestc build -o
     FILE.so), its params bound from `weights` (a .safetensors or .gguf file;
-    None for a library built with --embed-weights). api: a NAME.api.json to
+    None for a library built with --embed-weights, or a model without
+    params). api: a NAME.api.json to
     read instead of the one inside the library."""
     return Model(library, weights, api)
