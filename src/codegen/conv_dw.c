@@ -22,6 +22,7 @@
 
 #define DW_NV 4            /* vectors of a row summed together */
 #define DW_MAX_ACC 8       /* rows of a tile by its vectors, at most */
+#define DW_ROOM 64         /* elements of room after the padded plane (dw_fill_small) */
 #define DW_MAX_BUF (1 << 20) /* bytes of the padded plane, at most */
 
 /* the geometry of a depthwise convolution this kernel takes, or 0 */
@@ -33,6 +34,9 @@ typedef struct DwGeom {
 	 * as one run (below), nvf vectors; len elements of the buffer */
 	int flat;
 	int64_t nvf, len;
+	/* small rows of stride 2 on AVX-512: a vector is two output rows, the
+	 * even lanes of one load of each's input row in each half */
+	int pair;
 } DwGeom;
 
 static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
@@ -53,6 +57,9 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 	 * buffer at that index plus kh*dh*PW + kw*dw, so vectors run on across
 	 * rows, and the lanes of the pad columns are left out when stored (a
 	 * residual, read at each pixel, keeps the general tiles) */
+	d->PH = (d->OH - 1) * d->sh + (d->KH - 1) * d->dh + 1;
+	if (d->PH < d->ph + d->H)
+		d->PH = d->ph + d->H;
 	if (d->OW * 2 <= vw) {
 		int full = 0;
 		Node *ops[8], *other[8];
@@ -60,8 +67,18 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 		int ne = mm_epilogue(F, n, ops, other, first);
 		for (int e = 0; e < ne; e++)
 			full |= other[e] && other[e]->rank == 4 && !memcmp(other[e]->shape, n->shape, sizeof n->shape[0] * 4);
-		if (d->sw != 1 || vw != 16 || full)
+		if (vw != 16 || full)
 			return 0;
+		if (d->sw == 2) {
+			/* two output rows a vector, a half each (DwGeom.pair) */
+			d->pair = 1;
+			d->nvr = 1;
+			d->PW = vw + (d->KW - 1) * d->dw;
+			if (d->PW < d->pw + d->W)
+				d->PW = d->pw + d->W;
+			d->len = d->PH * d->PW;
+			return d->len * 4 <= DW_MAX_BUF;
+		}
 		d->flat = 1;
 		d->PW = d->OW + (d->KW - 1) * d->dw;
 		if (d->PW < d->pw + d->W)
@@ -76,13 +93,10 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 		return d->len * 4 <= DW_MAX_BUF;
 	}
 	d->nvr = (d->OW + vw - 1) / vw;
-	d->PH = (d->OH - 1) * d->sh + (d->KH - 1) * d->dh + 1;
 	/* the columns the row's whole vectors read, and the input's own */
 	d->PW = d->nvr * vw * d->sw + (d->KW - 1) * d->dw;
 	if (d->PW < d->pw + d->W)
 		d->PW = d->pw + d->W;
-	if (d->PH < d->ph + d->H)
-		d->PH = d->ph + d->H;
 	d->len = d->PH * d->PW;
 	return d->len * 4 <= DW_MAX_BUF;
 }
@@ -102,10 +116,53 @@ static void zero_run(Gen *G, LLVMValueRef p, LLVMValueRef off, int64_t len)
 }
 
 /* The plane at `in` (H rows of W) into the padded buffer pb. */
-static void dw_fill(Fn *T, DwGeom *d, LLVMValueRef pb, LLVMValueRef in)
+/* A vector of zeros stored at element `at` of pb */
+static void zero_vec(Gen *G, LLVMValueRef pb, LLVMValueRef at, LLVMTypeRef vt)
+{
+	LLVMValueRef p = llvm.LLVMBuildPointerCast(G->B, llvm.LLVMBuildGEP2(G->B, G->f32, pb, &at, 1, ""),
+	                                          llvm.LLVMPointerType(vt, 0), "");
+	llvm.LLVMSetAlignment(llvm.LLVMBuildStore(G->B, llvm.LLVMConstNull(vt), p), 4);
+}
+
+/* The plane into the buffer when a row is at most a vector (W <= vw): each
+ * buffer row is zero vectors, then the input row as one masked load stored
+ * whole at column pw (its masked-off lanes zeros: the right padding). A
+ * store past a row's end lands on the next row's start, which that row's
+ * zeros overwrite after; past the last row, on the buffer's room (DW_ROOM).
+ * The calls of memset and memmove a row cost more than the sums of a 14x14
+ * plane of stride 2. */
+static void dw_fill_small(Fn *T, DwGeom *d, LLVMValueRef pb, LLVMValueRef in, int vw)
 {
 	Gen *G = T->gen;
 	LLVMBuilderRef B = G->B;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw);
+	int64_t zrow = (d->PW + vw - 1) / vw;
+	/* rows above the input's, and everything from the input's end on */
+	for (int64_t i = 0; i < d->ph * d->PW; i += vw)
+		zero_vec(G, pb, ci64(G, i), vt);
+	for (int64_t i = (d->ph + d->H) * d->PW; i < d->len; i += vw)
+		zero_vec(G, pb, ci64(G, i), vt);
+	Loop lr;
+	LLVMValueRef r = loop_to(T, &lr, ci64(G, d->H));
+	LLVMValueRef row = imul(G, iadd(G, r, ci64(G, d->ph)), ci64(G, d->PW));
+	for (int64_t z = 0; z < zrow; z++)
+		zero_vec(G, pb, iadd(G, row, ci64(G, z * vw)), vt);
+	LLVMValueRef src = imul(G, r, ci64(G, d->W)), dst = iadd(G, row, ci64(G, d->pw));
+	LLVMValueRef sp = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, in, &src, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+	LLVMValueRef x = masked_load(G, vt, sp, lanes_below(G, vw, ci64(G, d->W)), llvm.LLVMConstNull(vt), 4);
+	LLVMValueRef dp = llvm.LLVMBuildPointerCast(B, llvm.LLVMBuildGEP2(B, G->f32, pb, &dst, 1, ""), llvm.LLVMPointerType(vt, 0), "");
+	llvm.LLVMSetAlignment(llvm.LLVMBuildStore(B, x, dp), 4);
+	loop_end(T, &lr);
+}
+
+static void dw_fill(Fn *T, DwGeom *d, LLVMValueRef pb, LLVMValueRef in, int vw)
+{
+	Gen *G = T->gen;
+	LLVMBuilderRef B = G->B;
+	if (d->W <= vw) {
+		dw_fill_small(T, d, pb, in, vw);
+		return;
+	}
 	/* the rows above and below the input's: zeros */
 	zero_run(G, pb, ci64(G, 0), d->ph * d->PW);
 	zero_run(G, pb, ci64(G, (d->ph + d->H) * d->PW), d->len - (d->ph + d->H) * d->PW);
@@ -284,6 +341,60 @@ static void dw_flat(Fn *T, DwRow *r)
 	}
 }
 
+/* np pairs of output rows from r->oh on (DwGeom.pair); the last pair's
+ * second row is missing when `odd` */
+static void dw_pairs(Fn *T, DwRow *r, int np, int odd)
+{
+	Gen *G = T->gen;
+	LLVMBuilderRef B = G->B;
+	ConvK *k = r->k;
+	DwGeom *d = r->d;
+	int vw = k->vw, half = vw / 2;
+	LLVMTypeRef vt = llvm.LLVMVectorType(G->f32, (unsigned)vw);
+	LLVMTypeRef ts[3] = {vt, vt, vt};
+	char fma[32];
+	snprintf(fma, sizeof fma, "llvm.fmuladd.v%df32", vw);
+	LLVMValueRef even[16], hi[16];
+	for (int i = 0; i < vw; i++) {
+		even[i] = ci32(G, 2 * (i % half) + (i < half ? 0 : vw));
+		hi[i] = ci32(G, i < half ? half + i : 0);
+	}
+	LLVMValueRef evenv = llvm.LLVMConstVector(even, (unsigned)vw), hiv = llvm.LLVMConstVector(hi, (unsigned)vw);
+	LLVMValueRef acc[DW_MAX_ACC];
+	for (int q = 0; q < np; q++)
+		acc[q] = llvm.LLVMConstNull(vt);
+	LLVMValueRef rbase = imul(G, r->oh, ci64(G, d->sh * d->PW));
+	for (int64_t kh = 0; kh < d->KH; kh++)
+		for (int64_t kw = 0; kw < d->KW; kw++) {
+			LLVMValueRef wi = ci64(G, kh * d->KW + kw);
+			LLVMValueRef wv = splat(G, vt, vw, llvm.LLVMBuildLoad2(B, G->f32, llvm.LLVMBuildGEP2(B, G->f32, r->wc, &wi, 1, ""), ""));
+			for (int q = 0; q < np; q++) {
+				/* rows 2q and 2q + 1 of the tile (the last pair of an odd
+				 * count reads its first row twice) */
+				int64_t r0 = 2 * q, r1 = odd && q == np - 1 ? r0 : r0 + 1;
+				LLVMValueRef a = dw_load(G, r->pb, iadd(G, rbase, ci64(G, (r0 * d->sh + kh * d->dh) * d->PW + kw * d->dw)), vw, 1);
+				LLVMValueRef b = dw_load(G, r->pb, iadd(G, rbase, ci64(G, (r1 * d->sh + kh * d->dh) * d->PW + kw * d->dw)), vw, 1);
+				LLVMValueRef x = llvm.LLVMBuildShuffleVector(B, a, b, evenv, "");
+				LLVMValueRef vs[3] = {wv, x, acc[q]};
+				acc[q] = call(G, fma, vt, ts, vs, 3);
+			}
+		}
+	LLVMValueRef out = k->out ? k->out : nptr(T, k->n);
+	LLVMValueRef mask = lanes_below(G, vw, ci64(G, d->OW));
+	for (int q = 0; q < np; q++) {
+		LLVMValueRef off = iadd(G, r->oplane, imul(G, iadd(G, r->oh, ci64(G, 2 * q)), ci64(G, d->OW)));
+		LLVMValueRef x = cv_epilogue(T, k, acc[q], vw, r->bias, r->chv, off);
+		LLVMValueRef p = llvm.LLVMBuildGEP2(B, G->f32, out, &off, 1, "");
+		masked_store(G, x, llvm.LLVMBuildPointerCast(B, p, llvm.LLVMPointerType(vt, 0), ""), mask, 4);
+		if (odd && q == np - 1)
+			continue;
+		LLVMValueRef off1 = iadd(G, off, ci64(G, d->OW));
+		LLVMValueRef p1 = llvm.LLVMBuildGEP2(B, G->f32, out, &off1, 1, "");
+		LLVMValueRef x1 = llvm.LLVMBuildShuffleVector(B, x, llvm.LLVMGetUndef(vt), hiv, "");
+		masked_store(G, x1, llvm.LLVMBuildPointerCast(B, p1, llvm.LLVMPointerType(vt, 0), ""), mask, 4);
+	}
+}
+
 int k_conv2d_dw_try(Fn *F, Node *n)
 {
 	Gen *G = F->gen;
@@ -311,7 +422,7 @@ int k_conv2d_dw_try(Fn *F, Node *n)
 	/* the padded plane: the task's own, in its entry block */
 	LLVMBasicBlockRef body = llvm.LLVMGetInsertBlock(B);
 	llvm.LLVMPositionBuilderBefore(B, llvm.LLVMGetLastInstruction(T.entry));
-	LLVMValueRef pb = llvm.LLVMBuildArrayAlloca(B, G->f32, ci64(G, d.len), "plane");
+	LLVMValueRef pb = llvm.LLVMBuildArrayAlloca(B, G->f32, ci64(G, d.len + DW_ROOM), "plane");
 	llvm.LLVMSetAlignment(pb, 64);
 	llvm.LLVMPositionBuilderAtEnd(B, body);
 	Loop lt, lq, lr;
@@ -321,7 +432,7 @@ int k_conv2d_dw_try(Fn *F, Node *n)
 	LLVMValueRef q = loop_begin(&T, &lq, q0, q1);
 	LLVMValueRef c = irem(G, q, ci64(G, d.C));
 	LLVMValueRef ioff = imul(G, q, ci64(G, d.H * d.W));
-	dw_fill(&T, &d, pb, llvm.LLVMBuildGEP2(B, G->f32, T.ptr[k.x->id], &ioff, 1, ""));
+	dw_fill(&T, &d, pb, llvm.LLVMBuildGEP2(B, G->f32, T.ptr[k.x->id], &ioff, 1, ""), vw);
 	DwRow r = {.k = &k, .d = &d, .pb = pb, .oplane = imul(G, q, ci64(G, d.OH * d.OW))};
 	LLVMValueRef woff = imul(G, c, ci64(G, d.KH * d.KW));
 	r.wc = llvm.LLVMBuildGEP2(B, G->f32, T.ptr[k.w->id], &woff, 1, "");
@@ -331,6 +442,22 @@ int k_conv2d_dw_try(Fn *F, Node *n)
 			r.chv[e] = cv_chan(&T, &k, k.other[e], c);
 	if (d.flat) {
 		dw_flat(&T, &r);
+	} else if (d.pair) {
+		/* tiles of up to DW_MAX_ACC / 2 pairs of rows */
+		int64_t npairs = (d.OH + 1) / 2;
+		int P = npairs < DW_MAX_ACC / 2 ? (int)npairs : DW_MAX_ACC / 2;
+		int64_t full = d.OH / 2 / P;   /* tiles of P whole pairs */
+		if (full > 0) {
+			LLVMValueRef t0 = loop_to(&T, &lr, ci64(G, full));
+			r.oh = imul(G, t0, ci64(G, 2 * P));
+			dw_pairs(&T, &r, P, 0);
+			loop_end(&T, &lr);
+		}
+		int64_t done = full * 2 * P, rest = d.OH - done;
+		if (rest > 0) {
+			r.oh = ci64(G, done);
+			dw_pairs(&T, &r, (int)((rest + 1) / 2), (int)(rest % 2));
+		}
 	} else {
 		/* rows a tile: enough independent sums when a row is few vectors */
 		int R = d.nvr >= DW_NV ? 1 : DW_MAX_ACC / (int)d.nvr;

@@ -3193,17 +3193,18 @@ def kernels_conv2d():
 # 5x5 of stride 2 (EfficientNet's); dilation 2; rectangular padding; a plane of
 # 7 columns (one short vector a row on AVX2; on AVX-512, half a vector or less:
 # at stride 1 the plane as one run, 3x3 and 5x5, dilated, batch 2; at stride 2
-# the general tiles), of 70 (a group of four vectors, then a short one), of 1
-# row; a residual added (its last lanes one by one); batch 2. The kernel must be
-# the one that runs (its task in the IR), and f64 keeps the general one.
+# two rows a vector, odd and even row counts, 6 to 20 rows), of 70 (a group of
+# four vectors, then a short one), of 1 row; a residual added (its last lanes
+# one by one); batch 2. The kernel must be the one that runs (its task in the
+# IR), and f64 keeps the general one.
 SRC_DW = """
 export fn forward(a: f32[2, 24, 14, 14], w3: f32[24, 1, 3, 3], b: f32[24], bn: f32[4, 24],
                   w5: f32[24, 1, 5, 5], wide: f32[1, 8, 9, 70], w8: f32[8, 1, 3, 3], s7: f32[1, 16, 7, 7],
                   w16: f32[16, 1, 3, 3], row: f32[1, 8, 1, 33], wr: f32[8, 1, 1, 5], w5b: f32[16, 1, 5, 5],
-                  b16: f32[16], s65: f32[2, 16, 6, 5]) ->
+                  b16: f32[16], s65: f32[2, 16, 6, 5], s12: f32[1, 16, 12, 12], tall: f32[1, 8, 40, 14]) ->
     (f32[2, 24, 14, 14], f32[2, 24, 7, 7], f32[2, 24, 7, 7], f32[1, 8, 9, 70], f32[1, 8, 7, 70],
      f32[1, 16, 7, 7], f32[1, 8, 1, 29], f64[1, 16, 7, 7], f32[2, 24, 14, 14], f32[1, 16, 7, 7],
-     f32[2, 16, 6, 5]) {
+     f32[2, 16, 6, 5], f32[1, 16, 6, 6], f32[1, 8, 20, 7]) {
   let d1 = hardswish(batch_norm(conv2d(a, w3, b, padding=1, groups=24), bn[0], bn[1], bn[2], bn[3]))
   let d2 = relu(conv2d(a, w3, stride=2, padding=1, groups=24))
   let d3 = conv2d(a, w5, b, stride=2, padding=2, groups=24)
@@ -3215,7 +3216,9 @@ export fn forward(a: f32[2, 24, 14, 14], w3: f32[24, 1, 3, 3], b: f32[24], bn: f
   let d9 = sigmoid(conv2d(a, w3, padding=1, groups=24)) * a
   let d10 = hardswish(conv2d(s7, w5b, b16, padding=2, groups=16))
   let d11 = conv2d(s65, w16, padding=2, dilation=2, groups=16) * 0.5
-  return d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11
+  let d12 = relu(conv2d(s12, w16, b16, stride=2, padding=1, groups=16))
+  let d13 = conv2d(tall, w8, stride=2, padding=1, groups=8)
+  return d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11, d12, d13
 }
 """
 
@@ -3225,7 +3228,8 @@ def kernels_conv2d_depthwise():
     def fn():
         shapes = dict(a=(2, 24, 14, 14), w3=(24, 1, 3, 3), b=(24,), bn=(4, 24), w5=(24, 1, 5, 5),
                       wide=(1, 8, 9, 70), w8=(8, 1, 3, 3), s7=(1, 16, 7, 7), w16=(16, 1, 3, 3), row=(1, 8, 1, 33),
-                      wr=(8, 1, 1, 5), w5b=(16, 1, 5, 5), b16=(16,), s65=(2, 16, 6, 5))
+                      wr=(8, 1, 1, 5), w5b=(16, 1, 5, 5), b16=(16,), s65=(2, 16, 6, 5), s12=(1, 16, 12, 12),
+                      tall=(1, 8, 40, 14))
         ins = rng_inputs(38, **shapes)
         ins["bn"][1] = np.abs(ins["bn"][1]) + 0.1
         i = {k: v.astype(np.float64) for k, v in ins.items()}
@@ -3243,7 +3247,9 @@ def kernels_conv2d_depthwise():
                 conv_ref(i["s7"], i["w16"], pad=1, groups=16),
                 1 / (1 + np.exp(-conv_ref(i["a"], i["w3"], pad=1, groups=24))) * i["a"],
                 hsw(conv_ref(i["s7"], i["w5b"], i["b16"], pad=2, groups=16)),
-                conv_ref(i["s65"], i["w16"], pad=2, dil=2, groups=16) * 0.5]
+                conv_ref(i["s65"], i["w16"], pad=2, dil=2, groups=16) * 0.5,
+                np.maximum(conv_ref(i["s12"], i["w16"], i["b16"], stride=2, pad=1, groups=16), 0),
+                conv_ref(i["tall"], i["w8"], stride=2, pad=1, groups=8)]
         mdl = region_model("kernels.conv2d_depthwise", SRC_DW, ins)
         problems = []
         for cpu in (None, "haswell"):
@@ -3253,14 +3259,14 @@ def kernels_conv2d_depthwise():
             ll = os.path.join(mdl.d, "ll-" + (cpu or "native"))
             mdl.build(ll, "--emit=llvm", *extra)
             ir = "".join(open(f).read() for f in glob.glob(os.path.join(ll, "*.ll")))
-            # every f32 convolution here is depthwise: 10 of them, a task each;
-            # the f64 one, the general tiles' task; on AVX-512, the rows of 7
-            # of stride 2 (d2, d3) are the general tiles' too, those of
-            # stride 1 (d6, d10, d11) one run of the plane
+            # every f32 convolution here is depthwise: 12 of them, a task each;
+            # the f64 one, the general tiles' task (on AVX-512, the short rows
+            # of stride 1 run as one run of the plane, those of stride 2 in
+            # pairs: d2, d3, d12, d13, odd and even row counts, one tile or a
+            # loop of them)
             ntask = len(set(re.findall(r"define internal void @(cvdw\.task\.\d+)", ir)))
             ngen = len(set(re.findall(r"define internal void @(cv\.task\.\d+)", ir)))
-            wide = cpu is None and "avx512f" in open("/proc/cpuinfo").read()
-            if (ntask, ngen) != ((8, 3) if wide else (10, 1)):
+            if (ntask, ngen) != (12, 1):
                 problems.append("%s: %d depthwise tasks in the IR, %d general ones" % (cpu or "native", ntask, ngen))
             c = mdl.call(mdl.entry(out), "np-" + (cpu or "native"))
             exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
