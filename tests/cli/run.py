@@ -418,7 +418,7 @@ def progress_issue39():
     """Long operations show a progress line on a terminal (issue 39, item 5):
     counts and an estimate, erased at the end; nothing with --quiet or when
     standard error is not a terminal."""
-    big = [os.path.join(ROOT, "samples", "llama.nest"), "-D", "L=6", "--random-weights", "1", "--format=q4_0"]
+    big = [os.path.join(ROOT, "samples", "llama.nest"), "-D", "L=4", "--random-weights", "1", "--format=q4_0"]
     code, tty = on_terminal(["weights"] + big + ["-o", "p.gguf"])
     lines = [l for l in tty.split("\r") if l.startswith("writing: ")]
     check("progress: nestc weights on a terminal shows bytes written of the total, the percentage, the time left "

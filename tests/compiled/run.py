@@ -3257,7 +3257,8 @@ def kernels_conv2d_depthwise():
             extra = ["--cpu=" + cpu] if cpu else []
             mdl.build(out, *extra)
             ll = os.path.join(mdl.d, "ll-" + (cpu or "native"))
-            mdl.build(ll, "--emit=llvm", *extra)
+            if cpu is None:   # the IR of one target is enough to see which kernels run
+                mdl.build(ll, "--emit=llvm", *extra)
             ir = "".join(open(f).read() for f in glob.glob(os.path.join(ll, "*.ll")))
             # every f32 convolution here is depthwise: 12 of them, a task each;
             # the f64 one, the general tiles' task (on AVX-512, the short rows
@@ -3266,7 +3267,7 @@ def kernels_conv2d_depthwise():
             # loop of them)
             ntask = len(set(re.findall(r"define internal void @(cvdw\.task\.\d+)", ir)))
             ngen = len(set(re.findall(r"define internal void @(cv\.task\.\d+)", ir)))
-            if (ntask, ngen) != (12, 1):
+            if cpu is None and (ntask, ngen) != (12, 1):
                 problems.append("%s: %d depthwise tasks in the IR, %d general ones" % (cpu or "native", ntask, ngen))
             c = mdl.call(mdl.entry(out), "np-" + (cpu or "native"))
             exe = compile_driver(mdl.d, [c], [mdl.stem], [out], sorted(glob.glob(os.path.join(out, "*.o"))),
