@@ -42,6 +42,8 @@ typedef struct DwGeom {
 static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 {
 	Node *x = n->in[0], *w = n->in[1];
+	/* equivalent mutant [const 4 -> 3]: every target's vectors hold 4
+	 * floats or more (16 bytes at the least) */
 	if (n->dtype != DT_F32 || fn_dynamic(F) || node_dynamic(F, n) || x->rank != 4 || w->rank != 4 || vw < 4)
 		return 0;
 	*d = (DwGeom){.C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .OH = n->shape[2], .OW = n->shape[3],
@@ -60,7 +62,9 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 	d->PH = (d->OH - 1) * d->sh + (d->KH - 1) * d->dh + 1;
 	if (d->PH < d->ph + d->H)
 		d->PH = d->ph + d->H;
-	if (d->OW * 2 <= vw) {
+	/* the one run reads row oh + kh*dh for output row oh: stride 1 down
+	 * too (2 down, 1 across: a row a vector, below) */
+	if (d->OW * 2 <= vw && (d->sw == 2 || d->sh == 1)) {
 		int full = 0;
 		Node *ops[8], *other[8];
 		int first[8];
@@ -89,6 +93,8 @@ static int dw_geom(Fn *F, Node *n, int vw, DwGeom *d)
 		/* the last vector's reads, from the last kernel position */
 		d->len = d->nvf * vw + (d->KH - 1) * d->dh * d->PW + (d->KW - 1) * d->dw;
 		if (d->len < d->PH * d->PW)
+			/* equivalent mutant [stmt]: at stride 1 the last vector's
+			 * reads already reach past the last row (nvf vw >= OH PW) */
 			d->len = d->PH * d->PW;
 		return d->len * 4 <= DW_MAX_BUF;
 	}
