@@ -164,6 +164,10 @@ class BenchCore:
         for k, v in defines.items():
             cmd += ["-D", "%s=%s" % (k, v)]
         sh(cmd)
+        return self.link_harness(outdir, name)
+
+    def link_harness(self, outdir, name):
+        """bench/harness.c linked with the objects nestc wrote in outdir for model name."""
         inputs = len(re.findall(r"NUMEL = ", open(os.path.join(outdir, name + ".h")).read())) - 1
         exe = os.path.join(outdir, "harness")
         objs = sorted(os.path.join(outdir, o) for o in os.listdir(outdir) if o.endswith(".o"))

@@ -97,6 +97,11 @@ had its cores, a figure that holds when other processes share the machine):
   resnet50 (weights from the import, DIR.safetensors) against the hand-written sample
   (goal: imported / sample <= 1.05) and ONNX Runtime, with the repeated regions and
   variants `nestc report` finds.
+- onnx-vision (issue #38; bench/sections_vision.py, bench/vision.py): `nestc build NET.onnx` of
+  torchvision's mobilenet_v2, mobilenet_v3_small, efficientnet_b0, shufflenet_v2_x1_0, densenet121
+  and vit_b_16 and of an LSTM language model, as torch.onnx exports them, against ONNX Runtime
+  on the same file: build time (goal <= 10 s), kernels shared, nestc / ORT (goal <= 1.0) and the
+  max relative difference from float64 PyTorch (goal <= 1e-4).
 The FMA peak is measured at the start of every run (bench/peak.c: independent-accumulator
 FMA loops at the widest vector width the CPU's features offer, 1 and 2 threads, FLOPs over
 each thread's CPU time so that other processes' turns on the cores do not count, the best
@@ -104,7 +109,7 @@ of 3 x 20 runs). Every "% of FMA peak" column uses it.
 
 Files: run.py (this driver), common.py (configuration, servers, measurement), core.py
 (environments, probing, builds, model files, report helpers), sections_gpt2.py, sections_formats.py,
-sections_cnn.py, sections_nets.py, sections_python.py (with py_server.py and py_rss.py).
+sections_cnn.py, sections_nets.py, sections_python.py (with py_server.py and py_rss.py), sections_vision.py.
 
 The report goes to standard output; progress to standard error.
 """
@@ -123,15 +128,16 @@ from sections_gpt2 import GPT2Sections  # noqa: E402
 from sections_llamacpp import LlamaCppSections  # noqa: E402
 from sections_nets import NetSections  # noqa: E402
 from sections_python import PythonSections  # noqa: E402
+from sections_vision import VisionSections  # noqa: E402
 
 
-class Bench(PythonSections, LlamaCppSections, FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
+class Bench(VisionSections, PythonSections, LlamaCppSections, FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
     """Every section, on the shared environment of BenchCore."""
 
 
 SECTIONS = ("gpt2-shape", "gpt2-small", "coldstart", "gpt2-decode", "gpt2-prefill", "formats-decode", "formats-prefill",
             "llamacpp", "matmul",
-            "resnet", "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx", "python")
+            "resnet", "resnet18", "bert", "vit", "resnet50", "conv3x3", "onnx", "onnx-vision", "python")
 
 
 def main():
@@ -203,6 +209,8 @@ def main():
             b.formats_prefill()
         elif sec == "llamacpp":
             b.llamacpp()
+        elif sec == "onnx-vision":
+            b.onnx_vision()
         elif sec in ("bert", "vit", "resnet50", "conv3x3", "onnx"):
             getattr(b, sec)()
         sys.stdout.flush()

@@ -922,6 +922,7 @@ typedef struct ObjStats {
 	double compile_ms;
 	int cached;           /* taken from the persistent cache */
 	int kernels, shared;  /* kernel functions; of them, identical to another and emitted once */
+	int parts;            /* the model's object: in how many parts (objects) */
 } ObjStats;
 
 typedef struct Variant {

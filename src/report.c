@@ -262,6 +262,12 @@ static void text_report(FILE *f, RegionTable *rt, const char *model)
 	}
 	if (rt->model.code_bytes) {
 		fprintf(f, "\nmodel object %s.o", model);
+		if (rt->model.parts > 1) {
+			fprintf(f, " in %d parts (%s.o", rt->model.parts, model);
+			for (int k = 1; k < rt->model.parts; k++)
+				fprintf(f, ", %s.model-%d.o", model, k);
+			fputc(')', f);
+		}
 		obj_figures(f, &rt->model);
 		fputc('\n', f);
 	}
@@ -391,6 +397,13 @@ static json_t *json_report(RegionTable *rt, const char *model)
 		mo = json_object();
 		snprintf(buf, sizeof buf, "%s.o", model);
 		json_object_set_new(mo, "object", json_string(buf));
+		json_t *parts = json_array();
+		json_array_append_new(parts, json_string(buf));
+		for (int k = 1; k < rt->model.parts; k++) {
+			snprintf(buf, sizeof buf, "%s.model-%d.o", model, k);
+			json_array_append_new(parts, json_string(buf));
+		}
+		json_object_set_new(mo, "parts", parts);
 		obj_json(mo, &rt->model);
 	}
 	json_object_set_new(root, "model_object", mo);

@@ -94,6 +94,138 @@ static void run_passes(Gen *G, const char *passes, LLVMPassBuilderOptionsRef po)
 	}
 }
 
+/* ---- the model object in parts ---- */
+
+/* Instructions of a defined function: what the parts are balanced on. */
+static int64_t fn_size(LLVMValueRef f)
+{
+	int64_t n = 0;
+	for (LLVMBasicBlockRef b = llvm.LLVMGetFirstBasicBlock(f); b; b = llvm.LLVMGetNextBasicBlock(b))
+		for (LLVMValueRef i = llvm.LLVMGetFirstInstruction(b); i; i = llvm.LLVMGetNextInstruction(i))
+			n++;
+	return n;
+}
+
+static int is_task(LLVMValueRef f)
+{
+	size_t len;
+	return strstr(llvm.LLVMGetValueName2(f, &len), ".task.") != NULL;
+}
+
+/* f without its body: a declaration of the same name takes its uses. */
+static void drop_body(Gen *G, LLVMValueRef f, int hidden)
+{
+	size_t len;
+	const char *nm = llvm.LLVMGetValueName2(f, &len);
+	char *name = xasprintf("%.*s", (int)len, nm);
+	LLVMValueRef d = llvm.LLVMAddFunction(G->M, "", llvm.LLVMGlobalGetValueType(f));
+	llvm.LLVMReplaceAllUsesWith(f, d);
+	llvm.LLVMDeleteFunction(f);
+	llvm.LLVMSetValueName2(d, name, len);
+	if (hidden)
+		llvm.LLVMSetVisibility(d, LLVMHiddenVisibility);
+	free(name);
+}
+
+/* A global constant of this module, hidden, the marker of part k. */
+static LLVMValueRef part_marker(Gen *G, int k)
+{
+	char sym[320];
+	snprintf(sym, sizeof sym, "%s__model_part_%d", G->model, k);
+	LLVMValueRef gv = llvm.LLVMAddGlobal(G->M, G->i8, sym);
+	llvm.LLVMSetVisibility(gv, LLVMHiddenVisibility);
+	return gv;
+}
+
+/* Every part of the model is the same module up to here (the same graph,
+ * emitted and merged the same way), so each can work out alone which
+ * functions are its own. The entry points and their helpers are part 0's;
+ * the kernels (task functions), largest first, go to the part with the
+ * fewest instructions so far. A kernel becomes a hidden global of the
+ * model's name, defined in its part and declared in the others; part 0
+ * refers to each other part's marker, so that a link from an archive takes
+ * every part. globaldce then drops what this part does not use. */
+static void split_module(Gen *G)
+{
+	int part = G->part, nparts = G->nparts, nf = 0, nt = 0;
+	for (LLVMValueRef f = llvm.LLVMGetFirstFunction(G->M); f; f = llvm.LLVMGetNextFunction(f))
+		nf++;
+	LLVMValueRef *fs = xcalloc((size_t)nf + 1, sizeof *fs);
+	int64_t *cost = xcalloc((size_t)nf + 1, sizeof *cost), load[MODEL_PARTS_MAX] = {0};
+	int *owner = xcalloc((size_t)nf + 1, sizeof *owner), *tasks = xcalloc((size_t)nf + 1, sizeof *tasks);
+	nf = 0;
+	for (LLVMValueRef f = llvm.LLVMGetFirstFunction(G->M); f; f = llvm.LLVMGetNextFunction(f)) {
+		if (llvm.LLVMIsDeclaration(f))
+			continue;
+		fs[nf] = f;
+		cost[nf] = fn_size(f);
+		if (is_task(f))
+			tasks[nt++] = nf;
+		else
+			load[0] += cost[nf];
+		nf++;
+	}
+	for (int a = 1; a < nt; a++) /* stable: equal sizes keep the module's order */
+		for (int b = a; b > 0 && cost[tasks[b - 1]] < cost[tasks[b]]; b--) {
+			int t = tasks[b];
+			tasks[b] = tasks[b - 1];
+			tasks[b - 1] = t;
+		}
+	for (int t = 0; t < nt; t++) {
+		int best = 0;
+		for (int k = 1; k < nparts; k++)
+			if (load[k] < load[best])
+				best = k;
+		owner[tasks[t]] = best;
+		load[best] += cost[tasks[t]];
+	}
+	for (int i = 0; i < nf; i++) {
+		if (is_task(fs[i])) {
+			size_t len;
+			const char *nm = llvm.LLVMGetValueName2(fs[i], &len);
+			char *name = xasprintf("%s__%.*s", G->model, (int)len, nm);
+			llvm.LLVMSetValueName2(fs[i], name, strlen(name));
+			free(name);
+			llvm.LLVMSetLinkage(fs[i], LLVMExternalLinkage);
+			llvm.LLVMSetVisibility(fs[i], LLVMHiddenVisibility);
+			if (owner[i] != part)
+				drop_body(G, fs[i], 1);
+		} else if (part > 0) {
+			LLVMLinkage l = llvm.LLVMGetLinkage(fs[i]);
+			if (l != LLVMInternalLinkage && l != LLVMPrivateLinkage)
+				drop_body(G, fs[i], 0);
+		}
+	}
+	if (part > 0) {
+		/* the model's tables are part 0's */
+		for (LLVMValueRef g = llvm.LLVMGetFirstGlobal(G->M); g; g = llvm.LLVMGetNextGlobal(g)) {
+			LLVMLinkage l = llvm.LLVMGetLinkage(g);
+			if (l != LLVMInternalLinkage && l != LLVMPrivateLinkage)
+				llvm.LLVMSetInitializer(g, NULL);
+		}
+		LLVMValueRef m = part_marker(G, part);
+		llvm.LLVMSetInitializer(m, llvm.LLVMConstInt(G->i8, (unsigned long long)part, 0));
+		llvm.LLVMSetGlobalConstant(m, 1);
+	} else {
+		LLVMValueRef refs[MODEL_PARTS_MAX];
+		for (int k = 1; k < nparts; k++)
+			refs[k - 1] = part_marker(G, k);
+		char sym[320];
+		snprintf(sym, sizeof sym, "%s__model_parts", G->model);
+		LLVMValueRef all = llvm.LLVMAddGlobal(G->M, llvm.LLVMArrayType(G->i8p, (unsigned)(nparts - 1)), sym);
+		llvm.LLVMSetInitializer(all, llvm.LLVMConstArray(G->i8p, refs, (unsigned)(nparts - 1)));
+		llvm.LLVMSetGlobalConstant(all, 1);
+		llvm.LLVMSetVisibility(all, LLVMHiddenVisibility);
+	}
+	LLVMPassBuilderOptionsRef po = llvm.LLVMCreatePassBuilderOptions();
+	run_passes(G, "globaldce", po);
+	llvm.LLVMDisposePassBuilderOptions(po);
+	free(fs);
+	free(cost);
+	free(owner);
+	free(tasks);
+}
+
 /* Verify, optimise and emit the current module; `no_unroll`: without LLVM's
  * loop unrolling. Kernels with identical bodies (a dense block's equal
  * convolutions; the same op, shapes and epilogue anywhere in the graph) are
@@ -119,6 +251,8 @@ static int gen_module_end(Gen *G, int opt, int no_unroll, OutFile *out, ObjStats
 		st->kernels = kernels;
 		st->shared = kernels - count_tasks(G);
 	}
+	if (G->nparts > 1)
+		split_module(G);
 	char passes[32];
 	snprintf(passes, sizeof passes, "default<O%d>", opt);
 	LLVMPassBuilderOptionsRef po = llvm.LLVMCreatePassBuilderOptions();
@@ -312,7 +446,11 @@ static void run_job(Gen *G, Shared *sh, Job *j)
 		model_module(G, sh->name, NULL, sh->ws_static, sh->ws_own);
 		if (sh->o->embed)
 			embedded_new(G, sh->name);
+		G->part = j->part;
+		G->nparts = j->nparts;
+		G->model = sh->name;
 		rc = gen_module_end(G, sh->o->opt_level, 0, &f, &j->st);
+		G->nparts = 0;
 	} else {
 		weights_module(G, sh->name, sh->weights_image, sh->weights_len, sh->prepacked, sh->nprepacked);
 		rc = gen_module_end(G, 0, 0, &f, NULL);
@@ -378,11 +516,45 @@ static char *header_path(BuildOptions *o, const char *name, const char *ext)
 	return slash ? xasprintf("%.*s/%s.%s", (int)(slash - o->out), o->out, name, ext) : xasprintf("%s.%s", name, ext);
 }
 
+/* The heavy kernels (convolutions, matrix products, poolings) of graph g
+ * and of the calls compiled into it. */
+static int heavy_kernels(RegionTable *rt, Graph *g, int depth)
+{
+	int n = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		Node *x = g->nodes[i];
+		if (x->op == OP_CONV2D || x->op == OP_MATMUL || op_info[x->op].cls == OPC_POOL)
+			n++;
+		else if (x->op == OP_CALL && x->callee && depth < 64) {
+			CallSite *cs = callsite_of(rt, x);
+			if (!cs || !cs->v)
+				n += heavy_kernels(rt, x->callee, depth + 1);
+		}
+	}
+	return n;
+}
+
+/* How many objects the model's own code is compiled as: one per
+ * MODEL_PART_KERNELS heavy kernels of its entry points, at most
+ * MODEL_PARTS_MAX. DenseNet-121, 124 of them, all in its entry point
+ * (no region repeats: each layer reads more channels than the one before),
+ * took 17 s on one core as one object. Decided from the graphs alone, not
+ * from -j, so that a build writes the same files on every machine. */
+static int model_parts(Shared *sh)
+{
+	int n = 0;
+	for (int e = 0; e < sh->p->nentries; e++)
+		n += heavy_kernels(sh->rt, sh->p->entries[e].g, 0);
+	int parts = 1 + n / MODEL_PART_KERNELS;
+	return parts > MODEL_PARTS_MAX ? MODEL_PARTS_MAX : parts;
+}
+
 static void make_jobs(Shared *sh)
 {
 	RegionTable *rt = sh->rt;
 	int nv = rt->variants.n;
-	sh->jobs = xcalloc((size_t)nv + 3, sizeof(Job));
+	int nparts = model_parts(sh);
+	sh->jobs = xcalloc((size_t)nv + 2 + (size_t)nparts, sizeof(Job));
 	for (int i = 0; i < nv; i++) {
 		Variant *v = rt->variants.v[i];
 		Job *j = &sh->jobs[sh->njobs++];
@@ -397,6 +569,7 @@ static void make_jobs(Shared *sh)
 	}
 	Job *m = &sh->jobs[sh->njobs++];
 	m->kind = JOB_MODEL;
+	m->nparts = nparts;
 	snprintf(m->sym, sizeof m->sym, "%s", sh->name);
 	snprintf(m->mod, sizeof m->mod, "%s", sh->name);
 	snprintf(m->label, sizeof m->label, "model");
@@ -410,6 +583,16 @@ static void make_jobs(Shared *sh)
 	const char *seq[] = {"_seq_new", "_seq_reset", "_seq_free"};
 	for (int k = 0; k < 3 && sh->p->nstates; k++)
 		vec_push(&m->syms, xasprintf("%s%s", sh->name, seq[k]));
+	for (int k = 1; k < nparts; k++) {
+		Job *q = &sh->jobs[sh->njobs++];
+		q->kind = JOB_MODEL;
+		q->part = k;
+		q->nparts = nparts;
+		snprintf(q->sym, sizeof q->sym, "%s", sh->name);
+		snprintf(q->mod, sizeof q->mod, "%s.model-%d", sh->name, k);
+		snprintf(q->label, sizeof q->label, "model-%d", k);
+		vec_push(&q->syms, xasprintf("%s__model_part_%d", sh->name, k));
+	}
 	if (sh->o->embed) {
 		Job *w = &sh->jobs[sh->njobs++];
 		w->kind = JOB_WEIGHTS;
@@ -423,7 +606,8 @@ static void make_jobs(Shared *sh)
 	}
 	for (int i = 0; i < sh->njobs; i++) {
 		Job *j = &sh->jobs[i];
-		j->selected = !sh->o->only || !strcmp(sh->o->only, j->label);
+		/* --only-variant model: every part of it */
+		j->selected = !sh->o->only || !strcmp(sh->o->only, j->kind == JOB_MODEL ? "model" : j->label);
 	}
 }
 
@@ -561,7 +745,8 @@ static void remove_stale(const char *dir, const char *name, Vec *written)
 			continue;
 		/* REGION.K or weights, nothing else */
 		const char *dot = memchr(rest, '.', (size_t)(ext - rest));
-		int ours = !strncmp(rest, "weights.", 8) && rest + 7 == ext;
+		int ours = (!strncmp(rest, "weights.", 8) && rest + 7 == ext) ||
+		           (!strncmp(rest, "model-", 6) && rest + 6 < ext && strspn(rest + 6, "0123456789") == (size_t)(ext - rest - 6));
 		if (dot && dot < ext && dot > rest) {
 			ours = 1;
 			for (const char *c = dot + 1; c < ext; c++)
@@ -804,10 +989,17 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 			cache_put(o->cache_dir, j->key, j->data, j->len, &j->st);
 		j->st.compile_ms = j->cached ? 0 : j->ms;
 		j->st.cached = j->cached;
-		if (j->kind == JOB_VARIANT)
+		if (j->kind == JOB_VARIANT) {
 			j->v->obj = j->st;
-		else if (j->kind == JOB_MODEL)
+		} else if (j->kind == JOB_MODEL && j->part == 0) {
 			rt->model = j->st;
+			rt->model.parts = j->nparts;
+		} else if (j->kind == JOB_MODEL) {
+			/* the parts' code and compile time add up; their kernels are counted once */
+			rt->model.code_bytes += j->st.code_bytes;
+			rt->model.compile_ms += j->st.compile_ms;
+			rt->model.cached &= j->st.cached;
+		}
 	}
 
 	/* write: header and objects (or one archive), each through a temporary file;
@@ -847,7 +1039,7 @@ int build_model(Program *p, RegionTable *rt, Diag *d, BuildOptions *o)
 				/* the model object's symbols are the library's API */
 				Vec api = {0};
 				for (int i = 0; i < sh.njobs; i++)
-					if (sh.jobs[i].kind == JOB_MODEL)
+					if (sh.jobs[i].kind == JOB_MODEL && sh.jobs[i].part == 0)
 						api = sh.jobs[i].syms;
 				if (link_shared(d, o->out, tmp, files, n, &api, texts[1].s))
 					ok = 0;

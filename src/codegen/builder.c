@@ -410,9 +410,20 @@ void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK]
 {
 	Gen *G = F->gen;
 	N->rank = out->rank;
+	N->flat = F->par_lo && F->par_flat && out->rank >= 2;
 	for (int j = 0; j < nops; j++)
 		off[j] = ci64(G, 0);
 	for (int k = 0; k < out->rank; k++) {
+		if (k == 0 && N->flat) {
+			/* the task's units are the pairs (axis 0, axis 1) */
+			LLVMValueRef u = loop_begin(F, &N->loops[0], F->par_lo, F->par_hi), d1 = dimv(F, out, 1);
+			N->idx[0] = idiv(G, u, d1);
+			N->idx[1] = irem(G, u, d1);
+			for (int j = 0; j < nops; j++)
+				off[j] = elem_off(G, elem_off(G, off[j], N->idx[0], st[j][0]), N->idx[1], st[j][1]);
+			k = 1;
+			continue;
+		}
 		if (k == 0 && F->par_lo)
 			N->idx[k] = loop_begin(F, &N->loops[k], F->par_lo, F->par_hi);
 		else
@@ -425,7 +436,8 @@ void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK]
 void nest_end(Fn *F, Nest *N)
 {
 	for (int k = N->rank - 1; k >= 0; k--)
-		loop_end(F, &N->loops[k]);
+		if (!(k == 1 && N->flat))
+			loop_end(F, &N->loops[k]);
 }
 
 /* ---- functions and pool tasks ---- */

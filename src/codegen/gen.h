@@ -175,7 +175,18 @@
 	X(LLVMGetIntrinsicDeclaration) \
 	X(LLVMIntrinsicGetType) \
 	X(LLVMBuildSwitch) \
-	X(LLVMAddCase)
+	X(LLVMAddCase) \
+	X(LLVMGetFirstBasicBlock) \
+	X(LLVMGetNextBasicBlock) \
+	X(LLVMGetNextInstruction) \
+	X(LLVMGetFirstGlobal) \
+	X(LLVMGetNextGlobal) \
+	X(LLVMGetLinkage) \
+	X(LLVMSetVisibility) \
+	X(LLVMGlobalGetValueType) \
+	X(LLVMReplaceAllUsesWith) \
+	X(LLVMDeleteFunction) \
+	X(LLVMSetValueName2)
 
 struct LLVMApi {
 #define X(f) __typeof__(&f) f;
@@ -207,6 +218,7 @@ typedef struct Fn {
 	LLVMValueRef *ptr;       /* per node: typed pointer to its elements */
 	LLVMBasicBlockRef entry; /* allocas go here */
 	LLVMValueRef par_lo, par_hi; /* in a pool task: the range of the kernel's outermost loop */
+	int par_flat;            /* ... of axes 0 and 1 as one (an elementwise kernel of batch 1) */
 	int64_t ws_need;         /* own + callees */
 	LLVMValueRef kp_on;      /* NESTRT_PROFILE=2 in this call: time each kernel */
 	/* a matmul reading its right operand through a virtual slice (plan.c):
@@ -249,6 +261,8 @@ struct Gen {
 	int vnni;                /* the target has vpdpbusd at vbytes (AVX512-VNNI, AVX-VNNI) */
 	int f16c;                /* the target converts f16 to f32 in one instruction (x86's F16C) */
 	int ntask;               /* task functions made in this module */
+	int part, nparts;        /* the model object in nparts parts (build.c): this module's */
+	const char *model;       /* the model's name, for the parts' symbols */
 	int kp_slot;             /* the kernels' owner in the profile: a dispatch slot, */
 	const char *kp_owner;    /* or (kp_slot -1) an entry point */
 };
@@ -262,6 +276,7 @@ typedef struct Loop {
  * operand j given its strides. The callback body runs innermost. */
 typedef struct Nest {
 	int rank;
+	int flat;                /* one loop over axes 0 and 1 (Fn.par_flat) */
 	Loop loops[MAX_RANK];
 	LLVMValueRef idx[MAX_RANK];
 } Nest;
@@ -660,8 +675,14 @@ int link_shared(Diag *d, const char *out, const char *tmp_out, OutFile *files, i
 
 enum { JOB_VARIANT, JOB_MODEL, JOB_WEIGHTS };
 
+/* A graph with many kernels is compiled as several objects (the model's
+ * parts, NAME.o and NAME.model-K.o) so that -j builds it on every core. */
+#define MODEL_PARTS_MAX 4
+#define MODEL_PART_KERNELS 32
+
 typedef struct Job {
 	int kind;
+	int part, nparts;   /* JOB_MODEL: which of the model's parts */
 	Variant *v;
 	char sym[300];      /* the function a variant defines */
 	char mod[300];      /* module and file stem: NAME.REGION.K */

@@ -309,8 +309,9 @@ static void emit_chain(Fn *F, int i, int n, int pos)
  * worth a dispatch). With run-time dims the units are a run-time value and
  * par_emit decides at run time how many tasks to make. */
 #define PAR_MIN_ELEMS 32768
-static LLVMValueRef par_units(Fn *F, Node *n)
+static LLVMValueRef par_units(Fn *F, Node *n, int *flat)
 {
+	*flat = 0;
 	Gen *G = F->gen;
 	if (F->par_lo || n->rank < 1)
 		return NULL;
@@ -325,6 +326,10 @@ static LLVMValueRef par_units(Fn *F, Node *n)
 		hi = (int)n->a[0];
 	else if (n->op == OP_GROUPNORM) /* rows of [N, G, R] */
 		hi = 2;
+	else if (op_elementwise(n->op) && !dyn && n->rank >= 2 && n->shape[0] < 16) {
+		hi = 2; /* a batch of one image: its channels too (nest_begin) */
+		*flat = 1;
+	}
 	int64_t su = 1;
 	LLVMValueRef units = ci64(G, 1);
 	for (int k = 0; k < hi; k++) {
@@ -338,7 +343,7 @@ static LLVMValueRef par_units(Fn *F, Node *n)
  * units; the operands' pointers travel in an i64 array. Up to 16 tasks; one
  * (run inline by the pool) when the kernel is smaller than PAR_MIN_ELEMS at
  * run time, as a decode step's are. */
-static void par_emit(Fn *F, Node *n, LLVMValueRef units, void (*emit)(Fn *, Node *))
+static void par_emit(Fn *F, Node *n, LLVMValueRef units, int flat, void (*emit)(Fn *, Node *))
 {
 	Gen *G = F->gen;
 	LLVMBuilderRef B = G->B;
@@ -374,6 +379,7 @@ static void par_emit(Fn *F, Node *n, LLVMValueRef units, void (*emit)(Fn *, Node
 	Task tk = task_begin(F, &T, "par", vals, nuse + 2, got);
 	for (int i = 0; i < nuse; i++)
 		T.ptr[use[i]->id] = llvm.LLVMBuildIntToPtr(B, got[i], llvm.LLVMPointerType(elem_t(G, use[i]->dtype), 0), "");
+	T.par_flat = flat;
 	T.par_lo = imul(G, llvm.LLVMGetParam(tk.fn, 1), got[nuse]);
 	LLVMValueRef hi = imul(G, llvm.LLVMGetParam(tk.fn, 2), got[nuse]);
 	T.par_hi = llvm.LLVMBuildSelect(B, llvm.LLVMBuildICmp(B, LLVMIntSLT, hi, got[nuse + 1], ""), hi, got[nuse + 1], "");
@@ -384,9 +390,10 @@ static void par_emit(Fn *F, Node *n, LLVMValueRef units, void (*emit)(Fn *, Node
 /* A kernel, on the pool when large enough. */
 static void kernel(Fn *F, Node *n, void (*emit)(Fn *, Node *))
 {
-	LLVMValueRef units = par_units(F, n);
+	int flat;
+	LLVMValueRef units = par_units(F, n, &flat);
 	if (units)
-		par_emit(F, n, units, emit);
+		par_emit(F, n, units, flat, emit);
 	else
 		emit(F, n);
 }

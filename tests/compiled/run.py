@@ -2497,8 +2497,9 @@ def gpt2_counts():
              "gpt2.block_kv.1.o", "gpt2.attention_kv.1.o", "gpt2.block_kv.2.o", "gpt2.attention_kv.2.o"]
     res += single("gpt2.L12.three_objects_and_values", at(12, [], three, values=True))
     res += single("gpt2.L48.three_objects", at(48, [], three))
-    # L=2: every call inlined into one object (forward, prefill and decode) is slow to optimise
-    res += single("gpt2.L2.no_regions_one_object", at(2, ["--no-regions"], ["gpt2.o"]))
+    # L=2: every call inlined into the model's own code, no variant object; its 51 matrix
+    # products (forward, prefill and decode) make the model's object two parts
+    res += single("gpt2.L2.no_regions_model_only", at(2, ["--no-regions"], ["gpt2.o", "gpt2.model-1.o"]))
 
     def report():
         c = dict(cfg, L=12)
@@ -3602,6 +3603,88 @@ def kernels_shared_identical():
             if bad:
                 raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
     return single("kernels.shared_identical", fn)
+
+
+# The model's object in parts (issue #38): an entry point of many kernels
+# (DenseNet-121's 124, no repeated layers) is compiled as NAME.o plus
+# NAME.model-K.o, one object per 32 heavy kernels, so that -j builds it on
+# every core. 36 convolutions of 8, 12 or 16 channels (33 kernels: 4 shared)
+# make two parts; the values are NumPy's at 1 and 3 threads, linked from the
+# objects and from an archive; the report names the parts; a smaller model
+# built into the same directory removes the stale part. The image is [1, 8,
+# 64, 64]: its ReLU of a sum is spread over the channels (batch 1), and a
+# channel concat of nine tensors is nine copies.
+PARTS_CH = [8] + [(8, 12, 16)[(k * 7) % 3] for k in range(1, 36)] + [8]
+
+
+def parts_source(n):
+    ch = PARTS_CH[:n] + [8]
+    ws = ", ".join("w%d: f32[%d, %d, 3, 3]" % (k, ch[k + 1], ch[k]) for k in range(n))
+    body = "".join("  let h%d = relu(conv2d(h%d, w%d, padding=1))\n" % (k + 1, k, k) for k in range(n))
+    cat = ", ".join("h%d" % (n - j) for j in range(9))
+    return ("export fn forward(x: f32[1, 8, 64, 64], %s) -> (f32[1, 8, 64, 64], f32[1, %d, 64, 64]) {\n"
+            "  let h0 = x\n%s  return relu(h%d + x), concat([%s], axis=1)\n}\n"
+            % (ws, sum(ch[n - j] for j in range(9)), body, n, cat))
+
+
+@check("kernels.model_in_parts")
+def kernels_model_in_parts():
+    n = 36
+    ch = PARTS_CH[:n] + [8]
+    shapes = dict(x=(1, 8, 64, 64))
+    shapes.update({"w%d" % k: (ch[k + 1], ch[k], 3, 3) for k in range(n)})
+    ins = rng_inputs(71, **shapes)
+    for k in range(n):   # He-like scale: the values stay in range through 36 layers
+        ins["w%d" % k] *= np.float32(np.sqrt(6.0 / (9 * ch[k])))
+    mdl = region_model("kernels.model_in_parts", parts_source(n), ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    h = [i["x"]]
+    for k in range(n):
+        h.append(np.maximum(conv_ref(h[-1], i["w%d" % k], pad=1), 0))
+    refs = [np.maximum(h[n] + i["x"], 0), np.concatenate([h[n - j] for j in range(9)], axis=1)]
+
+    def fn():
+        o = os.path.join(mdl.d, "out")
+        t = mdl.build(o, "--report", "--no-cache").stdout
+        expect_objects(o, ["m.o", "m.model-1.o"])
+        if not re.search(r"^model object m\.o in 2 parts \(m\.o, m\.model-1\.o\), \d+ bytes of code, compiled in "
+                         r"[\d.]+ ms; (3[6-9]|4\d) kernels, \d+ shared$", t, re.M):
+            raise Fail("report, expected 'model object m.o in 2 parts (m.o, m.model-1.o), N bytes of code, "
+                       "compiled in X ms; K kernels, S shared' (K from 36 to 49) in:\n%s" % t)
+        jpath = os.path.join(mdl.d, "report.json")
+        mdl.build(o, "--report=json", "--report-file", jpath)
+        j = json.load(open(jpath)).get("model_object") or {}
+        if j.get("parts") != ["m.o", "m.model-1.o"] or not 36 <= j.get("kernels", 0) < 50:
+            raise Fail("JSON model_object %s: expected parts [m.o, m.model-1.o], kernels from 36 to 49" % j)
+        # each part defines its own kernels, hidden, and the other declares them
+        syms = {f: run(["nm", os.path.join(o, f)]).stdout for f in ("m.o", "m.model-1.o")}
+        own = [set(re.findall(r" T (m__\w+\.task\.\d+)$", syms[f], re.M)) for f in ("m.o", "m.model-1.o")]
+        if not own[1] or not own[0].isdisjoint(own[1]) or not own[1] <= set(re.findall(r" U (\S+)$", syms["m.o"], re.M)):
+            raise Fail("kernels defined: m.o %s, m.model-1.o %s; m.o must call the second's" % (own[0], own[1]))
+        for threads in (1, 3):
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
+            bad = output_errors(got, refs, lambda ref: 1e-4 * max(1.0, np.abs(ref).max()))
+            if bad:
+                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        # from an archive: the link takes the second part by its marker
+        a = os.path.join(mdl.d, "lib", "libm.a")
+        os.makedirs(os.path.dirname(a), exist_ok=True)
+        mdl.build(a)
+        e = mdl.entry(os.path.dirname(a))
+        c = mdl.call(e, "ar")
+        exe = compile_driver(mdl.d, [c], [mdl.stem], [os.path.dirname(a)], [a], name="driver_ar")
+        r = run([exe])
+        if r.returncode != 0:
+            raise Fail("linked from the archive: " + describe([exe], r))
+        bad = output_errors([np.load(p) for p in c.outputs], refs, lambda ref: 1e-4 * max(1.0, np.abs(ref).max()))
+        if bad:
+            raise Fail("linked from the archive: " + "; ".join(bad))
+        # a model of 9 layers is one object: the stale part goes
+        small = region_model("kernels.model_in_parts_small", parts_source(9), {})
+        nestc("build", small.src, "-o", o)
+        expect_objects(o, ["m.o"])
+    return single("kernels.model_in_parts", fn)
 
 
 # -O1, the level for quick builds, leaves LLVM's unrolling out: a rotary
