@@ -29,6 +29,7 @@ class BenchCore:
         self.why_not = {}
         self.facts = {}
         self.skip = [p for p in args.skip.split(",") if p]
+        self.nets = [n for n in (args.nets or "").split(",") if n]
 
     # --- environment of each runtime
     def base_env(self):

@@ -128,7 +128,7 @@ from sections_gpt2 import GPT2Sections  # noqa: E402
 from sections_llamacpp import LlamaCppSections  # noqa: E402
 from sections_nets import NetSections  # noqa: E402
 from sections_python import PythonSections  # noqa: E402
-from sections_vision import VisionSections  # noqa: E402
+from sections_vision import VISION_NETS, VisionSections  # noqa: E402
 
 
 class Bench(VisionSections, PythonSections, LlamaCppSections, FormatSections, NetSections, CNNSections, GPT2Sections, BenchCore):
@@ -148,6 +148,8 @@ def main():
                     help="fresh processes of each runtime the rounds are shared out over (default 3)")
     ap.add_argument("--only", default=",".join(SECTIONS))
     ap.add_argument("--skip", default="", help="peers to leave out: ort,torch,sgemm")
+    ap.add_argument("--nets", help="onnx-vision's networks, by bench/vision.py's names (default: %s)"
+                    % ",".join(VISION_NETS))
     ap.add_argument("--work", help="folder for models and builds (default: NESTC's folder/bench)")
     ap.add_argument("--peak1", type=float, help="FMA peak GFLOP/s at 1 thread (default: measured, bench/peak.c)")
     ap.add_argument("--peak2", type=float, help="FMA peak GFLOP/s at 2 threads (default: measured)")

@@ -41,11 +41,15 @@ class LSTMLM(nn.Module):
 
 def torchvision_net(name):
     import torchvision
-    return lambda: getattr(torchvision.models, name)()
+    # googlenet's auxiliary classifiers only run in training
+    kw = dict(aux_logits=False, init_weights=True) if name == "googlenet" else {}
+    return lambda: getattr(torchvision.models, name)(**kw)
 
 
 NETS = {n: torchvision_net(n) for n in ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
-                                          "shufflenet_v2_x1_0", "densenet121", "vit_b_16")}
+                                          "shufflenet_v2_x1_0", "densenet121", "vit_b_16", "swin_t", "googlenet",
+                                          "regnet_y_400mf", "resnext50_32x4d", "mnasnet1_0", "squeezenet1_1",
+                                          "convnext_tiny")}
 NETS["lstm_lm"] = LSTMLM
 
 

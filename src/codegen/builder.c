@@ -406,37 +406,80 @@ void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v)
 	llvm.LLVMBuildStore(G->B, v, p);
 }
 
-void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off)
+/* The constant value of v, or -1 */
+static int64_t const_of(LLVMValueRef v)
+{
+	return llvm.LLVMIsAConstantInt(v) ? llvm.LLVMConstIntGetSExtValue(v) : -1;
+}
+
+static void nest_open(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off, int runs)
 {
 	Gen *G = F->gen;
 	N->rank = out->rank;
-	N->flat = F->par_lo && F->par_flat && out->rank >= 2;
+	N->skip = 0;
+	int flat = F->par_lo && F->par_flat && out->rank >= 2;
 	for (int j = 0; j < nops; j++)
 		off[j] = ci64(G, 0);
+	/* runs: axis k joins the loop of k + 1 when every operand steps over k
+	 * as over one more row of k + 1's (all static): ext[k] is then the
+	 * extent of the loop that starts at k */
+	int64_t ext[MAX_RANK];
+	int first = F->par_lo ? (flat ? 2 : 1) : 0;
+	for (int k = 0; k < out->rank; k++)
+		ext[k] = -1;
+	for (int k = out->rank - 2; runs && k >= first; k--) {
+		int64_t d = const_of(dimv(F, out, k + 1)), e = ext[k + 1] >= 0 ? ext[k + 1] : d;
+		int ok = d >= 0 && const_of(dimv(F, out, k)) >= 0;
+		for (int j = 0; j < nops && ok; j++) {
+			int64_t a = const_of(st[j][k]), b = const_of(st[j][k + 1]);
+			ok = a >= 0 && b >= 0 && a == b * d;
+		}
+		if (!ok)
+			continue;
+		ext[k] = const_of(dimv(F, out, k)) * e;
+		N->skip |= 1u << (k + 1);
+	}
 	for (int k = 0; k < out->rank; k++) {
-		if (k == 0 && N->flat) {
+		if (k == 0 && flat) {
 			/* the task's units are the pairs (axis 0, axis 1) */
 			LLVMValueRef u = loop_begin(F, &N->loops[0], F->par_lo, F->par_hi), d1 = dimv(F, out, 1);
 			N->idx[0] = idiv(G, u, d1);
 			N->idx[1] = irem(G, u, d1);
+			N->skip |= 1u << 1;
 			for (int j = 0; j < nops; j++)
 				off[j] = elem_off(G, elem_off(G, off[j], N->idx[0], st[j][0]), N->idx[1], st[j][1]);
 			k = 1;
 			continue;
 		}
+		if (N->skip >> k & 1)
+			continue;
+		/* the run's stride: that of its innermost axis */
+		int last = k;
+		while (last + 1 < out->rank && (N->skip >> (last + 1) & 1))
+			last++;
 		if (k == 0 && F->par_lo)
 			N->idx[k] = loop_begin(F, &N->loops[k], F->par_lo, F->par_hi);
 		else
-			N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), dimv(F, out, k));
+			N->idx[k] = loop_begin(F, &N->loops[k], ci64(G, 0), ext[k] >= 0 ? ci64(G, ext[k]) : dimv(F, out, k));
 		for (int j = 0; j < nops; j++)
-			off[j] = elem_off(G, off[j], N->idx[k], st[j][k]);
+			off[j] = elem_off(G, off[j], N->idx[k], st[j][last]);
 	}
+}
+
+void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off)
+{
+	nest_open(F, N, out, nops, st, off, 0);
+}
+
+void nest_begin_runs(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off)
+{
+	nest_open(F, N, out, nops, st, off, 1);
 }
 
 void nest_end(Fn *F, Nest *N)
 {
 	for (int k = N->rank - 1; k >= 0; k--)
-		if (!(k == 1 && N->flat))
+		if (!(N->skip >> k & 1))
 			loop_end(F, &N->loops[k]);
 }
 

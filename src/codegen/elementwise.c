@@ -540,7 +540,7 @@ void k_elementwise(Fn *F, Node *n)
 		strides(F, leaf[j], n->rank, n, st[j]);
 	strides(F, n, n->rank, NULL, st[nleaf]);
 	Nest N;
-	nest_begin(F, &N, n, nleaf + 1, st, off);
+	nest_begin_runs(F, &N, n, nleaf + 1, st, off);
 	int next = 0;
 	LLVMValueRef v = ew_value(F, n, off, &next);
 	store_at(F, n, off[nleaf], v);

@@ -276,7 +276,7 @@ typedef struct Loop {
  * operand j given its strides. The callback body runs innermost. */
 typedef struct Nest {
 	int rank;
-	int flat;                /* one loop over axes 0 and 1 (Fn.par_flat) */
+	unsigned skip;           /* bit k: axis k has no loop of its own (Fn.par_flat's axis 1, a run's) */
 	Loop loops[MAX_RANK];
 	LLVMValueRef idx[MAX_RANK];
 } Nest;
@@ -358,6 +358,11 @@ LLVMValueRef nptr(Fn *F, Node *n);
 LLVMValueRef load_at(Fn *F, Node *n, LLVMValueRef off);
 void store_at(Fn *F, Node *n, LLVMValueRef off, LLVMValueRef v);
 void nest_begin(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off);
+/* nest_begin with adjacent static axes that every operand steps through
+ * alike (contiguous, or broadcast along both) as one loop: a 56x56 plane is
+ * one loop of 3136, which the vectoriser fills with whole vectors, not 56
+ * of 56. N->idx is set for the loops' first axes only. */
+void nest_begin_runs(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX_RANK], LLVMValueRef *off);
 void nest_end(Fn *F, Nest *N);
 
 /* masked vector loads and stores (lanes off: not touched), and the mask of

@@ -3687,6 +3687,58 @@ def kernels_model_in_parts():
     return single("kernels.model_in_parts", fn)
 
 
+# Copies as runs (issue #38): a slice, a transpose that keeps the last axes,
+# a gather of long rows and a concat whose pieces are runs of at least 1 KiB
+# are memmoves of those runs; a concat of short runs and a slice of short
+# rows stay loops; an elementwise op whose operands step alike through the
+# last axes (a per-channel scale of a [1, C, H, W] image, a plane one loop)
+# and one that does not (a per-column scale). Values against NumPy at 1 and
+# 3 threads; the IR holds the memmoves (a constant loop of 9,408 floats was
+# unrolled into a block of 4,000 instructions).
+SRC_RUNS = """
+export fn forward(x: f32[2, 40, 64], t: f32[10, 300], idx: i32[7], a: f32[3, 5, 100], b: f32[3, 2, 100],
+                  img: f32[1, 6, 50, 70], s: f32[6, 1, 1], col: f32[1, 1, 1, 70]) ->
+    (f32[2, 37, 64], f32[40, 2, 64], f32[7, 300], f32[3, 7, 100], f32[2, 40, 7], f32[3, 14, 100],
+     f32[1, 6, 50, 70], f32[1, 6, 50, 70]) {
+  return x[:, 3:, :], transpose(x, [1, 0, 2]), t[idx], concat([a, b], axis=1), x[:, :, 2:9],
+         concat([a, b, a, b], axis=1) + 1.0, relu(img * s + 0.5), img * col
+}
+"""
+
+
+@check("kernels.copies_as_runs")
+def kernels_copies_as_runs():
+    ins = rng_inputs(73, x=(2, 40, 64), t=(10, 300), a=(3, 5, 100), b=(3, 2, 100), img=(1, 6, 50, 70),
+                     s=(6, 1, 1), col=(1, 1, 1, 70))
+    ins["idx"] = np.array([3, 0, 9, 9, 4, 1, 7], np.int32)
+    mdl = region_model("kernels.copies_as_runs", SRC_RUNS, ins)
+    i = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in ins.items()}
+    x, a, b = i["x"], i["a"], i["b"]
+    refs = [x[:, 3:, :], x.transpose(1, 0, 2), i["t"][i["idx"]], np.concatenate([a, b], axis=1), x[:, :, 2:9],
+            np.concatenate([a, b, a, b], axis=1) + 1.0, np.maximum(i["img"] * i["s"] + 0.5, 0), i["img"] * i["col"]]
+
+    def fn():
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "--emit=llvm", "-O0", "--no-cache")
+        moves = sorted(int(m) for m in re.findall(r"call i8\* @memmove\([^)]*, i64 (\d+)\)", open(os.path.join(ll, "m.ll")).read()))
+        # the slice: 2 runs of 37 x 64 floats (one call in a loop); the transpose: 40 x 2
+        # runs of 64 floats, 256 bytes each, stay a loop; the gather: rows of 1200 bytes;
+        # each concat, per input, a run of 500 floats (a) or of 200 (b) in a loop over its
+        # 3 rows; the narrow slice x[:, :, 2:9] stays a loop
+        want = sorted([37 * 64 * 4, 300 * 4] + [500 * 4, 200 * 4] * 3)
+        if moves != want:
+            raise Fail("memmoves of %s bytes, expected %s" % (moves, want))
+        o = os.path.join(mdl.d, "out")
+        mdl.build(o)
+        for threads in (1, 3):
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
+            bad = output_errors(got, refs, lambda ref: 1e-6 * max(1.0, np.abs(ref).max()))
+            if bad:
+                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+    return single("kernels.copies_as_runs", fn)
+
+
 # -O1, the level for quick builds, leaves LLVM's unrolling out: a rotary
 # embedding's scalar loop of 256 elements a row was unrolled whole into one
 # block of 3,078 lines of IR, whose instruction selection took 16 s of a tiny
