@@ -212,16 +212,17 @@ COVER = {
     "src/interp/elementwise.c": [T["builtins"]],
     "src/onnx/patterns.c": [T["onnx-cli"]],
     "src/codegen/build.c": [
-        subset("compiled", "kernels.shared", "kernels.o1", "kernels.conv2d_large", "region.a_"),
+        subset("compiled", "kernels.shared", "kernels.model_in_parts", "kernels.o1", "kernels.conv2d_large",
+               "region.a_"),
         ("incremental", ["{PY}", "tests/incremental/run.py", "{NESTC}"]),
         T["cli"],
     ],
     "src/codegen/cache.c": [
-        subset("compiled", "kernels.shared"),
+        subset("compiled", "kernels.shared", "kernels.model_in_parts"),
         ("incremental", ["{PY}", "tests/incremental/run.py", "{NESTC}"]),
     ],
     "src/report.c": [
-        subset("compiled", "kernels.shared", "kernels.conv2d_large", "region."),
+        subset("compiled", "kernels.shared", "kernels.model_in_parts", "kernels.conv2d_large", "region."),
         T["cli"],
         ("dump", ["{PY}", "tests/dump/run.py", "{NESTC}"]),
     ],
@@ -229,6 +230,22 @@ COVER = {
     "src/codegen/conv_lanes.c": CONV_COVER,  # split from conv.c
     "src/codegen/conv_dw.c": [subset("compiled", "kernels.conv2d_depthwise", "kernels.conv2d",
                                      name="compiled -k kernels.conv2d")] + CONV_COVER[:1],
+    # issue 38 (8th session): copies as runs, elementwise runs and batch-1 channels, the model's parts
+    "src/codegen/movement.c": [
+        subset("compiled", "kernels.copies_as_runs", "builtin.concat", "builtin.slice", "builtin.transpose",
+               "builtin.take", "builtin.expand", "builtin.broadcast", "kernels.model_in_parts",
+               name="compiled -k kernels.copies_as_runs,kernels.model_in_parts,builtin.(movement)"),
+        subset("onnx", "test_concat", "test_slice", "test_gather", "test_transpose", "test_expand",
+               name="onnx node tests -k concat,slice,gather,transpose,expand"),
+    ],
+    "src/codegen/builder.c": [
+        subset("compiled", "kernels.copies_as_runs", "kernels.model_in_parts", "kernels.conv2d_fused", "builtin.",
+               name="compiled -k kernels.copies_as_runs,kernels.model_in_parts,kernels.conv2d_fused,builtin."),
+    ],
+    "src/codegen/graph.c": [
+        subset("compiled", "kernels.copies_as_runs", "kernels.model_in_parts", "kernels.shared", "builtin.",
+               name="compiled -k kernels.copies_as_runs,kernels.model_in_parts,kernels.shared,builtin."),
+    ],
     # issue 39: shared libraries, the API description, the header they agree with
     "src/codegen/api.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"])],
     "src/codegen/link.c": [("api", ["{PY}", "tests/api/run.py", "{NESTC}"]),
