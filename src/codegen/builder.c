@@ -432,6 +432,8 @@ static void nest_open(Fn *F, Nest *N, Node *out, int nops, LLVMValueRef st[][MAX
 		int ok = d >= 0 && const_of(dimv(F, out, k)) >= 0;
 		for (int j = 0; j < nops && ok; j++) {
 			int64_t a = const_of(st[j][k]), b = const_of(st[j][k + 1]);
+			/* equivalent mutant [cmp >= -> >]: axes an operand is broadcast
+			 * along (strides 0) then keep loops of their own: the same values */
 			ok = a >= 0 && b >= 0 && a == b * d;
 		}
 		if (!ok)

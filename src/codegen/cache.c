@@ -263,8 +263,11 @@ void job_key(Shared *sh, Job *j)
 		graph_text(sh, v->g, &b);
 	} else if (j->kind == JOB_MODEL) {
 		Program *p = sh->p;
-		buf_printf(&b, "ws %lld %lld embed %d part %d of %d\n", (long long)sh->ws_static, (long long)sh->ws_own,
-		           sh->o->embed != NULL, j->part, j->nparts);
+		buf_printf(&b, "ws %lld %lld embed %d\n", (long long)sh->ws_static, (long long)sh->ws_own,
+		           sh->o->embed != NULL);
+		/* equivalent mutant [swap]: the two numbers the other way round key
+		 * the parts apart as well */
+		buf_printf(&b, "part %d of %d\n", j->part, j->nparts);
 		for (int i = 0; i < p->nparams; i++) {
 			ParamInfo *pi = &p->params[i];
 			buf_printf(&b, "param %s %d", pi->name, pi->dtype);

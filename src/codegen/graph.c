@@ -326,6 +326,8 @@ static LLVMValueRef par_units(Fn *F, Node *n, int *flat)
 		hi = (int)n->a[0];
 	else if (n->op == OP_GROUPNORM) /* rows of [N, G, R] */
 		hi = 2;
+	/* equivalent mutant [const 0 -> 1]: and [const 16 -> 15]: which batches
+	 * count as small is a matter of speed; the tasks compute the same */
 	else if (op_elementwise(n->op) && !dyn && n->rank >= 2 && n->shape[0] < 16) {
 		hi = 2; /* a batch of one image: its channels too (nest_begin) */
 		*flat = 1;

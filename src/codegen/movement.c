@@ -311,6 +311,15 @@ void k_expand(Fn *F, Node *n)
 	k_copy_strided(F, n, n->in[0], st, NULL);
 }
 
+/* Is x stored at byte `at` of concat n's storage (plan.c placed it there)? */
+static int in_place_at(const Plan *pl, Node *n, Node *x, int64_t at)
+{
+	int r = x->id;
+	if (pl->kind[r] == BUF_ALIAS)
+		r = (int)pl->index[r];
+	return pl->kind[r] == BUF_WS && pl->kind[n->id] == BUF_WS && pl->offset[r] == pl->offset[n->id] + at;
+}
+
 /* Every node is stored contiguous, so along axis ax each input is `outer`
  * runs of its own inner block, which land side by side in the result's:
  * one memmove a run (outer is 1 on a batch-1 channel concat). Small runs go
@@ -338,11 +347,20 @@ void k_concat(Fn *F, Node *n)
 	LLVMTypeRef et = elem_t(G, n->dtype);
 	LLVMValueRef esz = ci64(G, dtype_size(n->dtype));
 	LLVMValueRef at = ci64(G, 0); /* elements of a result row before input j's */
+	int64_t at_bytes = 0;
 	for (int j = 0; j < n->nin; j++) {
 		Node *x = n->in[j];
 		LLVMValueRef inner = ci64(G, 1);
 		for (int k = ax; k < x->rank; k++)
 			inner = imul(G, inner, dimv(F, x, k));
+		/* computed in place already (plan.c's concat_in_place) */
+		int in_place = in_place_at(F->plan, n, x, at_bytes);
+		if (!node_dynamic(F, n))
+			at_bytes += shape_numel(x->rank, x->shape) * dtype_size(x->dtype);
+		if (in_place) {
+			at = iadd(G, at, inner);
+			continue;
+		}
 		if (inner_min >= 16) {
 			int one = llvm.LLVMIsAConstantInt(outer) && llvm.LLVMConstIntGetSExtValue(outer) == 1;
 			Loop lo;

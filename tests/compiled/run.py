@@ -3617,14 +3617,20 @@ def kernels_shared_identical():
 PARTS_CH = [8] + [(8, 12, 16)[(k * 7) % 3] for k in range(1, 36)] + [8]
 
 
-def parts_source(n):
+def parts_source(n, region=False):
+    """n convolutions in forward, or (region) in a region function forward calls once."""
     ch = PARTS_CH[:n] + [8]
     ws = ", ".join("w%d: f32[%d, %d, 3, 3]" % (k, ch[k + 1], ch[k]) for k in range(n))
+    args = ", ".join("w%d" % k for k in range(n))
     body = "".join("  let h%d = relu(conv2d(h%d, w%d, padding=1))\n" % (k + 1, k, k) for k in range(n))
     cat = ", ".join("h%d" % (n - j) for j in range(9))
-    return ("export fn forward(x: f32[1, 8, 64, 64], %s) -> (f32[1, 8, 64, 64], f32[1, %d, 64, 64]) {\n"
-            "  let h0 = x\n%s  return relu(h%d + x), concat([%s], axis=1)\n}\n"
-            % (ws, sum(ch[n - j] for j in range(9)), body, n, cat))
+    sig = "(f32[1, 8, 64, 64], f32[1, %d, 64, 64])" % sum(ch[n - j] for j in range(9))
+    ret = "  return relu(h%d + x), concat([%s], axis=1)\n}\n" % (n, cat)
+    if region:
+        return ("@region\nfn body(x: f32[1, 8, 64, 64], %s) -> %s {\n  let h0 = x\n%s%s"
+                "export fn forward(x: f32[1, 8, 64, 64], %s) -> %s {\n  return body(x, %s)\n}\n"
+                % (ws, sig, body, ret, ws, sig, args))
+    return "export fn forward(x: f32[1, 8, 64, 64], %s) -> %s {\n  let h0 = x\n%s%s" % (ws, sig, body, ret)
 
 
 @check("kernels.model_in_parts")
@@ -3661,12 +3667,23 @@ def kernels_model_in_parts():
         own = [set(re.findall(r" T (m__\w+\.task\.\d+)$", syms[f], re.M)) for f in ("m.o", "m.model-1.o")]
         if not own[1] or not own[0].isdisjoint(own[1]) or not own[1] <= set(re.findall(r" U (\S+)$", syms["m.o"], re.M)):
             raise Fail("kernels defined: m.o %s, m.model-1.o %s; m.o must call the second's" % (own[0], own[1]))
+        for f in ("m.o", "m.model-1.o"):
+            seen = re.findall(r"\b(DEFAULT|HIDDEN)\s+\S+\s+(m__\S+\.task\.\d+)$",
+                              run(["readelf", "-sW", os.path.join(o, f)]).stdout, re.M)
+            if not seen or any(v != "HIDDEN" for v, _ in seen):
+                raise Fail("%s: the kernels' symbols %s, expected every one HIDDEN" % (f, seen))
         for threads in (1, 3):
             env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
             got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
             bad = output_errors(got, refs, lambda ref: 1e-4 * max(1.0, np.abs(ref).max()))
             if bad:
                 raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        # relu(h36 + x), [1, 8, 64, 64], runs on the pool over its 8 channels
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "--emit=llvm", "--no-cache")
+        text = "".join(open(os.path.join(ll, f)).read() for f in ("m.ll", "m.model-1.ll"))
+        if not re.search(r"^define hidden void @m__par\.task\.\d+", text, re.M):
+            raise Fail("no pool task for relu(h36 + x) of [1, 8, 64, 64] in the IR")
         # from an archive: the link takes the second part by its marker
         a = os.path.join(mdl.d, "lib", "libm.a")
         os.makedirs(os.path.dirname(a), exist_ok=True)
@@ -3680,10 +3697,17 @@ def kernels_model_in_parts():
         bad = output_errors([np.load(p) for p in c.outputs], refs, lambda ref: 1e-4 * max(1.0, np.abs(ref).max()))
         if bad:
             raise Fail("linked from the archive: " + "; ".join(bad))
-        # a model of 9 layers is one object: the stale part goes
+        # the convolutions of a region's call compiled inline count too
+        inl = region_model("kernels.model_in_parts_inline", parts_source(n, region=True), {})
+        oi = os.path.join(inl.d, "out")
+        nestc("build", inl.src, "-o", oi, "--no-regions")
+        expect_objects(oi, ["m.o", "m.model-1.o"])
+        # a model of 9 layers is one object: the stale part goes, other files stay
+        for f in ("m.handwritten.o", "m.model-x.o"):
+            write(os.path.join(o, f), "")
         small = region_model("kernels.model_in_parts_small", parts_source(9), {})
         nestc("build", small.src, "-o", o)
-        expect_objects(o, ["m.o"])
+        expect_objects(o, ["m.handwritten.o", "m.model-x.o", "m.o"])
     return single("kernels.model_in_parts", fn)
 
 
@@ -3724,8 +3748,9 @@ def kernels_copies_as_runs():
         # the slice: 2 runs of 37 x 64 floats (one call in a loop); the transpose: 40 x 2
         # runs of 64 floats, 256 bytes each, stay a loop; the gather: rows of 1200 bytes;
         # each concat, per input, a run of 500 floats (a) or of 200 (b) in a loop over its
-        # 3 rows; the narrow slice x[:, :, 2:9] stays a loop
-        want = sorted([37 * 64 * 4, 300 * 4] + [500 * 4, 200 * 4] * 3)
+        # 3 rows, the second as concat([the first, a, b]) (plan.c's chains: a run of 700
+        # floats for the first); the narrow slice x[:, :, 2:9] stays a loop
+        want = sorted([37 * 64 * 4, 300 * 4] + [500 * 4, 200 * 4] * 2 + [700 * 4])
         if moves != want:
             raise Fail("memmoves of %s bytes, expected %s" % (moves, want))
         o = os.path.join(mdl.d, "out")
@@ -3737,6 +3762,66 @@ def kernels_copies_as_runs():
             if bad:
                 raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
     return single("kernels.copies_as_runs", fn)
+
+
+# Concats in place (issue #38): a dense block's torch.cat of every feature
+# so far, one concat a layer, is a chain; each concat lives in the next
+# one's storage and each feature is computed straight into its place, so
+# only the block's input (a graph input) is copied, once. Where a piece's
+# offset is not a multiple of 64 bytes (5x5 planes of 3 channels) the
+# pieces after it are copied. Values against NumPy at 1 and 3 threads; the
+# IR's memmoves.
+SRC_CONCAT_IN_PLACE = """
+export fn forward(x: f32[1, 8, 16, 16], w1: f32[4, 8, 3, 3], w2: f32[4, 12, 3, 3], w3: f32[4, 16, 3, 3],
+                  y: f32[1, 3, 5, 5], v: f32[3, 3, 1, 1]) -> (f32[1, 20, 16, 16], f32[1, 16, 16, 16], f32[1, 9, 5, 5]) {
+  let f1 = relu(conv2d(x, w1, padding=1))
+  let c1 = concat([x, f1], axis=1)
+  let f2 = relu(conv2d(c1 * 0.5, w2, padding=1))
+  let c2 = concat([x, f1, f2], axis=1)
+  let f3 = relu(conv2d(c2, w3, padding=1))
+  let c3 = concat([x, f1, f2, f3], axis=1)
+  let g0 = relu(conv2d(y, v))
+  let g1 = conv2d(g0, v)
+  let g2 = conv2d(g1, v)
+  return c3 * 2.0, c2 + 1.0, concat([g0, g1, g2], axis=1) - 1.0
+}
+"""
+
+
+@check("kernels.concat_in_place")
+def kernels_concat_in_place():
+    ins = rng_inputs(79, x=(1, 8, 16, 16), w1=(4, 8, 3, 3), w2=(4, 12, 3, 3), w3=(4, 16, 3, 3), y=(1, 3, 5, 5),
+                     v=(3, 3, 1, 1))
+    mdl = region_model("kernels.concat_in_place", SRC_CONCAT_IN_PLACE, ins)
+    i = {k: v.astype(np.float64) for k, v in ins.items()}
+    f1 = np.maximum(conv_ref(i["x"], i["w1"], pad=1), 0)
+    c1 = np.concatenate([i["x"], f1], axis=1)
+    f2 = np.maximum(conv_ref(c1 * 0.5, i["w2"], pad=1), 0)
+    c2 = np.concatenate([i["x"], f1, f2], axis=1)
+    f3 = np.maximum(conv_ref(c2, i["w3"], pad=1), 0)
+    c3 = np.concatenate([c2, f3], axis=1)
+    g0 = np.maximum(conv_ref(i["y"], i["v"]), 0)
+    g1 = conv_ref(g0, i["v"])
+    g2 = conv_ref(g1, i["v"])
+    refs = [c3 * 2.0, c2 + 1.0, np.concatenate([g0, g1, g2], axis=1) - 1.0]
+
+    def fn():
+        ll = os.path.join(mdl.d, "ll")
+        mdl.build(ll, "--emit=llvm", "-O0", "--no-cache")
+        moves = sorted(int(m) for m in re.findall(r"call i8\* @memmove\([^)]*, i64 (\d+)\)",
+                                                  open(os.path.join(ll, "m.ll")).read()))
+        # x into c1, once (c1 lives in c2, c2 in c3); g1 and g2 at 300 and 600 bytes
+        if moves != [300, 300, 8 * 256 * 4]:
+            raise Fail("memmoves of %s bytes, expected [300, 300, 8192] (x copied once, g1 and g2)" % moves)
+        o = os.path.join(mdl.d, "out")
+        mdl.build(o)
+        for threads in (1, 3):
+            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
+            bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
+            if bad:
+                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+    return single("kernels.concat_in_place", fn)
 
 
 # -O1, the level for quick builds, leaves LLVM's unrolling out: a rotary
