@@ -167,6 +167,14 @@ class BenchCore:
         sh(cmd)
         return self.link_harness(outdir, name)
 
+    def ort_spec(self, onnx, threads, out, log, warm, *inputs):
+        """A measure() spec of ONNX Runtime serving onnx (bench/ort_server.js)."""
+        env = self.base_env()
+        env["NODE_PATH"] = self.node_path
+        return dict(label="ONNX Runtime", threads=threads, error=self.why_not.get("ort"), out=out, log=log, env=env,
+                    cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(threads), out, str(warm)]
+                    + list(inputs))
+
     def link_harness(self, outdir, name):
         """bench/harness.c linked with the objects nestc wrote in outdir for model name."""
         inputs = len(re.findall(r"NUMEL = ", open(os.path.join(outdir, name + ".h")).read())) - 1

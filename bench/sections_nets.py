@@ -276,12 +276,8 @@ class NetSections:
                     specs.append(dict(label=label, threads=t, error=err, out=o, env=self.nestc_env(t),
                                       log=os.path.join(d, "onnx-%s-%d.log" % (label, t)),
                                       cmd=None if err else [exe, weights, o, "2", x]))
-                oenv = self.base_env()
-                oenv["NODE_PATH"] = self.node_path
-                o = os.path.join(d, "onnx-ort-%d.npy" % t)
-                specs.append(dict(label="ONNX Runtime", threads=t, error=self.why_not.get("ort"), out=o, env=oenv,
-                                  log=os.path.join(d, "onnx-ort-%d.log" % t),
-                                  cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), o, "2", x]))
+                specs.append(self.ort_spec(onnx, t, os.path.join(d, "onnx-ort-%d.npy" % t),
+                                           os.path.join(d, "onnx-ort-%d.log" % t), 2, x))
             res, bg = measure(specs, self.rounds, budget=self.budget(0))
             if bg is not None:
                 bgs.append(bg)

@@ -78,12 +78,8 @@ class VisionSections:
                 specs.append(dict(label="nestc", threads=t, error=nerr, out=o, env=self.nestc_env(t),
                                   log=os.path.join(d, "nestc-%d.log" % t),
                                   cmd=None if nerr else [harness, w, o, "3", x]))
-                oenv = self.base_env()
-                oenv["NODE_PATH"] = self.node_path
-                o = os.path.join(d, "ort-%d.npy" % t)
-                specs.append(dict(label="ONNX Runtime", threads=t, error=self.why_not.get("ort"), out=o, env=oenv,
-                                  log=os.path.join(d, "ort-%d.log" % t),
-                                  cmd=["node", os.path.join(BENCH, "ort_server.js"), onnx, str(t), o, "3", x]))
+                specs.append(self.ort_spec(onnx, t, os.path.join(d, "ort-%d.npy" % t),
+                                           os.path.join(d, "ort-%d.log" % t), 3, x))
             res, bg = measure(specs, self.rounds, budget=self.budget(0))
             if bg is not None:
                 bgs.append(bg)

@@ -3357,6 +3357,22 @@ def kernels_attention():
     return single("kernels.attention", fn)
 
 
+def values_at_threads(mdl, out, refs, rel):
+    """The build in `out` run at 1 and 3 threads: every result within rel * max(1, max|ref|)
+    of its reference (or Fail)."""
+    for threads in (1, 3):
+        env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
+        got = run_compiled(mdl, out, tag="t%d" % threads, env=env)
+        bad = output_errors(got, refs, lambda ref: rel * max(1.0, np.abs(ref).max()))
+        if bad:
+            raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+
+
+def ir_memmoves(path):
+    """The byte counts of the memmove calls in an IR file (-O0: one call site each), sorted."""
+    return sorted(int(m) for m in re.findall(r"call i8\* @memmove\([^)]*, i64 (\d+)\)", open(path).read()))
+
+
 def output_errors(got, refs, tol):
     """What is wrong with each result against its reference: its shape, or a
     max abs error above tol(ref); a result missing or over."""
@@ -3596,12 +3612,7 @@ def kernels_shared_identical():
         j = json.load(open(jpath)).get("model_object") or {}
         if j.get("kernels") != 6 or j.get("kernels_shared") != 3:
             raise Fail("JSON model_object %s: expected kernels 6, kernels_shared 3" % j)
-        for threads in (1, 3):
-            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
-            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
-            bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
-            if bad:
-                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        values_at_threads(mdl, o, refs, 1e-5)
     return single("kernels.shared_identical", fn)
 
 
@@ -3672,12 +3683,7 @@ def kernels_model_in_parts():
                               run(["readelf", "-sW", os.path.join(o, f)]).stdout, re.M)
             if not seen or any(v != "HIDDEN" for v, _ in seen):
                 raise Fail("%s: the kernels' symbols %s, expected every one HIDDEN" % (f, seen))
-        for threads in (1, 3):
-            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
-            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
-            bad = output_errors(got, refs, lambda ref: 1e-4 * max(1.0, np.abs(ref).max()))
-            if bad:
-                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        values_at_threads(mdl, o, refs, 1e-4)
         # relu(h36 + x), [1, 8, 64, 64], runs on the pool over its 8 channels
         ll = os.path.join(mdl.d, "ll")
         mdl.build(ll, "--emit=llvm", "--no-cache")
@@ -3744,7 +3750,7 @@ def kernels_copies_as_runs():
     def fn():
         ll = os.path.join(mdl.d, "ll")
         mdl.build(ll, "--emit=llvm", "-O0", "--no-cache")
-        moves = sorted(int(m) for m in re.findall(r"call i8\* @memmove\([^)]*, i64 (\d+)\)", open(os.path.join(ll, "m.ll")).read()))
+        moves = ir_memmoves(os.path.join(ll, "m.ll"))
         # the slice: 2 runs of 37 x 64 floats (one call in a loop); the transpose: 40 x 2
         # runs of 64 floats, 256 bytes each, stay a loop; the gather: rows of 1200 bytes;
         # each concat, per input, a run of 500 floats (a) or of 200 (b) in a loop over its
@@ -3755,12 +3761,7 @@ def kernels_copies_as_runs():
             raise Fail("memmoves of %s bytes, expected %s" % (moves, want))
         o = os.path.join(mdl.d, "out")
         mdl.build(o)
-        for threads in (1, 3):
-            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
-            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
-            bad = output_errors(got, refs, lambda ref: 1e-6 * max(1.0, np.abs(ref).max()))
-            if bad:
-                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        values_at_threads(mdl, o, refs, 1e-6)
     return single("kernels.copies_as_runs", fn)
 
 
@@ -3808,19 +3809,13 @@ def kernels_concat_in_place():
     def fn():
         ll = os.path.join(mdl.d, "ll")
         mdl.build(ll, "--emit=llvm", "-O0", "--no-cache")
-        moves = sorted(int(m) for m in re.findall(r"call i8\* @memmove\([^)]*, i64 (\d+)\)",
-                                                  open(os.path.join(ll, "m.ll")).read()))
+        moves = ir_memmoves(os.path.join(ll, "m.ll"))
         # x into c1, once (c1 lives in c2, c2 in c3); g1 and g2 at 300 and 600 bytes
         if moves != [300, 300, 8 * 256 * 4]:
             raise Fail("memmoves of %s bytes, expected [300, 300, 8192] (x copied once, g1 and g2)" % moves)
         o = os.path.join(mdl.d, "out")
         mdl.build(o)
-        for threads in (1, 3):
-            env = dict(os.environ, NESTRT_NUM_THREADS=str(threads))
-            got = run_compiled(mdl, o, tag="t%d" % threads, env=env)
-            bad = output_errors(got, refs, lambda ref: 1e-5 * max(1.0, np.abs(ref).max()))
-            if bad:
-                raise Fail("at %d threads: %s" % (threads, "; ".join(bad)))
+        values_at_threads(mdl, o, refs, 1e-5)
     return single("kernels.concat_in_place", fn)
 
 
