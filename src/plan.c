@@ -830,9 +830,12 @@ static int own_ws(const Plan *pl, Graph *g, int i, const int *out_of)
 	default:
 		break;
 	}
-	if (pl->ew_into[i] >= 0 || pl->attn[i] == -2 || (pl->fused_into[i] >= 0 && pl->attn[pl->fused_into[i]] == -2) ||
-	    pl->conv_pool[i] == -2 || (pl->fused_into[i] >= 0 && pl->conv_pool[pl->fused_into[i]] == -2) ||
-	    pl->fused_into[i] >= 0)
+	/* computed inline by its reader, kept in a task's buffers, or stored
+	 * with its matmul's or convolution's value (as the loop below) */
+	/* equivalent mutant [const 0 -> (-1)]: and [const 2 -> 1]: and [cmp]: a
+	 * concat and the storage roots of its inputs are none of these: these
+	 * nodes' only readers are the ops that compute them in place */
+	if (pl->ew_into[i] >= 0 || pl->fused_into[i] >= 0 || pl->attn[i] == -2 || pl->conv_pool[i] == -2)
 		return 0;
 	return out_of[i] < 0;
 }

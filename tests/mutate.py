@@ -232,11 +232,16 @@ COVER = {
                                      name="compiled -k kernels.conv2d")] + CONV_COVER[:1],
     # issue 38 (8th session): copies as runs, elementwise runs and batch-1 channels, the model's parts
     "src/codegen/movement.c": [
-        subset("compiled", "kernels.copies_as_runs", "builtin.concat", "builtin.slice", "builtin.transpose",
+        subset("compiled", "kernels.copies_as_runs", "kernels.concat_in_place", "builtin.concat", "builtin.slice",
+               "builtin.transpose",
                "builtin.take", "builtin.expand", "builtin.broadcast", "kernels.model_in_parts",
                name="compiled -k kernels.copies_as_runs,kernels.model_in_parts,builtin.(movement)"),
         subset("onnx", "test_concat", "test_slice", "test_gather", "test_transpose", "test_expand",
                name="onnx node tests -k concat,slice,gather,transpose,expand"),
+    ],
+    "src/plan.c": [
+        subset("compiled", "kernels.concat_in_place", "kernels.copies_as_runs", "kernels.model_in_parts",
+               "builtin.concat", "sample.", name="compiled -k kernels.concat_in_place,...,builtin.concat,sample."),
     ],
     "src/codegen/builder.c": [
         subset("compiled", "kernels.copies_as_runs", "kernels.model_in_parts", "kernels.conv2d_fused", "builtin.",

@@ -336,6 +336,8 @@ void k_concat(Fn *F, Node *n)
 	for (int j = 0; j < n->nin; j++) {
 		int64_t e = 1;
 		for (int k = ax; k < n->rank; k++)
+			/* equivalent mutant [index]: which of the two paths copies a
+			 * concat is a matter of speed; both copy the same elements */
 			e = field_static(F, n->in[j], k) ? e * n->in[j]->shape[k] : 0;
 		inner_min = e < inner_min ? e : inner_min;
 	}

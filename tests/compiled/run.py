@@ -3770,11 +3770,12 @@ def kernels_copies_as_runs():
 # one's storage and each feature is computed straight into its place, so
 # only the block's input (a graph input) is copied, once. Where a piece's
 # offset is not a multiple of 64 bytes (5x5 planes of 3 channels) the
-# pieces after it are copied. Values against NumPy at 1 and 3 threads; the
-# IR's memmoves.
+# pieces after it are copied; concats along different axes do not chain.
+# Values against NumPy at 1 and 3 threads; the IR's memmoves.
 SRC_CONCAT_IN_PLACE = """
 export fn forward(x: f32[1, 8, 16, 16], w1: f32[4, 8, 3, 3], w2: f32[4, 12, 3, 3], w3: f32[4, 16, 3, 3],
-                  y: f32[1, 3, 5, 5], v: f32[3, 3, 1, 1]) -> (f32[1, 20, 16, 16], f32[1, 16, 16, 16], f32[1, 9, 5, 5]) {
+                  y: f32[1, 3, 5, 5], v: f32[3, 3, 1, 1], p: f32[2, 2], q: f32[2, 2], r: f32[2, 2]) ->
+    (f32[1, 20, 16, 16], f32[1, 16, 16, 16], f32[1, 9, 5, 5], f32[4, 2], f32[2, 6]) {
   let f1 = relu(conv2d(x, w1, padding=1))
   let c1 = concat([x, f1], axis=1)
   let f2 = relu(conv2d(c1 * 0.5, w2, padding=1))
@@ -3784,7 +3785,7 @@ export fn forward(x: f32[1, 8, 16, 16], w1: f32[4, 8, 3, 3], w2: f32[4, 12, 3, 3
   let g0 = relu(conv2d(y, v))
   let g1 = conv2d(g0, v)
   let g2 = conv2d(g1, v)
-  return c3 * 2.0, c2 + 1.0, concat([g0, g1, g2], axis=1) - 1.0
+  return c3 * 2.0, c2 + 1.0, concat([g0, g1, g2], axis=1) - 1.0, concat([p, q], axis=0), concat([p, q, r], axis=1)
 }
 """
 
@@ -3792,7 +3793,7 @@ export fn forward(x: f32[1, 8, 16, 16], w1: f32[4, 8, 3, 3], w2: f32[4, 12, 3, 3
 @check("kernels.concat_in_place")
 def kernels_concat_in_place():
     ins = rng_inputs(79, x=(1, 8, 16, 16), w1=(4, 8, 3, 3), w2=(4, 12, 3, 3), w3=(4, 16, 3, 3), y=(1, 3, 5, 5),
-                     v=(3, 3, 1, 1))
+                     v=(3, 3, 1, 1), p=(2, 2), q=(2, 2), r=(2, 2))
     mdl = region_model("kernels.concat_in_place", SRC_CONCAT_IN_PLACE, ins)
     i = {k: v.astype(np.float64) for k, v in ins.items()}
     f1 = np.maximum(conv_ref(i["x"], i["w1"], pad=1), 0)
@@ -3804,7 +3805,9 @@ def kernels_concat_in_place():
     g0 = np.maximum(conv_ref(i["y"], i["v"]), 0)
     g1 = conv_ref(g0, i["v"])
     g2 = conv_ref(g1, i["v"])
-    refs = [c3 * 2.0, c2 + 1.0, np.concatenate([g0, g1, g2], axis=1) - 1.0]
+    # a concat along another axis is no prefix of the next one's: no chain
+    refs = [c3 * 2.0, c2 + 1.0, np.concatenate([g0, g1, g2], axis=1) - 1.0,
+            np.concatenate([i["p"], i["q"]], axis=0), np.concatenate([i["p"], i["q"], i["r"]], axis=1)]
 
     def fn():
         ll = os.path.join(mdl.d, "ll")
